@@ -1,0 +1,227 @@
+//! The module contract: every module probes (read-only), plans a typed difference, and applies exactly that plan.
+//!
+//! The engine in this file owns the state machine, so no module can skip probing or apply in
+//! check mode: `run` calls `probe`, then `plan`, and only calls `apply` when the plan is not empty
+//! and the run is not a check. Modules live one per file; `registry` maps names to them.
+
+pub mod blockinfile;
+pub mod command;
+pub mod copy;
+pub mod file;
+pub mod lineinfile;
+pub mod params;
+pub mod registry;
+pub mod stat;
+pub mod util;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use registry::{canonical_name, check_params, run_module, ParamError};
+
+/// What went wrong inside a module. The controller adds host and task context.
+#[derive(Debug, thiserror::Error)]
+pub enum ModuleError {
+    /// Parameters that deserialized but do not make sense together (e.g. `state: link` without `src`).
+    #[error("invalid parameters: {0}")]
+    Params(String),
+    /// A filesystem operation failed; the message names the path.
+    #[error("{path}: {msg}")]
+    Io { path: String, msg: String },
+    /// Anything else the module reports as a failure (non-zero exit, failed validation...).
+    #[error("{msg}")]
+    Failed {
+        msg: String,
+        /// Return values that are still useful on failure (rc, stdout, stderr of a command).
+        result: Map<String, Value>,
+    },
+}
+
+impl ModuleError {
+    pub fn io(path: impl AsRef<std::path::Path>, err: impl std::fmt::Display) -> Self {
+        ModuleError::Io {
+            path: path.as_ref().display().to_string(),
+            msg: err.to_string(),
+        }
+    }
+
+    pub fn failed(msg: impl Into<String>) -> Self {
+        ModuleError::Failed {
+            msg: msg.into(),
+            result: Map::new(),
+        }
+    }
+}
+
+/// One attribute of one path that changes, shown as `path: attr before → after`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AttrChange {
+    pub path: String,
+    /// `state`, `mode`, `owner`, `group`, `src`, `mtime`...
+    pub attr: String,
+    pub before: String,
+    pub after: String,
+}
+
+/// The content of one file before and after; the reporter renders it as a unified diff.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ContentDiff {
+    pub path: String,
+    pub before: String,
+    pub after: String,
+}
+
+/// Everything a plan would change, for `--diff` and for naming the culprit under `--twice`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Diff {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attrs: Vec<AttrChange>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<ContentDiff>,
+}
+
+impl Diff {
+    pub fn is_empty(&self) -> bool {
+        self.attrs.is_empty() && self.content.is_empty()
+    }
+
+    pub fn attr(
+        &mut self,
+        path: impl Into<String>,
+        attr: &str,
+        before: impl Into<String>,
+        after: impl Into<String>,
+    ) {
+        self.attrs.push(AttrChange {
+            path: path.into(),
+            attr: attr.to_string(),
+            before: before.into(),
+            after: after.into(),
+        });
+    }
+}
+
+/// How the engine runs a module on this task.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct Ctx {
+    /// Stop after `plan`: report what would change, change nothing.
+    pub check: bool,
+    /// The caller wants content diffs; a module may skip reading large "before" content otherwise.
+    pub diff: bool,
+}
+
+/// A typed plan: the list of actions `apply` will perform, and what they change.
+/// An empty `actions` list means the target is converged and nothing will be written.
+#[derive(Debug)]
+pub struct Plan<A> {
+    pub actions: Vec<A>,
+    pub diff: Diff,
+    /// Return values known from the probe (path, mode, state...), reported as-is when nothing changes.
+    pub result: Map<String, Value>,
+    /// Optional human message (e.g. "skipped, since /x exists").
+    pub msg: Option<String>,
+}
+
+impl<A> Plan<A> {
+    pub fn new() -> Self {
+        Plan {
+            actions: Vec::new(),
+            diff: Diff::default(),
+            result: Map::new(),
+            msg: None,
+        }
+    }
+}
+
+impl<A> Default for Plan<A> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The outcome of one module run, as sent back from the agent to the controller.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Outcome {
+    pub changed: bool,
+    #[serde(default)]
+    pub diff: Diff,
+    /// Ansible-compatible return values (`rc`, `stdout`, `path`, `mode`, `stat`...).
+    #[serde(default)]
+    pub result: Map<String, Value>,
+    #[serde(default)]
+    pub msg: Option<String>,
+}
+
+/// One module: three phases with types that make "apply without a plan" unrepresentable.
+pub trait Module {
+    /// Parameters as the playbook spells them; structs use `deny_unknown_fields`.
+    type Params: DeserializeOwned;
+    /// What `probe` found on the host.
+    type State;
+    /// One step of a plan.
+    type Action;
+
+    /// Cross-field checks that serde cannot express. Runs at load time too (on untemplated tasks).
+    fn validate(_params: &Self::Params) -> Result<(), ModuleError> {
+        Ok(())
+    }
+
+    /// Read the current state. Must not change anything on the host.
+    fn probe(params: &Self::Params, ctx: &Ctx) -> Result<Self::State, ModuleError>;
+
+    /// Compute the difference between `state` and the desired state.
+    fn plan(
+        params: &Self::Params,
+        state: &Self::State,
+        ctx: &Ctx,
+    ) -> Result<Plan<Self::Action>, ModuleError>;
+
+    /// Perform exactly `plan.actions`. Returns return values to merge over `plan.result`.
+    fn apply(
+        params: &Self::Params,
+        state: Self::State,
+        plan: &Plan<Self::Action>,
+    ) -> Result<Map<String, Value>, ModuleError>;
+}
+
+/// Deserialize parameters, naming the offending field.
+pub fn parse_params<P: DeserializeOwned>(params: &Value) -> Result<P, ParamError> {
+    serde_path_to_error::deserialize(params).map_err(|e| ParamError {
+        path: e.path().to_string(),
+        msg: e.inner().to_string(),
+    })
+}
+
+/// Drive one module through probe → plan → (apply unless check or converged).
+pub fn run<M: Module>(params: &Value, ctx: &Ctx) -> Result<Outcome, ModuleError> {
+    let p: M::Params = parse_params(params).map_err(|e| ModuleError::Params(e.to_string()))?;
+    M::validate(&p)?;
+    let state = M::probe(&p, ctx)?;
+    let plan = M::plan(&p, &state, ctx)?;
+    if plan.actions.is_empty() {
+        return Ok(Outcome {
+            changed: false,
+            diff: Diff::default(),
+            result: plan.result,
+            msg: plan.msg,
+        });
+    }
+    if ctx.check {
+        return Ok(Outcome {
+            changed: true,
+            diff: plan.diff,
+            result: plan.result,
+            msg: plan.msg,
+        });
+    }
+    let extra = M::apply(&p, state, &plan)?;
+    let mut result = plan.result;
+    result.extend(extra);
+    Ok(Outcome {
+        changed: true,
+        diff: plan.diff,
+        result,
+        msg: plan.msg,
+    })
+}

@@ -1,0 +1,228 @@
+//! Lenient parameter types shared by modules: Ansible booleans (`yes`, "true"), file modes, string-or-list.
+
+use serde::{Deserialize, Deserializer};
+
+/// Ansible accepts `yes`/`no`/`true`/`false`/`1`/`0`/`on`/`off` as strings where a boolean is expected,
+/// because templated values arrive as strings.
+pub fn parse_bool_str(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "yes" | "true" | "on" | "1" | "y" | "t" => Some(true),
+        "no" | "false" | "off" | "0" | "n" | "f" | "" => Some(false),
+        _ => None,
+    }
+}
+
+/// A boolean that also accepts Ansible's spellings as strings and 0/1 as numbers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bool(pub bool);
+
+impl<'de> Deserialize<'de> for Bool {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            B(bool),
+            I(i64),
+            S(String),
+        }
+        match Raw::deserialize(d)
+            .map_err(|_| serde::de::Error::custom("expected a boolean (true/false/yes/no)"))?
+        {
+            Raw::B(b) => Ok(Bool(b)),
+            Raw::I(0) => Ok(Bool(false)),
+            Raw::I(1) => Ok(Bool(true)),
+            Raw::I(i) => Err(serde::de::Error::custom(format!(
+                "expected a boolean, found the number {i}"
+            ))),
+            Raw::S(s) => parse_bool_str(&s).map(Bool).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "expected a boolean (true/false/yes/no), found \"{s}\""
+                ))
+            }),
+        }
+    }
+}
+
+impl From<Bool> for bool {
+    fn from(b: Bool) -> bool {
+        b.0
+    }
+}
+
+/// A value given either as one string or as a list of strings (`notify`, `argv`...).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StringList(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for StringList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            One(String),
+            Many(Vec<serde_json::Value>),
+        }
+        match Raw::deserialize(d)
+            .map_err(|_| serde::de::Error::custom("expected a string or a list of strings"))?
+        {
+            Raw::One(s) => Ok(StringList(vec![s])),
+            Raw::Many(v) => v
+                .into_iter()
+                .map(|x| match x {
+                    serde_json::Value::String(s) => Ok(s),
+                    serde_json::Value::Number(n) => Ok(n.to_string()),
+                    serde_json::Value::Bool(b) => Ok(b.to_string()),
+                    other => Err(serde::de::Error::custom(format!(
+                        "expected a string in the list, found {other}"
+                    ))),
+                })
+                .collect::<Result<_, _>>()
+                .map(StringList),
+        }
+    }
+}
+
+/// A file mode as Ansible accepts it: an integer (already octal-converted by YAML 1.1, as in
+/// Ansible), an octal string (`"0644"`, `"644"`), or symbolic (`u=rw,g=r,o=`, `u+x`).
+/// Symbolic modes need the current mode to resolve, so they are kept as text until apply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModeSpec {
+    Octal(u32),
+    Symbolic(String),
+    /// `mode: preserve` (copy/template): keep the source file's mode.
+    Preserve,
+}
+
+impl<'de> Deserialize<'de> for ModeSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            I(u64),
+            S(String),
+        }
+        let raw = Raw::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "expected a mode: an octal string like \"0644\" or symbolic like \"u=rw,g=r\"",
+            )
+        })?;
+        match raw {
+            Raw::I(i) if i <= 0o7777 => Ok(ModeSpec::Octal(i as u32)),
+            Raw::I(i) => Err(serde::de::Error::custom(format!(
+                "mode {i} is out of range; quote modes as octal strings, e.g. \"0644\""
+            ))),
+            Raw::S(s) => ModeSpec::parse(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl ModeSpec {
+    pub fn parse(s: &str) -> Result<ModeSpec, String> {
+        let t = s.trim();
+        if t == "preserve" {
+            return Ok(ModeSpec::Preserve);
+        }
+        if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
+            return u32::from_str_radix(t, 8)
+                .ok()
+                .filter(|m| *m <= 0o7777)
+                .map(ModeSpec::Octal)
+                .ok_or_else(|| format!("invalid octal mode \"{s}\""));
+        }
+        // Validate the symbolic form now so a typo fails at load time.
+        apply_symbolic(0, t, false)?;
+        Ok(ModeSpec::Symbolic(t.to_string()))
+    }
+
+    /// The concrete permission bits for a path whose current mode is `current`.
+    pub fn resolve(&self, current: u32, is_dir: bool) -> Result<Option<u32>, String> {
+        match self {
+            ModeSpec::Octal(m) => Ok(Some(*m)),
+            ModeSpec::Symbolic(s) => apply_symbolic(current, s, is_dir).map(Some),
+            ModeSpec::Preserve => Ok(None),
+        }
+    }
+}
+
+/// chmod(1)-style symbolic modes: clauses like `u=rw`, `go-w`, `a+X`, separated by commas.
+pub fn apply_symbolic(current: u32, spec: &str, is_dir: bool) -> Result<u32, String> {
+    let mut mode = current & 0o7777;
+    for clause in spec.split(',') {
+        let bad = || format!("invalid symbolic mode \"{spec}\" (expected e.g. \"u=rw,g=r,o=\")");
+        let op_pos = clause.find(['=', '+', '-']).ok_or_else(bad)?;
+        let (who, rest) = clause.split_at(op_pos);
+        let mut who_mask = 0u32;
+        for c in who.chars() {
+            who_mask |= match c {
+                'u' => 0o4700,
+                'g' => 0o2070,
+                'o' => 0o1007,
+                'a' => 0o7777,
+                _ => return Err(bad()),
+            };
+        }
+        if who.is_empty() {
+            who_mask = 0o7777;
+        }
+        // A clause may hold several operations: `u=rw+x`.
+        let mut chars = rest.chars().peekable();
+        while let Some(op) = chars.next() {
+            if !matches!(op, '=' | '+' | '-') {
+                return Err(bad());
+            }
+            let mut perm = 0u32;
+            while let Some(&c) = chars.peek() {
+                if matches!(c, '=' | '+' | '-') {
+                    break;
+                }
+                chars.next();
+                perm |= match c {
+                    'r' => 0o444,
+                    'w' => 0o222,
+                    'x' => 0o111,
+                    'X' => {
+                        if is_dir || mode & 0o111 != 0 {
+                            0o111
+                        } else {
+                            0
+                        }
+                    }
+                    's' => 0o6000,
+                    't' => 0o1000,
+                    _ => return Err(bad()),
+                };
+            }
+            let bits = perm & who_mask;
+            match op {
+                '=' => mode = (mode & !who_mask) | bits,
+                '+' => mode |= bits,
+                _ => mode &= !bits,
+            }
+        }
+    }
+    Ok(mode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symbolic_modes_follow_chmod() {
+        assert_eq!(apply_symbolic(0o777, "u=rw,g=r,o=", false).unwrap(), 0o640);
+        assert_eq!(apply_symbolic(0o644, "u+x", false).unwrap(), 0o744);
+        assert_eq!(apply_symbolic(0o755, "go-w", false).unwrap(), 0o755);
+        assert_eq!(apply_symbolic(0o666, "go-w", false).unwrap(), 0o644);
+        assert_eq!(apply_symbolic(0o644, "a+X", false).unwrap(), 0o644);
+        assert_eq!(apply_symbolic(0o644, "a+X", true).unwrap(), 0o755);
+        assert!(apply_symbolic(0, "q=rw", false).is_err());
+    }
+
+    #[test]
+    fn octal_strings_and_integers() {
+        assert_eq!(ModeSpec::parse("0644").unwrap(), ModeSpec::Octal(0o644));
+        assert_eq!(ModeSpec::parse("755").unwrap(), ModeSpec::Octal(0o755));
+        assert!(ModeSpec::parse("0999").is_err());
+        let m: ModeSpec = serde_json::from_value(serde_json::json!(420)).unwrap();
+        assert_eq!(m, ModeSpec::Octal(0o644));
+    }
+}
