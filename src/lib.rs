@@ -1,5 +1,231 @@
 //! fixpoint's engine: CLI, loader, templating, scheduler, transports, agent and reporter.
+//!
+//! `main_entry` is the only thing the binary calls: it parses arguments, runs the engine, prints
+//! an error once and maps the outcome to an exit status (0 ok, 1 failed, 2 bad input, 3 not converged).
 
-pub fn main_entry() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+pub mod actions;
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod diag;
+pub mod inventory;
+pub mod loader;
+pub mod protocol;
+pub mod reporter;
+pub mod scheduler;
+pub mod templating;
+pub mod transport;
+pub mod vars;
+pub mod yaml;
+
+use clap::Parser;
+use diag::{Diagnostic, Pos};
+use std::process::ExitCode;
+
+pub const EXIT_FAILED: u8 = 1;
+pub const EXIT_INVALID: u8 = 2;
+pub const EXIT_NOT_CONVERGED: u8 = 3;
+
+pub fn main_entry() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_INVALID)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match cli.command {
+        cli::Command::Agent => agent::serve(),
+        cli::Command::Apply(args) => run_cmd(args, false),
+        cli::Command::Check(args) => run_cmd(args, true),
+        cli::Command::Validate(args) => validate_cmd(args),
+        cli::Command::Inventory(args) => inventory_cmd(args),
+    }
+}
+
+fn init_tracing(verbosity: u8) {
+    let default = match verbosity {
+        0..=2 => "warn",
+        3 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FIXPOINT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn invalid(d: &Diagnostic) -> ExitCode {
+    eprint!("{d}");
+    ExitCode::from(EXIT_INVALID)
+}
+
+fn load_inventory(path: Option<&std::path::Path>) -> Result<inventory::Inventory, Diagnostic> {
+    match path {
+        None => Ok(inventory::Inventory::implicit_localhost()),
+        Some(p) => inventory::Inventory::load(p).map_err(inventory_diag),
+    }
+}
+
+fn inventory_diag(e: inventory::InventoryError) -> Diagnostic {
+    let pos = Pos {
+        file: std::sync::Arc::new(e.file.clone()),
+        line: e.line.unwrap_or(0),
+        col: e.col.unwrap_or(1),
+    };
+    Diagnostic::at(&pos, format!("invalid inventory: {}", e.msg))
+}
+
+/// Load every playbook, and the vars directories beside them, or say what is wrong.
+fn load_all(
+    paths: &[std::path::PathBuf],
+    inv: &mut inventory::Inventory,
+) -> Result<Vec<loader::Playbook>, Diagnostic> {
+    let mut books = Vec::new();
+    for p in paths {
+        let book = loader::load_playbook(p)?;
+        inv.load_vars_dir(&book.dir).map_err(inventory_diag)?;
+        books.push(book);
+    }
+    Ok(books)
+}
+
+fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
+    init_tracing(args.verbose);
+    let cfg = match config::Config::from_run_args(args, check_cmd) {
+        Ok(c) => c,
+        Err(d) => return invalid(&d),
+    };
+    let mut inv = match load_inventory(cfg.inventory.as_deref()) {
+        Ok(i) => i,
+        Err(d) => return invalid(&d),
+    };
+    let books = match load_all(&cfg.playbooks, &mut inv) {
+        Ok(b) => b,
+        Err(d) => return invalid(&d),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    let templar = templating::Templar::new();
+    let mut engine = scheduler::Engine::new(cfg, inv, templar);
+    let outcome = runtime.block_on(engine.run(&books));
+    match outcome {
+        scheduler::RunOutcome::Success => ExitCode::SUCCESS,
+        scheduler::RunOutcome::Failed => ExitCode::from(EXIT_FAILED),
+        scheduler::RunOutcome::NotConverged => ExitCode::from(EXIT_NOT_CONVERGED),
+    }
+}
+
+fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
+    init_tracing(0);
+    if let Err(d) = config::parse_extra_vars(&args.extra_vars) {
+        return invalid(&d);
+    }
+    let mut inv = match load_inventory(args.inventory.as_deref()) {
+        Ok(i) => i,
+        Err(d) => return invalid(&d),
+    };
+    let books = match load_all(&args.playbooks, &mut inv) {
+        Ok(b) => b,
+        Err(d) => return invalid(&d),
+    };
+    let templar = templating::Templar::new();
+    for book in &books {
+        for play in &book.plays {
+            let all = play
+                .pre_tasks
+                .iter()
+                .chain(&play.tasks)
+                .chain(&play.post_tasks)
+                .chain(&play.handlers);
+            for task in all {
+                if let Err(msg) = check_task_templates(&templar, task) {
+                    return invalid(
+                        &Diagnostic::at(&task.pos, msg)
+                            .help("fix the Jinja2 syntax of this task's templates"),
+                    );
+                }
+            }
+        }
+    }
+    let plays: usize = books.iter().map(|b| b.plays.len()).sum();
+    let tasks: usize = books
+        .iter()
+        .flat_map(|b| &b.plays)
+        .map(|p| p.pre_tasks.len() + p.tasks.len() + p.post_tasks.len() + p.handlers.len())
+        .sum();
+    println!(
+        "ok: {} playbook(s), {plays} play(s), {tasks} task(s) valid",
+        books.len()
+    );
+    ExitCode::SUCCESS
+}
+
+/// Check the syntax of every template string in a task (without rendering: no host values yet).
+fn check_task_templates(templar: &templating::Templar, task: &loader::Task) -> Result<(), String> {
+    fn walk(templar: &templating::Templar, v: &serde_json::Value) -> Result<(), String> {
+        match v {
+            serde_json::Value::String(s) if templating::Templar::is_template(s) => templar
+                .check_syntax(s)
+                .map_err(|e| format!("template syntax error in `{s}`: {e}")),
+            serde_json::Value::Array(a) => a.iter().try_for_each(|x| walk(templar, x)),
+            serde_json::Value::Object(m) => m.values().try_for_each(|x| walk(templar, x)),
+            _ => Ok(()),
+        }
+    }
+    walk(templar, &task.params)?;
+    for cond in task
+        .when
+        .iter()
+        .chain(task.changed_when.iter().flatten())
+        .chain(task.failed_when.iter().flatten())
+    {
+        let wrapped = if templating::Templar::is_template(cond) {
+            cond.clone()
+        } else {
+            format!("{{{{ {cond} }}}}")
+        };
+        templar
+            .check_syntax(&wrapped)
+            .map_err(|e| format!("syntax error in condition `{cond}`: {e}"))?;
+    }
+    Ok(())
+}
+
+fn inventory_cmd(args: cli::InventoryArgs) -> ExitCode {
+    let inv = match inventory::Inventory::load(&args.inventory) {
+        Ok(i) => i,
+        Err(e) => return invalid(&inventory_diag(e)),
+    };
+    if let Some(h) = args.host {
+        match inv.host_json(&h) {
+            Some(v) => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+            None => {
+                eprintln!("error: host `{h}` is not in the inventory");
+                return ExitCode::from(EXIT_INVALID);
+            }
+        }
+    } else if args.graph {
+        print!("{}", inv.to_graph(None));
+    } else {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&inv.to_list_json()).unwrap_or_default()
+        );
+    }
+    ExitCode::SUCCESS
 }

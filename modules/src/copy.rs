@@ -1,29 +1,1028 @@
-//! The `copy` module (placeholder until it is written).
+//! The `copy` module, agent side: put given bytes (or a file already on the host) at `dest`, with
+//! mode/owner/group, backup and validate, with the semantics and return values of Ansible's copy.
+//!
+//! The controller turns a controller-side `src: foo.conf` into `_content_b64` (the bytes, base64)
+//! and `_src_name: foo.conf` (plus `_src_mode` for `mode: preserve`); `template` arrives the same
+//! way. With `remote_src: true`, `src` names a file on the host instead. Recursive copies of a
+//! directory `src` are not supported.
+//!
+//! Differences from Ansible worth knowing:
+//! - `checksum` in the result is the **sha256** of the new content (Ansible's is sha1).
+//! - A content change keeps the existing file's owner, group and mode unless they are given
+//!   (with `remote_src`, Ansible instead gives a rewritten file the source file's mode and owner);
+//!   a new file from `remote_src` gets the source file's mode, as Ansible's copystat does.
+//! - `dest` that exists but is not a regular file or directory (a fifo, a device) is an error
+//!   rather than being replaced.
+//!
+//! A symlink at `dest` is not followed unless `follow: true`: by default it is replaced by a
+//! regular file (its target is left alone); with `follow: true` the link's target is written.
 
-use crate::{Ctx, Module, ModuleError, Plan};
+use crate::file::{missing_ancestors, parent_of, resolve};
+use crate::params::{Bool, ModeSpec};
+use crate::util::{self, Attrs};
+use crate::{ContentDiff, Ctx, Module, ModuleError, Plan};
+use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use sha2::Digest as _;
+use std::fs::{self, Metadata};
+use std::io::ErrorKind;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 
 pub struct Copy;
 
+fn default_true() -> Bool {
+    Bool(true)
+}
+
+/// Parameters of `copy` as the agent receives them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Params {}
+pub struct Params {
+    /// Text to write. Non-string values are written as JSON, as Ansible does for dicts and lists.
+    #[serde(default)]
+    pub content: Option<Value>,
+    /// The bytes of a controller-side `src`, base64; set by the controller.
+    #[serde(default, rename = "_content_b64")]
+    pub content_b64: Option<String>,
+    /// The file name of the controller-side `src`, used when `dest` is a directory.
+    #[serde(default, rename = "_src_name")]
+    pub src_name: Option<String>,
+    /// The permission bits of the controller-side `src`, for `mode: preserve`.
+    #[serde(default, rename = "_src_mode")]
+    pub src_mode: Option<u32>,
+    /// With `remote_src: true`, a file on the host to copy; otherwise the controller's file
+    /// (informational once the controller has sent its content).
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub src: Option<String>,
+    #[serde(default)]
+    pub remote_src: Bool,
+    #[serde(deserialize_with = "de_string")]
+    pub dest: String,
+    #[serde(default)]
+    pub mode: Option<ModeSpec>,
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub owner: Option<String>,
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub group: Option<String>,
+    /// Keep a timestamped copy of the old file before replacing its content.
+    #[serde(default)]
+    pub backup: Bool,
+    /// `false`: leave an existing `dest` alone, whatever its content (`thirsty` is Ansible's alias).
+    #[serde(default = "default_true", alias = "thirsty")]
+    pub force: Bool,
+    /// A command with `%s`, run on the new content (a temp file beside `dest`) before it replaces `dest`.
+    #[serde(default)]
+    pub validate: Option<String>,
+    #[serde(default)]
+    pub follow: Bool,
+    /// Mode of the directories created when `dest` ends with `/`.
+    #[serde(default)]
+    pub directory_mode: Option<ModeSpec>,
+}
+
+/// `dest` must be a string, but YAML may have typed a name like `1234` as a number.
+fn de_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    util::de_opt_string(d)?.ok_or_else(|| serde::de::Error::custom("expected a path, found null"))
+}
+
+/// One step of a `copy` plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Create a directory for a `dest/` that does not exist yet (parents come first).
+    Mkdir { path: PathBuf, attrs: Attrs },
+    /// Write the new content atomically (validate, then rename over `path`).
+    Write {
+        path: PathBuf,
+        attrs: Attrs,
+        backup: bool,
+        validate: Option<String>,
+    },
+    /// Content is right; only owner/group/mode change (no rewrite).
+    SetAttrs { path: PathBuf, attrs: Attrs },
+}
+
+/// What `probe` found.
+#[derive(Debug)]
+pub struct Probed {
+    /// The file to write: `dest`, `dest/<name>`, or a followed link's target.
+    pub dest: PathBuf,
+    /// Directories to create first (`dest` ended with `/` and does not exist), outermost first.
+    pub new_dirs: Vec<PathBuf>,
+    /// The new content.
+    pub data: Vec<u8>,
+    /// Mode of the source file (controller's `_src_mode`, or the host file with `remote_src`).
+    pub src_mode: Option<u32>,
+    /// lstat of `dest`.
+    pub prev: Option<Metadata>,
+    /// `dest` is a symlink that is not followed: it is replaced by a regular file.
+    pub replace_link: bool,
+    /// The current content of `dest` when it is a regular file.
+    pub before: Option<Vec<u8>>,
+    /// `force: false` and `dest` exists: nothing to do.
+    pub skip: bool,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub umask: u32,
+    /// Owner and group a file created in the destination directory gets (setgid directories pass their group on).
+    pub new_uid: u32,
+    pub new_gid: u32,
+}
 
 impl Module for Copy {
     type Params = Params;
-    type State = ();
-    type Action = ();
+    type State = Probed;
+    type Action = Action;
 
-    fn probe(_: &Params, _: &Ctx) -> Result<(), ModuleError> {
-        Err(ModuleError::failed("not implemented yet"))
+    fn validate(p: &Params) -> Result<(), ModuleError> {
+        let bad = |m: &str| Err(ModuleError::Params(m.to_string()));
+        if p.dest.trim().is_empty() {
+            return bad("`dest` must not be empty");
+        }
+        let has_content = p.content.is_some();
+        if has_content && p.content_b64.is_some() {
+            return bad("`content` and `_content_b64` are mutually exclusive");
+        }
+        if has_content && p.src.is_some() {
+            return bad("`src` and `content` are mutually exclusive: give one of them");
+        }
+        if !has_content && p.content_b64.is_none() && p.src.is_none() {
+            return bad("copy needs `src` (a file to copy) or `content` (the text to write)");
+        }
+        if p.remote_src.0 && p.src.is_none() {
+            return bad("`remote_src: true` needs `src`: the file on the host to copy");
+        }
+        if p.remote_src.0 && (has_content || p.content_b64.is_some()) {
+            return bad(
+                "`remote_src: true` copies `src` from the host; it cannot be used with `content`",
+            );
+        }
+        if has_content && p.mode == Some(ModeSpec::Preserve) {
+            return bad("`mode: preserve` keeps the source file's mode, but `content` has no source file; give a mode like \"0644\"");
+        }
+        if p.directory_mode == Some(ModeSpec::Preserve) {
+            return bad("`directory_mode: preserve` is not supported; give a mode like \"0755\"");
+        }
+        if let Some(v) = &p.validate {
+            if !v.contains("%s") {
+                return Err(ModuleError::Params(format!(
+                    "`validate` must contain %s (where the file to check goes), got `{v}`"
+                )));
+            }
+        }
+        Ok(())
     }
 
-    fn plan(_: &Params, _: &(), _: &Ctx) -> Result<Plan<()>, ModuleError> {
-        Ok(Plan::new())
+    fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
+        let Source {
+            data,
+            mode: src_mode,
+            name: src_name,
+        } = source(p)?;
+
+        let mut dest = util::expand_user(&p.dest);
+        let mut new_dirs = Vec::new();
+        let to_dir = |raw: &str| {
+            src_name.clone().ok_or_else(|| {
+                ModuleError::Params(format!(
+                    "dest `{raw}` is a directory, and `content` has no file name; set dest to \
+                     the file's path, e.g. {}/name.conf",
+                    raw.trim_end_matches('/')
+                ))
+            })
+        };
+        if p.dest.ends_with('/') {
+            let name = to_dir(&p.dest)?;
+            match fs::metadata(&dest) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(ModuleError::failed(format!(
+                        "dest `{}` ends with '/' but is not a directory",
+                        p.dest
+                    )))
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    // Like Ansible, a `dest/` that does not exist is created (mkdir -p).
+                    let (missing, blocker) = missing_ancestors(&dest)?;
+                    if let Some(b) = blocker {
+                        return Err(ModuleError::failed(format!(
+                            "cannot create directory {}: {} exists and is not a directory",
+                            dest.display(),
+                            b.display()
+                        )));
+                    }
+                    new_dirs = missing;
+                }
+                Err(e) => return Err(ModuleError::io(&dest, e)),
+            }
+            dest = dest.join(name);
+        } else if fs::metadata(&dest).is_ok_and(|m| m.is_dir()) {
+            dest = dest.join(to_dir(&p.dest)?);
+        }
+
+        if new_dirs.is_empty() {
+            let dir = parent_of(&dest);
+            match fs::metadata(&dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(ModuleError::failed(format!(
+                        "destination directory {} is not a directory",
+                        dir.display()
+                    )))
+                }
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+                    return Err(ModuleError::failed(format!(
+                        "destination directory {} is not accessible: {e}",
+                        dir.display()
+                    )))
+                }
+                Err(_) => {
+                    return Err(ModuleError::failed(format!(
+                        "destination directory {} does not exist; create it first (file module, \
+                         state: directory), or end dest with '/' to have copy create it",
+                        dir.display()
+                    )))
+                }
+            }
+        }
+
+        // Ansible: `force: false` leaves any existing dest alone (a dangling link does not exist).
+        let skip = !p.force.0 && fs::metadata(&dest).is_ok();
+
+        let mut prev = crate::file::lstat(&dest)?;
+        let mut replace_link = false;
+        if prev.as_ref().is_some_and(|m| m.file_type().is_symlink()) {
+            match resolve(&dest)? {
+                Some((real, m)) if p.follow.0 => {
+                    dest = real;
+                    prev = Some(m);
+                }
+                _ => replace_link = true,
+            }
+        }
+        let before = match &prev {
+            Some(_) if replace_link || skip => None,
+            Some(m) if m.is_file() => Some(fs::read(&dest).map_err(|e| ModuleError::io(&dest, e))?),
+            Some(m) if m.is_dir() => {
+                return Err(ModuleError::failed(format!(
+                    "dest {} is a directory; give the path of the file to write",
+                    dest.display()
+                )))
+            }
+            Some(_) => {
+                return Err(ModuleError::failed(format!(
+                    "dest {} exists and is not a regular file; remove it first",
+                    dest.display()
+                )))
+            }
+            None => None,
+        };
+
+        // A new file's group: the directory's when it is setgid, else ours.
+        let dir_meta = fs::metadata(parent_of(&dest)).ok();
+        let new_gid = match dir_meta {
+            Some(m) if m.mode() & 0o2000 != 0 => m.gid(),
+            _ => nix::unistd::getegid().as_raw(),
+        };
+
+        Ok(Probed {
+            dest,
+            new_dirs,
+            data,
+            src_mode,
+            prev,
+            replace_link,
+            before,
+            skip,
+            uid: p.owner.as_deref().map(util::lookup_uid).transpose()?,
+            gid: p.group.as_deref().map(util::lookup_gid).transpose()?,
+            umask: util::current_umask(),
+            new_uid: nix::unistd::geteuid().as_raw(),
+            new_gid,
+        })
     }
 
-    fn apply(_: &Params, _: (), _: &Plan<()>) -> Result<Map<String, Value>, ModuleError> {
-        Ok(Map::new())
+    fn plan(p: &Params, st: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+        let mut plan = Plan::new();
+        let shown = st.dest.display().to_string();
+        plan.result.insert("dest".into(), shown.clone().into());
+        if let Some(src) = &p.src {
+            plan.result.insert("src".into(), src.clone().into());
+        }
+        if st.skip {
+            plan.msg = Some("file already exists".into());
+            plan.result.insert("changed".into(), false.into());
+            return Ok(plan);
+        }
+
+        for dir in &st.new_dirs {
+            let mode = match &p.directory_mode {
+                Some(spec) => spec
+                    .resolve(0o777 & !st.umask, true)
+                    .map_err(ModuleError::Params)?,
+                None => None,
+            };
+            plan.diff
+                .attr(dir.display().to_string(), "state", "absent", "directory");
+            plan.actions.push(Action::Mkdir {
+                path: dir.clone(),
+                attrs: Attrs {
+                    mode,
+                    uid: st.uid,
+                    gid: st.gid,
+                },
+            });
+        }
+
+        // The file as it is now, if it stays the same inode's attributes that matter.
+        let cur = if st.replace_link {
+            None
+        } else {
+            st.prev.as_ref()
+        };
+        let default_mode = 0o666 & !st.umask;
+        let cur_mode = cur.map_or(default_mode, |m| m.mode() & 0o7777);
+        let wanted_mode = match &p.mode {
+            None => None,
+            Some(ModeSpec::Preserve) => Some(st.src_mode.ok_or_else(|| {
+                ModuleError::Params(
+                    "`mode: preserve` needs the source file's mode, which did not arrive \
+                     (`_src_mode`); give a mode like \"0644\""
+                        .into(),
+                )
+            })?),
+            Some(spec) => spec.resolve(cur_mode, false).map_err(ModuleError::Params)?,
+        };
+
+        let content_changes = cur.is_none() || st.before.as_deref() != Some(&st.data[..]);
+        let mut attrs = Attrs::default();
+        match cur {
+            Some(m) => {
+                attrs.mode = wanted_mode.filter(|w| *w != cur_mode);
+                attrs.uid = st.uid.filter(|u| *u != m.uid());
+                attrs.gid = st.gid.filter(|g| *g != m.gid());
+                if let Some(mode) = attrs.mode {
+                    plan.diff.attr(
+                        &shown,
+                        "mode",
+                        util::mode_str(cur_mode),
+                        util::mode_str(mode),
+                    );
+                }
+                if let Some(u) = attrs.uid {
+                    plan.diff.attr(
+                        &shown,
+                        "owner",
+                        util::user_name(m.uid()),
+                        util::user_name(u),
+                    );
+                }
+                if let Some(g) = attrs.gid {
+                    plan.diff.attr(
+                        &shown,
+                        "group",
+                        util::group_name(m.gid()),
+                        util::group_name(g),
+                    );
+                }
+                // The kernel drops setuid/setgid on chown; ask for the bits again so they stay.
+                if (attrs.uid.is_some() || attrs.gid.is_some()) && cur_mode & 0o6000 != 0 {
+                    attrs.mode.get_or_insert(wanted_mode.unwrap_or(cur_mode));
+                }
+            }
+            None => {
+                let before_state = if st.replace_link { "link" } else { "absent" };
+                plan.diff.attr(&shown, "state", before_state, "file");
+                // A new file: the mode is set explicitly, so a replaced symlink's target does
+                // not lend its mode to the new file.
+                let mode = wanted_mode
+                    .or(if p.remote_src.0 { st.src_mode } else { None })
+                    .unwrap_or(default_mode);
+                // A brand-new file already has its creator's owner and group; only a replaced
+                // link needs them spelled out (atomic_write would copy them from the target).
+                let natural = |id: u32| if st.replace_link { Some(id) } else { None };
+                attrs = Attrs {
+                    mode: Some(mode),
+                    uid: st.uid.or_else(|| natural(st.new_uid)),
+                    gid: st.gid.or_else(|| natural(st.new_gid)),
+                };
+                if wanted_mode.is_some() {
+                    plan.diff.attr(&shown, "mode", "", util::mode_str(mode));
+                }
+                if let Some(u) = st.uid {
+                    plan.diff.attr(&shown, "owner", "", util::user_name(u));
+                }
+                if let Some(g) = st.gid {
+                    plan.diff.attr(&shown, "group", "", util::group_name(g));
+                }
+            }
+        }
+
+        if content_changes {
+            plan.diff.content.push(ContentDiff {
+                path: shown.clone(),
+                before: match (&st.before, ctx.diff) {
+                    (Some(b), true) => util::diff_text(b),
+                    _ => String::new(),
+                },
+                after: if ctx.diff {
+                    util::diff_text(&st.data)
+                } else {
+                    String::new()
+                },
+            });
+            plan.actions.push(Action::Write {
+                path: st.dest.clone(),
+                attrs,
+                backup: p.backup.0 && st.before.is_some(),
+                validate: p.validate.clone(),
+            });
+        } else if attrs != Attrs::default() {
+            plan.actions.push(Action::SetAttrs {
+                path: st.dest.clone(),
+                attrs,
+            });
+        }
+
+        let r = &mut plan.result;
+        if plan.actions.is_empty() {
+            if let Some(m) = &st.prev {
+                r.extend(util::meta_info(m));
+            }
+        }
+        r.insert("state".into(), "file".into());
+        r.insert(
+            "checksum".into(),
+            hex::encode(sha2::Sha256::digest(&st.data)).into(),
+        );
+        r.insert("size".into(), st.data.len().into());
+        r.insert("changed".into(), (!plan.actions.is_empty()).into());
+        Ok(plan)
+    }
+
+    fn apply(
+        _: &Params,
+        st: Probed,
+        plan: &Plan<Action>,
+    ) -> Result<Map<String, Value>, ModuleError> {
+        let mut backup = None;
+        for action in &plan.actions {
+            match action {
+                Action::Mkdir { path, attrs } => {
+                    match fs::create_dir(path) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == ErrorKind::AlreadyExists && path.is_dir() => {}
+                        Err(e) => {
+                            return Err(ModuleError::io(
+                                path,
+                                format!("cannot create directory: {e}"),
+                            ))
+                        }
+                    }
+                    util::set_attrs(path, attrs)?;
+                }
+                Action::Write {
+                    path,
+                    attrs,
+                    backup: want_backup,
+                    validate,
+                } => {
+                    if *want_backup {
+                        backup = Some(util::backup_file(path)?);
+                    }
+                    util::atomic_write(path, &st.data, attrs, validate.as_deref())?;
+                }
+                Action::SetAttrs { path, attrs } => util::set_attrs(path, attrs)?,
+            }
+        }
+        let mut out = util::path_info(&st.dest)?;
+        out.insert("state".into(), "file".into());
+        if let Some(b) = backup {
+            out.insert("backup_file".into(), b.into());
+        }
+        Ok(out)
+    }
+}
+
+/// Where the new content comes from.
+struct Source {
+    data: Vec<u8>,
+    /// The source file's permission bits, when there is a source file.
+    mode: Option<u32>,
+    /// The file name used when `dest` is a directory.
+    name: Option<String>,
+}
+
+/// Read the new content from `content`, `_content_b64` or (with `remote_src`) the host file `src`.
+fn source(p: &Params) -> Result<Source, ModuleError> {
+    if let Some(content) = &p.content {
+        let text = match content {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        return Ok(Source {
+            data: text.into_bytes(),
+            mode: p.src_mode,
+            name: p.src_name.clone(),
+        });
+    }
+    if let Some(b64) = &p.content_b64 {
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(b64.trim())
+            .map_err(|e| ModuleError::Params(format!("`_content_b64` is not valid base64: {e}")))?;
+        let name = p
+            .src_name
+            .clone()
+            .or_else(|| p.src.as_deref().and_then(base_name));
+        return Ok(Source {
+            data,
+            mode: p.src_mode,
+            name,
+        });
+    }
+    let src = p.src.as_deref().unwrap_or_default();
+    if !p.remote_src.0 {
+        return Err(ModuleError::Params(format!(
+            "src `{src}` is a file on the controller, but its content did not arrive; set \
+             remote_src: true if the file is already on the host"
+        )));
+    }
+    let path = util::expand_user(src);
+    if !path.is_absolute() {
+        return Err(ModuleError::Params(format!(
+            "with remote_src: true, `src` must be an absolute path on the host, got `{src}`"
+        )));
+    }
+    let meta = match fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(ModuleError::failed(format!("Source {src} not found")))
+        }
+        Err(e) => return Err(ModuleError::io(&path, e)),
+    };
+    if meta.is_dir() {
+        return Err(ModuleError::failed(format!(
+            "Cannot copy {src}: it is a directory, and fixpoint does not copy directories \
+             recursively; copy its files one by one"
+        )));
+    }
+    if !meta.is_file() {
+        return Err(ModuleError::failed(format!(
+            "Cannot copy invalid source '{src}': not a file"
+        )));
+    }
+    let data = fs::read(&path).map_err(|e| ModuleError::io(&path, e))?;
+    Ok(Source {
+        data,
+        mode: Some(meta.mode() & 0o7777),
+        name: base_name(src),
+    })
+}
+
+fn base_name(path: &str) -> Option<String> {
+    Path::new(path.trim_end_matches('/'))
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{check_params, run, Ctx, Outcome};
+    use serde_json::json;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+
+    const RUN: Ctx = Ctx {
+        check: false,
+        diff: true,
+    };
+
+    fn go(params: Value, ctx: &Ctx) -> Outcome {
+        run::<Copy>(&params, ctx).unwrap()
+    }
+
+    fn err_of(params: Value) -> String {
+        run::<Copy>(&params, &RUN).unwrap_err().to_string()
+    }
+
+    /// (inode, mtime, mtime_nsec, ctime, ctime_nsec, mode, uid, gid, content): a rewrite or chmod shows up here.
+    fn fingerprint(p: &Path) -> (u64, i64, i64, i64, i64, u32, u32, u32, Vec<u8>) {
+        let m = fs::symlink_metadata(p).unwrap();
+        (
+            m.ino(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+            m.mode(),
+            m.uid(),
+            m.gid(),
+            fs::read(p).unwrap_or_default(),
+        )
+    }
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn content_is_written_once_then_converges() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("motd");
+        let params = json!({"content": "hello\n", "dest": f});
+
+        let checked = go(
+            params.clone(),
+            &Ctx {
+                check: true,
+                diff: true,
+            },
+        );
+        assert!(checked.changed);
+        assert!(!f.exists(), "check mode must not write");
+        assert_eq!(checked.diff.content[0].after, "hello\n");
+        assert!(listing(t.path()).is_empty(), "no temp file left behind");
+
+        let first = go(params.clone(), &RUN);
+        assert!(first.changed);
+        assert_eq!(fs::read(&f).unwrap(), b"hello\n");
+        assert_eq!(
+            first.result["checksum"],
+            hex::encode(sha2::Sha256::digest(b"hello\n"))
+        );
+        assert_eq!(first.result["size"], 6);
+        assert_eq!(first.result["state"], "file");
+        assert_eq!(first.result["dest"], f.display().to_string());
+        assert_eq!(first.result["owner"], "root");
+        assert_eq!(
+            first.result["mode"],
+            util::mode_str(0o666 & !util::current_umask())
+        );
+        assert!(first
+            .diff
+            .attrs
+            .iter()
+            .any(|a| a.attr == "state" && a.after == "file"));
+
+        let stable = fingerprint(&f);
+        let second = go(params, &RUN);
+        assert!(!second.changed);
+        assert!(second.diff.is_empty());
+        assert_eq!(second.result["changed"], false);
+        assert_eq!(second.result["checksum"], first.result["checksum"]);
+        assert_eq!(
+            fingerprint(&f),
+            stable,
+            "a converged copy must not rewrite, chmod or chown"
+        );
+        assert_eq!(listing(t.path()), vec!["motd"]);
+    }
+
+    #[test]
+    fn changed_content_keeps_owner_group_mode_and_fills_diff() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("conf");
+        fs::write(&f, "old\n").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o640)).unwrap();
+        std::os::unix::fs::chown(&f, Some(65534), Some(65534)).unwrap();
+
+        let quiet = go(
+            json!({"content": "new\n", "dest": f}),
+            &Ctx {
+                check: true,
+                diff: false,
+            },
+        );
+        assert!(quiet.changed);
+        assert_eq!(
+            quiet.diff.content.len(),
+            1,
+            "the diff still names the changed file"
+        );
+        assert_eq!(quiet.diff.content[0].before, "", "no text without --diff");
+        let untouched = fingerprint(&f);
+
+        // Check mode with an owner change as well: nothing on disk moves.
+        let checked = go(
+            json!({"content": "new\n", "dest": f, "owner": "root"}),
+            &Ctx {
+                check: true,
+                diff: true,
+            },
+        );
+        assert!(checked.changed);
+        assert!(checked
+            .diff
+            .attrs
+            .iter()
+            .any(|a| a.attr == "owner" && a.after == "root"));
+        assert_eq!(fingerprint(&f), untouched);
+        assert_eq!(listing(t.path()), vec!["conf"]);
+
+        let out = go(json!({"content": "new\n", "dest": f}), &RUN);
+        assert!(out.changed);
+        assert_eq!(out.diff.content[0].before, "old\n");
+        assert_eq!(out.diff.content[0].after, "new\n");
+        assert!(
+            out.diff.attrs.is_empty(),
+            "no attribute changes: {:?}",
+            out.diff.attrs
+        );
+        let m = fs::metadata(&f).unwrap();
+        assert_eq!((m.mode() & 0o7777, m.uid(), m.gid()), (0o640, 65534, 65534));
+        assert_eq!(fs::read(&f).unwrap(), b"new\n");
+    }
+
+    #[test]
+    fn attribute_only_change_does_not_rewrite() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        fs::write(&f, "same").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o644)).unwrap();
+        let (ino, mtime, mtime_ns, ..) = fingerprint(&f);
+        let params = json!({"content": "same", "dest": f, "mode": "0600", "owner": "nobody", "group": 65534});
+
+        let out = go(params.clone(), &RUN);
+        assert!(out.changed);
+        assert!(out.diff.content.is_empty());
+        let mode = out.diff.attrs.iter().find(|a| a.attr == "mode").unwrap();
+        assert_eq!(
+            (mode.before.as_str(), mode.after.as_str()),
+            ("0644", "0600")
+        );
+        let after = fingerprint(&f);
+        assert_eq!(
+            (after.0, after.1, after.2),
+            (ino, mtime, mtime_ns),
+            "same inode, same mtime"
+        );
+        assert_eq!((after.5 & 0o7777, after.6, after.7), (0o600, 65534, 65534));
+        assert_eq!(out.result["owner"], "nobody");
+
+        let stable = fingerprint(&f);
+        assert!(!go(params, &RUN).changed);
+        assert_eq!(fingerprint(&f), stable);
+    }
+
+    #[test]
+    fn controller_file_into_directory_dest() {
+        let t = tempfile::tempdir().unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(b"\x00\x01bin");
+        let params = json!({"_content_b64": b64, "_src_name": "blob.bin", "src": "files/blob.bin",
+                            "dest": t.path(), "mode": "preserve", "_src_mode": 0o750});
+        let out = go(params.clone(), &RUN);
+        assert!(out.changed);
+        let f = t.path().join("blob.bin");
+        assert_eq!(fs::read(&f).unwrap(), b"\x00\x01bin");
+        assert_eq!(fs::metadata(&f).unwrap().mode() & 0o7777, 0o750);
+        assert_eq!(out.result["src"], "files/blob.bin");
+        assert!(
+            out.diff.content[0].after.starts_with("<binary"),
+            "binary is summarised"
+        );
+        let stable = fingerprint(&f);
+        assert!(!go(params, &RUN).changed);
+        assert_eq!(fingerprint(&f), stable);
+
+        // A trailing slash creates the missing directories, with directory_mode.
+        let dest = format!("{}/new/sub/", t.path().display());
+        let params = json!({"_content_b64": b64, "_src_name": "blob.bin", "dest": dest,
+                            "directory_mode": "0700"});
+        assert!(go(params.clone(), &RUN).changed);
+        assert!(t.path().join("new/sub/blob.bin").is_file());
+        assert_eq!(
+            fs::metadata(t.path().join("new")).unwrap().mode() & 0o7777,
+            0o700
+        );
+        assert!(!go(params, &RUN).changed);
+    }
+
+    #[test]
+    fn content_into_a_directory_or_missing_parent_fails_clearly() {
+        let t = tempfile::tempdir().unwrap();
+        let e = err_of(json!({"content": "x", "dest": t.path()}));
+        assert!(
+            e.contains("is a directory") && e.contains("file name"),
+            "{e}"
+        );
+        let e = err_of(json!({"content": "x", "dest": format!("{}/d/", t.path().display())}));
+        assert!(e.contains("directory"), "{e}");
+        let e = err_of(json!({"content": "x", "dest": t.path().join("nodir/f")}));
+        assert!(e.contains("does not exist"), "{e}");
+        assert!(listing(t.path()).is_empty());
+    }
+
+    #[test]
+    fn force_false_leaves_existing_files_alone() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        fs::write(&f, "mine").unwrap();
+        let stable = fingerprint(&f);
+        let out = go(
+            json!({"content": "theirs", "dest": f, "force": "no", "mode": "0600"}),
+            &RUN,
+        );
+        assert!(!out.changed);
+        assert_eq!(out.msg.as_deref(), Some("file already exists"));
+        assert_eq!(fingerprint(&f), stable);
+        let g = t.path().join("g");
+        assert!(
+            go(
+                json!({"content": "theirs", "dest": g, "force": false}),
+                &RUN
+            )
+            .changed
+        );
+        assert_eq!(fs::read(&g).unwrap(), b"theirs");
+    }
+
+    #[test]
+    fn backup_keeps_the_old_content() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        fs::write(&f, "v1").unwrap();
+        let out = go(json!({"content": "v2", "dest": f, "backup": true}), &RUN);
+        let b = out.result["backup_file"].as_str().unwrap();
+        assert_eq!(fs::read(b).unwrap(), b"v1");
+        assert_eq!(fs::read(&f).unwrap(), b"v2");
+        let again = go(json!({"content": "v2", "dest": f, "backup": true}), &RUN);
+        assert!(!again.changed);
+        assert!(again.result.get("backup_file").is_none());
+        assert_eq!(listing(t.path()).len(), 2, "no second backup");
+    }
+
+    #[test]
+    fn validate_runs_before_the_rename() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("sudoers");
+        fs::write(&f, "good\n").unwrap();
+        let e = run::<Copy>(
+            &json!({"content": "bad\n", "dest": f, "validate": "grep -q good %s"}),
+            &RUN,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("validate"), "{e}");
+        assert_eq!(
+            fs::read(&f).unwrap(),
+            b"good\n",
+            "a failed validate leaves dest alone"
+        );
+        assert_eq!(
+            listing(t.path()),
+            vec!["sudoers"],
+            "no temp file left behind"
+        );
+        let ok = go(
+            json!({"content": "good too\n", "dest": f, "validate": "grep -q good %s"}),
+            &RUN,
+        );
+        assert!(ok.changed);
+        assert_eq!(fs::read(&f).unwrap(), b"good too\n");
+    }
+
+    #[test]
+    fn symlink_dest_is_replaced_unless_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let target = t.path().join("target");
+        fs::write(&target, "target").unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
+        let l = t.path().join("l");
+        symlink(&target, &l).unwrap();
+
+        let out = go(
+            json!({"content": "followed", "dest": l, "follow": true}),
+            &RUN,
+        );
+        assert!(out.changed);
+        assert_eq!(fs::read(&target).unwrap(), b"followed");
+        assert!(fs::symlink_metadata(&l).unwrap().file_type().is_symlink());
+        assert_eq!(fs::metadata(&target).unwrap().mode() & 0o7777, 0o600);
+
+        let out = go(json!({"content": "own file", "dest": l}), &RUN);
+        assert!(out.changed);
+        assert!(out
+            .diff
+            .attrs
+            .iter()
+            .any(|a| a.attr == "state" && a.before == "link"));
+        let m = fs::symlink_metadata(&l).unwrap();
+        assert!(m.is_file());
+        assert_eq!(
+            m.mode() & 0o7777,
+            0o666 & !util::current_umask(),
+            "not the target's mode"
+        );
+        assert_eq!(fs::read(&l).unwrap(), b"own file");
+        assert_eq!(fs::read(&target).unwrap(), b"followed", "target untouched");
+        assert!(!go(json!({"content": "own file", "dest": l}), &RUN).changed);
+    }
+
+    #[test]
+    fn remote_src_copies_a_host_file() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("script.sh");
+        fs::write(&src, "#!/bin/sh\n").unwrap();
+        fs::set_permissions(&src, fs::Permissions::from_mode(0o755)).unwrap();
+        let dest = t.path().join("copy.sh");
+        let params = json!({"src": src, "remote_src": true, "dest": dest});
+        assert!(go(params.clone(), &RUN).changed);
+        assert_eq!(fs::read(&dest).unwrap(), b"#!/bin/sh\n");
+        assert_eq!(
+            fs::metadata(&dest).unwrap().mode() & 0o7777,
+            0o755,
+            "new file gets src's mode"
+        );
+        assert!(!go(params, &RUN).changed);
+
+        let dir = t.path().join("into");
+        fs::create_dir(&dir).unwrap();
+        assert!(go(json!({"src": src, "remote_src": "yes", "dest": dir}), &RUN).changed);
+        assert!(dir.join("script.sh").is_file());
+
+        let e = err_of(json!({"src": t.path().join("nope"), "remote_src": true, "dest": dest}));
+        assert!(e.contains("not found"), "{e}");
+        let e = err_of(json!({"src": dir, "remote_src": true, "dest": dest}));
+        assert!(e.contains("directory"), "{e}");
+        let e = err_of(json!({"src": "files/x", "dest": dest}));
+        assert!(e.contains("remote_src"), "{e}");
+    }
+
+    #[test]
+    fn non_string_content_is_written_as_json() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("j");
+        go(json!({"content": {"a": 1}, "dest": f}), &RUN);
+        assert_eq!(fs::read_to_string(&f).unwrap(), r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn bad_parameters_are_rejected_with_the_field_named() {
+        let e = check_params("copy", &json!({"dest": "/x"}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("content") && e.contains("src"), "{e}");
+        let e = check_params("copy", &json!({"content": "x"}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dest"), "{e}");
+        let e =
+            check_params("copy", &json!({"content": "x", "src": "y", "dest": "/x"})).unwrap_err();
+        assert!(e.to_string().contains("mutually exclusive"), "{e}");
+        let e = check_params(
+            "copy",
+            &json!({"content": "x", "dest": "/x", "validate": "visudo -c"}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("%s"), "{e}");
+        let e = check_params(
+            "copy",
+            &json!({"content": "x", "dest": "/x", "mode": "preserve"}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("preserve"), "{e}");
+        let e = check_params(
+            "copy",
+            &json!({"remote_src": true, "dest": "/x", "content": "y"}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("remote_src"), "{e}");
+        let e = check_params(
+            "copy",
+            &json!({"content": "x", "dest": "/x", "backup": "perhaps"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "backup");
+        let e = check_params(
+            "copy",
+            &json!({"content": "x", "dest": "/x", "mode": "0999"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "mode");
+        let e = check_params(
+            "copy",
+            &json!({"content": "x", "dest": "/x", "recurse": true}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("recurse"), "{e}");
+        // At load time the controller has not yet turned `src` into content.
+        assert!(check_params(
+            "copy",
+            &json!({"src": "files/a.conf", "dest": "/etc/a.conf", "mode": "preserve"})
+        )
+        .is_ok());
+        assert!(check_params(
+            "copy",
+            &json!({"content": "x", "dest": "/x", "thirsty": "no"})
+        )
+        .is_ok());
+        let e = err_of(json!({"_content_b64": "!!!", "dest": "/tmp/x"}));
+        assert!(e.contains("_content_b64"), "{e}");
     }
 }

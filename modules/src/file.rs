@@ -1,29 +1,1855 @@
-//! The `file` module (placeholder until it is written).
+//! The `file` module: make a path a file, directory, symlink or hard link (or remove it), and set
+//! its mode, owner, group and times, with the semantics of Ansible's `ansible.builtin.file`.
+//!
+//! Deliberate differences from Ansible, all so that a second run reports no change:
+//! - `state: touch` on an existing path does **not** bump its times unless `modification_time: now`
+//!   or `access_time: now` is given. Ansible defaults both to `now`, so its touch never converges;
+//!   here both default to `preserve`, so touch only creates a missing file and sets attributes.
+//! - With no `state`, a regular file that has other hard links counts as `file` (Ansible calls it
+//!   `hard` and then demands a `src`).
+//! - A `mode` on a symlink that is not followed is ignored: Linux symlinks have no permission bits
+//!   (Ansible chmods, notices the target changed, and changes it back, reporting a change forever).
+//! - A relative `src` of `state: hard` is relative to the directory of `path`, as for `state: link`
+//!   (Ansible resolves it against the module's working directory, which no playbook controls).
+//! - `follow` on a symlink whose target is missing is an error for `file`, `directory` and `touch`
+//!   (Ansible sometimes creates the target directory, sometimes fails later).
+//!
+//! `follow` (default `true`, as in Ansible) never makes the module replace or remove anything
+//! through a link: `state: absent` removes the link itself, `state: link`/`hard` replace the link
+//! itself. It only decides which inode gets mode/owner/group/times when `path` is (or becomes) a
+//! symlink: with `follow`, the link's target; without, the link itself (lchown, and times set with
+//! `AT_SYMLINK_NOFOLLOW`). With `recurse`, `follow` also follows symlinks found inside the tree,
+//! as Ansible does, so a recursive chown can reach files outside the tree; set `follow: false` to
+//! keep it inside.
 
+use crate::params::{Bool, ModeSpec};
+use crate::util;
 use crate::{Ctx, Module, ModuleError, Plan};
+use nix::sys::stat::UtimensatFlags;
+use nix::sys::time::TimeSpec;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use std::collections::HashSet;
+use std::fs::{self, Metadata};
+use std::io::ErrorKind;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 pub struct File;
 
+/// What `path` should be.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FileState {
+    File,
+    Directory,
+    Link,
+    Hard,
+    Touch,
+    Absent,
+}
+
+impl FileState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileState::File => "file",
+            FileState::Directory => "directory",
+            FileState::Link => "link",
+            FileState::Hard => "hard",
+            FileState::Touch => "touch",
+            FileState::Absent => "absent",
+        }
+    }
+}
+
+fn default_true() -> Bool {
+    Bool(true)
+}
+
+/// Parameters of `file`, spelled as in Ansible.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Params {}
+pub struct Params {
+    /// The path to manage (`dest` and `name` are Ansible's aliases).
+    #[serde(alias = "dest", alias = "name")]
+    pub path: String,
+    /// Default: what the path already is; `file` when it does not exist (`directory` with `recurse`).
+    #[serde(default)]
+    pub state: Option<FileState>,
+    #[serde(default)]
+    pub mode: Option<ModeSpec>,
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub owner: Option<String>,
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub group: Option<String>,
+    /// `state: directory` only: apply mode/owner/group/times to everything below `path` too.
+    #[serde(default)]
+    pub recurse: Bool,
+    /// The link's target (`state: link`, may be relative to the link's directory) or the file to
+    /// hard-link (`state: hard`).
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub src: Option<String>,
+    /// Replace an existing file or empty directory with a link; create a symlink to a missing `src`.
+    #[serde(default)]
+    pub force: Bool,
+    #[serde(default = "default_true")]
+    pub follow: Bool,
+    /// `preserve` (default), `now`, or a time in `modification_time_format`.
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub modification_time: Option<String>,
+    /// strptime-style format; default `%Y%m%d%H%M.%S` as in Ansible.
+    #[serde(default)]
+    pub modification_time_format: Option<String>,
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub access_time: Option<String>,
+    #[serde(default)]
+    pub access_time_format: Option<String>,
+}
+
+/// A wanted access or modification time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeWant {
+    /// Leave the time as it is.
+    Preserve,
+    /// Set it to the current time (always a change, as asked).
+    Now,
+    /// Seconds since the epoch.
+    At(i64),
+}
+
+/// What an existing symlink or hard link is compared against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replace {
+    /// Nothing is at `path`: create the link there.
+    Nothing,
+    /// A file or link is at `path`: create the new link beside it and rename it over.
+    Entry,
+    /// An empty directory is at `path` (`force: true`): remove it, then link.
+    EmptyDir,
+}
+
+/// One step of a `file` plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Create one directory; its parents come earlier in the plan.
+    Mkdir(PathBuf),
+    /// Create an empty regular file (`touch` on a missing path).
+    CreateFile(PathBuf),
+    Symlink {
+        path: PathBuf,
+        src: PathBuf,
+        replace: Replace,
+    },
+    HardLink {
+        path: PathBuf,
+        src: PathBuf,
+        replace: Replace,
+    },
+    /// Unlink a file or symlink.
+    Remove(PathBuf),
+    /// Remove a directory and everything below it (symlinks inside are removed, not followed).
+    RemoveTree(PathBuf),
+    Chown {
+        path: PathBuf,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        /// Change the symlink itself (lchown).
+        nofollow: bool,
+    },
+    Chmod {
+        path: PathBuf,
+        mode: u32,
+    },
+    SetTimes {
+        path: PathBuf,
+        atime: TimeWant,
+        mtime: TimeWant,
+        nofollow: bool,
+    },
+}
+
+/// The link half of the probe: what `src` means and where it leads.
+#[derive(Debug)]
+pub struct LinkProbe {
+    /// The text the symlink should hold, or the file to hard-link from.
+    pub src: PathBuf,
+    /// Where `src` leads, resolved, with its metadata; `None` when it does not exist.
+    pub target: Option<(PathBuf, Metadata)>,
+}
+
+/// One path below a `recurse` directory.
+#[derive(Debug)]
+pub struct Entry {
+    pub path: PathBuf,
+    pub meta: Metadata,
+    /// A symlink met in the tree: attributes go to the link itself.
+    pub nofollow: bool,
+}
+
+/// What `probe` found.
+#[derive(Debug)]
+pub struct Probed {
+    /// `path` after `~` expansion (and, for `state: hard` into a directory, plus the source's name).
+    pub path: PathBuf,
+    /// The state asked for, or the default resolved from what exists.
+    pub state: FileState,
+    /// lstat of `path`.
+    pub prev: Option<Metadata>,
+    /// What the symlink at `path` holds now.
+    pub current_link: Option<PathBuf>,
+    /// When `path` is a symlink and `follow` is set: its resolved target (`None`: dangling).
+    pub followed: Option<Option<(PathBuf, Metadata)>>,
+    pub link: Option<LinkProbe>,
+    /// `path` is a directory with nothing in it.
+    pub dir_empty: bool,
+    /// `state: directory` on a missing path: directories to create, outermost first.
+    pub missing_dirs: Vec<PathBuf>,
+    /// An ancestor that exists but is not a directory, so `missing_dirs` cannot be created.
+    pub blocker: Option<PathBuf>,
+    /// `recurse`: everything below the directory.
+    pub tree: Vec<Entry>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub umask: u32,
+    pub mtime: TimeWant,
+    pub atime: TimeWant,
+    /// The path whose attributes are reported (the followed target for `file`/`directory`).
+    pub report: PathBuf,
+}
 
 impl Module for File {
     type Params = Params;
-    type State = ();
-    type Action = ();
+    type State = Probed;
+    type Action = Action;
 
-    fn probe(_: &Params, _: &Ctx) -> Result<(), ModuleError> {
-        Err(ModuleError::failed("not implemented yet"))
+    fn validate(p: &Params) -> Result<(), ModuleError> {
+        if p.path.trim().is_empty() {
+            return Err(ModuleError::Params("`path` must not be empty".into()));
+        }
+        if let Some(s) = p.state {
+            let is_link = matches!(s, FileState::Link | FileState::Hard);
+            if is_link && p.src.is_none() {
+                return Err(ModuleError::Params(format!(
+                    "state: {} needs `src`: the path the link points to",
+                    s.as_str()
+                )));
+            }
+            if !is_link && p.src.is_some() {
+                return Err(ModuleError::Params(format!(
+                    "`src` only applies to state: link or state: hard, not state: {}",
+                    s.as_str()
+                )));
+            }
+            if p.recurse.0 && s != FileState::Directory {
+                return Err(ModuleError::Params(format!(
+                    "`recurse` requires state: directory, not state: {}",
+                    s.as_str()
+                )));
+            }
+        }
+        if p.mode == Some(ModeSpec::Preserve) {
+            return Err(ModuleError::Params(
+                "`mode: preserve` only applies to copy and template; give a mode like \"0644\""
+                    .into(),
+            ));
+        }
+        time_param(
+            "modification_time",
+            p.modification_time.as_deref(),
+            p.modification_time_format.as_deref(),
+        )?;
+        time_param(
+            "access_time",
+            p.access_time.as_deref(),
+            p.access_time_format.as_deref(),
+        )?;
+        Ok(())
     }
 
-    fn plan(_: &Params, _: &(), _: &Ctx) -> Result<Plan<()>, ModuleError> {
-        Ok(Plan::new())
+    fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
+        let follow = p.follow.0;
+        let mut path = util::expand_user(&p.path);
+        let src_text = p.src.as_deref().map(util::expand_user);
+        // A relative hard-link source is relative to the directory `path` names an entry of.
+        let hard_src = src_text.as_ref().map(|s| parent_of(&path).join(s));
+
+        // Ansible: a hard link "into" an existing directory is created inside it, named like the source.
+        if p.state == Some(FileState::Hard) {
+            if let (Some(src), Some(m)) = (&src_text, lstat(&path)?) {
+                if m.is_dir() {
+                    if let Some(name) = src.file_name() {
+                        path = path.join(name);
+                    }
+                }
+            }
+        }
+
+        let prev = lstat(&path)?;
+        let is_link = prev.as_ref().is_some_and(|m| m.file_type().is_symlink());
+        let state = match p.state {
+            Some(s) => s,
+            None => match &prev {
+                Some(m) if m.file_type().is_symlink() => FileState::Link,
+                Some(m) if m.is_dir() => FileState::Directory,
+                Some(_) => FileState::File,
+                None if p.recurse.0 => FileState::Directory,
+                None => FileState::File,
+            },
+        };
+        if p.recurse.0 && state != FileState::Directory {
+            return Err(ModuleError::Params(format!(
+                "`recurse` requires state: directory, but {} is a {}",
+                path.display(),
+                state.as_str()
+            )));
+        }
+        if p.src.is_some() && !matches!(state, FileState::Link | FileState::Hard) {
+            return Err(ModuleError::Params(format!(
+                "`src` requires state: link or state: hard ({} is a {})",
+                path.display(),
+                state.as_str()
+            )));
+        }
+
+        let current_link = if is_link {
+            Some(fs::read_link(&path).map_err(|e| ModuleError::io(&path, e))?)
+        } else {
+            None
+        };
+        let followed = if is_link && follow && state != FileState::Absent {
+            Some(resolve(&path)?)
+        } else {
+            None
+        };
+
+        let link = match state {
+            FileState::Link => {
+                let src = src_text.clone().or_else(|| current_link.clone());
+                match src {
+                    Some(src) => {
+                        let abs = parent_of(&path).join(&src);
+                        Some(LinkProbe {
+                            target: resolve(&abs)?,
+                            src,
+                        })
+                    }
+                    None => None,
+                }
+            }
+            FileState::Hard => match hard_src {
+                Some(src) => {
+                    let target = match lstat(&src)? {
+                        Some(m) if m.file_type().is_symlink() && follow => resolve(&src)?,
+                        Some(m) => Some((src.clone(), m)),
+                        None => None,
+                    };
+                    Some(LinkProbe { src, target })
+                }
+                None => None,
+            },
+            _ => None,
+        };
+
+        let dir_empty = match &prev {
+            Some(m) if m.is_dir() => fs::read_dir(&path)
+                .map_err(|e| ModuleError::io(&path, e))?
+                .next()
+                .is_none(),
+            _ => false,
+        };
+
+        // The path whose attributes are set: the followed target for file/directory/touch.
+        let (attr_path, attr_meta) = match &followed {
+            Some(Some((real, m))) => (real.clone(), Some(m)),
+            _ => (path.clone(), prev.as_ref()),
+        };
+        let mut missing_dirs = Vec::new();
+        let mut blocker = None;
+        let mut tree = Vec::new();
+        if state == FileState::Directory {
+            if prev.is_none() {
+                (missing_dirs, blocker) = missing_ancestors(&path)?;
+            } else if p.recurse.0 && attr_meta.is_some_and(|m| m.is_dir()) {
+                let mut seen = HashSet::new();
+                if let Some(m) = attr_meta {
+                    seen.insert((m.dev(), m.ino()));
+                }
+                walk(&attr_path, follow, &mut seen, &mut tree)?;
+            }
+        }
+
+        let report = match state {
+            FileState::File | FileState::Directory => attr_path,
+            _ => path.clone(),
+        };
+
+        Ok(Probed {
+            path,
+            state,
+            prev,
+            current_link,
+            followed,
+            link,
+            dir_empty,
+            missing_dirs,
+            blocker,
+            tree,
+            uid: p.owner.as_deref().map(util::lookup_uid).transpose()?,
+            gid: p.group.as_deref().map(util::lookup_gid).transpose()?,
+            umask: util::current_umask(),
+            mtime: time_param(
+                "modification_time",
+                p.modification_time.as_deref(),
+                p.modification_time_format.as_deref(),
+            )?,
+            atime: time_param(
+                "access_time",
+                p.access_time.as_deref(),
+                p.access_time_format.as_deref(),
+            )?,
+            report,
+        })
     }
 
-    fn apply(_: &Params, _: (), _: &Plan<()>) -> Result<Map<String, Value>, ModuleError> {
-        Ok(Map::new())
+    fn plan(p: &Params, st: &Probed, _ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+        let mut plan = Plan::new();
+        let want = Want {
+            mode: p.mode.as_ref(),
+            uid: st.uid,
+            gid: st.gid,
+            mtime: st.mtime,
+            atime: st.atime,
+        };
+        let report_meta = match st.state {
+            FileState::Absent => plan_absent(&mut plan, st)?,
+            FileState::File => plan_file(&mut plan, st, &want)?,
+            FileState::Directory => plan_directory(&mut plan, st, &want)?,
+            FileState::Touch => plan_touch(&mut plan, st, &want)?,
+            FileState::Link => plan_symlink(&mut plan, p, st, &want)?,
+            FileState::Hard => plan_hardlink(&mut plan, p, st, &want)?,
+        };
+
+        let r = &mut plan.result;
+        r.insert("path".into(), st.report.display().to_string().into());
+        r.insert("state".into(), st.state.as_str().into());
+        if st.state == FileState::Touch {
+            r.insert("state".into(), "file".into());
+        }
+        if plan.actions.is_empty() {
+            // Converged: the probe's metadata is the truth, reported as Ansible's add_path_info would.
+            if let Some(m) = report_meta {
+                r.extend(util::meta_info(m));
+            }
+        }
+        if matches!(
+            st.state,
+            FileState::Link | FileState::Hard | FileState::Touch
+        ) {
+            r.insert("dest".into(), st.path.display().to_string().into());
+        }
+        if let Some(l) = &st.link {
+            let src = match st.state {
+                FileState::Link => l.src.display().to_string(),
+                _ => p.src.clone().unwrap_or_default(),
+            };
+            r.insert("src".into(), src.into());
+        }
+        r.insert("changed".into(), (!plan.actions.is_empty()).into());
+        Ok(plan)
+    }
+
+    fn apply(
+        _: &Params,
+        st: Probed,
+        plan: &Plan<Action>,
+    ) -> Result<Map<String, Value>, ModuleError> {
+        for action in &plan.actions {
+            perform(action)?;
+        }
+        util::path_info(&st.report)
+    }
+}
+
+/// The wanted attributes, resolved.
+struct Want<'a> {
+    mode: Option<&'a ModeSpec>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mtime: TimeWant,
+    atime: TimeWant,
+}
+
+impl Want<'_> {
+    fn any(&self) -> bool {
+        self.mode.is_some()
+            || self.uid.is_some()
+            || self.gid.is_some()
+            || self.mtime != TimeWant::Preserve
+            || self.atime != TimeWant::Preserve
+    }
+}
+
+/// The path whose attributes are compared: existing metadata, or a prediction for a path the plan creates.
+enum Cur<'a> {
+    Existing(&'a Metadata),
+    /// Created by this plan: `mode` is what it will get before any chmod (umask applied).
+    New {
+        mode: u32,
+        is_dir: bool,
+        is_link: bool,
+    },
+}
+
+/// Compare wanted attributes with `cur` and add the actions and diff lines that make them equal.
+/// `nofollow`: when the path is a symlink, act on the link itself (no mode; lchown; lutimes).
+fn plan_attrs(
+    plan: &mut Plan<Action>,
+    path: &Path,
+    cur: Cur,
+    nofollow: bool,
+    want: &Want,
+) -> Result<(), ModuleError> {
+    let shown = path.display().to_string();
+    let (meta, cur_mode, is_dir, is_link) = match cur {
+        Cur::Existing(m) => (
+            Some(m),
+            m.mode() & 0o7777,
+            m.is_dir(),
+            m.file_type().is_symlink(),
+        ),
+        Cur::New {
+            mode,
+            is_dir,
+            is_link,
+        } => (None, mode, is_dir, is_link),
+    };
+    let link_itself = nofollow && is_link;
+
+    // A new path gets every attribute asked for; an existing one only those that differ.
+    let uid = want.uid.filter(|u| meta.is_none_or(|m| m.uid() != *u));
+    let gid = want.gid.filter(|g| meta.is_none_or(|m| m.gid() != *g));
+    if let Some(u) = uid {
+        let before = meta.map(|m| util::user_name(m.uid())).unwrap_or_default();
+        plan.diff.attr(&shown, "owner", before, util::user_name(u));
+    }
+    if let Some(g) = gid {
+        let before = meta.map(|m| util::group_name(m.gid())).unwrap_or_default();
+        plan.diff.attr(&shown, "group", before, util::group_name(g));
+    }
+    let chown = uid.is_some() || gid.is_some();
+    // chown before chmod: chown clears setuid/setgid, chmod puts the wanted bits back.
+    if chown {
+        plan.actions.push(Action::Chown {
+            path: path.to_path_buf(),
+            uid,
+            gid,
+            nofollow: link_itself,
+        });
+    }
+
+    if !link_itself {
+        let new_mode = match want.mode {
+            Some(spec) => spec
+                .resolve(cur_mode, is_dir)
+                .map_err(ModuleError::Params)?,
+            None => None,
+        };
+        let mode_changes = new_mode.is_some_and(|m| meta.is_none() || m != cur_mode);
+        let target = new_mode.unwrap_or(cur_mode);
+        if mode_changes {
+            let before = meta.map(|_| util::mode_str(cur_mode)).unwrap_or_default();
+            plan.diff
+                .attr(&shown, "mode", before, util::mode_str(target));
+        }
+        // The kernel drops setuid/setgid of a file on chown; restore them so the next run agrees.
+        let restore = chown && !is_dir && meta.is_some() && target & 0o6000 != 0;
+        if mode_changes || restore {
+            plan.actions.push(Action::Chmod {
+                path: path.to_path_buf(),
+                mode: target,
+            });
+        }
+    }
+
+    let cur_m = meta.map(|m| (m.mtime(), m.mtime_nsec()));
+    let cur_a = meta.map(|m| (m.atime(), m.atime_nsec()));
+    let mtime = time_change(want.mtime, cur_m);
+    let atime = time_change(want.atime, cur_a);
+    if mtime != TimeWant::Preserve {
+        plan.diff
+            .attr(&shown, "mtime", fmt_cur_time(cur_m), fmt_want(mtime));
+    }
+    if atime != TimeWant::Preserve {
+        plan.diff
+            .attr(&shown, "atime", fmt_cur_time(cur_a), fmt_want(atime));
+    }
+    if mtime != TimeWant::Preserve || atime != TimeWant::Preserve {
+        plan.actions.push(Action::SetTimes {
+            path: path.to_path_buf(),
+            atime,
+            mtime,
+            nofollow: link_itself,
+        });
+    }
+    Ok(())
+}
+
+/// What must change for one time: `Preserve` when nothing.
+fn time_change(want: TimeWant, cur: Option<(i64, i64)>) -> TimeWant {
+    match want {
+        TimeWant::At(t) if cur == Some((t, 0)) => TimeWant::Preserve,
+        w => w,
+    }
+}
+
+fn fmt_cur_time(cur: Option<(i64, i64)>) -> String {
+    match cur {
+        None => String::new(),
+        Some((s, 0)) => s.to_string(),
+        Some((s, ns)) => format!("{s}.{ns:09}").trim_end_matches('0').to_string(),
+    }
+}
+
+fn fmt_want(w: TimeWant) -> String {
+    match w {
+        TimeWant::Preserve => "preserve".into(),
+        TimeWant::Now => "now".into(),
+        TimeWant::At(t) => t.to_string(),
+    }
+}
+
+/// Where attributes go for file/directory/touch: the followed target, or `path` itself.
+fn attr_target(st: &Probed) -> Result<(PathBuf, Option<&Metadata>, bool), ModuleError> {
+    match &st.followed {
+        Some(Some((real, m))) => Ok((real.clone(), Some(m), false)),
+        Some(None) => Err(ModuleError::failed(format!(
+            "{} is a symlink to {}, which does not exist; create the target first, or set \
+             follow: false to act on the link itself",
+            st.path.display(),
+            st.current_link
+                .as_deref()
+                .unwrap_or(Path::new("?"))
+                .display()
+        ))),
+        None => Ok((st.path.clone(), st.prev.as_ref(), true)),
+    }
+}
+
+fn plan_absent<'a>(
+    plan: &mut Plan<Action>,
+    st: &'a Probed,
+) -> Result<Option<&'a Metadata>, ModuleError> {
+    if let Some(m) = &st.prev {
+        if st.path.parent().is_none() {
+            return Err(ModuleError::failed(format!(
+                "refusing to remove {}",
+                st.path.display()
+            )));
+        }
+        plan.diff.attr(
+            st.path.display().to_string(),
+            "state",
+            util::state_of(m),
+            "absent",
+        );
+        // lstat: a symlink to a directory is unlinked, never emptied.
+        plan.actions.push(if m.is_dir() {
+            Action::RemoveTree(st.path.clone())
+        } else {
+            Action::Remove(st.path.clone())
+        });
+    }
+    Ok(None)
+}
+
+fn plan_file<'a>(
+    plan: &mut Plan<Action>,
+    st: &'a Probed,
+    want: &Want,
+) -> Result<Option<&'a Metadata>, ModuleError> {
+    let (path, meta, nofollow) = attr_target(st)?;
+    let meta = meta.ok_or_else(|| {
+        ModuleError::failed(format!(
+            "file ({}) does not exist; use state: touch to create it (state: file only changes \
+             an existing file), or state: directory for a directory",
+            path.display()
+        ))
+    })?;
+    if meta.is_dir() {
+        return Err(ModuleError::failed(format!(
+            "file ({}) is a directory, cannot continue; use state: directory",
+            path.display()
+        )));
+    }
+    if meta.file_type().is_symlink() {
+        return Err(ModuleError::failed(format!(
+            "file ({}) is a symlink and follow is false, cannot continue; use state: link to \
+             manage the link, or follow: true to change its target",
+            path.display()
+        )));
+    }
+    plan_attrs(plan, &path, Cur::Existing(meta), nofollow, want)?;
+    Ok(Some(meta))
+}
+
+fn plan_directory<'a>(
+    plan: &mut Plan<Action>,
+    st: &'a Probed,
+    want: &Want,
+) -> Result<Option<&'a Metadata>, ModuleError> {
+    let (path, meta, nofollow) = attr_target(st)?;
+    match meta {
+        None => {
+            if let Some(b) = &st.blocker {
+                return Err(ModuleError::failed(format!(
+                    "cannot create directory {}: {} exists and is not a directory",
+                    path.display(),
+                    b.display()
+                )));
+            }
+            // Like `mkdir -p`, and like Ansible every directory created gets mode/owner/group.
+            for dir in &st.missing_dirs {
+                plan.diff
+                    .attr(dir.display().to_string(), "state", "absent", "directory");
+                plan.actions.push(Action::Mkdir(dir.clone()));
+                let new = Cur::New {
+                    mode: 0o777 & !st.umask,
+                    is_dir: true,
+                    is_link: false,
+                };
+                plan_attrs(plan, dir, new, false, want)?;
+            }
+            Ok(None)
+        }
+        Some(m) if m.is_dir() => {
+            plan_attrs(plan, &path, Cur::Existing(m), nofollow, want)?;
+            for e in &st.tree {
+                plan_attrs(plan, &e.path, Cur::Existing(&e.meta), e.nofollow, want)?;
+            }
+            Ok(Some(m))
+        }
+        Some(m) => Err(ModuleError::failed(format!(
+            "{} already exists as a {}; remove it first (state: absent){}",
+            path.display(),
+            util::state_of(m),
+            if m.file_type().is_symlink() {
+                ", or set follow: true to use the directory it points to"
+            } else {
+                ""
+            }
+        ))),
+    }
+}
+
+fn plan_touch<'a>(
+    plan: &mut Plan<Action>,
+    st: &'a Probed,
+    want: &Want,
+) -> Result<Option<&'a Metadata>, ModuleError> {
+    if st.prev.is_none() {
+        plan.diff
+            .attr(st.path.display().to_string(), "state", "absent", "file");
+        plan.actions.push(Action::CreateFile(st.path.clone()));
+        let new = Cur::New {
+            mode: 0o666 & !st.umask,
+            is_dir: false,
+            is_link: false,
+        };
+        plan_attrs(plan, &st.path, new, false, want)?;
+        return Ok(None);
+    }
+    let (path, meta, nofollow) = attr_target(st)?;
+    if let Some(m) = meta {
+        plan_attrs(plan, &path, Cur::Existing(m), nofollow, want)?;
+    }
+    Ok(st.prev.as_ref())
+}
+
+fn plan_symlink<'a>(
+    plan: &mut Plan<Action>,
+    p: &Params,
+    st: &'a Probed,
+    want: &Want,
+) -> Result<Option<&'a Metadata>, ModuleError> {
+    let shown = st.path.display().to_string();
+    let link = st.link.as_ref().ok_or_else(|| {
+        ModuleError::Params(format!(
+            "state: link needs `src` to create {shown}: the path the link points to"
+        ))
+    })?;
+    let force = p.force.0;
+    if !force && p.src.is_some() && link.target.is_none() {
+        return Err(ModuleError::failed(format!(
+            "src file does not exist, use \"force: true\" if you really want to create the link: {}",
+            parent_of(&st.path).join(&link.src).display()
+        )));
+    }
+    let replace = match &st.prev {
+        None => Replace::Nothing,
+        Some(m) if m.file_type().is_symlink() => Replace::Entry,
+        Some(m) if m.is_dir() => {
+            if !force {
+                return Err(ModuleError::failed(format!(
+                    "refusing to convert from directory to symlink for {shown}; set force: true \
+                     to replace an empty directory"
+                )));
+            }
+            if !st.dir_empty {
+                return Err(ModuleError::failed(format!(
+                    "the directory {shown} is not empty, refusing to convert it to a symlink"
+                )));
+            }
+            Replace::EmptyDir
+        }
+        Some(m) => {
+            if !force {
+                return Err(ModuleError::failed(format!(
+                    "refusing to convert from {} to symlink for {shown}; set force: true to \
+                     replace it",
+                    util::state_of(m)
+                )));
+            }
+            Replace::Entry
+        }
+    };
+    let changes = st.current_link.as_ref() != Some(&link.src);
+    if changes {
+        match &st.current_link {
+            Some(old) => plan.diff.attr(
+                &shown,
+                "src",
+                old.display().to_string(),
+                link.src.display().to_string(),
+            ),
+            None => plan.diff.attr(
+                &shown,
+                "state",
+                st.prev.as_ref().map_or("absent", util::state_of),
+                "link",
+            ),
+        }
+        plan.actions.push(Action::Symlink {
+            path: st.path.clone(),
+            src: link.src.clone(),
+            replace,
+        });
+    }
+
+    if p.follow.0 {
+        match &link.target {
+            Some((real, m)) => plan_attrs(plan, real, Cur::Existing(m), false, want)?,
+            None if want.any() => {
+                plan.msg = Some(
+                    "cannot set attributes on a symlink target that does not exist; set follow: \
+                     false to set them on the link itself"
+                        .into(),
+                )
+            }
+            None => {}
+        }
+    } else if changes {
+        let new = Cur::New {
+            mode: 0o777,
+            is_dir: false,
+            is_link: true,
+        };
+        plan_attrs(plan, &st.path, new, true, want)?;
+    } else if let Some(m) = &st.prev {
+        plan_attrs(plan, &st.path, Cur::Existing(m), true, want)?;
+    }
+    Ok(st.prev.as_ref())
+}
+
+fn plan_hardlink<'a>(
+    plan: &mut Plan<Action>,
+    p: &Params,
+    st: &'a Probed,
+    want: &Want,
+) -> Result<Option<&'a Metadata>, ModuleError> {
+    let shown = st.path.display().to_string();
+    let link = st.link.as_ref().ok_or_else(|| {
+        ModuleError::Params(format!(
+            "state: hard needs `src` to create {shown}: the file to link to"
+        ))
+    })?;
+    let (src, target) = link.target.as_ref().ok_or_else(|| {
+        ModuleError::failed(format!(
+            "src {} does not exist; a hard link needs an existing file",
+            link.src.display()
+        ))
+    })?;
+    if target.is_dir() {
+        return Err(ModuleError::failed(format!(
+            "src {} is a directory; hard links to directories are not allowed (use state: link)",
+            src.display()
+        )));
+    }
+    let same = |m: &Metadata| m.dev() == target.dev() && m.ino() == target.ino();
+    let replace = match &st.prev {
+        None => Some(Replace::Nothing),
+        Some(m) if same(m) => None,
+        // Ansible replaces a symlink with the hard link without asking for force.
+        Some(m) if m.file_type().is_symlink() => Some(Replace::Entry),
+        Some(m) if m.is_dir() => {
+            return Err(ModuleError::failed(format!(
+                "{shown} is a directory; refusing to replace it with a hard link"
+            )))
+        }
+        Some(m) if !p.force.0 => {
+            return Err(ModuleError::failed(if m.nlink() > 1 {
+                format!(
+                    "Cannot link, different hard link exists at destination {shown}; set force: \
+                     true to replace it"
+                )
+            } else {
+                format!("Cannot link, file exists at destination {shown}; set force: true to replace it")
+            }))
+        }
+        Some(_) => Some(Replace::Entry),
+    };
+    match replace {
+        Some(replace) => {
+            plan.diff.attr(
+                &shown,
+                "state",
+                st.prev.as_ref().map_or("absent", util::state_of),
+                "hard",
+            );
+            plan.actions.push(Action::HardLink {
+                path: st.path.clone(),
+                src: src.clone(),
+                replace,
+            });
+            // After linking, `path` is the source's inode, with the source's attributes.
+            plan_attrs(plan, &st.path, Cur::Existing(target), !p.follow.0, want)?;
+        }
+        None => {
+            if let Some(m) = &st.prev {
+                plan_attrs(plan, &st.path, Cur::Existing(m), !p.follow.0, want)?;
+            }
+        }
+    }
+    Ok(st.prev.as_ref())
+}
+
+/// Perform one planned action.
+fn perform(action: &Action) -> Result<(), ModuleError> {
+    match action {
+        Action::Mkdir(dir) => match fs::create_dir(dir) {
+            Ok(()) => Ok(()),
+            // Someone created it since the probe: fine as long as it is a directory.
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+            Err(e) => Err(ModuleError::io(
+                dir,
+                format!("cannot create directory: {e}"),
+            )),
+        },
+        Action::CreateFile(path) => fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map(drop)
+            .map_err(|e| ModuleError::io(path, format!("cannot create file: {e}"))),
+        Action::Symlink { path, src, replace } => {
+            place_link(path, *replace, |to| std::os::unix::fs::symlink(src, to))
+        }
+        Action::HardLink { path, src, replace } => {
+            place_link(path, *replace, |to| fs::hard_link(src, to))
+        }
+        Action::Remove(path) => match fs::remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(ModuleError::io(path, format!("cannot remove: {e}"))),
+        },
+        Action::RemoveTree(path) => fs::remove_dir_all(path)
+            .map_err(|e| ModuleError::io(path, format!("cannot remove directory tree: {e}"))),
+        Action::Chown {
+            path,
+            uid,
+            gid,
+            nofollow,
+        } => {
+            let r = if *nofollow {
+                std::os::unix::fs::lchown(path, *uid, *gid)
+            } else {
+                std::os::unix::fs::chown(path, *uid, *gid)
+            };
+            r.map_err(|e| ModuleError::io(path, format!("cannot set owner/group: {e}")))
+        }
+        Action::Chmod { path, mode } => {
+            fs::set_permissions(path, fs::Permissions::from_mode(*mode))
+                .map_err(|e| ModuleError::io(path, format!("cannot set mode: {e}")))
+        }
+        Action::SetTimes {
+            path,
+            atime,
+            mtime,
+            nofollow,
+        } => {
+            let spec = |t: &TimeWant| match t {
+                TimeWant::Preserve => TimeSpec::UTIME_OMIT,
+                TimeWant::Now => TimeSpec::UTIME_NOW,
+                TimeWant::At(s) => TimeSpec::new(*s, 0),
+            };
+            let flag = if *nofollow {
+                UtimensatFlags::NoFollowSymlink
+            } else {
+                UtimensatFlags::FollowSymlink
+            };
+            nix::sys::stat::utimensat(None, path, &spec(atime), &spec(mtime), flag)
+                .map_err(|e| ModuleError::io(path, format!("cannot set times: {e}")))
+        }
+    }
+}
+
+/// Create a link at `path` with `make`; an existing entry is replaced atomically (new link beside
+/// it, then rename), an empty directory is removed first (rename cannot replace a directory).
+fn place_link(
+    path: &Path,
+    replace: Replace,
+    make: impl Fn(&Path) -> std::io::Result<()>,
+) -> Result<(), ModuleError> {
+    let dir = parent_of(path);
+    match replace {
+        Replace::Nothing => {
+            make(path).map_err(|e| ModuleError::io(path, format!("cannot link: {e}")))?
+        }
+        Replace::EmptyDir => {
+            fs::remove_dir(path)
+                .map_err(|e| ModuleError::io(path, format!("cannot remove directory: {e}")))?;
+            make(path).map_err(|e| ModuleError::io(path, format!("cannot link: {e}")))?;
+        }
+        Replace::Entry => {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos();
+            let tmp = dir.join(format!(
+                ".{name}.{}.{nanos}.fixpoint.tmp",
+                std::process::id()
+            ));
+            make(&tmp).map_err(|e| ModuleError::io(path, format!("cannot link: {e}")))?;
+            if let Err(e) = fs::rename(&tmp, path) {
+                let _ = fs::remove_file(&tmp);
+                return Err(ModuleError::io(path, format!("cannot replace: {e}")));
+            }
+        }
+    }
+    util::fsync_dir(&dir)
+}
+
+/// The directory holding `path` (`.` for a bare name).
+pub(crate) fn parent_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// lstat where a path "below" a regular file (`file/sub`: ENOTDIR) counts as missing, like ENOENT.
+pub(crate) fn lstat(path: &Path) -> Result<Option<Metadata>, ModuleError> {
+    match fs::symlink_metadata(path) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
+        Err(e) => Err(ModuleError::io(path, e)),
+    }
+}
+
+/// Follow symlinks: the canonical path and metadata, or `None` when the target does not exist.
+pub(crate) fn resolve(path: &Path) -> Result<Option<(PathBuf, Metadata)>, ModuleError> {
+    match fs::metadata(path) {
+        Ok(m) => {
+            let real = fs::canonicalize(path).map_err(|e| ModuleError::io(path, e))?;
+            Ok(Some((real, m)))
+        }
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
+        Err(e) => Err(ModuleError::io(path, e)),
+    }
+}
+
+/// The missing directories on the way to `path` (outermost first), and an ancestor that exists
+/// but is not a directory (so they cannot be created), as `mkdir -p` would find them.
+pub(crate) fn missing_ancestors(
+    path: &Path,
+) -> Result<(Vec<PathBuf>, Option<PathBuf>), ModuleError> {
+    let mut missing = vec![path.to_path_buf()];
+    let mut blocker = None;
+    let mut cur = path.parent();
+    while let Some(dir) = cur.filter(|d| !d.as_os_str().is_empty()) {
+        match fs::metadata(dir) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => {
+                blocker = Some(dir.to_path_buf());
+                break;
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                // A dangling symlink is not a missing directory: mkdir would fail on it.
+                if lstat(dir)?.is_some() {
+                    blocker = Some(dir.to_path_buf());
+                    break;
+                }
+                missing.push(dir.to_path_buf());
+            }
+            Err(e) if e.kind() == ErrorKind::NotADirectory => {}
+            Err(e) => return Err(ModuleError::io(dir, e)),
+        }
+        cur = dir.parent();
+    }
+    missing.reverse();
+    Ok((missing, blocker))
+}
+
+/// Everything below `dir`, parents before children, sorted by name for a stable plan.
+/// With `follow`, a symlink's target is visited too (once: `seen` holds device and inode).
+fn walk(
+    dir: &Path,
+    follow: bool,
+    seen: &mut HashSet<(u64, u64)>,
+    out: &mut Vec<Entry>,
+) -> Result<(), ModuleError> {
+    let mut names: Vec<PathBuf> = fs::read_dir(dir)
+        .map_err(|e| ModuleError::io(dir, e))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| ModuleError::io(dir, e))?;
+    names.sort();
+    for path in names {
+        let Some(meta) = lstat(&path)? else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            out.push(Entry {
+                path: path.clone(),
+                meta,
+                nofollow: true,
+            });
+            if follow {
+                if let Some((real, m)) = resolve(&path)? {
+                    if seen.insert((m.dev(), m.ino())) {
+                        let is_dir = m.is_dir();
+                        out.push(Entry {
+                            path: real.clone(),
+                            meta: m,
+                            nofollow: false,
+                        });
+                        if is_dir {
+                            walk(&real, follow, seen, out)?;
+                        }
+                    }
+                }
+            }
+        } else if seen.insert((meta.dev(), meta.ino())) {
+            let is_dir = meta.is_dir();
+            out.push(Entry {
+                path: path.clone(),
+                meta,
+                nofollow: false,
+            });
+            if is_dir {
+                walk(&path, follow, seen, out)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parse `modification_time`/`access_time`: `preserve` (or unset), `now`, or a time in `format`.
+fn time_param(
+    field: &str,
+    value: Option<&str>,
+    format: Option<&str>,
+) -> Result<TimeWant, ModuleError> {
+    let format = format.unwrap_or("%Y%m%d%H%M.%S");
+    match value.map(str::trim) {
+        None | Some("preserve") => Ok(TimeWant::Preserve),
+        Some("now") => Ok(TimeWant::Now),
+        Some(v) => parse_time(v, format).map(TimeWant::At).map_err(|e| {
+            ModuleError::Params(format!(
+                "`{field}`: \"{v}\" does not match the format \"{format}\" ({e}); use \"now\", \
+                 \"preserve\" or a time like 202401311530.00 (quote it in YAML)"
+            ))
+        }),
+    }
+}
+
+/// A strptime subset (`%Y %y %m %d %H %M %S %%`, other characters literal), read as local time
+/// like Python's `time.mktime(time.strptime(...))`, which Ansible uses.
+fn parse_time(value: &str, format: &str) -> Result<i64, String> {
+    let v = value.as_bytes();
+    let mut i = 0;
+    let (mut year, mut mon, mut day, mut hour, mut min, mut sec) = (1900, 1, 1, 0, 0, 0);
+    let num = |i: &mut usize, max_digits: usize| -> Result<i32, String> {
+        let start = *i;
+        while *i < v.len() && *i - start < max_digits && v[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        if *i == start {
+            return Err(format!("expected a number at position {start}"));
+        }
+        value[start..*i].parse::<i32>().map_err(|e| e.to_string())
+    };
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            let mut buf = [0u8; 4];
+            let lit = c.encode_utf8(&mut buf).as_bytes();
+            if !v[i..].starts_with(lit) {
+                return Err(format!("expected \"{c}\" at position {i}"));
+            }
+            i += lit.len();
+            continue;
+        }
+        match chars.next() {
+            Some('Y') => year = num(&mut i, 4)?,
+            Some('y') => {
+                let y = num(&mut i, 2)?;
+                year = if y < 69 { 2000 + y } else { 1900 + y };
+            }
+            Some('m') => mon = num(&mut i, 2)?,
+            Some('d') => day = num(&mut i, 2)?,
+            Some('H') => hour = num(&mut i, 2)?,
+            Some('M') => min = num(&mut i, 2)?,
+            Some('S') => sec = num(&mut i, 2)?,
+            Some('%') => {
+                if v.get(i) != Some(&b'%') {
+                    return Err(format!("expected \"%\" at position {i}"));
+                }
+                i += 1;
+            }
+            Some(other) => {
+                return Err(format!(
+                    "unsupported directive %{other} (supported: %Y %y %m %d %H %M %S %%)"
+                ))
+            }
+            None => return Err("format ends with a lone %".into()),
+        }
+    }
+    if i != v.len() {
+        return Err(format!("unexpected \"{}\" at the end", &value[i..]));
+    }
+    if !(1..=12).contains(&mon)
+        || !(1..=31).contains(&day)
+        || !(0..=23).contains(&hour)
+        || !(0..=59).contains(&min)
+        || !(0..=61).contains(&sec)
+    {
+        return Err("a field is out of range".into());
+    }
+    // SAFETY: `tm` is a plain C struct; all-zero is a valid value (null tm_zone is allowed), and
+    // mktime only reads and normalises it in place, keeping no pointer to it.
+    let mut tm: nix::libc::tm = unsafe { std::mem::zeroed() };
+    tm.tm_year = year - 1900;
+    tm.tm_mon = mon - 1;
+    tm.tm_mday = day;
+    tm.tm_hour = hour;
+    tm.tm_min = min;
+    tm.tm_sec = sec;
+    tm.tm_isdst = -1; // let the C library decide whether DST applies, as Python does
+                      // SAFETY: `tm` is a valid, exclusively borrowed struct tm.
+    let t = unsafe { nix::libc::mktime(&mut tm) };
+    if t == -1 {
+        return Err("not a representable local time".into());
+    }
+    Ok(t as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{check_params, run, Ctx};
+    use serde_json::json;
+    use std::os::unix::fs::symlink;
+
+    const RUN: Ctx = Ctx {
+        check: false,
+        diff: true,
+    };
+    const CHECK: Ctx = Ctx {
+        check: true,
+        diff: true,
+    };
+
+    /// Everything observable about a tree (lstat, without following links), to prove "nothing changed".
+    fn snapshot(root: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        fn rec(p: &Path, out: &mut Vec<String>) {
+            let m = fs::symlink_metadata(p).unwrap();
+            let body = if m.file_type().is_symlink() {
+                format!("-> {}", fs::read_link(p).unwrap().display())
+            } else if m.is_file() {
+                format!("{:?}", read_noatime(p))
+            } else {
+                String::new()
+            };
+            out.push(format!(
+                "{} mode={:o} uid={} gid={} ino={} mtime={}.{} ctime={}.{} {}",
+                p.display(),
+                m.mode(),
+                m.uid(),
+                m.gid(),
+                m.ino(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+                body
+            ));
+            if m.is_dir() {
+                let mut names: Vec<_> = fs::read_dir(p)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect();
+                names.sort();
+                for n in names {
+                    rec(&n, out);
+                }
+            }
+        }
+        rec(root, &mut out);
+        out
+    }
+
+    /// Read without updating the access time, which some tests pin.
+    fn read_noatime(p: &Path) -> Vec<u8> {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOATIME)
+            .open(p)
+            .unwrap();
+        let mut v = Vec::new();
+        f.read_to_end(&mut v).unwrap();
+        v
+    }
+
+    fn mode_of(p: &Path) -> u32 {
+        fs::symlink_metadata(p).unwrap().mode() & 0o7777
+    }
+
+    fn run_file(params: Value, ctx: &Ctx) -> crate::Outcome {
+        run::<File>(&params, ctx).unwrap()
+    }
+
+    fn err_of(params: Value) -> String {
+        run::<File>(&params, &RUN).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn directory_is_created_with_parents_and_converges() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("a/b/c");
+        let params = json!({"path": d, "state": "directory", "mode": "0750"});
+
+        let before = snapshot(t.path());
+        let checked = run_file(params.clone(), &CHECK);
+        assert!(checked.changed);
+        assert_eq!(
+            snapshot(t.path()),
+            before,
+            "check mode must not touch the disk"
+        );
+        assert!(checked
+            .diff
+            .attrs
+            .iter()
+            .any(|a| a.attr == "state" && a.after == "directory" && a.path.ends_with("a/b/c")));
+
+        let first = run_file(params.clone(), &RUN);
+        assert!(first.changed);
+        assert!(d.is_dir());
+        // Like Ansible, every created directory gets the mode.
+        assert_eq!(mode_of(&t.path().join("a")), 0o750);
+        assert_eq!(mode_of(&d), 0o750);
+        assert_eq!(first.result["state"], "directory");
+        assert_eq!(first.result["mode"], "0750");
+
+        let stable = snapshot(t.path());
+        let second = run_file(params, &RUN);
+        assert!(!second.changed);
+        assert!(second.diff.is_empty());
+        assert_eq!(second.result["mode"], "0750");
+        assert_eq!(
+            snapshot(t.path()),
+            stable,
+            "a converged run must not write anything"
+        );
+    }
+
+    #[test]
+    fn directory_over_a_file_fails_clearly() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        fs::write(&f, "x").unwrap();
+        let e = err_of(json!({"path": f, "state": "directory"}));
+        assert!(e.contains("already exists as a file"), "{e}");
+        let e = err_of(json!({"path": f.join("sub"), "state": "directory"}));
+        assert!(e.contains("is not a directory"), "{e}");
+    }
+
+    #[test]
+    fn mode_owner_group_change_without_rewrite_and_converge() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        fs::write(&f, "data").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o644)).unwrap();
+        let ino = fs::metadata(&f).unwrap().ino();
+        let params = json!({"path": f, "mode": "0600", "owner": "65534", "group": 65534});
+
+        let first = run_file(params.clone(), &RUN);
+        assert!(first.changed);
+        let m = fs::metadata(&f).unwrap();
+        assert_eq!(
+            (m.mode() & 0o7777, m.uid(), m.gid(), m.ino()),
+            (0o600, 65534, 65534, ino)
+        );
+        assert_eq!(fs::read(&f).unwrap(), b"data");
+        let mode_diff = first.diff.attrs.iter().find(|a| a.attr == "mode").unwrap();
+        assert_eq!(
+            (mode_diff.before.as_str(), mode_diff.after.as_str()),
+            ("0644", "0600")
+        );
+        assert!(first.diff.attrs.iter().any(|a| a.attr == "owner"));
+        assert!(first.diff.attrs.iter().any(|a| a.attr == "group"));
+        assert_eq!(first.result["uid"], 65534);
+        assert_eq!(first.result["state"], "file");
+
+        let stable = snapshot(t.path());
+        let second = run_file(params, &RUN);
+        assert!(!second.changed);
+        assert_eq!(snapshot(t.path()), stable);
+    }
+
+    #[test]
+    fn symbolic_mode_converges() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        fs::write(&f, "").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o666)).unwrap();
+        let params = json!({"path": f, "state": "file", "mode": "go-w,u+x"});
+        assert!(run_file(params.clone(), &RUN).changed);
+        assert_eq!(mode_of(&f), 0o744);
+        assert!(!run_file(params, &RUN).changed);
+    }
+
+    #[test]
+    fn chown_keeps_setuid_bit() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("suid");
+        fs::write(&f, "").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o4755)).unwrap();
+        let params = json!({"path": f, "owner": "65534"});
+        assert!(run_file(params.clone(), &RUN).changed);
+        assert_eq!(mode_of(&f), 0o4755, "chown must not lose the setuid bit");
+        assert!(!run_file(params, &RUN).changed);
+    }
+
+    #[test]
+    fn state_file_on_missing_path_fails_like_ansible() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("nope");
+        let e = err_of(json!({"path": f, "state": "file"}));
+        assert!(
+            e.contains("does not exist") && e.contains("state: touch"),
+            "{e}"
+        );
+        // No state and a missing path means state: file.
+        let e = err_of(json!({"path": f, "mode": "0644"}));
+        assert!(e.contains("does not exist"), "{e}");
+        assert!(!f.exists());
+    }
+
+    #[test]
+    fn touch_creates_then_converges_without_bumping_times() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("t");
+        let params = json!({"path": f, "state": "touch", "mode": "0640"});
+
+        let before = snapshot(t.path());
+        assert!(run_file(params.clone(), &CHECK).changed);
+        assert_eq!(snapshot(t.path()), before);
+
+        let first = run_file(params.clone(), &RUN);
+        assert!(first.changed);
+        assert_eq!(mode_of(&f), 0o640);
+        assert_eq!(first.result["dest"], f.display().to_string());
+
+        // Make the times old, so a bump would be visible.
+        nix::sys::stat::utimensat(
+            None,
+            &f,
+            &TimeSpec::new(1_000_000, 0),
+            &TimeSpec::new(1_000_000, 0),
+            UtimensatFlags::FollowSymlink,
+        )
+        .unwrap();
+        let stable = snapshot(t.path());
+        let second = run_file(params, &RUN);
+        assert!(!second.changed);
+        assert_eq!(snapshot(t.path()), stable);
+
+        // Asking for `now` does bump them (and is always a change, as asked).
+        let now = run_file(
+            json!({"path": f, "state": "touch", "modification_time": "now"}),
+            &RUN,
+        );
+        assert!(now.changed);
+        let m = fs::metadata(&f).unwrap();
+        assert!(m.mtime() > 1_000_000);
+        assert_eq!(m.atime(), 1_000_000, "access_time stays preserved");
+    }
+
+    #[test]
+    fn explicit_times_are_set_once() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        fs::write(&f, "").unwrap();
+        let params = json!({
+            "path": f,
+            "state": "file",
+            "modification_time": "2001-02-03 04:05:06",
+            "modification_time_format": "%Y-%m-%d %H:%M:%S",
+            "access_time": "200102030405.06",
+        });
+        let first = run_file(params.clone(), &RUN);
+        assert!(first.changed);
+        assert!(first.diff.attrs.iter().any(|a| a.attr == "mtime"));
+        let m = fs::metadata(&f).unwrap();
+        assert_eq!(m.mtime(), m.atime());
+        assert_eq!(
+            m.mtime(),
+            parse_time("200102030405.06", "%Y%m%d%H%M.%S").unwrap()
+        );
+        let stable = snapshot(t.path());
+        assert!(!run_file(params, &RUN).changed);
+        assert_eq!(snapshot(t.path()), stable);
+    }
+
+    #[test]
+    fn parse_time_reads_fields_and_rejects_garbage() {
+        let a = parse_time("202401311530.00", "%Y%m%d%H%M.%S").unwrap();
+        let b = parse_time("202401311531.05", "%Y%m%d%H%M.%S").unwrap();
+        assert_eq!(b - a, 65);
+        assert!(parse_time("2024013115", "%Y%m%d%H%M.%S").is_err());
+        assert!(parse_time("202413311530.00", "%Y%m%d%H%M.%S").is_err());
+        assert!(parse_time("202401311530.00x", "%Y%m%d%H%M.%S").is_err());
+        assert!(parse_time("2024", "%j").is_err());
+    }
+
+    #[test]
+    fn symlink_created_converges_and_retargets() {
+        let t = tempfile::tempdir().unwrap();
+        fs::write(t.path().join("one"), "1").unwrap();
+        fs::write(t.path().join("two"), "2").unwrap();
+        let l = t.path().join("l");
+        let params = json!({"path": l, "state": "link", "src": "one"});
+
+        let first = run_file(params.clone(), &RUN);
+        assert!(first.changed);
+        assert_eq!(fs::read_link(&l).unwrap(), Path::new("one"));
+        assert_eq!(first.result["state"], "link");
+        assert_eq!(first.result["src"], "one");
+        assert_eq!(first.result["dest"], l.display().to_string());
+
+        let stable = snapshot(t.path());
+        assert!(!run_file(params, &RUN).changed);
+        assert_eq!(snapshot(t.path()), stable);
+
+        let re = run_file(json!({"path": l, "state": "link", "src": "two"}), &RUN);
+        assert!(re.changed);
+        let d = re.diff.attrs.iter().find(|a| a.attr == "src").unwrap();
+        assert_eq!((d.before.as_str(), d.after.as_str()), ("one", "two"));
+        assert_eq!(fs::read_to_string(&l).unwrap(), "2");
+    }
+
+    #[test]
+    fn symlink_refusals_and_force() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        fs::write(&f, "keep").unwrap();
+        fs::write(t.path().join("target"), "").unwrap();
+
+        let e = err_of(json!({"path": f, "state": "link", "src": "target"}));
+        assert!(
+            e.contains("refusing to convert from file to symlink"),
+            "{e}"
+        );
+        assert_eq!(fs::read(&f).unwrap(), b"keep");
+
+        let e = err_of(json!({"path": t.path().join("l"), "state": "link", "src": "missing"}));
+        assert!(
+            e.contains("src file does not exist") && e.contains("force"),
+            "{e}"
+        );
+
+        // force: replaces the file; and allows a dangling link.
+        assert!(
+            run_file(
+                json!({"path": f, "state": "link", "src": "target", "force": "yes"}),
+                &RUN
+            )
+            .changed
+        );
+        assert!(fs::symlink_metadata(&f).unwrap().file_type().is_symlink());
+        assert!(run_file(json!({"path": t.path().join("l"), "state": "link", "src": "missing", "force": true}), &RUN).changed);
+
+        let d = t.path().join("d");
+        fs::create_dir(&d).unwrap();
+        fs::write(d.join("x"), "").unwrap();
+        let e = err_of(json!({"path": d, "state": "link", "src": "target", "force": true}));
+        assert!(e.contains("not empty"), "{e}");
+        fs::remove_file(d.join("x")).unwrap();
+        assert!(
+            run_file(
+                json!({"path": d, "state": "link", "src": "target", "force": true}),
+                &RUN
+            )
+            .changed
+        );
+        assert_eq!(fs::read_link(&d).unwrap(), Path::new("target"));
+    }
+
+    #[test]
+    fn follow_decides_where_link_attributes_go() {
+        let t = tempfile::tempdir().unwrap();
+        let target = t.path().join("target");
+        fs::write(&target, "").unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o644)).unwrap();
+        let l = t.path().join("l");
+
+        // Default follow: the mode lands on the target.
+        let out = run_file(
+            json!({"path": l, "state": "link", "src": "target", "mode": "0600"}),
+            &RUN,
+        );
+        assert!(out.changed);
+        assert_eq!(mode_of(&target), 0o600);
+        assert!(
+            !run_file(
+                json!({"path": l, "state": "link", "src": "target", "mode": "0600"}),
+                &RUN
+            )
+            .changed
+        );
+
+        // follow: false: owner goes on the link itself, mode is ignored, the target is untouched.
+        let params = json!({"path": l, "state": "link", "src": "target", "mode": "0640",
+                            "owner": "65534", "follow": false});
+        assert!(run_file(params.clone(), &RUN).changed);
+        assert_eq!(fs::symlink_metadata(&l).unwrap().uid(), 65534);
+        let tm = fs::metadata(&target).unwrap();
+        assert_eq!((tm.mode() & 0o7777, tm.uid()), (0o600, 0));
+        let stable = snapshot(t.path());
+        assert!(!run_file(params, &RUN).changed);
+        assert_eq!(snapshot(t.path()), stable);
+
+        // state: file through a link with follow changes the target and reports its path.
+        let out = run_file(json!({"path": l, "state": "file", "mode": "0604"}), &RUN);
+        assert_eq!(mode_of(&target), 0o604);
+        assert_eq!(
+            out.result["path"],
+            fs::canonicalize(&target).unwrap().display().to_string()
+        );
+        let e = err_of(json!({"path": l, "state": "file", "follow": false}));
+        assert!(e.contains("is a symlink"), "{e}");
+    }
+
+    #[test]
+    fn hard_link_created_converges_and_needs_force_to_replace() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        fs::write(&src, "s").unwrap();
+        let h = t.path().join("h");
+        let params = json!({"path": h, "state": "hard", "src": src});
+
+        let before = snapshot(t.path());
+        assert!(run_file(params.clone(), &CHECK).changed);
+        assert_eq!(snapshot(t.path()), before);
+
+        let first = run_file(params.clone(), &RUN);
+        assert!(first.changed);
+        assert_eq!(
+            fs::metadata(&h).unwrap().ino(),
+            fs::metadata(&src).unwrap().ino()
+        );
+        assert_eq!(first.result["state"], "hard");
+
+        let stable = snapshot(t.path());
+        assert!(!run_file(params, &RUN).changed);
+        assert_eq!(snapshot(t.path()), stable);
+
+        let other = t.path().join("other");
+        fs::write(&other, "o").unwrap();
+        let e = err_of(json!({"path": other, "state": "hard", "src": "src"}));
+        assert!(e.contains("Cannot link") && e.contains("force"), "{e}");
+        assert!(
+            run_file(
+                json!({"path": other, "state": "hard", "src": "src", "force": true}),
+                &RUN
+            )
+            .changed
+        );
+        assert_eq!(
+            fs::metadata(&other).unwrap().ino(),
+            fs::metadata(&src).unwrap().ino()
+        );
+
+        // Into an existing directory: the link is named like the source (Ansible).
+        let d = t.path().join("d");
+        fs::create_dir(&d).unwrap();
+        assert!(run_file(json!({"path": d, "state": "hard", "src": src}), &RUN).changed);
+        assert_eq!(
+            fs::metadata(d.join("src")).unwrap().ino(),
+            fs::metadata(&src).unwrap().ino()
+        );
+
+        let e = err_of(json!({"path": t.path().join("x"), "state": "hard", "src": "nope"}));
+        assert!(e.contains("does not exist"), "{e}");
+    }
+
+    #[test]
+    fn absent_removes_trees_and_links_but_not_link_targets() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("d");
+        fs::create_dir_all(d.join("sub")).unwrap();
+        fs::write(d.join("sub/f"), "").unwrap();
+        let keep = t.path().join("keep");
+        fs::create_dir(&keep).unwrap();
+        fs::write(keep.join("precious"), "").unwrap();
+        let l = t.path().join("l");
+        symlink(&keep, &l).unwrap();
+
+        let before = snapshot(t.path());
+        let checked = run_file(json!({"path": d, "state": "absent"}), &CHECK);
+        assert!(checked.changed);
+        assert_eq!(checked.diff.attrs[0].before, "directory");
+        assert_eq!(snapshot(t.path()), before);
+
+        assert!(run_file(json!({"path": d, "state": "absent"}), &RUN).changed);
+        assert!(!d.exists());
+        assert!(run_file(json!({"path": l, "state": "absent"}), &RUN).changed);
+        assert!(fs::symlink_metadata(&l).is_err());
+        assert!(keep.join("precious").exists());
+
+        let e = check_params("file", &json!({"path": "/", "state": "absent"}));
+        assert!(e.is_ok(), "the refusal is a run-time check");
+        // Check mode: if this guard ever broke, the test must not remove the machine's files.
+        let e = run::<File>(&json!({"path": "/", "state": "absent"}), &CHECK)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("refusing to remove /"), "{e}");
+
+        let again = run_file(json!({"path": d, "state": "absent"}), &RUN);
+        assert!(!again.changed);
+        assert_eq!(again.result["state"], "absent");
+    }
+
+    #[test]
+    fn recurse_sets_the_whole_tree_and_converges() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("tree");
+        fs::create_dir_all(root.join("a/b")).unwrap();
+        fs::write(root.join("a/f"), "").unwrap();
+        fs::write(root.join("a/b/g"), "").unwrap();
+        let outside = t.path().join("outside");
+        fs::write(&outside, "").unwrap();
+        symlink(&outside, root.join("a/l")).unwrap();
+
+        let params = json!({"path": root, "state": "directory", "recurse": true,
+                            "owner": "65534", "mode": "u=rwX,go=rX", "follow": false});
+        assert!(run_file(params.clone(), &RUN).changed);
+        for p in ["", "a", "a/b", "a/f", "a/b/g"] {
+            let m = fs::symlink_metadata(root.join(p)).unwrap();
+            assert_eq!(m.uid(), 65534, "{p}");
+            assert_eq!(
+                m.mode() & 0o7777,
+                if m.is_dir() { 0o755 } else { 0o644 },
+                "{p}"
+            );
+        }
+        assert_eq!(fs::symlink_metadata(root.join("a/l")).unwrap().uid(), 65534);
+        assert_eq!(
+            fs::metadata(&outside).unwrap().uid(),
+            0,
+            "follow: false stays in the tree"
+        );
+
+        let stable = snapshot(t.path());
+        assert!(!run_file(params, &RUN).changed);
+        assert_eq!(snapshot(t.path()), stable);
+
+        // Default follow reaches the link's target, as Ansible does.
+        let params = json!({"path": root, "recurse": true, "owner": "65534"});
+        assert!(run_file(params, &RUN).changed);
+        assert_eq!(fs::metadata(&outside).unwrap().uid(), 65534);
+    }
+
+    #[test]
+    fn check_mode_with_changes_leaves_disk_alone() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        fs::write(&f, "x").unwrap();
+        let before = snapshot(t.path());
+        for params in [
+            json!({"path": f, "mode": "0700", "owner": "nobody"}),
+            json!({"path": f, "state": "touch", "modification_time": "now"}),
+            json!({"path": f, "state": "link", "src": "/etc", "force": true}),
+            json!({"path": f, "state": "absent"}),
+            json!({"path": t.path().join("n/m"), "state": "directory"}),
+        ] {
+            let out = run_file(params.clone(), &CHECK);
+            assert!(out.changed, "{params}");
+            assert!(!out.diff.is_empty(), "{params}");
+            assert_eq!(snapshot(t.path()), before, "{params}");
+        }
+    }
+
+    #[test]
+    fn aliases_and_bad_parameters() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("x");
+        assert!(run_file(json!({"dest": d, "state": "directory"}), &RUN).changed);
+        assert!(!run_file(json!({"name": d, "state": "directory"}), &RUN).changed);
+
+        let e = check_params("file", &json!({"path": "/x", "state": "link"})).unwrap_err();
+        assert!(e.to_string().contains("src"), "{e}");
+        let e = check_params("file", &json!({"path": "/x", "state": "hard"})).unwrap_err();
+        assert!(e.to_string().contains("src"), "{e}");
+        let e = check_params("file", &json!({"path": "/x", "state": "dir"})).unwrap_err();
+        assert_eq!(e.path, "state");
+        let e = check_params("file", &json!({"path": "/x", "mode": "rw-r--r--"})).unwrap_err();
+        assert_eq!(e.path, "mode");
+        let e = check_params("file", &json!({"path": "/x", "colour": "red"})).unwrap_err();
+        assert!(e.to_string().contains("colour"), "{e}");
+        let e = check_params(
+            "file",
+            &json!({"path": "/x", "state": "file", "recurse": true}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("recurse"), "{e}");
+        let e = check_params(
+            "file",
+            &json!({"path": "/x", "state": "touch", "src": "/y"}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("src"), "{e}");
+        let e = check_params(
+            "file",
+            &json!({"path": "/x", "modification_time": "yesterday"}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("modification_time"), "{e}");
+        let e = check_params("file", &json!({"path": "/x", "follow": "maybe"})).unwrap_err();
+        assert_eq!(e.path, "follow");
+        let e = check_params("file", &json!({"state": "file"})).unwrap_err();
+        assert!(e.to_string().contains("path"), "{e}");
+        assert!(check_params("file", &json!({"path": "/x", "state": "link", "src": "/y"})).is_ok());
+
+        let e = err_of(json!({"path": d, "owner": "no-such-user-fixpoint"}));
+        assert!(e.contains("no-such-user-fixpoint"), "{e}");
     }
 }

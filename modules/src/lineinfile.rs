@@ -1,29 +1,1113 @@
-//! The `lineinfile` module (placeholder until it is written).
+//! The `lineinfile` module: make sure one line is present in (or absent from) a text file, with
+//! Ansible's lineinfile semantics; also the text-file probe/plan/apply shared with `blockinfile`.
 
-use crate::{Ctx, Module, ModuleError, Plan};
+use crate::params::{Bool, ModeSpec};
+use crate::util::{self, Attrs, WantedAttrs};
+use crate::{ContentDiff, Ctx, Module, ModuleError, Plan};
+use regex::bytes::{Captures, Regex};
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
+use std::fs;
+use std::path::{Path, PathBuf};
 
 pub struct LineInFile;
 
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Presence {
+    #[default]
+    Present,
+    Absent,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Params {}
+pub struct Params {
+    #[serde(alias = "dest", alias = "destfile", alias = "name")]
+    pub path: String,
+    #[serde(default, alias = "value", deserialize_with = "util::de_opt_string")]
+    pub line: Option<String>,
+    #[serde(default, alias = "regex", deserialize_with = "util::de_opt_string")]
+    pub regexp: Option<String>,
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub search_string: Option<String>,
+    #[serde(default)]
+    pub state: Presence,
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub insertafter: Option<String>,
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub insertbefore: Option<String>,
+    #[serde(default)]
+    pub create: Bool,
+    #[serde(default)]
+    pub backrefs: Bool,
+    #[serde(default)]
+    pub firstmatch: Bool,
+    #[serde(default)]
+    pub backup: Bool,
+    #[serde(default)]
+    pub validate: Option<String>,
+    #[serde(default)]
+    pub mode: Option<ModeSpec>,
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub owner: Option<String>,
+    #[serde(default, deserialize_with = "util::de_opt_string")]
+    pub group: Option<String>,
+    /// Accepted for compatibility; writes are always atomic here.
+    #[serde(default)]
+    pub unsafe_writes: Option<Bool>,
+}
 
 impl Module for LineInFile {
     type Params = Params;
-    type State = ();
-    type Action = ();
+    type State = TextFile;
+    type Action = EditAction;
 
-    fn probe(_: &Params, _: &Ctx) -> Result<(), ModuleError> {
-        Err(ModuleError::failed("not implemented yet"))
+    fn validate(p: &Params) -> Result<(), ModuleError> {
+        check_common(&p.path, p.validate.as_deref(), p.mode.as_ref())?;
+        let both = |a: &str, b: &str| {
+            Err(ModuleError::Params(format!(
+                "`{a}` and `{b}` are mutually exclusive; give only one of them"
+            )))
+        };
+        if p.insertafter.is_some() && p.insertbefore.is_some() {
+            return both("insertafter", "insertbefore");
+        }
+        if p.regexp.is_some() && p.search_string.is_some() {
+            return both("regexp", "search_string");
+        }
+        if p.backrefs.0 && p.search_string.is_some() {
+            return both("backrefs", "search_string");
+        }
+        match p.state {
+            Presence::Present => {
+                if p.backrefs.0 && p.regexp.is_none() {
+                    return Err(ModuleError::Params(
+                        "`regexp` is required with `backrefs: true` (the back-references come from its groups)".into(),
+                    ));
+                }
+                if p.line.is_none() {
+                    return Err(ModuleError::Params(
+                        "`line` is required with `state: present`".into(),
+                    ));
+                }
+            }
+            Presence::Absent => {
+                if p.line.is_none() && p.regexp.is_none() && p.search_string.is_none() {
+                    return Err(ModuleError::Params(
+                        "one of `line`, `search_string` or `regexp` is required with `state: absent`"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        // Catch regex typos at load time, unless a template will produce the pattern.
+        for (field, re) in [
+            ("regexp", &p.regexp),
+            ("insertafter", &p.insertafter),
+            ("insertbefore", &p.insertbefore),
+        ] {
+            if let Some(re) = re {
+                if !is_templated(re) && !(field != "regexp" && (re == "EOF" || re == "BOF")) {
+                    compile_regex(field, re)?;
+                }
+            }
+        }
+        Ok(())
     }
 
-    fn plan(_: &Params, _: &(), _: &Ctx) -> Result<Plan<()>, ModuleError> {
-        Ok(Plan::new())
+    fn probe(p: &Params, _ctx: &Ctx) -> Result<TextFile, ModuleError> {
+        probe_text_file(&p.path)
     }
 
-    fn apply(_: &Params, _: (), _: &Plan<()>) -> Result<Map<String, Value>, ModuleError> {
-        Ok(Map::new())
+    fn plan(p: &Params, file: &TextFile, ctx: &Ctx) -> Result<Plan<EditAction>, ModuleError> {
+        let mut plan = Plan::new();
+        let Some(content) = &file.content else {
+            if p.state == Presence::Absent {
+                plan.msg = Some("file not present".into());
+                return Ok(plan);
+            }
+            if !p.create.0 {
+                return Err(missing_file(format!(
+                    "Destination {} does not exist ! (set `create: true` to create it)",
+                    p.path
+                )));
+            }
+            // A new file: an empty one that `present` then edits.
+            let (lines, msg) = present(p, Vec::new())?;
+            let after = lines.concat();
+            let msg = plan_edit(file, Some(after), &wanted(p), p.backup.0, ctx, &mut plan)
+                .map(|attrs| with_attr_msg(msg, attrs))?;
+            plan.msg = Some(msg);
+            return Ok(plan);
+        };
+        let lines = split_lines(content);
+        let (new_lines, msg) = match p.state {
+            Presence::Present => present(p, lines)?,
+            Presence::Absent => {
+                let (kept, found) = absent(p, lines)?;
+                plan.result.insert("found".into(), json!(found));
+                let msg = if found > 0 {
+                    format!("{found} line(s) removed")
+                } else {
+                    String::new()
+                };
+                (kept, msg)
+            }
+        };
+        let after = new_lines.concat();
+        let new_content = (after != *content).then_some(after);
+        let attrs = plan_edit(file, new_content, &wanted(p), p.backup.0, ctx, &mut plan)?;
+        let msg = with_attr_msg(msg, attrs);
+        if !msg.is_empty() {
+            plan.msg = Some(msg);
+        }
+        Ok(plan)
+    }
+
+    fn apply(
+        p: &Params,
+        file: TextFile,
+        plan: &Plan<EditAction>,
+    ) -> Result<Map<String, Value>, ModuleError> {
+        let mut out = Map::new();
+        if let Some(backup) = apply_edit(&file, &plan.actions, p.validate.as_deref())? {
+            out.insert("backup".into(), Value::String(backup));
+        }
+        Ok(out)
+    }
+}
+
+fn wanted(p: &Params) -> WantedAttrs<'_> {
+    WantedAttrs {
+        mode: p.mode.as_ref(),
+        owner: p.owner.as_deref(),
+        group: p.group.as_deref(),
+    }
+}
+
+/// Ansible's message when only attributes changed, or appended to the content message.
+pub(crate) fn with_attr_msg(mut msg: String, attrs_changed: bool) -> String {
+    if attrs_changed {
+        if !msg.is_empty() {
+            msg.push_str(" and ");
+        }
+        msg.push_str("ownership, perms or SE linux context changed");
+    }
+    msg
+}
+
+/// Ansible reports a missing destination with rc 257; keep it so `failed_when: result.rc == 257` works.
+pub(crate) fn missing_file(msg: String) -> ModuleError {
+    let mut result = Map::new();
+    result.insert("rc".into(), json!(257));
+    ModuleError::Failed { msg, result }
+}
+
+/// Parameter checks shared by lineinfile and blockinfile.
+pub(crate) fn check_common(
+    path: &str,
+    validate: Option<&str>,
+    mode: Option<&ModeSpec>,
+) -> Result<(), ModuleError> {
+    if path.is_empty() {
+        return Err(ModuleError::Params(
+            "`path` is empty; give the file to edit".into(),
+        ));
+    }
+    if let Some(v) = validate {
+        if !v.contains("%s") {
+            return Err(ModuleError::Params(format!(
+                "`validate` must contain %s (replaced by the file to check), got `{v}`"
+            )));
+        }
+    }
+    if mode == Some(&ModeSpec::Preserve) {
+        return Err(ModuleError::Params(
+            "`mode: preserve` only makes sense with copy/template; give an octal or symbolic mode"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a parameter still holds Jinja2 (checked at load time, before templating).
+pub(crate) fn is_templated(s: &str) -> bool {
+    s.contains("{{") || s.contains("{%")
+}
+
+/// Compile a Python-style regular expression (as playbooks write them) for matching lines.
+/// `\Z` is Python's end-of-string, spelled `\z` in Rust; look-around and back-references
+/// have no Rust equivalent and are reported as such.
+pub(crate) fn compile_regex(field: &str, pattern: &str) -> Result<Regex, ModuleError> {
+    let mut translated = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('Z') => translated.push_str("\\z"),
+                Some(n) => {
+                    translated.push('\\');
+                    translated.push(n);
+                }
+                None => translated.push('\\'),
+            }
+        } else {
+            translated.push(c);
+        }
+    }
+    Regex::new(&translated).map_err(|e| {
+        let hint = if pattern.contains("(?=")
+            || pattern.contains("(?!")
+            || pattern.contains("(?<=")
+            || pattern.contains("(?<!")
+            || pattern.contains("(?P=")
+        {
+            " (look-around and back-references are not supported; rewrite the pattern without them)"
+        } else {
+            ""
+        };
+        ModuleError::Params(format!(
+            "`{field}` is not a valid regular expression{hint}: {e}"
+        ))
+    })
+}
+
+/// The part of a line a regex sees: without its final `\n`, because Python's `$` matches just
+/// before a trailing newline and Rust's does not.
+fn search_view(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\n").unwrap_or(line)
+}
+
+/// Python's `line.rstrip(b'\r\n')`.
+fn strip_eol(line: &[u8]) -> &[u8] {
+    let end = line
+        .iter()
+        .rposition(|b| *b != b'\n' && *b != b'\r')
+        .map_or(0, |i| i + 1);
+    &line[..end]
+}
+
+/// Python's `readlines()` on a binary file: split after each `\n`, keeping it.
+pub(crate) fn split_lines(data: &[u8]) -> Vec<Vec<u8>> {
+    data.split_inclusive(|b| *b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// The line ending new lines get: the file's own when its first line ends in CRLF, else `\n`
+/// (Ansible always writes `\n`; keeping CRLF files consistent is the one deliberate difference).
+fn file_eol(lines: &[Vec<u8>]) -> &'static [u8] {
+    match lines.first() {
+        Some(l) if l.ends_with(b"\r\n") => b"\r\n",
+        _ => b"\n",
+    }
+}
+
+fn with_eol(line: &[u8], eol: &[u8]) -> Vec<u8> {
+    let mut v = line.to_vec();
+    v.extend_from_slice(eol);
+    v
+}
+
+/// Ansible's `present()`: returns the new lines and the message ("line added", "line replaced" or "").
+fn present(p: &Params, mut lines: Vec<Vec<u8>>) -> Result<(Vec<Vec<u8>>, String), ModuleError> {
+    let line = p.line.as_deref().unwrap_or_default().as_bytes();
+    let eol = file_eol(&lines);
+    let re_m = p
+        .regexp
+        .as_deref()
+        .map(|r| compile_regex("regexp", r))
+        .transpose()?;
+    let insertbefore = p.insertbefore.as_deref();
+    // Ansible's default when neither is given.
+    let insertafter = match (p.insertafter.as_deref(), insertbefore) {
+        (None, None) => Some("EOF"),
+        (a, _) => a,
+    };
+    let bre_ins = match (insertafter, insertbefore) {
+        (Some(a), _) if a != "BOF" && a != "EOF" => Some(compile_regex("insertafter", a)?),
+        (_, Some(b)) if b != "BOF" => Some(compile_regex("insertbefore", b)?),
+        _ => None,
+    };
+    let firstmatch = p.firstmatch.0;
+
+    // idx0: the line regexp/search_string (or the exact line) found; idx1: the insertion point.
+    let mut idx0: Option<usize> = None;
+    let mut idx1: Option<usize> = None;
+    let mut matched = false;
+
+    // 1. The regexp, or 2. the search string: the last match wins (the first with firstmatch).
+    if let Some(re) = &re_m {
+        for (i, l) in lines.iter().enumerate() {
+            if re.is_match(search_view(l)) {
+                idx0 = Some(i);
+                matched = true;
+                if firstmatch {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(s) = p.search_string.as_deref() {
+        for (i, l) in lines.iter().enumerate() {
+            if contains(l, s.as_bytes()) {
+                idx0 = Some(i);
+                matched = true;
+                if firstmatch {
+                    break;
+                }
+            }
+        }
+    }
+    // 3. No match: look for the exact line, and for the insertafter/insertbefore anchor.
+    if !matched {
+        for (i, l) in lines.iter().enumerate() {
+            if strip_eol(l) == line {
+                idx0 = Some(i);
+            } else if bre_ins
+                .as_ref()
+                .is_some_and(|re| re.is_match(search_view(l)))
+            {
+                if insertafter.is_some() {
+                    idx1 = Some(i + 1);
+                    if firstmatch {
+                        break;
+                    }
+                }
+                if insertbefore.is_some() {
+                    idx1 = Some(i);
+                    if firstmatch {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    // (Ansible also has a branch for "no regexp, no exact line, but idx0 set", which cannot
+    // happen: idx0 is only set by a match or the exact line. It is left out.)
+
+    let added = |lines: &mut Vec<Vec<u8>>, at: usize| {
+        lines.insert(at, with_eol(line, eol));
+        "line added".to_string()
+    };
+    let mut msg = String::new();
+    if let Some(i0) = idx0 {
+        let mut new_line = match (&re_m, p.backrefs.0 && matched) {
+            (Some(re), true) => {
+                let caps = re
+                    .captures(search_view(&lines[i0]))
+                    .expect("the line matched a moment ago");
+                expand_template(line, re, &caps).map_err(|e| {
+                    ModuleError::Params(format!("`line` cannot be expanded with backrefs: {e}"))
+                })?
+            }
+            _ => line.to_vec(),
+        };
+        if !new_line.ends_with(b"\n") {
+            // Keep the replaced line's own ending (CRLF stays CRLF).
+            let own = &lines[i0][strip_eol(&lines[i0]).len()..];
+            new_line.extend_from_slice(if own.ends_with(b"\n") { own } else { eol });
+        }
+        if lines[i0] != new_line {
+            lines[i0] = new_line;
+            msg = "line replaced".into();
+        }
+    } else if p.backrefs.0 {
+        // Without a match there is nothing to fill the back-references with: leave the file alone.
+    } else if insertbefore == Some("BOF") || insertafter == Some("BOF") {
+        msg = added(&mut lines, 0);
+    } else if insertafter == Some("EOF") || idx1.is_none() {
+        ensure_final_newline(&mut lines, eol);
+        let at = lines.len();
+        msg = added(&mut lines, at);
+    } else if let (Some(_), Some(i1)) = (insertafter, idx1) {
+        // Do not insert when the line is already right after the anchor.
+        if lines.len() == i1 {
+            if strip_eol(&lines[i1 - 1]) != line {
+                // Ansible would glue the line onto an unterminated last line; terminate it first.
+                ensure_final_newline(&mut lines, eol);
+                msg = added(&mut lines, i1);
+            }
+        } else if strip_eol(&lines[i1]) != line {
+            msg = added(&mut lines, i1);
+        }
+    } else if let Some(i1) = idx1 {
+        msg = added(&mut lines, i1);
+    }
+    Ok((lines, msg))
+}
+
+/// Ansible adds a line separator to a last line that has none before appending after it.
+fn ensure_final_newline(lines: &mut [Vec<u8>], eol: &[u8]) {
+    if let Some(last) = lines.last_mut() {
+        if !matches!(last.last(), Some(b'\n' | b'\r')) {
+            last.extend_from_slice(eol);
+        }
+    }
+}
+
+/// Ansible's `absent()`: drop every line matching regexp, search_string, or equal to line.
+fn absent(p: &Params, lines: Vec<Vec<u8>>) -> Result<(Vec<Vec<u8>>, usize), ModuleError> {
+    let re = p
+        .regexp
+        .as_deref()
+        .map(|r| compile_regex("regexp", r))
+        .transpose()?;
+    let line = p.line.as_deref().unwrap_or_default().as_bytes();
+    let total = lines.len();
+    let kept: Vec<Vec<u8>> = lines
+        .into_iter()
+        .filter(|l| {
+            let hit = if let Some(re) = &re {
+                re.is_match(search_view(l))
+            } else if let Some(s) = p.search_string.as_deref() {
+                contains(l, s.as_bytes())
+            } else {
+                strip_eol(l) == line
+            };
+            !hit
+        })
+        .collect();
+    let found = total - kept.len();
+    Ok((kept, found))
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Python's `match.expand(template)`: `\1`, `\g<1>`, `\g<name>`, and the escapes `\n`, `\t`, `\\`...
+/// Groups that did not take part in the match expand to nothing, as in Python 3.5+.
+pub(crate) fn expand_template(tpl: &[u8], re: &Regex, caps: &Captures) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(tpl.len());
+    let mut i = 0;
+    let group = |out: &mut Vec<u8>, idx: usize| -> Result<(), String> {
+        if idx >= caps.len() {
+            return Err(format!("invalid group reference {idx}"));
+        }
+        if let Some(m) = caps.get(idx) {
+            out.extend_from_slice(m.as_bytes());
+        }
+        Ok(())
+    };
+    let is_oct = |b: Option<&u8>| b.is_some_and(|c| (b'0'..=b'7').contains(c));
+    while i < tpl.len() {
+        let c = tpl[i];
+        if c != b'\\' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let Some(&n) = tpl.get(i + 1) else {
+            return Err("bad escape (end of pattern)".into());
+        };
+        match n {
+            b'g' => {
+                let rest = &tpl[i + 2..];
+                let close = rest
+                    .strip_prefix(b"<")
+                    .and_then(|r| r.iter().position(|b| *b == b'>'))
+                    .ok_or("missing group name after \\g (write \\g<1> or \\g<name>)")?;
+                let name = String::from_utf8_lossy(&rest[1..1 + close]).into_owned();
+                if let Ok(idx) = name.parse::<usize>() {
+                    group(&mut out, idx)?;
+                } else {
+                    match caps.name(&name) {
+                        Some(m) => out.extend_from_slice(m.as_bytes()),
+                        // A named group that exists but did not take part is empty.
+                        None if re.capture_names().any(|n| n == Some(name.as_str())) => {}
+                        None => return Err(format!("unknown group name '{name}'")),
+                    }
+                }
+                i += 2 + close + 2;
+            }
+            b'0' => {
+                // Octal escape: \0 plus up to two more octal digits.
+                let mut j = i + 2;
+                let mut v: u32 = 0;
+                while j < i + 4 && is_oct(tpl.get(j)) {
+                    v = v * 8 + u32::from(tpl[j] - b'0');
+                    j += 1;
+                }
+                out.push(v as u8);
+                i = j;
+            }
+            b'1'..=b'9' => {
+                let d1 = tpl.get(i + 2);
+                if d1.is_some_and(u8::is_ascii_digit) {
+                    if is_oct(Some(&n)) && is_oct(d1) && is_oct(tpl.get(i + 3)) {
+                        let v = u32::from(n - b'0') * 64
+                            + u32::from(tpl[i + 2] - b'0') * 8
+                            + u32::from(tpl[i + 3] - b'0');
+                        if v > 0o377 {
+                            return Err(format!(
+                                "octal escape value \\{v:o} outside of range 0-0o377"
+                            ));
+                        }
+                        out.push(v as u8);
+                        i += 4;
+                    } else {
+                        group(
+                            &mut out,
+                            usize::from(n - b'0') * 10 + usize::from(tpl[i + 2] - b'0'),
+                        )?;
+                        i += 3;
+                    }
+                } else {
+                    group(&mut out, usize::from(n - b'0'))?;
+                    i += 2;
+                }
+            }
+            b'a' | b'b' | b'f' | b'n' | b'r' | b't' | b'v' | b'\\' => {
+                out.push(match n {
+                    b'a' => 0x07,
+                    b'b' => 0x08,
+                    b'f' => 0x0c,
+                    b'n' => b'\n',
+                    b'r' => b'\r',
+                    b't' => b'\t',
+                    b'v' => 0x0b,
+                    _ => b'\\',
+                });
+                i += 2;
+            }
+            n if n.is_ascii_alphabetic() => {
+                return Err(format!("bad escape \\{}", n as char));
+            }
+            // Any other escaped character stays as written, backslash included.
+            n => {
+                out.push(b'\\');
+                out.push(n);
+                i += 2;
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The text-file machinery shared with blockinfile: probe the file, plan a rewrite, apply it.
+
+/// What lineinfile and blockinfile find on the host.
+#[derive(Debug)]
+pub struct TextFile {
+    /// The path as the task gave it (used in messages and diffs).
+    pub path: String,
+    /// Where to write: the final target when `path` is a symlink, so the link stays a link.
+    pub target: PathBuf,
+    /// Metadata of the target (following symlinks); `None` when it does not exist.
+    pub meta: Option<fs::Metadata>,
+    /// Its content; `None` when it does not exist.
+    pub content: Option<Vec<u8>>,
+}
+
+/// One step of a text-file edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EditAction {
+    /// Create missing parent directories of a new file (Ansible does this with `create: true`).
+    CreateParents(PathBuf),
+    /// Copy the current file aside before rewriting it (`backup: true`).
+    Backup,
+    /// Write new content atomically; `attrs` holds only the attributes that must change.
+    Write { content: Vec<u8>, attrs: Attrs },
+    /// The content is right; only mode/owner/group differ.
+    SetAttrs(Attrs),
+}
+
+/// Read the file at `path`, through symlinks. A directory is an error, as in Ansible.
+pub fn probe_text_file(path: &str) -> Result<TextFile, ModuleError> {
+    let p = Path::new(path);
+    let meta = match fs::metadata(p) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(ModuleError::io(p, e)),
+    };
+    if meta.as_ref().is_some_and(|m| m.is_dir()) {
+        let mut result = Map::new();
+        result.insert("rc".into(), json!(256));
+        return Err(ModuleError::Failed {
+            msg: format!("Path {path} is a directory ! (give the path of a file inside it)"),
+            result,
+        });
+    }
+    // Write through a symlink to its target, so a rewrite does not replace the link with a file.
+    let target = match (&meta, util::lstat(p)?) {
+        (Some(_), Some(l)) if l.file_type().is_symlink() => {
+            fs::canonicalize(p).map_err(|e| ModuleError::io(p, e))?
+        }
+        _ => p.to_path_buf(),
+    };
+    let content = match meta {
+        Some(_) => Some(fs::read(&target).map_err(|e| ModuleError::io(&target, e))?),
+        None => None,
+    };
+    Ok(TextFile {
+        path: path.to_string(),
+        target,
+        meta,
+        content,
+    })
+}
+
+/// Plan writing `new_content` (None: the content is already right) and the wanted attributes.
+/// Fills `plan.actions` and `plan.diff`; returns whether attributes change (for the message).
+pub fn plan_edit(
+    file: &TextFile,
+    new_content: Option<Vec<u8>>,
+    wanted: &WantedAttrs,
+    backup: bool,
+    ctx: &Ctx,
+    plan: &mut Plan<EditAction>,
+) -> Result<bool, ModuleError> {
+    let attrs = util::plan_attrs(&file.path, file.meta.as_ref(), wanted, &mut plan.diff)?;
+    let attrs_changed = attrs != Attrs::default() && file.meta.is_some();
+    match new_content {
+        Some(content) => {
+            if file.meta.is_none() {
+                plan.diff.attr(&file.path, "state", "absent", "file");
+                if let Some(parent) = file.target.parent() {
+                    if !parent.as_os_str().is_empty() && util::lstat(parent)?.is_none() {
+                        plan.diff.attr(
+                            parent.display().to_string(),
+                            "state",
+                            "absent",
+                            "directory",
+                        );
+                        plan.actions
+                            .push(EditAction::CreateParents(parent.to_path_buf()));
+                    }
+                }
+            } else if backup {
+                plan.actions.push(EditAction::Backup);
+            }
+            if ctx.diff {
+                plan.diff.content.push(ContentDiff {
+                    path: file.path.clone(),
+                    before: util::diff_text(file.content.as_deref().unwrap_or_default()),
+                    after: util::diff_text(&content),
+                });
+            }
+            plan.actions.push(EditAction::Write { content, attrs });
+        }
+        None if attrs_changed => plan.actions.push(EditAction::SetAttrs(attrs)),
+        None => {}
+    }
+    Ok(attrs_changed)
+}
+
+/// Perform exactly the planned edit. Returns the backup's path when one was made.
+pub fn apply_edit(
+    file: &TextFile,
+    actions: &[EditAction],
+    validate: Option<&str>,
+) -> Result<Option<String>, ModuleError> {
+    let mut backup = None;
+    for action in actions {
+        match action {
+            EditAction::CreateParents(dir) => {
+                fs::create_dir_all(dir).map_err(|e| ModuleError::io(dir, e))?;
+            }
+            EditAction::Backup => backup = Some(util::backup_file(&file.target)?),
+            EditAction::Write { content, attrs } => {
+                util::atomic_write(&file.target, content, attrs, validate)?;
+            }
+            EditAction::SetAttrs(attrs) => util::set_attrs(&file.target, attrs)?,
+        }
+    }
+    Ok(backup)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{check_params, run, Outcome};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    fn go(params: Value) -> Outcome {
+        run::<LineInFile>(&params, &Ctx::default()).unwrap()
+    }
+
+    fn read(p: &Path) -> String {
+        fs::read_to_string(p).unwrap()
+    }
+
+    /// Inode and mtime: a converged run must not rewrite the file at all.
+    fn stamp(p: &Path) -> (u64, i64, i64) {
+        let m = fs::metadata(p).unwrap();
+        (m.ino(), m.mtime(), m.mtime_nsec())
+    }
+
+    fn setup(content: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.conf");
+        fs::write(&path, content).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn appends_then_converges_without_rewriting() {
+        let (_d, path) = setup("a\nb\n");
+        let params = json!({"path": path, "line": "c"});
+        let out = go(params.clone());
+        assert!(out.changed);
+        assert_eq!(out.msg.as_deref(), Some("line added"));
+        assert_eq!(read(&path), "a\nb\nc\n");
+        let before = stamp(&path);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let again = go(params);
+        assert!(!again.changed);
+        assert!(again.diff.is_empty());
+        assert_eq!(stamp(&path), before);
+    }
+
+    #[test]
+    fn check_mode_reports_and_leaves_disk_alone_and_diff_is_filled() {
+        let (_d, path) = setup("a\n");
+        let before = stamp(&path);
+        let out = run::<LineInFile>(
+            &json!({"path": path, "line": "b"}),
+            &Ctx {
+                check: true,
+                diff: true,
+            },
+        )
+        .unwrap();
+        assert!(out.changed);
+        assert_eq!(read(&path), "a\n");
+        assert_eq!(stamp(&path), before);
+        assert_eq!(out.diff.content.len(), 1);
+        assert_eq!(out.diff.content[0].before, "a\n");
+        assert_eq!(out.diff.content[0].after, "a\nb\n");
+    }
+
+    #[test]
+    fn no_content_diff_unless_asked() {
+        let (_d, path) = setup("a\n");
+        let out = go(json!({"path": path, "line": "b"}));
+        assert!(out.diff.content.is_empty());
+    }
+
+    #[test]
+    fn regexp_replaces_last_match_or_first_with_firstmatch() {
+        let (_d, path) = setup("port=1\nx\nport=2\n");
+        let out = go(json!({"path": path, "regexp": "^port=", "line": "port=80"}));
+        assert_eq!(out.msg.as_deref(), Some("line replaced"));
+        assert_eq!(read(&path), "port=1\nx\nport=80\n");
+        fs::write(&path, "port=1\nx\nport=2\n").unwrap();
+        go(json!({"path": path, "regexp": "^port=", "line": "port=80", "firstmatch": "yes"}));
+        assert_eq!(read(&path), "port=80\nx\nport=2\n");
+    }
+
+    #[test]
+    fn regexp_dollar_matches_before_newline_like_python() {
+        let (_d, path) = setup("key = old\n");
+        go(json!({"path": path, "regexp": "^key = old$", "line": "key = new"}));
+        assert_eq!(read(&path), "key = new\n");
+    }
+
+    #[test]
+    fn regexp_without_match_but_exact_line_present_is_ok() {
+        let (_d, path) = setup("a\nport=80\n");
+        let before = stamp(&path);
+        let out = go(json!({"path": path, "regexp": "^nomatch", "line": "port=80"}));
+        assert!(!out.changed);
+        assert_eq!(stamp(&path), before);
+    }
+
+    #[test]
+    fn regexp_without_match_appends() {
+        let (_d, path) = setup("a\n");
+        go(json!({"path": path, "regexp": "^port=", "line": "port=80"}));
+        assert_eq!(read(&path), "a\nport=80\n");
+    }
+
+    #[test]
+    fn search_string_replaces_literal_match() {
+        let (_d, path) = setup("a.b=1\naxb=2\n");
+        go(json!({"path": path, "search_string": "a.b", "line": "a.b=3"}));
+        assert_eq!(read(&path), "a.b=3\naxb=2\n");
+    }
+
+    #[test]
+    fn insertafter_places_after_last_anchor_and_falls_back_to_eof() {
+        let (_d, path) = setup("[main]\nx=1\n[other]\ny=1\n");
+        go(json!({"path": path, "line": "z=2", "insertafter": "^\\[main\\]"}));
+        assert_eq!(read(&path), "[main]\nz=2\nx=1\n[other]\ny=1\n");
+        // Second run: the line exists, nothing moves.
+        let out = go(json!({"path": path, "line": "z=2", "insertafter": "^\\[main\\]"}));
+        assert!(!out.changed);
+        // No anchor match: end of file.
+        go(json!({"path": path, "line": "w=3", "insertafter": "^nothing"}));
+        assert!(read(&path).ends_with("y=1\nw=3\n"));
+    }
+
+    #[test]
+    fn insertafter_last_of_several_anchors_unless_firstmatch() {
+        let (_d, path) = setup("# c\na\n# c\nb\n");
+        go(json!({"path": path, "line": "new", "insertafter": "^#"}));
+        assert_eq!(read(&path), "# c\na\n# c\nnew\nb\n");
+        fs::write(&path, "# c\na\n# c\nb\n").unwrap();
+        go(json!({"path": path, "line": "new", "insertafter": "^#", "firstmatch": true}));
+        assert_eq!(read(&path), "# c\nnew\na\n# c\nb\n");
+    }
+
+    #[test]
+    fn insertafter_anchor_on_unterminated_last_line() {
+        let (_d, path) = setup("a\nanchor");
+        go(json!({"path": path, "line": "new", "insertafter": "^anchor"}));
+        assert_eq!(read(&path), "a\nanchor\nnew\n");
+    }
+
+    #[test]
+    fn insertbefore_and_bof() {
+        let (_d, path) = setup("a\nb\n");
+        go(json!({"path": path, "line": "before-b", "insertbefore": "^b"}));
+        assert_eq!(read(&path), "a\nbefore-b\nb\n");
+        go(json!({"path": path, "line": "top", "insertbefore": "BOF"}));
+        assert_eq!(read(&path), "top\na\nbefore-b\nb\n");
+        let out = go(json!({"path": path, "line": "top", "insertbefore": "BOF"}));
+        assert!(!out.changed);
+        // No anchor match: end of file.
+        go(json!({"path": path, "line": "end", "insertbefore": "^zzz"}));
+        assert!(read(&path).ends_with("b\nend\n"));
+    }
+
+    #[test]
+    fn final_newline_added_before_appending() {
+        let (_d, path) = setup("a");
+        go(json!({"path": path, "line": "b"}));
+        assert_eq!(read(&path), "a\nb\n");
+    }
+
+    #[test]
+    fn backrefs_expand_python_groups_and_no_match_leaves_file() {
+        let (_d, path) = setup("listen 8080 ssl\n");
+        let out = go(json!({
+            "path": path, "regexp": "^listen (\\d+)(?P<rest>.*)$",
+            "line": "listen \\1 http2\\g<rest>", "backrefs": true
+        }));
+        assert!(out.changed);
+        assert_eq!(read(&path), "listen 8080 http2 ssl\n");
+        let before = stamp(&path);
+        let out = go(json!({
+            "path": path, "regexp": "^nomatch(.*)", "line": "x\\1", "backrefs": true
+        }));
+        assert!(!out.changed);
+        assert_eq!(stamp(&path), before);
+    }
+
+    #[test]
+    fn absent_removes_every_match() {
+        let (_d, path) = setup("a\n#x\nb\n#y\n");
+        let out = go(json!({"path": path, "regexp": "^#", "state": "absent"}));
+        assert_eq!(out.msg.as_deref(), Some("2 line(s) removed"));
+        assert_eq!(out.result["found"], json!(2));
+        assert_eq!(read(&path), "a\nb\n");
+        let out = go(json!({"path": path, "line": "b", "state": "absent"}));
+        assert_eq!(out.msg.as_deref(), Some("1 line(s) removed"));
+        assert_eq!(read(&path), "a\n");
+        let out = go(json!({"path": path, "search_string": "zz", "state": "absent"}));
+        assert!(!out.changed);
+    }
+
+    #[test]
+    fn absent_on_missing_file_is_ok() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = go(json!({"path": dir.path().join("nope"), "line": "x", "state": "absent"}));
+        assert!(!out.changed);
+        assert_eq!(out.msg.as_deref(), Some("file not present"));
+    }
+
+    #[test]
+    fn missing_file_fails_unless_create() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/new.conf");
+        let err =
+            run::<LineInFile>(&json!({"path": path, "line": "x"}), &Ctx::default()).unwrap_err();
+        match err {
+            ModuleError::Failed { msg, result } => {
+                assert!(
+                    msg.starts_with(&format!("Destination {} does not exist !", path.display()))
+                );
+                assert_eq!(result["rc"], json!(257));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let out = go(json!({"path": path, "line": "x", "create": true, "mode": "0600"}));
+        assert!(out.changed);
+        assert_eq!(read(&path), "x\n");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o7777,
+            0o600
+        );
+        assert!(!go(json!({"path": path, "line": "x", "create": true, "mode": "0600"})).changed);
+    }
+
+    #[test]
+    fn mode_only_change_does_not_rewrite_content() {
+        let (_d, path) = setup("a\n");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        let ino = fs::metadata(&path).unwrap().ino();
+        let out = go(json!({"path": path, "line": "a", "mode": "0640"}));
+        assert!(out.changed);
+        assert_eq!(
+            out.msg.as_deref(),
+            Some("ownership, perms or SE linux context changed")
+        );
+        assert_eq!(out.diff.attrs[0].attr, "mode");
+        assert_eq!(out.diff.attrs[0].before, "0644");
+        assert_eq!(out.diff.attrs[0].after, "0640");
+        assert_eq!(fs::metadata(&path).unwrap().ino(), ino);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o7777,
+            0o640
+        );
+    }
+
+    #[test]
+    fn rewrite_keeps_existing_mode() {
+        let (_d, path) = setup("a\n");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        go(json!({"path": path, "line": "b"}));
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o7777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn crlf_line_endings_kept() {
+        let (_d, path) = setup("a=1\r\nb=2\r\n");
+        go(json!({"path": path, "regexp": "^a=", "line": "a=9"}));
+        assert_eq!(read(&path), "a=9\r\nb=2\r\n");
+        go(json!({"path": path, "line": "c=3"}));
+        assert_eq!(read(&path), "a=9\r\nb=2\r\nc=3\r\n");
+        assert!(!go(json!({"path": path, "line": "c=3"})).changed);
+    }
+
+    #[test]
+    fn backup_made_when_changing() {
+        let (_d, path) = setup("a\n");
+        let out = go(json!({"path": path, "line": "b", "backup": true}));
+        let backup = out.result["backup"].as_str().unwrap();
+        assert_eq!(fs::read_to_string(backup).unwrap(), "a\n");
+        let out = go(json!({"path": path, "line": "b", "backup": true}));
+        assert!(!out.result.contains_key("backup"));
+    }
+
+    #[test]
+    fn validate_failure_leaves_file() {
+        let (_d, path) = setup("a\n");
+        let err = run::<LineInFile>(
+            &json!({"path": path, "line": "b", "validate": "false %s"}),
+            &Ctx::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("failed to validate"), "{err}");
+        assert_eq!(read(&path), "a\n");
+        go(json!({"path": path, "line": "b", "validate": "grep -q b %s"}));
+        assert_eq!(read(&path), "a\nb\n");
+    }
+
+    #[test]
+    fn symlink_is_followed_and_kept() {
+        let (d, path) = setup("a\n");
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        go(json!({"dest": link, "line": "b"}));
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(read(&path), "a\nb\n");
+    }
+
+    #[test]
+    fn directory_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = run::<LineInFile>(&json!({"path": dir.path(), "line": "x"}), &Ctx::default())
+            .unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
+    }
+
+    #[test]
+    fn numbers_are_strings_and_aliases_work() {
+        let (_d, path) = setup("");
+        go(json!({"destfile": path, "value": 8080}));
+        assert_eq!(read(&path), "8080\n");
+    }
+
+    #[test]
+    fn bad_parameters_are_rejected_naming_the_field() {
+        let e = check_params(
+            "lineinfile",
+            &json!({"path": "/x", "line": "a", "bogus": 1}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = check_params(
+            "lineinfile",
+            &json!({"path": "/x", "line": "a", "state": "gone"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "state");
+        let e = check_params(
+            "lineinfile",
+            &json!({"path": "/x", "line": "a", "create": "maybe"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "create");
+        let e = check_params(
+            "lineinfile",
+            &json!({"path": "/x", "backrefs": true, "line": "a"}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("regexp"), "{e}");
+        let e = check_params("lineinfile", &json!({"path": "/x"})).unwrap_err();
+        assert!(e.to_string().contains("`line` is required"), "{e}");
+        let e = check_params("lineinfile", &json!({"path": "/x", "state": "absent"})).unwrap_err();
+        assert!(e.to_string().contains("state: absent"), "{e}");
+        let e = check_params(
+            "lineinfile",
+            &json!({"path": "/x", "line": "a", "insertafter": "a", "insertbefore": "b"}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("mutually exclusive"), "{e}");
+        let e = check_params(
+            "lineinfile",
+            &json!({"path": "/x", "line": "a", "regexp": "(a"}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("`regexp`"), "{e}");
+        let e = check_params(
+            "lineinfile",
+            &json!({"path": "/x", "line": "a", "validate": "true"}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("%s"), "{e}");
+        // Templated patterns are left for run time.
+        check_params(
+            "lineinfile",
+            &json!({"path": "/x", "line": "a", "regexp": "{{ re }}("}),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn python_template_expansion() {
+        let re = Regex::new(r"(a)(b)?(?P<n>c)").unwrap();
+        let caps = re.captures(b"ac").unwrap();
+        assert_eq!(
+            expand_template(br"\1-\2-\g<n>-\g<3>", &re, &caps).unwrap(),
+            b"a--c-c"
+        );
+        assert_eq!(
+            expand_template(br"x\ty\\z\.", &re, &caps).unwrap(),
+            b"x\ty\\z\\."
+        );
+        assert_eq!(expand_template(br"\101", &re, &caps).unwrap(), b"A");
+        assert!(expand_template(br"\9", &re, &caps).is_err());
+        assert!(expand_template(br"\q", &re, &caps).is_err());
     }
 }

@@ -69,7 +69,8 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "lineinfile" => check::<lineinfile::LineInFile>(params),
         "blockinfile" => check::<blockinfile::BlockInFile>(params),
         "stat" => check::<stat::Stat>(params),
-        "command" | "shell" => check::<command::Command>(params),
+        "command" => check::<command::Command>(params),
+        "shell" => check::<command::Shell>(params),
         _ => Ok(()),
     }
 }
@@ -82,7 +83,8 @@ pub fn run_module(name: &str, params: &Value, ctx: &Ctx) -> Result<Outcome, Modu
         "lineinfile" => run::<lineinfile::LineInFile>(params, ctx),
         "blockinfile" => run::<blockinfile::BlockInFile>(params, ctx),
         "stat" => run::<stat::Stat>(params, ctx),
-        "command" | "shell" => run::<command::Command>(params, ctx),
+        "command" => run::<command::Command>(params, ctx),
+        "shell" => run::<command::Shell>(params, ctx),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

@@ -217,3 +217,170 @@ pub fn diff_text(data: &[u8]) -> String {
         String::from_utf8_lossy(data).into_owned()
     }
 }
+
+/// Deserialize an optional string that YAML may have typed as a number or a boolean
+/// (`line: 8080`, `owner: 1000`), converting it as Ansible's `type='str'` does (`8080`, `True`).
+pub fn de_opt_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    use serde::Deserialize;
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s)),
+        Some(serde_json::Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(serde_json::Value::Bool(b)) => Ok(Some(if b { "True" } else { "False" }.to_string())),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "expected a string, found {other}"
+        ))),
+    }
+}
+
+/// The `mode`, `owner` and `group` a module's parameters ask for; `None` leaves that attribute alone.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WantedAttrs<'a> {
+    pub mode: Option<&'a crate::params::ModeSpec>,
+    pub owner: Option<&'a str>,
+    pub group: Option<&'a str>,
+}
+
+/// Compare wanted attributes with a file's current metadata (`None`: the file is about to be
+/// created), record each difference in `diff` under `path`, and return only the attributes that
+/// must be set. For a new file every given attribute is returned, since it must be applied.
+pub fn plan_attrs(
+    path: &str,
+    meta: Option<&fs::Metadata>,
+    wanted: &WantedAttrs,
+    diff: &mut crate::Diff,
+) -> Result<Attrs, ModuleError> {
+    let mut out = Attrs::default();
+    let cur_mode = meta
+        .map(|m| m.permissions().mode() & 0o7777)
+        .unwrap_or_else(|| 0o666 & !current_umask());
+    let before = |s: String| {
+        if meta.is_some() {
+            s
+        } else {
+            "absent".to_string()
+        }
+    };
+    if let Some(spec) = wanted.mode {
+        let is_dir = meta.is_some_and(|m| m.is_dir());
+        if let Some(m) = spec
+            .resolve(cur_mode, is_dir)
+            .map_err(ModuleError::Params)?
+        {
+            if meta.is_none() || m != cur_mode {
+                out.mode = Some(m);
+                diff.attr(path, "mode", before(mode_str(cur_mode)), mode_str(m));
+            }
+        }
+    }
+    if let Some(owner) = wanted.owner {
+        let uid = lookup_uid(owner)?;
+        if meta.is_none_or(|m| m.uid() != uid) {
+            out.uid = Some(uid);
+            diff.attr(
+                path,
+                "owner",
+                before(meta.map(|m| user_name(m.uid())).unwrap_or_default()),
+                user_name(uid),
+            );
+        }
+    }
+    if let Some(group) = wanted.group {
+        let gid = lookup_gid(group)?;
+        if meta.is_none_or(|m| m.gid() != gid) {
+            out.gid = Some(gid);
+            diff.attr(
+                path,
+                "group",
+                before(meta.map(|m| group_name(m.gid())).unwrap_or_default()),
+                group_name(gid),
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// Set owner, group and mode on an existing path (following symlinks), without touching its content.
+pub fn set_attrs(path: &Path, attrs: &Attrs) -> Result<(), ModuleError> {
+    if attrs.uid.is_some() || attrs.gid.is_some() {
+        std::os::unix::fs::chown(path, attrs.uid, attrs.gid)
+            .map_err(|e| ModuleError::io(path, format!("cannot set owner/group: {e}")))?;
+    }
+    // chmod after chown: chown clears setuid/setgid bits.
+    if let Some(mode) = attrs.mode {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+            .map_err(|e| ModuleError::io(path, format!("cannot set mode: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Expand a leading `~` or `~user`, as Ansible does for `type='path'` parameters
+/// (`path: ~/.bashrc` means the connecting user's home, not a directory named `~`).
+pub fn expand_user(path: &str) -> PathBuf {
+    if let Some(rest) = path.strip_prefix('~') {
+        let (user, tail) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let home = if user.is_empty() {
+            std::env::var_os("HOME").map(PathBuf::from).or_else(|| {
+                nix::unistd::User::from_uid(nix::unistd::geteuid())
+                    .ok()
+                    .flatten()
+                    .map(|u| u.dir)
+            })
+        } else {
+            nix::unistd::User::from_name(user)
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        };
+        if let Some(home) = home {
+            let mut s = home.into_os_string();
+            s.push(tail);
+            return PathBuf::from(s);
+        }
+    }
+    PathBuf::from(path)
+}
+
+/// Ansible's `state` word for what is at a path: `link`, `directory`, `hard` (a non-directory with
+/// more than one link) or `file` (anything else, including fifos and devices, as Ansible does).
+pub fn state_of(meta: &fs::Metadata) -> &'static str {
+    let ft = meta.file_type();
+    if ft.is_symlink() {
+        "link"
+    } else if ft.is_dir() {
+        "directory"
+    } else if meta.nlink() > 1 {
+        "hard"
+    } else {
+        "file"
+    }
+}
+
+/// The attributes Ansible's `add_path_info` adds to file-ish results (uid, gid, owner, group,
+/// mode, state, size), from metadata read without following a final symlink.
+pub fn meta_info(meta: &fs::Metadata) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("uid".into(), meta.uid().into());
+    m.insert("gid".into(), meta.gid().into());
+    m.insert("owner".into(), user_name(meta.uid()).into());
+    m.insert("group".into(), group_name(meta.gid()).into());
+    m.insert("mode".into(), mode_str(meta.mode()).into());
+    m.insert("state".into(), state_of(meta).into());
+    m.insert("size".into(), meta.size().into());
+    m
+}
+
+/// [`meta_info`] for a path read now; a missing path reports `state: absent`.
+pub fn path_info(path: &Path) -> Result<serde_json::Map<String, serde_json::Value>, ModuleError> {
+    Ok(match lstat(path)? {
+        Some(meta) => meta_info(&meta),
+        None => {
+            let mut m = serde_json::Map::new();
+            m.insert("state".into(), "absent".into());
+            m
+        }
+    })
+}

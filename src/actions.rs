@@ -1,0 +1,363 @@
+//! Controller-side module work: parameter checks, `copy`/`template` sources read on the controller, and the modules that never leave it (`debug`, `assert`, `set_fact`, `fail`).
+
+use crate::templating::Templar;
+use fixpoint_modules::params::{Bool, ModeSpec};
+use fixpoint_modules::{Outcome, ParamError};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+
+/// Placeholder Ansible users write as `default(omit)`: a parameter rendered to it is dropped.
+pub const OMIT: &str = "__fixpoint_omit_place_holder__";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // Fields are read through serde for validation; rendering uses the raw map.
+struct TemplateParams {
+    src: String,
+    dest: String,
+    mode: Option<ModeSpec>,
+    owner: Option<String>,
+    group: Option<String>,
+    backup: Option<Bool>,
+    validate: Option<String>,
+    force: Option<Bool>,
+    follow: Option<Bool>,
+    trim_blocks: Option<Bool>,
+    lstrip_blocks: Option<Bool>,
+    newline_sequence: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DebugParams {
+    msg: Option<Value>,
+    var: Option<String>,
+    #[serde(default)]
+    verbosity: u8,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AssertParams {
+    that: Value,
+    #[serde(alias = "msg")]
+    fail_msg: Option<Value>,
+    success_msg: Option<Value>,
+    #[serde(default)]
+    quiet: Bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailParams {
+    msg: Option<Value>,
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(params: &Value) -> Result<T, ParamError> {
+    fixpoint_modules::parse_params(params)
+}
+
+/// Where a `copy` `src` is found: `files/` beside the playbook, then the playbook directory.
+pub fn find_file(dir: &Path, sub: &str, src: &str) -> Result<PathBuf, String> {
+    let p = Path::new(src);
+    if p.is_absolute() {
+        return if p.exists() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(format!("source file {src} does not exist"))
+        };
+    }
+    let candidates = [dir.join(sub).join(src), dir.join(src)];
+    candidates
+        .iter()
+        .find(|c| c.exists())
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "source `{src}` not found; looked in {}",
+                candidates
+                    .iter()
+                    .map(|c| c.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            )
+        })
+}
+
+/// Check a module's parameters at load time (templated values were already taken out).
+pub fn check_params(module: &str, params: &Value, dir: &Path) -> Result<(), ParamError> {
+    let missing_src = |e: String| ParamError {
+        path: "src".into(),
+        msg: e,
+    };
+    match module {
+        "template" => {
+            let _: TemplateParams = parse(params)?;
+            if let Some(Value::String(src)) = params.get("src") {
+                find_file(dir, "templates", src).map_err(missing_src)?;
+            }
+            Ok(())
+        }
+        "copy" => {
+            let mut p = params.as_object().cloned().unwrap_or_default();
+            let remote = p
+                .get("remote_src")
+                .and_then(|v| serde_json::from_value::<Bool>(v.clone()).ok())
+                .is_some_and(|b| b.0);
+            if !remote {
+                if let Some(src) = p.remove("src") {
+                    if let Value::String(s) = &src {
+                        let found = find_file(dir, "files", s).map_err(missing_src)?;
+                        if found.is_dir() {
+                            return Err(missing_src(format!(
+                                "`{s}` is a directory; copying directories is not supported yet (copy each file, or use `remote_src`)"
+                            )));
+                        }
+                    }
+                    p.insert("_content_b64".into(), Value::String(String::new()));
+                }
+            }
+            fixpoint_modules::check_params("copy", &Value::Object(p))
+        }
+        "debug" => {
+            let p: DebugParams = parse(params)?;
+            if p.msg.is_some() && p.var.is_some() {
+                return Err(ParamError {
+                    path: String::new(),
+                    msg: "`msg` and `var` are mutually exclusive".into(),
+                });
+            }
+            Ok(())
+        }
+        "assert" => parse::<AssertParams>(params).map(|_| ()),
+        "fail" => parse::<FailParams>(params).map(|_| ()),
+        "set_fact" => {
+            let m = params.as_object().cloned().unwrap_or_default();
+            if m.keys().all(|k| k == "cacheable") {
+                return Err(ParamError {
+                    path: String::new(),
+                    msg: "set_fact needs at least one variable to set".into(),
+                });
+            }
+            Ok(())
+        }
+        other => fixpoint_modules::check_params(other, params),
+    }
+}
+
+/// Parameters that must not be templated before the action sees them (bare expressions).
+pub fn raw_param_keys(module: &str) -> &'static [&'static str] {
+    match module {
+        "assert" => &["that"],
+        "debug" => &["var"],
+        _ => &[],
+    }
+}
+
+/// What to run for a task after its parameters were rendered.
+pub enum Prepared {
+    /// Send to the agent.
+    Agent { module: &'static str, params: Value },
+    /// Already decided on the controller.
+    Done(Result<Outcome, Failure>),
+}
+
+/// A failed action on the controller, with the return values to register.
+#[derive(Debug)]
+pub struct Failure {
+    pub msg: String,
+    pub result: Map<String, Value>,
+}
+
+impl Failure {
+    fn msg(msg: impl Into<String>) -> Failure {
+        Failure {
+            msg: msg.into(),
+            result: Map::new(),
+        }
+    }
+}
+
+/// Drop parameters rendered to `omit`.
+pub fn strip_omit(params: &mut Value) {
+    if let Value::Object(m) = params {
+        m.retain(|_, v| v.as_str() != Some(OMIT));
+    }
+}
+
+fn display_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Turn a rendered task into agent work, or run it here.
+pub fn prepare(
+    module: &'static str,
+    mut params: Value,
+    dir: &Path,
+    templar: &Templar,
+    ctx: &minijinja::Value,
+    environment: &Map<String, Value>,
+) -> Result<Prepared, Failure> {
+    strip_omit(&mut params);
+    let obj = params.as_object_mut().expect("parameters are a mapping");
+    match module {
+        "copy" => {
+            let remote = obj
+                .get("remote_src")
+                .and_then(|v| serde_json::from_value::<Bool>(v.clone()).ok())
+                .is_some_and(|b| b.0);
+            if !remote {
+                if let Some(Value::String(src)) = obj.remove("src") {
+                    let path = find_file(dir, "files", &src).map_err(Failure::msg)?;
+                    if path.is_dir() {
+                        return Err(Failure::msg(format!(
+                            "`{src}` is a directory; copying directories is not supported yet"
+                        )));
+                    }
+                    let bytes = std::fs::read(&path)
+                        .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?;
+                    use base64::Engine;
+                    obj.insert(
+                        "_content_b64".into(),
+                        Value::String(base64::engine::general_purpose::STANDARD.encode(&bytes)),
+                    );
+                    obj.insert("_src_name".into(), json!(basename(&src)));
+                    if obj.get("mode").and_then(Value::as_str) == Some("preserve") {
+                        use std::os::unix::fs::PermissionsExt;
+                        let m = std::fs::metadata(&path)
+                            .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?
+                            .permissions()
+                            .mode()
+                            & 0o7777;
+                        obj.insert("_src_mode".into(), json!(m));
+                    }
+                }
+            }
+            Ok(Prepared::Agent {
+                module: "copy",
+                params,
+            })
+        }
+        "template" => {
+            let p: TemplateParams = parse(&params).map_err(|e| Failure::msg(e.to_string()))?;
+            let path = find_file(dir, "templates", &p.src).map_err(Failure::msg)?;
+            let source = std::fs::read_to_string(&path)
+                .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?;
+            let rendered = templar
+                .render_file(&path.display().to_string(), &source, ctx)
+                .map_err(|e| Failure::msg(e.to_string()))?;
+            let obj = params.as_object_mut().expect("mapping");
+            for k in ["src", "trim_blocks", "lstrip_blocks", "newline_sequence"] {
+                obj.remove(k);
+            }
+            obj.insert("content".into(), Value::String(rendered));
+            obj.insert(
+                "_src_name".into(),
+                json!(basename(&p.src).trim_end_matches(".j2")),
+            );
+            Ok(Prepared::Agent {
+                module: "copy",
+                params,
+            })
+        }
+        "command" | "shell" => {
+            if !environment.is_empty() {
+                obj.insert("_env".into(), Value::Object(environment.clone()));
+            }
+            Ok(Prepared::Agent { module, params })
+        }
+        "debug" => Ok(Prepared::Done(debug(&params, templar, ctx))),
+        "assert" => Ok(Prepared::Done(assert(&params, templar, ctx))),
+        "fail" => {
+            let p: FailParams = parse(&params).map_err(|e| Failure::msg(e.to_string()))?;
+            Ok(Prepared::Done(Err(Failure::msg(
+                p.msg
+                    .map(|m| display_value(&m))
+                    .unwrap_or_else(|| "Failed as requested from task".into()),
+            ))))
+        }
+        "set_fact" => {
+            let mut facts = obj.clone();
+            facts.remove("cacheable");
+            Ok(Prepared::Done(Ok(Outcome {
+                changed: false,
+                result: [("ansible_facts".to_string(), Value::Object(facts))]
+                    .into_iter()
+                    .collect(),
+                ..Outcome::default()
+            })))
+        }
+        other => Ok(Prepared::Agent {
+            module: fixpoint_modules::canonical_name(other).unwrap_or("unknown"),
+            params,
+        }),
+    }
+}
+
+fn basename(p: &str) -> String {
+    Path::new(p)
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.to_string())
+}
+
+fn debug(params: &Value, templar: &Templar, ctx: &minijinja::Value) -> Result<Outcome, Failure> {
+    let p: DebugParams = parse(params).map_err(|e| Failure::msg(e.to_string()))?;
+    let mut result = Map::new();
+    let _ = p.verbosity;
+    if let Some(var) = p.var {
+        let v = templar
+            .eval(&var, ctx)
+            .map_err(|e| Failure::msg(e.to_string()))?;
+        result.insert(var, v);
+    } else {
+        result.insert("msg".into(), p.msg.unwrap_or_else(|| json!("Hello world!")));
+    }
+    Ok(Outcome {
+        changed: false,
+        result,
+        ..Outcome::default()
+    })
+}
+
+fn assert(params: &Value, templar: &Templar, ctx: &minijinja::Value) -> Result<Outcome, Failure> {
+    let p: AssertParams = parse(params).map_err(|e| Failure::msg(e.to_string()))?;
+    let conditions: Vec<String> = match &p.that {
+        Value::Array(items) => items.iter().map(display_value).collect(),
+        other => vec![display_value(other)],
+    };
+    for cond in &conditions {
+        let ok = templar
+            .eval_bool(cond, ctx)
+            .map_err(|e| Failure::msg(format!("assertion `{cond}` could not be evaluated: {e}")))?;
+        if !ok {
+            let msg = p
+                .fail_msg
+                .as_ref()
+                .map(display_value)
+                .unwrap_or_else(|| "Assertion failed".into());
+            let mut result = Map::new();
+            result.insert("assertion".into(), json!(cond));
+            result.insert("evaluated_to".into(), json!(false));
+            return Err(Failure { msg, result });
+        }
+    }
+    let mut result = Map::new();
+    if !p.quiet.0 {
+        result.insert(
+            "msg".into(),
+            p.success_msg
+                .map(|m| json!(display_value(&m)))
+                .unwrap_or_else(|| json!("All assertions passed")),
+        );
+    }
+    Ok(Outcome {
+        changed: false,
+        result,
+        ..Outcome::default()
+    })
+}

@@ -1,0 +1,116 @@
+//! Raw command-line arguments (clap); `config` turns them into a checked `Config`.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "fixpoint",
+    version,
+    about = "Idempotent reconciler for Ansible-style playbooks: probe, plan, apply only the difference"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply playbooks: probe every task's state, plan the difference, apply only that.
+    Apply(RunArgs),
+    /// Same as `apply --check --diff`: show what would change, change nothing.
+    Check(RunArgs),
+    /// Load and check playbooks (schema, guards, templates) without touching any host.
+    Validate(ValidateArgs),
+    /// Show the resolved inventory.
+    Inventory(InventoryArgs),
+    /// Run the on-host agent (started by the controller; speaks framed JSON on stdin/stdout).
+    #[command(hide = true)]
+    Agent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Playbook files to run, in order.
+    #[arg(required = true)]
+    pub playbooks: Vec<PathBuf>,
+    /// Inventory file or directory; without it, the implicit host `localhost` on the local transport.
+    #[arg(short = 'i', long = "inventory")]
+    pub inventory: Option<PathBuf>,
+    /// Further limit the selected hosts with a pattern.
+    #[arg(short = 'l', long = "limit")]
+    pub limit: Option<String>,
+    /// Probe and plan only; change nothing.
+    #[arg(short = 'C', long = "check")]
+    pub check: bool,
+    /// Show what changes: unified diffs for content, before → after for attributes.
+    #[arg(short = 'D', long = "diff")]
+    pub diff: bool,
+    /// Extra variables (K=V, @file.yml or JSON); repeatable; highest precedence.
+    #[arg(short = 'e', long = "extra-vars")]
+    pub extra_vars: Vec<String>,
+    /// Only run tasks with these tags.
+    #[arg(short = 't', long = "tags", value_delimiter = ',')]
+    pub tags: Vec<String>,
+    /// Skip tasks with these tags.
+    #[arg(long = "skip-tags", value_delimiter = ',')]
+    pub skip_tags: Vec<String>,
+    /// Apply, then apply again; exit 3 if the second pass changed anything.
+    #[arg(long)]
+    pub twice: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// More detail (repeatable).
+    #[arg(short = 'v', action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// How many hosts to work on at once.
+    #[arg(short = 'f', long = "forks", default_value_t = 50)]
+    pub forks: usize,
+    /// Seconds to wait for a connection (and for the agent to start).
+    #[arg(long, default_value_t = 30)]
+    pub timeout: u64,
+    /// An ssh_config file to use instead of ~/.ssh/config.
+    #[arg(long = "ssh-config")]
+    pub ssh_config: Option<PathBuf>,
+    /// Trust and record host keys of hosts not yet in known_hosts (changed keys are still refused).
+    #[arg(long = "accept-new-host-keys")]
+    pub accept_new_host_keys: bool,
+    /// Ask for the sudo password once (read from the terminal, or from stdin when not a terminal).
+    #[arg(short = 'K', long = "ask-become-pass")]
+    pub ask_become_pass: bool,
+    /// Run notified handlers even on hosts that failed.
+    #[arg(long = "force-handlers")]
+    pub force_handlers: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    #[arg(required = true)]
+    pub playbooks: Vec<PathBuf>,
+    #[arg(short = 'i', long = "inventory")]
+    pub inventory: Option<PathBuf>,
+    #[arg(short = 'e', long = "extra-vars")]
+    pub extra_vars: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct InventoryArgs {
+    #[arg(short = 'i', long = "inventory", required = true)]
+    pub inventory: PathBuf,
+    /// Print all hosts and groups as JSON (like ansible-inventory --list).
+    #[arg(long, group = "what")]
+    pub list: bool,
+    /// Print the group tree.
+    #[arg(long, group = "what")]
+    pub graph: bool,
+    /// Print one host's variables as JSON.
+    #[arg(long, group = "what")]
+    pub host: Option<String>,
+}

@@ -1,0 +1,137 @@
+//! The checked run configuration built from the raw command line: the engine never sees clap types.
+
+use crate::cli::{Format, RunArgs};
+use crate::diag::{Diagnostic, Pos};
+use crate::yaml;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub playbooks: Vec<PathBuf>,
+    pub inventory: Option<PathBuf>,
+    pub limit: Option<String>,
+    pub check: bool,
+    pub diff: bool,
+    pub extra_vars: Map<String, Value>,
+    pub tags: Vec<String>,
+    pub skip_tags: Vec<String>,
+    pub twice: bool,
+    pub json: bool,
+    pub verbosity: u8,
+    pub forks: usize,
+    pub connect_timeout: Duration,
+    pub ssh_config: Option<PathBuf>,
+    pub accept_new_host_keys: bool,
+    pub become_password: Option<String>,
+    pub force_handlers: bool,
+}
+
+impl Config {
+    pub fn from_run_args(a: RunArgs, check_cmd: bool) -> Result<Config, Diagnostic> {
+        let extra_vars = parse_extra_vars(&a.extra_vars)?;
+        if a.forks == 0 {
+            return Err(Diagnostic::new("--forks must be at least 1"));
+        }
+        if a.twice && (a.check || check_cmd) {
+            return Err(
+                Diagnostic::new("--twice cannot be combined with check mode")
+                    .help("--twice applies changes and then proves a second run changes nothing"),
+            );
+        }
+        let become_password = if a.ask_become_pass {
+            Some(read_become_password()?)
+        } else {
+            None
+        };
+        Ok(Config {
+            playbooks: a.playbooks,
+            inventory: a.inventory,
+            limit: a.limit,
+            check: a.check || check_cmd,
+            diff: a.diff || check_cmd,
+            extra_vars,
+            tags: a.tags,
+            skip_tags: a.skip_tags,
+            twice: a.twice,
+            json: a.format == Format::Json,
+            verbosity: a.verbose,
+            forks: a.forks,
+            connect_timeout: Duration::from_secs(a.timeout.max(1)),
+            ssh_config: a.ssh_config,
+            accept_new_host_keys: a.accept_new_host_keys,
+            become_password,
+            force_handlers: a.force_handlers,
+        })
+    }
+}
+
+/// Read the sudo password once: from the terminal without echo, or one line of stdin.
+fn read_become_password() -> Result<String, Diagnostic> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let stdin = std::io::stdin();
+    let tty = stdin.is_terminal();
+    if tty {
+        eprint!("BECOME password: ");
+        let _ = std::io::stderr().flush();
+    }
+    let fd = std::os::fd::AsFd::as_fd(&stdin);
+    let saved = if tty {
+        nix::sys::termios::tcgetattr(fd).ok()
+    } else {
+        None
+    };
+    if let Some(t) = &saved {
+        let mut quiet = t.clone();
+        quiet
+            .local_flags
+            .remove(nix::sys::termios::LocalFlags::ECHO);
+        let _ = nix::sys::termios::tcsetattr(fd, nix::sys::termios::SetArg::TCSANOW, &quiet);
+    }
+    let mut line = String::new();
+    let res = stdin.lock().read_line(&mut line);
+    if let Some(t) = &saved {
+        let _ = nix::sys::termios::tcsetattr(fd, nix::sys::termios::SetArg::TCSANOW, t);
+        eprintln!();
+    }
+    res.map_err(|e| Diagnostic::new(format!("cannot read the become password: {e}")))?;
+    Ok(line.trim_end_matches(['\n', '\r']).to_string())
+}
+
+/// `-e` values: `k=v k2=v2`, `@file.yml` / `@file.json`, or a JSON/YAML mapping. Later ones win.
+pub fn parse_extra_vars(items: &[String]) -> Result<Map<String, Value>, Diagnostic> {
+    let mut out = Map::new();
+    for item in items {
+        let item = item.trim();
+        let vars = if let Some(file) = item.strip_prefix('@') {
+            let node = yaml::load_file(Path::new(file))?;
+            match node.to_json() {
+                Value::Object(m) => m,
+                Value::Null => Map::new(),
+                _ => {
+                    return Err(Diagnostic::at(
+                        &node.pos,
+                        format!("-e @{file}: the file must hold a mapping of variables"),
+                    ))
+                }
+            }
+        } else if item.starts_with('{') {
+            let node = yaml::parse_str(item, Path::new("<-e>"))?;
+            match node.to_json() {
+                Value::Object(m) => m,
+                _ => return Err(Diagnostic::new(format!("-e {item}: expected a mapping"))),
+            }
+        } else {
+            let pos = Pos::file_only(Path::new("<-e>"));
+            crate::loader::parse_kv(item, &pos).map_err(|d| {
+                d.help("use -e key=value, -e @vars.yml or -e '{\"key\": \"value\"}'")
+            })?
+        };
+        for (k, v) in vars {
+            crate::loader::check_var_name(&k, &Pos::file_only(Path::new("<-e>")))?;
+            out.insert(k, v);
+        }
+    }
+    Ok(out)
+}

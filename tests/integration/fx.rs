@@ -1,0 +1,169 @@
+//! A small fixture for driving the real binary: a temp dir, a playbook, a run, its output.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub struct Fx {
+    pub dir: tempfile::TempDir,
+}
+
+/// What a run printed and how it exited.
+#[derive(Debug)]
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    /// Assert the exit status, showing the output when it is wrong.
+    pub fn expect(&self, code: i32) -> &Out {
+        assert_eq!(
+            self.code, code,
+            "unexpected exit status\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// JSON events of a `--format json` run.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+            .collect()
+    }
+
+    /// The task events with this task name.
+    pub fn task_events(&self, task: &str) -> Vec<serde_json::Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["event"] == "task" && e["task"] == task)
+            .collect()
+    }
+
+    /// The status of the only result of a task (asserts there is exactly one).
+    pub fn status_of(&self, task: &str) -> String {
+        let evs = self.task_events(task);
+        assert_eq!(
+            evs.len(),
+            1,
+            "expected one result for {task}: {}",
+            self.stdout
+        );
+        evs[0]["status"].as_str().unwrap_or_default().to_string()
+    }
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_fixpoint")
+}
+
+impl Fx {
+    pub fn new() -> Fx {
+        Fx {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, content: &str) -> PathBuf {
+        let p = self.path(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&p, content).expect("write");
+        p
+    }
+
+    /// Write `site.yml` with one play on localhost (no facts) running `tasks` (YAML, indented 4).
+    pub fn play(&self, tasks: &str) -> PathBuf {
+        self.play_with("", tasks)
+    }
+
+    /// Like `play`, with extra play-level YAML (e.g. handlers) after the tasks.
+    pub fn play_with(&self, extra: &str, tasks: &str) -> PathBuf {
+        let text = format!(
+            "- hosts: localhost\n  gather_facts: false\n  vars:\n    base: {}\n  tasks:\n{}\n{}",
+            self.path("t").display(),
+            tasks,
+            extra
+        );
+        self.write("site.yml", &text)
+    }
+
+    /// Run the binary with these arguments, in the fixture directory.
+    pub fn run(&self, args: &[&str]) -> Out {
+        let out = Command::new(bin())
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run fixpoint");
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `fixpoint apply --format json site.yml` plus extra args.
+    pub fn apply(&self, extra: &[&str]) -> Out {
+        let mut args = vec!["apply", "--format", "json"];
+        args.extend_from_slice(extra);
+        args.push("site.yml");
+        self.run(&args)
+    }
+}
+
+/// Identity of a file for "nothing was written": inode and mtime (ns).
+pub fn stamp(p: &Path) -> (u64, i64, i64) {
+    let m = std::fs::symlink_metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    (m.ino(), m.mtime(), m.mtime_nsec())
+}
+
+/// Every path under `dir` with its type, mode, owner and content (or link target): a
+/// byte-for-byte picture of a tree, to prove check mode changed nothing.
+pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    if !dir.exists() {
+        return out;
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let m = std::fs::symlink_metadata(&p).expect("stat");
+        let desc = if m.file_type().is_symlink() {
+            format!("link -> {}", std::fs::read_link(&p).unwrap().display())
+        } else if m.is_dir() {
+            for e in std::fs::read_dir(&p).unwrap() {
+                stack.push(e.unwrap().path());
+            }
+            format!(
+                "dir {:o} {}:{} mtime={}",
+                m.mode(),
+                m.uid(),
+                m.gid(),
+                m.mtime_nsec()
+            )
+        } else {
+            format!(
+                "file {:o} {}:{} mtime={}.{} {:?}",
+                m.mode(),
+                m.uid(),
+                m.gid(),
+                m.mtime(),
+                m.mtime_nsec(),
+                std::fs::read(&p).unwrap()
+            )
+        };
+        out.insert(p, desc);
+    }
+    out
+}

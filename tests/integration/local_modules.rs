@@ -1,0 +1,420 @@
+//! Every module's contract on the local transport: check mode touches nothing and shows the
+//! change, the first run changes, the second run is `ok` without writing, bad parameters fail
+//! at load time with their location.
+
+use crate::fx::{snapshot, stamp, Fx};
+
+/// The contract every state-declaring module keeps. `target` is relative to `{{ base }}`.
+fn contract(fx: &Fx, tasks: &str, target: &str, diff_fragment: &str) {
+    fx.play(tasks);
+    let base = fx.path("t");
+    std::fs::create_dir_all(&base).unwrap();
+    let before = snapshot(&base);
+
+    let check = fx.apply(&["--check", "--diff"]);
+    check.expect(0);
+    assert!(
+        check.events().iter().any(|e| e["status"] == "changed"),
+        "check mode must report the change: {}",
+        check.stdout
+    );
+    assert!(
+        check.stdout.contains(diff_fragment),
+        "check --diff must show `{diff_fragment}`: {}",
+        check.stdout
+    );
+    assert_eq!(snapshot(&base), before, "check mode changed the disk");
+
+    let first = fx.apply(&[]);
+    first.expect(0);
+    assert!(
+        first.events().iter().any(|e| e["status"] == "changed"),
+        "first run must change: {}",
+        first.stdout
+    );
+    let path = base.join(target);
+    let s = stamp(&path);
+    let tree = snapshot(&base);
+
+    let second = fx.apply(&[]);
+    second.expect(0);
+    let statuses: Vec<_> = second
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "task")
+        .map(|e| e["status"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        statuses.iter().all(|s| s == "ok" || s == "skipped"),
+        "second run must change nothing: {}",
+        second.stdout
+    );
+    assert_eq!(stamp(&path), s, "second run rewrote {target}");
+    assert_eq!(snapshot(&base), tree, "second run touched the tree");
+}
+
+/// Bad parameters: exit 2, `site.yml:line:col` on stderr, nothing touched.
+fn refused(fx: &Fx, tasks: &str, location: &str, words: &str) {
+    fx.play(tasks);
+    let out = fx.apply(&[]);
+    out.expect(2);
+    assert!(
+        out.stderr.contains(location),
+        "expected {location} in: {}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(words),
+        "expected `{words}` in: {}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "nothing may run: {}", out.stdout);
+    assert!(!fx.path("t").exists(), "nothing may be touched");
+}
+
+#[test]
+fn file_directory_contract() {
+    let fx = Fx::new();
+    contract(
+        &fx,
+        "    - name: dir\n      file:\n        path: \"{{ base }}/d/e\"\n        state: directory\n        mode: \"0750\"\n",
+        "d/e",
+        "directory",
+    );
+    let m = std::fs::metadata(fx.path("t/d/e")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777,
+        0o750
+    );
+}
+
+#[test]
+fn file_mode_change_on_existing_file_contract() {
+    let fx = Fx::new();
+    fx.write("t/f", "x");
+    contract(
+        &fx,
+        "    - name: mode\n      file:\n        path: \"{{ base }}/f\"\n        mode: \"u=rw,g=,o=\"\n",
+        "f",
+        "0600",
+    );
+}
+
+#[test]
+fn file_link_contract() {
+    let fx = Fx::new();
+    fx.write("t/target", "x");
+    contract(
+        &fx,
+        "    - name: link\n      file:\n        src: \"{{ base }}/target\"\n        dest: \"{{ base }}/ln\"\n        state: link\n",
+        "ln",
+        "link",
+    );
+    assert_eq!(
+        std::fs::read_link(fx.path("t/ln")).unwrap(),
+        fx.path("t/target")
+    );
+}
+
+#[test]
+fn file_absent_contract() {
+    let fx = Fx::new();
+    fx.write("t/gone/inner", "x");
+    fx.write("t/keep", "k");
+    contract(
+        &fx,
+        "    - name: absent\n      file:\n        path: \"{{ base }}/gone\"\n        state: absent\n",
+        "keep",
+        "absent",
+    );
+    assert!(!fx.path("t/gone").exists());
+}
+
+#[test]
+fn file_bad_parameter_is_refused_with_location() {
+    let fx = Fx::new();
+    refused(
+        &fx,
+        "    - name: typo\n      file:\n        path: /tmp/x\n        stat: directory\n",
+        "site.yml:9:9",
+        "stat",
+    );
+}
+
+#[test]
+fn copy_content_contract() {
+    let fx = Fx::new();
+    contract(
+        &fx,
+        "    - name: content\n      copy:\n        content: \"hello {{ 40 + 2 }}\\n\"\n        dest: \"{{ base }}/hello.txt\"\n        mode: \"0640\"\n",
+        "hello.txt",
+        "hello 42",
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/hello.txt")).unwrap(),
+        "hello 42\n"
+    );
+}
+
+#[test]
+fn copy_src_from_files_dir_contract() {
+    let fx = Fx::new();
+    fx.write("files/motd", "welcome\n");
+    contract(
+        &fx,
+        "    - name: src\n      copy:\n        src: motd\n        dest: \"{{ base }}/\"\n",
+        "motd",
+        "welcome",
+    );
+}
+
+#[test]
+fn copy_keeps_existing_owner_and_mode_when_not_set() {
+    let fx = Fx::new();
+    let p = fx.write("t/conf", "old\n");
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o604)).unwrap();
+    nix::unistd::chown(&p, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    fx.play("    - name: rewrite\n      copy:\n        content: \"new\\n\"\n        dest: \"{{ base }}/conf\"\n");
+    fx.apply(&[]).expect(0);
+    let m = std::fs::metadata(&p).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777,
+        0o604
+    );
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&m), 65534);
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "new\n");
+}
+
+#[test]
+fn copy_does_not_follow_a_symlink_at_dest() {
+    let fx = Fx::new();
+    fx.write("t/real", "real\n");
+    std::os::unix::fs::symlink(fx.path("t/real"), fx.path("t/link")).unwrap();
+    fx.play("    - name: over link\n      copy:\n        content: \"new\\n\"\n        dest: \"{{ base }}/link\"\n");
+    fx.apply(&[]).expect(0);
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/real")).unwrap(),
+        "real\n"
+    );
+    assert!(!std::fs::symlink_metadata(fx.path("t/link"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[test]
+fn copy_missing_src_is_refused_at_load_time() {
+    let fx = Fx::new();
+    refused(
+        &fx,
+        "    - name: missing\n      copy:\n        src: nope.txt\n        dest: /tmp/x\n",
+        "site.yml:8:9",
+        "nope.txt",
+    );
+}
+
+#[test]
+fn template_contract() {
+    let fx = Fx::new();
+    fx.write(
+        "templates/app.conf.j2",
+        "port = {{ port }}\n{% for u in users %}\nuser {{ u }}\n{% endfor %}\n",
+    );
+    contract(
+        &fx,
+        "    - name: tpl\n      template:\n        src: app.conf.j2\n        dest: \"{{ base }}/app.conf\"\n      vars:\n        port: 8080\n        users: [ann, bob]\n",
+        "app.conf",
+        "port = 8080",
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/app.conf")).unwrap(),
+        "port = 8080\nuser ann\nuser bob\n"
+    );
+}
+
+#[test]
+fn template_bad_parameter_is_refused() {
+    let fx = Fx::new();
+    fx.write("templates/a.j2", "x");
+    refused(
+        &fx,
+        "    - name: tpl\n      template:\n        src: a.j2\n        dest: /tmp/a\n        mdoe: \"0644\"\n",
+        "site.yml:10:9",
+        "mdoe",
+    );
+}
+
+#[test]
+fn lineinfile_contract() {
+    let fx = Fx::new();
+    fx.write("t/env", "A=1\nLOG_LEVEL=debug\nB=2\n");
+    contract(
+        &fx,
+        "    - name: level\n      lineinfile:\n        path: \"{{ base }}/env\"\n        regexp: '^LOG_LEVEL='\n        line: LOG_LEVEL=info\n",
+        "env",
+        "LOG_LEVEL=info",
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/env")).unwrap(),
+        "A=1\nLOG_LEVEL=info\nB=2\n"
+    );
+}
+
+#[test]
+fn lineinfile_bad_parameter_is_refused() {
+    let fx = Fx::new();
+    refused(
+        &fx,
+        "    - name: level\n      lineinfile:\n        path: /tmp/x\n        line: a\n        state: maybe\n",
+        "site.yml:10:9",
+        "state",
+    );
+}
+
+#[test]
+fn blockinfile_contract() {
+    let fx = Fx::new();
+    fx.write("t/hosts", "127.0.0.1 localhost\n");
+    contract(
+        &fx,
+        "    - name: block\n      blockinfile:\n        path: \"{{ base }}/hosts\"\n        block: |\n          10.0.0.1 db\n          10.0.0.2 cache\n",
+        "hosts",
+        "10.0.0.2 cache",
+    );
+    let text = std::fs::read_to_string(fx.path("t/hosts")).unwrap();
+    assert!(text.contains("# BEGIN ANSIBLE MANAGED BLOCK\n10.0.0.1 db\n10.0.0.2 cache\n# END ANSIBLE MANAGED BLOCK"), "{text}");
+}
+
+#[test]
+fn blockinfile_bad_parameter_is_refused() {
+    let fx = Fx::new();
+    refused(
+        &fx,
+        "    - name: block\n      blockinfile:\n        path: /tmp/x\n        blok: x\n",
+        "site.yml:9:9",
+        "blok",
+    );
+}
+
+#[test]
+fn command_with_creates_runs_once() {
+    let fx = Fx::new();
+    contract(
+        &fx,
+        "    - name: init\n      command: touch {{ base }}/initialised\n      args:\n        creates: \"{{ base }}/initialised\"\n",
+        "initialised",
+        "",
+    );
+}
+
+#[test]
+fn shell_with_unless_runs_once_and_appends_once() {
+    let fx = Fx::new();
+    fx.play("    - name: append\n      shell: echo line >> {{ base }}/log\n      args:\n        unless: grep -q line {{ base }}/log\n");
+    std::fs::create_dir_all(fx.path("t")).unwrap();
+    std::fs::write(fx.path("t/log"), "").unwrap();
+    for _ in 0..3 {
+        fx.apply(&[]).expect(0);
+    }
+    assert_eq!(std::fs::read_to_string(fx.path("t/log")).unwrap(), "line\n");
+}
+
+#[test]
+fn unguarded_command_is_refused_before_anything_runs() {
+    let fx = Fx::new();
+    fx.play("    - name: first\n      file:\n        path: \"{{ base }}\"\n        state: directory\n    - name: raw\n      shell: echo hi > {{ base }}/x\n");
+    let out = fx.apply(&[]);
+    out.expect(2);
+    assert!(out.stderr.contains("site.yml:11:7"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unguarded `shell` task"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("creates"), "{}", out.stderr);
+    assert!(!fx.path("t").exists(), "the first task must not have run");
+}
+
+#[test]
+fn command_bad_parameter_is_refused() {
+    let fx = Fx::new();
+    refused(
+        &fx,
+        "    - name: cmd\n      command: /bin/true\n      args:\n        creates: /x\n        chdri: /tmp\n",
+        "site.yml:7:7",
+        "chdri",
+    );
+}
+
+#[test]
+fn read_only_command_runs_in_check_mode_and_registers() {
+    let fx = Fx::new();
+    fx.play("    - name: read\n      command: echo hello\n      register: r\n      changed_when: false\n    - name: show\n      debug:\n        msg: \"got {{ r.stdout }}\"\n");
+    let out = fx.apply(&["--check", "-v"]);
+    out.expect(0);
+    assert_eq!(out.status_of("read"), "ok");
+    assert!(out.stdout.contains("got hello"), "{}", out.stdout);
+}
+
+#[test]
+fn failing_command_reports_rc_and_location() {
+    let fx = Fx::new();
+    fx.play("    - name: boom\n      shell: exit 7\n      args:\n        creates: /nonexistent/fixpoint\n");
+    let out = fx.apply(&[]);
+    out.expect(1);
+    let ev = &out.task_events("boom")[0];
+    assert_eq!(ev["status"], "failed");
+    assert!(ev["msg"].as_str().unwrap().contains("site.yml:6:7"), "{ev}");
+}
+
+#[test]
+fn stat_registers_and_never_changes() {
+    let fx = Fx::new();
+    fx.write("t/f", "abc");
+    fx.play("    - name: look\n      stat:\n        path: \"{{ base }}/f\"\n      register: st\n    - name: check\n      assert:\n        that:\n          - st.stat.exists\n          - st.stat.size == 3\n          - st.stat.isreg\n");
+    let out = fx.apply(&[]);
+    out.expect(0);
+    assert_eq!(out.status_of("look"), "ok");
+    assert_eq!(out.status_of("check"), "ok");
+}
+
+#[test]
+fn stat_bad_parameter_is_refused() {
+    let fx = Fx::new();
+    refused(
+        &fx,
+        "    - name: look\n      stat:\n        path: /x\n        folow: true\n",
+        "site.yml:9:9",
+        "folow",
+    );
+}
+
+#[test]
+fn debug_assert_set_fact_and_fail() {
+    let fx = Fx::new();
+    fx.play("    - name: fact\n      set_fact:\n        greeting: \"hi {{ base | basename }}\"\n    - name: show\n      debug:\n        var: greeting\n    - name: holds\n      assert:\n        that: greeting == 'hi t'\n    - name: stop\n      fail:\n        msg: stopped on purpose\n      when: greeting is defined\n    - name: never\n      debug:\n        msg: unreachable\n");
+    let out = fx.apply(&[]);
+    out.expect(1);
+    assert_eq!(out.status_of("holds"), "ok");
+    let stop = &out.task_events("stop")[0];
+    assert_eq!(stop["status"], "failed");
+    assert!(stop["msg"].as_str().unwrap().contains("stopped on purpose"));
+    assert!(
+        out.task_events("never").is_empty(),
+        "a failed host runs nothing more"
+    );
+}
+
+#[test]
+fn failed_assert_names_the_condition() {
+    let fx = Fx::new();
+    fx.play("    - name: holds\n      assert:\n        that:\n          - 1 == 1\n          - 2 == 3\n        fail_msg: arithmetic is broken\n");
+    let out = fx.apply(&["-v"]);
+    out.expect(1);
+    let ev = &out.task_events("holds")[0];
+    assert!(
+        ev["msg"].as_str().unwrap().contains("arithmetic is broken"),
+        "{ev}"
+    );
+    assert_eq!(ev["result"]["assertion"], "2 == 3");
+}

@@ -1,0 +1,9 @@
+//! Integration tests through the built `fixpoint` binary: one test crate, files by topic.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod fx;
+mod local_engine;
+mod local_modules;
+

@@ -1,0 +1,391 @@
+//! Hosts over SSH: real sshd processes on loopback addresses, the agent shipped and cached, many hosts at once.
+
+use crate::fx::{Fx, Out};
+use crate::support::{self, SshHost};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Tests that change a test user's agent cache directory take this lock (the user's home is shared).
+pub static CACHE_DIR_LOCK: Mutex<()> = Mutex::new(());
+
+/// A fleet of loopback hosts with one ssh_config and an inventory of aliases.
+pub struct Fleet {
+    pub hosts: Vec<SshHost>,
+    pub fx: Fx,
+    pub config: PathBuf,
+    pub known_hosts: PathBuf,
+}
+
+impl Fleet {
+    pub fn start(n: usize, user: &str) -> Fleet {
+        support::require_root();
+        support::require_sshd();
+        support::require_user(user);
+        let hosts: Vec<SshHost> = (0..n).map(|_| SshHost::start(user)).collect();
+        let fx = Fx::new();
+        // The remote user writes under the fixture directory.
+        std::fs::set_permissions(fx.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let work = fx.path("t");
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let config = fx.path("ssh_config");
+        let refs: Vec<&SshHost> = hosts.iter().collect();
+        let known_hosts = support::write_ssh_config(&refs, &config);
+        let mut inv = String::from("[fleet]\n");
+        for h in &hosts {
+            inv.push_str(h.alias());
+            inv.push('\n');
+        }
+        fx.write("hosts.ini", &inv);
+        Fleet {
+            hosts,
+            fx,
+            config,
+            known_hosts,
+        }
+    }
+
+    /// Run `fixpoint apply` on `site.yml` against the fleet, JSON output.
+    pub fn apply(&self, extra: &[&str]) -> Out {
+        let mut args = vec![
+            "apply",
+            "--format",
+            "json",
+            "-i",
+            "hosts.ini",
+            "--ssh-config",
+            self.config.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.push("site.yml");
+        self.fx.run(&args)
+    }
+
+    /// Write a playbook for `hosts: fleet` with per-host working paths under `{{ base }}`.
+    pub fn play(&self, tasks: &str) {
+        self.play_full("  gather_facts: false\n", tasks);
+    }
+
+    pub fn play_full(&self, play_extra: &str, tasks: &str) {
+        let text = format!(
+            "- hosts: fleet\n{play_extra}  vars:\n    base: \"{}/{{{{ inventory_hostname }}}}\"\n  tasks:\n{tasks}",
+            self.fx.path("t").display()
+        );
+        self.fx.write("site.yml", &text);
+    }
+
+    pub fn base(&self, h: &SshHost) -> PathBuf {
+        self.fx.path("t").join(h.alias())
+    }
+}
+
+fn recap(out: &Out) -> serde_json::Value {
+    out.events()
+        .into_iter()
+        .rev()
+        .find(|e| e["event"] == "recap")
+        .expect("a recap line")
+}
+
+fn host_events(out: &Out, host: &str) -> Vec<serde_json::Value> {
+    out.events()
+        .into_iter()
+        .filter(|e| e["event"] == "task" && e["host"] == host)
+        .collect()
+}
+
+const CONVERGE: &str = concat!(
+    "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n        mode: \"0755\"\n",
+    "    - name: conf\n      copy:\n        content: \"host={{ inventory_hostname }}\\n\"\n        dest: \"{{ base }}/conf\"\n",
+    "    - name: line\n      lineinfile:\n        path: \"{{ base }}/conf\"\n        line: \"managed=yes\"\n",
+    "    - name: once\n      shell: echo ran >> {{ base }}/ran\n      args:\n        creates: \"{{ base }}/ran\"\n",
+    "    - name: who\n      command: id -un\n      register: who\n      changed_when: false\n",
+    "    - name: user\n      assert:\n        that: who.stdout == 'fpuser'\n",
+);
+
+#[test]
+fn one_playbook_on_three_hosts_converges_with_one_connection_each() {
+    let fleet = Fleet::start(3, "fpuser");
+    fleet.play(CONVERGE);
+    let first = fleet.apply(&[]);
+    first.expect(0);
+    let r = recap(&first);
+    for h in &fleet.hosts {
+        assert_eq!(r["hosts"][h.alias()]["changed"], 4, "{}", first.stdout);
+        let conf = std::fs::read_to_string(fleet.base(h).join("conf")).unwrap();
+        assert_eq!(conf, format!("host={}\nmanaged=yes\n", h.alias()));
+    }
+    let second = fleet.apply(&[]);
+    second.expect(0);
+    let r = recap(&second);
+    for h in &fleet.hosts {
+        assert_eq!(r["hosts"][h.alias()]["changed"], 0, "{}", second.stdout);
+        assert_eq!(r["hosts"][h.alias()]["ok"], 6);
+        assert_eq!(
+            std::fs::read_to_string(fleet.base(h).join("ran")).unwrap(),
+            "ran\n"
+        );
+        // One SSH login per host per run: two runs, two logins.
+        let logins = h.log().matches("Accepted publickey").count();
+        assert_eq!(logins, 2, "one connection per host per run:\n{}", h.log());
+    }
+}
+
+#[test]
+fn gathered_facts_come_from_the_host() {
+    let fleet = Fleet::start(1, "fpuser");
+    fleet.play_full(
+        "",
+        "    - name: facts\n      assert:\n        that:\n          - ansible_user_id == 'fpuser'\n          - ansible_env.HOME == '/home/fpuser'\n          - ansible_facts.architecture == ansible_architecture\n          - ansible_processor_vcpus >= 1\n          - ansible_memtotal_mb > 0\n          - ansible_hostname | length > 0\n          - ansible_os_family | length > 0\n",
+    );
+    fleet.apply(&[]).expect(0);
+}
+
+#[test]
+fn unknown_host_key_is_refused_while_the_others_succeed() {
+    let fleet = Fleet::start(3, "fpuser");
+    // Leave the middle host out of known_hosts.
+    support::write_known_hosts(&[&fleet.hosts[0], &fleet.hosts[2]], &fleet.known_hosts);
+    fleet.play(CONVERGE);
+    let out = fleet.apply(&[]);
+    out.expect(1);
+    let r = recap(&out);
+    let bad = fleet.hosts[1].alias();
+    assert_eq!(r["hosts"][bad]["unreachable"], 1, "{}", out.stdout);
+    let msg = host_events(&out, bad)[0]["msg"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("host key verification failed"), "{msg}");
+    assert!(msg.contains("--accept-new-host-keys"), "{msg}");
+    for h in [&fleet.hosts[0], &fleet.hosts[2]] {
+        assert_eq!(r["hosts"][h.alias()]["failed"], 0);
+        assert_eq!(r["hosts"][h.alias()]["changed"], 4);
+    }
+    assert!(
+        !fleet.base(&fleet.hosts[1]).exists(),
+        "nothing ran on the refused host"
+    );
+}
+
+#[test]
+fn accept_new_host_keys_trusts_an_unknown_host() {
+    let fleet = Fleet::start(1, "fpuser");
+    support::write_known_hosts(&[], &fleet.known_hosts);
+    fleet.play(CONVERGE);
+    // The harness config says StrictHostKeyChecking yes; the flag overrides it for new hosts.
+    let out = fleet.apply(&["--accept-new-host-keys"]);
+    out.expect(0);
+    let known = std::fs::read_to_string(&fleet.known_hosts).unwrap();
+    assert!(
+        known.contains(&fleet.hosts[0].addr().to_string()),
+        "{known}"
+    );
+}
+
+#[test]
+fn unreachable_host_is_counted_and_the_others_go_on() {
+    let mut fleet = Fleet::start(2, "fpuser");
+    fleet.hosts[0].kill();
+    fleet.play(CONVERGE);
+    let out = fleet.apply(&[]);
+    out.expect(1);
+    let r = recap(&out);
+    assert_eq!(
+        r["hosts"][fleet.hosts[0].alias()]["unreachable"],
+        1,
+        "{}",
+        out.stdout
+    );
+    assert_eq!(r["hosts"][fleet.hosts[1].alias()]["changed"], 4);
+}
+
+#[test]
+fn limit_restricts_the_hosts() {
+    let fleet = Fleet::start(2, "fpuser");
+    fleet.play(CONVERGE);
+    let out = fleet.apply(&["--limit", fleet.hosts[1].alias()]);
+    out.expect(0);
+    let r = recap(&out);
+    assert!(
+        r["hosts"].get(fleet.hosts[0].alias()).is_none(),
+        "{}",
+        out.stdout
+    );
+    assert!(!fleet.base(&fleet.hosts[0]).exists());
+    assert!(fleet.base(&fleet.hosts[1]).exists());
+}
+
+const BECOME: &str = concat!(
+    "    - name: as root\n      command: id -un\n      register: who\n      changed_when: false\n      become: true\n",
+    "    - name: root wrote\n      copy:\n        content: secret\n        dest: \"{{ base }}-root-file\"\n        mode: \"0600\"\n      become: true\n",
+    "    - name: check\n      assert:\n        that: who.stdout == 'root'\n",
+);
+
+#[test]
+fn become_through_sudo_without_password() {
+    let fleet = Fleet::start(1, "fpsudo");
+    fleet.play(BECOME);
+    fleet.apply(&[]).expect(0);
+    let p = PathBuf::from(format!(
+        "{}-root-file",
+        fleet.base(&fleet.hosts[0]).display()
+    ));
+    let m = std::fs::metadata(&p).unwrap();
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&m),
+        0,
+        "written as root"
+    );
+}
+
+fn run_with_stdin(fx: &Fx, args: &[&str], stdin: &str) -> Out {
+    use std::io::Write;
+    let mut child = Command::new(crate::fx::bin())
+        .args(args)
+        .current_dir(fx.dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn become_through_sudo_with_a_password() {
+    let _lock = CACHE_DIR_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let fleet = Fleet::start(1, "fppass");
+    fleet.play(BECOME);
+    let cfg = fleet.config.to_str().unwrap().to_string();
+    let args = [
+        "apply",
+        "--format",
+        "json",
+        "-i",
+        "hosts.ini",
+        "--ssh-config",
+        &cfg,
+        "-K",
+        "site.yml",
+    ];
+    // Without -K, sudo needs a password: a clear per-host failure.
+    let out = fleet.apply(&[]);
+    out.expect(1);
+    assert!(
+        out.stdout.contains("password is required"),
+        "{}",
+        out.stdout
+    );
+    // A wrong password: a clear failure, and the password appears nowhere.
+    let out = run_with_stdin(&fleet.fx, &args, "wrong-password-xyz\n");
+    out.expect(1);
+    assert!(
+        !out.stdout.contains("wrong-password-xyz") && !out.stderr.contains("wrong-password-xyz")
+    );
+    assert!(out.stdout.contains("sudo"), "{}", out.stdout);
+    // The right one.
+    let out = run_with_stdin(&fleet.fx, &args, "fixpoint-test-pw\n");
+    out.expect(0);
+    assert!(!out.stdout.contains("fixpoint-test-pw") && !out.stderr.contains("fixpoint-test-pw"));
+}
+
+#[test]
+fn agent_cache_in_an_unsafe_directory_is_refused() {
+    let _lock = CACHE_DIR_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let fleet = Fleet::start(1, "fppass");
+    let cache = Path::new("/home/fppass/.cache/fixpoint");
+    std::fs::create_dir_all(cache).unwrap();
+    let owner = nix::unistd::User::from_name("fppass").unwrap().unwrap();
+    nix::unistd::chown(cache, Some(owner.uid), Some(owner.gid)).unwrap();
+    nix::unistd::chown(cache.parent().unwrap(), Some(owner.uid), Some(owner.gid)).unwrap();
+    std::fs::set_permissions(cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    fleet.play(CONVERGE);
+    let out = fleet.apply(&[]);
+    std::fs::set_permissions(cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    out.expect(1);
+    let msg = host_events(&out, fleet.hosts[0].alias())[0]["msg"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("refusing the agent cache directory"), "{msg}");
+    assert!(msg.contains("chmod 700"), "{msg}");
+}
+
+#[test]
+fn killed_connection_fails_that_host_without_hanging_the_others() {
+    let mut fleet = Fleet::start(2, "fpuser");
+    let victim = fleet.hosts[0].alias().to_string();
+    fleet.play(&format!(
+        concat!(
+            "    - name: dir\n      file:\n        path: \"{{{{ base }}}}\"\n        state: directory\n",
+            "    - name: slow\n      shell: touch {{{{ base }}}}/started; sleep 60\n      args:\n        creates: \"{{{{ base }}}}/done\"\n      when: inventory_hostname == '{victim}'\n",
+            "    - name: after\n      copy:\n        content: ok\n        dest: \"{{{{ base }}}}/after\"\n",
+        ),
+        victim = victim
+    ));
+    let cfg = fleet.config.to_str().unwrap().to_string();
+    let mut child = Command::new(crate::fx::bin())
+        .args([
+            "apply",
+            "--format",
+            "json",
+            "-i",
+            "hosts.ini",
+            "--ssh-config",
+            &cfg,
+            "site.yml",
+        ])
+        .current_dir(fleet.fx.dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the slow task is observably running on the victim (a condition with a
+    // deadline, not a guessed delay), then cut the connection.
+    let started = fleet.base(&fleet.hosts[0]).join("started");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the slow task never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fleet.hosts[0].kill();
+    let out = child.wait_with_output().unwrap();
+    let out = Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    out.expect(1);
+    let slow: Vec<_> = out
+        .task_events("slow")
+        .into_iter()
+        .filter(|e| e["host"] == victim.as_str())
+        .collect();
+    assert_eq!(slow[0]["status"], "failed", "{}", out.stdout);
+    let msg = slow[0]["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("connection lost") && msg.contains("unknown"),
+        "{msg}"
+    );
+    assert!(
+        fleet.base(&fleet.hosts[1]).join("after").exists(),
+        "the other host went on"
+    );
+    assert!(!fleet.base(&fleet.hosts[0]).join("after").exists());
+}
