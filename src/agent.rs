@@ -3,8 +3,11 @@
 //! One agent serves a whole run on one host, so a converged task costs one request/response and
 //! no process spawn. The controller starts it over one SSH channel (or as a local child process).
 
-use crate::protocol::{read_frame_sync, write_frame_sync, Request, Response};
-use fixpoint_modules::{run_module, Ctx, ModuleError};
+use crate::journal::{self, LockInfo, OnceStatus, OutboxEntry, Record, StateDir};
+use crate::protocol::{
+    read_frame_sync, write_frame_sync, JournalOp, NotifySpec, OnceSpec, Request, Response,
+};
+use fixpoint_modules::{run_module_hooked, Ctx, ModuleError, Outcome};
 use serde_json::{json, Map, Value};
 use std::io::{BufReader, BufWriter};
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -36,6 +39,7 @@ pub fn serve() -> ExitCode {
         return ExitCode::from(1);
     }
     let mut input = BufReader::new(std::io::stdin().lock());
+    let mut session = Session::default();
     loop {
         let body = match read_frame_sync(&mut input) {
             Ok(Some(b)) => b,
@@ -46,7 +50,7 @@ pub fn serve() -> ExitCode {
             }
         };
         let response = match serde_json::from_slice::<Request>(&body) {
-            Ok(req) => handle(req),
+            Ok(req) => session.handle(req),
             Err(e) => Response::Failed {
                 msg: format!("agent could not decode the request: {e} (controller and agent versions differ?)"),
                 result: Map::new(),
@@ -59,28 +63,307 @@ pub fn serve() -> ExitCode {
     }
 }
 
-fn handle(req: Request) -> Response {
-    match req {
-        Request::Hello => Response::Hello {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            pid: std::process::id(),
-            uid: nix::unistd::geteuid().as_raw(),
-            user: fixpoint_modules::util::user_name(nix::unistd::geteuid().as_raw()),
-        },
-        Request::Run {
-            module,
-            params,
-            check,
-            diff,
-        } => match run_module(&module, &params, &Ctx { check, diff }) {
-            Ok(outcome) => Response::Done { outcome },
-            Err(ModuleError::Failed { msg, result }) => Response::Failed { msg, result },
-            Err(e) => Response::Failed {
-                msg: e.to_string(),
-                result: Map::new(),
+/// The agent's state across requests: the state directory and its lock, once `Begin` opened them.
+#[derive(Default)]
+struct Session {
+    state: Option<StateDir>,
+    run_id: String,
+}
+
+fn failed(msg: impl Into<String>) -> Response {
+    Response::Failed {
+        msg: msg.into(),
+        result: Map::new(),
+    }
+}
+
+fn me() -> String {
+    fixpoint_modules::util::user_name(nix::unistd::geteuid().as_raw())
+}
+
+impl Session {
+    fn handle(&mut self, req: Request) -> Response {
+        match req {
+            Request::Hello => Response::Hello {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                pid: std::process::id(),
+                uid: nix::unistd::geteuid().as_raw(),
+                user: me(),
             },
-        },
-        Request::Facts => Response::Facts { facts: facts() },
+            Request::Run {
+                module,
+                params,
+                check,
+                diff,
+                once,
+                notify,
+            } => {
+                let ctx = Ctx { check, diff };
+                match once {
+                    Some(once) => self.run_once(&module, &params, &ctx, &once, notify.as_ref()),
+                    None => self.run(&module, &params, &ctx, notify.as_ref(), None),
+                }
+            }
+            Request::Facts => Response::Facts { facts: facts() },
+            Request::Begin {
+                run_id,
+                playbook,
+                state_dir,
+                lock_timeout_secs,
+                retention_days,
+            } => self.begin(
+                run_id,
+                playbook,
+                state_dir,
+                lock_timeout_secs,
+                retention_days,
+            ),
+            Request::HandlerDone {
+                playbook,
+                play,
+                handler,
+            } => match &self.state {
+                Some(st) => match st.outbox_remove(&playbook, &play, &handler) {
+                    Ok(()) => Response::Ack,
+                    Err(e) => failed(e),
+                },
+                None => Response::Ack,
+            },
+            Request::Journal { action } => self.journal(action),
+        }
+    }
+
+    fn begin(
+        &mut self,
+        run_id: String,
+        playbook: String,
+        state_dir: Option<String>,
+        lock_timeout_secs: u64,
+        retention_days: u64,
+    ) -> Response {
+        let mut st = match StateDir::open(state_dir.as_deref()) {
+            Ok(s) => s,
+            Err(e) => return failed(e),
+        };
+        let info = LockInfo {
+            run_id: run_id.clone(),
+            pid: std::process::id(),
+            user: me(),
+            since: journal::now_text(),
+            playbook: playbook.clone(),
+        };
+        if let Err(e) = st.lock(&info, std::time::Duration::from_secs(lock_timeout_secs)) {
+            return failed(e);
+        }
+        let pruned = match st.prune(retention_days) {
+            Ok(n) => n,
+            Err(e) => return failed(e),
+        };
+        let pending = match st.outbox_pending() {
+            Ok(p) => p,
+            Err(e) => return failed(e),
+        };
+        let state_dir = st.path.display().to_string();
+        self.state = Some(st);
+        self.run_id = run_id;
+        Response::Begun {
+            state_dir,
+            pending,
+            pruned,
+        }
+    }
+
+    /// Run a module; with `notify`, record the pending handlers durably before applying.
+    fn run(
+        &mut self,
+        module: &str,
+        params: &Value,
+        ctx: &Ctx,
+        notify: Option<&NotifySpec>,
+        note: Option<String>,
+    ) -> Response {
+        let mut outbox_written = false;
+        let state = self.state.as_ref();
+        let run_id = self.run_id.clone();
+        let mut before_apply = || -> Result<(), ModuleError> {
+            let (Some(n), Some(st)) = (notify, state) else {
+                return Ok(());
+            };
+            for h in &n.handlers {
+                st.outbox_add(&OutboxEntry {
+                    playbook: n.playbook.clone(),
+                    play: n.play.clone(),
+                    handler: h.clone(),
+                    run_id: run_id.clone(),
+                    task: n.task.clone(),
+                    since: journal::now_text(),
+                })
+                .map_err(ModuleError::failed)?;
+            }
+            outbox_written = !n.handlers.is_empty();
+            Ok(())
+        };
+        match run_module_hooked(module, params, ctx, &mut before_apply) {
+            Ok(outcome) => Response::Done {
+                outcome,
+                note,
+                outbox_written,
+            },
+            Err(ModuleError::Failed { msg, result }) => Response::Failed { msg, result },
+            Err(e) => failed(e.to_string()),
+        }
+    }
+
+    /// The `once:` contract: at most one effect per key, and an honest "in doubt" otherwise.
+    fn run_once(
+        &mut self,
+        module: &str,
+        params: &Value,
+        ctx: &Ctx,
+        once: &OnceSpec,
+        notify: Option<&NotifySpec>,
+    ) -> Response {
+        let Some(st) = self.state.as_ref() else {
+            return failed("the journal is not open on this host (internal error: no Begin)");
+        };
+        let user = me();
+        let existing = match st.read_record(&user, &once.playbook, &once.key) {
+            Ok(r) => r,
+            Err(e) => return failed(e),
+        };
+        let mut note = None;
+        if let Some(rec) = &existing {
+            if rec.request_sha256 != once.request_sha256 {
+                return failed(format!(
+                    "key `{}` was used for a different request on {} (run {}); a key is never reused for another action: choose a new key, or remove the old record with `fixpoint journal resolve {} --retry`",
+                    once.key, rec.started_at, rec.run_id, once.key
+                ));
+            }
+            match rec.status {
+                OnceStatus::Done => {
+                    let mut result = rec.result.clone();
+                    result.insert("replayed".into(), json!(true));
+                    return Response::Done {
+                        outcome: Outcome {
+                            changed: false,
+                            result,
+                            ..Outcome::default()
+                        },
+                        note: Some(format!(
+                            "replayed: key `{}` done on {}",
+                            once.key,
+                            rec.finished_at.as_deref().unwrap_or("?")
+                        )),
+                        outbox_written: false,
+                    };
+                }
+                OnceStatus::Started if !once.probe_guarded => {
+                    return failed(format!(
+                        "in doubt: key `{}` was started on {} (run {}) but its end was never recorded, so its effect may or may not have happened; check the host, then run `fixpoint journal resolve <host> {} --done` (it happened) or `--retry` (run it again)",
+                        once.key, rec.started_at, rec.run_id, once.key
+                    ));
+                }
+                OnceStatus::Started => {
+                    note = Some(format!(
+                        "key `{}` was in doubt (started {}); the task's probe decided",
+                        once.key, rec.started_at
+                    ));
+                }
+                OnceStatus::Failed => {}
+            }
+        }
+        if ctx.check {
+            return self.run(module, params, ctx, None, note);
+        }
+        let mut rec = Record {
+            key: once.key.clone(),
+            user,
+            playbook: once.playbook.clone(),
+            module: module.to_string(),
+            request_sha256: once.request_sha256.clone(),
+            status: OnceStatus::Started,
+            run_id: self.run_id.clone(),
+            started_at: journal::now_text(),
+            started_unix: journal::now_unix(),
+            finished_at: None,
+            finished_unix: None,
+            changed: false,
+            result: Map::new(),
+        };
+        // The `started` record is durable before the effect begins.
+        if let Err(e) = st.write_record(&rec) {
+            return failed(e);
+        }
+        let response = self.run(module, params, ctx, notify, note);
+        let st = self.state.as_ref().expect("checked above");
+        rec.finished_at = Some(journal::now_text());
+        rec.finished_unix = Some(journal::now_unix());
+        match &response {
+            Response::Done { outcome, .. } => {
+                rec.status = OnceStatus::Done;
+                rec.changed = outcome.changed;
+                rec.result = outcome.result.clone();
+            }
+            Response::Failed { result, .. } => {
+                rec.status = OnceStatus::Failed;
+                rec.result = result.clone();
+            }
+            _ => {}
+        }
+        if let Err(e) = st.write_record(&rec) {
+            return failed(format!(
+                "the step ran, but recording it failed: {e}; the key stays in doubt"
+            ));
+        }
+        response
+    }
+
+    fn journal(&mut self, op: JournalOp) -> Response {
+        let Some(st) = self.state.as_ref() else {
+            return failed("the journal is not open on this host (internal error: no Begin)");
+        };
+        let user = me();
+        let find = |key: &str| -> Result<Vec<Record>, String> {
+            Ok(st
+                .records()?
+                .into_iter()
+                .filter(|r| r.key == key && r.user == user)
+                .collect())
+        };
+        let result = match op {
+            JournalOp::List => st.records().map(|rs| {
+                json!(rs
+                    .into_iter()
+                    .filter(|r| r.user == user)
+                    .collect::<Vec<_>>())
+            }),
+            JournalOp::Show { key } => find(&key).map(|rs| json!(rs)),
+            JournalOp::Prune { days } => st.prune(days).map(|n| json!({ "pruned": n })),
+            JournalOp::Resolve { key, done } => find(&key).and_then(|rs| {
+                if rs.is_empty() {
+                    return Err(format!(
+                        "no journal record with key `{key}` for user {user}"
+                    ));
+                }
+                for mut r in rs.clone() {
+                    if done {
+                        r.status = OnceStatus::Done;
+                        r.finished_at = Some(journal::now_text());
+                        r.finished_unix = Some(journal::now_unix());
+                        r.result
+                            .insert("resolved".into(), json!("marked done by an operator"));
+                        st.write_record(&r)?;
+                    } else {
+                        st.remove_record(&r)?;
+                    }
+                }
+                Ok(json!({"resolved": rs.len(), "as": if done { "done" } else { "retry" }}))
+            }),
+        };
+        match result {
+            Ok(data) => Response::Journal { data },
+            Err(e) => failed(e),
+        }
     }
 }
 

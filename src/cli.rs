@@ -24,6 +24,8 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Show the resolved inventory.
     Inventory(InventoryArgs),
+    /// Read and manage the on-host journal of `once:` steps.
+    Journal(JournalArgs),
     /// Run the on-host agent (started by the controller; speaks framed JSON on stdin/stdout).
     #[command(hide = true)]
     Agent,
@@ -88,6 +90,9 @@ pub struct RunArgs {
     /// Run notified handlers even on hosts that failed.
     #[arg(long = "force-handlers")]
     pub force_handlers: bool,
+    /// Seconds to wait when another run holds a host's lock (0: fail that host at once).
+    #[arg(long = "lock-timeout", default_value_t = 0)]
+    pub lock_timeout: u64,
 }
 
 #[derive(Debug, Args)]
@@ -113,4 +118,54 @@ pub struct InventoryArgs {
     /// Print one host's variables as JSON.
     #[arg(long, group = "what")]
     pub host: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct JournalArgs {
+    /// Inventory; without it, the implicit `localhost`.
+    #[arg(short = 'i', long = "inventory", global = true)]
+    pub inventory: Option<PathBuf>,
+    /// Hosts to act on (a pattern; default all).
+    #[arg(long = "host", global = true)]
+    pub host: Option<String>,
+    #[arg(long = "ssh-config", global = true)]
+    pub ssh_config: Option<PathBuf>,
+    #[arg(long = "accept-new-host-keys", global = true)]
+    pub accept_new_host_keys: bool,
+    /// Use the state directory of the become user (root by default), where `become: true` steps record.
+    #[arg(short = 'b', long = "become", global = true)]
+    pub become_: bool,
+    /// Seconds to wait for a running playbook's host lock.
+    #[arg(long = "lock-timeout", default_value_t = 0, global = true)]
+    pub lock_timeout: u64,
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    pub format: Format,
+    /// Extra variables (e.g. `-e fixpoint_state_dir=/path`).
+    #[arg(short = 'e', long = "extra-vars", global = true)]
+    pub extra_vars: Vec<String>,
+    #[command(subcommand)]
+    pub action: JournalAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JournalAction {
+    /// List the records (key, playbook, status, times).
+    List,
+    /// Show the records of one key, with their stored results.
+    Show { key: String },
+    /// Settle an in-doubt key: `--done` (the effect happened) or `--retry` (run it again).
+    Resolve {
+        /// `resolve <host> <key>`, or `resolve <key>` with --host.
+        #[arg(num_args = 1..=2, required = true)]
+        args: Vec<String>,
+        #[arg(long, conflicts_with = "retry", required_unless_present = "retry")]
+        done: bool,
+        #[arg(long)]
+        retry: bool,
+    },
+    /// Remove records older than the retention.
+    Prune {
+        #[arg(long, default_value_t = 90)]
+        days: u64,
+    },
 }

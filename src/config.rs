@@ -26,6 +26,8 @@ pub struct Config {
     pub accept_new_host_keys: bool,
     pub become_password: Option<String>,
     pub force_handlers: bool,
+    /// Seconds to wait for another run's host lock (0: fail at once).
+    pub lock_timeout: u64,
 }
 
 impl Config {
@@ -63,6 +65,33 @@ impl Config {
             accept_new_host_keys: a.accept_new_host_keys,
             become_password,
             force_handlers: a.force_handlers,
+            lock_timeout: a.lock_timeout,
+        })
+    }
+}
+
+impl Config {
+    /// The configuration of `fixpoint journal`: no playbook, default run settings.
+    pub fn for_journal(a: &crate::cli::JournalArgs) -> Result<Config, Diagnostic> {
+        Ok(Config {
+            playbooks: Vec::new(),
+            inventory: a.inventory.clone(),
+            limit: None,
+            check: false,
+            diff: false,
+            extra_vars: parse_extra_vars(&a.extra_vars)?,
+            tags: Vec::new(),
+            skip_tags: Vec::new(),
+            twice: false,
+            json: a.format == Format::Json,
+            verbosity: 0,
+            forks: 50,
+            connect_timeout: Duration::from_secs(30),
+            ssh_config: a.ssh_config.clone(),
+            accept_new_host_keys: a.accept_new_host_keys,
+            become_password: None,
+            force_handlers: false,
+            lock_timeout: a.lock_timeout,
         })
     }
 }

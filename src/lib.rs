@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod diag;
 pub mod inventory;
+pub mod journal;
 pub mod loader;
 pub mod protocol;
 pub mod reporter;
@@ -44,6 +45,7 @@ pub fn main_entry() -> ExitCode {
         cli::Command::Check(args) => run_cmd(args, true),
         cli::Command::Validate(args) => validate_cmd(args),
         cli::Command::Inventory(args) => inventory_cmd(args),
+        cli::Command::Journal(args) => journal_cmd(args),
     }
 }
 
@@ -204,6 +206,47 @@ fn check_task_templates(templar: &templating::Templar, task: &loader::Task) -> R
             .map_err(|e| format!("syntax error in condition `{cond}`: {e}"))?;
     }
     Ok(())
+}
+
+fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
+    init_tracing(0);
+    let cfg = match config::Config::for_journal(&args) {
+        Ok(c) => c,
+        Err(d) => return invalid(&d),
+    };
+    let inv = match load_inventory(cfg.inventory.as_deref()) {
+        Ok(i) => i,
+        Err(d) => return invalid(&d),
+    };
+    let mut pattern = args.host.clone().unwrap_or_else(|| "all".into());
+    let action = match args.action {
+        cli::JournalAction::List => protocol::JournalOp::List,
+        cli::JournalAction::Show { key } => protocol::JournalOp::Show { key },
+        cli::JournalAction::Prune { days } => protocol::JournalOp::Prune { days },
+        cli::JournalAction::Resolve { mut args, done, .. } => {
+            let key = args.pop().expect("clap requires the key");
+            if let Some(host) = args.pop() {
+                pattern = host;
+            }
+            protocol::JournalOp::Resolve { key, done }
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    let mut engine = scheduler::Engine::new(cfg, inv, templating::Templar::new());
+    if runtime.block_on(engine.journal(&pattern, args.become_, action)) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILED)
+    }
 }
 
 fn inventory_cmd(args: cli::InventoryArgs) -> ExitCode {

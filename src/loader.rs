@@ -190,6 +190,34 @@ const PLAY_KEYS_NOT_YET: &[&str] = &[
     "order",
 ];
 
+impl Play {
+    /// A play with no tasks, for commands that talk to hosts outside a playbook (`fixpoint journal`).
+    pub fn bare(hosts: &str, become_: bool) -> Play {
+        Play {
+            name: "journal".into(),
+            hosts: hosts.into(),
+            pos: Pos::file_only(Path::new("<command line>")),
+            vars: Map::new(),
+            vars_files: Vec::new(),
+            vars_from_files: Map::new(),
+            gather_facts: false,
+            pre_tasks: Vec::new(),
+            tasks: Vec::new(),
+            post_tasks: Vec::new(),
+            handlers: Vec::new(),
+            become_: Some(become_),
+            become_user: None,
+            connection: None,
+            remote_user: None,
+            check_mode: None,
+            diff: None,
+            environment: Map::new(),
+            force_handlers: false,
+            ignore_errors: false,
+        }
+    }
+}
+
 /// Load and check a playbook file.
 pub fn load_playbook(path: &Path) -> Result<Playbook, Diagnostic> {
     let root = yaml::load_file(path)?;

@@ -23,9 +23,59 @@ pub enum Request {
         params: Value,
         check: bool,
         diff: bool,
+        #[serde(default)]
+        once: Option<OnceSpec>,
+        #[serde(default)]
+        notify: Option<NotifySpec>,
     },
     /// Collect facts natively, in one round trip.
     Facts,
+    /// Open the state directory, take the host lock for this run, prune old records, and
+    /// return the pending handler notifications of this playbook.
+    Begin {
+        run_id: String,
+        playbook: String,
+        state_dir: Option<String>,
+        lock_timeout_secs: u64,
+        retention_days: u64,
+    },
+    /// A handler ran: remove its outbox entry.
+    HandlerDone {
+        playbook: String,
+        play: String,
+        handler: String,
+    },
+    /// Operator access to the journal (`fixpoint journal`).
+    Journal { action: JournalOp },
+}
+
+/// A `once:` key for a `Run` request: the journal makes the step happen at most once.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OnceSpec {
+    pub key: String,
+    pub playbook: String,
+    pub request_sha256: String,
+    /// The task also has a probe guard (`creates`, `removes`, `unless`, `onlyif`): an in-doubt
+    /// record is settled by running the module, whose probe decides.
+    pub probe_guarded: bool,
+}
+
+/// Handlers to record in the outbox before the change that notifies them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NotifySpec {
+    pub playbook: String,
+    pub play: String,
+    pub task: String,
+    pub handlers: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JournalOp {
+    List,
+    Show { key: String },
+    Resolve { key: String, done: bool },
+    Prune { days: u64 },
 }
 
 /// What the agent answers.
@@ -40,6 +90,13 @@ pub enum Response {
     },
     Done {
         outcome: Outcome,
+        /// Said about how the result came about ("replayed from the journal ...").
+        #[serde(default)]
+        note: Option<String>,
+        /// Outbox entries were written for this change (the controller clears them if it
+        /// decides, e.g. by `changed_when`, that nothing changed).
+        #[serde(default)]
+        outbox_written: bool,
     },
     /// The module failed; `result` keeps useful return values (rc, stdout...).
     Failed {
@@ -49,6 +106,16 @@ pub enum Response {
     },
     Facts {
         facts: Map<String, Value>,
+    },
+    Begun {
+        state_dir: String,
+        pending: Vec<crate::journal::OutboxEntry>,
+        pruned: usize,
+    },
+    /// A plain acknowledgement.
+    Ack,
+    Journal {
+        data: Value,
     },
 }
 
@@ -98,6 +165,8 @@ mod tests {
             params: serde_json::json!({"path": "/tmp/x"}),
             check: true,
             diff: false,
+            once: None,
+            notify: None,
         };
         let bytes = encode(&req);
         let body = read_frame_sync(&mut &bytes[..]).unwrap().unwrap();

@@ -278,6 +278,38 @@ impl Reporter {
         }
     }
 
+    /// The answer of a `fixpoint journal` action on one host.
+    pub fn journal(&mut self, host: &str, data: &Value) {
+        if self.json {
+            self.emit(json!({"event": "journal", "host": host, "data": data}));
+            return;
+        }
+        match data {
+            Value::Array(records) => {
+                if records.is_empty() {
+                    self.line(&format!("[{host}] no journal records"));
+                }
+                for r in records {
+                    let s = |k: &str| r[k].as_str().unwrap_or("-").to_string();
+                    let line = format!(
+                        "[{host}] {:<24} {:<8} playbook={} started={} finished={} run={}",
+                        s("key"),
+                        s("status"),
+                        s("playbook"),
+                        s("started_at"),
+                        s("finished_at"),
+                        s("run_id")
+                    );
+                    self.line(&line);
+                }
+            }
+            other => {
+                let line = format!("[{host}] {other}");
+                self.line(&line);
+            }
+        }
+    }
+
     pub fn recap(&mut self, stats: &BTreeMap<String, Stats>, pass: u8, twice: bool) {
         if self.json {
             let hosts: Map<String, Value> =

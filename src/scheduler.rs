@@ -3,8 +3,9 @@
 use crate::actions::{self, Prepared};
 use crate::config::Config;
 use crate::inventory::Inventory;
+use crate::journal::OutboxEntry;
 use crate::loader::{Play, Playbook, Task};
-use crate::protocol::{Request, Response};
+use crate::protocol::{JournalOp, NotifySpec, OnceSpec, Request, Response};
 use crate::reporter::{Reporter, Stats, Status, TaskEvent};
 use crate::templating::Templar;
 use crate::transport::{self, AgentBinary, AgentConn, ConnKind, ConnSpec, TransportError};
@@ -35,6 +36,8 @@ struct HostState {
     failed: bool,
     unreachable: bool,
     notified: Vec<String>,
+    /// Handler notifications left in the host's outbox by earlier runs, not yet delivered.
+    pending: Vec<OutboxEntry>,
     stats: Stats,
     gathered: bool,
 }
@@ -46,6 +49,7 @@ impl HostState {
         self.failed = false;
         self.unreachable = false;
         self.notified.clear();
+        self.pending.clear();
         self.stats = Stats::default();
         self.gathered = false;
     }
@@ -86,6 +90,8 @@ pub struct Engine {
     binary: OnceLock<Result<Arc<AgentBinary>, String>>,
     /// Changed results of the current pass: (host, task, location, diff), for `--twice`.
     changed_log: Vec<(String, String, String, Diff)>,
+    /// This run's id, recorded with the host lock and journal records.
+    run_id: String,
 }
 
 impl Engine {
@@ -99,6 +105,7 @@ impl Engine {
             hosts: BTreeMap::new(),
             binary: OnceLock::new(),
             changed_log: Vec::new(),
+            run_id: new_run_id(),
         }
     }
 
@@ -140,6 +147,78 @@ impl Engine {
         outcome
     }
 
+    /// `fixpoint journal`: run one journal action on every selected host; true when all succeeded.
+    pub async fn journal(&mut self, pattern: &str, become_: bool, action: JournalOp) -> bool {
+        let hosts = match self.inventory.select(pattern) {
+            Ok(h) if !h.is_empty() => h,
+            Ok(_) => {
+                self.reporter.warn(&format!("no hosts matched `{pattern}`"));
+                return false;
+            }
+            Err(e) => {
+                self.reporter.warn(&format!("bad host pattern: {e}"));
+                return false;
+            }
+        };
+        let play = Play::bare(pattern, become_);
+        let book = Playbook {
+            path: PathBuf::from("journal"),
+            dir: PathBuf::from("."),
+            plays: Vec::new(),
+        };
+        let ctx = PlayCtx {
+            play: &play,
+            book: &book,
+            hosts: hosts.clone(),
+            groups: serde_json::to_value(self.inventory.groups_map()).unwrap_or_default(),
+            hostvars: Value::Null,
+            files_vars: Map::new(),
+        };
+        let mut ok = true;
+        for host in &hosts {
+            self.host_state(host);
+            let shared = Shared {
+                cfg: &self.cfg,
+                run_id: &self.run_id,
+                templar: &self.templar,
+                binary: &self.binary,
+            };
+            let h = self.hosts.get_mut(host).expect("host state");
+            let res = async {
+                let spec = shared.conn_spec(h, &ctx, None)?;
+                let conn = shared.conn(h, &spec, &ctx).await.map_err(|(_, e)| e)?;
+                match conn
+                    .call(
+                        &Request::Journal {
+                            action: action.clone(),
+                        },
+                        None,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
+                    Response::Journal { data } => Ok(data),
+                    Response::Failed { msg, .. } => Err(msg),
+                    other => Err(format!("unexpected answer: {other:?}")),
+                }
+            }
+            .await;
+            match res {
+                Ok(data) => self.reporter.journal(host, &data),
+                Err(e) => {
+                    ok = false;
+                    self.reporter.warn(&format!("[{host}] {e}"));
+                }
+            }
+        }
+        for (_, mut h) in std::mem::take(&mut self.hosts) {
+            for (_, c) in h.conns.drain() {
+                c.close().await;
+            }
+        }
+        ok
+    }
+
     fn host_state(&mut self, name: &str) -> &mut HostState {
         if !self.hosts.contains_key(name) {
             let inv_vars = Arc::new(self.inventory.host_vars(name));
@@ -154,6 +233,7 @@ impl Engine {
                     failed: false,
                     unreachable: false,
                     notified: Vec::new(),
+                    pending: Vec::new(),
                     stats: Stats::default(),
                     gathered: false,
                 },
@@ -293,6 +373,7 @@ impl Engine {
         self.reporter.task_start("Gathering Facts", false);
         let shared = Shared {
             cfg: &self.cfg,
+            run_id: &self.run_id,
             templar: &self.templar,
             binary: &self.binary,
         };
@@ -310,12 +391,12 @@ impl Engine {
                         Ok(s) => s,
                         Err(e) => return (h.name.clone(), Err((false, e))),
                     };
-                    let res = match shared.conn(h, &spec).await {
+                    let res = match shared.conn(h, &spec, ctx).await {
                         Ok(conn) => conn
                             .call(&Request::Facts, Some(shared.cfg.connect_timeout))
                             .await
                             .map_err(|e| (false, e.to_string())),
-                        Err(e) => Err((true, e)),
+                        Err(e) => Err(e),
                     };
                     match res {
                         Ok(Response::Facts { facts }) => {
@@ -373,6 +454,32 @@ impl Engine {
     }
 
     async fn flush_handlers(&mut self, ctx: &PlayCtx<'_>) {
+        // Notifications an earlier run recorded but never delivered are delivered now.
+        let scope = playbook_scope(ctx.book);
+        for host in &ctx.hosts {
+            let hs = self.hosts.get_mut(host).expect("host state");
+            if !hs.active() {
+                continue;
+            }
+            let (mine, rest): (Vec<OutboxEntry>, Vec<OutboxEntry>) =
+                std::mem::take(&mut hs.pending)
+                    .into_iter()
+                    .partition(|p| p.playbook == scope && p.play == ctx.play.name);
+            hs.pending = rest;
+            let mut notes = Vec::new();
+            for p in mine {
+                if !hs.notified.contains(&p.handler) {
+                    hs.notified.push(p.handler.clone());
+                }
+                notes.push(format!(
+                    "handler `{}` pending since {} (run {}, notified by task \"{}\"): running it now",
+                    p.handler, p.since, p.run_id, p.task
+                ));
+            }
+            for n in notes {
+                self.reporter.note(host, &n);
+            }
+        }
         for handler in &ctx.play.handlers {
             let name = handler.name.clone().unwrap_or_default();
             let force = self.cfg.force_handlers || ctx.play.force_handlers;
@@ -398,6 +505,23 @@ impl Engine {
                     .retain(|n| *n != name && !handler.listen.contains(n));
             }
             self.run_task(ctx, handler, &targets, true).await;
+            // Delivered: remove the outbox entry on every agent of the hosts where it succeeded.
+            for h in &targets {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                if !hs.active() {
+                    continue;
+                }
+                for conn in hs.conns.values_mut() {
+                    let req = Request::HandlerDone {
+                        playbook: scope.clone(),
+                        play: ctx.play.name.clone(),
+                        handler: name.clone(),
+                    };
+                    if let Err(e) = conn.call(&req, Some(self.cfg.connect_timeout)).await {
+                        tracing::warn!(host = %h, "cannot clear the outbox entry of `{name}`: {e}");
+                    }
+                }
+            }
         }
         // Notifications for handlers that do not exist were reported when notified.
     }
@@ -413,6 +537,7 @@ impl Engine {
         self.reporter.task_start(&name, handler);
         let shared = Shared {
             cfg: &self.cfg,
+            run_id: &self.run_id,
             templar: &self.templar,
             binary: &self.binary,
         };
@@ -518,7 +643,19 @@ impl Engine {
     }
 }
 
-/// Ansible's `group_names`: the host's groups, sorted, without `all` and `ungrouped`.
+/// A run id that says where and when the run started: `<controller host>-<pid>-<unix time>`.
+fn new_run_id() -> String {
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "controller".into());
+    format!(
+        "{host}-{}-{}",
+        std::process::id(),
+        crate::journal::now_unix()
+    )
+}
+
+/// Ansible's `group_names`: the host's groups, sorted, without `all`.
 fn group_names(groups: &Value, host: &str) -> Vec<String> {
     let mut names: Vec<String> = groups
         .as_object()
@@ -526,7 +663,6 @@ fn group_names(groups: &Value, host: &str) -> Vec<String> {
             m.iter()
                 .filter(|(g, members)| {
                     *g != "all"
-                        && *g != "ungrouped"
                         && members
                             .as_array()
                             .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(host)))
@@ -555,6 +691,7 @@ fn hostvars_snapshot(hosts: &BTreeMap<String, HostState>) -> Value {
 /// The read-only parts of the engine that host futures need.
 struct Shared<'a> {
     cfg: &'a Config,
+    run_id: &'a str,
     templar: &'a Arc<Templar>,
     binary: &'a OnceLock<Result<Arc<AgentBinary>, String>>,
 }
@@ -566,6 +703,8 @@ struct ItemResult {
     msg: Option<String>,
     ignored: bool,
     note: Option<String>,
+    /// The agent (by become user) that wrote outbox entries for this change, if any.
+    outbox_written: Option<Option<String>>,
 }
 
 impl<'a> Shared<'a> {
@@ -714,6 +853,7 @@ impl<'a> Shared<'a> {
             become_user,
             become_password,
             agent_path: as_string(get("fixpoint_agent_path")?).map(PathBuf::from),
+            state_dir: as_string(get("fixpoint_state_dir")?),
             connect_timeout: self.cfg.connect_timeout,
         })
     }
@@ -733,20 +873,50 @@ impl<'a> Shared<'a> {
             .map_err(TransportError::Connect)
     }
 
-    /// The host's agent for this spec's become user, started on first use.
+    /// The host's agent for this spec's become user, started on first use. A new agent opens
+    /// the host's state directory and takes the run lock before it does anything else.
+    /// Errors say whether the host is unreachable (true) or failed (false).
     async fn conn<'h>(
         &self,
         h: &'h mut HostState,
         spec: &ConnSpec,
-    ) -> Result<&'h mut AgentConn, String> {
+        ctx: &PlayCtx<'_>,
+    ) -> Result<&'h mut AgentConn, (bool, String)> {
         let key = spec.become_user.clone();
         if !h.conns.contains_key(&key) {
-            let conn = transport::connect(spec, || self.agent_binary(spec))
+            let mut conn = transport::connect(spec, || self.agent_binary(spec))
                 .await
-                .map_err(|e| match &spec.become_user {
-                    Some(u) => format!("{e} (while starting the agent as `{u}` through sudo)"),
-                    None => e.to_string(),
+                .map_err(|e| {
+                    let msg = match &spec.become_user {
+                        Some(u) => format!("{e} (while starting the agent as `{u}` through sudo)"),
+                        None => e.to_string(),
+                    };
+                    (true, msg)
                 })?;
+            let begin = Request::Begin {
+                run_id: self.run_id.to_string(),
+                playbook: playbook_scope(ctx.book),
+                state_dir: spec.state_dir.clone(),
+                lock_timeout_secs: self.cfg.lock_timeout,
+                retention_days: journal_retention(ctx.play),
+            };
+            let timeout =
+                Some(self.cfg.connect_timeout + Duration::from_secs(self.cfg.lock_timeout));
+            match conn.call(&begin, timeout).await {
+                Ok(Response::Begun { pending, .. }) => {
+                    for p in pending {
+                        if !h.pending.contains(&p) {
+                            h.pending.push(p);
+                        }
+                    }
+                }
+                Ok(Response::Failed { msg, .. }) => {
+                    conn.close().await;
+                    return Err((false, msg));
+                }
+                Ok(other) => return Err((false, format!("unexpected answer to begin: {other:?}"))),
+                Err(e) => return Err((true, e.to_string())),
+            }
             h.conns.insert(key.clone(), conn);
         }
         Ok(h.conns.get_mut(&key).expect("just inserted"))
@@ -782,7 +952,9 @@ impl<'a> Shared<'a> {
                 Err(e) => return vec![fail(e)],
             }
             let r = self.run_item(ctx, task, h, &scope).await;
+            let wrote = outbox_writer(&r);
             let ev = self.finish_item(task, h, &scope, r, None);
+            self.settle_outbox(ctx, task, h, wrote, ev.status).await;
             return vec![ev];
         };
         let items = match scope.render(items_raw) {
@@ -828,7 +1000,9 @@ impl<'a> Shared<'a> {
                 }
             }
             let r = self.run_item(ctx, task, h, &item_scope).await;
+            let wrote = outbox_writer(&r);
             let mut ev = self.finish_item(task, h, &item_scope, r, Some(label));
+            self.settle_outbox(ctx, task, h, wrote, ev.status).await;
             let mut res = ev.result.clone();
             res.insert("item".into(), item.clone());
             res.insert(task.loop_var.clone(), item.clone());
@@ -860,6 +1034,32 @@ impl<'a> Shared<'a> {
             events.push(skip_event(None));
         }
         events
+    }
+
+    /// The agent recorded pending handlers before a change; when the task did not end up
+    /// `changed` (e.g. `changed_when`), nothing notifies them, so the entries are withdrawn.
+    async fn settle_outbox(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+        wrote: Option<Option<String>>,
+        status: Status,
+    ) {
+        let Some(agent) = wrote else { return };
+        if status == Status::Changed {
+            return;
+        }
+        if let Some(conn) = h.conns.get_mut(&agent) {
+            for handler in handler_names(ctx.play, &task.notify) {
+                let req = Request::HandlerDone {
+                    playbook: playbook_scope(ctx.book),
+                    play: ctx.play.name.clone(),
+                    handler,
+                };
+                let _ = conn.call(&req, Some(self.cfg.connect_timeout)).await;
+            }
+        }
     }
 
     fn when_holds(&self, task: &Task, scope: &Arc<Scope>) -> Result<bool, String> {
@@ -936,6 +1136,7 @@ impl<'a> Shared<'a> {
                     outcome,
                     ignored: false,
                     note: None,
+                    outbox_written: None,
                 })
             }
             Prepared::Done(Err(f)) => {
@@ -948,6 +1149,7 @@ impl<'a> Shared<'a> {
                     msg: Some(f.msg),
                     ignored: false,
                     note: None,
+                    outbox_written: None,
                 })
             }
             Prepared::Agent { module, params } => (module, params),
@@ -963,16 +1165,44 @@ impl<'a> Shared<'a> {
         let check = self.effective_check(Some(task)) && !task.is_read_only();
         let diff = self.cfg.diff || self.cfg.twice || task.diff.unwrap_or(false);
         let spec = self.conn_spec(h, ctx, Some(task)).map_err(|e| (false, e))?;
-        let conn = self.conn(h, &spec).await.map_err(|e| (true, e))?;
+        let once = match &task.once {
+            Some(raw) => {
+                let key = scope
+                    .render(&json!(raw))
+                    .map_err(|e| (false, format!("cannot render `once`: {e}")))?;
+                Some(OnceSpec {
+                    key: display(&key),
+                    playbook: playbook_scope(ctx.book),
+                    request_sha256: crate::journal::request_hash(module, &params),
+                    probe_guarded: ["creates", "removes", "unless", "onlyif"]
+                        .iter()
+                        .any(|k| params.get(*k).is_some_and(|v| !v.is_null())),
+                })
+            }
+            None => None,
+        };
+        let notify = (!task.notify.is_empty() && !check).then(|| NotifySpec {
+            playbook: playbook_scope(ctx.book),
+            play: ctx.play.name.clone(),
+            task: task.display_name(),
+            handlers: handler_names(ctx.play, &task.notify),
+        });
+        let conn = self.conn(h, &spec, ctx).await?;
         let req = Request::Run {
             module: module.to_string(),
             params,
             check,
             diff,
+            once,
+            notify,
         };
         let timeout = task.timeout.map(Duration::from_secs);
         match conn.call(&req, timeout).await {
-            Ok(Response::Done { outcome }) => Ok(ItemResult {
+            Ok(Response::Done {
+                outcome,
+                note,
+                outbox_written,
+            }) => Ok(ItemResult {
                 status: if outcome.changed {
                     Status::Changed
                 } else {
@@ -981,7 +1211,8 @@ impl<'a> Shared<'a> {
                 msg: outcome.msg.clone(),
                 outcome,
                 ignored: false,
-                note: None,
+                note,
+                outbox_written: outbox_written.then_some(spec.become_user.clone()),
             }),
             Ok(Response::Failed { msg, result }) => Ok(ItemResult {
                 status: Status::Failed,
@@ -992,6 +1223,7 @@ impl<'a> Shared<'a> {
                 msg: Some(msg),
                 ignored: false,
                 note: None,
+                outbox_written: None,
             }),
             Ok(other) => Err((
                 false,
@@ -1128,6 +1360,42 @@ impl<'a> Shared<'a> {
             note: r.note,
         }
     }
+}
+
+/// Which agent wrote outbox entries for this result, if any.
+fn outbox_writer(r: &Result<ItemResult, (bool, String)>) -> Option<Option<String>> {
+    r.as_ref().ok().and_then(|i| i.outbox_written.clone())
+}
+
+/// The scope of journal keys and outbox entries: the playbook's file name, so a retry from
+/// another checkout of the same playbook is recognised as the same logical operation.
+fn playbook_scope(book: &Playbook) -> String {
+    book.path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| book.path.display().to_string())
+}
+
+/// `journal_retention` (days) from the play's vars, default 90.
+fn journal_retention(play: &Play) -> u64 {
+    match play.vars.get("journal_retention") {
+        Some(Value::Number(n)) => n.as_u64().unwrap_or(90),
+        Some(Value::String(s)) => s.trim().parse().unwrap_or(90),
+        _ => 90,
+    }
+}
+
+/// The handlers (by name) that a task's `notify` reaches, directly or through `listen`.
+fn handler_names(play: &Play, notify: &[String]) -> Vec<String> {
+    play.handlers
+        .iter()
+        .filter(|h| {
+            notify
+                .iter()
+                .any(|n| h.name.as_deref() == Some(n.as_str()) || h.listen.contains(n))
+        })
+        .filter_map(|h| h.name.clone())
+        .collect()
 }
 
 fn all_hold(scope: &Arc<Scope>, conds: &[String]) -> Result<bool, String> {

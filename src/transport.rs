@@ -39,6 +39,8 @@ pub struct ConnSpec {
     pub become_password: Option<String>,
     /// `fixpoint_agent_path`: an agent binary to ship instead of this executable.
     pub agent_path: Option<PathBuf>,
+    /// `fixpoint_state_dir`: where the agent keeps its lock, journal and outbox.
+    pub state_dir: Option<String>,
     pub connect_timeout: Duration,
 }
 
@@ -218,7 +220,12 @@ pub async fn connect(
             })
             .connect_timeout(spec.connect_timeout)
             .server_alive_interval(Duration::from_secs(15))
-            .control_directory(std::env::temp_dir());
+            .control_directory(std::env::temp_dir())
+            // A controller killed with SIGKILL cannot close its master connection: let the
+            // master go by itself once idle, so nothing lingers.
+            .control_persist(openssh::ControlPersist::IdleFor(
+                std::num::NonZeroUsize::new(60).expect("non-zero"),
+            ));
             if let Some(p) = port {
                 b.port(*p);
             }

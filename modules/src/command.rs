@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 /// `command`: split `cmd` with shell-words rules (or take `argv`) and exec it without a shell.
 pub struct Command;
@@ -623,8 +623,8 @@ fn execute(inv: &Invocation) -> Result<Map<String, Value>, ModuleError> {
     let mut out = Map::new();
     out.insert("cmd".into(), inv.shown.clone());
     output_fields(&mut out, rc, &stdout, &stderr);
-    out.insert("start".into(), json!(format_datetime(start)));
-    out.insert("end".into(), json!(format_datetime(end)));
+    out.insert("start".into(), json!(util::format_datetime(start)));
+    out.insert("end".into(), json!(util::format_datetime(end)));
     out.insert("delta".into(), json!(format_timedelta(delta)));
     if rc != 0 {
         out.insert("changed".into(), json!(true));
@@ -680,24 +680,6 @@ fn splitlines(s: &str) -> Vec<String> {
     out
 }
 
-/// Python's `str(datetime)` (UTC here): `2024-05-01 12:00:00.123456`, without the fraction when it is 0.
-fn format_datetime(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, day) = civil_from_days(days);
-    let base = format!(
-        "{y:04}-{m:02}-{day:02} {:02}:{:02}:{:02}",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    );
-    match d.subsec_micros() {
-        0 => base,
-        us => format!("{base}.{us:06}"),
-    }
-}
-
 /// Python's `str(timedelta)`: `0:00:01.500000`, `1 day, 2:03:04`.
 fn format_timedelta(d: Duration) -> String {
     let secs = d.as_secs();
@@ -717,20 +699,6 @@ fn format_timedelta(d: Duration) -> String {
         s.push_str(&format!(".{:06}", d.subsec_micros()));
     }
     s
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 #[cfg(test)]
@@ -1000,10 +968,15 @@ mod tests {
             "1 day, 1:01:01"
         );
         assert_eq!(
-            format_datetime(UNIX_EPOCH + Duration::from_micros(951_782_400_000_001)),
+            util::format_datetime(
+                std::time::UNIX_EPOCH + Duration::from_micros(951_782_400_000_001)
+            ),
             "2000-02-29 00:00:00.000001"
         );
-        assert_eq!(format_datetime(UNIX_EPOCH), "1970-01-01 00:00:00");
+        assert_eq!(
+            util::format_datetime(std::time::UNIX_EPOCH),
+            "1970-01-01 00:00:00"
+        );
         let env = [("HOME".to_string(), "/home/x/".to_string())];
         let l = EnvLookup(&env);
         assert_eq!(expand_user("~/a", &l), "/home/x/a");

@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use registry::{canonical_name, check_params, run_module, ParamError};
+pub use registry::{canonical_name, check_params, run_module, run_module_hooked, ParamError};
 
 /// What went wrong inside a module. The controller adds host and task context.
 #[derive(Debug, thiserror::Error)]
@@ -195,6 +195,17 @@ pub fn parse_params<P: DeserializeOwned>(params: &Value) -> Result<P, ParamError
 
 /// Drive one module through probe → plan → (apply unless check or converged).
 pub fn run<M: Module>(params: &Value, ctx: &Ctx) -> Result<Outcome, ModuleError> {
+    run_hooked::<M>(params, ctx, &mut || Ok(()))
+}
+
+/// Like [`run`], calling `before_apply` after planning a change and before applying it: the
+/// agent records durable intents there (the handler outbox), so that a run that dies during
+/// `apply` still knows afterwards that the change may have happened.
+pub fn run_hooked<M: Module>(
+    params: &Value,
+    ctx: &Ctx,
+    before_apply: &mut dyn FnMut() -> Result<(), ModuleError>,
+) -> Result<Outcome, ModuleError> {
     let p: M::Params = parse_params(params).map_err(|e| ModuleError::Params(e.to_string()))?;
     M::validate(&p)?;
     let state = M::probe(&p, ctx)?;
@@ -215,6 +226,7 @@ pub fn run<M: Module>(params: &Value, ctx: &Ctx) -> Result<Outcome, ModuleError>
             msg: plan.msg,
         });
     }
+    before_apply()?;
     let extra = M::apply(&p, state, &plan)?;
     let mut result = plan.result;
     result.extend(extra);

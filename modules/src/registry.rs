@@ -1,6 +1,8 @@
 //! The one place that maps module names (`copy`, `ansible.builtin.copy`) to module implementations.
 
-use crate::{blockinfile, command, copy, file, lineinfile, parse_params, run, stat, Ctx, Module};
+use crate::{
+    blockinfile, command, copy, file, lineinfile, parse_params, run_hooked, stat, Ctx, Module,
+};
 use crate::{ModuleError, Outcome};
 use serde_json::Value;
 
@@ -77,14 +79,24 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
 
 /// Run an agent module by its canonical name.
 pub fn run_module(name: &str, params: &Value, ctx: &Ctx) -> Result<Outcome, ModuleError> {
+    run_module_hooked(name, params, ctx, &mut || Ok(()))
+}
+
+/// Run an agent module, calling `before_apply` between a non-empty plan and its apply.
+pub fn run_module_hooked(
+    name: &str,
+    params: &Value,
+    ctx: &Ctx,
+    before_apply: &mut dyn FnMut() -> Result<(), ModuleError>,
+) -> Result<Outcome, ModuleError> {
     match name {
-        "file" => run::<file::File>(params, ctx),
-        "copy" => run::<copy::Copy>(params, ctx),
-        "lineinfile" => run::<lineinfile::LineInFile>(params, ctx),
-        "blockinfile" => run::<blockinfile::BlockInFile>(params, ctx),
-        "stat" => run::<stat::Stat>(params, ctx),
-        "command" => run::<command::Command>(params, ctx),
-        "shell" => run::<command::Shell>(params, ctx),
+        "file" => run_hooked::<file::File>(params, ctx, before_apply),
+        "copy" => run_hooked::<copy::Copy>(params, ctx, before_apply),
+        "lineinfile" => run_hooked::<lineinfile::LineInFile>(params, ctx, before_apply),
+        "blockinfile" => run_hooked::<blockinfile::BlockInFile>(params, ctx, before_apply),
+        "stat" => run_hooked::<stat::Stat>(params, ctx, before_apply),
+        "command" => run_hooked::<command::Command>(params, ctx, before_apply),
+        "shell" => run_hooked::<command::Shell>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

@@ -69,6 +69,12 @@ impl Fx {
         }
     }
 
+    /// This fixture's own journal/lock directory: tests run in parallel, and every local run
+    /// as root would otherwise share /var/lib/fixpoint and its lock.
+    pub fn state_dir(&self) -> PathBuf {
+        self.path("state")
+    }
+
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
@@ -90,8 +96,9 @@ impl Fx {
     /// Like `play`, with extra play-level YAML (e.g. handlers) after the tasks.
     pub fn play_with(&self, extra: &str, tasks: &str) -> PathBuf {
         let text = format!(
-            "- hosts: localhost\n  gather_facts: false\n  vars:\n    base: {}\n  tasks:\n{}\n{}",
+            "- hosts: localhost\n  gather_facts: false\n  vars:\n    base: {}\n    fixpoint_state_dir: {}\n  tasks:\n{}\n{}",
             self.path("t").display(),
+            self.state_dir().display(),
             tasks,
             extra
         );

@@ -15,11 +15,11 @@ fn fighting_tasks_make_twice_exit_3_and_name_both_tasks() {
     assert!(out.stdout.contains("NOT CONVERGED"), "{}", out.stdout);
     let verdict = &out.stdout[out.stdout.find("NOT CONVERGED").unwrap()..];
     assert!(
-        verdict.contains("whole file (") && verdict.contains("site.yml:10:7"),
+        verdict.contains("whole file (") && verdict.contains("site.yml:11:7"),
         "{verdict}"
     );
     assert!(
-        verdict.contains("one line (") && verdict.contains("site.yml:14:7"),
+        verdict.contains("one line (") && verdict.contains("site.yml:15:7"),
         "{verdict}"
     );
     assert!(
@@ -150,7 +150,7 @@ fn undefined_variable_names_the_variable_and_the_task() {
         .to_string();
     assert!(msg.contains("nope"), "{msg}");
     assert!(
-        msg.contains("oops") && msg.contains("site.yml:6:7"),
+        msg.contains("oops") && msg.contains("site.yml:7:7"),
         "{msg}"
     );
 }
@@ -162,8 +162,9 @@ fn extra_vars_win_over_play_vars_and_vars_refer_to_each_other() {
     fx.write(
         "site.yml",
         &format!(
-            "- hosts: localhost\n  gather_facts: false\n  vars_files: [vars.yml]\n  vars:\n    base: {}\n    word: hello\n  tasks:\n    - name: w\n      copy:\n        content: \"{{{{ greeting }}\"\n        dest: \"{{{{ base }}}}/g\"\n",
-            fx.path("t").display()
+            "- hosts: localhost\n  gather_facts: false\n  vars_files: [vars.yml]\n  vars:\n    base: {}\n    fixpoint_state_dir: {}\n    word: hello\n  tasks:\n    - name: w\n      copy:\n        content: \"{{{{ greeting }}\"\n        dest: \"{{{{ base }}}}/g\"\n",
+            fx.path("t").display(),
+            fx.state_dir().display()
         )
         .replace("{{ greeting }", "{{ greeting }}"),
     );
@@ -248,14 +249,14 @@ fn load_errors_point_at_the_source() {
     fx.play("    - name: typo\n      file:\n        path: /tmp/x\n      whne: true\n");
     let out = fx.run(&["validate", "site.yml"]);
     out.expect(2);
-    assert!(out.stderr.contains("site.yml:9:7"), "{}", out.stderr);
+    assert!(out.stderr.contains("site.yml:10:7"), "{}", out.stderr);
     assert!(
         out.stderr.contains("did you mean `when`?"),
         "{}",
         out.stderr
     );
     assert!(
-        out.stderr.contains("9 |       whne: true"),
+        out.stderr.contains("10 |       whne: true"),
         "{}",
         out.stderr
     );
@@ -264,7 +265,7 @@ fn load_errors_point_at_the_source() {
     let out = fx.run(&["validate", "site.yml"]);
     out.expect(2);
     assert!(
-        out.stderr.contains("site.yml:7:7") && out.stderr.contains("frobnicate"),
+        out.stderr.contains("site.yml:8:7") && out.stderr.contains("frobnicate"),
         "{}",
         out.stderr
     );
@@ -296,7 +297,8 @@ fn bundled_example_converges() {
     let fx = Fx::new();
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/playbooks/site.yml");
     let base = format!("base={}", fx.path("demo").display());
-    let out = fx.run(&["apply", "--twice", "-e", &base, example]);
+    let state = format!("fixpoint_state_dir={}", fx.state_dir().display());
+    let out = fx.run(&["apply", "--twice", "-e", &base, "-e", &state, example]);
     out.expect(0);
     assert!(fx.path("demo/etc/app.conf").exists());
     assert!(out.stdout.contains("PLAY RECAP (pass 2)"), "{}", out.stdout);

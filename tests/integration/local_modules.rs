@@ -136,7 +136,7 @@ fn file_bad_parameter_is_refused_with_location() {
     refused(
         &fx,
         "    - name: typo\n      file:\n        path: /tmp/x\n        stat: directory\n",
-        "site.yml:9:9",
+        "site.yml:10:9",
         "stat",
     );
 }
@@ -208,7 +208,7 @@ fn copy_missing_src_is_refused_at_load_time() {
     refused(
         &fx,
         "    - name: missing\n      copy:\n        src: nope.txt\n        dest: /tmp/x\n",
-        "site.yml:8:9",
+        "site.yml:9:9",
         "nope.txt",
     );
 }
@@ -239,7 +239,7 @@ fn template_bad_parameter_is_refused() {
     refused(
         &fx,
         "    - name: tpl\n      template:\n        src: a.j2\n        dest: /tmp/a\n        mdoe: \"0644\"\n",
-        "site.yml:10:9",
+        "site.yml:11:9",
         "mdoe",
     );
 }
@@ -266,7 +266,7 @@ fn lineinfile_bad_parameter_is_refused() {
     refused(
         &fx,
         "    - name: level\n      lineinfile:\n        path: /tmp/x\n        line: a\n        state: maybe\n",
-        "site.yml:10:9",
+        "site.yml:11:9",
         "state",
     );
 }
@@ -291,7 +291,7 @@ fn blockinfile_bad_parameter_is_refused() {
     refused(
         &fx,
         "    - name: block\n      blockinfile:\n        path: /tmp/x\n        blok: x\n",
-        "site.yml:9:9",
+        "site.yml:10:9",
         "blok",
     );
 }
@@ -325,7 +325,7 @@ fn unguarded_command_is_refused_before_anything_runs() {
     fx.play("    - name: first\n      file:\n        path: \"{{ base }}\"\n        state: directory\n    - name: raw\n      shell: echo hi > {{ base }}/x\n");
     let out = fx.apply(&[]);
     out.expect(2);
-    assert!(out.stderr.contains("site.yml:11:7"), "{}", out.stderr);
+    assert!(out.stderr.contains("site.yml:12:7"), "{}", out.stderr);
     assert!(
         out.stderr.contains("unguarded `shell` task"),
         "{}",
@@ -341,7 +341,7 @@ fn command_bad_parameter_is_refused() {
     refused(
         &fx,
         "    - name: cmd\n      command: /bin/true\n      args:\n        creates: /x\n        chdri: /tmp\n",
-        "site.yml:7:7",
+        "site.yml:8:7",
         "chdri",
     );
 }
@@ -364,7 +364,7 @@ fn failing_command_reports_rc_and_location() {
     out.expect(1);
     let ev = &out.task_events("boom")[0];
     assert_eq!(ev["status"], "failed");
-    assert!(ev["msg"].as_str().unwrap().contains("site.yml:6:7"), "{ev}");
+    assert!(ev["msg"].as_str().unwrap().contains("site.yml:7:7"), "{ev}");
 }
 
 #[test]
@@ -384,7 +384,7 @@ fn stat_bad_parameter_is_refused() {
     refused(
         &fx,
         "    - name: look\n      stat:\n        path: /x\n        folow: true\n",
-        "site.yml:9:9",
+        "site.yml:10:9",
         "folow",
     );
 }

@@ -6,4 +6,4 @@ mod support;
 mod fx;
 mod local_engine;
 mod local_modules;
-
+mod ssh;

@@ -34,10 +34,14 @@ impl Fleet {
         let config = fx.path("ssh_config");
         let refs: Vec<&SshHost> = hosts.iter().collect();
         let known_hosts = support::write_ssh_config(&refs, &config);
+        // Each loopback "host" shares this filesystem: give each its own state directory.
         let mut inv = String::from("[fleet]\n");
         for h in &hosts {
-            inv.push_str(h.alias());
-            inv.push('\n');
+            inv.push_str(&format!(
+                "{} fixpoint_state_dir={}\n",
+                h.alias(),
+                work.join(format!("{}.state", h.alias())).display()
+            ));
         }
         fx.write("hosts.ini", &inv);
         Fleet {
@@ -100,7 +104,7 @@ fn host_events(out: &Out, host: &str) -> Vec<serde_json::Value> {
 const CONVERGE: &str = concat!(
     "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n        mode: \"0755\"\n",
     "    - name: conf\n      copy:\n        content: \"host={{ inventory_hostname }}\\n\"\n        dest: \"{{ base }}/conf\"\n",
-    "    - name: line\n      lineinfile:\n        path: \"{{ base }}/conf\"\n        line: \"managed=yes\"\n",
+    "    - name: line\n      lineinfile:\n        path: \"{{ base }}/env\"\n        line: \"managed=yes\"\n        create: true\n",
     "    - name: once\n      shell: echo ran >> {{ base }}/ran\n      args:\n        creates: \"{{ base }}/ran\"\n",
     "    - name: who\n      command: id -un\n      register: who\n      changed_when: false\n",
     "    - name: user\n      assert:\n        that: who.stdout == 'fpuser'\n",
@@ -116,7 +120,9 @@ fn one_playbook_on_three_hosts_converges_with_one_connection_each() {
     for h in &fleet.hosts {
         assert_eq!(r["hosts"][h.alias()]["changed"], 4, "{}", first.stdout);
         let conf = std::fs::read_to_string(fleet.base(h).join("conf")).unwrap();
-        assert_eq!(conf, format!("host={}\nmanaged=yes\n", h.alias()));
+        assert_eq!(conf, format!("host={}\n", h.alias()));
+        let env = std::fs::read_to_string(fleet.base(h).join("env")).unwrap();
+        assert_eq!(env, "managed=yes\n");
     }
     let second = fleet.apply(&[]);
     second.expect(0);
@@ -339,7 +345,7 @@ fn killed_connection_fails_that_host_without_hanging_the_others() {
         victim = victim
     ));
     let cfg = fleet.config.to_str().unwrap().to_string();
-    let mut child = Command::new(crate::fx::bin())
+    let child = Command::new(crate::fx::bin())
         .args([
             "apply",
             "--format",
