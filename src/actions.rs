@@ -37,6 +37,38 @@ struct DebugParams {
     verbosity: u8,
 }
 
+/// `include_vars`: a file, or every `.yml`/`.yaml`/`.json` file of a directory.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncludeVarsParams {
+    #[serde(alias = "_raw_params")]
+    pub file: Option<String>,
+    pub dir: Option<String>,
+    /// Put the variables under this one name instead of at the top.
+    pub name: Option<String>,
+    #[serde(default)]
+    pub depth: Option<u32>,
+    #[serde(default)]
+    pub files_matching: Option<String>,
+}
+
+/// `setup`: the facts fixpoint gathers are a fixed set, so the subsets are accepted as given.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetupParams {
+    #[allow(dead_code)]
+    gather_subset: Option<Value>,
+    #[allow(dead_code)]
+    filter: Option<Value>,
+    #[allow(dead_code)]
+    gather_timeout: Option<Value>,
+}
+
+/// Parse `include_vars` parameters after rendering.
+pub fn include_vars_params(params: &Value) -> Result<IncludeVarsParams, ParamError> {
+    parse(params)
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AssertParams {
@@ -58,8 +90,9 @@ fn parse<T: for<'de> Deserialize<'de>>(params: &Value) -> Result<T, ParamError> 
     fixpoint_modules::parse_params(params)
 }
 
-/// Where a `copy` `src` is found: `files/` beside the playbook, then the playbook directory.
-pub fn find_file(dir: &Path, sub: &str, src: &str) -> Result<PathBuf, String> {
+/// Where a `copy` `src` is found: in each directory of `dirs` (the role's, then the
+/// playbook's), `files/` (or `templates/`) first, then the directory itself.
+pub fn find_file(dirs: &[PathBuf], sub: &str, src: &str) -> Result<PathBuf, String> {
     let p = Path::new(src);
     if p.is_absolute() {
         return if p.exists() {
@@ -68,7 +101,10 @@ pub fn find_file(dir: &Path, sub: &str, src: &str) -> Result<PathBuf, String> {
             Err(format!("source file {src} does not exist"))
         };
     }
-    let candidates = [dir.join(sub).join(src), dir.join(src)];
+    let candidates: Vec<PathBuf> = dirs
+        .iter()
+        .flat_map(|d| [d.join(sub).join(src), d.join(src)])
+        .collect();
     candidates
         .iter()
         .find(|c| c.exists())
@@ -80,13 +116,13 @@ pub fn find_file(dir: &Path, sub: &str, src: &str) -> Result<PathBuf, String> {
                     .iter()
                     .map(|c| c.display().to_string())
                     .collect::<Vec<_>>()
-                    .join(" and ")
+                    .join(", ")
             )
         })
 }
 
 /// Check a module's parameters at load time (templated values were already taken out).
-pub fn check_params(module: &str, params: &Value, dir: &Path) -> Result<(), ParamError> {
+pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<(), ParamError> {
     let missing_src = |e: String| ParamError {
         path: "src".into(),
         msg: e,
@@ -95,7 +131,7 @@ pub fn check_params(module: &str, params: &Value, dir: &Path) -> Result<(), Para
         "template" => {
             let _: TemplateParams = parse(params)?;
             if let Some(Value::String(src)) = params.get("src") {
-                find_file(dir, "templates", src).map_err(missing_src)?;
+                find_file(dirs, "templates", src).map_err(missing_src)?;
             }
             Ok(())
         }
@@ -108,7 +144,7 @@ pub fn check_params(module: &str, params: &Value, dir: &Path) -> Result<(), Para
             if !remote {
                 if let Some(src) = p.remove("src") {
                     if let Value::String(s) = &src {
-                        let found = find_file(dir, "files", s).map_err(missing_src)?;
+                        let found = find_file(dirs, "files", s).map_err(missing_src)?;
                         if found.is_dir() {
                             return Err(missing_src(format!(
                                 "`{s}` is a directory; copying directories is not supported yet (copy each file, or use `remote_src`)"
@@ -131,6 +167,16 @@ pub fn check_params(module: &str, params: &Value, dir: &Path) -> Result<(), Para
             Ok(())
         }
         "assert" => parse::<AssertParams>(params).map(|_| ()),
+        "include_vars" => parse::<IncludeVarsParams>(params).and_then(|p| {
+            if p.file.is_some() == p.dir.is_some() {
+                return Err(ParamError {
+                    path: String::new(),
+                    msg: "give exactly one of `file` and `dir`".into(),
+                });
+            }
+            Ok(())
+        }),
+        "setup" => parse::<SetupParams>(params).map(|_| ()),
         "fail" => parse::<FailParams>(params).map(|_| ()),
         "set_fact" => {
             let m = params.as_object().cloned().unwrap_or_default();
@@ -197,7 +243,7 @@ fn display_value(v: &Value) -> String {
 pub fn prepare(
     module: &'static str,
     mut params: Value,
-    dir: &Path,
+    dirs: &[PathBuf],
     templar: &Templar,
     ctx: &minijinja::Value,
     environment: &Map<String, Value>,
@@ -212,7 +258,7 @@ pub fn prepare(
                 .is_some_and(|b| b.0);
             if !remote {
                 if let Some(Value::String(src)) = obj.remove("src") {
-                    let path = find_file(dir, "files", &src).map_err(Failure::msg)?;
+                    let path = find_file(dirs, "files", &src).map_err(Failure::msg)?;
                     if path.is_dir() {
                         return Err(Failure::msg(format!(
                             "`{src}` is a directory; copying directories is not supported yet"
@@ -244,7 +290,7 @@ pub fn prepare(
         }
         "template" => {
             let p: TemplateParams = parse(&params).map_err(|e| Failure::msg(e.to_string()))?;
-            let path = find_file(dir, "templates", &p.src).map_err(Failure::msg)?;
+            let path = find_file(dirs, "templates", &p.src).map_err(Failure::msg)?;
             let source = std::fs::read_to_string(&path)
                 .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?;
             let rendered = templar

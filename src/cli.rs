@@ -93,12 +93,19 @@ pub struct RunArgs {
     /// Seconds to wait when another run holds a host's lock (0: fail that host at once).
     #[arg(long = "lock-timeout", default_value_t = 0)]
     pub lock_timeout: u64,
+    /// Directories to search for roles after roles/ beside the playbook (colon-separated);
+    /// ANSIBLE_ROLES_PATH is searched after them.
+    #[arg(long = "roles-path")]
+    pub roles_path: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     #[arg(required = true)]
     pub playbooks: Vec<PathBuf>,
+    /// Directories to search for roles (as for `apply`).
+    #[arg(long = "roles-path")]
+    pub roles_path: Vec<String>,
     #[arg(short = 'i', long = "inventory")]
     pub inventory: Option<PathBuf>,
     #[arg(short = 'e', long = "extra-vars")]

@@ -28,6 +28,20 @@ pub struct Config {
     pub force_handlers: bool,
     /// Seconds to wait for another run's host lock (0: fail at once).
     pub lock_timeout: u64,
+    /// Where roles are searched after `roles/` beside the playbook.
+    pub roles_path: Vec<PathBuf>,
+}
+
+/// `--roles-path` (colon-separated, repeatable), then `ANSIBLE_ROLES_PATH`.
+pub fn roles_path(cli: &[String]) -> Vec<PathBuf> {
+    let env = std::env::var("ANSIBLE_ROLES_PATH").unwrap_or_default();
+    cli.iter()
+        .map(String::as_str)
+        .chain(std::iter::once(env.as_str()))
+        .flat_map(|s| s.split(':'))
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .collect()
 }
 
 impl Config {
@@ -66,6 +80,7 @@ impl Config {
             become_password,
             force_handlers: a.force_handlers,
             lock_timeout: a.lock_timeout,
+            roles_path: roles_path(&a.roles_path),
         })
     }
 }
@@ -92,6 +107,7 @@ impl Config {
             become_password: None,
             force_handlers: false,
             lock_timeout: a.lock_timeout,
+            roles_path: Vec::new(),
         })
     }
 }

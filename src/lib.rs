@@ -87,11 +87,12 @@ fn inventory_diag(e: inventory::InventoryError) -> Diagnostic {
 /// Load every playbook, and the vars directories beside them, or say what is wrong.
 fn load_all(
     paths: &[std::path::PathBuf],
+    roles_path: &[std::path::PathBuf],
     inv: &mut inventory::Inventory,
 ) -> Result<Vec<loader::Playbook>, Diagnostic> {
     let mut books = Vec::new();
     for p in paths {
-        let book = loader::load_playbook(p)?;
+        let book = loader::load_playbook(p, roles_path)?;
         inv.load_vars_dir(&book.dir).map_err(inventory_diag)?;
         books.push(book);
     }
@@ -108,7 +109,7 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         Ok(i) => i,
         Err(d) => return invalid(&d),
     };
-    let books = match load_all(&cfg.playbooks, &mut inv) {
+    let books = match load_all(&cfg.playbooks, &cfg.roles_path, &mut inv) {
         Ok(b) => b,
         Err(d) => return invalid(&d),
     };
@@ -141,20 +142,15 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
         Ok(i) => i,
         Err(d) => return invalid(&d),
     };
-    let books = match load_all(&args.playbooks, &mut inv) {
+    let roles_path = config::roles_path(&args.roles_path);
+    let books = match load_all(&args.playbooks, &roles_path, &mut inv) {
         Ok(b) => b,
         Err(d) => return invalid(&d),
     };
     let templar = templating::Templar::new();
     for book in &books {
         for play in &book.plays {
-            let all = play
-                .pre_tasks
-                .iter()
-                .chain(&play.tasks)
-                .chain(&play.post_tasks)
-                .chain(&play.handlers);
-            for task in all {
+            for task in play.all_tasks() {
                 if let Err(msg) = check_task_templates(&templar, task) {
                     return invalid(
                         &Diagnostic::at(&task.pos, msg)
@@ -168,7 +164,7 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
     let tasks: usize = books
         .iter()
         .flat_map(|b| &b.plays)
-        .map(|p| p.pre_tasks.len() + p.tasks.len() + p.post_tasks.len() + p.handlers.len())
+        .map(|p| p.all_tasks().len())
         .sum();
     println!(
         "ok: {} playbook(s), {plays} play(s), {tasks} task(s) valid",

@@ -9,6 +9,7 @@ use crate::diag::{suggest, Diagnostic, Pos};
 use crate::yaml::{self, Kind, Node};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A loaded playbook file.
 #[derive(Debug, Clone)]
@@ -16,23 +17,219 @@ pub struct Playbook {
     pub path: PathBuf,
     /// The directory that holds the playbook: `files/`, `templates/` and vars files are found from here.
     pub dir: PathBuf,
+    /// Its plays, with the plays of `import_playbook` in place.
     pub plays: Vec<Play>,
+    /// Where roles are searched after `roles/` beside the playbook (`--roles-path`, `ANSIBLE_ROLES_PATH`).
+    pub roles_path: Vec<PathBuf>,
 }
+
+/// One entry of a task list: a task, a block, a dynamic include or a `meta` action.
+#[derive(Debug, Clone)]
+pub enum Step {
+    Task(Box<Task>),
+    Block(Box<Block>),
+    Include(Box<Include>),
+    Meta(Box<Meta>),
+}
+
+/// `block` / `rescue` / `always`. The block's keywords were pushed down into its tasks at load
+/// time (as Ansible inherits them), so only the control flow is left here.
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub name: Option<String>,
+    pub pos: Pos,
+    pub block: Vec<Step>,
+    pub rescue: Vec<Step>,
+    pub always: Vec<Step>,
+}
+
+/// `include_tasks` / `include_role`: decided per host at run time (`when`, `loop`), with its
+/// `vars` as include parameters.
+#[derive(Debug, Clone)]
+pub struct Include {
+    pub name: Option<String>,
+    pub pos: Pos,
+    pub when: Conditions,
+    pub loop_items: Option<Value>,
+    pub loop_var: String,
+    pub index_var: Option<String>,
+    pub vars: Map<String, Value>,
+    /// The include's own tags: they select the include, not the tasks it brings (as in Ansible).
+    pub tags: Vec<String>,
+    pub source: IncludeSource,
+    /// The role and block variables around the include, to evaluate its `when` and `loop`.
+    pub role: Option<Arc<RoleCtx>>,
+    pub inherited_vars: Map<String, Value>,
+}
+
+#[derive(Debug, Clone)]
+pub enum IncludeSource {
+    /// A file or role named without templates, loaded (and checked) at load time.
+    Loaded(Vec<Step>),
+    /// `include_tasks` of a templated file name: loaded when the host reaches it.
+    TasksFile {
+        file: String,
+        /// Where relative names are searched, in order.
+        search: Vec<PathBuf>,
+        inherit: Box<Inherited>,
+    },
+}
+
+/// `meta:` actions the scheduler performs itself.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    pub action: MetaAction,
+    pub pos: Pos,
+    pub when: Conditions,
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaAction {
+    FlushHandlers,
+    EndPlay,
+    EndHost,
+    Noop,
+}
+
+/// A role as one invocation sees it: its directory and variables.
+#[derive(Debug, Clone, Default)]
+pub struct RoleCtx {
+    pub name: String,
+    pub path: PathBuf,
+    /// `defaults/main.yml`: the lowest precedence of all variables.
+    pub defaults: Map<String, Value>,
+    /// `vars/main.yml`: above play `vars_files`.
+    pub vars: Map<String, Value>,
+    /// `vars:` of the role entry (or `include_role`): role parameters, above `set_fact`.
+    pub params: Map<String, Value>,
+}
+
+/// Keywords of an enclosing block, role entry or import, inherited by every task inside.
+#[derive(Debug, Clone, Default)]
+pub struct Inherited {
+    pub when: Conditions,
+    pub tags: Vec<String>,
+    pub vars: Map<String, Value>,
+    pub become_: Option<bool>,
+    pub become_user: Option<String>,
+    pub ignore_errors: Option<bool>,
+    pub no_log: bool,
+    pub check_mode: Option<bool>,
+    pub diff: Option<bool>,
+    pub environment: Map<String, Value>,
+    pub run_once: Option<bool>,
+    pub role: Option<Arc<RoleCtx>>,
+}
+
+impl Inherited {
+    fn apply(&self, t: &mut Task) {
+        let mut when = self.when.clone();
+        when.append(&mut t.when);
+        t.when = when;
+        for tag in &self.tags {
+            if !t.tags.contains(tag) {
+                t.tags.push(tag.clone());
+            }
+        }
+        let mut vars = self.vars.clone();
+        vars.extend(std::mem::take(&mut t.vars));
+        t.vars = vars;
+        t.become_ = t.become_.or(self.become_);
+        t.become_user = t.become_user.take().or_else(|| self.become_user.clone());
+        t.ignore_errors = t.ignore_errors || self.ignore_errors.unwrap_or(false);
+        t.no_log |= self.no_log;
+        t.check_mode = t.check_mode.or(self.check_mode);
+        t.diff = t.diff.or(self.diff);
+        let mut env = self.environment.clone();
+        env.extend(std::mem::take(&mut t.environment));
+        t.environment = env;
+        t.run_once = t.run_once || self.run_once.unwrap_or(false);
+        if t.role.is_none() {
+            t.role = self.role.clone();
+        }
+    }
+
+    /// This context plus the keywords written on `node` (a block, role entry or import).
+    fn with_keywords(&self, node: &Node) -> Result<Inherited, Diagnostic> {
+        let mut out = self.clone();
+        if let Some(n) = node.get("when") {
+            out.when.extend(conditions_of(n, "when")?);
+        }
+        if let Some(n) = node.get("tags") {
+            for t in strings_of(n, "tags")? {
+                if !out.tags.contains(&t) {
+                    out.tags.push(t);
+                }
+            }
+        }
+        if let Some(n) = node.get("vars") {
+            out.vars.extend(vars_of(n, "`vars`")?);
+        }
+        if let Some(n) = node.get("become") {
+            out.become_ = Some(bool_of(n, "become")?);
+        }
+        if let Some(n) = node.get("become_user") {
+            out.become_user = Some(string_of(n, "become_user")?);
+        }
+        if let Some(n) = node.get("ignore_errors") {
+            out.ignore_errors = Some(bool_of(n, "ignore_errors")?);
+        }
+        if let Some(n) = node.get("no_log") {
+            out.no_log |= bool_of(n, "no_log")?;
+        }
+        if let Some(n) = node.get("check_mode") {
+            out.check_mode = Some(bool_of(n, "check_mode")?);
+        }
+        if let Some(n) = node.get("diff") {
+            out.diff = Some(bool_of(n, "diff")?);
+        }
+        if let Some(n) = node.get("environment") {
+            out.environment.extend(env_of(n)?);
+        }
+        if let Some(n) = node.get("run_once") {
+            out.run_once = Some(bool_of(n, "run_once")?);
+        }
+        Ok(out)
+    }
+}
+
+/// Keywords a block (and a role entry, an import) may carry and pass down to its tasks.
+const INHERITED_KEYS: &[&str] = &[
+    "name",
+    "when",
+    "tags",
+    "vars",
+    "become",
+    "become_user",
+    "ignore_errors",
+    "no_log",
+    "check_mode",
+    "diff",
+    "environment",
+    "run_once",
+];
 
 #[derive(Debug, Clone)]
 pub struct Play {
     pub name: String,
     pub hosts: String,
     pub pos: Pos,
+    /// The directory of the playbook file this play is written in (it differs from the top
+    /// playbook's under `import_playbook`).
+    pub dir: PathBuf,
     pub vars: Map<String, Value>,
     /// `vars_files` whose path is templated, loaded at run time.
     pub vars_files: Vec<(String, Pos)>,
     /// Variables of the `vars_files` with plain paths, loaded (and checked) at load time.
     pub vars_from_files: Map<String, Value>,
     pub gather_facts: bool,
-    pub pre_tasks: Vec<Task>,
-    pub tasks: Vec<Task>,
-    pub post_tasks: Vec<Task>,
+    pub pre_tasks: Vec<Step>,
+    /// The `roles:` of the play, expanded: they run after `pre_tasks`, before `tasks`.
+    pub roles: Vec<Step>,
+    pub tasks: Vec<Step>,
+    pub post_tasks: Vec<Step>,
+    /// The play's handlers, then those of its roles.
     pub handlers: Vec<Task>,
     pub become_: Option<bool>,
     pub become_user: Option<String>,
@@ -77,6 +274,13 @@ pub struct Task {
     pub environment: Map<String, Value>,
     /// Seconds this task may take on the host before it is failed.
     pub timeout: Option<u64>,
+    /// The role this task comes from: its files, templates and variables.
+    pub role: Option<Arc<RoleCtx>>,
+    pub run_once: bool,
+    /// `until`: retry the task until these hold, `retries` times, `delay` seconds apart.
+    pub until: Option<Conditions>,
+    pub retries: u32,
+    pub delay: u64,
 }
 
 impl Task {
@@ -86,6 +290,16 @@ impl Task {
             Some(n) => n.clone(),
             None => self.module.to_string(),
         }
+    }
+
+    /// Where `copy`/`template` sources and relative files are searched: the role first.
+    pub fn search_dirs(&self, play_dir: &Path) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        if let Some(r) = &self.role {
+            dirs.push(r.path.clone());
+        }
+        dirs.push(play_dir.to_path_buf());
+        dirs
     }
 
     /// `changed_when: false` declares a command read-only.
@@ -122,26 +336,17 @@ const TASK_KEYS: &[&str] = &[
     "no_log",
     "environment",
     "timeout",
+    "run_once",
+    "until",
+    "retries",
+    "delay",
 ];
 
 /// Ansible keywords fixpoint knows but does not implement yet: refused with a clear message
 /// instead of being silently ignored.
 const TASK_KEYS_NOT_YET: &[&str] = &[
-    "block",
-    "rescue",
-    "always",
-    "include_tasks",
-    "import_tasks",
-    "include_role",
-    "import_role",
-    "import_playbook",
-    "include_vars",
     "delegate_to",
     "delegate_facts",
-    "run_once",
-    "until",
-    "retries",
-    "delay",
     "async",
     "poll",
     "with_dict",
@@ -153,7 +358,7 @@ const TASK_KEYS_NOT_YET: &[&str] = &[
     "any_errors_fatal",
     "throttle",
     "local_action",
-    "meta",
+    "apply",
 ];
 
 const PLAY_KEYS: &[&str] = &[
@@ -177,10 +382,10 @@ const PLAY_KEYS: &[&str] = &[
     "ignore_errors",
     "tags",
     "no_log",
+    "roles",
 ];
 
 const PLAY_KEYS_NOT_YET: &[&str] = &[
-    "roles",
     "serial",
     "strategy",
     "any_errors_fatal",
@@ -197,11 +402,13 @@ impl Play {
             name: "journal".into(),
             hosts: hosts.into(),
             pos: Pos::file_only(Path::new("<command line>")),
+            dir: PathBuf::from("."),
             vars: Map::new(),
             vars_files: Vec::new(),
             vars_from_files: Map::new(),
             gather_facts: false,
             pre_tasks: Vec::new(),
+            roles: Vec::new(),
             tasks: Vec::new(),
             post_tasks: Vec::new(),
             handlers: Vec::new(),
@@ -219,10 +426,20 @@ impl Play {
 }
 
 /// Load and check a playbook file.
-pub fn load_playbook(path: &Path) -> Result<Playbook, Diagnostic> {
-    let root = yaml::load_file(path)?;
-    let dir = path
-        .parent()
+/// Load and check a playbook file, with the playbooks it imports.
+pub fn load_playbook(path: &Path, roles_path: &[PathBuf]) -> Result<Playbook, Diagnostic> {
+    let mut stack = Vec::new();
+    let plays = load_plays(path, roles_path, &mut stack)?;
+    Ok(Playbook {
+        path: path.to_path_buf(),
+        dir: dir_of(path),
+        plays,
+        roles_path: roles_path.to_vec(),
+    })
+}
+
+fn dir_of(path: &Path) -> PathBuf {
+    path.parent()
         .map(|p| {
             if p.as_os_str().is_empty() {
                 PathBuf::from(".")
@@ -230,7 +447,23 @@ pub fn load_playbook(path: &Path) -> Result<Playbook, Diagnostic> {
                 p.to_path_buf()
             }
         })
-        .unwrap_or_else(|| PathBuf::from("."));
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The short name of an action key: `ansible.builtin.import_tasks` → `import_tasks`.
+fn short_name(k: &str) -> &str {
+    k.strip_prefix("ansible.builtin.")
+        .or_else(|| k.strip_prefix("ansible.legacy."))
+        .unwrap_or(k)
+}
+
+fn load_plays(
+    path: &Path,
+    roles_path: &[PathBuf],
+    stack: &mut Vec<PathBuf>,
+) -> Result<Vec<Play>, Diagnostic> {
+    let root = yaml::load_file(path)?;
+    let dir = dir_of(path);
     let items = match &root.kind {
         Kind::Seq(items) => items,
         Kind::Null => {
@@ -249,13 +482,42 @@ pub fn load_playbook(path: &Path) -> Result<Playbook, Diagnostic> {
     };
     let mut plays = Vec::new();
     for item in items {
-        plays.push(load_play(item, &dir)?);
+        let import = item.as_map().and_then(|m| {
+            m.iter()
+                .find(|(k, _, _)| short_name(k) == "import_playbook")
+        });
+        let Some((key, _, target)) = import else {
+            plays.push(load_play(item, &dir, roles_path)?);
+            continue;
+        };
+        let entries = map_of(item, "an import_playbook")?;
+        check_keys(
+            entries,
+            &["name"],
+            &["vars", "when", "tags"],
+            "an import_playbook",
+            |k| k == key,
+        )?;
+        let file = string_of(target, "import_playbook")?;
+        if crate::templating::Templar::is_template(&file) {
+            return Err(
+                target.err("`import_playbook` is static: its file name cannot use variables")
+            );
+        }
+        let file_path = dir.join(&file);
+        if !file_path.is_file() {
+            return Err(target.err(format!("playbook {} does not exist", file_path.display())));
+        }
+        let canon = std::fs::canonicalize(&file_path).unwrap_or(file_path.clone());
+        if stack.contains(&canon) {
+            return Err(target.err(format!("{file} imports itself")));
+        }
+        stack.push(canon);
+        let imported = load_plays(&file_path, roles_path, stack);
+        stack.pop();
+        plays.extend(imported?);
     }
-    Ok(Playbook {
-        path: path.to_path_buf(),
-        dir,
-        plays,
-    })
+    Ok(plays)
 }
 
 fn map_of<'a>(node: &'a Node, what: &str) -> Result<&'a [(String, Pos, Node)], Diagnostic> {
@@ -382,7 +644,603 @@ pub fn check_var_name(name: &str, pos: &Pos) -> Result<(), Diagnostic> {
     }
 }
 
-fn load_play(node: &Node, dir: &Path) -> Result<Play, Diagnostic> {
+/// Loads task lists, imports and roles for one play, and remembers the roles it expanded.
+pub struct Loader<'a> {
+    play_dir: &'a Path,
+    roles_path: &'a [PathBuf],
+    /// Task files and roles being loaded, to refuse cycles.
+    stack: Vec<PathBuf>,
+    /// Roles expanded from `roles:` and dependencies, with their parameters: such a role runs
+    /// once per play unless its parameters differ or it sets `allow_duplicates`.
+    seen_roles: Vec<(PathBuf, Map<String, Value>)>,
+    handler_roles: Vec<PathBuf>,
+    /// The handlers of the roles, added to the play's.
+    pub role_handlers: Vec<Task>,
+}
+
+/// `tasks_from` and friends of `import_role` / `include_role`.
+#[derive(Default)]
+struct RoleOpts {
+    tasks_from: Option<String>,
+    vars_from: Option<String>,
+    defaults_from: Option<String>,
+    /// Entry of `roles:` or a dependency: de-duplicated as Ansible does.
+    dedupe: bool,
+}
+
+/// `name`, `name.yml`, `name.yaml` in `dir`.
+fn find_yaml(dir: &Path, name: &str) -> Option<PathBuf> {
+    [
+        dir.join(format!("{name}.yml")),
+        dir.join(format!("{name}.yaml")),
+        dir.join(name),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+}
+
+impl<'a> Loader<'a> {
+    pub fn new(play_dir: &'a Path, roles_path: &'a [PathBuf]) -> Loader<'a> {
+        Loader {
+            play_dir,
+            roles_path,
+            stack: Vec::new(),
+            seen_roles: Vec::new(),
+            handler_roles: Vec::new(),
+            role_handlers: Vec::new(),
+        }
+    }
+
+    /// A list of tasks (a play section, a block, a task file).
+    pub fn steps_of(
+        &mut self,
+        list: &Node,
+        what: &str,
+        handlers: bool,
+        inh: &Inherited,
+        file_dir: &Path,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let items = match &list.kind {
+            Kind::Seq(items) => items.as_slice(),
+            Kind::Null => &[],
+            _ => {
+                return Err(list.err(format!(
+                    "{what} must be a list of tasks, found {}",
+                    list.type_name()
+                )))
+            }
+        };
+        let mut out = Vec::new();
+        for t in items {
+            out.extend(self.step(t, handlers, inh, file_dir)?);
+        }
+        Ok(out)
+    }
+
+    /// Load a task file (imported, included, or a role's) with the inherited keywords.
+    pub fn task_file(
+        &mut self,
+        path: &Path,
+        referenced_at: &Pos,
+        inh: &Inherited,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let canon = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
+        if self.stack.contains(&canon) {
+            return Err(Diagnostic::at(
+                referenced_at,
+                format!("{} includes itself", path.display()),
+            ));
+        }
+        let node = yaml::load_file(path)?;
+        self.stack.push(canon);
+        let r = self.steps_of(&node, "a task file", false, inh, &dir_of(path));
+        self.stack.pop();
+        r
+    }
+
+    /// Where a relative task file name is searched: beside the including file, in the
+    /// role's `tasks/`, beside the playbook.
+    fn task_search(&self, file_dir: &Path, inh: &Inherited) -> Vec<PathBuf> {
+        let mut dirs = vec![file_dir.to_path_buf()];
+        if let Some(r) = &inh.role {
+            dirs.push(r.path.join("tasks"));
+        }
+        dirs.push(self.play_dir.to_path_buf());
+        dirs
+    }
+
+    fn step(
+        &mut self,
+        node: &Node,
+        handlers: bool,
+        inh: &Inherited,
+        file_dir: &Path,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let entries = map_of(node, "a task")?;
+        if let Some(b) = node.get("block") {
+            if handlers {
+                return Err(node.err("blocks in handlers are not supported by fixpoint yet"));
+            }
+            let keys: Vec<&str> = INHERITED_KEYS
+                .iter()
+                .copied()
+                .chain(["block", "rescue", "always"])
+                .collect();
+            check_keys(entries, &keys, TASK_KEYS_NOT_YET, "a block", |_| false)?;
+            let inner = inh.with_keywords(node)?;
+            let section = |me: &mut Self, key: &str| -> Result<Vec<Step>, Diagnostic> {
+                match node.get(key) {
+                    Some(n) => me.steps_of(n, &format!("`{key}`"), false, &inner, file_dir),
+                    None => Ok(Vec::new()),
+                }
+            };
+            let block = self.steps_of(b, "`block`", false, &inner, file_dir)?;
+            let rescue = section(self, "rescue")?;
+            let always = section(self, "always")?;
+            return Ok(vec![Step::Block(Box::new(Block {
+                name: node.get("name").map(|n| string_of(n, "name")).transpose()?,
+                pos: node.pos.clone(),
+                block,
+                rescue,
+                always,
+            }))]);
+        }
+        for k in ["rescue", "always"] {
+            if let Some((_, kpos, _)) = entries.iter().find(|(e, _, _)| e == k) {
+                return Err(Diagnostic::at(
+                    kpos,
+                    format!("`{k}` needs a `block` beside it"),
+                ));
+            }
+        }
+        let action = entries.iter().find(|(k, _, _)| {
+            matches!(
+                short_name(k),
+                "import_tasks" | "include_tasks" | "import_role" | "include_role" | "meta"
+            )
+        });
+        let Some((key, kpos, arg)) = action else {
+            let task = load_task(node, handlers, inh, self.play_dir)?;
+            return Ok(vec![Step::Task(Box::new(task))]);
+        };
+        if handlers {
+            return Err(Diagnostic::at(
+                kpos,
+                format!("`{key}` in handlers is not supported by fixpoint yet"),
+            ));
+        }
+        let is_action = |k: &str| k == key;
+        let loop_keys = ["loop", "with_items", "with_list", "loop_control"];
+        match short_name(key) {
+            "meta" => {
+                check_keys(
+                    entries,
+                    &["name", "when", "tags"],
+                    &[],
+                    "a meta task",
+                    is_action,
+                )?;
+                let a = string_of(arg, "meta")?;
+                let action = match a.as_str() {
+                    "flush_handlers" => MetaAction::FlushHandlers,
+                    "end_play" => MetaAction::EndPlay,
+                    "end_host" => MetaAction::EndHost,
+                    "noop" => MetaAction::Noop,
+                    "clear_facts" | "clear_host_errors" | "refresh_inventory"
+                    | "reset_connection" | "end_batch" | "end_role" => {
+                        return Err(arg.err(format!("`meta: {a}` is not supported by fixpoint yet")))
+                    }
+                    _ => {
+                        return Err(arg
+                            .err(format!("unknown meta action `{a}`"))
+                            .help("meta actions: flush_handlers, end_play, end_host, noop"))
+                    }
+                };
+                let inner = inh.with_keywords(node)?;
+                Ok(vec![Step::Meta(Box::new(Meta {
+                    action,
+                    pos: node.pos.clone(),
+                    when: inner.when,
+                    tags: inner.tags,
+                }))])
+            }
+            "import_tasks" => {
+                check_keys(
+                    entries,
+                    INHERITED_KEYS,
+                    TASK_KEYS_NOT_YET,
+                    "an import_tasks",
+                    is_action,
+                )?;
+                let file = file_arg(arg, key)?;
+                if crate::templating::Templar::is_template(&file) {
+                    return Err(arg
+                        .err("`import_tasks` is static: its file name cannot use variables")
+                        .help("use `include_tasks` to choose the file at run time"));
+                }
+                let path = find_in(&self.task_search(file_dir, inh), &file).ok_or_else(|| {
+                    not_found(arg, "task file", &file, &self.task_search(file_dir, inh))
+                })?;
+                let inner = inh.with_keywords(node)?;
+                self.task_file(&path, &arg.pos, &inner)
+            }
+            "include_tasks" => {
+                let keys: Vec<&str> = INHERITED_KEYS.iter().copied().chain(loop_keys).collect();
+                check_keys(
+                    entries,
+                    &keys,
+                    TASK_KEYS_NOT_YET,
+                    "an include_tasks",
+                    is_action,
+                )?;
+                let file = file_arg(arg, key)?;
+                let search = self.task_search(file_dir, inh);
+                let source = if crate::templating::Templar::is_template(&file) {
+                    IncludeSource::TasksFile {
+                        file,
+                        search,
+                        inherit: Box::new(inh.clone()),
+                    }
+                } else {
+                    let path = find_in(&search, &file)
+                        .ok_or_else(|| not_found(arg, "task file", &file, &search))?;
+                    IncludeSource::Loaded(self.task_file(&path, &arg.pos, inh)?)
+                };
+                Ok(vec![Step::Include(Box::new(include_of(
+                    node, inh, source,
+                )?))])
+            }
+            short @ ("import_role" | "include_role") => {
+                let include = short == "include_role";
+                let keys: Vec<&str> = INHERITED_KEYS
+                    .iter()
+                    .copied()
+                    .chain(if include { &loop_keys[..] } else { &[] }.iter().copied())
+                    .collect();
+                check_keys(
+                    entries,
+                    &keys,
+                    TASK_KEYS_NOT_YET,
+                    &format!("an {short}"),
+                    is_action,
+                )?;
+                let am = map_of(arg, &format!("`{short}`"))?;
+                check_keys(
+                    am,
+                    &[
+                        "name",
+                        "tasks_from",
+                        "vars_from",
+                        "defaults_from",
+                        "allow_duplicates",
+                        "public",
+                    ],
+                    &["handlers_from", "apply", "rolespec_validate"],
+                    &format!("`{short}`"),
+                    |_| false,
+                )?;
+                let name = arg
+                    .get("name")
+                    .ok_or_else(|| arg.err(format!("`{short}` needs the role's `name`")))?;
+                let opt = |k: &str| arg.get(k).map(|n| string_of(n, k)).transpose();
+                let opts = RoleOpts {
+                    tasks_from: opt("tasks_from")?,
+                    vars_from: opt("vars_from")?,
+                    defaults_from: opt("defaults_from")?,
+                    dedupe: false,
+                };
+                let params = match node.get("vars") {
+                    Some(v) => vars_of(v, "`vars`")?,
+                    None => Map::new(),
+                };
+                if include {
+                    // The include's own keywords decide whether it runs; they do not reach
+                    // the role's tasks (Ansible needs `apply:` for that).
+                    let steps = self.role(name, params, inh, &opts)?;
+                    let mut inc = include_of(node, inh, IncludeSource::Loaded(steps))?;
+                    inc.vars = Map::new();
+                    Ok(vec![Step::Include(Box::new(inc))])
+                } else {
+                    let mut inner = inh.with_keywords(node)?;
+                    inner.vars = inh.vars.clone();
+                    self.role(name, params, &inner, &opts)
+                }
+            }
+            _ => unreachable!("matched above"),
+        }
+    }
+
+    /// One entry of `roles:`: a name, or a mapping with `role:` and keywords; other keys are
+    /// role parameters, as in Ansible.
+    fn roles_entry(&mut self, entry: &Node, base: &Inherited) -> Result<Vec<Step>, Diagnostic> {
+        match &entry.kind {
+            Kind::Str(_) => self.role(
+                entry,
+                Map::new(),
+                base,
+                &RoleOpts {
+                    dedupe: true,
+                    ..RoleOpts::default()
+                },
+            ),
+            Kind::Map(entries) => {
+                let name = entry
+                    .get("role")
+                    .or(entry.get("name"))
+                    .ok_or_else(|| entry.err("a role entry needs `role: <name>`"))?;
+                let mut params = match entry.get("vars") {
+                    Some(v) => vars_of(v, "`vars`")?,
+                    None => Map::new(),
+                };
+                for (k, kpos, v) in entries {
+                    if k == "role" || k == "name" || INHERITED_KEYS.contains(&k.as_str()) {
+                        continue;
+                    }
+                    if TASK_KEYS_NOT_YET.contains(&k.as_str()) {
+                        return Err(Diagnostic::at(
+                            kpos,
+                            format!("`{k}` is not supported by fixpoint yet"),
+                        ));
+                    }
+                    check_var_name(k, kpos)?;
+                    params.insert(k.clone(), v.to_json());
+                }
+                let mut inner = base.with_keywords(entry)?;
+                inner.vars = base.vars.clone();
+                self.role(
+                    name,
+                    params,
+                    &inner,
+                    &RoleOpts {
+                        dedupe: true,
+                        ..RoleOpts::default()
+                    },
+                )
+            }
+            _ => Err(entry.err(format!(
+                "a role entry must be a name or a mapping, found {}",
+                entry.type_name()
+            ))),
+        }
+    }
+
+    /// The directories searched for a role, in order.
+    fn role_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.play_dir.join("roles")];
+        dirs.extend(self.roles_path.iter().cloned());
+        dirs.push(self.play_dir.to_path_buf());
+        dirs
+    }
+
+    /// Expand a role: its dependencies, then its tasks; its handlers go to the play.
+    fn role(
+        &mut self,
+        name_node: &Node,
+        params: Map<String, Value>,
+        inh: &Inherited,
+        opts: &RoleOpts,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let name = string_of(name_node, "role")?;
+        if crate::templating::Templar::is_template(&name) {
+            return Err(
+                name_node.err("role names with variables are not supported by fixpoint yet")
+            );
+        }
+        let dirs = self.role_dirs();
+        let path = dirs
+            .iter()
+            .map(|d| d.join(&name))
+            .find(|p| p.is_dir())
+            .ok_or_else(|| {
+                name_node
+                    .err(format!(
+                        "role `{name}` not found; looked in {}",
+                        dirs.iter()
+                            .map(|d| d.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .help("put the role in roles/ beside the playbook, or pass --roles-path")
+            })?;
+        let canon = std::fs::canonicalize(&path).unwrap_or(path.clone());
+        if self.stack.contains(&canon) {
+            return Err(name_node.err(format!("role `{name}` depends on itself")));
+        }
+        let meta = find_yaml(&path.join("meta"), "main")
+            .map(|m| yaml::load_file(&m))
+            .transpose()?;
+        let allow_duplicates = match meta.as_ref().and_then(|m| m.get("allow_duplicates")) {
+            Some(n) => bool_of(n, "allow_duplicates")?,
+            None => false,
+        };
+        if opts.dedupe && !allow_duplicates {
+            let key = (canon.clone(), params.clone());
+            if self.seen_roles.contains(&key) {
+                return Ok(Vec::new());
+            }
+            self.seen_roles.push(key);
+        }
+        self.stack.push(canon.clone());
+        let r = self.role_body(&name, &path, name_node, params, inh, opts, meta.as_ref());
+        self.stack.pop();
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn role_body(
+        &mut self,
+        name: &str,
+        path: &Path,
+        name_node: &Node,
+        params: Map<String, Value>,
+        inh: &Inherited,
+        opts: &RoleOpts,
+        meta: Option<&Node>,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let mut steps = Vec::new();
+        if let Some(deps) = meta.and_then(|m| m.get("dependencies")) {
+            let list = match &deps.kind {
+                Kind::Seq(items) => items.as_slice(),
+                Kind::Null => &[],
+                _ => return Err(deps.err("`dependencies` must be a list of roles")),
+            };
+            // A dependency inherits the conditions and tags of the role that needs it.
+            let mut dep_inh = inh.clone();
+            dep_inh.role = None;
+            for d in list {
+                steps.extend(self.roles_entry(d, &dep_inh)?);
+            }
+        }
+        let file_in = |sub: &str, from: &Option<String>| -> Result<Option<PathBuf>, Diagnostic> {
+            let stem = from.as_deref().unwrap_or("main");
+            let stem = stem.trim_end_matches(".yml").trim_end_matches(".yaml");
+            match find_yaml(&path.join(sub), stem) {
+                Some(p) => Ok(Some(p)),
+                None if from.is_some() => {
+                    Err(name_node.err(format!("role `{name}` has no {sub}/{stem}.yml")))
+                }
+                None => Ok(None),
+            }
+        };
+        let vars_in = |f: Option<PathBuf>| -> Result<Map<String, Value>, Diagnostic> {
+            match f {
+                Some(f) => load_vars_file(&f, &name_node.pos),
+                None => Ok(Map::new()),
+            }
+        };
+        let ctx = Arc::new(RoleCtx {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            defaults: vars_in(file_in("defaults", &opts.defaults_from)?)?,
+            vars: vars_in(file_in("vars", &opts.vars_from)?)?,
+            params,
+        });
+        let mut inner = inh.clone();
+        inner.role = Some(ctx);
+        if let Some(f) = file_in("tasks", &opts.tasks_from)? {
+            steps.extend(self.task_file(&f, &name_node.pos, &inner)?);
+        }
+        let canon = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
+        if !self.handler_roles.contains(&canon) {
+            self.handler_roles.push(canon);
+            if let Some(f) = find_yaml(&path.join("handlers"), "main") {
+                let node = yaml::load_file(&f)?;
+                let mut handler_inh = inner.clone();
+                handler_inh.when.clear();
+                for s in self.steps_of(&node, "handlers", true, &handler_inh, &dir_of(&f))? {
+                    if let Step::Task(t) = s {
+                        self.role_handlers.push(*t);
+                    }
+                }
+            }
+        }
+        Ok(steps)
+    }
+}
+
+/// The file of `import_tasks`/`include_tasks`: a name, or a mapping with `file:`.
+fn file_arg(arg: &Node, key: &str) -> Result<String, Diagnostic> {
+    match &arg.kind {
+        Kind::Map(entries) => {
+            check_keys(entries, &["file"], &["apply"], &format!("`{key}`"), |_| {
+                false
+            })?;
+            let f = arg
+                .get("file")
+                .ok_or_else(|| arg.err(format!("`{key}` needs `file:`")))?;
+            string_of(f, "file")
+        }
+        _ => string_of(arg, key),
+    }
+}
+
+/// The first directory in `dirs` that holds `file` (absolute names are taken as they are).
+pub fn find_in(dirs: &[PathBuf], file: &str) -> Option<PathBuf> {
+    let p = Path::new(file);
+    if p.is_absolute() {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    dirs.iter().map(|d| d.join(file)).find(|c| c.is_file())
+}
+
+fn not_found(at: &Node, what: &str, file: &str, dirs: &[PathBuf]) -> Diagnostic {
+    at.err(format!(
+        "{what} `{file}` not found; looked in {}",
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// The run-time part of `include_tasks` / `include_role`.
+fn include_of(node: &Node, inh: &Inherited, source: IncludeSource) -> Result<Include, Diagnostic> {
+    let (loop_items, loop_var, index_var) = loop_of(node)?;
+    let mut tags = inh.tags.clone();
+    tags.extend(
+        node.get("tags")
+            .map(|n| strings_of(n, "tags"))
+            .transpose()?
+            .unwrap_or_default(),
+    );
+    Ok(Include {
+        role: inh.role.clone(),
+        inherited_vars: inh.vars.clone(),
+        name: node.get("name").map(|n| string_of(n, "name")).transpose()?,
+        pos: node.pos.clone(),
+        when: node
+            .get("when")
+            .map(|n| conditions_of(n, "when"))
+            .transpose()?
+            .unwrap_or_default(),
+        loop_items,
+        loop_var,
+        index_var,
+        vars: match node.get("vars") {
+            Some(v) => vars_of(v, "`vars`")?,
+            None => Map::new(),
+        },
+        tags,
+        source,
+    })
+}
+
+/// `loop` / `with_items` / `with_list` and `loop_var` / `index_var` of a task or include.
+fn loop_of(node: &Node) -> Result<(Option<Value>, String, Option<String>), Diagnostic> {
+    let opt = |key: &str| node.get(key);
+    let loop_node = opt("loop").or(opt("with_items")).or(opt("with_list"));
+    let flatten_items = opt("with_items").is_some();
+    let mut loop_var = "item".to_string();
+    let mut index_var = None;
+    if let Some(lc) = opt("loop_control") {
+        if let Some(v) = lc.get("loop_var") {
+            loop_var = string_of(v, "loop_var")?;
+            check_var_name(&loop_var, &v.pos)?;
+        }
+        if let Some(v) = lc.get("index_var") {
+            index_var = Some(string_of(v, "index_var")?);
+        }
+    }
+    let loop_items = loop_node.map(|n| {
+        let v = n.to_json();
+        // with_items flattens one level, as in Ansible.
+        match (flatten_items, v) {
+            (true, Value::Array(items)) => Value::Array(
+                items
+                    .into_iter()
+                    .flat_map(|i| match i {
+                        Value::Array(inner) => inner,
+                        other => vec![other],
+                    })
+                    .collect(),
+            ),
+            (_, v) => v,
+        }
+    });
+    Ok((loop_items, loop_var, index_var))
+}
+
+fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Diagnostic> {
     let entries = map_of(node, "a play")?;
     check_keys(entries, PLAY_KEYS, PLAY_KEYS_NOT_YET, "a play", |_| false)?;
     let hosts = match node.get("hosts") {
@@ -400,38 +1258,44 @@ fn load_play(node: &Node, dir: &Path) -> Result<Play, Diagnostic> {
                 .help("add `hosts: localhost` (or a group or pattern from the inventory)"))
         }
     };
-    let play_tags = match node.get("tags") {
-        Some(t) => strings_of(t, "tags")?,
-        None => Vec::new(),
+    // Play tags and no_log reach every task, as block keywords do.
+    let base = Inherited {
+        tags: match node.get("tags") {
+            Some(t) => strings_of(t, "tags")?,
+            None => Vec::new(),
+        },
+        no_log: match node.get("no_log") {
+            Some(n) => bool_of(n, "no_log")?,
+            None => false,
+        },
+        ..Inherited::default()
     };
-    let play_no_log = match node.get("no_log") {
-        Some(n) => bool_of(n, "no_log")?,
-        None => false,
+    let mut loader = Loader::new(dir, roles_path);
+    let section = |loader: &mut Loader, key: &str, handlers: bool| match node.get(key) {
+        Some(list) => loader.steps_of(list, &format!("`{key}`"), handlers, &base, dir),
+        None => Ok(Vec::new()),
     };
-    let tasks_of = |key: &str, handlers: bool| -> Result<Vec<Task>, Diagnostic> {
-        let Some(list) = node.get(key) else {
-            return Ok(Vec::new());
-        };
-        let items = match &list.kind {
-            Kind::Seq(items) => items.as_slice(),
-            Kind::Null => &[],
-            _ => {
-                return Err(list.err(format!(
-                    "`{key}` must be a list of tasks, found {}",
-                    list.type_name()
-                )))
+    let pre_tasks = section(&mut loader, "pre_tasks", false)?;
+    let mut roles = Vec::new();
+    if let Some(list) = node.get("roles") {
+        match &list.kind {
+            Kind::Seq(items) => {
+                for entry in items {
+                    roles.extend(loader.roles_entry(entry, &base)?);
+                }
             }
-        };
-        items
-            .iter()
-            .map(|t| {
-                let mut task = load_task(t, handlers, dir)?;
-                task.tags.extend(play_tags.iter().cloned());
-                task.no_log |= play_no_log;
-                Ok(task)
-            })
-            .collect()
-    };
+            Kind::Null => {}
+            _ => return Err(list.err("`roles` must be a list of roles")),
+        }
+    }
+    let tasks = section(&mut loader, "tasks", false)?;
+    let post_tasks = section(&mut loader, "post_tasks", false)?;
+    let mut handlers = std::mem::take(&mut loader.role_handlers);
+    for s in section(&mut loader, "handlers", true)? {
+        if let Step::Task(t) = s {
+            handlers.push(*t);
+        }
+    }
     let mut vars_files = Vec::new();
     let mut file_err: Option<Diagnostic> = None;
     if let Some(vf) = node.get("vars_files") {
@@ -472,16 +1336,18 @@ fn load_play(node: &Node, dir: &Path) -> Result<Play, Diagnostic> {
         name: opt_string("name")?.unwrap_or_else(|| hosts.clone()),
         hosts,
         pos: node.pos.clone(),
+        dir: dir.to_path_buf(),
         vars: match node.get("vars") {
             Some(v) => vars_of(v, "`vars`")?,
             None => Map::new(),
         },
         vars_files,
         gather_facts: opt_bool("gather_facts")?.unwrap_or(true),
-        pre_tasks: tasks_of("pre_tasks", false)?,
-        tasks: tasks_of("tasks", false)?,
-        post_tasks: tasks_of("post_tasks", false)?,
-        handlers: tasks_of("handlers", true)?,
+        pre_tasks,
+        roles,
+        tasks,
+        post_tasks,
+        handlers,
         become_: opt_bool("become")?,
         become_user: opt_string("become_user")?,
         connection: opt_string("connection")?,
@@ -496,6 +1362,40 @@ fn load_play(node: &Node, dir: &Path) -> Result<Play, Diagnostic> {
         ignore_errors: opt_bool("ignore_errors")?.unwrap_or(false),
     };
     Ok(play)
+}
+
+/// Every task in these steps, blocks and loaded includes included, in order.
+pub fn all_tasks(steps: &[Step]) -> Vec<&Task> {
+    let mut out = Vec::new();
+    for s in steps {
+        match s {
+            Step::Task(t) => out.push(t.as_ref()),
+            Step::Block(b) => {
+                out.extend(all_tasks(&b.block));
+                out.extend(all_tasks(&b.rescue));
+                out.extend(all_tasks(&b.always));
+            }
+            Step::Include(i) => {
+                if let IncludeSource::Loaded(steps) = &i.source {
+                    out.extend(all_tasks(steps));
+                }
+            }
+            Step::Meta(_) => {}
+        }
+    }
+    out
+}
+
+impl Play {
+    /// The play's tasks in run order (pre_tasks, roles, tasks, post_tasks), then its handlers.
+    pub fn all_tasks(&self) -> Vec<&Task> {
+        let mut out = Vec::new();
+        for section in [&self.pre_tasks, &self.roles, &self.tasks, &self.post_tasks] {
+            out.extend(all_tasks(section));
+        }
+        out.extend(self.handlers.iter());
+        out
+    }
 }
 
 /// Load a YAML vars file: a mapping of variable names to values.
@@ -571,7 +1471,22 @@ fn free_form_command(s: &str) -> Map<String, Value> {
     m
 }
 
-fn load_task(node: &Node, handler: bool, dir: &Path) -> Result<Task, Diagnostic> {
+/// Actions fixpoint runs itself on the controller (or through the agent's facts) rather than
+/// as a module: `include_vars`, `setup`.
+fn controller_action(k: &str) -> Option<&'static str> {
+    match short_name(k) {
+        "include_vars" => Some("include_vars"),
+        "setup" => Some("setup"),
+        _ => None,
+    }
+}
+
+fn load_task(
+    node: &Node,
+    handler: bool,
+    inh: &Inherited,
+    play_dir: &Path,
+) -> Result<Task, Diagnostic> {
     let entries = map_of(node, "a task")?;
     let mut module: Option<(&'static str, &Node, &Pos)> = None;
     for (k, kpos, v) in entries {
@@ -588,7 +1503,7 @@ fn load_task(node: &Node, handler: bool, dir: &Path) -> Result<Task, Diagnostic>
                 ),
             );
         }
-        match fixpoint_modules::canonical_name(k) {
+        match fixpoint_modules::canonical_name(k).or_else(|| controller_action(k)) {
             Some(m) => {
                 if let Some((prev, _, _)) = module {
                     return Err(Diagnostic::at(
@@ -638,6 +1553,11 @@ fn load_task(node: &Node, handler: bool, dir: &Path) -> Result<Task, Diagnostic>
         Kind::Str(s) if module == "set_fact" || module == "debug" || module == "fail" => {
             parse_kv(s, &raw_params.pos)?
         }
+        Kind::Str(s) if module == "include_vars" && !s.contains('=') => {
+            let mut m = Map::new();
+            m.insert("file".into(), Value::String(s.clone()));
+            m
+        }
         Kind::Str(s) => parse_kv(s, &raw_params.pos)?,
         _ => {
             return Err(raw_params.err(format!(
@@ -664,10 +1584,6 @@ fn load_task(node: &Node, handler: bool, dir: &Path) -> Result<Task, Diagnostic>
     }
 
     let opt = |key: &str| node.get(key);
-    let loop_node = opt("loop").or(opt("with_items")).or(opt("with_list"));
-    let flatten_items = opt("with_items").is_some();
-    let mut loop_var = "item".to_string();
-    let mut index_var = None;
     let mut loop_label = None;
     if let Some(lc) = opt("loop_control") {
         let lce = map_of(lc, "`loop_control`")?;
@@ -678,33 +1594,11 @@ fn load_task(node: &Node, handler: bool, dir: &Path) -> Result<Task, Diagnostic>
             "`loop_control`",
             |_| false,
         )?;
-        if let Some(v) = lc.get("loop_var") {
-            loop_var = string_of(v, "loop_var")?;
-            check_var_name(&loop_var, &v.pos)?;
-        }
-        if let Some(v) = lc.get("index_var") {
-            index_var = Some(string_of(v, "index_var")?);
-        }
         if let Some(v) = lc.get("label") {
             loop_label = Some(string_of(v, "label")?);
         }
     }
-    let loop_items = loop_node.map(|n| {
-        let v = n.to_json();
-        // with_items flattens one level, as in Ansible.
-        match (flatten_items, v) {
-            (true, Value::Array(items)) => Value::Array(
-                items
-                    .into_iter()
-                    .flat_map(|i| match i {
-                        Value::Array(inner) => inner,
-                        other => vec![other],
-                    })
-                    .collect(),
-            ),
-            (_, v) => v,
-        }
-    });
+    let (loop_items, loop_var, index_var) = loop_of(node)?;
 
     let opt_bool = |key: &str| -> Result<Option<bool>, Diagnostic> {
         opt(key).map(|n| bool_of(n, key)).transpose()
@@ -716,7 +1610,7 @@ fn load_task(node: &Node, handler: bool, dir: &Path) -> Result<Task, Diagnostic>
     if let (Some(r), Some(n)) = (&register, opt("register")) {
         check_var_name(r, &n.pos)?;
     }
-    let task = Task {
+    let mut task = Task {
         name: opt_string("name")?,
         module,
         params: Value::Object(params),
@@ -770,8 +1664,29 @@ fn load_task(node: &Node, handler: bool, dir: &Path) -> Result<Task, Diagnostic>
             },
             None => None,
         },
+        role: None,
+        run_once: opt_bool("run_once")?.unwrap_or(false),
+        until: opt("until")
+            .map(|n| conditions_of(n, "until"))
+            .transpose()?,
+        retries: match opt("retries") {
+            Some(n) => match n.kind {
+                Kind::Int(i) if i >= 0 => i as u32,
+                _ => return Err(n.err("`retries` must be a number")),
+            },
+            // Ansible's default when `until` is given.
+            None => 3,
+        },
+        delay: match opt("delay") {
+            Some(n) => match n.kind {
+                Kind::Int(i) if i >= 0 => i as u64,
+                _ => return Err(n.err("`delay` must be a number of seconds")),
+            },
+            None => 5,
+        },
     };
-    check_module_params(&task, raw_params, mod_pos, dir)?;
+    inh.apply(&mut task);
+    check_module_params(&task, raw_params, mod_pos, &task.search_dirs(play_dir))?;
     check_guard(&task, mod_pos)?;
     Ok(task)
 }
@@ -799,7 +1714,7 @@ fn check_module_params(
     task: &Task,
     raw: &Node,
     mod_pos: &Pos,
-    dir: &Path,
+    dirs: &[PathBuf],
 ) -> Result<(), Diagnostic> {
     let params = task.params.as_object().cloned().unwrap_or_default();
     let templated: Vec<String> = params
@@ -814,7 +1729,7 @@ fn check_module_params(
             static_params.remove(k);
         }
     }
-    let result = actions::check_params(task.module, &Value::Object(static_params), dir);
+    let result = actions::check_params(task.module, &Value::Object(static_params), dirs);
     match result {
         Ok(()) => Ok(()),
         Err(e) => {

@@ -35,6 +35,7 @@ pub struct Stats {
     pub failed: u32,
     pub skipped: u32,
     pub unreachable: u32,
+    pub rescued: u32,
     pub ignored: u32,
 }
 
@@ -329,8 +330,8 @@ impl Reporter {
         self.banner(&title);
         for (h, s) in stats {
             let line = format!(
-                "{:<26} : ok={:<4} changed={:<4} unreachable={:<4} failed={:<4} skipped={:<4} rescued=0    ignored={}",
-                h, s.ok, s.changed, s.unreachable, s.failed, s.skipped, s.ignored
+                "{:<26} : ok={:<4} changed={:<4} unreachable={:<4} failed={:<4} skipped={:<4} rescued={:<4} ignored={}",
+                h, s.ok, s.changed, s.unreachable, s.failed, s.skipped, s.rescued, s.ignored
             );
             let color = if s.failed > 0 || s.unreachable > 0 {
                 "31"

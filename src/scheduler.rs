@@ -4,7 +4,9 @@ use crate::actions::{self, Prepared};
 use crate::config::Config;
 use crate::inventory::Inventory;
 use crate::journal::OutboxEntry;
-use crate::loader::{Play, Playbook, Task};
+use crate::loader::{
+    Block, Include, IncludeSource, Meta, MetaAction, Play, Playbook, RoleCtx, Step, Task,
+};
 use crate::protocol::{JournalOp, NotifySpec, OnceSpec, Request, Response};
 use crate::reporter::{Reporter, Stats, Status, TaskEvent};
 use crate::templating::Templar;
@@ -32,6 +34,12 @@ struct HostState {
     facts: Map<String, Value>,
     /// `set_fact` and `register` results: data, never templated again.
     host_vars: Map<String, Value>,
+    /// Variables loaded by `include_vars` (below `set_fact`, as in Ansible).
+    included_vars: Map<String, Value>,
+    /// The last task that failed on this host, with its result, for a `rescue`.
+    last_failure: Option<(Value, Value)>,
+    /// `meta: end_host` ended the play for this host.
+    ended: bool,
     conns: HashMap<Option<String>, AgentConn>,
     failed: bool,
     unreachable: bool,
@@ -46,6 +54,9 @@ impl HostState {
     fn reset_for_pass(&mut self) {
         self.facts.clear();
         self.host_vars.clear();
+        self.included_vars.clear();
+        self.last_failure = None;
+        self.ended = false;
         self.failed = false;
         self.unreachable = false;
         self.notified.clear();
@@ -55,7 +66,7 @@ impl HostState {
     }
 
     fn active(&self) -> bool {
-        !self.failed && !self.unreachable
+        !self.failed && !self.unreachable && !self.ended
     }
 }
 
@@ -79,6 +90,25 @@ struct PlayCtx<'a> {
     hostvars: Value,
     /// Variables from `vars_files` whose paths are templated (rendered once per play).
     files_vars: Map<String, Value>,
+    /// Parameters of the `include_tasks` / `include_role` being run (and its loop item).
+    include_params: Map<String, Value>,
+}
+
+impl PlayCtx<'_> {
+    /// The same play with these include parameters on top of the current ones.
+    fn with_params(&self, params: Map<String, Value>) -> PlayCtx<'_> {
+        let mut include_params = self.include_params.clone();
+        include_params.extend(params);
+        PlayCtx {
+            play: self.play,
+            book: self.book,
+            hosts: self.hosts.clone(),
+            groups: self.groups.clone(),
+            hostvars: self.hostvars.clone(),
+            files_vars: self.files_vars.clone(),
+            include_params,
+        }
+    }
 }
 
 pub struct Engine {
@@ -92,6 +122,8 @@ pub struct Engine {
     changed_log: Vec<(String, String, String, Diff)>,
     /// This run's id, recorded with the host lock and journal records.
     run_id: String,
+    /// `meta: end_play` was reached in the current play.
+    play_ended: bool,
 }
 
 impl Engine {
@@ -106,6 +138,7 @@ impl Engine {
             binary: OnceLock::new(),
             changed_log: Vec::new(),
             run_id: new_run_id(),
+            play_ended: false,
         }
     }
 
@@ -165,6 +198,7 @@ impl Engine {
             path: PathBuf::from("journal"),
             dir: PathBuf::from("."),
             plays: Vec::new(),
+            roles_path: Vec::new(),
         };
         let ctx = PlayCtx {
             play: &play,
@@ -173,6 +207,7 @@ impl Engine {
             groups: serde_json::to_value(self.inventory.groups_map()).unwrap_or_default(),
             hostvars: Value::Null,
             files_vars: Map::new(),
+            include_params: Map::new(),
         };
         let mut ok = true;
         for host in &hosts {
@@ -229,6 +264,9 @@ impl Engine {
                     inv_vars,
                     facts: Map::new(),
                     host_vars: Map::new(),
+                    included_vars: Map::new(),
+                    last_failure: None,
+                    ended: false,
                     conns: HashMap::new(),
                     failed: false,
                     unreachable: false,
@@ -271,7 +309,7 @@ impl Engine {
         for h in &selected {
             self.host_state(h);
         }
-        let files_vars = match self.templated_vars_files(book, play) {
+        let files_vars = match self.templated_vars_files(play) {
             Ok(v) => v,
             Err(e) => {
                 self.reporter.warn(&format!("play \"{}\": {e}", play.name));
@@ -290,37 +328,349 @@ impl Engine {
             groups: serde_json::to_value(self.inventory.groups_map()).unwrap_or_default(),
             hostvars: Value::Null,
             files_vars,
+            include_params: Map::new(),
         };
+        self.play_ended = false;
+        for h in &selected {
+            self.host_state(h).ended = false;
+        }
         if play.gather_facts {
             self.gather_facts(&ctx).await;
         }
-        let sections: [&[Task]; 3] = [&play.pre_tasks, &play.tasks, &play.post_tasks];
+        // Ansible's order: pre_tasks, handlers, roles then tasks, handlers, post_tasks, handlers.
+        let sections: [&[&[Step]]; 3] = [
+            &[&play.pre_tasks],
+            &[&play.roles, &play.tasks],
+            &[&play.post_tasks],
+        ];
         for section in sections {
-            for task in section {
-                if !self.tag_selected(task) {
-                    continue;
-                }
-                let targets: Vec<String> = ctx
-                    .hosts
-                    .iter()
-                    .filter(|h| self.hosts[*h].active())
-                    .cloned()
-                    .collect();
-                if targets.is_empty() {
-                    break;
-                }
-                self.run_task(&ctx, task, &targets, false).await;
+            for steps in section {
+                self.run_steps(&ctx, steps, &selected).await;
+            }
+            if self.play_ended {
+                break;
             }
             self.flush_handlers(&ctx).await;
         }
     }
 
+    /// Run a list of steps on the hosts of `allowed` that are still active.
+    fn run_steps<'s>(
+        &'s mut self,
+        ctx: &'s PlayCtx<'s>,
+        steps: &'s [Step],
+        allowed: &'s [String],
+    ) -> futures::future::BoxFuture<'s, ()> {
+        Box::pin(async move {
+            for step in steps {
+                let targets: Vec<String> = allowed
+                    .iter()
+                    .filter(|h| self.hosts[*h].active())
+                    .cloned()
+                    .collect();
+                if targets.is_empty() || self.play_ended {
+                    return;
+                }
+                match step {
+                    Step::Task(task) => {
+                        if self.tag_selected(&task.tags) {
+                            self.run_task(ctx, task, &targets, false).await;
+                        }
+                    }
+                    Step::Block(block) => self.run_block(ctx, block, &targets).await,
+                    Step::Include(inc) => {
+                        if self.tag_selected(&inc.tags) {
+                            self.run_include(ctx, inc, &targets).await;
+                        }
+                    }
+                    Step::Meta(meta) => {
+                        if self.tag_selected(&meta.tags) {
+                            self.run_meta(ctx, meta, &targets).await;
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    /// `block` / `rescue` / `always`: hosts that fail in the block run the rescue (and count
+    /// as rescued, not failed, when it succeeds); every host that entered runs the always part.
+    async fn run_block(&mut self, ctx: &PlayCtx<'_>, block: &Block, entered: &[String]) {
+        for h in entered {
+            self.hosts.get_mut(h).expect("host state").last_failure = None;
+        }
+        self.run_steps(ctx, &block.block, entered).await;
+        let failed_here = |me: &Self| -> Vec<String> {
+            entered
+                .iter()
+                .filter(|h| {
+                    let hs = &me.hosts[*h];
+                    hs.failed && !hs.unreachable
+                })
+                .cloned()
+                .collect()
+        };
+        let to_rescue = failed_here(self);
+        if !block.rescue.is_empty() && !to_rescue.is_empty() {
+            for h in &to_rescue {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                hs.failed = false;
+                hs.stats.failed = hs.stats.failed.saturating_sub(1);
+                let (task, result) = hs.last_failure.clone().unwrap_or_default();
+                hs.host_vars.insert("ansible_failed_task".into(), task);
+                hs.host_vars.insert("ansible_failed_result".into(), result);
+            }
+            self.run_steps(ctx, &block.rescue, &to_rescue).await;
+            for h in &to_rescue {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                if !hs.failed && !hs.unreachable {
+                    hs.stats.rescued += 1;
+                }
+            }
+        }
+        if !block.always.is_empty() && !self.play_ended {
+            // Hosts that failed in the block (and were not rescued) run `always` and stay failed.
+            let still_failed = failed_here(self);
+            for h in &still_failed {
+                self.hosts.get_mut(h).expect("host state").failed = false;
+            }
+            let runners: Vec<String> = entered
+                .iter()
+                .filter(|h| !self.hosts[*h].unreachable)
+                .cloned()
+                .collect();
+            self.run_steps(ctx, &block.always, &runners).await;
+            for h in &still_failed {
+                self.hosts.get_mut(h).expect("host state").failed = true;
+            }
+        }
+    }
+
+    /// `include_tasks` / `include_role`: evaluated per host (and loop item); hosts that
+    /// include the same file with the same parameters run it together.
+    async fn run_include(&mut self, ctx: &PlayCtx<'_>, inc: &Include, targets: &[String]) {
+        let shared = Shared {
+            cfg: &self.cfg,
+            run_id: &self.run_id,
+            templar: &self.templar,
+            binary: &self.binary,
+        };
+        let hostvars = hostvars_snapshot(&self.hosts);
+        let snap = ctx.with_params(Map::new());
+        let snap = PlayCtx { hostvars, ..snap };
+        // (file, parameters) → hosts, in order of first appearance.
+        let mut groups: Vec<IncludeGroup> = Vec::new();
+        let mut failures: Vec<(String, String)> = Vec::new();
+        for host in targets {
+            let h = &self.hosts[host];
+            let scope = shared.scope_with(
+                &snap,
+                VarSrc {
+                    role: inc.role.as_deref(),
+                    vars: Some(&inc.inherited_vars),
+                    check_mode: None,
+                },
+                h,
+            );
+            let items: Vec<Option<(usize, Value)>> = match &inc.loop_items {
+                None => vec![None],
+                Some(raw) => match scope.render(raw) {
+                    Ok(Value::Array(items)) => items.into_iter().enumerate().map(Some).collect(),
+                    Ok(Value::Null) => Vec::new(),
+                    Ok(other) => {
+                        failures.push((
+                            host.clone(),
+                            format!(
+                                "`loop` must be a list, but it rendered to {}",
+                                short(&other)
+                            ),
+                        ));
+                        continue;
+                    }
+                    Err(e) => {
+                        failures.push((host.clone(), format!("cannot render `loop`: {e}")));
+                        continue;
+                    }
+                },
+            };
+            for item in items {
+                let mut params = Map::new();
+                if let Some((i, v)) = &item {
+                    params.insert(inc.loop_var.clone(), v.clone());
+                    params.insert("ansible_loop_var".into(), json!(inc.loop_var));
+                    if let Some(iv) = &inc.index_var {
+                        params.insert(iv.clone(), json!(i));
+                    }
+                }
+                let s = scope.with(Layer::data(params.clone()));
+                let mut ok = true;
+                for cond in &inc.when {
+                    match s.eval_bool(cond) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            ok = false;
+                            break;
+                        }
+                        Err(e) => {
+                            failures.push((
+                                host.clone(),
+                                format!("cannot evaluate `when: {cond}`: {e}"),
+                            ));
+                            ok = false;
+                            break;
+                        }
+                    }
+                }
+                if !ok {
+                    continue;
+                }
+                match s.render(&Value::Object(inc.vars.clone())) {
+                    Ok(Value::Object(m)) => params.extend(m),
+                    Ok(_) => {}
+                    Err(e) => {
+                        failures.push((host.clone(), format!("cannot render `vars`: {e}")));
+                        continue;
+                    }
+                }
+                let file = match &inc.source {
+                    IncludeSource::TasksFile { file, .. } => match s.render(&json!(file)) {
+                        Ok(v) => Some(display(&v)),
+                        Err(e) => {
+                            failures.push((
+                                host.clone(),
+                                format!("cannot render the file name `{file}`: {e}"),
+                            ));
+                            continue;
+                        }
+                    },
+                    IncludeSource::Loaded(_) => None,
+                };
+                match groups
+                    .iter_mut()
+                    .find(|(f, p, _)| *f == file && *p == params)
+                {
+                    Some((_, _, hosts)) => {
+                        if !hosts.contains(host) {
+                            hosts.push(host.clone())
+                        }
+                    }
+                    None => groups.push((file, params, vec![host.clone()])),
+                }
+            }
+        }
+        let location = inc.pos.to_string();
+        let name = inc.name.clone().unwrap_or_else(|| "include".into());
+        for (host, msg) in failures {
+            self.fail_host(&host, &name, &location, format!("{msg} (at {location})"));
+        }
+        for (file, params, hosts) in groups {
+            let sub = ctx.with_params(params);
+            match (&inc.source, file) {
+                (IncludeSource::Loaded(steps), _) => self.run_steps(&sub, steps, &hosts).await,
+                (
+                    IncludeSource::TasksFile {
+                        search, inherit, ..
+                    },
+                    Some(file),
+                ) => {
+                    let loaded = match crate::loader::find_in(search, &file) {
+                        Some(path) => {
+                            crate::loader::Loader::new(&ctx.play.dir, &ctx.book.roles_path)
+                                .task_file(&path, &inc.pos, inherit)
+                                .map_err(|d| d.to_string())
+                        }
+                        None => Err(format!(
+                            "task file `{file}` not found; looked in {}",
+                            search
+                                .iter()
+                                .map(|d| d.display().to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
+                    };
+                    match loaded {
+                        Ok(steps) => self.run_steps(&sub, &steps, &hosts).await,
+                        Err(e) => {
+                            for h in &hosts {
+                                self.fail_host(
+                                    h,
+                                    &name,
+                                    &location,
+                                    format!("{e} (included at {location})"),
+                                );
+                            }
+                        }
+                    }
+                }
+                (IncludeSource::TasksFile { .. }, None) => {}
+            }
+        }
+    }
+
+    /// Report a failure that happened outside a module run (an include that cannot load).
+    fn fail_host(&mut self, host: &str, task: &str, location: &str, msg: String) {
+        self.reporter.task_start(task, false);
+        let hs = self.hosts.get_mut(host).expect("host state");
+        hs.failed = true;
+        hs.stats.failed += 1;
+        hs.last_failure = Some((json!({"name": task}), json!({"failed": true, "msg": msg})));
+        self.reporter.task(&TaskEvent {
+            host,
+            task,
+            module: "include_tasks",
+            location,
+            status: Status::Failed,
+            item: None,
+            diff: None,
+            msg: Some(&msg),
+            result: None,
+            ignored: false,
+            censored: false,
+            note: None,
+        });
+    }
+
+    /// `meta:` actions.
+    async fn run_meta(&mut self, ctx: &PlayCtx<'_>, meta: &Meta, targets: &[String]) {
+        let shared = Shared {
+            cfg: &self.cfg,
+            run_id: &self.run_id,
+            templar: &self.templar,
+            binary: &self.binary,
+        };
+        let mut hit = Vec::new();
+        let mut errors = Vec::new();
+        for host in targets {
+            let scope = shared.scope_with(ctx, VarSrc::default(), &self.hosts[host]);
+            match all_hold(&scope, &meta.when) {
+                Ok(true) => hit.push(host.clone()),
+                Ok(false) => {}
+                Err(e) => errors.push((
+                    host.clone(),
+                    format!("cannot evaluate `when`: {e} (meta at {})", meta.pos),
+                )),
+            }
+        }
+        for (host, msg) in errors {
+            self.fail_host(&host, "meta", &meta.pos.to_string(), msg);
+        }
+        if hit.is_empty() {
+            return;
+        }
+        match meta.action {
+            MetaAction::FlushHandlers => self.flush_handlers(ctx).await,
+            MetaAction::EndPlay => self.play_ended = true,
+            MetaAction::EndHost => {
+                for h in &hit {
+                    self.hosts.get_mut(h).expect("host state").ended = true;
+                }
+            }
+            MetaAction::Noop => {}
+        }
+    }
+
     /// Load the `vars_files` whose paths are templates, rendered with play vars and `-e`.
-    fn templated_vars_files(
-        &self,
-        book: &Playbook,
-        play: &Play,
-    ) -> Result<Map<String, Value>, String> {
+    fn templated_vars_files(&self, play: &Play) -> Result<Map<String, Value>, String> {
         let mut out = Map::new();
         if play.vars_files.is_empty() {
             return Ok(out);
@@ -337,27 +687,25 @@ impl Engine {
             let rendered = scope
                 .render(&json!(path))
                 .map_err(|e| format!("cannot render vars_files entry `{path}` ({pos}): {e}"))?;
-            let file = book.dir.join(display(&rendered));
+            let file = play.dir.join(display(&rendered));
             let vars = crate::loader::load_vars_file(&file, pos).map_err(|d| d.msg)?;
             out.extend(vars);
         }
         Ok(out)
     }
 
-    fn tag_selected(&self, task: &Task) -> bool {
-        let has = |t: &str| task.tags.iter().any(|x| x == t);
-        if !self.cfg.skip_tags.is_empty()
-            && task.tags.iter().any(|t| self.cfg.skip_tags.contains(t))
-        {
+    fn tag_selected(&self, tags: &[String]) -> bool {
+        let has = |t: &str| tags.iter().any(|x| x == t);
+        if !self.cfg.skip_tags.is_empty() && tags.iter().any(|t| self.cfg.skip_tags.contains(t)) {
             return false;
         }
-        if has("never") && !task.tags.iter().any(|t| self.cfg.tags.contains(t)) {
+        if has("never") && !tags.iter().any(|t| self.cfg.tags.contains(t)) {
             return false;
         }
         if self.cfg.tags.is_empty() || self.cfg.tags.iter().any(|t| t == "all") {
             return true;
         }
-        has("always") || task.tags.iter().any(|t| self.cfg.tags.contains(t))
+        has("always") || tags.iter().any(|t| self.cfg.tags.contains(t))
     }
 
     async fn gather_facts(&mut self, ctx: &PlayCtx<'_>) {
@@ -400,12 +748,7 @@ impl Engine {
                     };
                     match res {
                         Ok(Response::Facts { facts }) => {
-                            let mut all = Map::new();
-                            for (k, v) in &facts {
-                                all.insert(format!("ansible_{k}"), v.clone());
-                            }
-                            all.insert("ansible_facts".into(), Value::Object(facts));
-                            h.facts = all;
+                            h.facts = facts_vars(facts);
                             h.gathered = true;
                             (h.name.clone(), Ok(()))
                         }
@@ -535,6 +878,13 @@ impl Engine {
     ) {
         let name = task.display_name();
         self.reporter.task_start(&name, handler);
+        // `run_once`: the first host runs it; its results are given to the others below.
+        let all_targets = targets;
+        let targets = if task.run_once {
+            &targets[..targets.len().min(1)]
+        } else {
+            targets
+        };
         let shared = Shared {
             cfg: &self.cfg,
             run_id: &self.run_id,
@@ -544,12 +894,8 @@ impl Engine {
         let sem = tokio::sync::Semaphore::new(self.cfg.forks);
         let hostvars = hostvars_snapshot(&self.hosts);
         let ctx = PlayCtx {
-            play: ctx.play,
-            book: ctx.book,
-            hosts: ctx.hosts.clone(),
-            groups: ctx.groups.clone(),
             hostvars,
-            files_vars: ctx.files_vars.clone(),
+            ..ctx.with_params(Map::new())
         };
         let ctx = &ctx;
         let futures = self
@@ -610,6 +956,27 @@ impl Engine {
             } else if failed {
                 hs.failed = true;
                 hs.stats.failed += 1;
+                let result = events
+                    .iter()
+                    .rev()
+                    .find(|e| e.status == Status::Failed && !e.ignored)
+                    .map(|e| {
+                        let mut r = e.result.clone();
+                        if let Some(m) = &e.msg {
+                            r.insert("msg".into(), json!(m));
+                        }
+                        Value::Object(r)
+                    })
+                    .unwrap_or_default();
+                let result = if task.no_log {
+                    json!({"censored": "the output has been hidden due to the fact that 'no_log: true' was specified for this result", "failed": true})
+                } else {
+                    result
+                };
+                hs.last_failure = Some((
+                    json!({"name": name, "action": task.module, "location": location}),
+                    result,
+                ));
             } else if any_changed {
                 hs.stats.changed += 1;
                 hs.stats.ok += 1;
@@ -639,6 +1006,33 @@ impl Engine {
                     }
                 }
             }
+        }
+        if task.run_once && all_targets.len() > 1 {
+            self.share_run_once(task, &all_targets[0], &all_targets[1..]);
+        }
+    }
+
+    /// After a `run_once` task, the other hosts see its registered result and facts, as in Ansible.
+    fn share_run_once(&mut self, task: &Task, first: &str, others: &[String]) {
+        let src = &self.hosts[first].host_vars;
+        let mut shared = Map::new();
+        if let Some(reg) = &task.register {
+            if let Some(v) = src.get(reg) {
+                shared.insert(reg.clone(), v.clone());
+            }
+        }
+        if task.module == "set_fact" {
+            if let Some(m) = task.params.as_object() {
+                for k in m.keys().filter(|k| *k != "cacheable") {
+                    if let Some(v) = src.get(k) {
+                        shared.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        for h in others {
+            let hs = self.hosts.get_mut(h).expect("host state");
+            hs.host_vars.extend(shared.clone());
         }
     }
 }
@@ -696,6 +1090,17 @@ struct Shared<'a> {
     binary: &'a OnceLock<Result<Arc<AgentBinary>, String>>,
 }
 
+/// Hosts that include the same file (None: the include's loaded steps) with the same parameters.
+type IncludeGroup = (Option<String>, Map<String, Value>, Vec<String>);
+
+/// Where a scope's role and task variables come from (a task, or an include).
+#[derive(Default, Clone, Copy)]
+struct VarSrc<'t> {
+    role: Option<&'t RoleCtx>,
+    vars: Option<&'t Map<String, Value>>,
+    check_mode: Option<bool>,
+}
+
 /// One item's outcome before reporting.
 struct ItemResult {
     status: Status,
@@ -708,8 +1113,23 @@ struct ItemResult {
 }
 
 impl<'a> Shared<'a> {
-    /// The variable scope for a task on a host, in Ansible's precedence order (later wins).
+    /// The variable scope for a task on a host.
     fn scope(&self, ctx: &PlayCtx<'_>, task: Option<&Task>, h: &HostState) -> Arc<Scope> {
+        let src = match task {
+            Some(t) => VarSrc {
+                role: t.role.as_deref(),
+                vars: Some(&t.vars),
+                check_mode: t.check_mode,
+            },
+            None => VarSrc::default(),
+        };
+        self.scope_with(ctx, src, h)
+    }
+
+    /// The variable scope on a host, in Ansible's precedence order (later wins): role
+    /// defaults, inventory, facts, play vars, vars_files, role vars, block and task vars,
+    /// include_vars, set_fact and register, role parameters, include parameters, extra vars.
+    fn scope_with(&self, ctx: &PlayCtx<'_>, src: VarSrc<'_>, h: &HostState) -> Arc<Scope> {
         let play = ctx.play;
         let mut magic = Map::new();
         magic.insert("inventory_hostname".into(), json!(h.name));
@@ -730,11 +1150,19 @@ impl<'a> Shared<'a> {
         magic.insert("ansible_play_name".into(), json!(play.name));
         magic.insert(
             "ansible_check_mode".into(),
-            json!(self.effective_check(task)),
+            json!(src.check_mode.unwrap_or(self.cfg.check)),
         );
+        if let Some(r) = src.role {
+            magic.insert("role_path".into(), json!(abs(&r.path)));
+            magic.insert("role_name".into(), json!(r.name));
+        }
         magic.insert("ansible_diff_mode".into(), json!(self.cfg.diff));
         magic.insert("omit".into(), json!(actions::OMIT));
-        let mut layers = vec![
+        let mut layers = Vec::new();
+        if let Some(r) = src.role {
+            layers.push(Layer::templates(r.defaults.clone()));
+        }
+        layers.extend([
             Layer {
                 vars: h.inv_vars.clone(),
                 templated: true,
@@ -743,11 +1171,19 @@ impl<'a> Shared<'a> {
             Layer::templates(play.vars.clone()),
             Layer::templates(play.vars_from_files.clone()),
             Layer::templates(ctx.files_vars.clone()),
-        ];
-        if let Some(t) = task {
-            layers.push(Layer::templates(t.vars.clone()));
+        ]);
+        if let Some(r) = src.role {
+            layers.push(Layer::templates(r.vars.clone()));
         }
+        if let Some(v) = src.vars {
+            layers.push(Layer::templates(v.clone()));
+        }
+        layers.push(Layer::templates(h.included_vars.clone()));
         layers.push(Layer::data(h.host_vars.clone()));
+        if let Some(r) = src.role {
+            layers.push(Layer::templates(r.params.clone()));
+        }
+        layers.push(Layer::data(ctx.include_params.clone()));
         layers.push(Layer::templates(self.cfg.extra_vars.clone()));
         layers.push(Layer::data(magic));
         Scope::new(self.templar.clone(), layers)
@@ -951,11 +1387,7 @@ impl<'a> Shared<'a> {
                 }
                 Err(e) => return vec![fail(e)],
             }
-            let r = self.run_item(ctx, task, h, &scope).await;
-            let wrote = outbox_writer(&r);
-            let ev = self.finish_item(task, h, &scope, r, None);
-            self.settle_outbox(ctx, task, h, wrote, ev.status).await;
-            return vec![ev];
+            return vec![self.run_until(ctx, task, h, &scope, None).await];
         };
         let items = match scope.render(items_raw) {
             Ok(Value::Array(items)) => items,
@@ -999,10 +1431,7 @@ impl<'a> Shared<'a> {
                     break;
                 }
             }
-            let r = self.run_item(ctx, task, h, &item_scope).await;
-            let wrote = outbox_writer(&r);
-            let mut ev = self.finish_item(task, h, &item_scope, r, Some(label));
-            self.settle_outbox(ctx, task, h, wrote, ev.status).await;
+            let mut ev = self.run_until(ctx, task, h, &item_scope, Some(label)).await;
             let mut res = ev.result.clone();
             res.insert("item".into(), item.clone());
             res.insert(task.loop_var.clone(), item.clone());
@@ -1034,6 +1463,68 @@ impl<'a> Shared<'a> {
             events.push(skip_event(None));
         }
         events
+    }
+
+    /// Run one task (or loop item) and finish it; with `until`, run it again (after `delay`
+    /// seconds) until the conditions hold, at most `retries` more times.
+    async fn run_until(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+        scope: &Arc<Scope>,
+        item: Option<String>,
+    ) -> Event {
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let r = self.run_item(ctx, task, h, scope).await;
+            let wrote = outbox_writer(&r);
+            let mut ev = self.finish_item(task, h, scope, r, item.clone());
+            self.settle_outbox(ctx, task, h, wrote, ev.status).await;
+            let Some(until) = &task.until else {
+                return ev;
+            };
+            if ev.status == Status::Unreachable {
+                return ev;
+            }
+            ev.result.insert("attempts".into(), json!(attempt));
+            // `until` sees the result under its registered name and as plain names.
+            let mut layer = ev.result.clone();
+            if let Some(reg) = &task.register {
+                layer.insert(reg.clone(), Value::Object(ev.result.clone()));
+                h.host_vars
+                    .insert(reg.clone(), Value::Object(ev.result.clone()));
+            }
+            match all_hold(&scope.with(Layer::data(layer)), until) {
+                Ok(true) => return ev,
+                Ok(false) if attempt <= task.retries => {
+                    tokio::time::sleep(Duration::from_secs(task.delay)).await;
+                }
+                Ok(false) => {
+                    ev.status = Status::Failed;
+                    ev.diff = Diff::default();
+                    ev.msg = Some(format!(
+                        "`until` still false after {attempt} attempts (task \"{}\" at {})",
+                        task.display_name(),
+                        task.pos
+                    ));
+                    ev.ignored = task.ignore_errors;
+                    ev.result.insert("failed".into(), json!(true));
+                    return ev;
+                }
+                Err(e) => {
+                    ev.status = Status::Failed;
+                    ev.msg = Some(format!(
+                        "cannot evaluate `until`: {e} (task \"{}\" at {})",
+                        task.display_name(),
+                        task.pos
+                    ));
+                    ev.ignored = task.ignore_errors;
+                    return ev;
+                }
+            }
+        }
     }
 
     /// The agent recorded pending handlers before a change; when the task did not end up
@@ -1115,10 +1606,32 @@ impl<'a> Shared<'a> {
             Ok(_) => Map::new(),
             Err(e) => return Err((false, format!("cannot render `environment`: {e}"))),
         };
+        match task.module {
+            "include_vars" => return Ok(include_vars(ctx, task, h, &params)),
+            "setup" => {
+                let spec = self.conn_spec(h, ctx, Some(task)).map_err(|e| (false, e))?;
+                let conn = self.conn(h, &spec, ctx).await?;
+                return match conn
+                    .call(&Request::Facts, Some(self.cfg.connect_timeout))
+                    .await
+                {
+                    Ok(Response::Facts { facts }) => {
+                        h.facts = facts_vars(facts.clone());
+                        h.gathered = true;
+                        let mut result = Map::new();
+                        result.insert("ansible_facts".into(), Value::Object(facts));
+                        Ok(ItemResult::ok(result))
+                    }
+                    Ok(other) => Err((false, format!("unexpected answer to facts: {other:?}"))),
+                    Err(e) => Err((true, e.to_string())),
+                };
+            }
+            _ => {}
+        }
         let prepared = actions::prepare(
             task.module,
             params,
-            &ctx.book.dir,
+            &task.search_dirs(&ctx.play.dir),
             self.templar,
             &scope.ctx(),
             &environment,
@@ -1358,6 +1871,130 @@ impl<'a> Shared<'a> {
             result,
             ignored: ignore && r.status == Status::Failed || r.ignored,
             note: r.note,
+        }
+    }
+}
+
+/// Facts as variables: `ansible_<name>` and `ansible_facts`.
+fn facts_vars(facts: Map<String, Value>) -> Map<String, Value> {
+    let mut all = Map::new();
+    for (k, v) in &facts {
+        all.insert(format!("ansible_{k}"), v.clone());
+    }
+    all.insert("ansible_facts".into(), Value::Object(facts));
+    all
+}
+
+/// `include_vars`: load a vars file (or a directory of them) on the controller, into the
+/// host's include_vars layer. Relative names are found in the role's `vars/`, then beside the
+/// playbook.
+fn include_vars(ctx: &PlayCtx<'_>, task: &Task, h: &mut HostState, params: &Value) -> ItemResult {
+    let fail = |msg: String| ItemResult {
+        status: Status::Failed,
+        outcome: Outcome::default(),
+        msg: Some(msg),
+        ignored: false,
+        note: None,
+        outbox_written: None,
+    };
+    let p = match actions::include_vars_params(params) {
+        Ok(p) => p,
+        Err(e) => return fail(format!("invalid parameters for `include_vars`: {e}")),
+    };
+    let mut search = Vec::new();
+    if let Some(r) = &task.role {
+        search.push(r.path.join("vars"));
+        search.push(r.path.clone());
+    }
+    search.push(ctx.play.dir.clone());
+    let (rel, is_dir) = match (&p.file, &p.dir) {
+        (Some(f), _) => (f.clone(), false),
+        (None, Some(d)) => (d.clone(), true),
+        (None, None) => return fail("`include_vars` needs `file` or `dir`".into()),
+    };
+    let found = if Path::new(&rel).is_absolute() {
+        Some(PathBuf::from(&rel))
+    } else {
+        search.iter().map(|d| d.join(&rel)).find(|c| c.exists())
+    };
+    let Some(found) = found else {
+        return fail(format!(
+            "`{rel}` not found; looked in {}",
+            search
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
+    let files: Vec<PathBuf> = if is_dir {
+        let re = match p
+            .files_matching
+            .as_deref()
+            .map(regex::Regex::new)
+            .transpose()
+        {
+            Ok(r) => r,
+            Err(e) => return fail(format!("invalid `files_matching`: {e}")),
+        };
+        let mut fs: Vec<PathBuf> = match std::fs::read_dir(&found) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.is_file()
+                        && matches!(
+                            p.extension().and_then(|e| e.to_str()),
+                            Some("yml" | "yaml" | "json")
+                        )
+                        && re.as_ref().is_none_or(|r| {
+                            r.is_match(&p.file_name().unwrap_or_default().to_string_lossy())
+                        })
+                })
+                .collect(),
+            Err(e) => return fail(format!("{}: {e}", found.display())),
+        };
+        fs.sort();
+        fs
+    } else {
+        vec![found]
+    };
+    let mut vars = Map::new();
+    for f in &files {
+        match crate::loader::load_vars_file(f, &task.pos) {
+            Ok(m) => vars.extend(m),
+            Err(d) => return fail(d.to_string()),
+        }
+    }
+    let vars = match &p.name {
+        Some(n) => {
+            let mut m = Map::new();
+            m.insert(n.clone(), Value::Object(vars));
+            m
+        }
+        None => vars,
+    };
+    h.included_vars.extend(vars.clone());
+    let mut result = Map::new();
+    result.insert("ansible_facts".into(), Value::Object(vars));
+    result.insert(
+        "ansible_included_var_files".into(),
+        json!(files.iter().map(|f| abs(f)).collect::<Vec<_>>()),
+    );
+    ItemResult::ok(result)
+}
+
+impl ItemResult {
+    fn ok(result: Map<String, Value>) -> ItemResult {
+        ItemResult {
+            status: Status::Ok,
+            outcome: Outcome {
+                result,
+                ..Outcome::default()
+            },
+            msg: None,
+            ignored: false,
+            note: None,
+            outbox_written: None,
         }
     }
 }

@@ -6,4 +6,5 @@ mod support;
 mod fx;
 mod local_engine;
 mod local_modules;
+mod roles;
 mod ssh;

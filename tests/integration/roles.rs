@@ -1,0 +1,343 @@
+//! Roles: `roles:`, role directories, dependencies, search path, `import_role`/`include_role`, precedence.
+
+use crate::fx::Fx;
+
+/// A play header on localhost with the fixture's base and state dir, followed by `body`.
+pub fn play_head(fx: &Fx, body: &str) -> String {
+    format!(
+        "- hosts: localhost\n  gather_facts: false\n  vars:\n    base: {}\n    fixpoint_state_dir: {}\n{body}",
+        fx.path("t").display(),
+        fx.state_dir().display(),
+    )
+}
+
+/// A role `web` with defaults, vars, files, templates, handlers.
+fn web_role(fx: &Fx) {
+    fx.write(
+        "roles/web/defaults/main.yml",
+        "port: 80\ngreeting: hello from defaults\nfrom_vars: overridden below\n",
+    );
+    fx.write("roles/web/vars/main.yml", "from_vars: role vars\n");
+    fx.write("roles/web/files/static.txt", "static from the role\n");
+    fx.write("files/static.txt", "static from the playbook\n");
+    fx.write(
+        "roles/web/templates/web.conf.j2",
+        "port={{ port }}\ngreeting={{ greeting }}\nfrom_vars={{ from_vars }}\nrole={{ role_name }} {{ role_path | basename }}\n",
+    );
+    fx.write(
+        "roles/web/tasks/main.yml",
+        concat!(
+            "- name: web dir\n  file:\n    path: \"{{ base }}/web\"\n    state: directory\n",
+            "- name: web static\n  copy:\n    src: static.txt\n    dest: \"{{ base }}/web/static.txt\"\n",
+            "- name: web conf\n  template:\n    src: web.conf.j2\n    dest: \"{{ base }}/web/web.conf\"\n  notify: web restarted\n",
+        ),
+    );
+    fx.write(
+        "roles/web/handlers/main.yml",
+        "- name: web restarted\n  copy:\n    content: \"restarted on {{ port }}\\n\"\n    dest: \"{{ base }}/web/restarted\"\n",
+    );
+}
+
+#[test]
+fn role_tasks_files_templates_handlers_and_precedence() {
+    let fx = Fx::new();
+    web_role(&fx);
+    // Play vars beat role defaults; role vars beat play vars.
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            "    greeting: hello from the play\n    from_vars: play vars\n  roles:\n    - web\n",
+        ),
+    );
+    let out = fx.apply(&["--twice"]);
+    out.expect(0);
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/web/web.conf")).unwrap(),
+        "port=80\ngreeting=hello from the play\nfrom_vars=role vars\nrole=web web\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/web/static.txt")).unwrap(),
+        "static from the role\n",
+        "the role's files/ is searched before the playbook's"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/web/restarted")).unwrap(),
+        "restarted on 80\n"
+    );
+    let recaps: Vec<_> = out
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "recap")
+        .collect();
+    assert_eq!(recaps[0]["hosts"]["localhost"]["changed"], 4);
+    assert_eq!(recaps[1]["hosts"]["localhost"]["changed"], 0);
+}
+
+#[test]
+fn role_params_beat_set_fact_and_extra_vars_beat_all() {
+    let fx = Fx::new();
+    web_role(&fx);
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            "  pre_tasks:\n    - set_fact:\n        port: 81\n  roles:\n    - role: web\n      vars:\n        port: 8080\n",
+        ),
+    );
+    fx.apply(&[]).expect(0);
+    let conf = std::fs::read_to_string(fx.path("t/web/web.conf")).unwrap();
+    assert!(conf.starts_with("port=8080\n"), "{conf}");
+    fx.apply(&["-e", "port=9"]).expect(0);
+    let conf = std::fs::read_to_string(fx.path("t/web/web.conf")).unwrap();
+    assert!(conf.starts_with("port=9\n"), "{conf}");
+}
+
+#[test]
+fn play_order_is_pre_tasks_handlers_roles_tasks_post_tasks() {
+    let fx = Fx::new();
+    fx.write(
+        "roles/r/tasks/main.yml",
+        "- name: role task\n  debug:\n    msg: r\n",
+    );
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            concat!(
+                "  tasks:\n    - name: task\n      debug:\n        msg: t\n",
+                "  post_tasks:\n    - name: post\n      debug:\n        msg: p\n",
+                "  roles:\n    - r\n",
+                "  pre_tasks:\n    - name: pre\n      copy:\n        content: x\n        dest: \"{{ base }}/pre\"\n      notify: h\n",
+                "  handlers:\n    - name: h\n      debug:\n        msg: h\n",
+            ),
+        ),
+    );
+    std::fs::create_dir_all(fx.path("t")).unwrap();
+    let out = fx.apply(&[]);
+    out.expect(0);
+    let order: Vec<String> = out
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "task")
+        .map(|e| e["task"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(order, ["pre", "h", "role task", "task", "post"]);
+}
+
+#[test]
+fn dependencies_run_first_and_once_unless_duplicates_are_allowed() {
+    let fx = Fx::new();
+    fx.write(
+        "roles/common/tasks/main.yml",
+        "- name: common\n  debug:\n    msg: c\n",
+    );
+    fx.write(
+        "roles/a/meta/main.yml",
+        "galaxy_info:\n  author: me\ndependencies:\n  - common\n",
+    );
+    fx.write(
+        "roles/a/tasks/main.yml",
+        "- name: a\n  debug:\n    msg: a\n",
+    );
+    fx.write(
+        "roles/b/meta/main.yaml",
+        "dependencies:\n  - role: common\n",
+    );
+    fx.write(
+        "roles/b/tasks/main.yaml",
+        "- name: b\n  debug:\n    msg: b\n",
+    );
+    fx.write("roles/dup/meta/main.yml", "allow_duplicates: true\n");
+    fx.write(
+        "roles/dup/tasks/main.yml",
+        "- name: dup\n  debug:\n    msg: d\n",
+    );
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            "  roles:\n    - a\n    - b\n    - dup\n    - dup\n    - a\n",
+        ),
+    );
+    let out = fx.apply(&[]);
+    out.expect(0);
+    let order: Vec<String> = out
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "task")
+        .map(|e| e["task"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(order, ["common", "a", "b", "dup", "dup"]);
+}
+
+#[test]
+fn role_errors_point_at_the_role_file_and_line() {
+    let fx = Fx::new();
+    fx.write(
+        "roles/bad/tasks/main.yml",
+        "- name: fine\n  debug:\n    msg: ok\n- name: broken\n  copy:\n    dest: /tmp/x\n    colour: red\n",
+    );
+    fx.write("site.yml", &play_head(&fx, "  roles:\n    - bad\n"));
+    let out = fx.apply(&[]);
+    out.expect(2);
+    assert!(
+        out.stderr.contains("roles/bad/tasks/main.yml:7:5"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("colour"), "{}", out.stderr);
+    // A missing role names the places searched.
+    fx.write("site.yml", &play_head(&fx, "  roles:\n    - nowhere\n"));
+    let out = fx.apply(&[]);
+    out.expect(2);
+    assert!(
+        out.stderr.contains("role `nowhere` not found") && out.stderr.contains("site.yml:7:7"),
+        "{}",
+        out.stderr
+    );
+    // A failure at run time names the role's task and its place.
+    fx.write(
+        "roles/bad/tasks/main.yml",
+        "- name: fine\n  debug:\n    msg: ok\n- name: broken\n  fail:\n    msg: role broke\n",
+    );
+    fx.write("site.yml", &play_head(&fx, "  roles:\n    - bad\n"));
+    let out = fx.apply(&[]);
+    out.expect(1);
+    let msg = out.task_events("broken")[0]["msg"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("roles/bad/tasks/main.yml:4:3"), "{msg}");
+}
+
+#[test]
+fn roles_are_found_on_the_roles_path_and_ansible_roles_path() {
+    let fx = Fx::new();
+    fx.write(
+        "elsewhere/one/tasks/main.yml",
+        "- name: one\n  debug:\n    msg: one\n",
+    );
+    fx.write(
+        "envroles/two/tasks/main.yml",
+        "- name: two\n  debug:\n    msg: two\n",
+    );
+    fx.write(
+        "site.yml",
+        &play_head(&fx, "  roles:\n    - one\n    - two\n"),
+    );
+    let out = std::process::Command::new(crate::fx::bin())
+        .args([
+            "apply",
+            "--format",
+            "json",
+            "--roles-path",
+            &fx.path("elsewhere").display().to_string(),
+            "site.yml",
+        ])
+        .current_dir(fx.dir.path())
+        .env("ANSIBLE_ROLES_PATH", fx.path("envroles"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("\"task\":\"one\"") && stdout.contains("\"task\":\"two\""),
+        "{stdout}"
+    );
+    // Without them, the role is not found.
+    fx.apply(&[]).expect(2);
+}
+
+#[test]
+fn import_role_and_include_role_with_tasks_from_vars_from_loop_and_when() {
+    let fx = Fx::new();
+    fx.write("roles/tool/defaults/main.yml", "flavour: plain\n");
+    fx.write("roles/tool/vars/extra.yml", "flavour: spicy\n");
+    fx.write(
+        "roles/tool/tasks/main.yml",
+        "- name: tool main\n  copy:\n    content: \"{{ flavour }} {{ which | default('-') }}\\n\"\n    dest: \"{{ base }}/main-{{ which | default('none') }}\"\n",
+    );
+    fx.write(
+        "roles/tool/tasks/other.yml",
+        "- name: tool other\n  copy:\n    content: \"{{ flavour }}\\n\"\n    dest: \"{{ base }}/other\"\n",
+    );
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            concat!(
+                "  tasks:\n",
+                "    - file:\n        path: \"{{ base }}\"\n        state: directory\n",
+                "    - import_role:\n        name: tool\n        tasks_from: other\n        vars_from: extra\n",
+                "    - include_role:\n        name: tool\n      vars:\n        which: \"{{ item }}\"\n      loop: [x, y, z]\n      when: item != 'y'\n",
+            ),
+        ),
+    );
+    let out = fx.apply(&["--twice"]);
+    out.expect(0);
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/other")).unwrap(),
+        "spicy\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/main-x")).unwrap(),
+        "plain x\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/main-z")).unwrap(),
+        "plain z\n"
+    );
+    assert!(!fx.path("t/main-y").exists());
+}
+
+#[test]
+fn role_when_and_tags_reach_every_task_of_the_role() {
+    let fx = Fx::new();
+    fx.write(
+        "roles/r/tasks/main.yml",
+        "- name: r1\n  debug:\n    msg: one\n- name: r2\n  debug:\n    msg: two\n",
+    );
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            concat!(
+                "  roles:\n    - role: r\n      when: enabled | default(false)\n      tags: [rtag]\n",
+                "  tasks:\n    - name: other\n      debug:\n        msg: x\n",
+            ),
+        ),
+    );
+    let out = fx.apply(&[]);
+    out.expect(0);
+    assert_eq!(out.status_of("r1"), "skipped");
+    assert_eq!(out.status_of("r2"), "skipped");
+    let out = fx.apply(&["-e", "enabled=true", "--tags", "rtag"]);
+    out.expect(0);
+    assert_eq!(out.status_of("r1"), "ok");
+    assert!(out.task_events("other").is_empty());
+}
+
+#[test]
+fn check_mode_and_diff_inside_a_role_behave_as_outside() {
+    let fx = Fx::new();
+    web_role(&fx);
+    fx.write("site.yml", &play_head(&fx, "  roles:\n    - web\n"));
+    std::fs::create_dir_all(fx.path("t/web")).unwrap();
+    let before = crate::fx::snapshot(&fx.path("t"));
+    let out = fx.run(&["check", "--format", "json", "site.yml"]);
+    out.expect(0);
+    assert_eq!(
+        before,
+        crate::fx::snapshot(&fx.path("t")),
+        "check mode wrote"
+    );
+    let ev = &out.task_events("web conf")[0];
+    assert_eq!(ev["status"], "changed");
+    assert!(ev["diff"].to_string().contains("port=80"), "{ev}");
+}
