@@ -504,7 +504,7 @@ fn load_plays(
                 target.err("`import_playbook` is static: its file name cannot use variables")
             );
         }
-        let file_path = dir.join(&file);
+        let file_path = joined(&dir, &file);
         if !file_path.is_file() {
             return Err(target.err(format!("playbook {} does not exist", file_path.display())));
         }
@@ -1160,7 +1160,16 @@ pub fn find_in(dirs: &[PathBuf], file: &str) -> Option<PathBuf> {
     if p.is_absolute() {
         return p.is_file().then(|| p.to_path_buf());
     }
-    dirs.iter().map(|d| d.join(file)).find(|c| c.is_file())
+    dirs.iter().map(|d| joined(d, file)).find(|c| c.is_file())
+}
+
+/// `dir/file`, without a leading `./` when `dir` is the current directory (positions read better).
+fn joined(dir: &Path, file: &str) -> PathBuf {
+    if dir == Path::new(".") {
+        PathBuf::from(file)
+    } else {
+        dir.join(file)
+    }
 }
 
 fn not_found(at: &Node, what: &str, file: &str, dirs: &[PathBuf]) -> Diagnostic {

@@ -532,6 +532,8 @@ impl Engine {
                         continue;
                     }
                 }
+                // The file name sees the include's own `vars`, as its other arguments do.
+                let s = s.with(Layer::data(params.clone()));
                 let file = match &inc.source {
                     IncludeSource::TasksFile { file, .. } => match s.render(&json!(file)) {
                         Ok(v) => Some(display(&v)),

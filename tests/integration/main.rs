@@ -3,7 +3,9 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod blocks;
 mod fx;
+mod includes;
 mod local_engine;
 mod local_modules;
 mod roles;
