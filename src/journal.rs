@@ -202,7 +202,15 @@ impl StateDir {
                     self.lock = Some(locked);
                     return Ok(());
                 }
-                Err((_, nix::errno::Errno::EWOULDBLOCK)) => {}
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                    // Another agent of the same run holds it (a task delegated to a host that
+                    // is also in the play): they are one run, so this one goes ahead.
+                    let holder: Option<LockInfo> =
+                        read_json(&self.path.join("lock.json")).ok().flatten();
+                    if holder.is_some_and(|h| h.run_id == info.run_id) {
+                        return Ok(());
+                    }
+                }
                 Err((_, e)) => return Err(format!("cannot lock {}: {e}", lock_path.display())),
             }
             if Instant::now() >= deadline {

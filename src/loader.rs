@@ -118,6 +118,7 @@ pub struct Inherited {
     pub check_mode: Option<bool>,
     pub diff: Option<bool>,
     pub environment: Map<String, Value>,
+    pub delegate_to: Option<String>,
     pub run_once: Option<bool>,
     pub role: Option<Arc<RoleCtx>>,
 }
@@ -145,6 +146,7 @@ impl Inherited {
         env.extend(std::mem::take(&mut t.environment));
         t.environment = env;
         t.run_once = t.run_once || self.run_once.unwrap_or(false);
+        t.delegate_to = t.delegate_to.take().or_else(|| self.delegate_to.clone());
         if t.role.is_none() {
             t.role = self.role.clone();
         }
@@ -190,6 +192,9 @@ impl Inherited {
         if let Some(n) = node.get("run_once") {
             out.run_once = Some(bool_of(n, "run_once")?);
         }
+        if let Some(n) = node.get("delegate_to") {
+            out.delegate_to = Some(string_of(n, "delegate_to")?);
+        }
         Ok(out)
     }
 }
@@ -207,6 +212,7 @@ const INHERITED_KEYS: &[&str] = &[
     "check_mode",
     "diff",
     "environment",
+    "delegate_to",
     "run_once",
 ];
 
@@ -240,6 +246,19 @@ pub struct Play {
     pub environment: Map<String, Value>,
     pub force_handlers: bool,
     pub ignore_errors: bool,
+    /// `serial`: batch sizes, each a count or a percentage of the play's hosts; the last
+    /// repeats. Empty: one batch.
+    pub serial: Vec<BatchSize>,
+    /// Any unrescued failure ends the play for every host.
+    pub any_errors_fatal: bool,
+    /// End the play when more than this percentage of a batch's hosts failed.
+    pub max_fail_percentage: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BatchSize {
+    Count(usize),
+    Percent(f64),
 }
 
 /// A condition from `when`, `changed_when`, `failed_when`: bare expressions, all must hold.
@@ -276,6 +295,8 @@ pub struct Task {
     pub timeout: Option<u64>,
     /// The role this task comes from: its files, templates and variables.
     pub role: Option<Arc<RoleCtx>>,
+    /// Run through this host's connection, with the original host's variables.
+    pub delegate_to: Option<String>,
     pub run_once: bool,
     /// `until`: retry the task until these hold, `retries` times, `delay` seconds apart.
     pub until: Option<Conditions>,
@@ -336,6 +357,7 @@ const TASK_KEYS: &[&str] = &[
     "no_log",
     "environment",
     "timeout",
+    "delegate_to",
     "run_once",
     "until",
     "retries",
@@ -345,7 +367,6 @@ const TASK_KEYS: &[&str] = &[
 /// Ansible keywords fixpoint knows but does not implement yet: refused with a clear message
 /// instead of being silently ignored.
 const TASK_KEYS_NOT_YET: &[&str] = &[
-    "delegate_to",
     "delegate_facts",
     "async",
     "poll",
@@ -383,17 +404,13 @@ const PLAY_KEYS: &[&str] = &[
     "tags",
     "no_log",
     "roles",
-];
-
-const PLAY_KEYS_NOT_YET: &[&str] = &[
     "serial",
     "strategy",
     "any_errors_fatal",
     "max_fail_percentage",
-    "import_playbook",
-    "vars_prompt",
-    "order",
 ];
+
+const PLAY_KEYS_NOT_YET: &[&str] = &["import_playbook", "vars_prompt", "order"];
 
 impl Play {
     /// A play with no tasks, for commands that talk to hosts outside a playbook (`fixpoint journal`).
@@ -421,6 +438,9 @@ impl Play {
             environment: Map::new(),
             force_handlers: false,
             ignore_errors: false,
+            serial: Vec::new(),
+            any_errors_fatal: false,
+            max_fail_percentage: None,
         }
     }
 }
@@ -1369,7 +1389,26 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
         },
         force_handlers: opt_bool("force_handlers")?.unwrap_or(false),
         ignore_errors: opt_bool("ignore_errors")?.unwrap_or(false),
+        serial: match node.get("serial") {
+            Some(n) => serial_of(n)?,
+            None => Vec::new(),
+        },
+        any_errors_fatal: opt_bool("any_errors_fatal")?.unwrap_or(false),
+        max_fail_percentage: match node.get("max_fail_percentage") {
+            Some(n) => Some(percent_of(n, "max_fail_percentage")?),
+            None => None,
+        },
     };
+    if let Some(n) = node.get("strategy") {
+        // `free` is accepted and runs as `linear`: every host still converges to the same
+        // state, only the interleaving differs (README says so).
+        let s = string_of(n, "strategy")?;
+        if s != "linear" && s != "free" {
+            return Err(n
+                .err(format!("strategy `{s}` is not supported by fixpoint yet"))
+                .help("fixpoint runs `linear` (and `free` as linear)"));
+        }
+    }
     Ok(play)
 }
 
@@ -1404,6 +1443,51 @@ impl Play {
         }
         out.extend(self.handlers.iter());
         out
+    }
+}
+
+/// A percentage: `30`, `30%`, `"30%"`.
+fn percent_of(n: &Node, key: &str) -> Result<f64, Diagnostic> {
+    let bad = || {
+        n.err(format!(
+            "`{key}` must be a percentage such as 30 or \"30%\""
+        ))
+    };
+    let v = match &n.kind {
+        Kind::Int(i) => *i as f64,
+        Kind::Float(f) => *f,
+        Kind::Str(s) => s
+            .trim()
+            .trim_end_matches('%')
+            .trim()
+            .parse()
+            .map_err(|_| bad())?,
+        _ => return Err(bad()),
+    };
+    if !(0.0..=100.0).contains(&v) {
+        return Err(bad());
+    }
+    Ok(v)
+}
+
+/// `serial`: a number, a percentage, or a list of them.
+fn serial_of(n: &Node) -> Result<Vec<BatchSize>, Diagnostic> {
+    let one = |n: &Node| -> Result<BatchSize, Diagnostic> {
+        match &n.kind {
+            Kind::Int(i) if *i > 0 => Ok(BatchSize::Count(*i as usize)),
+            Kind::Str(s) if s.trim().ends_with('%') => {
+                Ok(BatchSize::Percent(percent_of(n, "serial")?))
+            }
+            Kind::Str(s) => match s.trim().parse::<usize>() {
+                Ok(i) if i > 0 => Ok(BatchSize::Count(i)),
+                _ => Err(n.err("`serial` must be a positive number or a percentage")),
+            },
+            _ => Err(n.err("`serial` must be a positive number or a percentage")),
+        }
+    };
+    match &n.kind {
+        Kind::Seq(items) => items.iter().map(one).collect(),
+        _ => Ok(vec![one(n)?]),
     }
 }
 
@@ -1674,6 +1758,7 @@ fn load_task(
             None => None,
         },
         role: None,
+        delegate_to: opt_string("delegate_to")?,
         run_once: opt_bool("run_once")?.unwrap_or(false),
         until: opt("until")
             .map(|n| conditions_of(n, "until"))

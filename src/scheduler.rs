@@ -40,7 +40,8 @@ struct HostState {
     last_failure: Option<(Value, Value)>,
     /// `meta: end_host` ended the play for this host.
     ended: bool,
-    conns: HashMap<Option<String>, AgentConn>,
+    /// Agents by (delegated host, become user): `None` is the host itself.
+    conns: HashMap<ConnKey, AgentConn>,
     failed: bool,
     unreachable: bool,
     notified: Vec<String>,
@@ -65,10 +66,33 @@ impl HostState {
         self.gathered = false;
     }
 
+    fn new(name: &str, inv_vars: Arc<Map<String, Value>>) -> HostState {
+        HostState {
+            name: name.to_string(),
+            inv_vars,
+            facts: Map::new(),
+            host_vars: Map::new(),
+            included_vars: Map::new(),
+            last_failure: None,
+            ended: false,
+            conns: HashMap::new(),
+            failed: false,
+            unreachable: false,
+            notified: Vec::new(),
+            pending: Vec::new(),
+            stats: Stats::default(),
+            gathered: false,
+        }
+    }
+
     fn active(&self) -> bool {
         !self.failed && !self.unreachable && !self.ended
     }
 }
+
+/// Which agent of a host: the host this task is delegated to (None: the host itself), and the
+/// become user.
+type ConnKey = (Option<String>, Option<String>);
 
 /// One result to report, produced by a host future and reported in host order.
 struct Event {
@@ -85,7 +109,12 @@ struct Event {
 struct PlayCtx<'a> {
     play: &'a Play,
     book: &'a Playbook,
+    /// The hosts of the current batch (all of the play's without `serial`).
     hosts: Vec<String>,
+    /// All hosts of the play.
+    all_hosts: Vec<String>,
+    /// The play's hosts that have not failed (Ansible's `ansible_play_hosts`).
+    live_hosts: Vec<String>,
     groups: Value,
     hostvars: Value,
     /// Variables from `vars_files` whose paths are templated (rendered once per play).
@@ -103,6 +132,8 @@ impl PlayCtx<'_> {
             play: self.play,
             book: self.book,
             hosts: self.hosts.clone(),
+            all_hosts: self.all_hosts.clone(),
+            live_hosts: self.live_hosts.clone(),
             groups: self.groups.clone(),
             hostvars: self.hostvars.clone(),
             files_vars: self.files_vars.clone(),
@@ -122,8 +153,12 @@ pub struct Engine {
     changed_log: Vec<(String, String, String, Diff)>,
     /// This run's id, recorded with the host lock and journal records.
     run_id: String,
-    /// `meta: end_play` was reached in the current play.
+    /// `meta: end_play` was reached in the current play (or a failure limit).
     play_ended: bool,
+    /// Blocks with a `rescue` being run: failures inside may still be rescued.
+    rescue_depth: usize,
+    /// Hosts of the current batch that had failed before it started.
+    failed_before: Vec<String>,
 }
 
 impl Engine {
@@ -139,6 +174,8 @@ impl Engine {
             changed_log: Vec::new(),
             run_id: new_run_id(),
             play_ended: false,
+            rescue_depth: 0,
+            failed_before: Vec::new(),
         }
     }
 
@@ -204,6 +241,8 @@ impl Engine {
             play: &play,
             book: &book,
             hosts: hosts.clone(),
+            all_hosts: hosts.clone(),
+            live_hosts: hosts.clone(),
             groups: serde_json::to_value(self.inventory.groups_map()).unwrap_or_default(),
             hostvars: Value::Null,
             files_vars: Map::new(),
@@ -214,6 +253,7 @@ impl Engine {
             self.host_state(host);
             let shared = Shared {
                 cfg: &self.cfg,
+                inventory: &self.inventory,
                 run_id: &self.run_id,
                 templar: &self.templar,
                 binary: &self.binary,
@@ -257,25 +297,8 @@ impl Engine {
     fn host_state(&mut self, name: &str) -> &mut HostState {
         if !self.hosts.contains_key(name) {
             let inv_vars = Arc::new(self.inventory.host_vars(name));
-            self.hosts.insert(
-                name.to_string(),
-                HostState {
-                    name: name.to_string(),
-                    inv_vars,
-                    facts: Map::new(),
-                    host_vars: Map::new(),
-                    included_vars: Map::new(),
-                    last_failure: None,
-                    ended: false,
-                    conns: HashMap::new(),
-                    failed: false,
-                    unreachable: false,
-                    notified: Vec::new(),
-                    pending: Vec::new(),
-                    stats: Stats::default(),
-                    gathered: false,
-                },
-            );
+            self.hosts
+                .insert(name.to_string(), HostState::new(name, inv_vars));
         }
         self.hosts.get_mut(name).expect("just inserted")
     }
@@ -321,36 +344,113 @@ impl Engine {
                 return;
             }
         };
-        let ctx = PlayCtx {
-            play,
-            book,
-            hosts: selected.clone(),
-            groups: serde_json::to_value(self.inventory.groups_map()).unwrap_or_default(),
-            hostvars: Value::Null,
-            files_vars,
-            include_params: Map::new(),
-        };
         self.play_ended = false;
         for h in &selected {
             self.host_state(h).ended = false;
         }
-        if play.gather_facts {
-            self.gather_facts(&ctx).await;
-        }
-        // Ansible's order: pre_tasks, handlers, roles then tasks, handlers, post_tasks, handlers.
-        let sections: [&[&[Step]]; 3] = [
-            &[&play.pre_tasks],
-            &[&play.roles, &play.tasks],
-            &[&play.post_tasks],
-        ];
-        for section in sections {
-            for steps in section {
-                self.run_steps(&ctx, steps, &selected).await;
+        let groups = serde_json::to_value(self.inventory.groups_map()).unwrap_or_default();
+        for batch in batches(&selected, &play.serial) {
+            let ctx = PlayCtx {
+                play,
+                book,
+                hosts: batch.clone(),
+                all_hosts: selected.clone(),
+                live_hosts: selected.clone(),
+                groups: groups.clone(),
+                hostvars: Value::Null,
+                files_vars: files_vars.clone(),
+                include_params: Map::new(),
+            };
+            self.failed_before = batch
+                .iter()
+                .filter(|h| !self.hosts[*h].active())
+                .cloned()
+                .collect();
+            if play.gather_facts {
+                self.gather_facts(&ctx).await;
+            }
+            // Ansible's order: pre_tasks, handlers, roles then tasks, handlers, post_tasks, handlers.
+            let sections: [&[&[Step]]; 3] = [
+                &[&play.pre_tasks],
+                &[&play.roles, &play.tasks],
+                &[&play.post_tasks],
+            ];
+            for section in sections {
+                for steps in section {
+                    self.run_steps(&ctx, steps, &batch).await;
+                }
+                if self.play_ended {
+                    break;
+                }
+                self.flush_handlers(&ctx).await;
             }
             if self.play_ended {
                 break;
             }
-            self.flush_handlers(&ctx).await;
+        }
+    }
+
+    /// The play context with the hosts' variables and failures as they are now.
+    fn snapshot<'c>(&self, ctx: &'c PlayCtx<'c>) -> PlayCtx<'c> {
+        PlayCtx {
+            hostvars: hostvars_snapshot(&self.hosts),
+            live_hosts: ctx
+                .all_hosts
+                .iter()
+                .filter(|h| {
+                    self.hosts
+                        .get(*h)
+                        .is_some_and(|hs| !hs.failed && !hs.unreachable)
+                })
+                .cloned()
+                .collect(),
+            ..ctx.with_params(Map::new())
+        }
+    }
+
+    /// `any_errors_fatal` and `max_fail_percentage`: after each step outside a block with a
+    /// rescue (where a failure may still be rescued), end the play when the batch failed enough.
+    fn check_fail_limits(&mut self, ctx: &PlayCtx<'_>) {
+        if self.rescue_depth > 0 {
+            return;
+        }
+        let failed = ctx
+            .hosts
+            .iter()
+            .filter(|h| {
+                let hs = &self.hosts[*h];
+                (hs.failed || hs.unreachable) && !self.failed_before.contains(*h)
+            })
+            .count();
+        if failed == 0 {
+            return;
+        }
+        let fatal = ctx.play.any_errors_fatal;
+        let over = ctx
+            .play
+            .max_fail_percentage
+            .is_some_and(|max| (failed as f64) * 100.0 / (ctx.hosts.len() as f64) > max);
+        if fatal || over {
+            let why = if fatal {
+                "any_errors_fatal".to_string()
+            } else {
+                format!(
+                    "max_fail_percentage {} exceeded",
+                    ctx.play.max_fail_percentage.unwrap_or_default()
+                )
+            };
+            self.reporter.warn(&format!(
+                "play \"{}\" ends for all hosts: {failed} host(s) failed ({why})",
+                ctx.play.name
+            ));
+            self.play_ended = true;
+            // The hosts that did not fail did not finish the play either: the run fails.
+            for h in &ctx.hosts {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                if hs.active() {
+                    hs.failed = true;
+                }
+            }
         }
     }
 
@@ -389,6 +489,7 @@ impl Engine {
                         }
                     }
                 }
+                self.check_fail_limits(ctx);
             }
         })
     }
@@ -399,7 +500,10 @@ impl Engine {
         for h in entered {
             self.hosts.get_mut(h).expect("host state").last_failure = None;
         }
+        let rescuable = !block.rescue.is_empty();
+        self.rescue_depth += usize::from(rescuable);
         self.run_steps(ctx, &block.block, entered).await;
+        self.rescue_depth -= usize::from(rescuable);
         let failed_here = |me: &Self| -> Vec<String> {
             entered
                 .iter()
@@ -451,13 +555,12 @@ impl Engine {
     async fn run_include(&mut self, ctx: &PlayCtx<'_>, inc: &Include, targets: &[String]) {
         let shared = Shared {
             cfg: &self.cfg,
+            inventory: &self.inventory,
             run_id: &self.run_id,
             templar: &self.templar,
             binary: &self.binary,
         };
-        let hostvars = hostvars_snapshot(&self.hosts);
-        let snap = ctx.with_params(Map::new());
-        let snap = PlayCtx { hostvars, ..snap };
+        let snap = self.snapshot(ctx);
         // (file, parameters) → hosts, in order of first appearance.
         let mut groups: Vec<IncludeGroup> = Vec::new();
         let mut failures: Vec<(String, String)> = Vec::new();
@@ -636,6 +739,7 @@ impl Engine {
     async fn run_meta(&mut self, ctx: &PlayCtx<'_>, meta: &Meta, targets: &[String]) {
         let shared = Shared {
             cfg: &self.cfg,
+            inventory: &self.inventory,
             run_id: &self.run_id,
             templar: &self.templar,
             binary: &self.binary,
@@ -723,6 +827,7 @@ impl Engine {
         self.reporter.task_start("Gathering Facts", false);
         let shared = Shared {
             cfg: &self.cfg,
+            inventory: &self.inventory,
             run_id: &self.run_id,
             templar: &self.templar,
             binary: &self.binary,
@@ -889,16 +994,13 @@ impl Engine {
         };
         let shared = Shared {
             cfg: &self.cfg,
+            inventory: &self.inventory,
             run_id: &self.run_id,
             templar: &self.templar,
             binary: &self.binary,
         };
         let sem = tokio::sync::Semaphore::new(self.cfg.forks);
-        let hostvars = hostvars_snapshot(&self.hosts);
-        let ctx = PlayCtx {
-            hostvars,
-            ..ctx.with_params(Map::new())
-        };
+        let ctx = self.snapshot(ctx);
         let ctx = &ctx;
         let futures = self
             .hosts
@@ -1084,9 +1186,33 @@ fn hostvars_snapshot(hosts: &BTreeMap<String, HostState>) -> Value {
     Value::Object(all)
 }
 
+/// The hosts of a play in batches of `serial` sizes (the last size repeats).
+fn batches(hosts: &[String], serial: &[crate::loader::BatchSize]) -> Vec<Vec<String>> {
+    use crate::loader::BatchSize;
+    if serial.is_empty() {
+        return vec![hosts.to_vec()];
+    }
+    let mut out = Vec::new();
+    let mut rest = hosts;
+    let mut i = 0;
+    while !rest.is_empty() {
+        let size = match serial[i.min(serial.len() - 1)] {
+            BatchSize::Count(n) => n,
+            // Ansible rounds a percentage down, but a batch has at least one host.
+            BatchSize::Percent(p) => ((hosts.len() as f64) * p / 100.0).floor() as usize,
+        }
+        .clamp(1, rest.len());
+        out.push(rest[..size].to_vec());
+        rest = &rest[size..];
+        i += 1;
+    }
+    out
+}
+
 /// The read-only parts of the engine that host futures need.
 struct Shared<'a> {
     cfg: &'a Config,
+    inventory: &'a Inventory,
     run_id: &'a str,
     templar: &'a Arc<Templar>,
     binary: &'a OnceLock<Result<Arc<AgentBinary>, String>>,
@@ -1111,7 +1237,7 @@ struct ItemResult {
     ignored: bool,
     note: Option<String>,
     /// The agent (by become user) that wrote outbox entries for this change, if any.
-    outbox_written: Option<Option<String>>,
+    outbox_written: Option<ConnKey>,
 }
 
 impl<'a> Shared<'a> {
@@ -1146,9 +1272,10 @@ impl<'a> Shared<'a> {
         );
         magic.insert("hostvars".into(), ctx.hostvars.clone());
         magic.insert("playbook_dir".into(), json!(abs(&ctx.book.dir)));
-        magic.insert("ansible_play_hosts".into(), json!(ctx.hosts));
-        magic.insert("ansible_play_hosts_all".into(), json!(ctx.hosts));
+        magic.insert("ansible_play_hosts_all".into(), json!(ctx.all_hosts));
+        magic.insert("ansible_play_hosts".into(), json!(ctx.live_hosts));
         magic.insert("play_hosts".into(), json!(ctx.hosts));
+        magic.insert("ansible_play_batch".into(), json!(ctx.hosts));
         magic.insert("ansible_play_name".into(), json!(play.name));
         magic.insert(
             "ansible_check_mode".into(),
@@ -1296,6 +1423,36 @@ impl<'a> Shared<'a> {
         })
     }
 
+    /// The connection a task runs through: the host's own, or with `delegate_to` the
+    /// delegated host's (its connection variables; the task keeps the original host's vars).
+    fn task_conn_spec(
+        &self,
+        h: &HostState,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        scope: &Arc<Scope>,
+    ) -> Result<ConnSpec, String> {
+        let Some(raw) = &task.delegate_to else {
+            return self.conn_spec(h, ctx, Some(task));
+        };
+        let target = display(
+            &scope
+                .render(&json!(raw))
+                .map_err(|e| format!("cannot render `delegate_to`: {e}"))?,
+        );
+        if target == h.name {
+            return self.conn_spec(h, ctx, Some(task));
+        }
+        let inv_vars = self.inventory.host_vars(&target);
+        if inv_vars.is_empty() {
+            return Err(format!(
+                "`delegate_to: {target}`: no such host in the inventory"
+            ));
+        }
+        let delegated = HostState::new(&target, Arc::new(inv_vars));
+        self.conn_spec(&delegated, ctx, Some(task))
+    }
+
     fn agent_binary(&self, spec: &ConnSpec) -> Result<Arc<AgentBinary>, TransportError> {
         if let Some(p) = &spec.agent_path {
             return AgentBinary::load(p.clone()).map(Arc::new);
@@ -1320,7 +1477,7 @@ impl<'a> Shared<'a> {
         spec: &ConnSpec,
         ctx: &PlayCtx<'_>,
     ) -> Result<&'h mut AgentConn, (bool, String)> {
-        let key = spec.become_user.clone();
+        let key = conn_key(h, spec);
         if !h.conns.contains_key(&key) {
             let mut conn = transport::connect(spec, || self.agent_binary(spec))
                 .await
@@ -1342,6 +1499,8 @@ impl<'a> Shared<'a> {
                 Some(self.cfg.connect_timeout + Duration::from_secs(self.cfg.lock_timeout));
             match conn.call(&begin, timeout).await {
                 Ok(Response::Begun { pending, .. }) => {
+                    // A delegated host's pending handlers belong to that host, not this one.
+                    let pending = if key.0.is_some() { Vec::new() } else { pending };
                     for p in pending {
                         if !h.pending.contains(&p) {
                             h.pending.push(p);
@@ -1536,7 +1695,7 @@ impl<'a> Shared<'a> {
         ctx: &PlayCtx<'_>,
         task: &Task,
         h: &mut HostState,
-        wrote: Option<Option<String>>,
+        wrote: Option<ConnKey>,
         status: Status,
     ) {
         let Some(agent) = wrote else { return };
@@ -1679,7 +1838,9 @@ impl<'a> Shared<'a> {
         // A command declared read-only (`changed_when: false`) also runs in check mode.
         let check = self.effective_check(Some(task)) && !task.is_read_only();
         let diff = self.cfg.diff || self.cfg.twice || task.diff.unwrap_or(false);
-        let spec = self.conn_spec(h, ctx, Some(task)).map_err(|e| (false, e))?;
+        let spec = self
+            .task_conn_spec(h, ctx, task, scope)
+            .map_err(|e| (false, e))?;
         let once = match &task.once {
             Some(raw) => {
                 let key = scope
@@ -1727,7 +1888,7 @@ impl<'a> Shared<'a> {
                 outcome,
                 ignored: false,
                 note,
-                outbox_written: outbox_written.then_some(spec.become_user.clone()),
+                outbox_written: outbox_written.then_some(conn_key(h, &spec)),
             }),
             Ok(Response::Failed { msg, result }) => Ok(ItemResult {
                 status: Status::Failed,
@@ -1746,7 +1907,7 @@ impl<'a> Shared<'a> {
             )),
             Err(e) => {
                 // The channel is gone or out of step: drop it so nothing else uses it.
-                h.conns.remove(&spec.become_user);
+                h.conns.remove(&conn_key(h, &spec));
                 Err((false, e.to_string()))
             }
         }
@@ -1877,6 +2038,12 @@ impl<'a> Shared<'a> {
     }
 }
 
+/// The agent a spec reaches, among the host's agents.
+fn conn_key(h: &HostState, spec: &ConnSpec) -> ConnKey {
+    let delegate = (spec.host != h.name).then(|| spec.host.clone());
+    (delegate, spec.become_user.clone())
+}
+
 /// Facts as variables: `ansible_<name>` and `ansible_facts`.
 fn facts_vars(facts: Map<String, Value>) -> Map<String, Value> {
     let mut all = Map::new();
@@ -2002,7 +2169,7 @@ impl ItemResult {
 }
 
 /// Which agent wrote outbox entries for this result, if any.
-fn outbox_writer(r: &Result<ItemResult, (bool, String)>) -> Option<Option<String>> {
+fn outbox_writer(r: &Result<ItemResult, (bool, String)>) -> Option<ConnKey> {
     r.as_ref().ok().and_then(|i| i.outbox_written.clone())
 }
 

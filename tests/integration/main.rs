@@ -6,6 +6,7 @@ mod support;
 mod blocks;
 mod fx;
 mod includes;
+mod keywords;
 mod local_engine;
 mod local_modules;
 mod roles;

@@ -1,0 +1,298 @@
+//! Play and task keywords: run_once, delegate_to, until/retries, meta, serial, any_errors_fatal, max_fail_percentage.
+
+use crate::fx::{Fx, Out};
+use crate::roles::play_head;
+
+/// An inventory of local hosts, each with its own `base` and state dir, and a play on them.
+fn hosts_play(fx: &Fx, names: &[&str], play_keys: &str, tasks: &str) {
+    let mut inv = String::from("[web]\n");
+    for n in names {
+        inv.push_str(&format!(
+            "{n} ansible_connection=local base={} fixpoint_state_dir={}\n",
+            fx.path(&format!("t/{n}")).display(),
+            fx.path(&format!("state/{n}")).display()
+        ));
+        std::fs::create_dir_all(fx.path(&format!("t/{n}"))).unwrap();
+    }
+    fx.write("inventory.ini", &inv);
+    fx.write(
+        "site.yml",
+        &format!("- hosts: web\n  gather_facts: false\n{play_keys}  tasks:\n{tasks}"),
+    );
+}
+
+fn run(fx: &Fx, extra: &[&str]) -> Out {
+    let mut args = vec!["apply", "--format", "json", "-i", "inventory.ini"];
+    args.extend_from_slice(extra);
+    args.push("site.yml");
+    fx.run(&args)
+}
+
+fn hosts_of(out: &Out, task: &str) -> Vec<String> {
+    out.task_events(task)
+        .iter()
+        .map(|e| e["host"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn run_once_runs_on_the_first_host_and_shares_its_result() {
+    let fx = Fx::new();
+    hosts_play(
+        &fx,
+        &["a", "b", "c"],
+        "",
+        concat!(
+            "    - name: once\n      command: echo {{ inventory_hostname }}\n      changed_when: false\n      run_once: true\n      register: who\n",
+            "    - name: record\n      copy:\n        content: \"{{ who.stdout }}\"\n        dest: \"{{ base }}/who\"\n",
+        ),
+    );
+    let out = run(&fx, &[]);
+    out.expect(0);
+    assert_eq!(hosts_of(&out, "once"), ["a"]);
+    for h in ["a", "b", "c"] {
+        assert_eq!(
+            std::fs::read_to_string(fx.path(&format!("t/{h}/who"))).unwrap(),
+            "a"
+        );
+    }
+}
+
+#[test]
+fn delegate_to_runs_through_the_other_host_with_this_hosts_variables() {
+    let fx = Fx::new();
+    hosts_play(
+        &fx,
+        &["a", "b"],
+        "",
+        "    - name: delegated\n      command: touch {{ base }}/by-{{ inventory_hostname }}\n      once: mark-{{ inventory_hostname }}\n      delegate_to: b\n      when: inventory_hostname == 'a'\n",
+    );
+    let out = run(&fx, &[]);
+    out.expect(0);
+    // The variables are a's...
+    assert!(fx.path("t/a/by-a").exists());
+    // ...the journal record of the `once:` step is on b, where it ran.
+    let records = |h: &str| {
+        std::fs::read_dir(fx.path(&format!("state/{h}/journal")))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    assert_eq!(records("b"), 1);
+    assert_eq!(records("a"), 0);
+    // A host that is not in the inventory is an error naming it.
+    hosts_play(
+        &fx,
+        &["a"],
+        "",
+        "    - name: nowhere\n      command: \"true\"\n      changed_when: false\n      delegate_to: ghost\n",
+    );
+    let out = run(&fx, &[]);
+    out.expect(1);
+    let msg = out.task_events("nowhere")[0]["msg"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("ghost"), "{msg}");
+}
+
+#[test]
+fn until_retries_until_the_condition_holds_or_attempts_run_out() {
+    let fx = Fx::new();
+    std::fs::create_dir_all(fx.path("t")).unwrap();
+    let counter = concat!(
+        "      shell: n=$(cat {{ base }}/n 2>/dev/null || echo 0); echo $((n+1)) > {{ base }}/n; cat {{ base }}/n\n",
+        "      args:\n        creates: /nonexistent/fixpoint\n      register: c\n      delay: 0\n",
+    );
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            &format!("  tasks:\n    - name: count\n{counter}      until: c.stdout == '3'\n      retries: 5\n    - name: show\n      debug:\n        msg: \"{{{{ c.attempts }}}}\"\n"),
+        ),
+    );
+    let out = fx.apply(&["-v"]);
+    out.expect(0);
+    assert_eq!(std::fs::read_to_string(fx.path("t/n")).unwrap(), "3\n");
+    assert_eq!(out.task_events("show")[0]["result"]["msg"], 3);
+    std::fs::remove_file(fx.path("t/n")).unwrap();
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            &format!("  tasks:\n    - name: count\n{counter}      until: c.stdout == '100'\n      retries: 2\n"),
+        ),
+    );
+    let out = fx.apply(&[]);
+    out.expect(1);
+    // retries: 2 means three attempts, as in ansible-core.
+    assert_eq!(std::fs::read_to_string(fx.path("t/n")).unwrap(), "3\n");
+    let msg = out.task_events("count")[0]["msg"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("after 3 attempts"), "{msg}");
+}
+
+#[test]
+fn meta_flush_handlers_end_host_end_play_and_noop() {
+    let fx = Fx::new();
+    hosts_play(
+        &fx,
+        &["a", "b"],
+        "  handlers:\n    - name: h\n      debug:\n        msg: handled\n",
+        concat!(
+            "    - name: change\n      copy:\n        content: x\n        dest: \"{{ base }}/x\"\n      notify: h\n",
+            "    - meta: flush_handlers\n",
+            "    - name: after flush\n      debug:\n        msg: x\n",
+            "    - meta: noop\n",
+            "    - meta: end_host\n      when: inventory_hostname == 'b'\n",
+            "    - name: after end_host\n      debug:\n        msg: x\n",
+            "    - meta: end_play\n",
+            "    - name: after end_play\n      debug:\n        msg: x\n",
+        ),
+    );
+    let out = run(&fx, &[]);
+    out.expect(0);
+    let order: Vec<String> = out
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "task")
+        .map(|e| e["task"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "change",
+            "change",
+            "h",
+            "h",
+            "after flush",
+            "after flush",
+            "after end_host"
+        ]
+    );
+    assert_eq!(hosts_of(&out, "after end_host"), ["a"]);
+    // Unknown meta actions are load errors.
+    hosts_play(&fx, &["a"], "", "    - meta: explode\n");
+    let out = run(&fx, &[]);
+    out.expect(2);
+    assert!(out.stderr.contains("site.yml:4:13"), "{}", out.stderr);
+}
+
+#[test]
+fn serial_runs_the_play_in_batches() {
+    let fx = Fx::new();
+    hosts_play(
+        &fx,
+        &["a", "b", "c", "d", "e"],
+        "  serial: [1, \"50%\"]\n",
+        concat!(
+            "    - name: one\n      debug:\n        msg: \"{{ ansible_play_batch | join(',') }}\"\n",
+            "    - name: two\n      debug:\n        msg: x\n",
+        ),
+    );
+    let out = run(&fx, &["-v"]);
+    out.expect(0);
+    let seq: Vec<String> = out
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "task")
+        .map(|e| {
+            format!(
+                "{}@{}",
+                e["task"].as_str().unwrap(),
+                e["host"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        seq,
+        [
+            "one@a", "two@a", "one@b", "one@c", "two@b", "two@c", "one@d", "one@e", "two@d",
+            "two@e"
+        ]
+    );
+    assert_eq!(out.task_events("one")[1]["result"]["msg"], "b,c");
+}
+
+#[test]
+fn any_errors_fatal_and_max_fail_percentage_end_the_play() {
+    let fx = Fx::new();
+    let tasks = concat!(
+        "    - name: maybe fail\n      fail:\n        msg: no\n      when: inventory_hostname == 'a'\n",
+        "    - name: next\n      debug:\n        msg: x\n",
+    );
+    hosts_play(&fx, &["a", "b", "c", "d"], "", tasks);
+    let out = run(&fx, &[]);
+    out.expect(1);
+    assert_eq!(hosts_of(&out, "next"), ["b", "c", "d"]);
+
+    hosts_play(
+        &fx,
+        &["a", "b", "c", "d"],
+        "  any_errors_fatal: true\n",
+        tasks,
+    );
+    let out = run(&fx, &[]);
+    out.expect(1);
+    assert!(out.task_events("next").is_empty());
+
+    // 1 of 4 is 25%: not more than 25, so the play goes on; above 20 it ends.
+    hosts_play(
+        &fx,
+        &["a", "b", "c", "d"],
+        "  max_fail_percentage: 25\n",
+        tasks,
+    );
+    run(&fx, &[]).expect(1);
+    assert_eq!(hosts_of(&run(&fx, &[]), "next"), ["b", "c", "d"]);
+    hosts_play(
+        &fx,
+        &["a", "b", "c", "d"],
+        "  max_fail_percentage: 20\n",
+        tasks,
+    );
+    let out = run(&fx, &[]);
+    out.expect(1);
+    assert!(out.task_events("next").is_empty());
+
+    // A rescued failure is not fatal.
+    hosts_play(
+        &fx,
+        &["a", "b"],
+        "  any_errors_fatal: true\n",
+        concat!(
+            "    - block:\n        - fail:\n            msg: no\n          when: inventory_hostname == 'a'\n",
+            "      rescue:\n        - debug:\n            msg: rescued\n",
+            "    - name: next\n      debug:\n        msg: x\n",
+        ),
+    );
+    let out = run(&fx, &[]);
+    out.expect(0);
+    assert_eq!(hosts_of(&out, "next"), ["a", "b"]);
+}
+
+#[test]
+fn strategy_free_is_accepted_and_others_are_refused() {
+    let fx = Fx::new();
+    hosts_play(
+        &fx,
+        &["a"],
+        "  strategy: free\n",
+        "    - debug:\n        msg: x\n",
+    );
+    run(&fx, &[]).expect(0);
+    hosts_play(
+        &fx,
+        &["a"],
+        "  strategy: host_pinned\n",
+        "    - debug:\n        msg: x\n",
+    );
+    let out = run(&fx, &[]);
+    out.expect(2);
+    assert!(
+        out.stderr.contains("not supported by fixpoint yet"),
+        "{}",
+        out.stderr
+    );
+}
