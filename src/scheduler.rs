@@ -1281,10 +1281,14 @@ impl<'a> Shared<'a> {
             "ansible_check_mode".into(),
             json!(src.check_mode.unwrap_or(self.cfg.check)),
         );
+        let mut search_path = Vec::new();
         if let Some(r) = src.role {
             magic.insert("role_path".into(), json!(abs(&r.path)));
             magic.insert("role_name".into(), json!(r.name));
+            search_path.push(abs(&r.path));
         }
+        search_path.push(abs(&play.dir));
+        magic.insert("ansible_search_path".into(), json!(search_path));
         magic.insert("ansible_diff_mode".into(), json!(self.cfg.diff));
         magic.insert("omit".into(), json!(actions::OMIT));
         let mut layers = Vec::new();

@@ -697,19 +697,97 @@ fn run_lookup(
         return Err(op_err("lookup needs a plugin name"));
     };
     let plugin = plugin.as_str().unwrap_or_default().to_string();
+    // Where relative names are found: the task's `ansible_search_path` (its role, then the
+    // playbook's directory), each with `files/` or `templates/` first, then the given dirs.
+    let mut search: Vec<PathBuf> = match state.lookup("ansible_search_path") {
+        Some(v) if !v.is_undefined() => v
+            .try_iter()
+            .map(|it| it.filter_map(|d| d.as_str().map(PathBuf::from)).collect())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    search.extend(dirs.iter().cloned());
+    let find = |sub: &str, term: &str| -> Option<PathBuf> {
+        let p = Path::new(term);
+        if p.is_absolute() {
+            return p.exists().then(|| p.to_path_buf());
+        }
+        search
+            .iter()
+            .flat_map(|d| [d.join(sub).join(term), d.join(term)])
+            .chain(std::iter::once(PathBuf::from(term)))
+            .find(|c| c.exists())
+    };
+    if plugin == "first_found" {
+        let found = first_found(terms, &kwargs, &find)?;
+        kwargs.assert_all_used()?;
+        return match (found, &default) {
+            (Some(p), _) => Ok((vec![Value::from(p.display().to_string())], false)),
+            (None, Some(d)) => Ok((vec![d.clone()], false)),
+            (None, None) if kwargs_skip(&kwargs) => Ok((Vec::new(), true)),
+            (None, None) => Err(op_err("lookup('first_found'): none of the files was found")),
+        };
+    }
+    let _ = kwargs.get::<Option<bool>>("skip");
     let mut out = Vec::new();
     for term in terms {
         let term = py_string(defined(term)?)?;
         out.push(match plugin.as_str() {
+            "template" => {
+                let path = find("templates", &term).ok_or_else(|| {
+                    op_err(format!("lookup('template'): {term} not found"))
+                })?;
+                let source = std::fs::read_to_string(&path).map_err(|e| {
+                    op_err(format!(
+                        "lookup('template'): cannot read {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                // The template sees the variables of the expression that looks it up.
+                let mut vars = std::collections::BTreeMap::new();
+                for name in state.known_variables() {
+                    if let Some(v) = state.lookup(&name) {
+                        vars.insert(name.to_string(), v);
+                    }
+                }
+                let code = rewrite_chains(&source);
+                let rendered = state
+                    .env()
+                    .render_named_str(&path.display().to_string(), &code, Value::from(vars))?;
+                Value::from(rendered)
+            }
+            "fileglob" => {
+                for f in fileglob(&term, &search) {
+                    out.push(Value::from(f.display().to_string()));
+                }
+                continue;
+            }
+            "lines" => {
+                let o = std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(&term)
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .map_err(|e| op_err(format!("lookup('lines'): cannot run `{term}`: {e}")))?;
+                if !o.status.success() {
+                    return Err(op_err(format!(
+                        "lookup('lines'): `{term}` failed ({}): {}",
+                        o.status,
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    )));
+                }
+                for l in String::from_utf8_lossy(&o.stdout).lines() {
+                    out.push(Value::from(l.to_string()));
+                }
+                continue;
+            }
             "env" => std::env::var(&term).map_or_else(
                 |_| default.clone().unwrap_or_else(|| Value::from("")),
                 Value::from,
             ),
             "file" => {
-                let path = dirs
-                    .iter()
-                    .map(|d| d.join(&term))
-                    .find(|p| p.is_file())
+                let path = find("files", &term)
+                    .filter(|p| p.is_file())
                     .unwrap_or_else(|| PathBuf::from(&term));
                 let text = std::fs::read_to_string(&path).map_err(|e| {
                     op_err(format!(
@@ -734,13 +812,128 @@ fn run_lookup(
             },
             other => {
                 return Err(op_err(format!(
-                    "lookup plugin `{other}` is not supported (env, file and vars are)"
+                    "lookup plugin `{other}` is not supported (env, file, template, vars, first_found, fileglob and lines are)"
                 )))
             }
         });
     }
     kwargs.assert_all_used()?;
     Ok((out, wantlist.unwrap_or(false)))
+}
+
+/// `first_found`: terms are names or lists of names, or mappings with `files` and `paths`.
+fn first_found(
+    terms: &[Value],
+    kwargs: &Kwargs,
+    find: &dyn Fn(&str, &str) -> Option<PathBuf>,
+) -> Result<Option<PathBuf>, Error> {
+    let mut files: Vec<String> = Vec::new();
+    let mut paths: Vec<String> = Vec::new();
+    let strings = |v: &Value| -> Result<Vec<String>, Error> {
+        if let Some(s) = v.as_str() {
+            return Ok(s.split([',', ';']).map(|x| x.trim().to_string()).collect());
+        }
+        match v.try_iter() {
+            Ok(it) => it.map(|x| py_string(&x)).collect(),
+            Err(_) => Ok(vec![py_string(v)?]),
+        }
+    };
+    let mut add = |v: &Value| -> Result<(), Error> {
+        if v.kind() == minijinja::value::ValueKind::Map {
+            if let Ok(f) = v.get_attr("files") {
+                if !f.is_undefined() {
+                    files.extend(strings(&f)?);
+                }
+            }
+            if let Ok(p) = v.get_attr("paths") {
+                if !p.is_undefined() {
+                    paths.extend(strings(&p)?);
+                }
+            }
+            return Ok(());
+        }
+        match v.try_iter() {
+            Ok(it) if v.as_str().is_none() => {
+                for x in it {
+                    files.push(py_string(&x)?);
+                }
+            }
+            _ => files.push(py_string(v)?),
+        }
+        Ok(())
+    };
+    for t in terms {
+        add(defined(t)?)?;
+    }
+    if let Some(f) = kwargs.get::<Option<Value>>("files")? {
+        files.extend(strings(&f)?);
+    }
+    if let Some(p) = kwargs.get::<Option<Value>>("paths")? {
+        paths.extend(strings(&p)?);
+    }
+    for f in &files {
+        if paths.is_empty() {
+            if let Some(p) = find("files", f) {
+                return Ok(Some(p));
+            }
+        }
+        for dir in &paths {
+            let joined = Path::new(dir).join(f);
+            if let Some(p) = find("files", &joined.display().to_string()) {
+                return Ok(Some(p));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn kwargs_skip(kwargs: &Kwargs) -> bool {
+    kwargs
+        .get::<Option<bool>>("skip")
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
+/// `fileglob`: files (not directories) matching a `*`/`?` pattern in its last component;
+/// a relative pattern is looked for in each search directory's `files/`, then the directory.
+fn fileglob(pattern: &str, search: &[PathBuf]) -> Vec<PathBuf> {
+    let p = Path::new(pattern);
+    let (dir_part, name_part) = match (p.parent(), p.file_name()) {
+        (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
+        _ => return Vec::new(),
+    };
+    let re = regex::Regex::new(&format!(
+        "^{}$",
+        regex::escape(&name_part)
+            .replace("\\*", ".*")
+            .replace("\\?", ".")
+    ))
+    .expect("escaped glob");
+    let dirs: Vec<PathBuf> = if p.is_absolute() {
+        vec![dir_part]
+    } else {
+        search
+            .iter()
+            .flat_map(|d| [d.join("files").join(&dir_part), d.join(&dir_part)])
+            .collect()
+    };
+    for d in dirs {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        let mut found: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| {
+                f.is_file() && re.is_match(&f.file_name().unwrap_or_default().to_string_lossy())
+            })
+            .collect();
+        if !found.is_empty() {
+            found.sort();
+            return found;
+        }
+    }
+    Vec::new()
 }
 
 fn load_from_dirs(dirs: &[PathBuf], name: &str) -> Result<Option<String>, Error> {

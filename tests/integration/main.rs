@@ -11,3 +11,4 @@ mod local_engine;
 mod local_modules;
 mod roles;
 mod ssh;
+mod variables;
