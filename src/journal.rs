@@ -444,10 +444,17 @@ mod tests {
         };
         let mut a = StateDir::open(Some(dir.to_str().unwrap())).unwrap();
         a.lock(&info, Duration::ZERO).unwrap();
+        let other = LockInfo {
+            run_id: "run-2".into(),
+            ..info.clone()
+        };
         let mut b = StateDir::open(Some(dir.to_str().unwrap())).unwrap();
-        let e = b.lock(&info, Duration::ZERO).err().unwrap();
+        let e = b.lock(&other, Duration::ZERO).err().unwrap();
         assert!(e.contains("locked by run run-1 (pid 42"), "{e}");
+        // Another agent of the same run (a delegated task) goes ahead.
+        let mut c = StateDir::open(Some(dir.to_str().unwrap())).unwrap();
+        c.lock(&info, Duration::ZERO).unwrap();
         drop(a);
-        b.lock(&info, Duration::ZERO).unwrap();
+        b.lock(&other, Duration::ZERO).unwrap();
     }
 }
