@@ -97,6 +97,21 @@ pub struct RunArgs {
     /// ANSIBLE_ROLES_PATH is searched after them.
     #[arg(long = "roles-path")]
     pub roles_path: Vec<String>,
+    /// List the tasks each play would run (after --tags/--skip-tags), and exit.
+    #[arg(long = "list-tasks")]
+    pub list_tasks: bool,
+    /// List the hosts each play would run on (after --limit), and exit.
+    #[arg(long = "list-hosts")]
+    pub list_hosts: bool,
+    /// List the tags of each play's tasks, and exit.
+    #[arg(long = "list-tags")]
+    pub list_tags: bool,
+    /// Check the playbooks as `fixpoint validate` does, and exit.
+    #[arg(long = "syntax-check")]
+    pub syntax_check: bool,
+    /// Skip the tasks before the first one with this name (or `role : name`).
+    #[arg(long = "start-at-task", value_name = "NAME")]
+    pub start_at_task: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -30,6 +30,18 @@ pub struct Config {
     pub lock_timeout: u64,
     /// Where roles are searched after `roles/` beside the playbook.
     pub roles_path: Vec<PathBuf>,
+    /// `--list-*` / `--syntax-check`: print and exit instead of running.
+    pub listing: Option<Listing>,
+    /// `--start-at-task`.
+    pub start_at_task: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    Tasks,
+    Hosts,
+    Tags,
+    SyntaxCheck,
 }
 
 /// `--roles-path` (colon-separated, repeatable), then `ANSIBLE_ROLES_PATH`.
@@ -81,11 +93,39 @@ impl Config {
             force_handlers: a.force_handlers,
             lock_timeout: a.lock_timeout,
             roles_path: roles_path(&a.roles_path),
+            listing: if a.syntax_check {
+                Some(Listing::SyntaxCheck)
+            } else if a.list_hosts {
+                Some(Listing::Hosts)
+            } else if a.list_tasks {
+                Some(Listing::Tasks)
+            } else if a.list_tags {
+                Some(Listing::Tags)
+            } else {
+                None
+            },
+            start_at_task: a.start_at_task,
         })
     }
 }
 
 impl Config {
+    /// Whether a task (or include) with these tags runs under --tags / --skip-tags, with
+    /// Ansible's special tags `always` and `never`.
+    pub fn tag_selected(&self, tags: &[String]) -> bool {
+        let has = |t: &str| tags.iter().any(|x| x == t);
+        if !self.skip_tags.is_empty() && tags.iter().any(|t| self.skip_tags.contains(t)) {
+            return false;
+        }
+        if has("never") && !tags.iter().any(|t| self.tags.contains(t)) {
+            return false;
+        }
+        if self.tags.is_empty() || self.tags.iter().any(|t| t == "all") {
+            return true;
+        }
+        has("always") || tags.iter().any(|t| self.tags.contains(t))
+    }
+
     /// The configuration of `fixpoint journal`: no playbook, default run settings.
     pub fn for_journal(a: &crate::cli::JournalArgs) -> Result<Config, Diagnostic> {
         Ok(Config {
@@ -108,6 +148,8 @@ impl Config {
             force_handlers: false,
             lock_timeout: a.lock_timeout,
             roles_path: Vec::new(),
+            listing: None,
+            start_at_task: None,
         })
     }
 }

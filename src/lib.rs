@@ -10,6 +10,7 @@ pub mod config;
 pub mod diag;
 pub mod inventory;
 pub mod journal;
+pub mod listing;
 pub mod loader;
 pub mod protocol;
 pub mod reporter;
@@ -113,6 +114,16 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         Ok(b) => b,
         Err(d) => return invalid(&d),
     };
+    match cfg.listing {
+        Some(config::Listing::SyntaxCheck) => return validate_books(&books),
+        Some(what) => {
+            return match listing::print(&books, &inv, &cfg, what) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(d) => invalid(&d),
+            }
+        }
+        None => {}
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -147,8 +158,13 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
         Ok(b) => b,
         Err(d) => return invalid(&d),
     };
+    validate_books(&books)
+}
+
+/// Check the templates of every task and print a summary (`validate`, `--syntax-check`).
+fn validate_books(books: &[loader::Playbook]) -> ExitCode {
     let templar = templating::Templar::new();
-    for book in &books {
+    for book in books {
         for play in &book.plays {
             for task in play.all_tasks() {
                 if let Err(msg) = check_task_templates(&templar, task) {

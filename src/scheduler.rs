@@ -155,6 +155,8 @@ pub struct Engine {
     run_id: String,
     /// `meta: end_play` was reached in the current play (or a failure limit).
     play_ended: bool,
+    /// False until `--start-at-task`'s task is reached.
+    started: bool,
     /// Blocks with a `rescue` being run: failures inside may still be rescued.
     rescue_depth: usize,
     /// Hosts of the current batch that had failed before it started.
@@ -174,6 +176,7 @@ impl Engine {
             changed_log: Vec::new(),
             run_id: new_run_id(),
             play_ended: false,
+            started: true,
             rescue_depth: 0,
             failed_before: Vec::new(),
         }
@@ -187,6 +190,7 @@ impl Engine {
             for h in self.hosts.values_mut() {
                 h.reset_for_pass();
             }
+            self.started = self.cfg.start_at_task.is_none();
             self.changed_log.clear();
             for book in books {
                 for play in &book.plays {
@@ -199,6 +203,14 @@ impl Engine {
                 .map(|(n, h)| (n.clone(), h.stats))
                 .collect();
             self.reporter.recap(&stats, pass, self.cfg.twice);
+            if !self.started {
+                self.reporter.warn(&format!(
+                    "--start-at-task: no task named \"{}\" was found",
+                    self.cfg.start_at_task.as_deref().unwrap_or_default()
+                ));
+                outcome = RunOutcome::Failed;
+                break;
+            }
             if stats.values().any(|s| s.failed > 0 || s.unreachable > 0) {
                 outcome = RunOutcome::Failed;
                 break;
@@ -473,6 +485,16 @@ impl Engine {
                 }
                 match step {
                     Step::Task(task) => {
+                        if !self.started {
+                            // --start-at-task: skip until the named task.
+                            let want = self.cfg.start_at_task.as_deref().unwrap_or_default();
+                            if task.display_name() != want
+                                && crate::listing::listed_name(task) != want
+                            {
+                                continue;
+                            }
+                            self.started = true;
+                        }
                         if self.tag_selected(&task.tags) {
                             self.run_task(ctx, task, &targets, false).await;
                         }
@@ -801,17 +823,7 @@ impl Engine {
     }
 
     fn tag_selected(&self, tags: &[String]) -> bool {
-        let has = |t: &str| tags.iter().any(|x| x == t);
-        if !self.cfg.skip_tags.is_empty() && tags.iter().any(|t| self.cfg.skip_tags.contains(t)) {
-            return false;
-        }
-        if has("never") && !tags.iter().any(|t| self.cfg.tags.contains(t)) {
-            return false;
-        }
-        if self.cfg.tags.is_empty() || self.cfg.tags.iter().any(|t| t == "all") {
-            return true;
-        }
-        has("always") || tags.iter().any(|t| self.cfg.tags.contains(t))
+        self.cfg.tag_selected(tags)
     }
 
     async fn gather_facts(&mut self, ctx: &PlayCtx<'_>) {

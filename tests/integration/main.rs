@@ -4,6 +4,7 @@
 mod support;
 
 mod blocks;
+mod cli_listing;
 mod fx;
 mod includes;
 mod keywords;
