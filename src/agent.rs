@@ -310,6 +310,14 @@ impl Session {
             }
             _ => {}
         }
+        if once.no_log {
+            // What a no_log task returned must not outlive the run, on disk least of all.
+            rec.result = Map::new();
+            rec.result.insert(
+                "censored".into(),
+                json!("the output has been hidden due to the fact that 'no_log: true' was specified for this result"),
+            );
+        }
         if let Err(e) = st.write_record(&rec) {
             return failed(format!(
                 "the step ran, but recording it failed: {e}; the key stays in doubt"

@@ -1026,7 +1026,7 @@ impl<'a> Loader<'a> {
 
     /// The directories searched for a role, in order.
     fn role_dirs(&self) -> Vec<PathBuf> {
-        let mut dirs = vec![self.play_dir.join("roles")];
+        let mut dirs = vec![joined(self.play_dir, "roles")];
         dirs.extend(self.roles_path.iter().cloned());
         dirs.push(self.play_dir.to_path_buf());
         dirs
@@ -1049,7 +1049,7 @@ impl<'a> Loader<'a> {
         let dirs = self.role_dirs();
         let path = dirs
             .iter()
-            .map(|d| d.join(&name))
+            .map(|d| joined(d, &name))
             .find(|p| p.is_dir())
             .ok_or_else(|| {
                 name_node

@@ -58,6 +58,9 @@ pub struct OnceSpec {
     /// The task also has a probe guard (`creates`, `removes`, `unless`, `onlyif`): an in-doubt
     /// record is settled by running the module, whose probe decides.
     pub probe_guarded: bool,
+    /// `no_log`: the journal keeps a censored result instead of the real one.
+    #[serde(default)]
+    pub no_log: bool,
 }
 
 /// Handlers to record in the outbox before the change that notifies them.

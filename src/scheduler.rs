@@ -1042,12 +1042,14 @@ impl Engine {
                     _ => {}
                 }
                 if ev.status == Status::Changed {
-                    self.changed_log.push((
-                        host.clone(),
-                        name.clone(),
-                        location.clone(),
-                        ev.diff.clone(),
-                    ));
+                    // The --twice verdict shows diffs: never a no_log task's.
+                    let diff = if task.no_log {
+                        Diff::default()
+                    } else {
+                        ev.diff.clone()
+                    };
+                    self.changed_log
+                        .push((host.clone(), name.clone(), location.clone(), diff));
                 }
                 self.reporter.task(&TaskEvent {
                     host: &host,
@@ -1869,6 +1871,7 @@ impl<'a> Shared<'a> {
                     probe_guarded: ["creates", "removes", "unless", "onlyif"]
                         .iter()
                         .any(|k| params.get(*k).is_some_and(|v| !v.is_null())),
+                    no_log: task.no_log,
                 })
             }
             None => None,

@@ -10,6 +10,7 @@ mod includes;
 mod keywords;
 mod local_engine;
 mod local_modules;
+mod no_log;
 mod roles;
 mod ssh;
 mod variables;
