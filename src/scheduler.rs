@@ -405,7 +405,7 @@ impl Engine {
     /// The play context with the hosts' variables and failures as they are now.
     fn snapshot<'c>(&self, ctx: &'c PlayCtx<'c>) -> PlayCtx<'c> {
         PlayCtx {
-            hostvars: hostvars_snapshot(&self.hosts),
+            hostvars: hostvars_snapshot(&self.hosts, &self.templar, &self.cfg.extra_vars),
             live_hosts: ctx
                 .all_hosts
                 .iter()
@@ -1188,10 +1188,50 @@ fn group_names(groups: &Value, host: &str) -> Vec<String> {
 }
 
 /// `hostvars`: each host's inventory variables, facts and set facts, as data.
-fn hostvars_snapshot(hosts: &BTreeMap<String, HostState>) -> Value {
+fn hostvars_snapshot(
+    hosts: &BTreeMap<String, HostState>,
+    templar: &Arc<Templar>,
+    extra_vars: &Map<String, Value>,
+) -> Value {
     let mut all = Map::new();
     for (name, h) in hosts {
         let mut m = (*h.inv_vars).clone();
+        // Inventory values may be templates (`db_name: "{{ app_name }}"`): another host sees
+        // them rendered in their own host's scope, as Ansible's hostvars does.
+        if m.values()
+            .any(|v| matches!(v, Value::String(s) if Templar::is_template(s)))
+        {
+            let scope = Scope::new(
+                templar.clone(),
+                vec![
+                    Layer {
+                        vars: h.inv_vars.clone(),
+                        templated: true,
+                    },
+                    Layer::data(h.facts.clone()),
+                    Layer::data(h.host_vars.clone()),
+                    Layer::templates(extra_vars.clone()),
+                    Layer::data(
+                        [
+                            ("inventory_hostname".to_string(), json!(name)),
+                            (
+                                "inventory_hostname_short".to_string(),
+                                json!(name.split('.').next().unwrap_or(name)),
+                            ),
+                        ]
+                        .into_iter()
+                        .collect(),
+                    ),
+                ],
+            );
+            for v in m.values_mut() {
+                if matches!(v, Value::String(s) if Templar::is_template(s)) {
+                    if let Ok(r) = scope.render(v) {
+                        *v = r;
+                    }
+                }
+            }
+        }
         m.extend(h.facts.clone());
         m.extend(h.host_vars.clone());
         m.insert("inventory_hostname".into(), json!(name));

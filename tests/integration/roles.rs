@@ -341,3 +341,50 @@ fn check_mode_and_diff_inside_a_role_behave_as_outside() {
     assert_eq!(ev["status"], "changed");
     assert!(ev["diff"].to_string().contains("port=80"), "{ev}");
 }
+
+#[test]
+fn webapp_example_converges() {
+    let fx = Fx::new();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/playbooks/webapp");
+    let inventory = format!("{dir}/inventory.ini");
+    let site = format!("{dir}/site.yml");
+    let base = format!("base={}", fx.path("w").display());
+    let state = format!("fixpoint_state_dir={}", fx.state_dir().display());
+    let args = ["-i", &inventory, "-e", &base, "-e", &state, &site];
+    let out = fx.run(&[&["apply", "--twice", "--format", "json"][..], &args[..]].concat());
+    out.expect(0);
+    let recaps: Vec<_> = out
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "recap")
+        .collect();
+    // The first pass rescues the missing seed on the database host; the second finds it.
+    assert_eq!(recaps[0]["hosts"]["db1"]["rescued"], 1);
+    assert_eq!(recaps[1]["hosts"]["db1"]["rescued"], 0);
+    for h in ["db1", "web1", "web2"] {
+        assert_eq!(recaps[1]["hosts"][h]["changed"], 0, "{h}");
+        assert_eq!(recaps[1]["hosts"][h]["failed"], 0, "{h}");
+    }
+    // group_vars of both groups, role defaults and vars, hostvars across groups.
+    assert_eq!(
+        std::fs::read_to_string(fx.path("w/web1/etc/webapp/app.conf")).unwrap(),
+        "# webapp on web1\nport = 8081\nworkers = 4\ndatabase = db1:5432/webapp\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path("w/db1/etc/db.conf")).unwrap(),
+        "port=5432\nname=webapp\n"
+    );
+    assert!(fx.path("w/web2/var/app.restarted").exists());
+    assert!(
+        fx.path("w/db1/etc/banner").exists(),
+        "the dependency ran on db1"
+    );
+    // Converged: check mode reports nothing to change.
+    let out = fx.run(&[&["check", "--format", "json"][..], &args[..]].concat());
+    out.expect(0);
+    assert!(
+        out.events().iter().all(|e| e["status"] != "changed"),
+        "{}",
+        out.stdout
+    );
+}
