@@ -2165,22 +2165,30 @@ fn include_vars(ctx: &PlayCtx<'_>, task: &Task, h: &mut HostState, params: &Valu
             Ok(r) => r,
             Err(e) => return fail(format!("invalid `files_matching`: {e}")),
         };
-        let mut fs: Vec<PathBuf> = match std::fs::read_dir(&found) {
-            Ok(rd) => rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.is_file()
-                        && matches!(
-                            p.extension().and_then(|e| e.to_str()),
-                            Some("yml" | "yaml" | "json")
-                        )
-                        && re.as_ref().is_none_or(|r| {
-                            r.is_match(&p.file_name().unwrap_or_default().to_string_lossy())
-                        })
-                })
-                .collect(),
-            Err(e) => return fail(format!("{}: {e}", found.display())),
-        };
+        // Ansible reads the directory recursively (`depth: 0` is unlimited), in name order.
+        let max_depth = p.depth.unwrap_or(0);
+        let mut fs = Vec::new();
+        let mut stack = vec![(found.clone(), 1u32)];
+        while let Some((d, level)) = stack.pop() {
+            let rd = match std::fs::read_dir(&d) {
+                Ok(rd) => rd,
+                Err(e) => return fail(format!("{}: {e}", d.display())),
+            };
+            for path in rd.filter_map(|e| e.ok().map(|e| e.path())) {
+                if path.is_dir() {
+                    if max_depth == 0 || level < max_depth {
+                        stack.push((path, level + 1));
+                    }
+                } else if matches!(
+                    path.extension().and_then(|e| e.to_str()),
+                    Some("yml" | "yaml" | "json")
+                ) && re.as_ref().is_none_or(|r| {
+                    r.is_match(&path.file_name().unwrap_or_default().to_string_lossy())
+                }) {
+                    fs.push(path);
+                }
+            }
+        }
         fs.sort();
         fs
     } else {

@@ -159,6 +159,7 @@ fn include_vars_loads_a_file_or_a_directory_above_play_vars() {
     fx.write("vars/dir/a.yml", "size: 2\nshape: round\n");
     fx.write("vars/dir/b.yaml", "size: 3\n");
     fx.write("vars/dir/ignored.txt", "size: 99\n");
+    fx.write("vars/dir/sub/c.yml", "deep: true\n");
     fx.write(
         "site.yml",
         &play_head(
@@ -169,7 +170,9 @@ fn include_vars_loads_a_file_or_a_directory_above_play_vars() {
                 "    - include_vars: vars/one.yml\n",
                 "    - name: after file\n      assert:\n        that:\n          - colour == 'red'\n          - size == 1\n",
                 "    - include_vars:\n        dir: vars/dir\n",
-                "    - name: after dir\n      assert:\n        that:\n          - size == 3\n          - shape == 'round'\n",
+                "    - name: after dir\n      assert:\n        that:\n          - size == 3\n          - shape == 'round'\n          - deep\n",
+                "    - include_vars:\n        dir: vars/dir\n        depth: 1\n        name: shallow\n",
+                "    - name: depth\n      assert:\n        that:\n          - shallow.size == 3\n          - shallow.deep is undefined\n",
                 "    - include_vars:\n        file: vars/one.yml\n        name: bundle\n",
                 "    - name: named\n      assert:\n        that: bundle.colour == 'red'\n",
             ),
@@ -180,6 +183,7 @@ fn include_vars_loads_a_file_or_a_directory_above_play_vars() {
     assert_eq!(out.status_of("after file"), "ok");
     assert_eq!(out.status_of("after dir"), "ok");
     assert_eq!(out.status_of("named"), "ok");
+    assert_eq!(out.status_of("depth"), "ok");
     // Extra vars still win.
     let out = fx.apply(&["-e", "colour=green"]);
     out.expect(1);
