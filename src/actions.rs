@@ -52,21 +52,95 @@ pub struct IncludeVarsParams {
     pub files_matching: Option<String>,
 }
 
-/// `setup`: the facts fixpoint gathers are a fixed set, so the subsets are accepted as given.
+/// `setup`: the facts fixpoint gathers are a fixed set, so the subsets are accepted as given
+/// (`filter`, which would change what is returned, is refused as an unknown parameter).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SetupParams {
     #[allow(dead_code)]
     gather_subset: Option<Value>,
     #[allow(dead_code)]
-    filter: Option<Value>,
-    #[allow(dead_code)]
     gather_timeout: Option<Value>,
 }
 
-/// Parse `include_vars` parameters after rendering.
-pub fn include_vars_params(params: &Value) -> Result<IncludeVarsParams, ParamError> {
+fn include_vars_params(params: &Value) -> Result<IncludeVarsParams, ParamError> {
     parse(params)
+}
+/// `include_vars`: the variables of a file, or of every `.yml`/`.yaml`/`.json` file under a
+/// directory, found in `search` when relative. Returns them with the files read.
+pub fn include_vars(
+    params: &Value,
+    search: &[PathBuf],
+    referenced_at: &crate::diag::Pos,
+) -> Result<(Map<String, Value>, Vec<PathBuf>), String> {
+    let p = include_vars_params(params)
+        .map_err(|e| format!("invalid parameters for `include_vars`: {e}"))?;
+    let (rel, is_dir) = match (&p.file, &p.dir) {
+        (Some(f), _) => (f.clone(), false),
+        (None, Some(d)) => (d.clone(), true),
+        (None, None) => return Err("`include_vars` needs `file` or `dir`".into()),
+    };
+    let found = if Path::new(&rel).is_absolute() {
+        Some(PathBuf::from(&rel))
+    } else {
+        search.iter().map(|d| d.join(&rel)).find(|c| c.exists())
+    };
+    let Some(found) = found else {
+        return Err(format!(
+            "`{rel}` not found; looked in {}",
+            search
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
+    let files: Vec<PathBuf> = if is_dir {
+        let re = p
+            .files_matching
+            .as_deref()
+            .map(regex::Regex::new)
+            .transpose()
+            .map_err(|e| format!("invalid `files_matching`: {e}"))?;
+        // Ansible reads the directory recursively (`depth: 0` is unlimited), in name order.
+        let max_depth = p.depth.unwrap_or(0);
+        let mut fs = Vec::new();
+        let mut stack = vec![(found.clone(), 1u32)];
+        while let Some((d, level)) = stack.pop() {
+            let rd = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+            for path in rd.filter_map(|e| e.ok().map(|e| e.path())) {
+                if path.is_dir() {
+                    if max_depth == 0 || level < max_depth {
+                        stack.push((path, level + 1));
+                    }
+                } else if matches!(
+                    path.extension().and_then(|e| e.to_str()),
+                    Some("yml" | "yaml" | "json")
+                ) && re.as_ref().is_none_or(|r| {
+                    r.is_match(&path.file_name().unwrap_or_default().to_string_lossy())
+                }) {
+                    fs.push(path);
+                }
+            }
+        }
+        fs.sort();
+        fs
+    } else {
+        vec![found]
+    };
+    let mut vars = Map::new();
+    for f in &files {
+        vars.extend(crate::loader::load_vars_file(f, referenced_at).map_err(|d| d.to_string())?);
+    }
+    let vars = match &p.name {
+        Some(n) => {
+            let mut m = Map::new();
+            m.insert(n.clone(), Value::Object(vars));
+            m
+        }
+        None => vars,
+    };
+    Ok((vars, files))
 }
 
 #[derive(Debug, Deserialize)]

@@ -14,6 +14,7 @@ pub mod listing;
 pub mod loader;
 pub mod protocol;
 pub mod reporter;
+pub mod roles;
 pub mod scheduler;
 pub mod templating;
 pub mod transport;

@@ -6,6 +6,7 @@
 
 use crate::actions;
 use crate::diag::{suggest, Diagnostic, Pos};
+use crate::roles::RoleOpts;
 use crate::yaml::{self, Kind, Node};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -153,7 +154,7 @@ impl Inherited {
     }
 
     /// This context plus the keywords written on `node` (a block, role entry or import).
-    fn with_keywords(&self, node: &Node) -> Result<Inherited, Diagnostic> {
+    pub(crate) fn with_keywords(&self, node: &Node) -> Result<Inherited, Diagnostic> {
         let mut out = self.clone();
         if let Some(n) = node.get("when") {
             out.when.extend(conditions_of(n, "when")?);
@@ -200,7 +201,7 @@ impl Inherited {
 }
 
 /// Keywords a block (and a role entry, an import) may carry and pass down to its tasks.
-const INHERITED_KEYS: &[&str] = &[
+pub(crate) const INHERITED_KEYS: &[&str] = &[
     "name",
     "when",
     "tags",
@@ -366,7 +367,7 @@ const TASK_KEYS: &[&str] = &[
 
 /// Ansible keywords fixpoint knows but does not implement yet: refused with a clear message
 /// instead of being silently ignored.
-const TASK_KEYS_NOT_YET: &[&str] = &[
+pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
     "delegate_facts",
     "async",
     "poll",
@@ -458,7 +459,7 @@ pub fn load_playbook(path: &Path, roles_path: &[PathBuf]) -> Result<Playbook, Di
     })
 }
 
-fn dir_of(path: &Path) -> PathBuf {
+pub(crate) fn dir_of(path: &Path) -> PathBuf {
     path.parent()
         .map(|p| {
             if p.as_os_str().is_empty() {
@@ -540,7 +541,10 @@ fn load_plays(
     Ok(plays)
 }
 
-fn map_of<'a>(node: &'a Node, what: &str) -> Result<&'a [(String, Pos, Node)], Diagnostic> {
+pub(crate) fn map_of<'a>(
+    node: &'a Node,
+    what: &str,
+) -> Result<&'a [(String, Pos, Node)], Diagnostic> {
     node.as_map().ok_or_else(|| {
         node.err(format!(
             "{what} must be a mapping, found {}",
@@ -549,7 +553,7 @@ fn map_of<'a>(node: &'a Node, what: &str) -> Result<&'a [(String, Pos, Node)], D
     })
 }
 
-fn check_keys(
+pub(crate) fn check_keys(
     entries: &[(String, Pos, Node)],
     known: &[&str],
     not_yet: &[&str],
@@ -578,7 +582,7 @@ fn check_keys(
     Ok(())
 }
 
-fn bool_of(node: &Node, key: &str) -> Result<bool, Diagnostic> {
+pub(crate) fn bool_of(node: &Node, key: &str) -> Result<bool, Diagnostic> {
     match &node.kind {
         Kind::Bool(b) => Ok(*b),
         Kind::Str(s) => fixpoint_modules::params::parse_bool_str(s).ok_or_else(|| {
@@ -592,7 +596,7 @@ fn bool_of(node: &Node, key: &str) -> Result<bool, Diagnostic> {
     }
 }
 
-fn string_of(node: &Node, key: &str) -> Result<String, Diagnostic> {
+pub(crate) fn string_of(node: &Node, key: &str) -> Result<String, Diagnostic> {
     node.scalar_text().ok_or_else(|| {
         node.err(format!(
             "`{key}` must be a string, found {}",
@@ -602,7 +606,7 @@ fn string_of(node: &Node, key: &str) -> Result<String, Diagnostic> {
 }
 
 /// A string or a list of strings (`tags`, `notify`, `listen`).
-fn strings_of(node: &Node, key: &str) -> Result<Vec<String>, Diagnostic> {
+pub(crate) fn strings_of(node: &Node, key: &str) -> Result<Vec<String>, Diagnostic> {
     match &node.kind {
         Kind::Seq(items) => items.iter().map(|i| string_of(i, key)).collect(),
         Kind::Str(s) if key == "tags" => Ok(s
@@ -616,7 +620,7 @@ fn strings_of(node: &Node, key: &str) -> Result<Vec<String>, Diagnostic> {
 }
 
 /// A condition: one expression or a list; booleans become `true`/`false` expressions.
-fn conditions_of(node: &Node, key: &str) -> Result<Conditions, Diagnostic> {
+pub(crate) fn conditions_of(node: &Node, key: &str) -> Result<Conditions, Diagnostic> {
     let one = |n: &Node| -> Result<String, Diagnostic> {
         match &n.kind {
             Kind::Bool(b) => Ok(b.to_string()),
@@ -629,7 +633,7 @@ fn conditions_of(node: &Node, key: &str) -> Result<Conditions, Diagnostic> {
     }
 }
 
-fn vars_of(node: &Node, what: &str) -> Result<Map<String, Value>, Diagnostic> {
+pub(crate) fn vars_of(node: &Node, what: &str) -> Result<Map<String, Value>, Diagnostic> {
     match &node.kind {
         Kind::Null => Ok(Map::new()),
         Kind::Map(entries) => {
@@ -666,37 +670,16 @@ pub fn check_var_name(name: &str, pos: &Pos) -> Result<(), Diagnostic> {
 
 /// Loads task lists, imports and roles for one play, and remembers the roles it expanded.
 pub struct Loader<'a> {
-    play_dir: &'a Path,
-    roles_path: &'a [PathBuf],
+    pub(crate) play_dir: &'a Path,
+    pub(crate) roles_path: &'a [PathBuf],
     /// Task files and roles being loaded, to refuse cycles.
-    stack: Vec<PathBuf>,
+    pub(crate) stack: Vec<PathBuf>,
     /// Roles expanded from `roles:` and dependencies, with their parameters: such a role runs
     /// once per play unless its parameters differ or it sets `allow_duplicates`.
-    seen_roles: Vec<(PathBuf, Map<String, Value>)>,
-    handler_roles: Vec<PathBuf>,
+    pub(crate) seen_roles: Vec<(PathBuf, Map<String, Value>)>,
+    pub(crate) handler_roles: Vec<PathBuf>,
     /// The handlers of the roles, added to the play's.
     pub role_handlers: Vec<Task>,
-}
-
-/// `tasks_from` and friends of `import_role` / `include_role`.
-#[derive(Default)]
-struct RoleOpts {
-    tasks_from: Option<String>,
-    vars_from: Option<String>,
-    defaults_from: Option<String>,
-    /// Entry of `roles:` or a dependency: de-duplicated as Ansible does.
-    dedupe: bool,
-}
-
-/// `name`, `name.yml`, `name.yaml` in `dir`.
-fn find_yaml(dir: &Path, name: &str) -> Option<PathBuf> {
-    [
-        dir.join(format!("{name}.yml")),
-        dir.join(format!("{name}.yaml")),
-        dir.join(name),
-    ]
-    .into_iter()
-    .find(|p| p.is_file())
 }
 
 impl<'a> Loader<'a> {
@@ -927,15 +910,14 @@ impl<'a> Loader<'a> {
                 let am = map_of(arg, &format!("`{short}`"))?;
                 check_keys(
                     am,
+                    &["name", "tasks_from", "vars_from", "defaults_from"],
                     &[
-                        "name",
-                        "tasks_from",
-                        "vars_from",
-                        "defaults_from",
+                        "handlers_from",
+                        "apply",
+                        "rolespec_validate",
                         "allow_duplicates",
                         "public",
                     ],
-                    &["handlers_from", "apply", "rolespec_validate"],
                     &format!("`{short}`"),
                     |_| false,
                 )?;
@@ -969,193 +951,6 @@ impl<'a> Loader<'a> {
             _ => unreachable!("matched above"),
         }
     }
-
-    /// One entry of `roles:`: a name, or a mapping with `role:` and keywords; other keys are
-    /// role parameters, as in Ansible.
-    fn roles_entry(&mut self, entry: &Node, base: &Inherited) -> Result<Vec<Step>, Diagnostic> {
-        match &entry.kind {
-            Kind::Str(_) => self.role(
-                entry,
-                Map::new(),
-                base,
-                &RoleOpts {
-                    dedupe: true,
-                    ..RoleOpts::default()
-                },
-            ),
-            Kind::Map(entries) => {
-                let name = entry
-                    .get("role")
-                    .or(entry.get("name"))
-                    .ok_or_else(|| entry.err("a role entry needs `role: <name>`"))?;
-                let mut params = match entry.get("vars") {
-                    Some(v) => vars_of(v, "`vars`")?,
-                    None => Map::new(),
-                };
-                for (k, kpos, v) in entries {
-                    if k == "role" || k == "name" || INHERITED_KEYS.contains(&k.as_str()) {
-                        continue;
-                    }
-                    if TASK_KEYS_NOT_YET.contains(&k.as_str()) {
-                        return Err(Diagnostic::at(
-                            kpos,
-                            format!("`{k}` is not supported by fixpoint yet"),
-                        ));
-                    }
-                    check_var_name(k, kpos)?;
-                    params.insert(k.clone(), v.to_json());
-                }
-                let mut inner = base.with_keywords(entry)?;
-                inner.vars = base.vars.clone();
-                self.role(
-                    name,
-                    params,
-                    &inner,
-                    &RoleOpts {
-                        dedupe: true,
-                        ..RoleOpts::default()
-                    },
-                )
-            }
-            _ => Err(entry.err(format!(
-                "a role entry must be a name or a mapping, found {}",
-                entry.type_name()
-            ))),
-        }
-    }
-
-    /// The directories searched for a role, in order.
-    fn role_dirs(&self) -> Vec<PathBuf> {
-        let mut dirs = vec![joined(self.play_dir, "roles")];
-        dirs.extend(self.roles_path.iter().cloned());
-        dirs.push(self.play_dir.to_path_buf());
-        dirs
-    }
-
-    /// Expand a role: its dependencies, then its tasks; its handlers go to the play.
-    fn role(
-        &mut self,
-        name_node: &Node,
-        params: Map<String, Value>,
-        inh: &Inherited,
-        opts: &RoleOpts,
-    ) -> Result<Vec<Step>, Diagnostic> {
-        let name = string_of(name_node, "role")?;
-        if crate::templating::Templar::is_template(&name) {
-            return Err(
-                name_node.err("role names with variables are not supported by fixpoint yet")
-            );
-        }
-        let dirs = self.role_dirs();
-        let path = dirs
-            .iter()
-            .map(|d| joined(d, &name))
-            .find(|p| p.is_dir())
-            .ok_or_else(|| {
-                name_node
-                    .err(format!(
-                        "role `{name}` not found; looked in {}",
-                        dirs.iter()
-                            .map(|d| d.display().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                    .help("put the role in roles/ beside the playbook, or pass --roles-path")
-            })?;
-        let canon = std::fs::canonicalize(&path).unwrap_or(path.clone());
-        if self.stack.contains(&canon) {
-            return Err(name_node.err(format!("role `{name}` depends on itself")));
-        }
-        let meta = find_yaml(&path.join("meta"), "main")
-            .map(|m| yaml::load_file(&m))
-            .transpose()?;
-        let allow_duplicates = match meta.as_ref().and_then(|m| m.get("allow_duplicates")) {
-            Some(n) => bool_of(n, "allow_duplicates")?,
-            None => false,
-        };
-        if opts.dedupe && !allow_duplicates {
-            let key = (canon.clone(), params.clone());
-            if self.seen_roles.contains(&key) {
-                return Ok(Vec::new());
-            }
-            self.seen_roles.push(key);
-        }
-        self.stack.push(canon.clone());
-        let r = self.role_body(&name, &path, name_node, params, inh, opts, meta.as_ref());
-        self.stack.pop();
-        r
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn role_body(
-        &mut self,
-        name: &str,
-        path: &Path,
-        name_node: &Node,
-        params: Map<String, Value>,
-        inh: &Inherited,
-        opts: &RoleOpts,
-        meta: Option<&Node>,
-    ) -> Result<Vec<Step>, Diagnostic> {
-        let mut steps = Vec::new();
-        if let Some(deps) = meta.and_then(|m| m.get("dependencies")) {
-            let list = match &deps.kind {
-                Kind::Seq(items) => items.as_slice(),
-                Kind::Null => &[],
-                _ => return Err(deps.err("`dependencies` must be a list of roles")),
-            };
-            // A dependency inherits the conditions and tags of the role that needs it.
-            let mut dep_inh = inh.clone();
-            dep_inh.role = None;
-            for d in list {
-                steps.extend(self.roles_entry(d, &dep_inh)?);
-            }
-        }
-        let file_in = |sub: &str, from: &Option<String>| -> Result<Option<PathBuf>, Diagnostic> {
-            let stem = from.as_deref().unwrap_or("main");
-            let stem = stem.trim_end_matches(".yml").trim_end_matches(".yaml");
-            match find_yaml(&path.join(sub), stem) {
-                Some(p) => Ok(Some(p)),
-                None if from.is_some() => {
-                    Err(name_node.err(format!("role `{name}` has no {sub}/{stem}.yml")))
-                }
-                None => Ok(None),
-            }
-        };
-        let vars_in = |f: Option<PathBuf>| -> Result<Map<String, Value>, Diagnostic> {
-            match f {
-                Some(f) => load_vars_file(&f, &name_node.pos),
-                None => Ok(Map::new()),
-            }
-        };
-        let ctx = Arc::new(RoleCtx {
-            name: name.to_string(),
-            path: path.to_path_buf(),
-            defaults: vars_in(file_in("defaults", &opts.defaults_from)?)?,
-            vars: vars_in(file_in("vars", &opts.vars_from)?)?,
-            params,
-        });
-        let mut inner = inh.clone();
-        inner.role = Some(ctx);
-        if let Some(f) = file_in("tasks", &opts.tasks_from)? {
-            steps.extend(self.task_file(&f, &name_node.pos, &inner)?);
-        }
-        let canon = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
-        if !self.handler_roles.contains(&canon) {
-            self.handler_roles.push(canon);
-            if let Some(f) = find_yaml(&path.join("handlers"), "main") {
-                let node = yaml::load_file(&f)?;
-                let mut handler_inh = inner.clone();
-                handler_inh.when.clear();
-                for s in self.steps_of(&node, "handlers", true, &handler_inh, &dir_of(&f))? {
-                    if let Step::Task(t) = s {
-                        self.role_handlers.push(*t);
-                    }
-                }
-            }
-        }
-        Ok(steps)
-    }
 }
 
 /// The file of `import_tasks`/`include_tasks`: a name, or a mapping with `file:`.
@@ -1184,7 +979,7 @@ pub fn find_in(dirs: &[PathBuf], file: &str) -> Option<PathBuf> {
 }
 
 /// `dir/file`, without a leading `./` when `dir` is the current directory (positions read better).
-fn joined(dir: &Path, file: &str) -> PathBuf {
+pub(crate) fn joined(dir: &Path, file: &str) -> PathBuf {
     if dir == Path::new(".") {
         PathBuf::from(file)
     } else {
@@ -1242,6 +1037,13 @@ fn loop_of(node: &Node) -> Result<(Option<Value>, String, Option<String>), Diagn
     let mut loop_var = "item".to_string();
     let mut index_var = None;
     if let Some(lc) = opt("loop_control") {
+        check_keys(
+            map_of(lc, "`loop_control`")?,
+            &["loop_var", "index_var", "label", "pause", "extended"],
+            &[],
+            "`loop_control`",
+            |_| false,
+        )?;
         if let Some(v) = lc.get("loop_var") {
             loop_var = string_of(v, "loop_var")?;
             check_var_name(&loop_var, &v.pos)?;

@@ -688,7 +688,13 @@ impl Engine {
         let location = inc.pos.to_string();
         let name = inc.name.clone().unwrap_or_else(|| "include".into());
         for (host, msg) in failures {
-            self.fail_host(&host, &name, &location, format!("{msg} (at {location})"));
+            self.fail_host(
+                &host,
+                &name,
+                "include",
+                &location,
+                format!("{msg} (at {location})"),
+            );
         }
         for (file, params, hosts) in groups {
             let sub = ctx.with_params(params);
@@ -722,6 +728,7 @@ impl Engine {
                                 self.fail_host(
                                     h,
                                     &name,
+                                    "include",
                                     &location,
                                     format!("{e} (included at {location})"),
                                 );
@@ -735,7 +742,7 @@ impl Engine {
     }
 
     /// Report a failure that happened outside a module run (an include that cannot load).
-    fn fail_host(&mut self, host: &str, task: &str, location: &str, msg: String) {
+    fn fail_host(&mut self, host: &str, task: &str, module: &str, location: &str, msg: String) {
         self.reporter.task_start(task, false);
         let hs = self.hosts.get_mut(host).expect("host state");
         hs.failed = true;
@@ -744,7 +751,7 @@ impl Engine {
         self.reporter.task(&TaskEvent {
             host,
             task,
-            module: "include_tasks",
+            module,
             location,
             status: Status::Failed,
             item: None,
@@ -780,7 +787,7 @@ impl Engine {
             }
         }
         for (host, msg) in errors {
-            self.fail_host(&host, "meta", &meta.pos.to_string(), msg);
+            self.fail_host(&host, "meta", "meta", &meta.pos.to_string(), msg);
         }
         if hit.is_empty() {
             return;
@@ -2113,110 +2120,35 @@ fn facts_vars(facts: Map<String, Value>) -> Map<String, Value> {
     all
 }
 
-/// `include_vars`: load a vars file (or a directory of them) on the controller, into the
-/// host's include_vars layer. Relative names are found in the role's `vars/`, then beside the
-/// playbook.
+/// `include_vars`: variables loaded on the controller go to the host's include_vars layer.
+/// Relative names are found in the role's `vars/`, then beside the playbook.
 fn include_vars(ctx: &PlayCtx<'_>, task: &Task, h: &mut HostState, params: &Value) -> ItemResult {
-    let fail = |msg: String| ItemResult {
-        status: Status::Failed,
-        outcome: Outcome::default(),
-        msg: Some(msg),
-        ignored: false,
-        note: None,
-        outbox_written: None,
-    };
-    let p = match actions::include_vars_params(params) {
-        Ok(p) => p,
-        Err(e) => return fail(format!("invalid parameters for `include_vars`: {e}")),
-    };
     let mut search = Vec::new();
     if let Some(r) = &task.role {
         search.push(r.path.join("vars"));
         search.push(r.path.clone());
     }
     search.push(ctx.play.dir.clone());
-    let (rel, is_dir) = match (&p.file, &p.dir) {
-        (Some(f), _) => (f.clone(), false),
-        (None, Some(d)) => (d.clone(), true),
-        (None, None) => return fail("`include_vars` needs `file` or `dir`".into()),
-    };
-    let found = if Path::new(&rel).is_absolute() {
-        Some(PathBuf::from(&rel))
-    } else {
-        search.iter().map(|d| d.join(&rel)).find(|c| c.exists())
-    };
-    let Some(found) = found else {
-        return fail(format!(
-            "`{rel}` not found; looked in {}",
-            search
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    };
-    let files: Vec<PathBuf> = if is_dir {
-        let re = match p
-            .files_matching
-            .as_deref()
-            .map(regex::Regex::new)
-            .transpose()
-        {
-            Ok(r) => r,
-            Err(e) => return fail(format!("invalid `files_matching`: {e}")),
-        };
-        // Ansible reads the directory recursively (`depth: 0` is unlimited), in name order.
-        let max_depth = p.depth.unwrap_or(0);
-        let mut fs = Vec::new();
-        let mut stack = vec![(found.clone(), 1u32)];
-        while let Some((d, level)) = stack.pop() {
-            let rd = match std::fs::read_dir(&d) {
-                Ok(rd) => rd,
-                Err(e) => return fail(format!("{}: {e}", d.display())),
-            };
-            for path in rd.filter_map(|e| e.ok().map(|e| e.path())) {
-                if path.is_dir() {
-                    if max_depth == 0 || level < max_depth {
-                        stack.push((path, level + 1));
-                    }
-                } else if matches!(
-                    path.extension().and_then(|e| e.to_str()),
-                    Some("yml" | "yaml" | "json")
-                ) && re.as_ref().is_none_or(|r| {
-                    r.is_match(&path.file_name().unwrap_or_default().to_string_lossy())
-                }) {
-                    fs.push(path);
-                }
-            }
+    match actions::include_vars(params, &search, &task.pos) {
+        Ok((vars, files)) => {
+            h.included_vars.extend(vars.clone());
+            let mut result = Map::new();
+            result.insert("ansible_facts".into(), Value::Object(vars));
+            result.insert(
+                "ansible_included_var_files".into(),
+                json!(files.iter().map(|f| abs(f)).collect::<Vec<_>>()),
+            );
+            ItemResult::ok(result)
         }
-        fs.sort();
-        fs
-    } else {
-        vec![found]
-    };
-    let mut vars = Map::new();
-    for f in &files {
-        match crate::loader::load_vars_file(f, &task.pos) {
-            Ok(m) => vars.extend(m),
-            Err(d) => return fail(d.to_string()),
-        }
+        Err(msg) => ItemResult {
+            status: Status::Failed,
+            outcome: Outcome::default(),
+            msg: Some(msg),
+            ignored: false,
+            note: None,
+            outbox_written: None,
+        },
     }
-    let vars = match &p.name {
-        Some(n) => {
-            let mut m = Map::new();
-            m.insert(n.clone(), Value::Object(vars));
-            m
-        }
-        None => vars,
-    };
-    h.included_vars.extend(vars.clone());
-    let mut result = Map::new();
-    result.insert("ansible_facts".into(), Value::Object(vars));
-    result.insert(
-        "ansible_included_var_files".into(),
-        json!(files.iter().map(|f| abs(f)).collect::<Vec<_>>()),
-    );
-    ItemResult::ok(result)
 }
 
 impl ItemResult {
