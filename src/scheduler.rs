@@ -161,6 +161,8 @@ pub struct Engine {
     rescue_depth: usize,
     /// Hosts of the current batch that had failed before it started.
     failed_before: Vec<String>,
+    /// See `idle_hostvars`.
+    idle_hostvars: OnceLock<Map<String, Value>>,
 }
 
 impl Engine {
@@ -179,6 +181,7 @@ impl Engine {
             started: true,
             rescue_depth: 0,
             failed_before: Vec::new(),
+            idle_hostvars: OnceLock::new(),
         }
     }
 
@@ -402,10 +405,38 @@ impl Engine {
         }
     }
 
+    /// `hostvars` of the inventory hosts before any play works on them (computed once).
+    fn idle_hostvars(&self) -> &Map<String, Value> {
+        self.idle_hostvars.get_or_init(|| {
+            let names = self.inventory.select("all").unwrap_or_default();
+            names
+                .into_iter()
+                .map(|n| {
+                    let inv = Arc::new(self.inventory.host_vars(&n));
+                    let empty = Map::new();
+                    let m = rendered_inv_vars(
+                        &n,
+                        &inv,
+                        &empty,
+                        &empty,
+                        &self.templar,
+                        &self.cfg.extra_vars,
+                    );
+                    (n, Value::Object(m))
+                })
+                .collect()
+        })
+    }
+
     /// The play context with the hosts' variables and failures as they are now.
     fn snapshot<'c>(&self, ctx: &'c PlayCtx<'c>) -> PlayCtx<'c> {
         PlayCtx {
-            hostvars: hostvars_snapshot(&self.hosts, &self.templar, &self.cfg.extra_vars),
+            hostvars: hostvars_snapshot(
+                &self.hosts,
+                self.idle_hostvars(),
+                &self.templar,
+                &self.cfg.extra_vars,
+            ),
             live_hosts: ctx
                 .all_hosts
                 .iter()
@@ -1194,57 +1225,79 @@ fn group_names(groups: &Value, host: &str) -> Vec<String> {
     names
 }
 
-/// `hostvars`: each host's inventory variables, facts and set facts, as data.
+/// `hostvars`: every inventory host's variables (rendered in that host's scope), with the facts
+/// and set facts of the hosts this run has worked on, as data. `idle` holds the hosts no play
+/// has touched yet, computed once per run.
 fn hostvars_snapshot(
     hosts: &BTreeMap<String, HostState>,
+    idle: &Map<String, Value>,
     templar: &Arc<Templar>,
     extra_vars: &Map<String, Value>,
 ) -> Value {
-    let mut all = Map::new();
+    let mut all = idle.clone();
     for (name, h) in hosts {
-        let mut m = (*h.inv_vars).clone();
-        // Inventory values may be templates (`db_name: "{{ app_name }}"`): another host sees
-        // them rendered in their own host's scope, as Ansible's hostvars does.
-        if m.values()
-            .any(|v| matches!(v, Value::String(s) if Templar::is_template(s)))
-        {
-            let scope = Scope::new(
-                templar.clone(),
-                vec![
-                    Layer {
-                        vars: h.inv_vars.clone(),
-                        templated: true,
-                    },
-                    Layer::data(h.facts.clone()),
-                    Layer::data(h.host_vars.clone()),
-                    Layer::templates(extra_vars.clone()),
-                    Layer::data(
-                        [
-                            ("inventory_hostname".to_string(), json!(name)),
-                            (
-                                "inventory_hostname_short".to_string(),
-                                json!(name.split('.').next().unwrap_or(name)),
-                            ),
-                        ]
-                        .into_iter()
-                        .collect(),
-                    ),
-                ],
-            );
-            for v in m.values_mut() {
-                if matches!(v, Value::String(s) if Templar::is_template(s)) {
-                    if let Ok(r) = scope.render(v) {
-                        *v = r;
-                    }
-                }
-            }
-        }
+        let mut m = rendered_inv_vars(
+            name,
+            &h.inv_vars,
+            &h.facts,
+            &h.host_vars,
+            templar,
+            extra_vars,
+        );
         m.extend(h.facts.clone());
         m.extend(h.host_vars.clone());
-        m.insert("inventory_hostname".into(), json!(name));
         all.insert(name.clone(), Value::Object(m));
     }
     Value::Object(all)
+}
+
+/// A host's inventory variables with their templates (`db_name: "{{ app_name }}"`) rendered in
+/// that host's own scope, as another host sees them through Ansible's `hostvars`.
+fn rendered_inv_vars(
+    name: &str,
+    inv_vars: &Arc<Map<String, Value>>,
+    facts: &Map<String, Value>,
+    host_vars: &Map<String, Value>,
+    templar: &Arc<Templar>,
+    extra_vars: &Map<String, Value>,
+) -> Map<String, Value> {
+    let mut m = (**inv_vars).clone();
+    m.insert("inventory_hostname".into(), json!(name));
+    let is_template = |v: &Value| matches!(v, Value::String(s) if Templar::is_template(s));
+    if !m.values().any(is_template) {
+        return m;
+    }
+    let magic: Map<String, Value> = [
+        ("inventory_hostname".to_string(), json!(name)),
+        (
+            "inventory_hostname_short".to_string(),
+            json!(name.split('.').next().unwrap_or(name)),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    let scope = Scope::new(
+        templar.clone(),
+        vec![
+            Layer {
+                vars: inv_vars.clone(),
+                templated: true,
+            },
+            Layer::data(facts.clone()),
+            Layer::data(host_vars.clone()),
+            Layer::templates(extra_vars.clone()),
+            Layer::data(magic),
+        ],
+    );
+    for v in m.values_mut() {
+        if is_template(v) {
+            // A value that cannot be rendered here stays as written, as Ansible shows it.
+            if let Ok(r) = scope.render(v) {
+                *v = r;
+            }
+        }
+    }
+    m
 }
 
 /// The hosts of a play in batches of `serial` sizes (the last size repeats).

@@ -10,7 +10,7 @@ fn magic_variables_have_ansible_values() {
     fx.write(
         "inventory.ini",
         &format!(
-            "[web]\nw1.example.com ansible_connection=local fixpoint_state_dir={s}/1\n[db]\nd1 ansible_connection=local fixpoint_state_dir={s}/2\n[all:children]\nweb\ndb\n",
+            "[web]\nw1.example.com ansible_connection=local fixpoint_state_dir={s}/1\n[db]\nd1 ansible_connection=local fixpoint_state_dir={s}/2\n[other]\nspare ansible_connection=local label=\"{{{{ inventory_hostname }}}}-label\"\n",
             s = fx.state_dir().display()
         ),
     );
@@ -21,9 +21,11 @@ fn magic_variables_have_ansible_values() {
     fx.write(
         "site.yml",
         concat!(
-            "- hosts: all\n  gather_facts: false\n  roles: [r]\n  tasks:\n",
+            "- hosts: web:db\n  gather_facts: false\n  roles: [r]\n  tasks:\n",
             "    - name: magic\n      debug:\n        msg: \"{{ inventory_hostname }}|{{ inventory_hostname_short }}|{{ group_names | join(',') }}|{{ groups['web'] | join(',') }}|{{ ansible_play_hosts | join(',') }}|{{ play_hosts | join(',') }}|{{ playbook_dir }}|{{ ansible_check_mode }}\"\n",
             "    - name: hostvars\n      debug:\n        msg: \"{{ hostvars['d1']['fixpoint_state_dir'] }}\"\n",
+            // A host no play works on is in hostvars too, its templates rendered as itself.
+            "    - name: idle host\n      debug:\n        msg: \"{{ hostvars['spare']['label'] }}\"\n",
         ),
     );
     let out = fx.run(&[
