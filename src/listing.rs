@@ -16,13 +16,12 @@ pub fn print(
     for book in books {
         println!("\nplaybook: {}", book.path.display());
         for (i, play) in book.plays.iter().enumerate() {
-            let play_tags: BTreeSet<String> = BTreeSet::new();
             println!(
                 "\n  play #{} ({}): {}\tTAGS: [{}]",
                 i + 1,
                 play.hosts,
                 play.name,
-                play_tags.iter().cloned().collect::<Vec<_>>().join(", ")
+                play.tags.join(", ")
             );
             match what {
                 Listing::Hosts => {

@@ -231,6 +231,8 @@ pub struct Play {
     /// Variables of the `vars_files` with plain paths, loaded (and checked) at load time.
     pub vars_from_files: Map<String, Value>,
     pub gather_facts: bool,
+    /// The play's own `tags` (also given to each of its tasks).
+    pub tags: Vec<String>,
     pub pre_tasks: Vec<Step>,
     /// The `roles:` of the play, expanded: they run after `pre_tasks`, before `tasks`.
     pub roles: Vec<Step>,
@@ -425,6 +427,7 @@ impl Play {
             vars_files: Vec::new(),
             vars_from_files: Map::new(),
             gather_facts: false,
+            tags: Vec::new(),
             pre_tasks: Vec::new(),
             roles: Vec::new(),
             tasks: Vec::new(),
@@ -1174,6 +1177,7 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
         },
         vars_files,
         gather_facts: opt_bool("gather_facts")?.unwrap_or(true),
+        tags: base.tags.clone(),
         pre_tasks,
         roles,
         tasks,

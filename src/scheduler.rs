@@ -1034,7 +1034,9 @@ impl Engine {
         handler: bool,
     ) {
         let name = task.display_name();
-        self.reporter.task_start(&name, handler);
+        // The banner names the role as Ansible does (`common : Install`); events keep the name.
+        self.reporter
+            .task_start(&crate::listing::listed_name(task), handler);
         // `run_once`: the first host runs it; its results are given to the others below.
         let all_targets = targets;
         let targets = if task.run_once {

@@ -123,6 +123,14 @@ fn play_order_is_pre_tasks_handlers_roles_tasks_post_tasks() {
         .map(|e| e["task"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(order, ["pre", "h", "role task", "task", "post"]);
+    // Text output names the role in the banner, as Ansible does.
+    let text = fx.run(&["apply", "site.yml"]);
+    text.expect(0);
+    assert!(
+        text.stdout.contains("TASK [r : role task]"),
+        "{}",
+        text.stdout
+    );
 }
 
 #[test]
