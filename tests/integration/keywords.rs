@@ -235,10 +235,17 @@ fn any_errors_fatal_and_max_fail_percentage_end_the_play() {
         "    - name: maybe fail\n      fail:\n        msg: no\n      when: inventory_hostname == 'a'\n",
         "    - name: next\n      debug:\n        msg: x\n",
     );
-    hosts_play(&fx, &["a", "b", "c", "d"], "", tasks);
-    let out = run(&fx, &[]);
+    hosts_play(
+        &fx,
+        &["a", "b", "c", "d"],
+        "",
+        &format!("{tasks}    - name: live\n      debug:\n        msg: \"{{{{ ansible_play_hosts | join(',') }}}}|{{{{ ansible_play_hosts_all | join(',') }}}}\"\n"),
+    );
+    let out = run(&fx, &["-v"]);
     out.expect(1);
     assert_eq!(hosts_of(&out, "next"), ["b", "c", "d"]);
+    // ansible_play_hosts leaves out the failed host; ansible_play_hosts_all does not.
+    assert_eq!(out.task_events("live")[0]["result"]["msg"], "b,c,d|a,b,c,d");
 
     hosts_play(
         &fx,

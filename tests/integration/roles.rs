@@ -267,6 +267,7 @@ fn import_role_and_include_role_with_tasks_from_vars_from_loop_and_when() {
     let fx = Fx::new();
     fx.write("roles/tool/defaults/main.yml", "flavour: plain\n");
     fx.write("roles/tool/vars/extra.yml", "flavour: spicy\n");
+    fx.write("roles/tool/defaults/mild.yml", "flavour: mild\n");
     fx.write(
         "roles/tool/tasks/main.yml",
         "- name: tool main\n  copy:\n    content: \"{{ flavour }} {{ which | default('-') }}\\n\"\n    dest: \"{{ base }}/main-{{ which | default('none') }}\"\n",
@@ -284,6 +285,7 @@ fn import_role_and_include_role_with_tasks_from_vars_from_loop_and_when() {
                 "    - file:\n        path: \"{{ base }}\"\n        state: directory\n",
                 "    - import_role:\n        name: tool\n        tasks_from: other\n        vars_from: extra\n",
                 "    - include_role:\n        name: tool\n      vars:\n        which: \"{{ item }}\"\n      loop: [x, y, z]\n      when: item != 'y'\n",
+                "    - include_role:\n        name: tool\n        defaults_from: mild\n      vars:\n        which: m\n",
             ),
         ),
     );
@@ -302,6 +304,10 @@ fn import_role_and_include_role_with_tasks_from_vars_from_loop_and_when() {
         "plain z\n"
     );
     assert!(!fx.path("t/main-y").exists());
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/main-m")).unwrap(),
+        "mild m\n"
+    );
 }
 
 #[test]
