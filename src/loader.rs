@@ -57,6 +57,8 @@ pub struct Include {
     pub vars: Map<String, Value>,
     /// The include's own tags: they select the include, not the tasks it brings (as in Ansible).
     pub tags: Vec<String>,
+    /// `include_tasks` or `include_role`, for messages.
+    pub action: &'static str,
     pub source: IncludeSource,
     /// The role and block variables around the include, to evaluate its `when` and `loop`.
     pub role: Option<Arc<RoleCtx>>,
@@ -752,6 +754,7 @@ impl<'a> Loader<'a> {
             dirs.push(r.path.join("tasks"));
         }
         dirs.push(self.play_dir.to_path_buf());
+        dirs.dedup();
         dirs
     }
 
@@ -893,7 +896,10 @@ impl<'a> Loader<'a> {
                     IncludeSource::Loaded(self.task_file(&path, &arg.pos, inh)?)
                 };
                 Ok(vec![Step::Include(Box::new(include_of(
-                    node, inh, source,
+                    node,
+                    inh,
+                    "include_tasks",
+                    source,
                 )?))])
             }
             short @ ("import_role" | "include_role") => {
@@ -942,7 +948,8 @@ impl<'a> Loader<'a> {
                     // The include's own keywords decide whether it runs; they do not reach
                     // the role's tasks (Ansible needs `apply:` for that).
                     let steps = self.role(name, params, inh, &opts)?;
-                    let mut inc = include_of(node, inh, IncludeSource::Loaded(steps))?;
+                    let mut inc =
+                        include_of(node, inh, "include_role", IncludeSource::Loaded(steps))?;
                     inc.vars = Map::new();
                     Ok(vec![Step::Include(Box::new(inc))])
                 } else {
@@ -1001,7 +1008,12 @@ fn not_found(at: &Node, what: &str, file: &str, dirs: &[PathBuf]) -> Diagnostic 
 }
 
 /// The run-time part of `include_tasks` / `include_role`.
-fn include_of(node: &Node, inh: &Inherited, source: IncludeSource) -> Result<Include, Diagnostic> {
+fn include_of(
+    node: &Node,
+    inh: &Inherited,
+    action: &'static str,
+    source: IncludeSource,
+) -> Result<Include, Diagnostic> {
     let (loop_items, loop_var, index_var) = loop_of(node)?;
     let mut tags = inh.tags.clone();
     tags.extend(
@@ -1028,6 +1040,7 @@ fn include_of(node: &Node, inh: &Inherited, source: IncludeSource) -> Result<Inc
             None => Map::new(),
         },
         tags,
+        action,
         source,
     })
 }

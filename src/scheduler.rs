@@ -717,7 +717,7 @@ impl Engine {
             }
         }
         let location = inc.pos.to_string();
-        let name = inc.name.clone().unwrap_or_else(|| "include".into());
+        let name = inc.name.clone().unwrap_or_else(|| inc.action.to_string());
         for (host, msg) in failures {
             self.fail_host(
                 &host,
@@ -759,7 +759,7 @@ impl Engine {
                                 self.fail_host(
                                     h,
                                     &name,
-                                    "include",
+                                    inc.action,
                                     &location,
                                     format!("{e} (included at {location})"),
                                 );
