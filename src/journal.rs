@@ -188,6 +188,9 @@ impl StateDir {
         use nix::fcntl::{Flock, FlockArg};
         let lock_path = self.path.join("lock");
         let deadline = Instant::now() + timeout;
+        // An agent of this same run may have just taken the lock and not yet written
+        // lock.json: give it this long to say so before treating the holder as another run.
+        let same_run_grace = Instant::now() + Duration::from_secs(1);
         loop {
             let file = fs::OpenOptions::new()
                 .create(true)
@@ -213,7 +216,7 @@ impl StateDir {
                 }
                 Err((_, e)) => return Err(format!("cannot lock {}: {e}", lock_path.display())),
             }
-            if Instant::now() >= deadline {
+            if Instant::now() >= deadline && Instant::now() >= same_run_grace {
                 let holder: Option<LockInfo> =
                     read_json(&self.path.join("lock.json")).ok().flatten();
                 return Err(match holder {

@@ -80,18 +80,20 @@ fn delegate_to_runs_through_the_other_host_with_this_hosts_variables() {
     assert_eq!(records("b"), 1);
     assert_eq!(records("a"), 0);
     // `localhost` is the implicit local host, even when the inventory does not name it.
+    fx.write(
+        "host_vars/localhost.yml",
+        &format!("fixpoint_state_dir: {}\n", fx.path("state/local").display()),
+    );
     hosts_play(
         &fx,
         &["a"],
-        &format!(
-            "  vars:\n    fixpoint_state_dir: {}\n",
-            fx.path("state/local").display()
-        ),
+        "",
         "    - name: to localhost\n      command: touch {{ base }}/local-{{ inventory_hostname }}\n      once: local-mark\n      delegate_to: localhost\n",
     );
     run(&fx, &[]).expect(0);
     assert!(fx.path("t/a/local-a").exists());
     assert_eq!(records("local"), 1);
+    assert_eq!(records("a"), 0);
     // A host that is not in the inventory is an error naming it.
     hosts_play(
         &fx,

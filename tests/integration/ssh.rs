@@ -395,3 +395,45 @@ fn killed_connection_fails_that_host_without_hanging_the_others() {
     );
     assert!(!fleet.base(&fleet.hosts[0]).join("after").exists());
 }
+
+#[test]
+fn roles_and_delegation_to_the_controller_over_ssh() {
+    let fleet = Fleet::start(2, "fpuser");
+    fleet.fx.write("roles/site/files/motd", "from the role\n");
+    fleet.fx.write(
+        "roles/site/tasks/main.yml",
+        concat!(
+            "- name: dir\n  file:\n    path: \"{{ base }}\"\n    state: directory\n",
+            "- name: motd\n  copy:\n    src: motd\n    dest: \"{{ base }}/motd\"\n",
+            "- name: who runs it\n  command: id -un\n  register: remote_user\n  changed_when: false\n",
+            "- name: on the controller\n  command: id -un\n  register: local_user\n  changed_when: false\n  delegate_to: localhost\n",
+        ),
+    );
+    // The controller's user is whoever runs the test.
+    let me = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    let text = format!(
+        "- hosts: fleet\n  gather_facts: false\n  vars:\n    base: \"{}/{{{{ inventory_hostname }}}}\"\n  roles: [site]\n  tasks:\n    - name: users\n      assert:\n        that:\n          - remote_user.stdout == 'fpuser'\n          - local_user.stdout == '{}'\n",
+        fleet.fx.path("t").display(),
+        me.trim()
+    );
+    // The implicit localhost takes its variables from host_vars/ beside the playbook.
+    fleet.fx.write(
+        "host_vars/localhost.yml",
+        &format!(
+            "fixpoint_state_dir: {}\n",
+            fleet.fx.path("controller.state").display()
+        ),
+    );
+    fleet.fx.write("site.yml", &text);
+    let out = fleet.apply(&[]);
+    out.expect(0);
+    for h in &fleet.hosts {
+        assert_eq!(
+            std::fs::read_to_string(fleet.base(h).join("motd")).unwrap(),
+            "from the role\n"
+        );
+    }
+    // The delegated task ran on the controller, once per remote host, under its state dir.
+    assert_eq!(out.task_events("on the controller").len(), 2);
+    assert!(fleet.fx.path("controller.state").exists());
+}
