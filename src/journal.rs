@@ -174,7 +174,12 @@ impl StateDir {
         for sub in ["journal", "outbox"] {
             let d = path.join(sub);
             if !d.exists() {
-                fs::create_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+                // Another agent of this run (a delegated task) may create it at the same moment.
+                match fs::create_dir(&d) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(format!("{}: {e}", d.display())),
+                }
                 fs::set_permissions(&d, fs::Permissions::from_mode(0o700))
                     .map_err(|e| format!("{}: {e}", d.display()))?;
             }
