@@ -242,6 +242,11 @@ pub struct Play {
     pub post_tasks: Vec<Step>,
     /// The play's handlers, then those of its roles.
     pub handlers: Vec<Task>,
+    /// The defaults of the play's roles (`roles:`, dependencies, `import_role`), merged in
+    /// load order: every task of the play sees them, as in Ansible.
+    pub role_defaults: Map<String, Value>,
+    /// The `vars/` of those roles, merged the same way.
+    pub role_vars: Map<String, Value>,
     pub become_: Option<bool>,
     pub become_user: Option<String>,
     pub connection: Option<String>,
@@ -435,6 +440,8 @@ impl Play {
             tasks: Vec::new(),
             post_tasks: Vec::new(),
             handlers: Vec::new(),
+            role_defaults: Map::new(),
+            role_vars: Map::new(),
             become_: Some(become_),
             become_user: None,
             connection: None,
@@ -685,6 +692,8 @@ pub struct Loader<'a> {
     pub(crate) handler_roles: Vec<PathBuf>,
     /// The handlers of the roles, added to the play's.
     pub role_handlers: Vec<Task>,
+    /// Roles whose defaults and vars the whole play sees, in the order they were loaded.
+    pub(crate) exported_roles: Vec<Arc<RoleCtx>>,
 }
 
 impl<'a> Loader<'a> {
@@ -696,6 +705,7 @@ impl<'a> Loader<'a> {
             seen_roles: Vec::new(),
             handler_roles: Vec::new(),
             role_handlers: Vec::new(),
+            exported_roles: Vec::new(),
         }
     }
 
@@ -939,6 +949,7 @@ impl<'a> Loader<'a> {
                     vars_from: opt("vars_from")?,
                     defaults_from: opt("defaults_from")?,
                     dedupe: false,
+                    export: !include,
                 };
                 let params = match node.get("vars") {
                     Some(v) => vars_of(v, "`vars`")?,
@@ -1137,6 +1148,12 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
     }
     let tasks = section(&mut loader, "tasks", false)?;
     let post_tasks = section(&mut loader, "post_tasks", false)?;
+    let mut role_defaults = Map::new();
+    let mut role_vars = Map::new();
+    for r in &loader.exported_roles {
+        role_defaults.extend(r.defaults.clone());
+        role_vars.extend(r.vars.clone());
+    }
     let mut handlers = std::mem::take(&mut loader.role_handlers);
     for s in section(&mut loader, "handlers", true)? {
         if let Step::Task(t) = s {
@@ -1196,6 +1213,8 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
         tasks,
         post_tasks,
         handlers,
+        role_defaults,
+        role_vars,
         become_: opt_bool("become")?,
         become_user: opt_string("become_user")?,
         connection: opt_string("connection")?,

@@ -19,6 +19,9 @@ pub(crate) struct RoleOpts {
     pub defaults_from: Option<String>,
     /// Entry of `roles:` or a dependency: de-duplicated as Ansible does.
     pub dedupe: bool,
+    /// `roles:`, dependencies and `import_role`: the role's defaults and vars are visible to
+    /// the whole play (Ansible's roles are not private); `include_role`'s are its own.
+    pub export: bool,
 }
 
 /// `name`, `name.yml`, `name.yaml` in `dir`.
@@ -47,6 +50,7 @@ impl Loader<'_> {
                 base,
                 &RoleOpts {
                     dedupe: true,
+                    export: true,
                     ..RoleOpts::default()
                 },
             ),
@@ -80,6 +84,7 @@ impl Loader<'_> {
                     &inner,
                     &RoleOpts {
                         dedupe: true,
+                        export: true,
                         ..RoleOpts::default()
                     },
                 )
@@ -202,6 +207,9 @@ impl Loader<'_> {
             vars: vars_in(file_in("vars", &opts.vars_from)?)?,
             params,
         });
+        if opts.export {
+            self.exported_roles.push(ctx.clone());
+        }
         let mut inner = inh.clone();
         inner.role = Some(ctx);
         if let Some(f) = file_in("tasks", &opts.tasks_from)? {

@@ -1407,7 +1407,8 @@ impl<'a> Shared<'a> {
         magic.insert("ansible_search_path".into(), json!(search_path));
         magic.insert("ansible_diff_mode".into(), json!(self.cfg.diff));
         magic.insert("omit".into(), json!(actions::OMIT));
-        let mut layers = Vec::new();
+        // A task's own role comes on top of the play's roles at each role level.
+        let mut layers = vec![Layer::templates(play.role_defaults.clone())];
         if let Some(r) = src.role {
             layers.push(Layer::templates(r.defaults.clone()));
         }
@@ -1420,6 +1421,7 @@ impl<'a> Shared<'a> {
             Layer::templates(play.vars.clone()),
             Layer::templates(play.vars_from_files.clone()),
             Layer::templates(ctx.files_vars.clone()),
+            Layer::templates(play.role_vars.clone()),
         ]);
         if let Some(r) = src.role {
             layers.push(Layer::templates(r.vars.clone()));

@@ -402,3 +402,49 @@ fn webapp_example_converges() {
         out.stdout
     );
 }
+
+#[test]
+fn roles_defaults_and_vars_are_visible_to_the_play_but_include_role_keeps_its_own() {
+    let fx = Fx::new();
+    fx.write(
+        "roles/a/defaults/main.yml",
+        "shared_setting: from-a\nport: 1\n",
+    );
+    fx.write("roles/a/vars/main.yml", "a_var: a-vars\n");
+    fx.write(
+        "roles/a/tasks/main.yml",
+        "- name: a own\n  debug:\n    msg: \"{{ port }}\"\n",
+    );
+    fx.write("roles/b/defaults/main.yml", "port: 2\n");
+    fx.write(
+        "roles/b/tasks/main.yml",
+        "- name: b sees a\n  debug:\n    msg: \"{{ shared_setting }} {{ a_var }} {{ port }}\"\n",
+    );
+    fx.write("roles/priv/defaults/main.yml", "priv_default: secret-ish\n");
+    fx.write(
+        "roles/priv/tasks/main.yml",
+        "- name: priv own\n  debug:\n    msg: \"{{ priv_default }}\"\n",
+    );
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            concat!(
+                "  roles: [a, b]\n",
+                "  pre_tasks:\n    - name: before roles\n      debug:\n        msg: \"{{ shared_setting }} {{ port }}\"\n",
+                "  tasks:\n",
+                "    - include_role:\n        name: priv\n",
+                "    - name: after include\n      debug:\n        msg: \"{{ priv_default | default('not visible') }}\"\n",
+            ),
+        ),
+    );
+    let out = fx.apply(&["-v"]);
+    out.expect(0);
+    let msg = |t: &str| out.task_events(t)[0]["result"]["msg"].clone();
+    // Each role sees its own defaults first; the play sees the last role's.
+    assert_eq!(msg("a own"), 1);
+    assert_eq!(msg("b sees a"), "from-a a-vars 2");
+    assert_eq!(msg("before roles"), "from-a 2");
+    assert_eq!(msg("priv own"), "secret-ish");
+    assert_eq!(msg("after include"), "not visible");
+}
