@@ -266,7 +266,7 @@ fn roles_are_found_on_the_roles_path_and_ansible_roles_path() {
 fn import_role_and_include_role_with_tasks_from_vars_from_loop_and_when() {
     let fx = Fx::new();
     fx.write("roles/tool/defaults/main.yml", "flavour: plain\n");
-    fx.write("roles/tool/vars/extra.yml", "flavour: spicy\n");
+    fx.write("roles/tool/vars/extra.yml", "other_flavour: spicy\n");
     fx.write("roles/tool/defaults/mild.yml", "flavour: mild\n");
     fx.write(
         "roles/tool/tasks/main.yml",
@@ -274,7 +274,7 @@ fn import_role_and_include_role_with_tasks_from_vars_from_loop_and_when() {
     );
     fx.write(
         "roles/tool/tasks/other.yml",
-        "- name: tool other\n  copy:\n    content: \"{{ flavour }}\\n\"\n    dest: \"{{ base }}/other\"\n",
+        "- name: tool other\n  copy:\n    content: \"{{ other_flavour }}\\n\"\n    dest: \"{{ base }}/other\"\n",
     );
     fx.write(
         "site.yml",
