@@ -101,11 +101,11 @@ pub struct RoleCtx {
     pub name: String,
     pub path: PathBuf,
     /// `defaults/main.yml`: the lowest precedence of all variables.
-    pub defaults: Map<String, Value>,
+    pub defaults: Arc<Map<String, Value>>,
     /// `vars/main.yml`: above play `vars_files`.
-    pub vars: Map<String, Value>,
+    pub vars: Arc<Map<String, Value>>,
     /// `vars:` of the role entry (or `include_role`): role parameters, above `set_fact`.
-    pub params: Map<String, Value>,
+    pub params: Arc<Map<String, Value>>,
 }
 
 /// Keywords of an enclosing block, role entry or import, inherited by every task inside.
@@ -244,9 +244,9 @@ pub struct Play {
     pub handlers: Vec<Task>,
     /// The defaults of the play's roles (`roles:`, dependencies, `import_role`), merged in
     /// load order: every task of the play sees them, as in Ansible.
-    pub role_defaults: Map<String, Value>,
+    pub role_defaults: Arc<Map<String, Value>>,
     /// The `vars/` of those roles, merged the same way.
-    pub role_vars: Map<String, Value>,
+    pub role_vars: Arc<Map<String, Value>>,
     pub become_: Option<bool>,
     pub become_user: Option<String>,
     pub connection: Option<String>,
@@ -440,8 +440,8 @@ impl Play {
             tasks: Vec::new(),
             post_tasks: Vec::new(),
             handlers: Vec::new(),
-            role_defaults: Map::new(),
-            role_vars: Map::new(),
+            role_defaults: Arc::default(),
+            role_vars: Arc::default(),
             become_: Some(become_),
             become_user: None,
             connection: None,
@@ -1151,8 +1151,8 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
     let mut role_defaults = Map::new();
     let mut role_vars = Map::new();
     for r in &loader.exported_roles {
-        role_defaults.extend(r.defaults.clone());
-        role_vars.extend(r.vars.clone());
+        role_defaults.extend((*r.defaults).clone());
+        role_vars.extend((*r.vars).clone());
     }
     let mut handlers = std::mem::take(&mut loader.role_handlers);
     for s in section(&mut loader, "handlers", true)? {
@@ -1213,8 +1213,8 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
         tasks,
         post_tasks,
         handlers,
-        role_defaults,
-        role_vars,
+        role_defaults: Arc::new(role_defaults),
+        role_vars: Arc::new(role_vars),
         become_: opt_bool("become")?,
         become_user: opt_string("become_user")?,
         connection: opt_string("connection")?,

@@ -203,9 +203,9 @@ impl Loader<'_> {
         let ctx = Arc::new(RoleCtx {
             name: name.to_string(),
             path: path.to_path_buf(),
-            defaults: vars_in(file_in("defaults", &opts.defaults_from)?)?,
-            vars: vars_in(file_in("vars", &opts.vars_from)?)?,
-            params,
+            defaults: Arc::new(vars_in(file_in("defaults", &opts.defaults_from)?)?),
+            vars: Arc::new(vars_in(file_in("vars", &opts.vars_from)?)?),
+            params: Arc::new(params),
         });
         if opts.export {
             self.exported_roles.push(ctx.clone());

@@ -1408,9 +1408,13 @@ impl<'a> Shared<'a> {
         magic.insert("ansible_diff_mode".into(), json!(self.cfg.diff));
         magic.insert("omit".into(), json!(actions::OMIT));
         // A task's own role comes on top of the play's roles at each role level.
-        let mut layers = vec![Layer::templates(play.role_defaults.clone())];
+        let shared = |vars: &Arc<Map<String, Value>>| Layer {
+            vars: vars.clone(),
+            templated: true,
+        };
+        let mut layers = vec![shared(&play.role_defaults)];
         if let Some(r) = src.role {
-            layers.push(Layer::templates(r.defaults.clone()));
+            layers.push(shared(&r.defaults));
         }
         layers.extend([
             Layer {
@@ -1421,10 +1425,10 @@ impl<'a> Shared<'a> {
             Layer::templates(play.vars.clone()),
             Layer::templates(play.vars_from_files.clone()),
             Layer::templates(ctx.files_vars.clone()),
-            Layer::templates(play.role_vars.clone()),
+            shared(&play.role_vars),
         ]);
         if let Some(r) = src.role {
-            layers.push(Layer::templates(r.vars.clone()));
+            layers.push(shared(&r.vars));
         }
         if let Some(v) = src.vars {
             layers.push(Layer::templates(v.clone()));
@@ -1432,7 +1436,7 @@ impl<'a> Shared<'a> {
         layers.push(Layer::templates(h.included_vars.clone()));
         layers.push(Layer::data(h.host_vars.clone()));
         if let Some(r) = src.role {
-            layers.push(Layer::templates(r.params.clone()));
+            layers.push(shared(&r.params));
         }
         layers.push(Layer::data(ctx.include_params.clone()));
         layers.push(Layer::templates(self.cfg.extra_vars.clone()));
