@@ -76,7 +76,8 @@ struct PlayCtx<'a> {
     book: &'a Playbook,
     hosts: Vec<String>,
     groups: Value,
-    hostvars: Value,
+    /// `groups` and `hostvars`, shared by every host's scope (one copy per task, not per host).
+    shared_vars: Arc<Map<String, Value>>,
     /// Variables from `vars_files` whose paths are templated (rendered once per play).
     files_vars: Map<String, Value>,
 }
@@ -171,7 +172,7 @@ impl Engine {
             book: &book,
             hosts: hosts.clone(),
             groups: serde_json::to_value(self.inventory.groups_map()).unwrap_or_default(),
-            hostvars: Value::Null,
+            shared_vars: Arc::new(Map::new()),
             files_vars: Map::new(),
         };
         let mut ok = true;
@@ -288,7 +289,7 @@ impl Engine {
             book,
             hosts: selected.clone(),
             groups: serde_json::to_value(self.inventory.groups_map()).unwrap_or_default(),
-            hostvars: Value::Null,
+            shared_vars: Arc::new(Map::new()),
             files_vars,
         };
         if play.gather_facts {
@@ -542,13 +543,15 @@ impl Engine {
             binary: &self.binary,
         };
         let sem = tokio::sync::Semaphore::new(self.cfg.forks);
-        let hostvars = hostvars_snapshot(&self.hosts);
+        let mut shared_vars = Map::new();
+        shared_vars.insert("groups".into(), ctx.groups.clone());
+        shared_vars.insert("hostvars".into(), hostvars_snapshot(&self.hosts));
         let ctx = PlayCtx {
             play: ctx.play,
             book: ctx.book,
             hosts: ctx.hosts.clone(),
             groups: ctx.groups.clone(),
-            hostvars,
+            shared_vars: Arc::new(shared_vars),
             files_vars: ctx.files_vars.clone(),
         };
         let ctx = &ctx;
@@ -701,7 +704,6 @@ struct ItemResult {
     status: Status,
     outcome: Outcome,
     msg: Option<String>,
-    ignored: bool,
     note: Option<String>,
     /// The agent (by become user) that wrote outbox entries for this change, if any.
     outbox_written: Option<Option<String>>,
@@ -717,12 +719,10 @@ impl<'a> Shared<'a> {
             "inventory_hostname_short".into(),
             json!(h.name.split('.').next().unwrap_or(&h.name)),
         );
-        magic.insert("groups".into(), ctx.groups.clone());
         magic.insert(
             "group_names".into(),
             json!(group_names(&ctx.groups, &h.name)),
         );
-        magic.insert("hostvars".into(), ctx.hostvars.clone());
         magic.insert("playbook_dir".into(), json!(abs(&ctx.book.dir)));
         magic.insert("ansible_play_hosts".into(), json!(ctx.hosts));
         magic.insert("ansible_play_hosts_all".into(), json!(ctx.hosts));
@@ -749,6 +749,10 @@ impl<'a> Shared<'a> {
         }
         layers.push(Layer::data(h.host_vars.clone()));
         layers.push(Layer::templates(self.cfg.extra_vars.clone()));
+        layers.push(Layer {
+            vars: ctx.shared_vars.clone(),
+            templated: false,
+        });
         layers.push(Layer::data(magic));
         Scope::new(self.templar.clone(), layers)
     }
@@ -1134,7 +1138,6 @@ impl<'a> Shared<'a> {
                     },
                     msg: outcome.msg.clone(),
                     outcome,
-                    ignored: false,
                     note: None,
                     outbox_written: None,
                 })
@@ -1147,7 +1150,6 @@ impl<'a> Shared<'a> {
                         ..Outcome::default()
                     },
                     msg: Some(f.msg),
-                    ignored: false,
                     note: None,
                     outbox_written: None,
                 })
@@ -1210,7 +1212,6 @@ impl<'a> Shared<'a> {
                 },
                 msg: outcome.msg.clone(),
                 outcome,
-                ignored: false,
                 note,
                 outbox_written: outbox_written.then_some(spec.become_user.clone()),
             }),
@@ -1221,7 +1222,6 @@ impl<'a> Shared<'a> {
                     ..Outcome::default()
                 },
                 msg: Some(msg),
-                ignored: false,
                 note: None,
                 outbox_written: None,
             }),
@@ -1307,7 +1307,8 @@ impl<'a> Shared<'a> {
                             r.msg = Some(format!("failed_when: {} held", conds.join(" and ")));
                         }
                         if !failed {
-                            r.msg = r.msg.filter(|_| false).or(r.outcome.msg.clone());
+                            // The module's own failure message no longer applies.
+                            r.msg = r.outcome.msg.clone();
                         }
                     }
                     Err(e) => {
@@ -1356,7 +1357,7 @@ impl<'a> Shared<'a> {
             diff,
             msg,
             result,
-            ignored: ignore && r.status == Status::Failed || r.ignored,
+            ignored: ignore && r.status == Status::Failed,
             note: r.note,
         }
     }
