@@ -83,36 +83,35 @@ struct PlayCtx<'a> {
 }
 
 pub struct Engine {
-    cfg: Config,
-    templar: Arc<Templar>,
+    /// Everything host futures read; kept apart from `hosts` so both can be borrowed at once.
+    shared: Shared,
     inventory: Inventory,
     reporter: Reporter,
     hosts: BTreeMap<String, HostState>,
-    binary: OnceLock<Result<Arc<AgentBinary>, String>>,
     /// Changed results of the current pass: (host, task, location, diff), for `--twice`.
     changed_log: Vec<(String, String, String, Diff)>,
-    /// This run's id, recorded with the host lock and journal records.
-    run_id: String,
 }
 
 impl Engine {
     pub fn new(cfg: Config, inventory: Inventory, templar: Templar) -> Engine {
         let reporter = Reporter::new(cfg.json, cfg.verbosity, cfg.diff || cfg.twice);
         Engine {
-            cfg,
-            templar: Arc::new(templar),
+            shared: Shared {
+                cfg,
+                run_id: new_run_id(),
+                templar: Arc::new(templar),
+                binary: OnceLock::new(),
+            },
             inventory,
             reporter,
             hosts: BTreeMap::new(),
-            binary: OnceLock::new(),
             changed_log: Vec::new(),
-            run_id: new_run_id(),
         }
     }
 
     /// Run all playbooks (twice under `--twice`) and say how it went.
     pub async fn run(&mut self, books: &[Playbook]) -> RunOutcome {
-        let passes = if self.cfg.twice { 2 } else { 1 };
+        let passes = if self.shared.cfg.twice { 2 } else { 1 };
         let mut outcome = RunOutcome::Success;
         for pass in 1..=passes {
             for h in self.hosts.values_mut() {
@@ -129,7 +128,7 @@ impl Engine {
                 .iter()
                 .map(|(n, h)| (n.clone(), h.stats))
                 .collect();
-            self.reporter.recap(&stats, pass, self.cfg.twice);
+            self.reporter.recap(&stats, pass, self.shared.cfg.twice);
             if stats.values().any(|s| s.failed > 0 || s.unreachable > 0) {
                 outcome = RunOutcome::Failed;
                 break;
@@ -178,12 +177,7 @@ impl Engine {
         let mut ok = true;
         for host in &hosts {
             self.host_state(host);
-            let shared = Shared {
-                cfg: &self.cfg,
-                run_id: &self.run_id,
-                templar: &self.templar,
-                binary: &self.binary,
-            };
+            let shared = &self.shared;
             let h = self.hosts.get_mut(host).expect("host state");
             let res = async {
                 let spec = shared.conn_spec(h, &ctx, None)?;
@@ -252,7 +246,7 @@ impl Engine {
                 return;
             }
         };
-        if let Some(limit) = &self.cfg.limit {
+        if let Some(limit) = &self.shared.cfg.limit {
             match self.inventory.select(limit) {
                 Ok(allowed) => selected.retain(|h| allowed.contains(h)),
                 Err(e) => {
@@ -327,11 +321,11 @@ impl Engine {
             return Ok(out);
         }
         let scope = Scope::new(
-            self.templar.clone(),
+            self.shared.templar.clone(),
             vec![
                 Layer::templates(play.vars.clone()),
                 Layer::templates(play.vars_from_files.clone()),
-                Layer::templates(self.cfg.extra_vars.clone()),
+                Layer::templates(self.shared.cfg.extra_vars.clone()),
             ],
         );
         for (path, pos) in &play.vars_files {
@@ -347,18 +341,21 @@ impl Engine {
 
     fn tag_selected(&self, task: &Task) -> bool {
         let has = |t: &str| task.tags.iter().any(|x| x == t);
-        if !self.cfg.skip_tags.is_empty()
-            && task.tags.iter().any(|t| self.cfg.skip_tags.contains(t))
+        if !self.shared.cfg.skip_tags.is_empty()
+            && task
+                .tags
+                .iter()
+                .any(|t| self.shared.cfg.skip_tags.contains(t))
         {
             return false;
         }
-        if has("never") && !task.tags.iter().any(|t| self.cfg.tags.contains(t)) {
+        if has("never") && !task.tags.iter().any(|t| self.shared.cfg.tags.contains(t)) {
             return false;
         }
-        if self.cfg.tags.is_empty() || self.cfg.tags.iter().any(|t| t == "all") {
+        if self.shared.cfg.tags.is_empty() || self.shared.cfg.tags.iter().any(|t| t == "all") {
             return true;
         }
-        has("always") || task.tags.iter().any(|t| self.cfg.tags.contains(t))
+        has("always") || task.tags.iter().any(|t| self.shared.cfg.tags.contains(t))
     }
 
     async fn gather_facts(&mut self, ctx: &PlayCtx<'_>) {
@@ -372,20 +369,15 @@ impl Engine {
             return;
         }
         self.reporter.task_start("Gathering Facts", false);
-        let shared = Shared {
-            cfg: &self.cfg,
-            run_id: &self.run_id,
-            templar: &self.templar,
-            binary: &self.binary,
-        };
-        let sem = tokio::sync::Semaphore::new(self.cfg.forks);
+        let shared = &self.shared;
+        let sem = tokio::sync::Semaphore::new(self.shared.cfg.forks);
         let futures = self
             .hosts
             .values_mut()
             .filter(|h| targets.contains(&h.name))
             .map(|h| {
                 let sem = &sem;
-                let shared = &shared;
+
                 async move {
                     let _permit = sem.acquire().await.expect("semaphore open");
                     let spec = match shared.conn_spec(h, ctx, None) {
@@ -483,7 +475,7 @@ impl Engine {
         }
         for handler in &ctx.play.handlers {
             let name = handler.name.clone().unwrap_or_default();
-            let force = self.cfg.force_handlers || ctx.play.force_handlers;
+            let force = self.shared.cfg.force_handlers || ctx.play.force_handlers;
             let targets: Vec<String> = ctx
                 .hosts
                 .iter()
@@ -518,7 +510,7 @@ impl Engine {
                         play: ctx.play.name.clone(),
                         handler: name.clone(),
                     };
-                    if let Err(e) = conn.call(&req, Some(self.cfg.connect_timeout)).await {
+                    if let Err(e) = conn.call(&req, Some(self.shared.cfg.connect_timeout)).await {
                         tracing::warn!(host = %h, "cannot clear the outbox entry of `{name}`: {e}");
                     }
                 }
@@ -536,13 +528,8 @@ impl Engine {
     ) {
         let name = task.display_name();
         self.reporter.task_start(&name, handler);
-        let shared = Shared {
-            cfg: &self.cfg,
-            run_id: &self.run_id,
-            templar: &self.templar,
-            binary: &self.binary,
-        };
-        let sem = tokio::sync::Semaphore::new(self.cfg.forks);
+        let shared = &self.shared;
+        let sem = tokio::sync::Semaphore::new(self.shared.cfg.forks);
         let mut shared_vars = Map::new();
         shared_vars.insert("groups".into(), ctx.groups.clone());
         shared_vars.insert("hostvars".into(), hostvars_snapshot(&self.hosts));
@@ -561,7 +548,7 @@ impl Engine {
             .filter(|h| targets.contains(&h.name))
             .map(|h| {
                 let sem = &sem;
-                let shared = &shared;
+
                 async move {
                     let _permit = sem.acquire().await.expect("semaphore open");
                     let events = shared.run_task_on_host(ctx, task, h).await;
@@ -692,11 +679,12 @@ fn hostvars_snapshot(hosts: &BTreeMap<String, HostState>) -> Value {
 }
 
 /// The read-only parts of the engine that host futures need.
-struct Shared<'a> {
-    cfg: &'a Config,
-    run_id: &'a str,
-    templar: &'a Arc<Templar>,
-    binary: &'a OnceLock<Result<Arc<AgentBinary>, String>>,
+struct Shared {
+    cfg: Config,
+    /// This run's id, recorded with the host lock and journal records.
+    run_id: String,
+    templar: Arc<Templar>,
+    binary: OnceLock<Result<Arc<AgentBinary>, String>>,
 }
 
 /// One item's outcome before reporting.
@@ -709,7 +697,7 @@ struct ItemResult {
     outbox_written: Option<Option<String>>,
 }
 
-impl<'a> Shared<'a> {
+impl Shared {
     /// The variable scope for a task on a host, in Ansible's precedence order (later wins).
     fn scope(&self, ctx: &PlayCtx<'_>, task: Option<&Task>, h: &HostState) -> Arc<Scope> {
         let play = ctx.play;
@@ -898,7 +886,7 @@ impl<'a> Shared<'a> {
                     (true, msg)
                 })?;
             let begin = Request::Begin {
-                run_id: self.run_id.to_string(),
+                run_id: self.run_id.clone(),
                 playbook: playbook_scope(ctx.book),
                 state_dir: spec.state_dir.clone(),
                 lock_timeout_secs: self.cfg.lock_timeout,
@@ -1123,7 +1111,7 @@ impl<'a> Shared<'a> {
             task.module,
             params,
             &ctx.book.dir,
-            self.templar,
+            &self.templar,
             &scope.ctx(),
             &environment,
         )

@@ -3,7 +3,7 @@
 
 use crate::fx::Out;
 use crate::ssh::Fleet;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn lines(path: &std::path::Path) -> usize {
@@ -25,37 +25,10 @@ impl Fleet {
         full.extend_from_slice(args);
         self.fx.run(&full)
     }
-
-    fn spawn_apply(&self, extra: &[&str]) -> std::process::Child {
-        let mut args = vec![
-            "apply",
-            "--format",
-            "json",
-            "-i",
-            "hosts.ini",
-            "--ssh-config",
-            self.config.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        args.push("site.yml");
-        Command::new(crate::fx::bin())
-            .args(&args)
-            .current_dir(self.fx.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn fixpoint")
-    }
 }
 
 fn output(child: std::process::Child) -> Out {
-    let out = child.wait_with_output().unwrap();
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Out::from(child.wait_with_output().unwrap())
 }
 
 const APPEND_ONCE: &str = concat!(
@@ -97,8 +70,8 @@ fn two_runs_at_once_append_once_and_the_other_reports_the_lock() {
         "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
         "    - name: append\n      shell: echo line >> {{ base }}/log; sleep 2\n      once: append-v1\n",
     ));
-    let a = fleet.spawn_apply(&[]);
-    let b = fleet.spawn_apply(&[]);
+    let a = fleet.spawn_apply(&[], Stdio::null());
+    let b = fleet.spawn_apply(&[], Stdio::null());
     let (a, b) = (output(a), output(b));
     let mut codes = [a.code, b.code];
     codes.sort();
@@ -262,7 +235,7 @@ fn a_killed_controller_leaves_no_stale_lock() {
         "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
         "    - name: slow\n      shell: touch {{ base }}/started; sleep 2\n      args:\n        creates: \"{{ base }}/never\"\n",
     ));
-    let mut child = fleet.spawn_apply(&[]);
+    let mut child = fleet.spawn_apply(&[], Stdio::null());
     let started = fleet.base(&fleet.hosts[0]).join("started");
     let deadline = Instant::now() + Duration::from_secs(120);
     while !started.exists() {
