@@ -54,6 +54,40 @@ pub(crate) fn check_common(
     Ok(())
 }
 
+/// The error for two parameters that cannot be given together.
+pub(crate) fn exclusive(a: &str, b: &str) -> ModuleError {
+    ModuleError::Params(format!(
+        "`{a}` and `{b}` are mutually exclusive; give only one of them"
+    ))
+}
+
+/// Catch typos in the `insertafter`/`insertbefore` patterns at load time: anything but the
+/// `EOF`/`BOF` keywords is a regex, unless a template will produce it.
+pub(crate) fn check_anchors(
+    insertafter: Option<&str>,
+    insertbefore: Option<&str>,
+) -> Result<(), ModuleError> {
+    for (field, re) in [("insertafter", insertafter), ("insertbefore", insertbefore)] {
+        if let Some(re) = re {
+            if re != "EOF" && re != "BOF" && !is_templated(re) {
+                compile_regex(field, re)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `(insertafter, insertbefore)` with Ansible's default: after `EOF` when neither is given.
+pub(crate) fn insert_anchors<'a>(
+    insertafter: Option<&'a str>,
+    insertbefore: Option<&'a str>,
+) -> (Option<&'a str>, Option<&'a str>) {
+    match (insertafter, insertbefore) {
+        (None, None) => (Some("EOF"), None),
+        anchors => anchors,
+    }
+}
+
 /// Whether a parameter still holds Jinja2 (checked at load time, before templating).
 pub(crate) fn is_templated(s: &str) -> bool {
     s.contains("{{") || s.contains("{%")
@@ -97,7 +131,7 @@ pub(crate) fn compile_regex(field: &str, pattern: &str) -> Result<Regex, ModuleE
 }
 
 /// Python's `line.rstrip(b'\r\n')`.
-fn strip_eol(line: &[u8]) -> &[u8] {
+pub(crate) fn strip_eol(line: &[u8]) -> &[u8] {
     let end = line
         .iter()
         .rposition(|b| *b != b'\n' && *b != b'\r')
@@ -167,15 +201,17 @@ pub fn probe_text_file(path: &str) -> Result<TextFile, ModuleError> {
 }
 
 /// Plan writing `new_content` (None: the content is already right) and the wanted attributes.
-/// Fills `plan.actions` and `plan.diff`; returns whether attributes change (for the message).
+/// Fills `plan.actions` and `plan.diff`; returns Ansible's message: `msg` (what the edit does to
+/// the content, or empty), with a note appended when attributes change.
 pub fn plan_edit(
     file: &TextFile,
     new_content: Option<Vec<u8>>,
     wanted: &WantedAttrs,
     backup: bool,
     ctx: &Ctx,
+    msg: String,
     plan: &mut Plan<EditAction>,
-) -> Result<bool, ModuleError> {
+) -> Result<String, ModuleError> {
     let attrs = util::plan_attrs(&file.path, file.meta.as_ref(), wanted, &mut plan.diff)?;
     let attrs_changed = attrs != Attrs::default() && file.meta.is_some();
     match new_content {
@@ -209,27 +245,43 @@ pub fn plan_edit(
         None if attrs_changed => plan.actions.push(EditAction::SetAttrs(attrs)),
         None => {}
     }
-    Ok(attrs_changed)
+    Ok(with_attr_msg(msg, attrs_changed))
 }
 
-/// Perform exactly the planned edit. Returns the backup's path when one was made.
+/// Ansible's message when only attributes changed, or appended to the content message.
+fn with_attr_msg(mut msg: String, attrs_changed: bool) -> String {
+    if attrs_changed {
+        if !msg.is_empty() {
+            msg.push_str(" and ");
+        }
+        msg.push_str("ownership, perms or SE linux context changed");
+    }
+    msg
+}
+
+/// Perform exactly the planned edit. Returns the module's return values: the backup's path
+/// under `backup_key` when one was made.
 pub fn apply_edit(
     file: &TextFile,
     actions: &[EditAction],
     validate: Option<&str>,
-) -> Result<Option<String>, ModuleError> {
-    let mut backup = None;
+    backup_key: &str,
+) -> Result<Map<String, Value>, ModuleError> {
+    let mut out = Map::new();
     for action in actions {
         match action {
             EditAction::CreateParents(dir) => {
                 fs::create_dir_all(dir).map_err(|e| ModuleError::io(dir, e))?;
             }
-            EditAction::Backup => backup = Some(util::backup_file(&file.target)?),
+            EditAction::Backup => {
+                let backup = util::backup_file(&file.target)?;
+                out.insert(backup_key.into(), Value::String(backup));
+            }
             EditAction::Write { content, attrs } => {
                 util::atomic_write(&file.target, content, attrs, validate)?;
             }
             EditAction::SetAttrs(attrs) => util::set_attrs(&file.target, attrs)?,
         }
     }
-    Ok(backup)
+    Ok(out)
 }
