@@ -4,6 +4,7 @@
 mod support;
 
 mod fx;
+mod inventory_cli;
 mod journal;
 mod local_engine;
 mod local_modules;
