@@ -80,6 +80,8 @@ struct PlayCtx<'a> {
     shared_vars: Arc<Map<String, Value>>,
     /// Variables from `vars_files` whose paths are templated (rendered once per play).
     files_vars: Map<String, Value>,
+    /// Play vars and `-e`: what play and task names are rendered with, as in Ansible.
+    name_scope: Arc<Scope>,
 }
 
 pub struct Engine {
@@ -173,6 +175,7 @@ impl Engine {
             groups: serde_json::to_value(self.inventory.groups_map()).unwrap_or_default(),
             shared_vars: Arc::new(Map::new()),
             files_vars: Map::new(),
+            name_scope: self.play_scope(&play),
         };
         let mut ok = true;
         for host in &hosts {
@@ -255,7 +258,9 @@ impl Engine {
                 }
             }
         }
-        self.reporter.play_start(&play.name, pass);
+        let name_scope = self.play_scope(play);
+        self.reporter
+            .play_start(&shown_name(&name_scope, &play.name), pass);
         if selected.is_empty() {
             self.reporter.warn(&format!(
                 "play \"{}\": no hosts matched `{}`",
@@ -285,6 +290,7 @@ impl Engine {
             groups: serde_json::to_value(self.inventory.groups_map()).unwrap_or_default(),
             shared_vars: Arc::new(Map::new()),
             files_vars,
+            name_scope,
         };
         if play.gather_facts {
             self.gather_facts(&ctx).await;
@@ -310,6 +316,18 @@ impl Engine {
         }
     }
 
+    /// The variables known before any host is involved: play vars, plain `vars_files`, `-e`.
+    fn play_scope(&self, play: &Play) -> Arc<Scope> {
+        Scope::new(
+            self.shared.templar.clone(),
+            vec![
+                Layer::templates(play.vars.clone()),
+                Layer::templates(play.vars_from_files.clone()),
+                Layer::templates(self.shared.cfg.extra_vars.clone()),
+            ],
+        )
+    }
+
     /// Load the `vars_files` whose paths are templates, rendered with play vars and `-e`.
     fn templated_vars_files(
         &self,
@@ -320,14 +338,7 @@ impl Engine {
         if play.vars_files.is_empty() {
             return Ok(out);
         }
-        let scope = Scope::new(
-            self.shared.templar.clone(),
-            vec![
-                Layer::templates(play.vars.clone()),
-                Layer::templates(play.vars_from_files.clone()),
-                Layer::templates(self.shared.cfg.extra_vars.clone()),
-            ],
-        );
+        let scope = self.play_scope(play);
         for (path, pos) in &play.vars_files {
             let rendered = scope
                 .render(&json!(path))
@@ -526,7 +537,7 @@ impl Engine {
         targets: &[String],
         handler: bool,
     ) {
-        let name = task.display_name();
+        let name = shown_name(&ctx.name_scope, &task.display_name());
         self.reporter.task_start(&name, handler);
         let shared = &self.shared;
         let sem = tokio::sync::Semaphore::new(self.shared.cfg.forks);
@@ -540,6 +551,7 @@ impl Engine {
             groups: ctx.groups.clone(),
             shared_vars: Arc::new(shared_vars),
             files_vars: ctx.files_vars.clone(),
+            name_scope: ctx.name_scope.clone(),
         };
         let ctx = &ctx;
         let futures = self
@@ -1348,6 +1360,18 @@ impl Shared {
             ignored: ignore && r.status == Status::Failed,
             note: r.note,
         }
+    }
+}
+
+/// A play or task name as shown: rendered when it is a template and renders (names that
+/// use host variables stay as written, since one name stands for every host).
+fn shown_name(scope: &Arc<Scope>, raw: &str) -> String {
+    if !Templar::is_template(raw) {
+        return raw.to_string();
+    }
+    match scope.render(&json!(raw)) {
+        Ok(v) => display(&v),
+        Err(_) => raw.to_string(),
     }
 }
 
