@@ -65,6 +65,16 @@ fn init_tracing(verbosity: u8) {
         .try_init();
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::from(EXIT_FAILED)
+        })
+}
+
 fn invalid(d: &Diagnostic) -> ExitCode {
     eprint!("{d}");
     ExitCode::from(EXIT_INVALID)
@@ -125,15 +135,9 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         }
         None => {}
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(EXIT_FAILED);
-        }
+        Err(code) => return code,
     };
     let templar = templating::Templar::new();
     let mut engine = scheduler::Engine::new(cfg, inv, templar);
@@ -244,15 +248,9 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
             protocol::JournalOp::Resolve { key, done }
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(EXIT_FAILED);
-        }
+        Err(code) => return code,
     };
     let mut engine = scheduler::Engine::new(cfg, inv, templating::Templar::new());
     if runtime.block_on(engine.journal(&pattern, args.become_, action)) {

@@ -336,7 +336,8 @@ impl Engine {
                 }
             }
         }
-        self.reporter.play_start(&play.name, pass);
+        self.reporter
+            .play_start(&shown_name(&self.play_scope(play), &play.name), pass);
         if selected.is_empty() {
             self.reporter.warn(&format!(
                 "play \"{}\": no hosts matched `{}`",
@@ -835,20 +836,26 @@ impl Engine {
         }
     }
 
-    /// Load the `vars_files` whose paths are templates, rendered with play vars and `-e`.
-    fn templated_vars_files(&self, play: &Play) -> Result<Map<String, Value>, String> {
-        let mut out = Map::new();
-        if play.vars_files.is_empty() {
-            return Ok(out);
-        }
-        let scope = Scope::new(
+    /// The variables known before any host is involved: play vars, plain `vars_files`, `-e`.
+    /// Play and task names are rendered with them, as Ansible does.
+    fn play_scope(&self, play: &Play) -> Arc<Scope> {
+        Scope::new(
             self.templar.clone(),
             vec![
                 Layer::templates(play.vars.clone()),
                 Layer::templates(play.vars_from_files.clone()),
                 Layer::templates(self.cfg.extra_vars.clone()),
             ],
-        );
+        )
+    }
+
+    /// Load the `vars_files` whose paths are templates, rendered with play vars and `-e`.
+    fn templated_vars_files(&self, play: &Play) -> Result<Map<String, Value>, String> {
+        let mut out = Map::new();
+        if play.vars_files.is_empty() {
+            return Ok(out);
+        }
+        let scope = self.play_scope(play);
         for (path, pos) in &play.vars_files {
             let rendered = scope
                 .render(&json!(path))
@@ -1033,10 +1040,13 @@ impl Engine {
         targets: &[String],
         handler: bool,
     ) {
-        let name = task.display_name();
+        let name = shown_name(&self.play_scope(ctx.play), &task.display_name());
         // The banner names the role as Ansible does (`common : Install`); events keep the name.
-        self.reporter
-            .task_start(&crate::listing::listed_name(task), handler);
+        let banner = match &task.role {
+            Some(r) => format!("{} : {name}", r.name),
+            None => name.clone(),
+        };
+        self.reporter.task_start(&banner, handler);
         // `run_once`: the first host runs it; its results are given to the others below.
         let all_targets = targets;
         let targets = if task.run_once {
@@ -2110,7 +2120,8 @@ impl<'a> Shared<'a> {
                             r.msg = Some(format!("failed_when: {} held", conds.join(" and ")));
                         }
                         if !failed {
-                            r.msg = r.msg.filter(|_| false).or(r.outcome.msg.clone());
+                            // The module's own failure message no longer applies.
+                            r.msg = r.outcome.msg.clone();
                         }
                     }
                     Err(e) => {
@@ -2262,6 +2273,18 @@ fn handler_names(play: &Play, notify: &[String]) -> Vec<String> {
         })
         .filter_map(|h| h.name.clone())
         .collect()
+}
+
+/// A play or task name as shown: rendered when it is a template and renders (names that
+/// use host variables stay as written, since one name stands for every host).
+fn shown_name(scope: &Arc<Scope>, raw: &str) -> String {
+    if !Templar::is_template(raw) {
+        return raw.to_string();
+    }
+    match scope.render(&json!(raw)) {
+        Ok(v) => display(&v),
+        Err(_) => raw.to_string(),
+    }
 }
 
 fn all_hold(scope: &Arc<Scope>, conds: &[String]) -> Result<bool, String> {

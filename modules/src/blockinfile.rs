@@ -1,11 +1,12 @@
 //! The `blockinfile` module: keep a marker-delimited block of lines in a text file, with
 //! Ansible's blockinfile semantics (replace in place, insert by anchor, empty block removes).
 
-use crate::lineinfile::{
-    apply_edit, check_common, compile_regex, is_templated, missing_file, plan_edit,
-    probe_text_file, with_attr_msg, EditAction, Presence, TextFile,
-};
 use crate::params::{Bool, ModeSpec};
+use crate::textedit::{
+    apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
+    is_templated, missing_file, plan_edit, probe_text_file, strip_eol, EditAction, Presence,
+    TextFile,
+};
 use crate::util::{self, WantedAttrs};
 use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
@@ -71,10 +72,7 @@ impl Module for BlockInFile {
     fn validate(p: &Params) -> Result<(), ModuleError> {
         check_common(&p.path, p.validate.as_deref(), p.mode.as_ref())?;
         if p.insertafter.is_some() && p.insertbefore.is_some() {
-            return Err(ModuleError::Params(
-                "`insertafter` and `insertbefore` are mutually exclusive; give only one of them"
-                    .into(),
-            ));
+            return Err(exclusive("insertafter", "insertbefore"));
         }
         // Without {mark} the begin and end lines are identical and the block cannot be found again.
         if !p.marker.contains("{mark}") && !is_templated(&p.marker) {
@@ -88,17 +86,7 @@ impl Module for BlockInFile {
                 "`marker_begin` and `marker_end` must differ, or the block's end cannot be told from its start".into(),
             ));
         }
-        for (field, re) in [
-            ("insertafter", &p.insertafter),
-            ("insertbefore", &p.insertbefore),
-        ] {
-            if let Some(re) = re {
-                if re != "EOF" && re != "BOF" && !is_templated(re) {
-                    compile_regex(field, re)?;
-                }
-            }
-        }
-        Ok(())
+        check_anchors(p.insertafter.as_deref(), p.insertbefore.as_deref())
     }
 
     fn probe(p: &Params, _ctx: &Ctx) -> Result<TextFile, ModuleError> {
@@ -131,13 +119,8 @@ impl Module for BlockInFile {
         } else {
             (Some(after), "Block inserted".to_string())
         };
-        let wanted = WantedAttrs {
-            mode: p.mode.as_ref(),
-            owner: p.owner.as_deref(),
-            group: p.group.as_deref(),
-        };
-        let attrs = plan_edit(file, new_content, &wanted, p.backup.0, ctx, &mut plan)?;
-        let msg = with_attr_msg(msg, attrs);
+        let wanted = WantedAttrs::new(&p.mode, &p.owner, &p.group);
+        let msg = plan_edit(file, new_content, &wanted, p.backup.0, ctx, msg, &mut plan)?;
         if !msg.is_empty() {
             plan.msg = Some(msg);
         }
@@ -149,12 +132,8 @@ impl Module for BlockInFile {
         file: TextFile,
         plan: &Plan<EditAction>,
     ) -> Result<Map<String, Value>, ModuleError> {
-        let mut out = Map::new();
-        if let Some(backup) = apply_edit(&file, &plan.actions, p.validate.as_deref())? {
-            // Ansible's blockinfile names this key `backup_file` (lineinfile says `backup`).
-            out.insert("backup_file".into(), Value::String(backup));
-        }
-        Ok(out)
+        // Ansible's blockinfile names this key `backup_file` (lineinfile says `backup`).
+        apply_edit(&file, &plan.actions, p.validate.as_deref(), "backup_file")
     }
 }
 
@@ -180,14 +159,6 @@ fn splitlines(data: &[u8]) -> Vec<Vec<u8>> {
         out.push(data[start..].to_vec());
     }
     out
-}
-
-fn strip_eol(line: &[u8]) -> &[u8] {
-    let end = line
-        .iter()
-        .rposition(|b| *b != b'\n' && *b != b'\r')
-        .map_or(0, |i| i + 1);
-    &line[..end]
 }
 
 /// Whether a Python pattern turns on MULTILINE with a leading inline flag group (`(?m)`, `(?ms)`):
@@ -221,11 +192,8 @@ fn edit(p: &Params, original: Option<&[u8]>) -> Result<Vec<u8>, ModuleError> {
         Vec::new()
     };
 
-    let insertbefore = p.insertbefore.as_deref();
-    let insertafter = match (p.insertafter.as_deref(), insertbefore) {
-        (None, None) => Some("EOF"),
-        (a, _) => a,
-    };
+    let (insertafter, insertbefore) =
+        insert_anchors(p.insertafter.as_deref(), p.insertbefore.as_deref());
     let insert_re = match (insertafter, insertbefore) {
         (Some(a), _) if a != "EOF" => Some((a, compile_regex("insertafter", a)?)),
         (_, Some(b)) if b != "BOF" => Some((b, compile_regex("insertbefore", b)?)),
@@ -310,30 +278,13 @@ fn edit(p: &Params, original: Option<&[u8]>) -> Result<Vec<u8>, ModuleError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{read, setup, stamp, CHECK};
     use crate::{check_params, run, Outcome};
     use serde_json::json;
     use std::fs;
-    use std::os::unix::fs::MetadataExt;
-    use std::path::{Path, PathBuf};
 
     fn go(params: Value) -> Outcome {
         run::<BlockInFile>(&params, &Ctx::default()).unwrap()
-    }
-
-    fn read(p: &Path) -> String {
-        fs::read_to_string(p).unwrap()
-    }
-
-    fn stamp(p: &Path) -> (u64, i64, i64) {
-        let m = fs::metadata(p).unwrap();
-        (m.ino(), m.mtime(), m.mtime_nsec())
-    }
-
-    fn setup(content: &str) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.conf");
-        fs::write(&path, content).unwrap();
-        (dir, path)
     }
 
     const B: &str = "# BEGIN ANSIBLE MANAGED BLOCK\n";
@@ -358,14 +309,7 @@ mod tests {
     fn check_mode_changes_nothing_and_fills_diff() {
         let (_d, path) = setup("a\n");
         let before = stamp(&path);
-        let out = run::<BlockInFile>(
-            &json!({"path": path, "block": "x"}),
-            &Ctx {
-                check: true,
-                diff: true,
-            },
-        )
-        .unwrap();
+        let out = run::<BlockInFile>(&json!({"path": path, "block": "x"}), &CHECK).unwrap();
         assert!(out.changed);
         assert_eq!(stamp(&path), before);
         assert_eq!(read(&path), "a\n");

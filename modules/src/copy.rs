@@ -174,7 +174,7 @@ impl Module for Copy {
         Ok(())
     }
 
-    fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
+    fn probe(p: &Params, ctx: &Ctx) -> Result<Probed, ModuleError> {
         let Source {
             data,
             mode: src_mode,
@@ -236,6 +236,11 @@ impl Module for Copy {
                         "destination directory {} is not accessible: {e}",
                         dir.display()
                     )))
+                }
+                // In check mode an earlier task that would create the directory did not run:
+                // report the file as one that would be created, not as a failure.
+                Err(_) if ctx.check => {
+                    new_dirs = missing_ancestors(&dir)?.0;
                 }
                 Err(_) => {
                     return Err(ModuleError::failed(format!(

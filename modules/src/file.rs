@@ -411,7 +411,7 @@ impl Module for File {
         })
     }
 
-    fn plan(p: &Params, st: &Probed, _ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+    fn plan(p: &Params, st: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
         let mut plan = Plan::new();
         let want = Want {
             mode: p.mode.as_ref(),
@@ -425,7 +425,7 @@ impl Module for File {
             FileState::File => plan_file(&mut plan, st, &want)?,
             FileState::Directory => plan_directory(&mut plan, st, &want)?,
             FileState::Touch => plan_touch(&mut plan, st, &want)?,
-            FileState::Link => plan_symlink(&mut plan, p, st, &want)?,
+            FileState::Link => plan_symlink(&mut plan, p, st, &want, ctx)?,
             FileState::Hard => plan_hardlink(&mut plan, p, st, &want)?,
         };
 
@@ -765,20 +765,28 @@ fn plan_touch<'a>(
     Ok(st.prev.as_ref())
 }
 
+/// The `src` that `state: link` and `state: hard` need; `what` tells the user what it names.
+fn link_src<'a>(st: &'a Probed, state: &str, what: &str) -> Result<&'a LinkProbe, ModuleError> {
+    st.link.as_ref().ok_or_else(|| {
+        ModuleError::Params(format!(
+            "state: {state} needs `src` to create {}: {what}",
+            st.path.display()
+        ))
+    })
+}
+
 fn plan_symlink<'a>(
     plan: &mut Plan<Action>,
     p: &Params,
     st: &'a Probed,
     want: &Want,
+    ctx: &Ctx,
 ) -> Result<Option<&'a Metadata>, ModuleError> {
     let shown = st.path.display().to_string();
-    let link = st.link.as_ref().ok_or_else(|| {
-        ModuleError::Params(format!(
-            "state: link needs `src` to create {shown}: the path the link points to"
-        ))
-    })?;
+    let link = link_src(st, "link", "the path the link points to")?;
     let force = p.force.0;
-    if !force && p.src.is_some() && link.target.is_none() {
+    // In check mode the source may be a file an earlier task would have created.
+    if !force && !ctx.check && p.src.is_some() && link.target.is_none() {
         return Err(ModuleError::failed(format!(
             "src file does not exist, use \"force: true\" if you really want to create the link: {}",
             parent_of(&st.path).join(&link.src).display()
@@ -867,11 +875,7 @@ fn plan_hardlink<'a>(
     want: &Want,
 ) -> Result<Option<&'a Metadata>, ModuleError> {
     let shown = st.path.display().to_string();
-    let link = st.link.as_ref().ok_or_else(|| {
-        ModuleError::Params(format!(
-            "state: hard needs `src` to create {shown}: the file to link to"
-        ))
-    })?;
+    let link = link_src(st, "hard", "the file to link to")?;
     let (src, target) = link.target.as_ref().ok_or_else(|| {
         ModuleError::failed(format!(
             "src {} does not exist; a hard link needs an existing file",
@@ -1260,18 +1264,10 @@ fn parse_time(value: &str, format: &str) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{CHECK, RUN};
     use crate::{check_params, run, Ctx};
     use serde_json::json;
     use std::os::unix::fs::symlink;
-
-    const RUN: Ctx = Ctx {
-        check: false,
-        diff: true,
-    };
-    const CHECK: Ctx = Ctx {
-        check: true,
-        diff: true,
-    };
 
     /// Everything observable about a tree (lstat, without following links), to prove "nothing changed".
     fn snapshot(root: &Path) -> Vec<String> {

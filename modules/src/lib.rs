@@ -12,6 +12,9 @@ pub mod lineinfile;
 pub mod params;
 pub mod registry;
 pub mod stat;
+#[cfg(test)]
+mod testutil;
+pub mod textedit;
 pub mod util;
 
 use serde::de::DeserializeOwned;

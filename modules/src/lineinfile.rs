@@ -1,24 +1,19 @@
 //! The `lineinfile` module: make sure one line is present in (or absent from) a text file, with
-//! Ansible's lineinfile semantics; also the text-file probe/plan/apply shared with `blockinfile`.
+//! Ansible's lineinfile semantics. The file handling it shares with `blockinfile` is in `textedit`.
 
 use crate::params::{Bool, ModeSpec};
-use crate::util::{self, Attrs, WantedAttrs};
-use crate::{ContentDiff, Ctx, Module, ModuleError, Plan};
+use crate::textedit::{
+    apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
+    is_templated, missing_file, plan_edit, probe_text_file, strip_eol, EditAction, Presence,
+    TextFile,
+};
+use crate::util::{self, WantedAttrs};
+use crate::{Ctx, Module, ModuleError, Plan};
 use regex::bytes::{Captures, Regex};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use std::fs;
-use std::path::{Path, PathBuf};
 
 pub struct LineInFile;
-
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Presence {
-    #[default]
-    Present,
-    Absent,
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,19 +60,14 @@ impl Module for LineInFile {
 
     fn validate(p: &Params) -> Result<(), ModuleError> {
         check_common(&p.path, p.validate.as_deref(), p.mode.as_ref())?;
-        let both = |a: &str, b: &str| {
-            Err(ModuleError::Params(format!(
-                "`{a}` and `{b}` are mutually exclusive; give only one of them"
-            )))
-        };
         if p.insertafter.is_some() && p.insertbefore.is_some() {
-            return both("insertafter", "insertbefore");
+            return Err(exclusive("insertafter", "insertbefore"));
         }
         if p.regexp.is_some() && p.search_string.is_some() {
-            return both("regexp", "search_string");
+            return Err(exclusive("regexp", "search_string"));
         }
         if p.backrefs.0 && p.search_string.is_some() {
-            return both("backrefs", "search_string");
+            return Err(exclusive("backrefs", "search_string"));
         }
         match p.state {
             Presence::Present => {
@@ -102,18 +92,12 @@ impl Module for LineInFile {
             }
         }
         // Catch regex typos at load time, unless a template will produce the pattern.
-        for (field, re) in [
-            ("regexp", &p.regexp),
-            ("insertafter", &p.insertafter),
-            ("insertbefore", &p.insertbefore),
-        ] {
-            if let Some(re) = re {
-                if !is_templated(re) && !(field != "regexp" && (re == "EOF" || re == "BOF")) {
-                    compile_regex(field, re)?;
-                }
+        if let Some(re) = &p.regexp {
+            if !is_templated(re) {
+                compile_regex("regexp", re)?;
             }
         }
-        Ok(())
+        check_anchors(p.insertafter.as_deref(), p.insertbefore.as_deref())
     }
 
     fn probe(p: &Params, _ctx: &Ctx) -> Result<TextFile, ModuleError> {
@@ -122,6 +106,7 @@ impl Module for LineInFile {
 
     fn plan(p: &Params, file: &TextFile, ctx: &Ctx) -> Result<Plan<EditAction>, ModuleError> {
         let mut plan = Plan::new();
+        let wanted = WantedAttrs::new(&p.mode, &p.owner, &p.group);
         let Some(content) = &file.content else {
             if p.state == Presence::Absent {
                 plan.msg = Some("file not present".into());
@@ -136,8 +121,7 @@ impl Module for LineInFile {
             // A new file: an empty one that `present` then edits.
             let (lines, msg) = present(p, Vec::new())?;
             let after = lines.concat();
-            let msg = plan_edit(file, Some(after), &wanted(p), p.backup.0, ctx, &mut plan)
-                .map(|attrs| with_attr_msg(msg, attrs))?;
+            let msg = plan_edit(file, Some(after), &wanted, p.backup.0, ctx, msg, &mut plan)?;
             plan.msg = Some(msg);
             return Ok(plan);
         };
@@ -157,8 +141,7 @@ impl Module for LineInFile {
         };
         let after = new_lines.concat();
         let new_content = (after != *content).then_some(after);
-        let attrs = plan_edit(file, new_content, &wanted(p), p.backup.0, ctx, &mut plan)?;
-        let msg = with_attr_msg(msg, attrs);
+        let msg = plan_edit(file, new_content, &wanted, p.backup.0, ctx, msg, &mut plan)?;
         if !msg.is_empty() {
             plan.msg = Some(msg);
         }
@@ -170,122 +153,14 @@ impl Module for LineInFile {
         file: TextFile,
         plan: &Plan<EditAction>,
     ) -> Result<Map<String, Value>, ModuleError> {
-        let mut out = Map::new();
-        if let Some(backup) = apply_edit(&file, &plan.actions, p.validate.as_deref())? {
-            out.insert("backup".into(), Value::String(backup));
-        }
-        Ok(out)
+        apply_edit(&file, &plan.actions, p.validate.as_deref(), "backup")
     }
-}
-
-fn wanted(p: &Params) -> WantedAttrs<'_> {
-    WantedAttrs {
-        mode: p.mode.as_ref(),
-        owner: p.owner.as_deref(),
-        group: p.group.as_deref(),
-    }
-}
-
-/// Ansible's message when only attributes changed, or appended to the content message.
-pub(crate) fn with_attr_msg(mut msg: String, attrs_changed: bool) -> String {
-    if attrs_changed {
-        if !msg.is_empty() {
-            msg.push_str(" and ");
-        }
-        msg.push_str("ownership, perms or SE linux context changed");
-    }
-    msg
-}
-
-/// Ansible reports a missing destination with rc 257; keep it so `failed_when: result.rc == 257` works.
-pub(crate) fn missing_file(msg: String) -> ModuleError {
-    let mut result = Map::new();
-    result.insert("rc".into(), json!(257));
-    ModuleError::Failed { msg, result }
-}
-
-/// Parameter checks shared by lineinfile and blockinfile.
-pub(crate) fn check_common(
-    path: &str,
-    validate: Option<&str>,
-    mode: Option<&ModeSpec>,
-) -> Result<(), ModuleError> {
-    if path.is_empty() {
-        return Err(ModuleError::Params(
-            "`path` is empty; give the file to edit".into(),
-        ));
-    }
-    if let Some(v) = validate {
-        if !v.contains("%s") {
-            return Err(ModuleError::Params(format!(
-                "`validate` must contain %s (replaced by the file to check), got `{v}`"
-            )));
-        }
-    }
-    if mode == Some(&ModeSpec::Preserve) {
-        return Err(ModuleError::Params(
-            "`mode: preserve` only makes sense with copy/template; give an octal or symbolic mode"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
-/// Whether a parameter still holds Jinja2 (checked at load time, before templating).
-pub(crate) fn is_templated(s: &str) -> bool {
-    s.contains("{{") || s.contains("{%")
-}
-
-/// Compile a Python-style regular expression (as playbooks write them) for matching lines.
-/// `\Z` is Python's end-of-string, spelled `\z` in Rust; look-around and back-references
-/// have no Rust equivalent and are reported as such.
-pub(crate) fn compile_regex(field: &str, pattern: &str) -> Result<Regex, ModuleError> {
-    let mut translated = String::with_capacity(pattern.len());
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('Z') => translated.push_str("\\z"),
-                Some(n) => {
-                    translated.push('\\');
-                    translated.push(n);
-                }
-                None => translated.push('\\'),
-            }
-        } else {
-            translated.push(c);
-        }
-    }
-    Regex::new(&translated).map_err(|e| {
-        let hint = if pattern.contains("(?=")
-            || pattern.contains("(?!")
-            || pattern.contains("(?<=")
-            || pattern.contains("(?<!")
-            || pattern.contains("(?P=")
-        {
-            " (look-around and back-references are not supported; rewrite the pattern without them)"
-        } else {
-            ""
-        };
-        ModuleError::Params(format!(
-            "`{field}` is not a valid regular expression{hint}: {e}"
-        ))
-    })
 }
 
 /// The part of a line a regex sees: without its final `\n`, because Python's `$` matches just
 /// before a trailing newline and Rust's does not.
 fn search_view(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\n").unwrap_or(line)
-}
-
-/// Python's `line.rstrip(b'\r\n')`.
-fn strip_eol(line: &[u8]) -> &[u8] {
-    let end = line
-        .iter()
-        .rposition(|b| *b != b'\n' && *b != b'\r')
-        .map_or(0, |i| i + 1);
-    &line[..end]
 }
 
 /// Python's `readlines()` on a binary file: split after each `\n`, keeping it.
@@ -319,12 +194,8 @@ fn present(p: &Params, mut lines: Vec<Vec<u8>>) -> Result<(Vec<Vec<u8>>, String)
         .as_deref()
         .map(|r| compile_regex("regexp", r))
         .transpose()?;
-    let insertbefore = p.insertbefore.as_deref();
-    // Ansible's default when neither is given.
-    let insertafter = match (p.insertafter.as_deref(), insertbefore) {
-        (None, None) => Some("EOF"),
-        (a, _) => a,
-    };
+    let (insertafter, insertbefore) =
+        insert_anchors(p.insertafter.as_deref(), p.insertbefore.as_deref());
     let bre_ins = match (insertafter, insertbefore) {
         (Some(a), _) if a != "BOF" && a != "EOF" => Some(compile_regex("insertafter", a)?),
         (_, Some(b)) if b != "BOF" => Some(compile_regex("insertbefore", b)?),
@@ -586,163 +457,16 @@ pub(crate) fn expand_template(tpl: &[u8], re: &Regex, caps: &Captures) -> Result
     Ok(out)
 }
 
-// ---------------------------------------------------------------------------------------------
-// The text-file machinery shared with blockinfile: probe the file, plan a rewrite, apply it.
-
-/// What lineinfile and blockinfile find on the host.
-#[derive(Debug)]
-pub struct TextFile {
-    /// The path as the task gave it (used in messages and diffs).
-    pub path: String,
-    /// Where to write: the final target when `path` is a symlink, so the link stays a link.
-    pub target: PathBuf,
-    /// Metadata of the target (following symlinks); `None` when it does not exist.
-    pub meta: Option<fs::Metadata>,
-    /// Its content; `None` when it does not exist.
-    pub content: Option<Vec<u8>>,
-}
-
-/// One step of a text-file edit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EditAction {
-    /// Create missing parent directories of a new file (Ansible does this with `create: true`).
-    CreateParents(PathBuf),
-    /// Copy the current file aside before rewriting it (`backup: true`).
-    Backup,
-    /// Write new content atomically; `attrs` holds only the attributes that must change.
-    Write { content: Vec<u8>, attrs: Attrs },
-    /// The content is right; only mode/owner/group differ.
-    SetAttrs(Attrs),
-}
-
-/// Read the file at `path`, through symlinks. A directory is an error, as in Ansible.
-pub fn probe_text_file(path: &str) -> Result<TextFile, ModuleError> {
-    let p = Path::new(path);
-    let meta = match fs::metadata(p) {
-        Ok(m) => Some(m),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(ModuleError::io(p, e)),
-    };
-    if meta.as_ref().is_some_and(|m| m.is_dir()) {
-        let mut result = Map::new();
-        result.insert("rc".into(), json!(256));
-        return Err(ModuleError::Failed {
-            msg: format!("Path {path} is a directory ! (give the path of a file inside it)"),
-            result,
-        });
-    }
-    // Write through a symlink to its target, so a rewrite does not replace the link with a file.
-    let target = match (&meta, util::lstat(p)?) {
-        (Some(_), Some(l)) if l.file_type().is_symlink() => {
-            fs::canonicalize(p).map_err(|e| ModuleError::io(p, e))?
-        }
-        _ => p.to_path_buf(),
-    };
-    let content = match meta {
-        Some(_) => Some(fs::read(&target).map_err(|e| ModuleError::io(&target, e))?),
-        None => None,
-    };
-    Ok(TextFile {
-        path: path.to_string(),
-        target,
-        meta,
-        content,
-    })
-}
-
-/// Plan writing `new_content` (None: the content is already right) and the wanted attributes.
-/// Fills `plan.actions` and `plan.diff`; returns whether attributes change (for the message).
-pub fn plan_edit(
-    file: &TextFile,
-    new_content: Option<Vec<u8>>,
-    wanted: &WantedAttrs,
-    backup: bool,
-    ctx: &Ctx,
-    plan: &mut Plan<EditAction>,
-) -> Result<bool, ModuleError> {
-    let attrs = util::plan_attrs(&file.path, file.meta.as_ref(), wanted, &mut plan.diff)?;
-    let attrs_changed = attrs != Attrs::default() && file.meta.is_some();
-    match new_content {
-        Some(content) => {
-            if file.meta.is_none() {
-                plan.diff.attr(&file.path, "state", "absent", "file");
-                if let Some(parent) = file.target.parent() {
-                    if !parent.as_os_str().is_empty() && util::lstat(parent)?.is_none() {
-                        plan.diff.attr(
-                            parent.display().to_string(),
-                            "state",
-                            "absent",
-                            "directory",
-                        );
-                        plan.actions
-                            .push(EditAction::CreateParents(parent.to_path_buf()));
-                    }
-                }
-            } else if backup {
-                plan.actions.push(EditAction::Backup);
-            }
-            if ctx.diff {
-                plan.diff.content.push(ContentDiff {
-                    path: file.path.clone(),
-                    before: util::diff_text(file.content.as_deref().unwrap_or_default()),
-                    after: util::diff_text(&content),
-                });
-            }
-            plan.actions.push(EditAction::Write { content, attrs });
-        }
-        None if attrs_changed => plan.actions.push(EditAction::SetAttrs(attrs)),
-        None => {}
-    }
-    Ok(attrs_changed)
-}
-
-/// Perform exactly the planned edit. Returns the backup's path when one was made.
-pub fn apply_edit(
-    file: &TextFile,
-    actions: &[EditAction],
-    validate: Option<&str>,
-) -> Result<Option<String>, ModuleError> {
-    let mut backup = None;
-    for action in actions {
-        match action {
-            EditAction::CreateParents(dir) => {
-                fs::create_dir_all(dir).map_err(|e| ModuleError::io(dir, e))?;
-            }
-            EditAction::Backup => backup = Some(util::backup_file(&file.target)?),
-            EditAction::Write { content, attrs } => {
-                util::atomic_write(&file.target, content, attrs, validate)?;
-            }
-            EditAction::SetAttrs(attrs) => util::set_attrs(&file.target, attrs)?,
-        }
-    }
-    Ok(backup)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{read, setup, stamp, CHECK};
     use crate::{check_params, run, Outcome};
+    use std::fs;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn go(params: Value) -> Outcome {
         run::<LineInFile>(&params, &Ctx::default()).unwrap()
-    }
-
-    fn read(p: &Path) -> String {
-        fs::read_to_string(p).unwrap()
-    }
-
-    /// Inode and mtime: a converged run must not rewrite the file at all.
-    fn stamp(p: &Path) -> (u64, i64, i64) {
-        let m = fs::metadata(p).unwrap();
-        (m.ino(), m.mtime(), m.mtime_nsec())
-    }
-
-    fn setup(content: &str) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.conf");
-        fs::write(&path, content).unwrap();
-        (dir, path)
     }
 
     #[test]
@@ -765,14 +489,7 @@ mod tests {
     fn check_mode_reports_and_leaves_disk_alone_and_diff_is_filled() {
         let (_d, path) = setup("a\n");
         let before = stamp(&path);
-        let out = run::<LineInFile>(
-            &json!({"path": path, "line": "b"}),
-            &Ctx {
-                check: true,
-                diff: true,
-            },
-        )
-        .unwrap();
+        let out = run::<LineInFile>(&json!({"path": path, "line": "b"}), &CHECK).unwrap();
         assert!(out.changed);
         assert_eq!(read(&path), "a\n");
         assert_eq!(stamp(&path), before);

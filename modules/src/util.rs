@@ -241,6 +241,21 @@ pub struct WantedAttrs<'a> {
     pub group: Option<&'a str>,
 }
 
+impl<'a> WantedAttrs<'a> {
+    /// From a module's `mode`, `owner` and `group` parameters.
+    pub fn new(
+        mode: &'a Option<crate::params::ModeSpec>,
+        owner: &'a Option<String>,
+        group: &'a Option<String>,
+    ) -> Self {
+        WantedAttrs {
+            mode: mode.as_ref(),
+            owner: owner.as_deref(),
+            group: group.as_deref(),
+        }
+    }
+}
+
 /// Compare wanted attributes with a file's current metadata (`None`: the file is about to be
 /// created), record each difference in `diff` under `path`, and return only the attributes that
 /// must be set. For a new file every given attribute is returned, since it must be applied.

@@ -17,6 +17,16 @@ pub struct Out {
     pub stderr: String,
 }
 
+impl From<std::process::Output> for Out {
+    fn from(out: std::process::Output) -> Out {
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
 impl Out {
     /// Assert the exit status, showing the output when it is wrong.
     pub fn expect(&self, code: i32) -> &Out {
@@ -114,11 +124,7 @@ impl Fx {
             .stdin(Stdio::null())
             .output()
             .expect("run fixpoint");
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        Out::from(out)
     }
 
     /// `fixpoint apply --format json site.yml` plus extra args.

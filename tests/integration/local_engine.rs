@@ -322,3 +322,21 @@ fn json_events_have_the_documented_fields() {
     assert_eq!(last["event"], "recap");
     assert_eq!(last["hosts"]["localhost"]["unreachable"], 0);
 }
+
+#[test]
+fn bundled_example_in_check_mode_on_a_fresh_machine_touches_nothing() {
+    // Regression: in check mode the directories earlier tasks would create do not exist, and
+    // later tasks writing into them must report "would create", not fail.
+    let fx = Fx::new();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/playbooks/site.yml");
+    let base = format!("base={}", fx.path("demo").display());
+    let state = format!("fixpoint_state_dir={}", fx.state_dir().display());
+    let out = fx.run(&["check", "-e", &base, "-e", &state, example]);
+    out.expect(0);
+    assert!(!fx.path("demo").exists(), "check mode created files");
+    assert!(
+        out.stdout.contains("changed: [localhost]"),
+        "{}",
+        out.stdout
+    );
+}

@@ -418,3 +418,21 @@ fn failed_assert_names_the_condition() {
     );
     assert_eq!(ev["result"]["assertion"], "2 == 3");
 }
+
+#[test]
+fn templated_parameters_are_checked_once_rendered() {
+    let fx = Fx::new();
+    fx.play("    - name: templated mode\n      file:\n        path: \"{{ base }}\"\n        state: directory\n        mode: \"{{ m }}\"\n      vars:\n        m: bogus\n");
+    let out = fx.apply(&[]);
+    out.expect(1);
+    let msg = out.task_events("templated mode")[0]["msg"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("parameter `mode`") && msg.contains("bogus"),
+        "{msg}"
+    );
+    assert!(msg.contains("site.yml:7:7"), "{msg}");
+    assert!(!fx.path("t").exists());
+}

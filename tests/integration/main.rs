@@ -7,6 +7,8 @@ mod blocks;
 mod cli_listing;
 mod fx;
 mod includes;
+mod inventory_cli;
+mod journal;
 mod keywords;
 mod local_engine;
 mod local_modules;

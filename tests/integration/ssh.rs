@@ -52,9 +52,9 @@ impl Fleet {
         }
     }
 
-    /// Run `fixpoint apply` on `site.yml` against the fleet, JSON output.
-    pub fn apply(&self, extra: &[&str]) -> Out {
-        let mut args = vec![
+    /// The arguments of `fixpoint apply` on `site.yml` against the fleet, JSON output.
+    pub fn apply_args(&self, extra: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = [
             "apply",
             "--format",
             "json",
@@ -62,10 +62,32 @@ impl Fleet {
             "hosts.ini",
             "--ssh-config",
             self.config.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        args.push("site.yml");
-        self.fx.run(&args)
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push("site.yml".into());
+        args
+    }
+
+    /// Run `fixpoint apply` against the fleet and wait for it.
+    pub fn apply(&self, extra: &[&str]) -> Out {
+        let args = self.apply_args(extra);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.fx.run(&refs)
+    }
+
+    /// Start `fixpoint apply` against the fleet without waiting; stdout and stderr are piped.
+    pub fn spawn_apply(&self, extra: &[&str], stdin: Stdio) -> std::process::Child {
+        Command::new(crate::fx::bin())
+            .args(self.apply_args(extra))
+            .current_dir(self.fx.dir.path())
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn fixpoint")
     }
 
     /// Write a playbook for `hosts: fleet` with per-host working paths under `{{ base }}`.
@@ -248,28 +270,16 @@ fn become_through_sudo_without_password() {
     );
 }
 
-fn run_with_stdin(fx: &Fx, args: &[&str], stdin: &str) -> Out {
+fn apply_with_stdin(fleet: &Fleet, extra: &[&str], stdin: &str) -> Out {
     use std::io::Write;
-    let mut child = Command::new(crate::fx::bin())
-        .args(args)
-        .current_dir(fx.dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = fleet.spawn_apply(extra, Stdio::piped());
     child
         .stdin
         .take()
         .unwrap()
         .write_all(stdin.as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Out::from(child.wait_with_output().unwrap())
 }
 
 #[test]
@@ -277,18 +287,6 @@ fn become_through_sudo_with_a_password() {
     let _lock = CACHE_DIR_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let fleet = Fleet::start(1, "fppass");
     fleet.play(BECOME);
-    let cfg = fleet.config.to_str().unwrap().to_string();
-    let args = [
-        "apply",
-        "--format",
-        "json",
-        "-i",
-        "hosts.ini",
-        "--ssh-config",
-        &cfg,
-        "-K",
-        "site.yml",
-    ];
     // Without -K, sudo needs a password: a clear per-host failure.
     let out = fleet.apply(&[]);
     out.expect(1);
@@ -298,14 +296,14 @@ fn become_through_sudo_with_a_password() {
         out.stdout
     );
     // A wrong password: a clear failure, and the password appears nowhere.
-    let out = run_with_stdin(&fleet.fx, &args, "wrong-password-xyz\n");
+    let out = apply_with_stdin(&fleet, &["-K"], "wrong-password-xyz\n");
     out.expect(1);
     assert!(
         !out.stdout.contains("wrong-password-xyz") && !out.stderr.contains("wrong-password-xyz")
     );
     assert!(out.stdout.contains("sudo"), "{}", out.stdout);
     // The right one.
-    let out = run_with_stdin(&fleet.fx, &args, "fixpoint-test-pw\n");
+    let out = apply_with_stdin(&fleet, &["-K"], "fixpoint-test-pw\n");
     out.expect(0);
     assert!(!out.stdout.contains("fixpoint-test-pw") && !out.stderr.contains("fixpoint-test-pw"));
 }
@@ -344,24 +342,7 @@ fn killed_connection_fails_that_host_without_hanging_the_others() {
         ),
         victim = victim
     ));
-    let cfg = fleet.config.to_str().unwrap().to_string();
-    let child = Command::new(crate::fx::bin())
-        .args([
-            "apply",
-            "--format",
-            "json",
-            "-i",
-            "hosts.ini",
-            "--ssh-config",
-            &cfg,
-            "site.yml",
-        ])
-        .current_dir(fleet.fx.dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = fleet.spawn_apply(&[], Stdio::null());
     // Wait until the slow task is observably running on the victim (a condition with a
     // deadline, not a guessed delay), then cut the connection.
     let started = fleet.base(&fleet.hosts[0]).join("started");
@@ -371,12 +352,7 @@ fn killed_connection_fails_that_host_without_hanging_the_others() {
         std::thread::sleep(Duration::from_millis(20));
     }
     fleet.hosts[0].kill();
-    let out = child.wait_with_output().unwrap();
-    let out = Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let out = Out::from(child.wait_with_output().unwrap());
     out.expect(1);
     let slow: Vec<_> = out
         .task_events("slow")

@@ -1,0 +1,382 @@
+#!/usr/bin/env bash
+# fixpoint benchmark: N loopback sshd hosts, the reference playbook bench/site.yml (~86 tasks per
+# host), timed against the connection floor (one fresh `ssh host true` per host, all in parallel),
+# and the same playbook and inventory under ansible-playbook when it is available.
+#
+# Usage (as root; it starts sshd and logs in as the dedicated user fpbench):
+#   bash bench/run.sh
+# Environment knobs (all optional):
+#   N=5                  hosts (127.0.0.200, .201, ...), at most 50
+#   REPS=3               repetitions of every measurement (the table shows medians)
+#   ANSIBLE_REPS=$REPS   repetitions of the Ansible runs (0 skips Ansible)
+#   ANSIBLE_PLAYBOOK=    path of ansible-playbook (default: PATH, then /tmp/fp-ansible/bin)
+#   SETUP_ANSIBLE=1      create /tmp/fp-ansible (python3 -m venv + pip install ansible-core) when
+#                        ansible-playbook is not found
+#   PORT=2222            sshd port on every host address
+#   SKIP_BUILD=0         1: use the existing target/release/fixpoint
+#   KEEP=0               1: keep the work directory (keys, configs, logs) after the run
+#
+# Everything it starts (sshd, Ansible's ControlPersist masters) is stopped on exit. It only talks
+# to 127.0.0.x. Every wait is bounded.
+set -euo pipefail
+
+N=${N:-5}
+REPS=${REPS:-3}
+ANSIBLE_REPS=${ANSIBLE_REPS:-$REPS}
+SETUP_ANSIBLE=${SETUP_ANSIBLE:-1}
+PORT=${PORT:-2222}
+SKIP_BUILD=${SKIP_BUILD:-0}
+KEEP=${KEEP:-0}
+BENCH_USER=fpbench
+FP_TIMEOUT=300       # seconds for one fixpoint run
+ANSIBLE_TIMEOUT=1800 # seconds for one ansible-playbook run
+SSH_TIMEOUT=30       # seconds for one `ssh host true`
+
+die() { echo "bench: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "run as root (it starts sshd and logs in as $BENCH_USER)"
+[[ "$N" =~ ^[0-9]+$ ]] && [ "$N" -ge 1 ] && [ "$N" -le 50 ] || die "N must be 1..50"
+[[ "$REPS" =~ ^[0-9]+$ ]] && [ "$REPS" -ge 1 ] && [ "$REPS" -le 20 ] || die "REPS must be 1..20"
+[[ "$ANSIBLE_REPS" =~ ^[0-9]+$ ]] && [ "$ANSIBLE_REPS" -le 20 ] || die "ANSIBLE_REPS must be 0..20"
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH="$REPO/bench"
+PLAYBOOK="$BENCH/site.yml"
+FP="$REPO/target/release/fixpoint"
+
+for tool in /usr/sbin/sshd ssh ssh-keygen timeout /usr/bin/time awk; do
+    command -v "$tool" >/dev/null || die "$tool is missing (openssh-server / openssh-client / coreutils)"
+done
+
+# ---- build ----------------------------------------------------------------------------------------
+if [ "$SKIP_BUILD" != 1 ]; then
+    echo "bench: cargo build --release" >&2
+    (cd "$REPO" && cargo build --release --quiet) || die "cargo build --release failed"
+fi
+[ -x "$FP" ] || die "$FP is missing (build it, or unset SKIP_BUILD)"
+
+# ---- the benchmark user -------------------------------------------------------------------------
+# Not root: root's ~/.bashrc here runs `pyenv init` on every ssh command (~0.12 s each).
+if ! id "$BENCH_USER" >/dev/null 2>&1; then
+    useradd -m -s /bin/bash "$BENCH_USER"
+fi
+usermod -p '*' "$BENCH_USER" # unlocked (`!` makes sshd without PAM refuse key logins)
+BENCH_HOME=$(getent passwd "$BENCH_USER" | cut -d: -f6)
+[ -d "$BENCH_HOME" ] || die "home of $BENCH_USER ($BENCH_HOME) is missing"
+HOSTS_ROOT="$BENCH_HOME/fpbench-hosts"
+install -d -o "$BENCH_USER" -g "$BENCH_USER" -m 0755 "$HOSTS_ROOT"
+
+# ---- Ansible (optional) ---------------------------------------------------------------------------
+ANSIBLE=${ANSIBLE_PLAYBOOK:-}
+if [ -z "$ANSIBLE" ] && [ "$ANSIBLE_REPS" -gt 0 ]; then
+    if command -v ansible-playbook >/dev/null; then
+        ANSIBLE=$(command -v ansible-playbook)
+    elif [ -x /tmp/fp-ansible/bin/ansible-playbook ]; then
+        ANSIBLE=/tmp/fp-ansible/bin/ansible-playbook
+    elif [ "$SETUP_ANSIBLE" = 1 ]; then
+        echo "bench: installing ansible-core into /tmp/fp-ansible" >&2
+        if timeout 600 python3 -m venv /tmp/fp-ansible &&
+            timeout 600 /tmp/fp-ansible/bin/pip install -q ansible-core; then
+            ANSIBLE=/tmp/fp-ansible/bin/ansible-playbook
+        else
+            echo "bench: could not install ansible-core; Ansible is left out" >&2
+        fi
+    fi
+fi
+[ "$ANSIBLE_REPS" -gt 0 ] || ANSIBLE=
+
+# ---- work directory, keys, sshd -------------------------------------------------------------------
+WORK=$(mktemp -d /tmp/fpbench.XXXXXX)
+chmod 755 "$WORK" # sshd reads authorized_keys as $BENCH_USER
+SSHD_PIDS=()
+cleanup() {
+    local rc=$?
+    set +e
+    # Ansible's ControlPersist masters (one per host), then the sshd listeners.
+    for sock in "$WORK"/ansible-cp/*; do
+        [ -S "$sock" ] && timeout 5 ssh -o ControlPath="$sock" -O exit dummy >/dev/null 2>&1
+    done
+    for pid in "${SSHD_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null
+    done
+    for pid in "${SSHD_PIDS[@]}"; do
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null
+    done
+    if [ "$KEEP" = 1 ]; then
+        echo "bench: kept $WORK" >&2
+    else
+        rm -rf "$WORK"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p /run/sshd && chmod 755 /run/sshd
+mkdir -p "$WORK/logs" "$WORK/ansible-cp" "$WORK/ansible-tmp"
+ssh-keygen -q -t ed25519 -N '' -C fpbench-client -f "$WORK/id_ed25519"
+cp "$WORK/id_ed25519.pub" "$WORK/authorized_keys"
+chmod 644 "$WORK/authorized_keys"
+CFG="$WORK/ssh_config"
+KNOWN="$WORK/known_hosts"
+INV="$WORK/inventory.ini"
+: >"$CFG"
+: >"$KNOWN"
+HOSTS=()
+for i in $(seq "$N"); do
+    h="fp$i"
+    addr="127.0.0.$((199 + i))"
+    HOSTS+=("$h")
+    d="$WORK/sshd-$h"
+    mkdir -p "$d"
+    ssh-keygen -q -t ed25519 -N '' -C "fpbench-host-$h" -f "$d/host_ed25519_key"
+    cat >"$d/sshd_config" <<EOF
+Port $PORT
+ListenAddress $addr:$PORT
+HostKey $d/host_ed25519_key
+AuthorizedKeysFile $WORK/authorized_keys
+PidFile $d/sshd.pid
+UsePAM no
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+StrictModes no
+PermitRootLogin no
+AllowUsers $BENCH_USER
+Subsystem sftp internal-sftp
+LogLevel VERBOSE
+MaxSessions 50
+MaxStartups 100
+PrintMotd no
+PrintLastLog no
+UseDNS no
+EOF
+    /usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" </dev/null >/dev/null 2>&1 &
+    SSHD_PIDS+=("$!")
+    up=0
+    for _ in $(seq 100); do
+        if grep -q "Server listening on" "$d/sshd.log" 2>/dev/null; then up=1; break; fi
+        kill -0 "${SSHD_PIDS[-1]}" 2>/dev/null || break
+        sleep 0.05
+    done
+    [ "$up" = 1 ] || die "sshd for $h on $addr:$PORT did not start; log: $(cat "$d/sshd.log" 2>/dev/null)"
+    echo "[$addr]:$PORT $(cut -d' ' -f1,2 "$d/host_ed25519_key.pub")" >>"$KNOWN"
+    cat >>"$CFG" <<EOF
+Host $h
+    HostName $addr
+    Port $PORT
+    User $BENCH_USER
+    IdentityFile $WORK/id_ed25519
+    IdentitiesOnly yes
+    UserKnownHostsFile $KNOWN
+    GlobalKnownHostsFile /dev/null
+    StrictHostKeyChecking yes
+    UpdateHostKeys no
+    CheckHostIP no
+    BatchMode yes
+    ControlMaster no
+
+EOF
+done
+
+# One inventory for both tools. All hosts share this filesystem, so each gets its own tree and
+# its own fixpoint state directory (the run lock lives there).
+{
+    echo "[bench]"
+    for h in "${HOSTS[@]}"; do
+        echo "$h base=$HOSTS_ROOT/$h/tree fixpoint_state_dir=$HOSTS_ROOT/$h/state"
+    done
+    echo
+    echo "[bench:vars]"
+    echo "ansible_python_interpreter=/usr/bin/python3"
+    echo "ansible_ssh_common_args=-F $CFG"
+} >"$INV"
+
+# ---- helpers --------------------------------------------------------------------------------------
+now() { date +%s.%N; }
+sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+median() { tr ' ' '\n' | awk 'NF' | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit }
+    if (NR % 2) printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "-") printf "%.2f", a / b; else print "-" }'; }
+accepted() { grep -c "Accepted publickey" "$WORK/sshd-$1/sshd.log" || true; }
+
+# Connections made during the command run by the caller: "Accepted publickey" per host, as
+# "min-max" (or one number when all hosts agree). Call conn_mark before, conn_count after.
+declare -A MARK
+conn_mark() { for h in "${HOSTS[@]}"; do MARK[$h]=$(accepted "$h"); done; }
+conn_count() {
+    local lo=999999 hi=0 c
+    for h in "${HOSTS[@]}"; do
+        c=$(($(accepted "$h") - ${MARK[$h]}))
+        [ "$c" -lt "$lo" ] && lo=$c
+        [ "$c" -gt "$hi" ] && hi=$c
+    done
+    if [ "$lo" = "$hi" ]; then echo "$lo"; else echo "$lo-$hi"; fi
+}
+
+clean_trees() {
+    for h in "${HOSTS[@]}"; do rm -rf "${HOSTS_ROOT:?}/$h"; done
+    for h in "${HOSTS[@]}"; do install -d -o "$BENCH_USER" -g "$BENCH_USER" -m 0755 "$HOSTS_ROOT/$h"; done
+}
+clean_agent_cache() { rm -rf "${BENCH_HOME:?}/.cache/fixpoint"; }
+
+# Sum of changed= / failed= / unreachable= over the PLAY RECAP lines of a log (text output of
+# both tools); with --twice only the last recap (pass 2) counts.
+recap() {
+    awk -v key="$2" '
+        /PLAY RECAP/ { sum = 0; seen = 1; next }
+        seen && $2 == ":" { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) sum += kv[2] } }
+        END { print seen ? sum : "?" }' "$1"
+}
+
+# floor: every host, one fresh connection (`ssh host true`), all at once. Prints seconds.
+floor_once() {
+    local t0 t1 pids=() p bad=0
+    t0=$(now)
+    for h in "${HOSTS[@]}"; do
+        timeout "$SSH_TIMEOUT" ssh -F "$CFG" -o ControlMaster=no -o ControlPath=none "$h" true </dev/null &
+        pids+=("$!")
+    done
+    for p in "${pids[@]}"; do wait "$p" || bad=1; done
+    t1=$(now)
+    [ "$bad" = 0 ] || die "ssh to a host failed (see $WORK/sshd-*/sshd.log)"
+    sub "$t0" "$t1"
+}
+
+# run LABEL CMD...: time one command; record wall, controller CPU, connections, changed, rc.
+# Sets RUN_WALL RUN_CPU RUN_CONN RUN_CHANGED RUN_RC; the output goes to $WORK/logs/LABEL.log.
+run_timed() {
+    local label=$1 limit=$2
+    shift 2
+    local log="$WORK/logs/$label.log" t0 t1
+    conn_mark
+    t0=$(now)
+    set +e
+    /usr/bin/time -f "%U %S" -o "$WORK/logs/$label.time" timeout "$limit" "$@" >"$log" 2>&1
+    RUN_RC=$?
+    set -e
+    t1=$(now)
+    RUN_WALL=$(sub "$t0" "$t1")
+    RUN_CPU=$(tail -n1 "$WORK/logs/$label.time" | awk '{ printf "%.2f", $1 + $2 }')
+    RUN_CONN=$(conn_count)
+    RUN_CHANGED=$(recap "$log" changed)
+    local failed unreach
+    failed=$(recap "$log" failed)
+    unreach=$(recap "$log" unreachable)
+    printf 'bench: %-24s %7.3f s  cpu %5s s  rc=%s  changed=%s  failed=%s  unreachable=%s  ssh connections/host=%s\n' \
+        "$label" "$RUN_WALL" "$RUN_CPU" "$RUN_RC" "$RUN_CHANGED" "$failed" "$unreach" "$RUN_CONN" >&2
+    echo "$label wall=$RUN_WALL cpu=$RUN_CPU rc=$RUN_RC changed=$RUN_CHANGED failed=$failed unreachable=$unreach conn=$RUN_CONN" >>"$WORK/samples.txt"
+}
+
+fp_apply() { run_timed "$1" "$FP_TIMEOUT" "$FP" apply -i "$INV" --ssh-config "$CFG" "${@:2}" "$PLAYBOOK"; }
+
+ansible_close_masters() {
+    local sock
+    for sock in "$WORK"/ansible-cp/*; do
+        [ -S "$sock" ] && timeout 5 ssh -o ControlPath="$sock" -O exit dummy >/dev/null 2>&1 || true
+    done
+}
+ansible_apply() {
+    # Fresh ControlPersist masters for every run: each run pays its own connections.
+    ansible_close_masters
+    run_timed "$1" "$ANSIBLE_TIMEOUT" env \
+        ANSIBLE_PIPELINING=1 \
+        ANSIBLE_SSH_ARGS='-o ControlMaster=auto -o ControlPersist=60s' \
+        ANSIBLE_SSH_CONTROL_PATH_DIR="$WORK/ansible-cp" \
+        ANSIBLE_LOCAL_TEMP="$WORK/ansible-tmp" \
+        ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 \
+        ANSIBLE_RETRY_FILES_ENABLED=0 \
+        ANSIBLE_CONFIG=/dev/null \
+        "$ANSIBLE" -i "$INV" -f "$N" "$PLAYBOOK"
+    ansible_close_masters
+}
+
+check_run() { # label: the run must have succeeded, and changed nothing if converged
+    local label=$1 want_changed=$2
+    [ "$RUN_RC" = 0 ] || die "$label exited $RUN_RC; see $WORK/logs/$label.log (KEEP=1 keeps it)"
+    if [ "$want_changed" = 0 ] && [ "$RUN_CHANGED" != 0 ]; then
+        die "$label did not converge: changed=$RUN_CHANGED; see $WORK/logs/$label.log (KEEP=1 keeps it)"
+    fi
+}
+
+# ---- measurements ---------------------------------------------------------------------------------
+TASKS=$("$FP" validate -i "$INV" "$PLAYBOOK" | grep -o '[0-9]* task(s)' | grep -o '[0-9]*')
+echo "bench: $N hosts, $TASKS tasks per host, $REPS repetitions, ansible: ${ANSIBLE:-not available}" >&2
+: >"$WORK/samples.txt"
+
+# Warm-up: the first ssh logins and the first run pay for cold page caches; not measured.
+floor_once >/dev/null
+clean_trees; clean_agent_cache
+fp_apply warmup; check_run warmup 1
+
+FLOOR=() FP_COLD=() FP_CONV=() FP_WARM=() FP_CONN=() FP_CPU_CONV=() FP_CPU_COLD=()
+for r in $(seq "$REPS"); do
+    for _ in 1 2 3; do FLOOR+=("$(floor_once)"); done
+    echo "bench: rep $r floor samples: ${FLOOR[*]: -3}" >&2
+
+    clean_trees; clean_agent_cache
+    fp_apply "fixpoint-cold-first-$r"; check_run "fixpoint-cold-first-$r" 1
+    FP_COLD+=("$RUN_WALL"); FP_CPU_COLD+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN")
+    fp_apply "fixpoint-converged-$r"; check_run "fixpoint-converged-$r" 0
+    FP_CONV+=("$RUN_WALL"); FP_CPU_CONV+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN")
+
+    clean_trees
+    fp_apply "fixpoint-warm-first-$r"; check_run "fixpoint-warm-first-$r" 1
+    FP_WARM+=("$RUN_WALL"); FP_CONN+=("$RUN_CONN")
+    fp_apply "fixpoint-converged-$r-b"; check_run "fixpoint-converged-$r-b" 0
+    FP_CONV+=("$RUN_WALL"); FP_CPU_CONV+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN")
+done
+
+# Convergence proof on a clean tree: --twice exits 3 if the second pass changed anything.
+clean_trees
+fp_apply fixpoint-twice --twice
+TWICE_RC=$RUN_RC TWICE_CONN=$RUN_CONN
+[ "$TWICE_RC" = 0 ] || echo "bench: fixpoint --twice exited $TWICE_RC (see $WORK/logs/fixpoint-twice.log)" >&2
+
+AN_FIRST=() AN_CONV=() AN_CONN=()
+if [ -n "$ANSIBLE" ]; then
+    "$ANSIBLE" --version | head -n1 >&2
+    for r in $(seq "$ANSIBLE_REPS"); do
+        FLOOR+=("$(floor_once)")
+        clean_trees
+        ansible_apply "ansible-first-$r"; check_run "ansible-first-$r" 1
+        AN_FIRST+=("$RUN_WALL"); AN_CONN+=("$RUN_CONN")
+        ansible_apply "ansible-converged-$r"; check_run "ansible-converged-$r" 0
+        AN_CONV+=("$RUN_WALL"); AN_CONN+=("$RUN_CONN")
+    done
+fi
+
+# ---- report ---------------------------------------------------------------------------------------
+floor=$(echo "${FLOOR[*]}" | median)
+m_cold=$(echo "${FP_COLD[*]}" | median)
+m_warm=$(echo "${FP_WARM[*]}" | median)
+m_conv=$(echo "${FP_CONV[*]}" | median)
+a_first=$(echo "${AN_FIRST[*]:-}" | median)
+a_conv=$(echo "${AN_CONV[*]:-}" | median)
+verdict() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "-") print "-"; else if (r + 0 <= t + 0) print "met (<= " t "x)"; else print "MISSED (> " t "x)" }'; }
+conns() { tr ' ' '\n' | awk 'NF' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
+
+{
+    echo
+    echo "fixpoint benchmark: $N hosts x $TASKS tasks, $(nproc) cores, medians of $REPS repetitions ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+    echo
+    printf '%-34s %10s %10s  %-18s %s\n' "measurement" "seconds" "x floor" "target" "samples"
+    printf '%-34s %10s %10s  %-18s %s\n' "connection floor (ssh true x$N, ||)" "$floor" "1.00" "" "${FLOOR[*]}"
+    r=$(ratio "$m_cold" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "fixpoint first run, cold cache" "$m_cold" "$r" "$(verdict "$r" 2)" "${FP_COLD[*]}"
+    r=$(ratio "$m_warm" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "fixpoint first run, warm cache" "$m_warm" "$r" "$(verdict "$r" 2)" "${FP_WARM[*]}"
+    r=$(ratio "$m_conv" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "fixpoint converged run" "$m_conv" "$r" "$(verdict "$r" 1.2)" "${FP_CONV[*]}"
+    if [ -n "$ANSIBLE" ]; then
+        r=$(ratio "$a_first" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "ansible-playbook first run" "$a_first" "$r" "" "${AN_FIRST[*]}"
+        r=$(ratio "$a_conv" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "ansible-playbook converged run" "$a_conv" "$r" "" "${AN_CONV[*]}"
+    else
+        echo "ansible-playbook: not available (pip install ansible-core, or SETUP_ANSIBLE=1)"
+    fi
+    echo
+    echo "fixpoint converged / ansible converged: $(ratio "$m_conv" "$a_conv")   (ansible is $(ratio "$a_conv" "$m_conv")x slower)"
+    echo "fixpoint controller CPU (user+sys): converged median $(echo "${FP_CPU_CONV[*]}" | median) s, cold first median $(echo "${FP_CPU_COLD[*]}" | median) s"
+    echo "ssh connections per host per run: fixpoint $(echo "${FP_CONN[*]}" | conns) (target 1), fixpoint --twice $TWICE_CONN, ansible $(echo "${AN_CONN[*]:-}" | conns)"
+    echo "fixpoint --twice on a clean tree: exit $TWICE_RC (target 0)"
+    echo
+    echo "command: $FP apply -i <inventory> --ssh-config <ssh_config> $PLAYBOOK"
+    [ -z "$ANSIBLE" ] || echo "ansible: ANSIBLE_PIPELINING=1 ANSIBLE_SSH_ARGS='-o ControlMaster=auto -o ControlPersist=60s' $ANSIBLE -i <inventory> -f $N $PLAYBOOK  (ansible_ssh_common_args=-F <ssh_config>)"
+} | tee "$WORK/results.txt"

@@ -1,0 +1,287 @@
+//! The text-file machinery shared by `lineinfile` and `blockinfile`: their common parameter
+//! checks, Python-style patterns, and the probe → plan → apply of an atomic rewrite with
+//! backup, validate, mode, owner and group.
+
+use crate::params::ModeSpec;
+use crate::util::{self, Attrs, WantedAttrs};
+use crate::{ContentDiff, Ctx, ModuleError, Plan};
+use regex::bytes::Regex;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// `state` of lineinfile and blockinfile: whether the line or block should be in the file.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Presence {
+    #[default]
+    Present,
+    Absent,
+}
+
+/// Ansible reports a missing destination with rc 257; keep it so `failed_when: result.rc == 257` works.
+pub(crate) fn missing_file(msg: String) -> ModuleError {
+    let mut result = Map::new();
+    result.insert("rc".into(), json!(257));
+    ModuleError::Failed { msg, result }
+}
+
+/// Parameter checks shared by lineinfile and blockinfile.
+pub(crate) fn check_common(
+    path: &str,
+    validate: Option<&str>,
+    mode: Option<&ModeSpec>,
+) -> Result<(), ModuleError> {
+    if path.is_empty() {
+        return Err(ModuleError::Params(
+            "`path` is empty; give the file to edit".into(),
+        ));
+    }
+    if let Some(v) = validate {
+        if !v.contains("%s") {
+            return Err(ModuleError::Params(format!(
+                "`validate` must contain %s (replaced by the file to check), got `{v}`"
+            )));
+        }
+    }
+    if mode == Some(&ModeSpec::Preserve) {
+        return Err(ModuleError::Params(
+            "`mode: preserve` only makes sense with copy/template; give an octal or symbolic mode"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The error for two parameters that cannot be given together.
+pub(crate) fn exclusive(a: &str, b: &str) -> ModuleError {
+    ModuleError::Params(format!(
+        "`{a}` and `{b}` are mutually exclusive; give only one of them"
+    ))
+}
+
+/// Catch typos in the `insertafter`/`insertbefore` patterns at load time: anything but the
+/// `EOF`/`BOF` keywords is a regex, unless a template will produce it.
+pub(crate) fn check_anchors(
+    insertafter: Option<&str>,
+    insertbefore: Option<&str>,
+) -> Result<(), ModuleError> {
+    for (field, re) in [("insertafter", insertafter), ("insertbefore", insertbefore)] {
+        if let Some(re) = re {
+            if re != "EOF" && re != "BOF" && !is_templated(re) {
+                compile_regex(field, re)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `(insertafter, insertbefore)` with Ansible's default: after `EOF` when neither is given.
+pub(crate) fn insert_anchors<'a>(
+    insertafter: Option<&'a str>,
+    insertbefore: Option<&'a str>,
+) -> (Option<&'a str>, Option<&'a str>) {
+    match (insertafter, insertbefore) {
+        (None, None) => (Some("EOF"), None),
+        anchors => anchors,
+    }
+}
+
+/// Whether a parameter still holds Jinja2 (checked at load time, before templating).
+pub(crate) fn is_templated(s: &str) -> bool {
+    s.contains("{{") || s.contains("{%")
+}
+
+/// Compile a Python-style regular expression (as playbooks write them) for matching lines.
+/// `\Z` is Python's end-of-string, spelled `\z` in Rust; look-around and back-references
+/// have no Rust equivalent and are reported as such.
+pub(crate) fn compile_regex(field: &str, pattern: &str) -> Result<Regex, ModuleError> {
+    let mut translated = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('Z') => translated.push_str("\\z"),
+                Some(n) => {
+                    translated.push('\\');
+                    translated.push(n);
+                }
+                None => translated.push('\\'),
+            }
+        } else {
+            translated.push(c);
+        }
+    }
+    Regex::new(&translated).map_err(|e| {
+        let hint = if pattern.contains("(?=")
+            || pattern.contains("(?!")
+            || pattern.contains("(?<=")
+            || pattern.contains("(?<!")
+            || pattern.contains("(?P=")
+        {
+            " (look-around and back-references are not supported; rewrite the pattern without them)"
+        } else {
+            ""
+        };
+        ModuleError::Params(format!(
+            "`{field}` is not a valid regular expression{hint}: {e}"
+        ))
+    })
+}
+
+/// Python's `line.rstrip(b'\r\n')`.
+pub(crate) fn strip_eol(line: &[u8]) -> &[u8] {
+    let end = line
+        .iter()
+        .rposition(|b| *b != b'\n' && *b != b'\r')
+        .map_or(0, |i| i + 1);
+    &line[..end]
+}
+
+/// What lineinfile and blockinfile find on the host.
+#[derive(Debug)]
+pub struct TextFile {
+    /// The path as the task gave it (used in messages and diffs).
+    pub path: String,
+    /// Where to write: the final target when `path` is a symlink, so the link stays a link.
+    pub target: PathBuf,
+    /// Metadata of the target (following symlinks); `None` when it does not exist.
+    pub meta: Option<fs::Metadata>,
+    /// Its content; `None` when it does not exist.
+    pub content: Option<Vec<u8>>,
+}
+
+/// One step of a text-file edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EditAction {
+    /// Create missing parent directories of a new file (Ansible does this with `create: true`).
+    CreateParents(PathBuf),
+    /// Copy the current file aside before rewriting it (`backup: true`).
+    Backup,
+    /// Write new content atomically; `attrs` holds only the attributes that must change.
+    Write { content: Vec<u8>, attrs: Attrs },
+    /// The content is right; only mode/owner/group differ.
+    SetAttrs(Attrs),
+}
+
+/// Read the file at `path`, through symlinks. A directory is an error, as in Ansible.
+pub fn probe_text_file(path: &str) -> Result<TextFile, ModuleError> {
+    let p = Path::new(path);
+    let meta = match fs::metadata(p) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(ModuleError::io(p, e)),
+    };
+    if meta.as_ref().is_some_and(|m| m.is_dir()) {
+        let mut result = Map::new();
+        result.insert("rc".into(), json!(256));
+        return Err(ModuleError::Failed {
+            msg: format!("Path {path} is a directory ! (give the path of a file inside it)"),
+            result,
+        });
+    }
+    // Write through a symlink to its target, so a rewrite does not replace the link with a file.
+    let target = match (&meta, util::lstat(p)?) {
+        (Some(_), Some(l)) if l.file_type().is_symlink() => {
+            fs::canonicalize(p).map_err(|e| ModuleError::io(p, e))?
+        }
+        _ => p.to_path_buf(),
+    };
+    let content = match meta {
+        Some(_) => Some(fs::read(&target).map_err(|e| ModuleError::io(&target, e))?),
+        None => None,
+    };
+    Ok(TextFile {
+        path: path.to_string(),
+        target,
+        meta,
+        content,
+    })
+}
+
+/// Plan writing `new_content` (None: the content is already right) and the wanted attributes.
+/// Fills `plan.actions` and `plan.diff`; returns Ansible's message: `msg` (what the edit does to
+/// the content, or empty), with a note appended when attributes change.
+pub fn plan_edit(
+    file: &TextFile,
+    new_content: Option<Vec<u8>>,
+    wanted: &WantedAttrs,
+    backup: bool,
+    ctx: &Ctx,
+    msg: String,
+    plan: &mut Plan<EditAction>,
+) -> Result<String, ModuleError> {
+    let attrs = util::plan_attrs(&file.path, file.meta.as_ref(), wanted, &mut plan.diff)?;
+    let attrs_changed = attrs != Attrs::default() && file.meta.is_some();
+    match new_content {
+        Some(content) => {
+            if file.meta.is_none() {
+                plan.diff.attr(&file.path, "state", "absent", "file");
+                if let Some(parent) = file.target.parent() {
+                    if !parent.as_os_str().is_empty() && util::lstat(parent)?.is_none() {
+                        plan.diff.attr(
+                            parent.display().to_string(),
+                            "state",
+                            "absent",
+                            "directory",
+                        );
+                        plan.actions
+                            .push(EditAction::CreateParents(parent.to_path_buf()));
+                    }
+                }
+            } else if backup {
+                plan.actions.push(EditAction::Backup);
+            }
+            if ctx.diff {
+                plan.diff.content.push(ContentDiff {
+                    path: file.path.clone(),
+                    before: util::diff_text(file.content.as_deref().unwrap_or_default()),
+                    after: util::diff_text(&content),
+                });
+            }
+            plan.actions.push(EditAction::Write { content, attrs });
+        }
+        None if attrs_changed => plan.actions.push(EditAction::SetAttrs(attrs)),
+        None => {}
+    }
+    Ok(with_attr_msg(msg, attrs_changed))
+}
+
+/// Ansible's message when only attributes changed, or appended to the content message.
+fn with_attr_msg(mut msg: String, attrs_changed: bool) -> String {
+    if attrs_changed {
+        if !msg.is_empty() {
+            msg.push_str(" and ");
+        }
+        msg.push_str("ownership, perms or SE linux context changed");
+    }
+    msg
+}
+
+/// Perform exactly the planned edit. Returns the module's return values: the backup's path
+/// under `backup_key` when one was made.
+pub fn apply_edit(
+    file: &TextFile,
+    actions: &[EditAction],
+    validate: Option<&str>,
+    backup_key: &str,
+) -> Result<Map<String, Value>, ModuleError> {
+    let mut out = Map::new();
+    for action in actions {
+        match action {
+            EditAction::CreateParents(dir) => {
+                fs::create_dir_all(dir).map_err(|e| ModuleError::io(dir, e))?;
+            }
+            EditAction::Backup => {
+                let backup = util::backup_file(&file.target)?;
+                out.insert(backup_key.into(), Value::String(backup));
+            }
+            EditAction::Write { content, attrs } => {
+                util::atomic_write(&file.target, content, attrs, validate)?;
+            }
+            EditAction::SetAttrs(attrs) => util::set_attrs(&file.target, attrs)?,
+        }
+    }
+    Ok(out)
+}

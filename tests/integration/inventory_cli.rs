@@ -1,0 +1,90 @@
+//! `fixpoint inventory` and host patterns through the binary, with group_vars beside the inventory.
+
+use crate::fx::Fx;
+
+fn fixture() -> Fx {
+    let fx = Fx::new();
+    fx.write(
+        "inv/hosts.ini",
+        "[web]\nweb[01:02] ansible_connection=local\n\n[db]\ndb1 ansible_connection=local role=primary\n\n[prod:children]\nweb\ndb\n\n[web:vars]\nenv=staging\n",
+    );
+    fx.write("inv/group_vars/prod.yml", "env: production\nport: 80\n");
+    fx.write("inv/group_vars/web.yml", "port: 8080\n");
+    fx.write("inv/host_vars/web02.yml", "port: 9090\n");
+    fx
+}
+
+#[test]
+fn list_graph_and_host_show_the_resolved_inventory() {
+    let fx = fixture();
+    let out = fx.run(&["inventory", "-i", "inv/hosts.ini", "--list"]);
+    out.expect(0);
+    let list: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(list["web"]["hosts"], serde_json::json!(["web01", "web02"]));
+    assert_eq!(
+        list["_meta"]["hostvars"]["web01"]["port"], 8080,
+        "child group beats parent"
+    );
+    assert_eq!(
+        list["_meta"]["hostvars"]["web02"]["port"], 9090,
+        "host_vars beat groups"
+    );
+    assert_eq!(list["_meta"]["hostvars"]["db1"]["port"], 80);
+    // As in Ansible, group_vars files beat inline group vars, even of a child group.
+    assert_eq!(list["_meta"]["hostvars"]["web01"]["env"], "production");
+
+    let graph = fx.run(&["inventory", "-i", "inv/hosts.ini", "--graph"]);
+    graph.expect(0);
+    assert!(
+        graph.stdout.contains("@prod:") && graph.stdout.contains("|--web01"),
+        "{}",
+        graph.stdout
+    );
+
+    let host = fx.run(&["inventory", "-i", "inv/hosts.ini", "--host", "db1"]);
+    host.expect(0);
+    let vars: serde_json::Value = serde_json::from_str(&host.stdout).unwrap();
+    assert_eq!(vars["role"], "primary");
+    assert_eq!(vars["env"], "production");
+}
+
+#[test]
+fn patterns_select_hosts_for_plays_and_limit() {
+    let fx = fixture();
+    fx.write(
+        "site.yml",
+        &format!(
+            "- hosts: prod:!db\n  gather_facts: false\n  vars:\n    fixpoint_state_dir: \"{}/{{{{ inventory_hostname }}}}\"\n  tasks:\n    - name: mark\n      copy:\n        content: \"{{{{ port }}}} {{{{ group_names | join(',') }}}}\"\n        dest: \"{}/{{{{ inventory_hostname }}}}\"\n",
+            fx.state_dir().display(),
+            fx.path("t").display()
+        ),
+    );
+    std::fs::create_dir_all(fx.path("t")).unwrap();
+    fx.run(&[
+        "apply",
+        "-i",
+        "inv/hosts.ini",
+        "--limit",
+        "web0*",
+        "site.yml",
+    ])
+    .expect(0);
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/web01")).unwrap(),
+        "8080 prod,web"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/web02")).unwrap(),
+        "9090 prod,web"
+    );
+    assert!(!fx.path("t/db1").exists());
+}
+
+#[test]
+fn a_broken_inventory_is_refused_with_its_location() {
+    let fx = Fx::new();
+    fx.write("bad.ini", "[web]\nweb1\n[web:kids]\nx\n");
+    let out = fx.run(&["inventory", "-i", "bad.ini", "--list"]);
+    out.expect(2);
+    assert!(out.stderr.contains("bad.ini:3"), "{}", out.stderr);
+}

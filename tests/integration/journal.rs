@@ -1,0 +1,255 @@
+//! The on-host journal over real SSH: retried `once:` steps, concurrent runs, lost responses,
+//! conflicts, durable handlers, and locks that die with their run.
+
+use crate::fx::Out;
+use crate::ssh::Fleet;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+fn lines(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+impl Fleet {
+    /// `fixpoint journal` against the fleet.
+    fn journal(&self, args: &[&str]) -> Out {
+        let mut full = vec![
+            "journal",
+            "-i",
+            "hosts.ini",
+            "--ssh-config",
+            self.config.to_str().unwrap(),
+        ];
+        full.extend_from_slice(args);
+        self.fx.run(&full)
+    }
+}
+
+fn output(child: std::process::Child) -> Out {
+    Out::from(child.wait_with_output().unwrap())
+}
+
+const APPEND_ONCE: &str = concat!(
+    "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+    "    - name: append\n      shell: echo line >> {{ base }}/log\n      once: append-v1\n      register: r\n",
+    "    - name: rc\n      assert:\n        that: r.rc == 0\n",
+);
+
+#[test]
+fn a_once_step_retried_three_times_appends_one_line() {
+    let fleet = Fleet::start(1, "fpuser");
+    fleet.play(APPEND_ONCE);
+    let log = fleet.base(&fleet.hosts[0]).join("log");
+    let first = fleet.apply(&[]);
+    first.expect(0);
+    assert_eq!(first.status_of("append"), "changed");
+    for _ in 0..2 {
+        let again = fleet.apply(&[]);
+        again.expect(0);
+        let ev = &again.task_events("append")[0];
+        assert_eq!(ev["status"], "ok", "{}", again.stdout);
+        assert!(ev["note"].as_str().unwrap().contains("replayed"), "{ev}");
+    }
+    assert_eq!(lines(&log), 1);
+    let list = fleet.journal(&["list"]);
+    list.expect(0);
+    assert!(
+        list.stdout.contains("append-v1") && list.stdout.contains("done"),
+        "{}",
+        list.stdout
+    );
+}
+
+#[test]
+fn two_runs_at_once_append_once_and_the_other_reports_the_lock() {
+    let fleet = Fleet::start(1, "fpuser");
+    // The step holds the lock long enough for the two runs to overlap.
+    fleet.play(concat!(
+        "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+        "    - name: append\n      shell: echo line >> {{ base }}/log; sleep 2\n      once: append-v1\n",
+    ));
+    let a = fleet.spawn_apply(&[], Stdio::null());
+    let b = fleet.spawn_apply(&[], Stdio::null());
+    let (a, b) = (output(a), output(b));
+    let mut codes = [a.code, b.code];
+    codes.sort();
+    assert_eq!(
+        codes,
+        [0, 1],
+        "one succeeds, one is locked out:\n{}\n{}",
+        a.stdout,
+        b.stdout
+    );
+    let loser = if a.code == 1 { &a } else { &b };
+    assert!(loser.stdout.contains("locked by run"), "{}", loser.stdout);
+    assert!(
+        loser.stdout.contains("playbook site.yml"),
+        "{}",
+        loser.stdout
+    );
+    assert_eq!(lines(&fleet.base(&fleet.hosts[0]).join("log")), 1);
+}
+
+#[test]
+fn lost_response_is_in_doubt_until_resolved() {
+    let fleet = Fleet::start(1, "fpuser");
+    // The effect happens, then the agent dies before it can record `done`.
+    fleet.play(concat!(
+        "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+        "    - name: append\n      shell: echo line >> {{ base }}/log; kill -9 $PPID\n      once: append-v1\n",
+    ));
+    let log = fleet.base(&fleet.hosts[0]).join("log");
+    let first = fleet.apply(&[]);
+    first.expect(1);
+    let msg = first.task_events("append")[0]["msg"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("connection lost") && msg.contains("unknown"),
+        "{msg}"
+    );
+    assert_eq!(lines(&log), 1);
+
+    let second = fleet.apply(&[]);
+    second.expect(1);
+    let msg = second.task_events("append")[0]["msg"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("in doubt") && msg.contains("journal resolve"),
+        "{msg}"
+    );
+    assert_eq!(lines(&log), 1, "an in-doubt step is not run again");
+
+    let host = fleet.hosts[0].alias();
+    fleet
+        .journal(&["resolve", host, "append-v1", "--done"])
+        .expect(0);
+    let third = fleet.apply(&[]);
+    third.expect(0);
+    assert_eq!(third.status_of("append"), "ok");
+    assert_eq!(lines(&log), 1);
+}
+
+#[test]
+fn lost_response_with_a_probe_guard_is_settled_by_the_probe() {
+    let fleet = Fleet::start(1, "fpuser");
+    fleet.play(concat!(
+        "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+        "    - name: append\n      shell: echo line >> {{ base }}/log; touch {{ base }}/marker; kill -9 $PPID\n",
+        "      args:\n        creates: \"{{ base }}/marker\"\n      once: append-v1\n",
+    ));
+    let log = fleet.base(&fleet.hosts[0]).join("log");
+    fleet.apply(&[]).expect(1);
+    let second = fleet.apply(&[]);
+    second.expect(0);
+    let ev = &second.task_events("append")[0];
+    assert_eq!(ev["status"], "ok", "{}", second.stdout);
+    assert!(ev["note"].as_str().unwrap().contains("in doubt"), "{ev}");
+    assert_eq!(lines(&log), 1);
+    // Repaired: the record is now done.
+    let list = fleet.journal(&["list"]);
+    assert!(list.stdout.contains("done"), "{}", list.stdout);
+}
+
+#[test]
+fn resolve_retry_runs_the_step_again() {
+    let fleet = Fleet::start(1, "fpuser");
+    fleet.play(APPEND_ONCE);
+    fleet.apply(&[]).expect(0);
+    let host = fleet.hosts[0].alias().to_string();
+    fleet
+        .journal(&["--host", &host, "resolve", "append-v1", "--retry"])
+        .expect(0);
+    fleet.apply(&[]).expect(0);
+    assert_eq!(lines(&fleet.base(&fleet.hosts[0]).join("log")), 2);
+}
+
+#[test]
+fn same_key_for_a_different_command_is_a_conflict_and_runs_nothing() {
+    let fleet = Fleet::start(1, "fpuser");
+    fleet.play(APPEND_ONCE);
+    fleet.apply(&[]).expect(0);
+    fleet.play(&APPEND_ONCE.replace("echo line", "echo other"));
+    let out = fleet.apply(&[]);
+    out.expect(1);
+    let msg = out.task_events("append")[0]["msg"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("key `append-v1` was used for a different request on"),
+        "{msg}"
+    );
+    let text = std::fs::read_to_string(fleet.base(&fleet.hosts[0]).join("log")).unwrap();
+    assert_eq!(text, "line\n");
+}
+
+#[test]
+fn durable_handler_runs_on_the_next_run_after_a_failure() {
+    let fleet = Fleet::start(1, "fpuser");
+    fleet.play_full(
+        concat!(
+            "  gather_facts: false\n",
+            "  handlers:\n    - name: record\n      shell: echo ran >> {{ base }}/handler.log\n      args:\n        creates: /nonexistent/fixpoint\n",
+        ),
+        concat!(
+            "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+            "    - name: conf\n      copy:\n        content: v1\n        dest: \"{{ base }}/conf\"\n      notify: record\n",
+            "    - name: boom\n      fail:\n        msg: broken on purpose\n      when: fail_now | default(false) | bool\n",
+        ),
+    );
+    let hlog = fleet.base(&fleet.hosts[0]).join("handler.log");
+    fleet.apply(&["-e", "fail_now=true"]).expect(1);
+    assert_eq!(lines(&hlog), 0, "a failed host runs no handler");
+
+    let second = fleet.apply(&[]);
+    second.expect(0);
+    assert_eq!(second.status_of("conf"), "ok", "nothing changes this time");
+    assert_eq!(lines(&hlog), 1, "the pending handler ran");
+    let notes: Vec<_> = second
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "note")
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n["msg"].as_str().unwrap().contains("pending since")),
+        "{}",
+        second.stdout
+    );
+
+    fleet.apply(&[]).expect(0);
+    assert_eq!(lines(&hlog), 1, "a third run runs nothing");
+}
+
+#[test]
+fn a_killed_controller_leaves_no_stale_lock() {
+    let fleet = Fleet::start(1, "fpuser");
+    fleet.play(concat!(
+        "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+        "    - name: slow\n      shell: touch {{ base }}/started; sleep 2\n      args:\n        creates: \"{{ base }}/never\"\n",
+    ));
+    let mut child = fleet.spawn_apply(&[], Stdio::null());
+    let started = fleet.base(&fleet.hosts[0]).join("started");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the slow task never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    // The agent ends when its channel closes; the next run gets the lock (waiting for the
+    // step in flight to end) instead of finding a stale one.
+    let out = fleet.apply(&["--lock-timeout", "60"]);
+    out.expect(0);
+}
