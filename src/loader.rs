@@ -76,6 +76,16 @@ pub enum IncludeSource {
         search: Vec<PathBuf>,
         inherit: Box<Inherited>,
     },
+    /// `include_role` of a templated role name: loaded when the host reaches it.
+    Role {
+        name: String,
+        tasks_from: Option<String>,
+        vars_from: Option<String>,
+        defaults_from: Option<String>,
+        /// The include's `vars`: role parameters (templates, rendered in the task's scope).
+        params: Map<String, Value>,
+        inherit: Box<Inherited>,
+    },
 }
 
 /// `meta:` actions the scheduler performs itself.
@@ -756,6 +766,30 @@ impl<'a> Loader<'a> {
         r
     }
 
+    /// Load a role named at run time (`include_role` with a templated name); its handlers are
+    /// left in `role_handlers`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn runtime_role(
+        &mut self,
+        name: &str,
+        at: &Pos,
+        tasks_from: Option<String>,
+        vars_from: Option<String>,
+        defaults_from: Option<String>,
+        params: Map<String, Value>,
+        inh: &Inherited,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let node = yaml::json_to_node(&Value::String(name.to_string()), at);
+        let opts = RoleOpts {
+            tasks_from,
+            vars_from,
+            defaults_from,
+            dedupe: false,
+            export: false,
+        };
+        self.role(&node, params, inh, &opts)
+    }
+
     /// Where a relative task file name is searched: beside the including file, in the
     /// role's `tasks/`, beside the playbook.
     fn task_search(&self, file_dir: &Path, inh: &Inherited) -> Vec<PathBuf> {
@@ -955,7 +989,24 @@ impl<'a> Loader<'a> {
                     Some(v) => vars_of(v, "`vars`")?,
                     None => Map::new(),
                 };
-                if include {
+                let templated_name = name
+                    .as_str()
+                    .is_some_and(crate::templating::Templar::is_template);
+                if include && templated_name {
+                    // The role is known only when a host reaches the include (e.g. a loop
+                    // over role names): it is loaded then.
+                    let source = IncludeSource::Role {
+                        name: string_of(name, "name")?,
+                        tasks_from: opts.tasks_from,
+                        vars_from: opts.vars_from,
+                        defaults_from: opts.defaults_from,
+                        params,
+                        inherit: Box::new(inh.clone()),
+                    };
+                    let mut inc = include_of(node, inh, "include_role", source)?;
+                    inc.vars = Map::new();
+                    Ok(vec![Step::Include(Box::new(inc))])
+                } else if include {
                     // The include's own keywords decide whether it runs; they do not reach
                     // the role's tasks (Ansible needs `apply:` for that).
                     let steps = self.role(name, params, inh, &opts)?;

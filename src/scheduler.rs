@@ -121,6 +121,8 @@ struct PlayCtx<'a> {
     files_vars: Map<String, Value>,
     /// Parameters of the `include_tasks` / `include_role` being run (and its loop item).
     include_params: Map<String, Value>,
+    /// The handlers known so far (see `Engine::handlers`).
+    handlers: Arc<Vec<Task>>,
 }
 
 impl PlayCtx<'_> {
@@ -138,6 +140,7 @@ impl PlayCtx<'_> {
             hostvars: self.hostvars.clone(),
             files_vars: self.files_vars.clone(),
             include_params,
+            handlers: self.handlers.clone(),
         }
     }
 }
@@ -163,6 +166,9 @@ pub struct Engine {
     failed_before: Vec<String>,
     /// See `idle_hostvars`.
     idle_hostvars: OnceLock<Map<String, Value>>,
+    /// The current play's handlers: its own and its roles', then those of roles loaded at run
+    /// time.
+    handlers: Arc<Vec<Task>>,
 }
 
 impl Engine {
@@ -182,6 +188,7 @@ impl Engine {
             rescue_depth: 0,
             failed_before: Vec::new(),
             idle_hostvars: OnceLock::new(),
+            handlers: Arc::default(),
         }
     }
 
@@ -262,6 +269,7 @@ impl Engine {
             hostvars: Value::Null,
             files_vars: Map::new(),
             include_params: Map::new(),
+            handlers: Arc::default(),
         };
         let mut ok = true;
         for host in &hosts {
@@ -364,6 +372,7 @@ impl Engine {
             self.host_state(h).ended = false;
         }
         let groups = serde_json::to_value(self.inventory.groups_map()).unwrap_or_default();
+        self.handlers = Arc::new(play.handlers.clone());
         for batch in batches(&selected, &play.serial) {
             let ctx = PlayCtx {
                 play,
@@ -375,6 +384,7 @@ impl Engine {
                 hostvars: Value::Null,
                 files_vars: files_vars.clone(),
                 include_params: Map::new(),
+                handlers: self.handlers.clone(),
             };
             self.failed_before = batch
                 .iter()
@@ -431,6 +441,7 @@ impl Engine {
     /// The play context with the hosts' variables and failures as they are now.
     fn snapshot<'c>(&self, ctx: &'c PlayCtx<'c>) -> PlayCtx<'c> {
         PlayCtx {
+            handlers: self.handlers.clone(),
             hostvars: hostvars_snapshot(
                 &self.hosts,
                 self.idle_hostvars(),
@@ -691,12 +702,13 @@ impl Engine {
                 // The file name sees the include's own `vars`, as its other arguments do.
                 let s = s.with(Layer::data(params.clone()));
                 let file = match &inc.source {
-                    IncludeSource::TasksFile { file, .. } => match s.render(&json!(file)) {
+                    IncludeSource::TasksFile { file: name, .. }
+                    | IncludeSource::Role { name, .. } => match s.render(&json!(name)) {
                         Ok(v) => Some(display(&v)),
                         Err(e) => {
                             failures.push((
                                 host.clone(),
-                                format!("cannot render the file name `{file}`: {e}"),
+                                format!("cannot render the name `{name}`: {e}"),
                             ));
                             continue;
                         }
@@ -722,52 +734,91 @@ impl Engine {
             self.fail_host(
                 &host,
                 &name,
-                "include",
+                inc.action,
                 &location,
                 format!("{msg} (at {location})"),
             );
         }
         for (file, params, hosts) in groups {
             let sub = ctx.with_params(params);
-            match (&inc.source, file) {
-                (IncludeSource::Loaded(steps), _) => self.run_steps(&sub, steps, &hosts).await,
-                (
-                    IncludeSource::TasksFile {
-                        search, inherit, ..
-                    },
-                    Some(file),
-                ) => {
-                    let loaded = match crate::loader::find_in(search, &file) {
-                        Some(path) => {
-                            crate::loader::Loader::new(&ctx.play.dir, &ctx.book.roles_path)
-                                .task_file(&path, &inc.pos, inherit)
-                                .map_err(|d| d.to_string())
-                        }
-                        None => Err(format!(
-                            "task file `{file}` not found; looked in {}",
-                            search
-                                .iter()
-                                .map(|d| d.display().to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )),
+            let (source, file) = match (&inc.source, file) {
+                (IncludeSource::Loaded(steps), _) => {
+                    self.run_steps(&sub, steps, &hosts).await;
+                    continue;
+                }
+                (source, Some(file)) => (source, file),
+                (_, None) => continue,
+            };
+            let mut loader = crate::loader::Loader::new(&ctx.play.dir, &ctx.book.roles_path);
+            let loaded = match source {
+                IncludeSource::TasksFile {
+                    search, inherit, ..
+                } => match crate::loader::find_in(search, &file) {
+                    Some(path) => loader
+                        .task_file(&path, &inc.pos, inherit)
+                        .map_err(|d| d.to_string()),
+                    None => Err(format!(
+                        "task file `{file}` not found; looked in {}",
+                        search
+                            .iter()
+                            .map(|d| d.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                },
+                IncludeSource::Role {
+                    tasks_from,
+                    vars_from,
+                    defaults_from,
+                    params,
+                    inherit,
+                    ..
+                } => loader
+                    .runtime_role(
+                        &file,
+                        &inc.pos,
+                        tasks_from.clone(),
+                        vars_from.clone(),
+                        defaults_from.clone(),
+                        params.clone(),
+                        inherit,
+                    )
+                    .map_err(|d| d.to_string()),
+                IncludeSource::Loaded(_) => unreachable!("run above"),
+            };
+            match loaded {
+                Ok(steps) => {
+                    self.add_handlers(std::mem::take(&mut loader.role_handlers));
+                    let sub = PlayCtx {
+                        handlers: self.handlers.clone(),
+                        ..sub
                     };
-                    match loaded {
-                        Ok(steps) => self.run_steps(&sub, &steps, &hosts).await,
-                        Err(e) => {
-                            for h in &hosts {
-                                self.fail_host(
-                                    h,
-                                    &name,
-                                    inc.action,
-                                    &location,
-                                    format!("{e} (included at {location})"),
-                                );
-                            }
-                        }
+                    self.run_steps(&sub, &steps, &hosts).await;
+                }
+                Err(e) => {
+                    for h in &hosts {
+                        self.fail_host(
+                            h,
+                            &name,
+                            inc.action,
+                            &location,
+                            format!("{e} (included at {location})"),
+                        );
                     }
                 }
-                (IncludeSource::TasksFile { .. }, None) => {}
+            }
+        }
+    }
+
+    /// Handlers of roles loaded at run time join the play's (once each).
+    fn add_handlers(&mut self, new: Vec<Task>) {
+        if new.is_empty() {
+            return;
+        }
+        let all = Arc::make_mut(&mut self.handlers);
+        for h in new {
+            if !all.iter().any(|x| x.pos == h.pos && x.name == h.name) {
+                all.push(h);
             }
         }
     }
@@ -980,7 +1031,8 @@ impl Engine {
                 self.reporter.note(host, &n);
             }
         }
-        for handler in &ctx.play.handlers {
+        let handlers = self.handlers.clone();
+        for handler in handlers.iter() {
             let name = handler.name.clone().unwrap_or_default();
             let force = self.cfg.force_handlers || ctx.play.force_handlers;
             let targets: Vec<String> = ctx
@@ -1149,7 +1201,6 @@ impl Engine {
             if any_changed && !task.notify.is_empty() {
                 for n in &task.notify {
                     let known = ctx
-                        .play
                         .handlers
                         .iter()
                         .any(|h| h.name.as_deref() == Some(n) || h.listen.contains(n));
@@ -1829,7 +1880,7 @@ impl<'a> Shared<'a> {
             return;
         }
         if let Some(conn) = h.conns.get_mut(&agent) {
-            for handler in handler_names(ctx.play, &task.notify) {
+            for handler in handler_names(&ctx.handlers, &task.notify) {
                 let req = Request::HandlerDone {
                     playbook: playbook_scope(ctx.book),
                     play: ctx.play.name.clone(),
@@ -1988,7 +2039,7 @@ impl<'a> Shared<'a> {
             playbook: playbook_scope(ctx.book),
             play: ctx.play.name.clone(),
             task: task.display_name(),
-            handlers: handler_names(ctx.play, &task.notify),
+            handlers: handler_names(&ctx.handlers, &task.notify),
         });
         let conn = self.conn(h, &spec, ctx).await?;
         let req = Request::Run {
@@ -2252,8 +2303,8 @@ fn journal_retention(play: &Play) -> u64 {
 }
 
 /// The handlers (by name) that a task's `notify` reaches, directly or through `listen`.
-fn handler_names(play: &Play, notify: &[String]) -> Vec<String> {
-    play.handlers
+fn handler_names(handlers: &[Task], notify: &[String]) -> Vec<String> {
+    handlers
         .iter()
         .filter(|h| {
             notify
