@@ -269,6 +269,8 @@ pub struct Play {
     /// `serial`: batch sizes, each a count or a percentage of the play's hosts; the last
     /// repeats. Empty: one batch.
     pub serial: Vec<BatchSize>,
+    /// `strategy: free`: each host goes through the tasks at its own pace.
+    pub free: bool,
     /// Any unrescued failure ends the play for every host.
     pub any_errors_fatal: bool,
     /// End the play when more than this percentage of a batch's hosts failed.
@@ -462,6 +464,7 @@ impl Play {
             force_handlers: false,
             ignore_errors: false,
             serial: Vec::new(),
+            free: false,
             any_errors_fatal: false,
             max_fail_percentage: None,
         }
@@ -1282,20 +1285,41 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
             Some(n) => serial_of(n)?,
             None => Vec::new(),
         },
+        free: false,
         any_errors_fatal: opt_bool("any_errors_fatal")?.unwrap_or(false),
         max_fail_percentage: match node.get("max_fail_percentage") {
             Some(n) => Some(percent_of(n, "max_fail_percentage")?),
             None => None,
         },
     };
+    let mut play = play;
     if let Some(n) = node.get("strategy") {
-        // `free` is accepted and runs as `linear`: every host still converges to the same
-        // state, only the interleaving differs (README says so).
         let s = string_of(n, "strategy")?;
-        if s != "linear" && s != "free" {
-            return Err(n
-                .err(format!("strategy `{s}` is not supported by fixpoint yet"))
-                .help("fixpoint runs `linear` (and `free` as linear)"));
+        match s.as_str() {
+            "linear" => {}
+            "free" => play.free = true,
+            _ => {
+                return Err(n
+                    .err(format!("strategy `{s}` is not supported by fixpoint yet"))
+                    .help("fixpoint runs `linear` and `free`"))
+            }
+        }
+    }
+    if play.free {
+        // These keywords coordinate hosts, which a free play does not do.
+        for key in ["any_errors_fatal", "max_fail_percentage"] {
+            if let Some((_, kpos, _)) = entries.iter().find(|(k, _, _)| k == key) {
+                return Err(Diagnostic::at(
+                    kpos,
+                    format!("`{key}` with `strategy: free` is not supported by fixpoint yet"),
+                ));
+            }
+        }
+        if let Some(t) = play.all_tasks().into_iter().find(|t| t.run_once) {
+            return Err(Diagnostic::at(
+                &t.pos,
+                "`run_once` with `strategy: free` is not supported by fixpoint yet",
+            ));
         }
     }
     Ok(play)

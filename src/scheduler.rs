@@ -148,10 +148,10 @@ impl PlayCtx<'_> {
 pub struct Engine {
     cfg: Config,
     templar: Arc<Templar>,
-    inventory: Inventory,
+    inventory: Arc<Inventory>,
     reporter: Reporter,
     hosts: BTreeMap<String, HostState>,
-    binary: OnceLock<Result<Arc<AgentBinary>, String>>,
+    binary: Arc<OnceLock<Result<Arc<AgentBinary>, String>>>,
     /// Changed results of the current pass: (host, task, location, diff), for `--twice`.
     changed_log: Vec<(String, String, String, Diff)>,
     /// This run's id, recorded with the host lock and journal records.
@@ -165,7 +165,9 @@ pub struct Engine {
     /// Hosts of the current batch that had failed before it started.
     failed_before: Vec<String>,
     /// See `idle_hostvars`.
-    idle_hostvars: OnceLock<Map<String, Value>>,
+    idle_hostvars: Arc<OnceLock<Map<String, Value>>>,
+    /// In a `strategy: free` lane: the other hosts' `hostvars` as they were when it started.
+    peer_hostvars: Map<String, Value>,
     /// The current play's handlers: its own and its roles', then those of roles loaded at run
     /// time.
     handlers: Arc<Vec<Task>>,
@@ -177,17 +179,18 @@ impl Engine {
         Engine {
             cfg,
             templar: Arc::new(templar),
-            inventory,
+            inventory: Arc::new(inventory),
             reporter,
             hosts: BTreeMap::new(),
-            binary: OnceLock::new(),
+            binary: Arc::default(),
             changed_log: Vec::new(),
             run_id: new_run_id(),
             play_ended: false,
             started: true,
             rescue_depth: 0,
             failed_before: Vec::new(),
-            idle_hostvars: OnceLock::new(),
+            idle_hostvars: Arc::default(),
+            peer_hostvars: Map::new(),
             handlers: Arc::default(),
         }
     }
@@ -401,13 +404,19 @@ impl Engine {
                 &[&play.post_tasks],
             ];
             for section in sections {
-                for steps in section {
-                    self.run_steps(&ctx, steps, &batch).await;
+                if play.free {
+                    self.run_free_section(&ctx, section, &batch).await;
+                } else {
+                    for steps in section {
+                        self.run_steps(&ctx, steps, &batch).await;
+                    }
+                    if !self.play_ended {
+                        self.flush_handlers(&ctx).await;
+                    }
                 }
                 if self.play_ended {
                     break;
                 }
-                self.flush_handlers(&ctx).await;
             }
             if self.play_ended {
                 break;
@@ -445,6 +454,7 @@ impl Engine {
             hostvars: hostvars_snapshot(
                 &self.hosts,
                 self.idle_hostvars(),
+                &self.peer_hostvars,
                 &self.templar,
                 &self.cfg.extra_vars,
             ),
@@ -459,6 +469,79 @@ impl Engine {
                 .cloned()
                 .collect(),
             ..ctx.with_params(Map::new())
+        }
+    }
+
+    /// `strategy: free`: every host runs the section (and then its handlers) in its own lane,
+    /// all lanes at once, so no host waits for another between tasks. A lane is an engine that
+    /// owns that one host's state; the other hosts' `hostvars` are those of the section start.
+    async fn run_free_section(&mut self, ctx: &PlayCtx<'_>, section: &[&[Step]], batch: &[String]) {
+        let peers = match hostvars_snapshot(
+            &self.hosts,
+            self.idle_hostvars(),
+            &self.peer_hostvars,
+            &self.templar,
+            &self.cfg.extra_vars,
+        ) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        let mut lanes = Vec::new();
+        for h in batch {
+            if !self.hosts[h].active() {
+                continue;
+            }
+            let hs = self.hosts.remove(h).expect("host state");
+            lanes.push(self.lane(hs, peers.clone()));
+        }
+        let futures = lanes.into_iter().map(|mut lane| async move {
+            let allowed: Vec<String> = lane.hosts.keys().cloned().collect();
+            let lane_ctx = PlayCtx {
+                hosts: allowed.clone(),
+                ..ctx.with_params(Map::new())
+            };
+            for steps in section {
+                lane.run_steps(&lane_ctx, steps, &allowed).await;
+            }
+            if !lane.play_ended {
+                lane.flush_handlers(&lane_ctx).await;
+            }
+            lane
+        });
+        for lane in futures::future::join_all(futures).await {
+            self.hosts.extend(lane.hosts);
+            self.changed_log.extend(lane.changed_log);
+            self.started |= lane.started;
+            // `meta: end_play` in any lane ends the play (the other lanes finished the section).
+            self.play_ended |= lane.play_ended;
+            self.add_handlers(lane.handlers.to_vec());
+        }
+    }
+
+    /// An engine for one host of a free play, sharing this one's configuration and caches.
+    fn lane(&self, hs: HostState, peers: Map<String, Value>) -> Engine {
+        let mut hosts = BTreeMap::new();
+        hosts.insert(hs.name.clone(), hs);
+        Engine {
+            cfg: self.cfg.clone(),
+            templar: self.templar.clone(),
+            inventory: self.inventory.clone(),
+            reporter: Reporter::new(
+                self.cfg.json,
+                self.cfg.verbosity,
+                self.cfg.diff || self.cfg.twice,
+            ),
+            hosts,
+            binary: self.binary.clone(),
+            changed_log: Vec::new(),
+            run_id: self.run_id.clone(),
+            play_ended: false,
+            started: self.started,
+            rescue_depth: 0,
+            failed_before: Vec::new(),
+            idle_hostvars: self.idle_hostvars.clone(),
+            peer_hostvars: peers,
+            handlers: self.handlers.clone(),
         }
     }
 
@@ -1284,10 +1367,12 @@ fn group_names(groups: &Value, host: &str) -> Vec<String> {
 fn hostvars_snapshot(
     hosts: &BTreeMap<String, HostState>,
     idle: &Map<String, Value>,
+    peers: &Map<String, Value>,
     templar: &Arc<Templar>,
     extra_vars: &Map<String, Value>,
 ) -> Value {
     let mut all = idle.clone();
+    all.extend(peers.clone());
     for (name, h) in hosts {
         let mut m = rendered_inv_vars(
             name,

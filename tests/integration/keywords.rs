@@ -295,15 +295,74 @@ fn any_errors_fatal_and_max_fail_percentage_end_the_play() {
 }
 
 #[test]
-fn strategy_free_is_accepted_and_others_are_refused() {
+fn strategy_free_lets_each_host_go_at_its_own_pace() {
+    let fx = Fx::new();
+    let marker = fx.path("t/b-was-here");
+    // Host a's first task waits (bounded) for a file that host b writes in its *second* task:
+    // under `linear` b cannot reach its second task before a's first one ends, so a fails;
+    // under `free` b goes ahead and a sees the file.
+    let tasks = format!(
+        concat!(
+            "    - name: a waits for b\n      shell: for i in $(seq 1 50); do test -e {m} && exit 0; sleep 0.1; done; exit 1\n",
+            "      changed_when: false\n      when: inventory_hostname == 'a'\n",
+            "    - name: b is slow to start\n      debug:\n        msg: x\n",
+            "    - name: b writes\n      copy:\n        content: b\n        dest: {m}\n      when: inventory_hostname == 'b'\n      notify: done\n",
+        ),
+        m = marker.display()
+    );
+    let handlers = "  handlers:\n    - name: done\n      debug:\n        msg: handled\n";
+    hosts_play(
+        &fx,
+        &["a", "b"],
+        &format!("  strategy: free\n{handlers}"),
+        &tasks,
+    );
+    let out = run(&fx, &[]);
+    out.expect(0);
+    let seq: Vec<String> = out
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "task")
+        .map(|e| {
+            format!(
+                "{}@{}",
+                e["task"].as_str().unwrap(),
+                e["host"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let pos = |s: &str| {
+        seq.iter()
+            .position(|x| x == s)
+            .unwrap_or_else(|| panic!("{s}: {seq:?}"))
+    };
+    assert!(pos("b writes@b") < pos("a waits for b@a"), "{seq:?}");
+    assert!(
+        pos("done@b") < pos("a waits for b@a"),
+        "b's handlers ran in its own lane: {seq:?}"
+    );
+    // The same play under `linear` cannot finish: a waits for a task b has not reached.
+    std::fs::remove_file(&marker).unwrap();
+    hosts_play(&fx, &["a", "b"], handlers, &tasks);
+    run(&fx, &[]).expect(1);
+}
+
+#[test]
+fn strategy_free_refuses_what_coordinates_hosts_and_others_are_refused() {
     let fx = Fx::new();
     hosts_play(
         &fx,
         &["a"],
         "  strategy: free\n",
-        "    - debug:\n        msg: x\n",
+        "    - debug:\n        msg: x\n      run_once: true\n",
     );
-    run(&fx, &[]).expect(0);
+    let out = run(&fx, &[]);
+    out.expect(2);
+    assert!(
+        out.stderr.contains("`run_once` with `strategy: free`"),
+        "{}",
+        out.stderr
+    );
     hosts_play(
         &fx,
         &["a"],
