@@ -508,7 +508,13 @@ impl Engine {
             }
             lane
         });
-        for lane in futures::future::join_all(futures).await {
+        // --forks bounds how many hosts are worked on at once, as in the linear strategy.
+        use futures::StreamExt;
+        let done: Vec<Engine> = futures::stream::iter(futures)
+            .buffer_unordered(self.cfg.forks)
+            .collect()
+            .await;
+        for lane in done {
             self.hosts.extend(lane.hosts);
             self.changed_log.extend(lane.changed_log);
             self.started |= lane.started;

@@ -341,6 +341,9 @@ fn strategy_free_lets_each_host_go_at_its_own_pace() {
         pos("done@b") < pos("a waits for b@a"),
         "b's handlers ran in its own lane: {seq:?}"
     );
+    // --forks still bounds the hosts worked on at once: with one, a waits alone and fails.
+    std::fs::remove_file(&marker).unwrap();
+    run(&fx, &["--forks", "1"]).expect(1);
     // The same play under `linear` cannot finish: a waits for a task b has not reached.
     std::fs::remove_file(&marker).unwrap();
     hosts_play(&fx, &["a", "b"], handlers, &tasks);
