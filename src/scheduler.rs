@@ -2038,10 +2038,18 @@ impl<'a> Shared<'a> {
         match task.module {
             "include_vars" => return Ok(include_vars(ctx, task, h, &params)),
             "setup" => {
+                let timeout = match params.get("gather_timeout") {
+                    Some(Value::Number(n)) => n.as_u64().map(Duration::from_secs),
+                    Some(Value::String(t)) => t.trim().parse().ok().map(Duration::from_secs),
+                    _ => None,
+                };
                 let spec = self.conn_spec(h, ctx, Some(task)).map_err(|e| (false, e))?;
                 let conn = self.conn(h, &spec, ctx).await?;
                 return match conn
-                    .call(&Request::Facts, Some(self.cfg.connect_timeout))
+                    .call(
+                        &Request::Facts,
+                        Some(timeout.unwrap_or(self.cfg.connect_timeout)),
+                    )
                     .await
                 {
                     Ok(Response::Facts { facts }) => {
