@@ -298,6 +298,10 @@ pub struct Task {
     pub loop_var: String,
     pub index_var: Option<String>,
     pub loop_label: Option<String>,
+    /// `loop_control.pause`: seconds between items.
+    pub loop_pause: f64,
+    /// `loop_control.extended`: `ansible_loop` for each item.
+    pub loop_extended: bool,
     pub register: Option<String>,
     pub notify: Vec<String>,
     pub listen: Vec<String>,
@@ -1079,7 +1083,7 @@ fn include_of(
     action: &'static str,
     source: IncludeSource,
 ) -> Result<Include, Diagnostic> {
-    let (loop_items, loop_var, index_var) = loop_of(node)?;
+    let (loop_items, loop_var, index_var) = loop_of(node, false)?;
     let mut tags = inh.tags.clone();
     tags.extend(
         node.get("tags")
@@ -1111,19 +1115,21 @@ fn include_of(
 }
 
 /// `loop` / `with_items` / `with_list` and `loop_var` / `index_var` of a task or include.
-fn loop_of(node: &Node) -> Result<(Option<Value>, String, Option<String>), Diagnostic> {
+/// `task`: a task also takes `pause` and `extended` (an include does not).
+fn loop_of(node: &Node, task: bool) -> Result<(Option<Value>, String, Option<String>), Diagnostic> {
     let opt = |key: &str| node.get(key);
     let loop_node = opt("loop").or(opt("with_items")).or(opt("with_list"));
     let flatten_items = opt("with_items").is_some();
     let mut loop_var = "item".to_string();
     let mut index_var = None;
     if let Some(lc) = opt("loop_control") {
+        let task_only = ["pause", "extended"];
         check_keys(
             map_of(lc, "`loop_control`")?,
-            &["loop_var", "index_var", "label", "pause", "extended"],
-            &[],
+            &["loop_var", "index_var", "label"],
+            if task { &[] } else { &task_only },
             "`loop_control`",
-            |_| false,
+            |k| task && task_only.contains(&k),
         )?;
         if let Some(v) = lc.get("loop_var") {
             loop_var = string_of(v, "loop_var")?;
@@ -1591,6 +1597,8 @@ fn load_task(
 
     let opt = |key: &str| node.get(key);
     let mut loop_label = None;
+    let mut loop_pause = 0.0;
+    let mut loop_extended = false;
     if let Some(lc) = opt("loop_control") {
         let lce = map_of(lc, "`loop_control`")?;
         check_keys(
@@ -1603,8 +1611,18 @@ fn load_task(
         if let Some(v) = lc.get("label") {
             loop_label = Some(string_of(v, "label")?);
         }
+        if let Some(v) = lc.get("pause") {
+            loop_pause = match v.kind {
+                Kind::Int(i) if i >= 0 => i as f64,
+                Kind::Float(f) if f >= 0.0 => f,
+                _ => return Err(v.err("`pause` must be a number of seconds")),
+            };
+        }
+        if let Some(v) = lc.get("extended") {
+            loop_extended = bool_of(v, "extended")?;
+        }
     }
-    let (loop_items, loop_var, index_var) = loop_of(node)?;
+    let (loop_items, loop_var, index_var) = loop_of(node, true)?;
 
     let opt_bool = |key: &str| -> Result<Option<bool>, Diagnostic> {
         opt(key).map(|n| bool_of(n, key)).transpose()
@@ -1629,6 +1647,8 @@ fn load_task(
         loop_var,
         index_var,
         loop_label,
+        loop_pause,
+        loop_extended,
         register,
         notify: opt("notify")
             .map(|n| strings_of(n, "notify"))

@@ -1838,6 +1838,9 @@ impl<'a> Shared<'a> {
                 layer.insert(iv.clone(), json!(i));
             }
             layer.insert("ansible_loop_var".into(), json!(task.loop_var));
+            if task.loop_extended {
+                layer.insert("ansible_loop".into(), extended_loop(&items, i));
+            }
             let item_scope = scope.with(Layer::data(layer));
             let label = match &task.loop_label {
                 Some(l) => item_scope
@@ -1873,6 +1876,10 @@ impl<'a> Shared<'a> {
             events.push(ev);
             if stop {
                 break;
+            }
+            if task.loop_pause > 0.0 && i + 1 < items.len() {
+                // `loop_control.pause`: the playbook asked for time between items.
+                tokio::time::sleep(Duration::from_secs_f64(task.loop_pause)).await;
             }
         }
         if let Some(reg) = &task.register {
@@ -2319,6 +2326,27 @@ impl<'a> Shared<'a> {
 fn conn_key(h: &HostState, spec: &ConnSpec) -> ConnKey {
     let delegate = (spec.host != h.name).then(|| spec.host.clone());
     (delegate, spec.become_user.clone())
+}
+
+/// `ansible_loop` of `loop_control.extended` for item `i`.
+fn extended_loop(items: &[Value], i: usize) -> Value {
+    let len = items.len();
+    let mut m = Map::new();
+    m.insert("allitems".into(), Value::Array(items.to_vec()));
+    m.insert("index".into(), json!(i + 1));
+    m.insert("index0".into(), json!(i));
+    m.insert("revindex".into(), json!(len - i));
+    m.insert("revindex0".into(), json!(len - i - 1));
+    m.insert("first".into(), json!(i == 0));
+    m.insert("last".into(), json!(i + 1 == len));
+    m.insert("length".into(), json!(len));
+    if i > 0 {
+        m.insert("previtem".into(), items[i - 1].clone());
+    }
+    if i + 1 < len {
+        m.insert("nextitem".into(), items[i + 1].clone());
+    }
+    Value::Object(m)
 }
 
 /// Facts as variables: `ansible_<name>` and `ansible_facts`.

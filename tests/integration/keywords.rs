@@ -380,3 +380,50 @@ fn strategy_free_refuses_what_coordinates_hosts_and_others_are_refused() {
         out.stderr
     );
 }
+
+#[test]
+fn loop_control_extended_and_pause() {
+    let fx = Fx::new();
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            concat!(
+                "  tasks:\n    - name: ext\n      debug:\n        msg: \"{{ ansible_loop.index }}/{{ ansible_loop.length }} {{ ansible_loop.first }} {{ ansible_loop.last }} {{ ansible_loop.previtem | default('-') }} {{ ansible_loop.nextitem | default('-') }}\"\n",
+                "      loop: [a, b, c]\n      loop_control:\n        extended: true\n        pause: 0.01\n",
+            ),
+        ),
+    );
+    let out = fx.apply(&["-v"]);
+    out.expect(0);
+    let msgs: Vec<String> = out
+        .task_events("ext")
+        .iter()
+        .map(|e| e["result"]["msg"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        msgs,
+        [
+            "1/3 True False - b",
+            "2/3 False False a c",
+            "3/3 False True b -"
+        ]
+    );
+    // An include takes neither.
+    fx.write("inc.yml", "- debug:\n    msg: x\n");
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            "  tasks:\n    - include_tasks: inc.yml\n      loop: [1]\n      loop_control:\n        pause: 1\n",
+        ),
+    );
+    let out = fx.apply(&[]);
+    out.expect(2);
+    assert!(
+        out.stderr
+            .contains("`pause` is not supported by fixpoint yet"),
+        "{}",
+        out.stderr
+    );
+}
