@@ -95,6 +95,9 @@ pub struct Meta {
     pub pos: Pos,
     pub when: Conditions,
     pub tags: Vec<String>,
+    /// The role and block variables around it, to evaluate `when`.
+    pub role: Option<Arc<RoleCtx>>,
+    pub vars: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -902,6 +905,8 @@ impl<'a> Loader<'a> {
                     pos: node.pos.clone(),
                     when: inner.when,
                     tags: inner.tags,
+                    role: inner.role,
+                    vars: inner.vars,
                 }))])
             }
             "import_tasks" => {

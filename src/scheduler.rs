@@ -947,7 +947,12 @@ impl Engine {
         let mut hit = Vec::new();
         let mut errors = Vec::new();
         for host in targets {
-            let scope = shared.scope_with(ctx, VarSrc::default(), &self.hosts[host]);
+            let src = VarSrc {
+                role: meta.role.as_deref(),
+                vars: Some(&meta.vars),
+                check_mode: None,
+            };
+            let scope = shared.scope_with(ctx, src, &self.hosts[host]);
             match all_hold(&scope, &meta.when) {
                 Ok(true) => hit.push(host.clone()),
                 Ok(false) => {}

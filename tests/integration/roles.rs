@@ -501,3 +501,20 @@ fn include_role_with_a_templated_name_loads_at_run_time_with_its_handlers() {
         .to_string();
     assert!(msg.contains("role `green` not found"), "{msg}");
 }
+
+#[test]
+fn meta_inside_a_role_sees_the_role_variables() {
+    let fx = Fx::new();
+    fx.write("roles/stop/defaults/main.yml", "stop_here: true\n");
+    fx.write(
+        "roles/stop/tasks/main.yml",
+        "- meta: end_host\n  when: stop_here\n- name: after meta\n  debug:\n    msg: x\n",
+    );
+    fx.write("site.yml", &play_head(&fx, "  roles: [stop]\n"));
+    let out = fx.apply(&[]);
+    out.expect(0);
+    assert!(out.task_events("after meta").is_empty(), "{}", out.stdout);
+    let out = fx.apply(&["-e", "{\"stop_here\": false}"]);
+    out.expect(0);
+    assert_eq!(out.status_of("after meta"), "ok");
+}
