@@ -103,6 +103,8 @@ struct Event {
     result: Map<String, Value>,
     ignored: bool,
     note: Option<String>,
+    /// `delegate_to`: the host it ran on, when not the task's own.
+    delegated_to: Option<String>,
 }
 
 /// Things shared by every host future of a play.
@@ -932,6 +934,7 @@ impl Engine {
             ignored: false,
             censored: false,
             note: None,
+            delegated_to: None,
         });
     }
 
@@ -1094,6 +1097,7 @@ impl Engine {
                 ignored: false,
                 censored: false,
                 note: None,
+                delegated_to: None,
             });
         }
     }
@@ -1250,6 +1254,7 @@ impl Engine {
                     ignored: ev.ignored,
                     censored: task.no_log,
                     note: ev.note.as_deref(),
+                    delegated_to: ev.delegated_to.as_deref(),
                 });
             }
             // The recap counts a task once per host, like Ansible, whatever its loop length.
@@ -1501,6 +1506,8 @@ struct ItemResult {
     note: Option<String>,
     /// The agent (by become user) that wrote outbox entries for this change, if any.
     outbox_written: Option<ConnKey>,
+    /// `delegate_to`: the host it ran on, when not the task's own.
+    delegated_to: Option<String>,
 }
 
 impl<'a> Shared<'a> {
@@ -1811,6 +1818,7 @@ impl<'a> Shared<'a> {
             result: Map::new(),
             ignored: task.ignore_errors || ctx.play.ignore_errors,
             note: None,
+            delegated_to: None,
         };
         let Some(items_raw) = &task.loop_items else {
             match self.when_holds(task, &scope) {
@@ -2099,6 +2107,7 @@ impl<'a> Shared<'a> {
                     ignored: false,
                     note: None,
                     outbox_written: None,
+                    delegated_to: None,
                 })
             }
             Prepared::Done(Err(f)) => {
@@ -2112,6 +2121,7 @@ impl<'a> Shared<'a> {
                     ignored: false,
                     note: None,
                     outbox_written: None,
+                    delegated_to: None,
                 })
             }
             Prepared::Agent { module, params } => (module, params),
@@ -2178,6 +2188,7 @@ impl<'a> Shared<'a> {
                 ignored: false,
                 note,
                 outbox_written: outbox_written.then_some(conn_key(h, &spec)),
+                delegated_to: conn_key(h, &spec).0,
             }),
             Ok(Response::Failed { msg, result }) => Ok(ItemResult {
                 status: Status::Failed,
@@ -2189,6 +2200,7 @@ impl<'a> Shared<'a> {
                 ignored: false,
                 note: None,
                 outbox_written: None,
+                delegated_to: conn_key(h, &spec).0,
             }),
             Ok(other) => Err((
                 false,
@@ -2235,6 +2247,7 @@ impl<'a> Shared<'a> {
                     result: Map::new(),
                     ignored: ignore && status == Status::Failed,
                     note: None,
+                    delegated_to: None,
                 };
             }
         };
@@ -2323,6 +2336,7 @@ impl<'a> Shared<'a> {
             result,
             ignored: ignore && r.status == Status::Failed || r.ignored,
             note: r.note,
+            delegated_to: r.delegated_to,
         }
     }
 }
@@ -2391,6 +2405,7 @@ fn include_vars(ctx: &PlayCtx<'_>, task: &Task, h: &mut HostState, params: &Valu
             ignored: false,
             note: None,
             outbox_written: None,
+            delegated_to: None,
         },
     }
 }
@@ -2407,6 +2422,7 @@ impl ItemResult {
             ignored: false,
             note: None,
             outbox_written: None,
+            delegated_to: None,
         }
     }
 }
@@ -2465,6 +2481,7 @@ fn skip_event(item: Option<String>) -> Event {
         result: Map::new(),
         ignored: false,
         note: None,
+        delegated_to: None,
     }
 }
 

@@ -71,6 +71,12 @@ fn delegate_to_runs_through_the_other_host_with_this_hosts_variables() {
     out.expect(0);
     // The variables are a's...
     assert!(fx.path("t/a/by-a").exists());
+    let ev = out
+        .task_events("delegated")
+        .into_iter()
+        .find(|e| e["host"] == "a")
+        .unwrap();
+    assert_eq!(ev["delegated_to"], "b");
     // ...the journal record of the `once:` step is on b, where it ran.
     let records = |h: &str| {
         std::fs::read_dir(fx.path(&format!("state/{h}/journal")))
