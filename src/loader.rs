@@ -1718,6 +1718,16 @@ fn load_task(
         },
     };
     inh.apply(&mut task);
+    // A value written on the task itself wins over the block's (or play's), also when false.
+    for (key, field) in [
+        ("ignore_errors", &mut task.ignore_errors),
+        ("no_log", &mut task.no_log),
+        ("run_once", &mut task.run_once),
+    ] {
+        if let Some(v) = opt_bool(key)? {
+            *field = v;
+        }
+    }
     check_module_params(&task, raw_params, mod_pos, &task.search_dirs(play_dir))?;
     check_guard(&task, mod_pos)?;
     Ok(task)
