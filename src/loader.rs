@@ -6,6 +6,7 @@
 
 use crate::actions;
 use crate::diag::{suggest, Diagnostic, Pos};
+use crate::loops::LoopKind;
 use crate::roles::RoleOpts;
 use crate::yaml::{self, Kind, Node};
 use serde_json::{Map, Value};
@@ -52,6 +53,7 @@ pub struct Include {
     pub pos: Pos,
     pub when: Conditions,
     pub loop_items: Option<Value>,
+    pub loop_kind: LoopKind,
     pub loop_var: String,
     pub index_var: Option<String>,
     pub vars: Map<String, Value>,
@@ -298,6 +300,7 @@ pub struct Task {
     pub pos: Pos,
     pub when: Conditions,
     pub loop_items: Option<Value>,
+    pub loop_kind: LoopKind,
     pub loop_var: String,
     pub index_var: Option<String>,
     pub loop_label: Option<String>,
@@ -368,6 +371,12 @@ const TASK_KEYS: &[&str] = &[
     "loop",
     "with_items",
     "with_list",
+    "with_dict",
+    "with_fileglob",
+    "with_sequence",
+    "with_nested",
+    "with_together",
+    "with_subelements",
     "loop_control",
     "register",
     "notify",
@@ -399,12 +408,6 @@ pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
     "delegate_facts",
     "async",
     "poll",
-    "with_dict",
-    "with_fileglob",
-    "with_together",
-    "with_nested",
-    "with_subelements",
-    "with_sequence",
     "any_errors_fatal",
     "throttle",
     "local_action",
@@ -874,6 +877,17 @@ impl<'a> Loader<'a> {
         }
         let is_action = |k: &str| k == key;
         let loop_keys = ["loop", "with_items", "with_list", "loop_control"];
+        // An include loops over a list; the other `with_*` lookups are for tasks.
+        let include_not_yet: Vec<&str> = TASK_KEYS_NOT_YET
+            .iter()
+            .copied()
+            .chain(
+                LoopKind::KEYS
+                    .iter()
+                    .map(|(k, _)| *k)
+                    .filter(|k| !loop_keys.contains(k)),
+            )
+            .collect();
         match short_name(key) {
             "meta" => {
                 check_keys(
@@ -934,7 +948,7 @@ impl<'a> Loader<'a> {
                 check_keys(
                     entries,
                     &keys,
-                    TASK_KEYS_NOT_YET,
+                    &include_not_yet,
                     "an include_tasks",
                     is_action,
                 )?;
@@ -968,7 +982,7 @@ impl<'a> Loader<'a> {
                 check_keys(
                     entries,
                     &keys,
-                    TASK_KEYS_NOT_YET,
+                    &include_not_yet,
                     &format!("an {short}"),
                     is_action,
                 )?;
@@ -1088,7 +1102,7 @@ fn include_of(
     action: &'static str,
     source: IncludeSource,
 ) -> Result<Include, Diagnostic> {
-    let (loop_items, loop_var, index_var) = loop_of(node, false)?;
+    let lp = loop_of(node, false)?;
     let mut tags = inh.tags.clone();
     tags.extend(
         node.get("tags")
@@ -1106,9 +1120,10 @@ fn include_of(
             .map(|n| conditions_of(n, "when"))
             .transpose()?
             .unwrap_or_default(),
-        loop_items,
-        loop_var,
-        index_var,
+        loop_items: lp.items,
+        loop_kind: lp.kind,
+        loop_var: lp.var,
+        index_var: lp.index_var,
         vars: match node.get("vars") {
             Some(v) => vars_of(v, "`vars`")?,
             None => Map::new(),
@@ -1119,13 +1134,28 @@ fn include_of(
     })
 }
 
-/// `loop` / `with_items` / `with_list` and `loop_var` / `index_var` of a task or include.
-/// `task`: a task also takes `pause` and `extended` (an include does not).
-fn loop_of(node: &Node, task: bool) -> Result<(Option<Value>, String, Option<String>), Diagnostic> {
+/// The loop of a task or include: its raw value, its kind (`loop`, `with_items`, `with_dict`…),
+/// `loop_var` and `index_var`. `task`: a task also takes `pause` and `extended` (an include
+/// does not).
+pub(crate) struct LoopSpec {
+    pub items: Option<Value>,
+    pub kind: LoopKind,
+    pub var: String,
+    pub index_var: Option<String>,
+}
+
+fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
     let opt = |key: &str| node.get(key);
-    let loop_node = opt("loop").or(opt("with_items")).or(opt("with_list"));
-    let flatten_items = opt("with_items").is_some();
-    let mut loop_var = "item".to_string();
+    let mut present = LoopKind::KEYS
+        .iter()
+        .filter_map(|(k, kind)| node.get(k).map(|n| (*k, *kind, n)));
+    let first = present.next();
+    if let (Some((a, _, _)), Some((b, _, n))) = (first, present.next()) {
+        return Err(n.err(format!(
+            "a task has one loop, but this one has `{a}` and `{b}`"
+        )));
+    }
+    let mut var = "item".to_string();
     let mut index_var = None;
     if let Some(lc) = opt("loop_control") {
         let task_only = ["pause", "extended"];
@@ -1137,30 +1167,19 @@ fn loop_of(node: &Node, task: bool) -> Result<(Option<Value>, String, Option<Str
             |k| task && task_only.contains(&k),
         )?;
         if let Some(v) = lc.get("loop_var") {
-            loop_var = string_of(v, "loop_var")?;
-            check_var_name(&loop_var, &v.pos)?;
+            var = string_of(v, "loop_var")?;
+            check_var_name(&var, &v.pos)?;
         }
         if let Some(v) = lc.get("index_var") {
             index_var = Some(string_of(v, "index_var")?);
         }
     }
-    let loop_items = loop_node.map(|n| {
-        let v = n.to_json();
-        // with_items flattens one level, as in Ansible.
-        match (flatten_items, v) {
-            (true, Value::Array(items)) => Value::Array(
-                items
-                    .into_iter()
-                    .flat_map(|i| match i {
-                        Value::Array(inner) => inner,
-                        other => vec![other],
-                    })
-                    .collect(),
-            ),
-            (_, v) => v,
-        }
-    });
-    Ok((loop_items, loop_var, index_var))
+    Ok(LoopSpec {
+        items: first.map(|(_, _, n)| n.to_json()),
+        kind: first.map(|(_, k, _)| k).unwrap_or_default(),
+        var,
+        index_var,
+    })
 }
 
 fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Diagnostic> {
@@ -1627,7 +1646,7 @@ fn load_task(
             loop_extended = bool_of(v, "extended")?;
         }
     }
-    let (loop_items, loop_var, index_var) = loop_of(node, true)?;
+    let lp = loop_of(node, true)?;
 
     let opt_bool = |key: &str| -> Result<Option<bool>, Diagnostic> {
         opt(key).map(|n| bool_of(n, key)).transpose()
@@ -1648,9 +1667,10 @@ fn load_task(
             .map(|n| conditions_of(n, "when"))
             .transpose()?
             .unwrap_or_default(),
-        loop_items,
-        loop_var,
-        index_var,
+        loop_items: lp.items,
+        loop_kind: lp.kind,
+        loop_var: lp.var,
+        index_var: lp.index_var,
         loop_label,
         loop_pause,
         loop_extended,

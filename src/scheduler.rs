@@ -732,21 +732,13 @@ impl Engine {
             );
             let items: Vec<Option<(usize, Value)>> = match &inc.loop_items {
                 None => vec![None],
-                Some(raw) => match scope.render(raw) {
-                    Ok(Value::Array(items)) => items.into_iter().enumerate().map(Some).collect(),
-                    Ok(Value::Null) => Vec::new(),
-                    Ok(other) => {
-                        failures.push((
-                            host.clone(),
-                            format!(
-                                "`loop` must be a list, but it rendered to {}",
-                                short(&other)
-                            ),
-                        ));
-                        continue;
-                    }
+                Some(raw) => match scope
+                    .render(raw)
+                    .and_then(|v| crate::loops::expand(inc.loop_kind, v, &[]))
+                {
+                    Ok(items) => items.into_iter().enumerate().map(Some).collect(),
                     Err(e) => {
-                        failures.push((host.clone(), format!("cannot render `loop`: {e}")));
+                        failures.push((host.clone(), format!("cannot expand the loop: {e}")));
                         continue;
                     }
                 },
@@ -1831,16 +1823,12 @@ impl<'a> Shared<'a> {
             }
             return vec![self.run_until(ctx, task, h, &scope, None).await];
         };
-        let items = match scope.render(items_raw) {
-            Ok(Value::Array(items)) => items,
-            Ok(Value::Null) => Vec::new(),
-            Ok(other) => {
-                return vec![fail(format!(
-                    "`loop` must be a list, but it rendered to {}",
-                    short(&other)
-                ))]
-            }
-            Err(e) => return vec![fail(format!("cannot render `loop`: {e}"))],
+        let items = match scope
+            .render(items_raw)
+            .and_then(|v| crate::loops::expand(task.loop_kind, v, &task.search_dirs(&ctx.play.dir)))
+        {
+            Ok(items) => items,
+            Err(e) => return vec![fail(format!("cannot expand the loop: {e}"))],
         };
         let mut events = Vec::new();
         let mut results = Vec::new();
@@ -2489,15 +2477,6 @@ fn display(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
-    }
-}
-
-fn short(v: &Value) -> String {
-    let s = v.to_string();
-    if s.len() > 80 {
-        format!("{}…", &s[..80])
-    } else {
-        s
     }
 }
 

@@ -433,3 +433,60 @@ fn loop_control_extended_and_pause() {
         out.stderr
     );
 }
+
+#[test]
+fn with_loops_dict_fileglob_sequence_nested_together_subelements() {
+    let fx = Fx::new();
+    fx.write("files/conf.d/a.conf", "a");
+    fx.write("files/conf.d/b.conf", "b");
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            concat!(
+                "    users:\n      - name: ann\n        keys: [k1, k2]\n      - name: bob\n        keys: [k3]\n",
+                "  tasks:\n",
+                "    - name: dict\n      debug:\n        msg: \"{{ item.key }}={{ item.value }}\"\n      with_dict:\n        x: 1\n        y: 2\n",
+                "    - name: glob\n      debug:\n        msg: \"{{ item | basename }}\"\n      with_fileglob: conf.d/*.conf\n",
+                "    - name: seq\n      debug:\n        msg: \"{{ item }}\"\n      with_sequence: start=1 end=5 stride=2 format=n%02d\n",
+                "    - name: nested\n      debug:\n        msg: \"{{ item[0] }}{{ item[1] }}\"\n      with_nested:\n        - [a, b]\n        - \"{{ [1, 2] }}\"\n",
+                "    - name: together\n      debug:\n        msg: \"{{ item[0] }}-{{ item[1] }}\"\n      with_together:\n        - [a, b]\n        - [1, 2]\n",
+                "    - name: subs\n      debug:\n        msg: \"{{ item[0].name }}:{{ item[1] }}\"\n      with_subelements:\n        - \"{{ users }}\"\n        - keys\n",
+                "    - name: items flattens after rendering\n      debug:\n        msg: \"{{ item }}\"\n      with_items: \"{{ [[1, 2], 3] }}\"\n",
+            ),
+        ),
+    );
+    let out = fx.apply(&["-v"]);
+    out.expect(0);
+    let msgs = |t: &str| -> Vec<String> {
+        out.task_events(t)
+            .iter()
+            .map(|e| match &e["result"]["msg"] {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect()
+    };
+    assert_eq!(msgs("dict"), ["x=1", "y=2"]);
+    assert_eq!(msgs("glob"), ["a.conf", "b.conf"]);
+    assert_eq!(msgs("seq"), ["n01", "n03", "n05"]);
+    assert_eq!(msgs("nested"), ["a1", "a2", "b1", "b2"]);
+    assert_eq!(msgs("together"), ["a-1", "b-2"]);
+    assert_eq!(msgs("subs"), ["ann:k1", "ann:k2", "bob:k3"]);
+    assert_eq!(msgs("items flattens after rendering"), ["1", "2", "3"]);
+    // Two loops on one task are a load error.
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            "  tasks:\n    - debug:\n        msg: x\n      loop: [1]\n      with_items: [2]\n",
+        ),
+    );
+    let out = fx.apply(&[]);
+    out.expect(2);
+    assert!(
+        out.stderr.contains("has `loop` and `with_items`"),
+        "{}",
+        out.stderr
+    );
+}
