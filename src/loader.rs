@@ -276,10 +276,22 @@ pub struct Play {
     pub serial: Vec<BatchSize>,
     /// `strategy: free`: each host goes through the tasks at its own pace.
     pub free: bool,
+    /// `order`: the order hosts are taken in (`inventory` when absent).
+    pub order: HostOrder,
     /// Any unrescued failure ends the play for every host.
     pub any_errors_fatal: bool,
     /// End the play when more than this percentage of a batch's hosts failed.
     pub max_fail_percentage: Option<f64>,
+}
+
+/// Play `order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostOrder {
+    Inventory,
+    ReverseInventory,
+    Sorted,
+    ReverseSorted,
+    Shuffle,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -325,6 +337,8 @@ pub struct Task {
     pub environment: Map<String, Value>,
     /// Seconds this task may take on the host before it is failed.
     pub timeout: Option<u64>,
+    /// `throttle`: at most this many hosts run the task at once (below `--forks`).
+    pub throttle: Option<usize>,
     /// The role this task comes from: its files, templates and variables.
     pub role: Option<Arc<RoleCtx>>,
     /// Run through this host's connection, with the original host's variables.
@@ -395,6 +409,7 @@ const TASK_KEYS: &[&str] = &[
     "no_log",
     "environment",
     "timeout",
+    "throttle",
     "delegate_to",
     "run_once",
     "until",
@@ -409,8 +424,6 @@ pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
     "async",
     "poll",
     "any_errors_fatal",
-    "throttle",
-    "local_action",
     "apply",
 ];
 
@@ -440,9 +453,10 @@ const PLAY_KEYS: &[&str] = &[
     "strategy",
     "any_errors_fatal",
     "max_fail_percentage",
+    "order",
 ];
 
-const PLAY_KEYS_NOT_YET: &[&str] = &["import_playbook", "vars_prompt", "order"];
+const PLAY_KEYS_NOT_YET: &[&str] = &["import_playbook", "vars_prompt"];
 
 impl Play {
     /// A play with no tasks, for commands that talk to hosts outside a playbook (`fixpoint journal`).
@@ -475,6 +489,7 @@ impl Play {
             ignore_errors: false,
             serial: Vec::new(),
             free: false,
+            order: HostOrder::Inventory,
             any_errors_fatal: false,
             max_fail_percentage: None,
         }
@@ -866,7 +881,10 @@ impl<'a> Loader<'a> {
             )
         });
         let Some((key, kpos, arg)) = action else {
-            let task = load_task(node, handlers, inh, self.play_dir)?;
+            let task = match local_action(node)? {
+                Some(rewritten) => load_task(&rewritten, handlers, inh, self.play_dir)?,
+                None => load_task(node, handlers, inh, self.play_dir)?,
+            };
             return Ok(vec![Step::Task(Box::new(task))]);
         };
         if handlers {
@@ -1279,49 +1297,63 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
     let opt_string = |key: &str| -> Result<Option<String>, Diagnostic> {
         node.get(key).map(|n| string_of(n, key)).transpose()
     };
-    let play = Play {
-        vars_from_files,
-        name: opt_string("name")?.unwrap_or_else(|| hosts.clone()),
-        hosts,
-        pos: node.pos.clone(),
-        dir: dir.to_path_buf(),
-        vars: match node.get("vars") {
-            Some(v) => vars_of(v, "`vars`")?,
-            None => Map::new(),
-        },
-        vars_files,
-        gather_facts: opt_bool("gather_facts")?.unwrap_or(true),
-        tags: base.tags.clone(),
-        pre_tasks,
-        roles,
-        tasks,
-        post_tasks,
-        handlers,
-        role_defaults: Arc::new(role_defaults),
-        role_vars: Arc::new(role_vars),
-        become_: opt_bool("become")?,
-        become_user: opt_string("become_user")?,
-        connection: opt_string("connection")?,
-        remote_user: opt_string("remote_user")?,
-        check_mode: opt_bool("check_mode")?,
-        diff: opt_bool("diff")?,
-        environment: match node.get("environment") {
-            Some(v) => env_of(v)?,
-            None => Map::new(),
-        },
-        force_handlers: opt_bool("force_handlers")?.unwrap_or(false),
-        ignore_errors: opt_bool("ignore_errors")?.unwrap_or(false),
-        serial: match node.get("serial") {
-            Some(n) => serial_of(n)?,
-            None => Vec::new(),
-        },
-        free: false,
-        any_errors_fatal: opt_bool("any_errors_fatal")?.unwrap_or(false),
-        max_fail_percentage: match node.get("max_fail_percentage") {
-            Some(n) => Some(percent_of(n, "max_fail_percentage")?),
-            None => None,
-        },
-    };
+    let play =
+        Play {
+            vars_from_files,
+            name: opt_string("name")?.unwrap_or_else(|| hosts.clone()),
+            hosts,
+            pos: node.pos.clone(),
+            dir: dir.to_path_buf(),
+            vars: match node.get("vars") {
+                Some(v) => vars_of(v, "`vars`")?,
+                None => Map::new(),
+            },
+            vars_files,
+            gather_facts: opt_bool("gather_facts")?.unwrap_or(true),
+            tags: base.tags.clone(),
+            pre_tasks,
+            roles,
+            tasks,
+            post_tasks,
+            handlers,
+            role_defaults: Arc::new(role_defaults),
+            role_vars: Arc::new(role_vars),
+            become_: opt_bool("become")?,
+            become_user: opt_string("become_user")?,
+            connection: opt_string("connection")?,
+            remote_user: opt_string("remote_user")?,
+            check_mode: opt_bool("check_mode")?,
+            diff: opt_bool("diff")?,
+            environment: match node.get("environment") {
+                Some(v) => env_of(v)?,
+                None => Map::new(),
+            },
+            force_handlers: opt_bool("force_handlers")?.unwrap_or(false),
+            ignore_errors: opt_bool("ignore_errors")?.unwrap_or(false),
+            serial: match node.get("serial") {
+                Some(n) => serial_of(n)?,
+                None => Vec::new(),
+            },
+            free: false,
+            order: match node.get("order") {
+                Some(n) => match string_of(n, "order")?.as_str() {
+                    "inventory" => HostOrder::Inventory,
+                    "reverse_inventory" => HostOrder::ReverseInventory,
+                    "sorted" => HostOrder::Sorted,
+                    "reverse_sorted" => HostOrder::ReverseSorted,
+                    "shuffle" => HostOrder::Shuffle,
+                    other => return Err(n.err(format!("unknown host order `{other}`")).help(
+                        "order: inventory, reverse_inventory, sorted, reverse_sorted or shuffle",
+                    )),
+                },
+                None => HostOrder::Inventory,
+            },
+            any_errors_fatal: opt_bool("any_errors_fatal")?.unwrap_or(false),
+            max_fail_percentage: match node.get("max_fail_percentage") {
+                Some(n) => Some(percent_of(n, "max_fail_percentage")?),
+                None => None,
+            },
+        };
     let mut play = play;
     if let Some(n) = node.get("strategy") {
         let s = string_of(n, "strategy")?;
@@ -1505,6 +1537,68 @@ fn free_form_command(s: &str) -> Map<String, Value> {
     }
     m.insert("cmd".into(), Value::String(rest.trim().to_string()));
     m
+}
+
+/// `local_action: <module> <args>` (or `{module: …, args…}`) is shorthand for the module with
+/// `delegate_to: localhost`: the task is rewritten so, keeping the source positions.
+fn local_action(node: &Node) -> Result<Option<Node>, Diagnostic> {
+    let Some(entries) = node.as_map() else {
+        return Ok(None);
+    };
+    let Some(idx) = entries.iter().position(|(k, _, _)| k == "local_action") else {
+        return Ok(None);
+    };
+    let (_, kpos, value) = &entries[idx];
+    if let Some((_, dpos, _)) = entries.iter().find(|(k, _, _)| k == "delegate_to") {
+        return Err(Diagnostic::at(
+            dpos,
+            "a task with `local_action` already runs on localhost; remove `delegate_to`",
+        ));
+    }
+    let (module, args) = match &value.kind {
+        Kind::Str(s) => {
+            let s = s.trim();
+            let (m, rest) = s.split_once(char::is_whitespace).unwrap_or((s, ""));
+            let args = Node {
+                kind: if rest.trim().is_empty() {
+                    Kind::Null
+                } else {
+                    Kind::Str(rest.trim().to_string())
+                },
+                pos: value.pos.clone(),
+            };
+            (m.to_string(), args)
+        }
+        Kind::Map(m) => {
+            let module = value
+                .get("module")
+                .ok_or_else(|| value.err("`local_action` needs `module:`"))?;
+            let mut rest = m.clone();
+            rest.retain(|(k, _, _)| k != "module");
+            (
+                string_of(module, "module")?,
+                Node {
+                    kind: Kind::Map(rest),
+                    pos: value.pos.clone(),
+                },
+            )
+        }
+        _ => return Err(value.err("`local_action` must be a module with its arguments")),
+    };
+    let mut rewritten = entries.to_vec();
+    rewritten[idx] = (module, kpos.clone(), args);
+    rewritten.push((
+        "delegate_to".into(),
+        kpos.clone(),
+        Node {
+            kind: Kind::Str("localhost".into()),
+            pos: kpos.clone(),
+        },
+    ));
+    Ok(Some(Node {
+        kind: Kind::Map(rewritten),
+        pos: node.pos.clone(),
+    }))
 }
 
 /// Actions fixpoint runs itself on the controller (or through the agent's facts) rather than
@@ -1716,6 +1810,13 @@ fn load_task(
             None => None,
         },
         role: None,
+        throttle: match opt("throttle") {
+            Some(n) => match n.kind {
+                Kind::Int(i) if i > 0 => Some(i as usize),
+                _ => return Err(n.err("`throttle` must be a positive number of hosts")),
+            },
+            None => None,
+        },
         delegate_to: opt_string("delegate_to")?,
         run_once: opt_bool("run_once")?.unwrap_or(false),
         until: opt("until")

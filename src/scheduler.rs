@@ -349,6 +349,7 @@ impl Engine {
                 }
             }
         }
+        order_hosts(&mut selected, play.order);
         self.reporter.play_start(&play.name, pass);
         if selected.is_empty() {
             self.reporter.warn(&format!(
@@ -1193,7 +1194,10 @@ impl Engine {
             templar: &self.templar,
             binary: &self.binary,
         };
-        let sem = tokio::sync::Semaphore::new(self.cfg.forks);
+        let sem = tokio::sync::Semaphore::new(
+            task.throttle
+                .map_or(self.cfg.forks, |t| t.min(self.cfg.forks)),
+        );
         let ctx = self.snapshot(ctx);
         let ctx = &ctx;
         let futures = self
@@ -1444,6 +1448,35 @@ fn rendered_inv_vars(
         }
     }
     m
+}
+
+/// Play `order`: the selection comes in inventory order.
+fn order_hosts(hosts: &mut [String], order: crate::loader::HostOrder) {
+    use crate::loader::HostOrder;
+    match order {
+        HostOrder::Inventory => {}
+        HostOrder::ReverseInventory => hosts.reverse(),
+        HostOrder::Sorted => hosts.sort(),
+        HostOrder::ReverseSorted => {
+            hosts.sort();
+            hosts.reverse();
+        }
+        HostOrder::Shuffle => {
+            // No randomness crate: a Fisher-Yates shuffle seeded from the clock is enough to
+            // spread the load, which is all `shuffle` is for.
+            let mut seed = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+                | 1;
+            for i in (1..hosts.len()).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                hosts.swap(i, (seed % (i as u64 + 1)) as usize);
+            }
+        }
+    }
 }
 
 /// The hosts of a play in batches of `serial` sizes (the last size repeats).

@@ -490,3 +490,75 @@ fn with_loops_dict_fileglob_sequence_nested_together_subelements() {
         out.stderr
     );
 }
+
+#[test]
+fn throttle_limits_the_hosts_running_a_task_at_once() {
+    let fx = Fx::new();
+    // Each host marks itself, then waits (bounded) for the other's mark: both succeed only
+    // when they run the task at the same time.
+    let meet = |extra: &str| {
+        format!(
+            concat!(
+                "    - name: meet\n      shell: touch {t}/{{{{ inventory_hostname }}}}.here; for i in $(seq 1 50); do ls {t}/*.here | grep -qv {{{{ inventory_hostname }}}}.here && exit 0; sleep 0.1; done; exit 1\n",
+                "      args:\n        creates: /nonexistent/fixpoint\n{extra}"
+            ),
+            t = fx.path("t").display(),
+            extra = extra
+        )
+    };
+    hosts_play(&fx, &["a", "b"], "", &meet(""));
+    run(&fx, &[]).expect(0);
+    for h in ["a", "b"] {
+        std::fs::remove_file(fx.path(&format!("t/{h}.here"))).unwrap();
+    }
+    hosts_play(&fx, &["a", "b"], "", &meet("      throttle: 1\n"));
+    run(&fx, &[]).expect(1);
+}
+
+#[test]
+fn play_order_decides_the_host_order() {
+    let fx = Fx::new();
+    hosts_play(
+        &fx,
+        &["a", "b", "c"],
+        "  serial: 1\n  order: reverse_sorted\n",
+        "    - name: t\n      debug:\n        msg: \"{{ ansible_play_hosts_all | join(',') }}\"\n",
+    );
+    let out = run(&fx, &["-v"]);
+    out.expect(0);
+    assert_eq!(hosts_of(&out, "t"), ["c", "b", "a"]);
+    assert_eq!(out.task_events("t")[0]["result"]["msg"], "c,b,a");
+}
+
+#[test]
+fn local_action_is_a_task_delegated_to_localhost() {
+    let fx = Fx::new();
+    fx.write(
+        "host_vars/localhost.yml",
+        &format!("fixpoint_state_dir: {}\n", fx.path("state/local").display()),
+    );
+    hosts_play(
+        &fx,
+        &["a"],
+        "",
+        concat!(
+            "    - name: short form\n      local_action: command touch {{ base }}/short creates={{base}}/short\n",
+            "    - name: long form\n      local_action:\n        module: copy\n        content: x\n        dest: \"{{ base }}/long\"\n",
+        ),
+    );
+    let out = run(&fx, &[]);
+    out.expect(0);
+    assert!(fx.path("t/a/short").exists() && fx.path("t/a/long").exists());
+    assert_eq!(
+        out.task_events("short form")[0]["delegated_to"],
+        "localhost"
+    );
+    assert_eq!(out.task_events("long form")[0]["delegated_to"], "localhost");
+    hosts_play(
+        &fx,
+        &["a"],
+        "",
+        "    - local_action: command true\n      changed_when: false\n      delegate_to: a\n",
+    );
+    run(&fx, &[]).expect(2);
+}
