@@ -81,13 +81,21 @@ pub enum IncludeSource {
     /// `include_role` of a templated role name: loaded when the host reaches it.
     Role {
         name: String,
-        tasks_from: Option<String>,
-        vars_from: Option<String>,
-        defaults_from: Option<String>,
+        from: RoleFrom,
         /// The include's `vars`: role parameters (templates, rendered in the task's scope).
         params: Map<String, Value>,
         inherit: Box<Inherited>,
     },
+}
+
+/// `tasks_from`, `vars_from`, `defaults_from`, `handlers_from` of `import_role` /
+/// `include_role`: which file of each role directory to read instead of `main`.
+#[derive(Debug, Clone, Default)]
+pub struct RoleFrom {
+    pub tasks: Option<String>,
+    pub vars: Option<String>,
+    pub defaults: Option<String>,
+    pub handlers: Option<String>,
 }
 
 /// `meta:` actions the scheduler performs itself.
@@ -727,7 +735,7 @@ pub struct Loader<'a> {
     /// Roles expanded from `roles:` and dependencies, with their parameters: such a role runs
     /// once per play unless its parameters differ or it sets `allow_duplicates`.
     pub(crate) seen_roles: Vec<(PathBuf, Map<String, Value>)>,
-    pub(crate) handler_roles: Vec<PathBuf>,
+    pub(crate) handler_files: Vec<PathBuf>,
     /// The handlers of the roles, added to the play's.
     pub role_handlers: Vec<Task>,
     /// Roles whose defaults and vars the whole play sees, in the order they were loaded.
@@ -741,7 +749,7 @@ impl<'a> Loader<'a> {
             roles_path,
             stack: Vec::new(),
             seen_roles: Vec::new(),
-            handler_roles: Vec::new(),
+            handler_files: Vec::new(),
             role_handlers: Vec::new(),
             exported_roles: Vec::new(),
         }
@@ -796,22 +804,17 @@ impl<'a> Loader<'a> {
 
     /// Load a role named at run time (`include_role` with a templated name); its handlers are
     /// left in `role_handlers`.
-    #[allow(clippy::too_many_arguments)]
     pub fn runtime_role(
         &mut self,
         name: &str,
         at: &Pos,
-        tasks_from: Option<String>,
-        vars_from: Option<String>,
-        defaults_from: Option<String>,
+        from: &RoleFrom,
         params: Map<String, Value>,
         inh: &Inherited,
     ) -> Result<Vec<Step>, Diagnostic> {
         let node = yaml::json_to_node(&Value::String(name.to_string()), at);
         let opts = RoleOpts {
-            tasks_from,
-            vars_from,
-            defaults_from,
+            from: from.clone(),
             dedupe: false,
             export: false,
         };
@@ -1007,14 +1010,14 @@ impl<'a> Loader<'a> {
                 let am = map_of(arg, &format!("`{short}`"))?;
                 check_keys(
                     am,
-                    &["name", "tasks_from", "vars_from", "defaults_from"],
                     &[
+                        "name",
+                        "tasks_from",
+                        "vars_from",
+                        "defaults_from",
                         "handlers_from",
-                        "apply",
-                        "rolespec_validate",
-                        "allow_duplicates",
-                        "public",
                     ],
+                    &["apply", "rolespec_validate", "allow_duplicates", "public"],
                     &format!("`{short}`"),
                     |_| false,
                 )?;
@@ -1023,9 +1026,12 @@ impl<'a> Loader<'a> {
                     .ok_or_else(|| arg.err(format!("`{short}` needs the role's `name`")))?;
                 let opt = |k: &str| arg.get(k).map(|n| string_of(n, k)).transpose();
                 let opts = RoleOpts {
-                    tasks_from: opt("tasks_from")?,
-                    vars_from: opt("vars_from")?,
-                    defaults_from: opt("defaults_from")?,
+                    from: RoleFrom {
+                        tasks: opt("tasks_from")?,
+                        vars: opt("vars_from")?,
+                        defaults: opt("defaults_from")?,
+                        handlers: opt("handlers_from")?,
+                    },
                     dedupe: false,
                     export: !include,
                 };
@@ -1041,9 +1047,7 @@ impl<'a> Loader<'a> {
                     // over role names): it is loaded then.
                     let source = IncludeSource::Role {
                         name: string_of(name, "name")?,
-                        tasks_from: opts.tasks_from,
-                        vars_from: opts.vars_from,
-                        defaults_from: opts.defaults_from,
+                        from: opts.from,
                         params,
                         inherit: Box::new(inh.clone()),
                     };

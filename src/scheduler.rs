@@ -851,22 +851,12 @@ impl Engine {
                     )),
                 },
                 IncludeSource::Role {
-                    tasks_from,
-                    vars_from,
-                    defaults_from,
+                    from,
                     params,
                     inherit,
                     ..
                 } => loader
-                    .runtime_role(
-                        &file,
-                        &inc.pos,
-                        tasks_from.clone(),
-                        vars_from.clone(),
-                        defaults_from.clone(),
-                        params.clone(),
-                        inherit,
-                    )
+                    .runtime_role(&file, &inc.pos, from, params.clone(), inherit)
                     .map_err(|d| d.to_string()),
                 IncludeSource::Loaded(_) => unreachable!("run above"),
             };

@@ -518,3 +518,36 @@ fn meta_inside_a_role_sees_the_role_variables() {
     out.expect(0);
     assert_eq!(out.status_of("after meta"), "ok");
 }
+
+#[test]
+fn handlers_from_picks_the_roles_handlers_file() {
+    let fx = Fx::new();
+    fx.write(
+        "roles/svc/tasks/main.yml",
+        "- name: svc change\n  copy:\n    content: x\n    dest: \"{{ base }}/svc\"\n  notify: svc alt\n",
+    );
+    fx.write(
+        "roles/svc/handlers/alt.yml",
+        "- name: svc alt\n  copy:\n    content: alt\n    dest: \"{{ base }}/alt\"\n",
+    );
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            "  tasks:\n    - file:\n        path: \"{{ base }}\"\n        state: directory\n    - import_role:\n        name: svc\n        handlers_from: alt\n",
+        ),
+    );
+    fx.apply(&[]).expect(0);
+    assert_eq!(std::fs::read_to_string(fx.path("t/alt")).unwrap(), "alt");
+    // A missing handlers file is a load error naming it.
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            "  tasks:\n    - import_role:\n        name: svc\n        handlers_from: nope\n",
+        ),
+    );
+    let out = fx.apply(&[]);
+    out.expect(2);
+    assert!(out.stderr.contains("handlers/nope.yml"), "{}", out.stderr);
+}
