@@ -572,11 +572,13 @@ fn load_plays(
         let entries = map_of(item, "an import_playbook")?;
         check_keys(
             entries,
-            &["name"],
-            &["vars", "when", "tags"],
+            &["name", "vars", "when", "tags"],
+            &[],
             "an import_playbook",
             |k| k == key,
         )?;
+        // The import's keywords reach every imported play (vars) and task (when, tags).
+        let around = Inherited::default().with_keywords(item)?;
         let file = string_of(target, "import_playbook")?;
         if crate::templating::Templar::is_template(&file) {
             return Err(
@@ -594,9 +596,86 @@ fn load_plays(
         stack.push(canon);
         let imported = load_plays(&file_path, roles_path, stack);
         stack.pop();
-        plays.extend(imported?);
+        for mut play in imported? {
+            let mut vars = around.vars.clone();
+            vars.extend(std::mem::take(&mut play.vars));
+            play.vars = vars;
+            for t in &around.tags {
+                if !play.tags.contains(t) {
+                    play.tags.push(t.clone());
+                }
+            }
+            for section in [
+                &mut play.pre_tasks,
+                &mut play.roles,
+                &mut play.tasks,
+                &mut play.post_tasks,
+            ] {
+                wrap_steps(section, &around.when, &around.tags);
+            }
+            for h in &mut play.handlers {
+                wrap_task(h, &around.when, &around.tags);
+            }
+            plays.push(play);
+        }
     }
     Ok(plays)
+}
+
+/// Add conditions (first) and tags to every task in these steps, as an enclosing import does.
+fn wrap_steps(steps: &mut [Step], when: &[String], tags: &[String]) {
+    if when.is_empty() && tags.is_empty() {
+        return;
+    }
+    let add_tags = |list: &mut Vec<String>| {
+        for t in tags {
+            if !list.contains(t) {
+                list.push(t.clone());
+            }
+        }
+    };
+    let prepend = |list: &mut Conditions| {
+        let mut all = when.to_vec();
+        all.append(list);
+        *list = all;
+    };
+    for s in steps {
+        match s {
+            Step::Task(t) => wrap_task(t, when, tags),
+            Step::Block(b) => {
+                wrap_steps(&mut b.block, when, tags);
+                wrap_steps(&mut b.rescue, when, tags);
+                wrap_steps(&mut b.always, when, tags);
+            }
+            Step::Include(i) => {
+                prepend(&mut i.when);
+                add_tags(&mut i.tags);
+                match &mut i.source {
+                    IncludeSource::Loaded(steps) => wrap_steps(steps, when, tags),
+                    IncludeSource::TasksFile { inherit, .. }
+                    | IncludeSource::Role { inherit, .. } => {
+                        prepend(&mut inherit.when);
+                        add_tags(&mut inherit.tags);
+                    }
+                }
+            }
+            Step::Meta(m) => {
+                prepend(&mut m.when);
+                add_tags(&mut m.tags);
+            }
+        }
+    }
+}
+
+fn wrap_task(t: &mut Task, when: &[String], tags: &[String]) {
+    let mut all = when.to_vec();
+    all.append(&mut t.when);
+    t.when = all;
+    for tag in tags {
+        if !t.tags.contains(tag) {
+            t.tags.push(tag.clone());
+        }
+    }
 }
 
 pub(crate) fn map_of<'a>(
@@ -735,6 +814,7 @@ pub struct Loader<'a> {
     /// Roles expanded from `roles:` and dependencies, with their parameters: such a role runs
     /// once per play unless its parameters differ or it sets `allow_duplicates`.
     pub(crate) seen_roles: Vec<(PathBuf, Map<String, Value>)>,
+    /// Role handlers files already added to the play.
     pub(crate) handler_files: Vec<PathBuf>,
     /// The handlers of the roles, added to the play's.
     pub role_handlers: Vec<Task>,
