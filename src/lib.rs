@@ -12,6 +12,7 @@ pub mod inventory;
 pub mod journal;
 pub mod listing;
 pub mod loader;
+pub mod loops;
 pub mod protocol;
 pub mod reporter;
 pub mod roles;

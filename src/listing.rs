@@ -106,6 +106,10 @@ fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<String>) {
                         "include_tasks: {file}\tTAGS: [{}]",
                         i.tags.join(", ")
                     )),
+                    IncludeSource::Role { name, .. } => out.push(format!(
+                        "include_role: {name}\tTAGS: [{}]",
+                        i.tags.join(", ")
+                    )),
                 }
             }
             Step::Meta(_) => {}

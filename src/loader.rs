@@ -6,6 +6,7 @@
 
 use crate::actions;
 use crate::diag::{suggest, Diagnostic, Pos};
+use crate::loops::LoopKind;
 use crate::roles::RoleOpts;
 use crate::yaml::{self, Kind, Node};
 use serde_json::{Map, Value};
@@ -52,6 +53,7 @@ pub struct Include {
     pub pos: Pos,
     pub when: Conditions,
     pub loop_items: Option<Value>,
+    pub loop_kind: LoopKind,
     pub loop_var: String,
     pub index_var: Option<String>,
     pub vars: Map<String, Value>,
@@ -76,6 +78,24 @@ pub enum IncludeSource {
         search: Vec<PathBuf>,
         inherit: Box<Inherited>,
     },
+    /// `include_role` of a templated role name: loaded when the host reaches it.
+    Role {
+        name: String,
+        from: RoleFrom,
+        /// The include's `vars`: role parameters (templates, rendered in the task's scope).
+        params: Map<String, Value>,
+        inherit: Box<Inherited>,
+    },
+}
+
+/// `tasks_from`, `vars_from`, `defaults_from`, `handlers_from` of `import_role` /
+/// `include_role`: which file of each role directory to read instead of `main`.
+#[derive(Debug, Clone, Default)]
+pub struct RoleFrom {
+    pub tasks: Option<String>,
+    pub vars: Option<String>,
+    pub defaults: Option<String>,
+    pub handlers: Option<String>,
 }
 
 /// `meta:` actions the scheduler performs itself.
@@ -85,6 +105,9 @@ pub struct Meta {
     pub pos: Pos,
     pub when: Conditions,
     pub tags: Vec<String>,
+    /// The role and block variables around it, to evaluate `when`.
+    pub role: Option<Arc<RoleCtx>>,
+    pub vars: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,10 +282,24 @@ pub struct Play {
     /// `serial`: batch sizes, each a count or a percentage of the play's hosts; the last
     /// repeats. Empty: one batch.
     pub serial: Vec<BatchSize>,
+    /// `strategy: free`: each host goes through the tasks at its own pace.
+    pub free: bool,
+    /// `order`: the order hosts are taken in (`inventory` when absent).
+    pub order: HostOrder,
     /// Any unrescued failure ends the play for every host.
     pub any_errors_fatal: bool,
     /// End the play when more than this percentage of a batch's hosts failed.
     pub max_fail_percentage: Option<f64>,
+}
+
+/// Play `order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostOrder {
+    Inventory,
+    ReverseInventory,
+    Sorted,
+    ReverseSorted,
+    Shuffle,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -283,9 +320,14 @@ pub struct Task {
     pub pos: Pos,
     pub when: Conditions,
     pub loop_items: Option<Value>,
+    pub loop_kind: LoopKind,
     pub loop_var: String,
     pub index_var: Option<String>,
     pub loop_label: Option<String>,
+    /// `loop_control.pause`: seconds between items.
+    pub loop_pause: f64,
+    /// `loop_control.extended`: `ansible_loop` for each item.
+    pub loop_extended: bool,
     pub register: Option<String>,
     pub notify: Vec<String>,
     pub listen: Vec<String>,
@@ -303,6 +345,8 @@ pub struct Task {
     pub environment: Map<String, Value>,
     /// Seconds this task may take on the host before it is failed.
     pub timeout: Option<u64>,
+    /// `throttle`: at most this many hosts run the task at once (below `--forks`).
+    pub throttle: Option<usize>,
     /// The role this task comes from: its files, templates and variables.
     pub role: Option<Arc<RoleCtx>>,
     /// Run through this host's connection, with the original host's variables.
@@ -349,6 +393,12 @@ const TASK_KEYS: &[&str] = &[
     "loop",
     "with_items",
     "with_list",
+    "with_dict",
+    "with_fileglob",
+    "with_sequence",
+    "with_nested",
+    "with_together",
+    "with_subelements",
     "loop_control",
     "register",
     "notify",
@@ -367,6 +417,7 @@ const TASK_KEYS: &[&str] = &[
     "no_log",
     "environment",
     "timeout",
+    "throttle",
     "delegate_to",
     "run_once",
     "until",
@@ -380,15 +431,7 @@ pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
     "delegate_facts",
     "async",
     "poll",
-    "with_dict",
-    "with_fileglob",
-    "with_together",
-    "with_nested",
-    "with_subelements",
-    "with_sequence",
     "any_errors_fatal",
-    "throttle",
-    "local_action",
     "apply",
 ];
 
@@ -418,9 +461,10 @@ const PLAY_KEYS: &[&str] = &[
     "strategy",
     "any_errors_fatal",
     "max_fail_percentage",
+    "order",
 ];
 
-const PLAY_KEYS_NOT_YET: &[&str] = &["import_playbook", "vars_prompt", "order"];
+const PLAY_KEYS_NOT_YET: &[&str] = &["import_playbook", "vars_prompt"];
 
 impl Play {
     /// A play with no tasks, for commands that talk to hosts outside a playbook (`fixpoint journal`).
@@ -452,6 +496,8 @@ impl Play {
             force_handlers: false,
             ignore_errors: false,
             serial: Vec::new(),
+            free: false,
+            order: HostOrder::Inventory,
             any_errors_fatal: false,
             max_fail_percentage: None,
         }
@@ -526,11 +572,13 @@ fn load_plays(
         let entries = map_of(item, "an import_playbook")?;
         check_keys(
             entries,
-            &["name"],
-            &["vars", "when", "tags"],
+            &["name", "vars", "when", "tags"],
+            &[],
             "an import_playbook",
             |k| k == key,
         )?;
+        // The import's keywords reach every imported play (vars) and task (when, tags).
+        let around = Inherited::default().with_keywords(item)?;
         let file = string_of(target, "import_playbook")?;
         if crate::templating::Templar::is_template(&file) {
             return Err(
@@ -548,9 +596,86 @@ fn load_plays(
         stack.push(canon);
         let imported = load_plays(&file_path, roles_path, stack);
         stack.pop();
-        plays.extend(imported?);
+        for mut play in imported? {
+            let mut vars = around.vars.clone();
+            vars.extend(std::mem::take(&mut play.vars));
+            play.vars = vars;
+            for t in &around.tags {
+                if !play.tags.contains(t) {
+                    play.tags.push(t.clone());
+                }
+            }
+            for section in [
+                &mut play.pre_tasks,
+                &mut play.roles,
+                &mut play.tasks,
+                &mut play.post_tasks,
+            ] {
+                wrap_steps(section, &around.when, &around.tags);
+            }
+            for h in &mut play.handlers {
+                wrap_task(h, &around.when, &around.tags);
+            }
+            plays.push(play);
+        }
     }
     Ok(plays)
+}
+
+/// Add conditions (first) and tags to every task in these steps, as an enclosing import does.
+fn wrap_steps(steps: &mut [Step], when: &[String], tags: &[String]) {
+    if when.is_empty() && tags.is_empty() {
+        return;
+    }
+    let add_tags = |list: &mut Vec<String>| {
+        for t in tags {
+            if !list.contains(t) {
+                list.push(t.clone());
+            }
+        }
+    };
+    let prepend = |list: &mut Conditions| {
+        let mut all = when.to_vec();
+        all.append(list);
+        *list = all;
+    };
+    for s in steps {
+        match s {
+            Step::Task(t) => wrap_task(t, when, tags),
+            Step::Block(b) => {
+                wrap_steps(&mut b.block, when, tags);
+                wrap_steps(&mut b.rescue, when, tags);
+                wrap_steps(&mut b.always, when, tags);
+            }
+            Step::Include(i) => {
+                prepend(&mut i.when);
+                add_tags(&mut i.tags);
+                match &mut i.source {
+                    IncludeSource::Loaded(steps) => wrap_steps(steps, when, tags),
+                    IncludeSource::TasksFile { inherit, .. }
+                    | IncludeSource::Role { inherit, .. } => {
+                        prepend(&mut inherit.when);
+                        add_tags(&mut inherit.tags);
+                    }
+                }
+            }
+            Step::Meta(m) => {
+                prepend(&mut m.when);
+                add_tags(&mut m.tags);
+            }
+        }
+    }
+}
+
+fn wrap_task(t: &mut Task, when: &[String], tags: &[String]) {
+    let mut all = when.to_vec();
+    all.append(&mut t.when);
+    t.when = all;
+    for tag in tags {
+        if !t.tags.contains(tag) {
+            t.tags.push(tag.clone());
+        }
+    }
 }
 
 pub(crate) fn map_of<'a>(
@@ -689,7 +814,8 @@ pub struct Loader<'a> {
     /// Roles expanded from `roles:` and dependencies, with their parameters: such a role runs
     /// once per play unless its parameters differ or it sets `allow_duplicates`.
     pub(crate) seen_roles: Vec<(PathBuf, Map<String, Value>)>,
-    pub(crate) handler_roles: Vec<PathBuf>,
+    /// Role handlers files already added to the play.
+    pub(crate) handler_files: Vec<PathBuf>,
     /// The handlers of the roles, added to the play's.
     pub role_handlers: Vec<Task>,
     /// Roles whose defaults and vars the whole play sees, in the order they were loaded.
@@ -703,7 +829,7 @@ impl<'a> Loader<'a> {
             roles_path,
             stack: Vec::new(),
             seen_roles: Vec::new(),
-            handler_roles: Vec::new(),
+            handler_files: Vec::new(),
             role_handlers: Vec::new(),
             exported_roles: Vec::new(),
         }
@@ -754,6 +880,25 @@ impl<'a> Loader<'a> {
         let r = self.steps_of(&node, "a task file", false, inh, &dir_of(path));
         self.stack.pop();
         r
+    }
+
+    /// Load a role named at run time (`include_role` with a templated name); its handlers are
+    /// left in `role_handlers`.
+    pub fn runtime_role(
+        &mut self,
+        name: &str,
+        at: &Pos,
+        from: &RoleFrom,
+        params: Map<String, Value>,
+        inh: &Inherited,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let node = yaml::json_to_node(&Value::String(name.to_string()), at);
+        let opts = RoleOpts {
+            from: from.clone(),
+            dedupe: false,
+            export: false,
+        };
+        self.role(&node, params, inh, &opts)
     }
 
     /// Where a relative task file name is searched: beside the including file, in the
@@ -819,7 +964,10 @@ impl<'a> Loader<'a> {
             )
         });
         let Some((key, kpos, arg)) = action else {
-            let task = load_task(node, handlers, inh, self.play_dir)?;
+            let task = match local_action(node)? {
+                Some(rewritten) => load_task(&rewritten, handlers, inh, self.play_dir)?,
+                None => load_task(node, handlers, inh, self.play_dir)?,
+            };
             return Ok(vec![Step::Task(Box::new(task))]);
         };
         if handlers {
@@ -830,6 +978,17 @@ impl<'a> Loader<'a> {
         }
         let is_action = |k: &str| k == key;
         let loop_keys = ["loop", "with_items", "with_list", "loop_control"];
+        // An include loops over a list; the other `with_*` lookups are for tasks.
+        let include_not_yet: Vec<&str> = TASK_KEYS_NOT_YET
+            .iter()
+            .copied()
+            .chain(
+                LoopKind::KEYS
+                    .iter()
+                    .map(|(k, _)| *k)
+                    .filter(|k| !loop_keys.contains(k)),
+            )
+            .collect();
         match short_name(key) {
             "meta" => {
                 check_keys(
@@ -861,6 +1020,8 @@ impl<'a> Loader<'a> {
                     pos: node.pos.clone(),
                     when: inner.when,
                     tags: inner.tags,
+                    role: inner.role,
+                    vars: inner.vars,
                 }))])
             }
             "import_tasks" => {
@@ -888,7 +1049,7 @@ impl<'a> Loader<'a> {
                 check_keys(
                     entries,
                     &keys,
-                    TASK_KEYS_NOT_YET,
+                    &include_not_yet,
                     "an include_tasks",
                     is_action,
                 )?;
@@ -922,21 +1083,21 @@ impl<'a> Loader<'a> {
                 check_keys(
                     entries,
                     &keys,
-                    TASK_KEYS_NOT_YET,
+                    &include_not_yet,
                     &format!("an {short}"),
                     is_action,
                 )?;
                 let am = map_of(arg, &format!("`{short}`"))?;
                 check_keys(
                     am,
-                    &["name", "tasks_from", "vars_from", "defaults_from"],
                     &[
+                        "name",
+                        "tasks_from",
+                        "vars_from",
+                        "defaults_from",
                         "handlers_from",
-                        "apply",
-                        "rolespec_validate",
-                        "allow_duplicates",
-                        "public",
                     ],
+                    &["apply", "rolespec_validate", "allow_duplicates", "public"],
                     &format!("`{short}`"),
                     |_| false,
                 )?;
@@ -945,9 +1106,12 @@ impl<'a> Loader<'a> {
                     .ok_or_else(|| arg.err(format!("`{short}` needs the role's `name`")))?;
                 let opt = |k: &str| arg.get(k).map(|n| string_of(n, k)).transpose();
                 let opts = RoleOpts {
-                    tasks_from: opt("tasks_from")?,
-                    vars_from: opt("vars_from")?,
-                    defaults_from: opt("defaults_from")?,
+                    from: RoleFrom {
+                        tasks: opt("tasks_from")?,
+                        vars: opt("vars_from")?,
+                        defaults: opt("defaults_from")?,
+                        handlers: opt("handlers_from")?,
+                    },
                     dedupe: false,
                     export: !include,
                 };
@@ -955,7 +1119,22 @@ impl<'a> Loader<'a> {
                     Some(v) => vars_of(v, "`vars`")?,
                     None => Map::new(),
                 };
-                if include {
+                let templated_name = name
+                    .as_str()
+                    .is_some_and(crate::templating::Templar::is_template);
+                if include && templated_name {
+                    // The role is known only when a host reaches the include (e.g. a loop
+                    // over role names): it is loaded then.
+                    let source = IncludeSource::Role {
+                        name: string_of(name, "name")?,
+                        from: opts.from,
+                        params,
+                        inherit: Box::new(inh.clone()),
+                    };
+                    let mut inc = include_of(node, inh, "include_role", source)?;
+                    inc.vars = Map::new();
+                    Ok(vec![Step::Include(Box::new(inc))])
+                } else if include {
                     // The include's own keywords decide whether it runs; they do not reach
                     // the role's tasks (Ansible needs `apply:` for that).
                     let steps = self.role(name, params, inh, &opts)?;
@@ -1025,7 +1204,7 @@ fn include_of(
     action: &'static str,
     source: IncludeSource,
 ) -> Result<Include, Diagnostic> {
-    let (loop_items, loop_var, index_var) = loop_of(node)?;
+    let lp = loop_of(node, false)?;
     let mut tags = inh.tags.clone();
     tags.extend(
         node.get("tags")
@@ -1043,9 +1222,10 @@ fn include_of(
             .map(|n| conditions_of(n, "when"))
             .transpose()?
             .unwrap_or_default(),
-        loop_items,
-        loop_var,
-        index_var,
+        loop_items: lp.items,
+        loop_kind: lp.kind,
+        loop_var: lp.var,
+        index_var: lp.index_var,
         vars: match node.get("vars") {
             Some(v) => vars_of(v, "`vars`")?,
             None => Map::new(),
@@ -1056,46 +1236,52 @@ fn include_of(
     })
 }
 
-/// `loop` / `with_items` / `with_list` and `loop_var` / `index_var` of a task or include.
-fn loop_of(node: &Node) -> Result<(Option<Value>, String, Option<String>), Diagnostic> {
+/// The loop of a task or include: its raw value, its kind (`loop`, `with_items`, `with_dict`…),
+/// `loop_var` and `index_var`. `task`: a task also takes `pause` and `extended` (an include
+/// does not).
+pub(crate) struct LoopSpec {
+    pub items: Option<Value>,
+    pub kind: LoopKind,
+    pub var: String,
+    pub index_var: Option<String>,
+}
+
+fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
     let opt = |key: &str| node.get(key);
-    let loop_node = opt("loop").or(opt("with_items")).or(opt("with_list"));
-    let flatten_items = opt("with_items").is_some();
-    let mut loop_var = "item".to_string();
+    let mut present = LoopKind::KEYS
+        .iter()
+        .filter_map(|(k, kind)| node.get(k).map(|n| (*k, *kind, n)));
+    let first = present.next();
+    if let (Some((a, _, _)), Some((b, _, n))) = (first, present.next()) {
+        return Err(n.err(format!(
+            "a task has one loop, but this one has `{a}` and `{b}`"
+        )));
+    }
+    let mut var = "item".to_string();
     let mut index_var = None;
     if let Some(lc) = opt("loop_control") {
+        let task_only = ["pause", "extended"];
         check_keys(
             map_of(lc, "`loop_control`")?,
-            &["loop_var", "index_var", "label", "pause", "extended"],
-            &[],
+            &["loop_var", "index_var", "label"],
+            if task { &[] } else { &task_only },
             "`loop_control`",
-            |_| false,
+            |k| task && task_only.contains(&k),
         )?;
         if let Some(v) = lc.get("loop_var") {
-            loop_var = string_of(v, "loop_var")?;
-            check_var_name(&loop_var, &v.pos)?;
+            var = string_of(v, "loop_var")?;
+            check_var_name(&var, &v.pos)?;
         }
         if let Some(v) = lc.get("index_var") {
             index_var = Some(string_of(v, "index_var")?);
         }
     }
-    let loop_items = loop_node.map(|n| {
-        let v = n.to_json();
-        // with_items flattens one level, as in Ansible.
-        match (flatten_items, v) {
-            (true, Value::Array(items)) => Value::Array(
-                items
-                    .into_iter()
-                    .flat_map(|i| match i {
-                        Value::Array(inner) => inner,
-                        other => vec![other],
-                    })
-                    .collect(),
-            ),
-            (_, v) => v,
-        }
-    });
-    Ok((loop_items, loop_var, index_var))
+    Ok(LoopSpec {
+        items: first.map(|(_, _, n)| n.to_json()),
+        kind: first.map(|(_, k, _)| k).unwrap_or_default(),
+        var,
+        index_var,
+    })
 }
 
 fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Diagnostic> {
@@ -1195,56 +1381,91 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
     let opt_string = |key: &str| -> Result<Option<String>, Diagnostic> {
         node.get(key).map(|n| string_of(n, key)).transpose()
     };
-    let play = Play {
-        vars_from_files,
-        name: opt_string("name")?.unwrap_or_else(|| hosts.clone()),
-        hosts,
-        pos: node.pos.clone(),
-        dir: dir.to_path_buf(),
-        vars: match node.get("vars") {
-            Some(v) => vars_of(v, "`vars`")?,
-            None => Map::new(),
-        },
-        vars_files,
-        gather_facts: opt_bool("gather_facts")?.unwrap_or(true),
-        tags: base.tags.clone(),
-        pre_tasks,
-        roles,
-        tasks,
-        post_tasks,
-        handlers,
-        role_defaults: Arc::new(role_defaults),
-        role_vars: Arc::new(role_vars),
-        become_: opt_bool("become")?,
-        become_user: opt_string("become_user")?,
-        connection: opt_string("connection")?,
-        remote_user: opt_string("remote_user")?,
-        check_mode: opt_bool("check_mode")?,
-        diff: opt_bool("diff")?,
-        environment: match node.get("environment") {
-            Some(v) => env_of(v)?,
-            None => Map::new(),
-        },
-        force_handlers: opt_bool("force_handlers")?.unwrap_or(false),
-        ignore_errors: opt_bool("ignore_errors")?.unwrap_or(false),
-        serial: match node.get("serial") {
-            Some(n) => serial_of(n)?,
-            None => Vec::new(),
-        },
-        any_errors_fatal: opt_bool("any_errors_fatal")?.unwrap_or(false),
-        max_fail_percentage: match node.get("max_fail_percentage") {
-            Some(n) => Some(percent_of(n, "max_fail_percentage")?),
-            None => None,
-        },
-    };
+    let play =
+        Play {
+            vars_from_files,
+            name: opt_string("name")?.unwrap_or_else(|| hosts.clone()),
+            hosts,
+            pos: node.pos.clone(),
+            dir: dir.to_path_buf(),
+            vars: match node.get("vars") {
+                Some(v) => vars_of(v, "`vars`")?,
+                None => Map::new(),
+            },
+            vars_files,
+            gather_facts: opt_bool("gather_facts")?.unwrap_or(true),
+            tags: base.tags.clone(),
+            pre_tasks,
+            roles,
+            tasks,
+            post_tasks,
+            handlers,
+            role_defaults: Arc::new(role_defaults),
+            role_vars: Arc::new(role_vars),
+            become_: opt_bool("become")?,
+            become_user: opt_string("become_user")?,
+            connection: opt_string("connection")?,
+            remote_user: opt_string("remote_user")?,
+            check_mode: opt_bool("check_mode")?,
+            diff: opt_bool("diff")?,
+            environment: match node.get("environment") {
+                Some(v) => env_of(v)?,
+                None => Map::new(),
+            },
+            force_handlers: opt_bool("force_handlers")?.unwrap_or(false),
+            ignore_errors: opt_bool("ignore_errors")?.unwrap_or(false),
+            serial: match node.get("serial") {
+                Some(n) => serial_of(n)?,
+                None => Vec::new(),
+            },
+            free: false,
+            order: match node.get("order") {
+                Some(n) => match string_of(n, "order")?.as_str() {
+                    "inventory" => HostOrder::Inventory,
+                    "reverse_inventory" => HostOrder::ReverseInventory,
+                    "sorted" => HostOrder::Sorted,
+                    "reverse_sorted" => HostOrder::ReverseSorted,
+                    "shuffle" => HostOrder::Shuffle,
+                    other => return Err(n.err(format!("unknown host order `{other}`")).help(
+                        "order: inventory, reverse_inventory, sorted, reverse_sorted or shuffle",
+                    )),
+                },
+                None => HostOrder::Inventory,
+            },
+            any_errors_fatal: opt_bool("any_errors_fatal")?.unwrap_or(false),
+            max_fail_percentage: match node.get("max_fail_percentage") {
+                Some(n) => Some(percent_of(n, "max_fail_percentage")?),
+                None => None,
+            },
+        };
+    let mut play = play;
     if let Some(n) = node.get("strategy") {
-        // `free` is accepted and runs as `linear`: every host still converges to the same
-        // state, only the interleaving differs (README says so).
         let s = string_of(n, "strategy")?;
-        if s != "linear" && s != "free" {
-            return Err(n
-                .err(format!("strategy `{s}` is not supported by fixpoint yet"))
-                .help("fixpoint runs `linear` (and `free` as linear)"));
+        match s.as_str() {
+            "linear" => {}
+            "free" => play.free = true,
+            _ => {
+                return Err(n
+                    .err(format!("strategy `{s}` is not supported by fixpoint yet"))
+                    .help("fixpoint runs `linear` and `free`"))
+            }
+        }
+    }
+    if play.free {
+        // These keywords coordinate hosts, which a free play does not do.
+        for key in ["any_errors_fatal", "max_fail_percentage"] {
+            if let Some((_, kpos, _)) = entries.iter().find(|(k, _, _)| k == key) {
+                return Err(Diagnostic::at(
+                    kpos,
+                    format!("`{key}` with `strategy: free` is not supported by fixpoint yet"),
+                ));
+            }
+        }
+        if let Some(t) = play.all_tasks().into_iter().find(|t| t.run_once) {
+            return Err(Diagnostic::at(
+                &t.pos,
+                "`run_once` with `strategy: free` is not supported by fixpoint yet",
+            ));
         }
     }
     Ok(play)
@@ -1402,6 +1623,68 @@ fn free_form_command(s: &str) -> Map<String, Value> {
     m
 }
 
+/// `local_action: <module> <args>` (or `{module: …, args…}`) is shorthand for the module with
+/// `delegate_to: localhost`: the task is rewritten so, keeping the source positions.
+fn local_action(node: &Node) -> Result<Option<Node>, Diagnostic> {
+    let Some(entries) = node.as_map() else {
+        return Ok(None);
+    };
+    let Some(idx) = entries.iter().position(|(k, _, _)| k == "local_action") else {
+        return Ok(None);
+    };
+    let (_, kpos, value) = &entries[idx];
+    if let Some((_, dpos, _)) = entries.iter().find(|(k, _, _)| k == "delegate_to") {
+        return Err(Diagnostic::at(
+            dpos,
+            "a task with `local_action` already runs on localhost; remove `delegate_to`",
+        ));
+    }
+    let (module, args) = match &value.kind {
+        Kind::Str(s) => {
+            let s = s.trim();
+            let (m, rest) = s.split_once(char::is_whitespace).unwrap_or((s, ""));
+            let args = Node {
+                kind: if rest.trim().is_empty() {
+                    Kind::Null
+                } else {
+                    Kind::Str(rest.trim().to_string())
+                },
+                pos: value.pos.clone(),
+            };
+            (m.to_string(), args)
+        }
+        Kind::Map(m) => {
+            let module = value
+                .get("module")
+                .ok_or_else(|| value.err("`local_action` needs `module:`"))?;
+            let mut rest = m.clone();
+            rest.retain(|(k, _, _)| k != "module");
+            (
+                string_of(module, "module")?,
+                Node {
+                    kind: Kind::Map(rest),
+                    pos: value.pos.clone(),
+                },
+            )
+        }
+        _ => return Err(value.err("`local_action` must be a module with its arguments")),
+    };
+    let mut rewritten = entries.to_vec();
+    rewritten[idx] = (module, kpos.clone(), args);
+    rewritten.push((
+        "delegate_to".into(),
+        kpos.clone(),
+        Node {
+            kind: Kind::Str("localhost".into()),
+            pos: kpos.clone(),
+        },
+    ));
+    Ok(Some(Node {
+        kind: Kind::Map(rewritten),
+        pos: node.pos.clone(),
+    }))
+}
+
 /// Actions fixpoint runs itself on the controller (or through the agent's facts) rather than
 /// as a module: `include_vars`, `setup`.
 fn controller_action(k: &str) -> Option<&'static str> {
@@ -1516,6 +1799,8 @@ fn load_task(
 
     let opt = |key: &str| node.get(key);
     let mut loop_label = None;
+    let mut loop_pause = 0.0;
+    let mut loop_extended = false;
     if let Some(lc) = opt("loop_control") {
         let lce = map_of(lc, "`loop_control`")?;
         check_keys(
@@ -1528,8 +1813,18 @@ fn load_task(
         if let Some(v) = lc.get("label") {
             loop_label = Some(string_of(v, "label")?);
         }
+        if let Some(v) = lc.get("pause") {
+            loop_pause = match v.kind {
+                Kind::Int(i) if i >= 0 => i as f64,
+                Kind::Float(f) if f >= 0.0 => f,
+                _ => return Err(v.err("`pause` must be a number of seconds")),
+            };
+        }
+        if let Some(v) = lc.get("extended") {
+            loop_extended = bool_of(v, "extended")?;
+        }
     }
-    let (loop_items, loop_var, index_var) = loop_of(node)?;
+    let lp = loop_of(node, true)?;
 
     let opt_bool = |key: &str| -> Result<Option<bool>, Diagnostic> {
         opt(key).map(|n| bool_of(n, key)).transpose()
@@ -1550,10 +1845,13 @@ fn load_task(
             .map(|n| conditions_of(n, "when"))
             .transpose()?
             .unwrap_or_default(),
-        loop_items,
-        loop_var,
-        index_var,
+        loop_items: lp.items,
+        loop_kind: lp.kind,
+        loop_var: lp.var,
+        index_var: lp.index_var,
         loop_label,
+        loop_pause,
+        loop_extended,
         register,
         notify: opt("notify")
             .map(|n| strings_of(n, "notify"))
@@ -1596,6 +1894,13 @@ fn load_task(
             None => None,
         },
         role: None,
+        throttle: match opt("throttle") {
+            Some(n) => match n.kind {
+                Kind::Int(i) if i > 0 => Some(i as usize),
+                _ => return Err(n.err("`throttle` must be a positive number of hosts")),
+            },
+            None => None,
+        },
         delegate_to: opt_string("delegate_to")?,
         run_once: opt_bool("run_once")?.unwrap_or(false),
         until: opt("until")
@@ -1618,6 +1923,16 @@ fn load_task(
         },
     };
     inh.apply(&mut task);
+    // A value written on the task itself wins over the block's (or play's), also when false.
+    for (key, field) in [
+        ("ignore_errors", &mut task.ignore_errors),
+        ("no_log", &mut task.no_log),
+        ("run_once", &mut task.run_once),
+    ] {
+        if let Some(v) = opt_bool(key)? {
+            *field = v;
+        }
+    }
     check_module_params(&task, raw_params, mod_pos, &task.search_dirs(play_dir))?;
     check_guard(&task, mod_pos)?;
     Ok(task)

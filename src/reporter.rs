@@ -55,6 +55,8 @@ pub struct TaskEvent<'a> {
     pub censored: bool,
     /// Replayed from the journal instead of run (the `once:` contract).
     pub note: Option<&'a str>,
+    /// `delegate_to`: the host it ran on, when not `host` itself.
+    pub delegated_to: Option<&'a str>,
 }
 
 pub struct Reporter {
@@ -166,6 +168,9 @@ impl Reporter {
             if let Some(n) = ev.note {
                 o["note"] = json!(n);
             }
+            if let Some(d) = ev.delegated_to {
+                o["delegated_to"] = json!(d);
+            }
             if self.verbosity > 0 {
                 o["result"] = json!(result);
             }
@@ -194,6 +199,11 @@ impl Reporter {
             })
             .unwrap_or_default();
         let note = ev.note.map(|n| format!(" ({n})")).unwrap_or_default();
+        // Ansible's `[web1 -> localhost]` for a delegated task.
+        let host = match ev.delegated_to {
+            Some(d) => format!("{} -> {d}", ev.host),
+            None => ev.host.to_string(),
+        };
         let text = match ev.status {
             Status::Failed => {
                 let mut body = Map::new();
@@ -205,7 +215,7 @@ impl Reporter {
                     }
                 }
                 body.insert("msg".into(), json!(msg.unwrap_or("failed")));
-                let head = format!("fatal: [{}]: FAILED!{item}", ev.host);
+                let head = format!("fatal: [{host}]: FAILED!{item}");
                 let tail = if ev.ignored { "\n...ignoring" } else { "" };
                 format!(
                     "{head} => {}\n  task: {}{tail}",
@@ -214,12 +224,11 @@ impl Reporter {
                 )
             }
             Status::Unreachable => format!(
-                "fatal: [{}]: UNREACHABLE! => {}",
-                ev.host,
+                "fatal: [{host}]: UNREACHABLE! => {}",
                 json!({"msg": msg.unwrap_or("unreachable")})
             ),
             s => {
-                let mut t = format!("{}: [{}]{item}{note}", s.word(), ev.host);
+                let mut t = format!("{}: [{host}]{item}{note}", s.word());
                 let show_result = self.verbosity > 0 || ev.module == "debug";
                 if show_result {
                     if let Some(r) = result {

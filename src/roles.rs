@@ -4,7 +4,7 @@
 use crate::diag::Diagnostic;
 use crate::loader::{
     bool_of, check_var_name, dir_of, joined, load_vars_file, string_of, vars_of, Inherited, Loader,
-    RoleCtx, Step, INHERITED_KEYS, TASK_KEYS_NOT_YET,
+    RoleCtx, RoleFrom, Step, INHERITED_KEYS, TASK_KEYS_NOT_YET,
 };
 use crate::yaml::{self, Kind, Node};
 use serde_json::{Map, Value};
@@ -14,9 +14,7 @@ use std::sync::Arc;
 /// `tasks_from` and friends of `import_role` / `include_role`.
 #[derive(Default)]
 pub(crate) struct RoleOpts {
-    pub tasks_from: Option<String>,
-    pub vars_from: Option<String>,
-    pub defaults_from: Option<String>,
+    pub from: RoleFrom,
     /// Entry of `roles:` or a dependency: de-duplicated as Ansible does.
     pub dedupe: bool,
     /// `roles:`, dependencies and `import_role`: the role's defaults and vars are visible to
@@ -203,8 +201,8 @@ impl Loader<'_> {
         let ctx = Arc::new(RoleCtx {
             name: name.to_string(),
             path: path.to_path_buf(),
-            defaults: Arc::new(vars_in(file_in("defaults", &opts.defaults_from)?)?),
-            vars: Arc::new(vars_in(file_in("vars", &opts.vars_from)?)?),
+            defaults: Arc::new(vars_in(file_in("defaults", &opts.from.defaults)?)?),
+            vars: Arc::new(vars_in(file_in("vars", &opts.from.vars)?)?),
             params: Arc::new(params),
         });
         if opts.export {
@@ -212,13 +210,14 @@ impl Loader<'_> {
         }
         let mut inner = inh.clone();
         inner.role = Some(ctx);
-        if let Some(f) = file_in("tasks", &opts.tasks_from)? {
+        if let Some(f) = file_in("tasks", &opts.from.tasks)? {
             steps.extend(self.task_file(&f, &name_node.pos, &inner)?);
         }
-        let canon = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
-        if !self.handler_roles.contains(&canon) {
-            self.handler_roles.push(canon);
-            if let Some(f) = find_yaml(&path.join("handlers"), "main") {
+        // Each handlers file joins the play once, however often its role runs.
+        if let Some(f) = file_in("handlers", &opts.from.handlers)? {
+            let canon = std::fs::canonicalize(&f).unwrap_or(f.clone());
+            if !self.handler_files.contains(&canon) {
+                self.handler_files.push(canon);
                 let node = yaml::load_file(&f)?;
                 let mut handler_inh = inner.clone();
                 handler_inh.when.clear();

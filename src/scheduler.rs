@@ -103,6 +103,8 @@ struct Event {
     result: Map<String, Value>,
     ignored: bool,
     note: Option<String>,
+    /// `delegate_to`: the host it ran on, when not the task's own.
+    delegated_to: Option<String>,
 }
 
 /// Things shared by every host future of a play.
@@ -121,6 +123,8 @@ struct PlayCtx<'a> {
     files_vars: Map<String, Value>,
     /// Parameters of the `include_tasks` / `include_role` being run (and its loop item).
     include_params: Map<String, Value>,
+    /// The handlers known so far (see `Engine::handlers`).
+    handlers: Arc<Vec<Task>>,
 }
 
 impl PlayCtx<'_> {
@@ -138,6 +142,7 @@ impl PlayCtx<'_> {
             hostvars: self.hostvars.clone(),
             files_vars: self.files_vars.clone(),
             include_params,
+            handlers: self.handlers.clone(),
         }
     }
 }
@@ -145,10 +150,10 @@ impl PlayCtx<'_> {
 pub struct Engine {
     cfg: Config,
     templar: Arc<Templar>,
-    inventory: Inventory,
+    inventory: Arc<Inventory>,
     reporter: Reporter,
     hosts: BTreeMap<String, HostState>,
-    binary: OnceLock<Result<Arc<AgentBinary>, String>>,
+    binary: Arc<OnceLock<Result<Arc<AgentBinary>, String>>>,
     /// Changed results of the current pass: (host, task, location, diff), for `--twice`.
     changed_log: Vec<(String, String, String, Diff)>,
     /// This run's id, recorded with the host lock and journal records.
@@ -162,7 +167,12 @@ pub struct Engine {
     /// Hosts of the current batch that had failed before it started.
     failed_before: Vec<String>,
     /// See `idle_hostvars`.
-    idle_hostvars: OnceLock<Map<String, Value>>,
+    idle_hostvars: Arc<OnceLock<Map<String, Value>>>,
+    /// In a `strategy: free` lane: the other hosts' `hostvars` as they were when it started.
+    peer_hostvars: Map<String, Value>,
+    /// The current play's handlers: its own and its roles', then those of roles loaded at run
+    /// time.
+    handlers: Arc<Vec<Task>>,
 }
 
 impl Engine {
@@ -171,17 +181,19 @@ impl Engine {
         Engine {
             cfg,
             templar: Arc::new(templar),
-            inventory,
+            inventory: Arc::new(inventory),
             reporter,
             hosts: BTreeMap::new(),
-            binary: OnceLock::new(),
+            binary: Arc::default(),
             changed_log: Vec::new(),
             run_id: new_run_id(),
             play_ended: false,
             started: true,
             rescue_depth: 0,
             failed_before: Vec::new(),
-            idle_hostvars: OnceLock::new(),
+            idle_hostvars: Arc::default(),
+            peer_hostvars: Map::new(),
+            handlers: Arc::default(),
         }
     }
 
@@ -262,6 +274,7 @@ impl Engine {
             hostvars: Value::Null,
             files_vars: Map::new(),
             include_params: Map::new(),
+            handlers: Arc::default(),
         };
         let mut ok = true;
         for host in &hosts {
@@ -336,6 +349,7 @@ impl Engine {
                 }
             }
         }
+        order_hosts(&mut selected, play.order);
         self.reporter
             .play_start(&shown_name(&self.play_scope(play), &play.name), pass);
         if selected.is_empty() {
@@ -365,6 +379,7 @@ impl Engine {
             self.host_state(h).ended = false;
         }
         let groups = serde_json::to_value(self.inventory.groups_map()).unwrap_or_default();
+        self.handlers = Arc::new(play.handlers.clone());
         for batch in batches(&selected, &play.serial) {
             let ctx = PlayCtx {
                 play,
@@ -376,6 +391,7 @@ impl Engine {
                 hostvars: Value::Null,
                 files_vars: files_vars.clone(),
                 include_params: Map::new(),
+                handlers: self.handlers.clone(),
             };
             self.failed_before = batch
                 .iter()
@@ -392,13 +408,19 @@ impl Engine {
                 &[&play.post_tasks],
             ];
             for section in sections {
-                for steps in section {
-                    self.run_steps(&ctx, steps, &batch).await;
+                if play.free {
+                    self.run_free_section(&ctx, section, &batch).await;
+                } else {
+                    for steps in section {
+                        self.run_steps(&ctx, steps, &batch).await;
+                    }
+                    if !self.play_ended {
+                        self.flush_handlers(&ctx).await;
+                    }
                 }
                 if self.play_ended {
                     break;
                 }
-                self.flush_handlers(&ctx).await;
             }
             if self.play_ended {
                 break;
@@ -432,9 +454,11 @@ impl Engine {
     /// The play context with the hosts' variables and failures as they are now.
     fn snapshot<'c>(&self, ctx: &'c PlayCtx<'c>) -> PlayCtx<'c> {
         PlayCtx {
+            handlers: self.handlers.clone(),
             hostvars: hostvars_snapshot(
                 &self.hosts,
                 self.idle_hostvars(),
+                &self.peer_hostvars,
                 &self.templar,
                 &self.cfg.extra_vars,
             ),
@@ -449,6 +473,85 @@ impl Engine {
                 .cloned()
                 .collect(),
             ..ctx.with_params(Map::new())
+        }
+    }
+
+    /// `strategy: free`: every host runs the section (and then its handlers) in its own lane,
+    /// all lanes at once, so no host waits for another between tasks. A lane is an engine that
+    /// owns that one host's state; the other hosts' `hostvars` are those of the section start.
+    async fn run_free_section(&mut self, ctx: &PlayCtx<'_>, section: &[&[Step]], batch: &[String]) {
+        let peers = match hostvars_snapshot(
+            &self.hosts,
+            self.idle_hostvars(),
+            &self.peer_hostvars,
+            &self.templar,
+            &self.cfg.extra_vars,
+        ) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        let mut lanes = Vec::new();
+        for h in batch {
+            if !self.hosts[h].active() {
+                continue;
+            }
+            let hs = self.hosts.remove(h).expect("host state");
+            lanes.push(self.lane(hs, peers.clone()));
+        }
+        let futures = lanes.into_iter().map(|mut lane| async move {
+            let allowed: Vec<String> = lane.hosts.keys().cloned().collect();
+            let lane_ctx = PlayCtx {
+                hosts: allowed.clone(),
+                ..ctx.with_params(Map::new())
+            };
+            for steps in section {
+                lane.run_steps(&lane_ctx, steps, &allowed).await;
+            }
+            if !lane.play_ended {
+                lane.flush_handlers(&lane_ctx).await;
+            }
+            lane
+        });
+        // --forks bounds how many hosts are worked on at once, as in the linear strategy.
+        use futures::StreamExt;
+        let done: Vec<Engine> = futures::stream::iter(futures)
+            .buffer_unordered(self.cfg.forks)
+            .collect()
+            .await;
+        for lane in done {
+            self.hosts.extend(lane.hosts);
+            self.changed_log.extend(lane.changed_log);
+            self.started |= lane.started;
+            // `meta: end_play` in any lane ends the play (the other lanes finished the section).
+            self.play_ended |= lane.play_ended;
+            self.add_handlers(lane.handlers.to_vec());
+        }
+    }
+
+    /// An engine for one host of a free play, sharing this one's configuration and caches.
+    fn lane(&self, hs: HostState, peers: Map<String, Value>) -> Engine {
+        let mut hosts = BTreeMap::new();
+        hosts.insert(hs.name.clone(), hs);
+        Engine {
+            cfg: self.cfg.clone(),
+            templar: self.templar.clone(),
+            inventory: self.inventory.clone(),
+            reporter: Reporter::new(
+                self.cfg.json,
+                self.cfg.verbosity,
+                self.cfg.diff || self.cfg.twice,
+            ),
+            hosts,
+            binary: self.binary.clone(),
+            changed_log: Vec::new(),
+            run_id: self.run_id.clone(),
+            play_ended: false,
+            started: self.started,
+            rescue_depth: 0,
+            failed_before: Vec::new(),
+            idle_hostvars: self.idle_hostvars.clone(),
+            peer_hostvars: peers,
+            handlers: self.handlers.clone(),
         }
     }
 
@@ -631,21 +734,13 @@ impl Engine {
             );
             let items: Vec<Option<(usize, Value)>> = match &inc.loop_items {
                 None => vec![None],
-                Some(raw) => match scope.render(raw) {
-                    Ok(Value::Array(items)) => items.into_iter().enumerate().map(Some).collect(),
-                    Ok(Value::Null) => Vec::new(),
-                    Ok(other) => {
-                        failures.push((
-                            host.clone(),
-                            format!(
-                                "`loop` must be a list, but it rendered to {}",
-                                short(&other)
-                            ),
-                        ));
-                        continue;
-                    }
+                Some(raw) => match scope
+                    .render(raw)
+                    .and_then(|v| crate::loops::expand(inc.loop_kind, v, &[]))
+                {
+                    Ok(items) => items.into_iter().enumerate().map(Some).collect(),
                     Err(e) => {
-                        failures.push((host.clone(), format!("cannot render `loop`: {e}")));
+                        failures.push((host.clone(), format!("cannot expand the loop: {e}")));
                         continue;
                     }
                 },
@@ -692,12 +787,13 @@ impl Engine {
                 // The file name sees the include's own `vars`, as its other arguments do.
                 let s = s.with(Layer::data(params.clone()));
                 let file = match &inc.source {
-                    IncludeSource::TasksFile { file, .. } => match s.render(&json!(file)) {
+                    IncludeSource::TasksFile { file: name, .. }
+                    | IncludeSource::Role { name, .. } => match s.render(&json!(name)) {
                         Ok(v) => Some(display(&v)),
                         Err(e) => {
                             failures.push((
                                 host.clone(),
-                                format!("cannot render the file name `{file}`: {e}"),
+                                format!("cannot render the name `{name}`: {e}"),
                             ));
                             continue;
                         }
@@ -723,52 +819,81 @@ impl Engine {
             self.fail_host(
                 &host,
                 &name,
-                "include",
+                inc.action,
                 &location,
                 format!("{msg} (at {location})"),
             );
         }
         for (file, params, hosts) in groups {
             let sub = ctx.with_params(params);
-            match (&inc.source, file) {
-                (IncludeSource::Loaded(steps), _) => self.run_steps(&sub, steps, &hosts).await,
-                (
-                    IncludeSource::TasksFile {
-                        search, inherit, ..
-                    },
-                    Some(file),
-                ) => {
-                    let loaded = match crate::loader::find_in(search, &file) {
-                        Some(path) => {
-                            crate::loader::Loader::new(&ctx.play.dir, &ctx.book.roles_path)
-                                .task_file(&path, &inc.pos, inherit)
-                                .map_err(|d| d.to_string())
-                        }
-                        None => Err(format!(
-                            "task file `{file}` not found; looked in {}",
-                            search
-                                .iter()
-                                .map(|d| d.display().to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )),
+            let (source, file) = match (&inc.source, file) {
+                (IncludeSource::Loaded(steps), _) => {
+                    self.run_steps(&sub, steps, &hosts).await;
+                    continue;
+                }
+                (source, Some(file)) => (source, file),
+                (_, None) => continue,
+            };
+            let mut loader = crate::loader::Loader::new(&ctx.play.dir, &ctx.book.roles_path);
+            let loaded = match source {
+                IncludeSource::TasksFile {
+                    search, inherit, ..
+                } => match crate::loader::find_in(search, &file) {
+                    Some(path) => loader
+                        .task_file(&path, &inc.pos, inherit)
+                        .map_err(|d| d.to_string()),
+                    None => Err(format!(
+                        "task file `{file}` not found; looked in {}",
+                        search
+                            .iter()
+                            .map(|d| d.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                },
+                IncludeSource::Role {
+                    from,
+                    params,
+                    inherit,
+                    ..
+                } => loader
+                    .runtime_role(&file, &inc.pos, from, params.clone(), inherit)
+                    .map_err(|d| d.to_string()),
+                IncludeSource::Loaded(_) => unreachable!("run above"),
+            };
+            match loaded {
+                Ok(steps) => {
+                    self.add_handlers(std::mem::take(&mut loader.role_handlers));
+                    let sub = PlayCtx {
+                        handlers: self.handlers.clone(),
+                        ..sub
                     };
-                    match loaded {
-                        Ok(steps) => self.run_steps(&sub, &steps, &hosts).await,
-                        Err(e) => {
-                            for h in &hosts {
-                                self.fail_host(
-                                    h,
-                                    &name,
-                                    inc.action,
-                                    &location,
-                                    format!("{e} (included at {location})"),
-                                );
-                            }
-                        }
+                    self.run_steps(&sub, &steps, &hosts).await;
+                }
+                Err(e) => {
+                    for h in &hosts {
+                        self.fail_host(
+                            h,
+                            &name,
+                            inc.action,
+                            &location,
+                            format!("{e} (included at {location})"),
+                        );
                     }
                 }
-                (IncludeSource::TasksFile { .. }, None) => {}
+            }
+        }
+    }
+
+    /// Handlers of roles loaded at run time join the play's (once each).
+    fn add_handlers(&mut self, new: Vec<Task>) {
+        if new.is_empty() {
+            return;
+        }
+        let all = Arc::make_mut(&mut self.handlers);
+        for h in new {
+            if !all.iter().any(|x| x.pos == h.pos && x.name == h.name) {
+                all.push(h);
             }
         }
     }
@@ -793,6 +918,7 @@ impl Engine {
             ignored: false,
             censored: false,
             note: None,
+            delegated_to: None,
         });
     }
 
@@ -808,7 +934,12 @@ impl Engine {
         let mut hit = Vec::new();
         let mut errors = Vec::new();
         for host in targets {
-            let scope = shared.scope_with(ctx, VarSrc::default(), &self.hosts[host]);
+            let src = VarSrc {
+                role: meta.role.as_deref(),
+                vars: Some(&meta.vars),
+                check_mode: None,
+            };
+            let scope = shared.scope_with(ctx, src, &self.hosts[host]);
             match all_hold(&scope, &meta.when) {
                 Ok(true) => hit.push(host.clone()),
                 Ok(false) => {}
@@ -956,6 +1087,7 @@ impl Engine {
                 ignored: false,
                 censored: false,
                 note: None,
+                delegated_to: None,
             });
         }
     }
@@ -987,7 +1119,8 @@ impl Engine {
                 self.reporter.note(host, &n);
             }
         }
-        for handler in &ctx.play.handlers {
+        let handlers = self.handlers.clone();
+        for handler in handlers.iter() {
             let name = handler.name.clone().unwrap_or_default();
             let force = self.cfg.force_handlers || ctx.play.force_handlers;
             let targets: Vec<String> = ctx
@@ -1061,7 +1194,10 @@ impl Engine {
             templar: &self.templar,
             binary: &self.binary,
         };
-        let sem = tokio::sync::Semaphore::new(self.cfg.forks);
+        let sem = tokio::sync::Semaphore::new(
+            task.throttle
+                .map_or(self.cfg.forks, |t| t.min(self.cfg.forks)),
+        );
         let ctx = self.snapshot(ctx);
         let ctx = &ctx;
         let futures = self
@@ -1114,6 +1250,7 @@ impl Engine {
                     ignored: ev.ignored,
                     censored: task.no_log,
                     note: ev.note.as_deref(),
+                    delegated_to: ev.delegated_to.as_deref(),
                 });
             }
             // The recap counts a task once per host, like Ansible, whatever its loop length.
@@ -1159,7 +1296,6 @@ impl Engine {
             if any_changed && !task.notify.is_empty() {
                 for n in &task.notify {
                     let known = ctx
-                        .play
                         .handlers
                         .iter()
                         .any(|h| h.name.as_deref() == Some(n) || h.listen.contains(n));
@@ -1243,10 +1379,12 @@ fn group_names(groups: &Value, host: &str) -> Vec<String> {
 fn hostvars_snapshot(
     hosts: &BTreeMap<String, HostState>,
     idle: &Map<String, Value>,
+    peers: &Map<String, Value>,
     templar: &Arc<Templar>,
     extra_vars: &Map<String, Value>,
 ) -> Value {
     let mut all = idle.clone();
+    all.extend(peers.clone());
     for (name, h) in hosts {
         let mut m = rendered_inv_vars(
             name,
@@ -1312,6 +1450,35 @@ fn rendered_inv_vars(
     m
 }
 
+/// Play `order`: the selection comes in inventory order.
+fn order_hosts(hosts: &mut [String], order: crate::loader::HostOrder) {
+    use crate::loader::HostOrder;
+    match order {
+        HostOrder::Inventory => {}
+        HostOrder::ReverseInventory => hosts.reverse(),
+        HostOrder::Sorted => hosts.sort(),
+        HostOrder::ReverseSorted => {
+            hosts.sort();
+            hosts.reverse();
+        }
+        HostOrder::Shuffle => {
+            // No randomness crate: a Fisher-Yates shuffle seeded from the clock is enough to
+            // spread the load, which is all `shuffle` is for.
+            let mut seed = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+                | 1;
+            for i in (1..hosts.len()).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                hosts.swap(i, (seed % (i as u64 + 1)) as usize);
+            }
+        }
+    }
+}
+
 /// The hosts of a play in batches of `serial` sizes (the last size repeats).
 fn batches(hosts: &[String], serial: &[crate::loader::BatchSize]) -> Vec<Vec<String>> {
     use crate::loader::BatchSize;
@@ -1364,6 +1531,8 @@ struct ItemResult {
     note: Option<String>,
     /// The agent (by become user) that wrote outbox entries for this change, if any.
     outbox_written: Option<ConnKey>,
+    /// `delegate_to`: the host it ran on, when not the task's own.
+    delegated_to: Option<String>,
 }
 
 impl<'a> Shared<'a> {
@@ -1674,6 +1843,7 @@ impl<'a> Shared<'a> {
             result: Map::new(),
             ignored: task.ignore_errors || ctx.play.ignore_errors,
             note: None,
+            delegated_to: None,
         };
         let Some(items_raw) = &task.loop_items else {
             match self.when_holds(task, &scope) {
@@ -1686,16 +1856,12 @@ impl<'a> Shared<'a> {
             }
             return vec![self.run_until(ctx, task, h, &scope, None).await];
         };
-        let items = match scope.render(items_raw) {
-            Ok(Value::Array(items)) => items,
-            Ok(Value::Null) => Vec::new(),
-            Ok(other) => {
-                return vec![fail(format!(
-                    "`loop` must be a list, but it rendered to {}",
-                    short(&other)
-                ))]
-            }
-            Err(e) => return vec![fail(format!("cannot render `loop`: {e}"))],
+        let items = match scope
+            .render(items_raw)
+            .and_then(|v| crate::loops::expand(task.loop_kind, v, &task.search_dirs(&ctx.play.dir)))
+        {
+            Ok(items) => items,
+            Err(e) => return vec![fail(format!("cannot expand the loop: {e}"))],
         };
         let mut events = Vec::new();
         let mut results = Vec::new();
@@ -1706,6 +1872,9 @@ impl<'a> Shared<'a> {
                 layer.insert(iv.clone(), json!(i));
             }
             layer.insert("ansible_loop_var".into(), json!(task.loop_var));
+            if task.loop_extended {
+                layer.insert("ansible_loop".into(), extended_loop(&items, i));
+            }
             let item_scope = scope.with(Layer::data(layer));
             let label = match &task.loop_label {
                 Some(l) => item_scope
@@ -1741,6 +1910,10 @@ impl<'a> Shared<'a> {
             events.push(ev);
             if stop {
                 break;
+            }
+            if task.loop_pause > 0.0 && i + 1 < items.len() {
+                // `loop_control.pause`: the playbook asked for time between items.
+                tokio::time::sleep(Duration::from_secs_f64(task.loop_pause)).await;
             }
         }
         if let Some(reg) = &task.register {
@@ -1839,7 +2012,7 @@ impl<'a> Shared<'a> {
             return;
         }
         if let Some(conn) = h.conns.get_mut(&agent) {
-            for handler in handler_names(ctx.play, &task.notify) {
+            for handler in handler_names(&ctx.handlers, &task.notify) {
                 let req = Request::HandlerDone {
                     playbook: playbook_scope(ctx.book),
                     play: ctx.play.name.clone(),
@@ -1906,10 +2079,18 @@ impl<'a> Shared<'a> {
         match task.module {
             "include_vars" => return Ok(include_vars(ctx, task, h, &params)),
             "setup" => {
+                let timeout = match params.get("gather_timeout") {
+                    Some(Value::Number(n)) => n.as_u64().map(Duration::from_secs),
+                    Some(Value::String(t)) => t.trim().parse().ok().map(Duration::from_secs),
+                    _ => None,
+                };
                 let spec = self.conn_spec(h, ctx, Some(task)).map_err(|e| (false, e))?;
                 let conn = self.conn(h, &spec, ctx).await?;
                 return match conn
-                    .call(&Request::Facts, Some(self.cfg.connect_timeout))
+                    .call(
+                        &Request::Facts,
+                        Some(timeout.unwrap_or(self.cfg.connect_timeout)),
+                    )
                     .await
                 {
                     Ok(Response::Facts { facts }) => {
@@ -1947,6 +2128,7 @@ impl<'a> Shared<'a> {
                     ignored: false,
                     note: None,
                     outbox_written: None,
+                    delegated_to: None,
                 })
             }
             Prepared::Done(Err(f)) => {
@@ -1960,6 +2142,7 @@ impl<'a> Shared<'a> {
                     ignored: false,
                     note: None,
                     outbox_written: None,
+                    delegated_to: None,
                 })
             }
             Prepared::Agent { module, params } => (module, params),
@@ -1998,7 +2181,7 @@ impl<'a> Shared<'a> {
             playbook: playbook_scope(ctx.book),
             play: ctx.play.name.clone(),
             task: task.display_name(),
-            handlers: handler_names(ctx.play, &task.notify),
+            handlers: handler_names(&ctx.handlers, &task.notify),
         });
         let conn = self.conn(h, &spec, ctx).await?;
         let req = Request::Run {
@@ -2026,6 +2209,7 @@ impl<'a> Shared<'a> {
                 ignored: false,
                 note,
                 outbox_written: outbox_written.then_some(conn_key(h, &spec)),
+                delegated_to: conn_key(h, &spec).0,
             }),
             Ok(Response::Failed { msg, result }) => Ok(ItemResult {
                 status: Status::Failed,
@@ -2037,6 +2221,7 @@ impl<'a> Shared<'a> {
                 ignored: false,
                 note: None,
                 outbox_written: None,
+                delegated_to: conn_key(h, &spec).0,
             }),
             Ok(other) => Err((
                 false,
@@ -2083,6 +2268,7 @@ impl<'a> Shared<'a> {
                     result: Map::new(),
                     ignored: ignore && status == Status::Failed,
                     note: None,
+                    delegated_to: None,
                 };
             }
         };
@@ -2172,6 +2358,7 @@ impl<'a> Shared<'a> {
             result,
             ignored: ignore && r.status == Status::Failed || r.ignored,
             note: r.note,
+            delegated_to: r.delegated_to,
         }
     }
 }
@@ -2180,6 +2367,27 @@ impl<'a> Shared<'a> {
 fn conn_key(h: &HostState, spec: &ConnSpec) -> ConnKey {
     let delegate = (spec.host != h.name).then(|| spec.host.clone());
     (delegate, spec.become_user.clone())
+}
+
+/// `ansible_loop` of `loop_control.extended` for item `i`.
+fn extended_loop(items: &[Value], i: usize) -> Value {
+    let len = items.len();
+    let mut m = Map::new();
+    m.insert("allitems".into(), Value::Array(items.to_vec()));
+    m.insert("index".into(), json!(i + 1));
+    m.insert("index0".into(), json!(i));
+    m.insert("revindex".into(), json!(len - i));
+    m.insert("revindex0".into(), json!(len - i - 1));
+    m.insert("first".into(), json!(i == 0));
+    m.insert("last".into(), json!(i + 1 == len));
+    m.insert("length".into(), json!(len));
+    if i > 0 {
+        m.insert("previtem".into(), items[i - 1].clone());
+    }
+    if i + 1 < len {
+        m.insert("nextitem".into(), items[i + 1].clone());
+    }
+    Value::Object(m)
 }
 
 /// Facts as variables: `ansible_<name>` and `ansible_facts`.
@@ -2219,6 +2427,7 @@ fn include_vars(ctx: &PlayCtx<'_>, task: &Task, h: &mut HostState, params: &Valu
             ignored: false,
             note: None,
             outbox_written: None,
+            delegated_to: None,
         },
     }
 }
@@ -2235,6 +2444,7 @@ impl ItemResult {
             ignored: false,
             note: None,
             outbox_written: None,
+            delegated_to: None,
         }
     }
 }
@@ -2263,8 +2473,8 @@ fn journal_retention(play: &Play) -> u64 {
 }
 
 /// The handlers (by name) that a task's `notify` reaches, directly or through `listen`.
-fn handler_names(play: &Play, notify: &[String]) -> Vec<String> {
-    play.handlers
+fn handler_names(handlers: &[Task], notify: &[String]) -> Vec<String> {
+    handlers
         .iter()
         .filter(|h| {
             notify
@@ -2305,6 +2515,7 @@ fn skip_event(item: Option<String>) -> Event {
         result: Map::new(),
         ignored: false,
         note: None,
+        delegated_to: None,
     }
 }
 
@@ -2312,15 +2523,6 @@ fn display(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
-    }
-}
-
-fn short(v: &Value) -> String {
-    let s = v.to_string();
-    if s.len() > 80 {
-        format!("{}…", &s[..80])
-    } else {
-        s
     }
 }
 

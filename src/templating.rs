@@ -897,7 +897,7 @@ fn kwargs_skip(kwargs: &Kwargs) -> bool {
 
 /// `fileglob`: files (not directories) matching a `*`/`?` pattern in its last component;
 /// a relative pattern is looked for in each search directory's `files/`, then the directory.
-fn fileglob(pattern: &str, search: &[PathBuf]) -> Vec<PathBuf> {
+pub fn fileglob(pattern: &str, search: &[PathBuf]) -> Vec<PathBuf> {
     let p = Path::new(pattern);
     let (dir_part, name_part) = match (p.parent(), p.file_name()) {
         (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),

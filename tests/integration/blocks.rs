@@ -180,3 +180,24 @@ fn rescue_without_block_is_a_load_error() {
     assert!(out.stderr.contains("site.yml:7:7"), "{}", out.stderr);
     assert!(out.stderr.contains("needs a `block`"), "{}", out.stderr);
 }
+
+#[test]
+fn a_tasks_own_false_wins_over_the_blocks_true() {
+    let fx = Fx::new();
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            concat!(
+                "  tasks:\n    - block:\n",
+                "        - name: ignored\n          fail:\n            msg: a\n",
+                "        - name: not ignored\n          fail:\n            msg: b\n          ignore_errors: false\n",
+                "      ignore_errors: true\n",
+            ),
+        ),
+    );
+    let out = fx.apply(&[]);
+    out.expect(1);
+    assert_eq!(out.task_events("ignored")[0]["ignored"], true);
+    assert!(out.task_events("not ignored")[0].get("ignored").is_none());
+}

@@ -212,3 +212,27 @@ fn check_mode_inside_includes_changes_nothing() {
     assert_eq!(evs.len(), 2);
     assert!(evs.iter().all(|e| e["status"] == "changed"));
 }
+
+#[test]
+fn import_playbook_vars_when_and_tags_reach_the_imported_plays() {
+    let fx = Fx::new();
+    let head = play_head(&fx, "    own: mine\n");
+    fx.write(
+        "sub.yml",
+        &format!("{head}  tasks:\n    - name: sub task\n      debug:\n        msg: \"{{{{ colour }}}} {{{{ own }}}}\"\n"),
+    );
+    fx.write(
+        "site.yml",
+        "- import_playbook: sub.yml\n  vars:\n    colour: teal\n    own: overridden\n  when: go | default(true) | bool\n  tags: [sub]\n",
+    );
+    let out = fx.apply(&["-v"]);
+    out.expect(0);
+    // The imported play's own vars win over the import's.
+    assert_eq!(out.task_events("sub task")[0]["result"]["msg"], "teal mine");
+    let out = fx.apply(&["-e", "{\"go\": false}"]);
+    assert_eq!(out.status_of("sub task"), "skipped");
+    let out = fx.apply(&["--tags", "sub"]);
+    assert_eq!(out.status_of("sub task"), "ok");
+    let out = fx.apply(&["--skip-tags", "sub"]);
+    assert!(out.task_events("sub task").is_empty());
+}

@@ -71,6 +71,12 @@ fn delegate_to_runs_through_the_other_host_with_this_hosts_variables() {
     out.expect(0);
     // The variables are a's...
     assert!(fx.path("t/a/by-a").exists());
+    let ev = out
+        .task_events("delegated")
+        .into_iter()
+        .find(|e| e["host"] == "a")
+        .unwrap();
+    assert_eq!(ev["delegated_to"], "b");
     // ...the journal record of the `once:` step is on b, where it ran.
     let records = |h: &str| {
         std::fs::read_dir(fx.path(&format!("state/{h}/journal")))
@@ -295,15 +301,77 @@ fn any_errors_fatal_and_max_fail_percentage_end_the_play() {
 }
 
 #[test]
-fn strategy_free_is_accepted_and_others_are_refused() {
+fn strategy_free_lets_each_host_go_at_its_own_pace() {
+    let fx = Fx::new();
+    let marker = fx.path("t/b-was-here");
+    // Host a's first task waits (bounded) for a file that host b writes in its *second* task:
+    // under `linear` b cannot reach its second task before a's first one ends, so a fails;
+    // under `free` b goes ahead and a sees the file.
+    let tasks = format!(
+        concat!(
+            "    - name: a waits for b\n      shell: for i in $(seq 1 50); do test -e {m} && exit 0; sleep 0.1; done; exit 1\n",
+            "      changed_when: false\n      when: inventory_hostname == 'a'\n",
+            "    - name: b is slow to start\n      debug:\n        msg: x\n",
+            "    - name: b writes\n      copy:\n        content: b\n        dest: {m}\n      when: inventory_hostname == 'b'\n      notify: done\n",
+        ),
+        m = marker.display()
+    );
+    let handlers = "  handlers:\n    - name: done\n      debug:\n        msg: handled\n";
+    hosts_play(
+        &fx,
+        &["a", "b"],
+        &format!("  strategy: free\n{handlers}"),
+        &tasks,
+    );
+    let out = run(&fx, &[]);
+    out.expect(0);
+    let seq: Vec<String> = out
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "task")
+        .map(|e| {
+            format!(
+                "{}@{}",
+                e["task"].as_str().unwrap(),
+                e["host"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let pos = |s: &str| {
+        seq.iter()
+            .position(|x| x == s)
+            .unwrap_or_else(|| panic!("{s}: {seq:?}"))
+    };
+    assert!(pos("b writes@b") < pos("a waits for b@a"), "{seq:?}");
+    assert!(
+        pos("done@b") < pos("a waits for b@a"),
+        "b's handlers ran in its own lane: {seq:?}"
+    );
+    // --forks still bounds the hosts worked on at once: with one, a waits alone and fails.
+    std::fs::remove_file(&marker).unwrap();
+    run(&fx, &["--forks", "1"]).expect(1);
+    // The same play under `linear` cannot finish: a waits for a task b has not reached.
+    std::fs::remove_file(&marker).unwrap();
+    hosts_play(&fx, &["a", "b"], handlers, &tasks);
+    run(&fx, &[]).expect(1);
+}
+
+#[test]
+fn strategy_free_refuses_what_coordinates_hosts_and_others_are_refused() {
     let fx = Fx::new();
     hosts_play(
         &fx,
         &["a"],
         "  strategy: free\n",
-        "    - debug:\n        msg: x\n",
+        "    - debug:\n        msg: x\n      run_once: true\n",
     );
-    run(&fx, &[]).expect(0);
+    let out = run(&fx, &[]);
+    out.expect(2);
+    assert!(
+        out.stderr.contains("`run_once` with `strategy: free`"),
+        "{}",
+        out.stderr
+    );
     hosts_play(
         &fx,
         &["a"],
@@ -317,4 +385,180 @@ fn strategy_free_is_accepted_and_others_are_refused() {
         "{}",
         out.stderr
     );
+}
+
+#[test]
+fn loop_control_extended_and_pause() {
+    let fx = Fx::new();
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            concat!(
+                "  tasks:\n    - name: ext\n      debug:\n        msg: \"{{ ansible_loop.index }}/{{ ansible_loop.length }} {{ ansible_loop.first }} {{ ansible_loop.last }} {{ ansible_loop.previtem | default('-') }} {{ ansible_loop.nextitem | default('-') }}\"\n",
+                "      loop: [a, b, c]\n      loop_control:\n        extended: true\n        pause: 0.01\n",
+            ),
+        ),
+    );
+    let out = fx.apply(&["-v"]);
+    out.expect(0);
+    let msgs: Vec<String> = out
+        .task_events("ext")
+        .iter()
+        .map(|e| e["result"]["msg"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        msgs,
+        [
+            "1/3 True False - b",
+            "2/3 False False a c",
+            "3/3 False True b -"
+        ]
+    );
+    // An include takes neither.
+    fx.write("inc.yml", "- debug:\n    msg: x\n");
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            "  tasks:\n    - include_tasks: inc.yml\n      loop: [1]\n      loop_control:\n        pause: 1\n",
+        ),
+    );
+    let out = fx.apply(&[]);
+    out.expect(2);
+    assert!(
+        out.stderr
+            .contains("`pause` is not supported by fixpoint yet"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn with_loops_dict_fileglob_sequence_nested_together_subelements() {
+    let fx = Fx::new();
+    fx.write("files/conf.d/a.conf", "a");
+    fx.write("files/conf.d/b.conf", "b");
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            concat!(
+                "    users:\n      - name: ann\n        keys: [k1, k2]\n      - name: bob\n        keys: [k3]\n",
+                "  tasks:\n",
+                "    - name: dict\n      debug:\n        msg: \"{{ item.key }}={{ item.value }}\"\n      with_dict:\n        x: 1\n        y: 2\n",
+                "    - name: glob\n      debug:\n        msg: \"{{ item | basename }}\"\n      with_fileglob: conf.d/*.conf\n",
+                "    - name: seq\n      debug:\n        msg: \"{{ item }}\"\n      with_sequence: start=1 end=5 stride=2 format=n%02d\n",
+                "    - name: nested\n      debug:\n        msg: \"{{ item[0] }}{{ item[1] }}\"\n      with_nested:\n        - [a, b]\n        - \"{{ [1, 2] }}\"\n",
+                "    - name: together\n      debug:\n        msg: \"{{ item[0] }}-{{ item[1] }}\"\n      with_together:\n        - [a, b]\n        - [1, 2]\n",
+                "    - name: subs\n      debug:\n        msg: \"{{ item[0].name }}:{{ item[1] }}\"\n      with_subelements:\n        - \"{{ users }}\"\n        - keys\n",
+                "    - name: items flattens after rendering\n      debug:\n        msg: \"{{ item }}\"\n      with_items: \"{{ [[1, 2], 3] }}\"\n",
+            ),
+        ),
+    );
+    let out = fx.apply(&["-v"]);
+    out.expect(0);
+    let msgs = |t: &str| -> Vec<String> {
+        out.task_events(t)
+            .iter()
+            .map(|e| match &e["result"]["msg"] {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect()
+    };
+    assert_eq!(msgs("dict"), ["x=1", "y=2"]);
+    assert_eq!(msgs("glob"), ["a.conf", "b.conf"]);
+    assert_eq!(msgs("seq"), ["n01", "n03", "n05"]);
+    assert_eq!(msgs("nested"), ["a1", "a2", "b1", "b2"]);
+    assert_eq!(msgs("together"), ["a-1", "b-2"]);
+    assert_eq!(msgs("subs"), ["ann:k1", "ann:k2", "bob:k3"]);
+    assert_eq!(msgs("items flattens after rendering"), ["1", "2", "3"]);
+    // Two loops on one task are a load error.
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            "  tasks:\n    - debug:\n        msg: x\n      loop: [1]\n      with_items: [2]\n",
+        ),
+    );
+    let out = fx.apply(&[]);
+    out.expect(2);
+    assert!(
+        out.stderr.contains("has `loop` and `with_items`"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn throttle_limits_the_hosts_running_a_task_at_once() {
+    let fx = Fx::new();
+    // Each host marks itself, then waits (bounded) for the other's mark: both succeed only
+    // when they run the task at the same time.
+    let meet = |extra: &str| {
+        format!(
+            concat!(
+                "    - name: meet\n      shell: touch {t}/{{{{ inventory_hostname }}}}.here; for i in $(seq 1 50); do ls {t}/*.here | grep -qv {{{{ inventory_hostname }}}}.here && exit 0; sleep 0.1; done; exit 1\n",
+                "      args:\n        creates: /nonexistent/fixpoint\n{extra}"
+            ),
+            t = fx.path("t").display(),
+            extra = extra
+        )
+    };
+    hosts_play(&fx, &["a", "b"], "", &meet(""));
+    run(&fx, &[]).expect(0);
+    for h in ["a", "b"] {
+        std::fs::remove_file(fx.path(&format!("t/{h}.here"))).unwrap();
+    }
+    hosts_play(&fx, &["a", "b"], "", &meet("      throttle: 1\n"));
+    run(&fx, &[]).expect(1);
+}
+
+#[test]
+fn play_order_decides_the_host_order() {
+    let fx = Fx::new();
+    hosts_play(
+        &fx,
+        &["a", "b", "c"],
+        "  serial: 1\n  order: reverse_sorted\n",
+        "    - name: t\n      debug:\n        msg: \"{{ ansible_play_hosts_all | join(',') }}\"\n",
+    );
+    let out = run(&fx, &["-v"]);
+    out.expect(0);
+    assert_eq!(hosts_of(&out, "t"), ["c", "b", "a"]);
+    assert_eq!(out.task_events("t")[0]["result"]["msg"], "c,b,a");
+}
+
+#[test]
+fn local_action_is_a_task_delegated_to_localhost() {
+    let fx = Fx::new();
+    fx.write(
+        "host_vars/localhost.yml",
+        &format!("fixpoint_state_dir: {}\n", fx.path("state/local").display()),
+    );
+    hosts_play(
+        &fx,
+        &["a"],
+        "",
+        concat!(
+            "    - name: short form\n      local_action: command touch {{ base }}/short creates={{base}}/short\n",
+            "    - name: long form\n      local_action:\n        module: copy\n        content: x\n        dest: \"{{ base }}/long\"\n",
+        ),
+    );
+    let out = run(&fx, &[]);
+    out.expect(0);
+    assert!(fx.path("t/a/short").exists() && fx.path("t/a/long").exists());
+    assert_eq!(
+        out.task_events("short form")[0]["delegated_to"],
+        "localhost"
+    );
+    assert_eq!(out.task_events("long form")[0]["delegated_to"], "localhost");
+    hosts_play(
+        &fx,
+        &["a"],
+        "",
+        "    - local_action: command true\n      changed_when: false\n      delegate_to: a\n",
+    );
+    run(&fx, &[]).expect(2);
 }

@@ -448,3 +448,106 @@ fn roles_defaults_and_vars_are_visible_to_the_play_but_include_role_keeps_its_ow
     assert_eq!(msg("priv own"), "secret-ish");
     assert_eq!(msg("after include"), "not visible");
 }
+
+#[test]
+fn include_role_with_a_templated_name_loads_at_run_time_with_its_handlers() {
+    let fx = Fx::new();
+    for r in ["red", "blue"] {
+        fx.write(
+            &format!("roles/{r}/tasks/main.yml"),
+            &format!(
+                "- name: {r} file\n  copy:\n    content: \"{{{{ shade }}}}\"\n    dest: \"{{{{ base }}}}/{r}\"\n  notify: {r} changed\n"
+            ),
+        );
+        fx.write(
+            &format!("roles/{r}/handlers/main.yml"),
+            &format!(
+                "- name: {r} changed\n  copy:\n    content: handled\n    dest: \"{{{{ base }}}}/{r}.handled\"\n"
+            ),
+        );
+    }
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            concat!(
+                "  tasks:\n",
+                "    - file:\n        path: \"{{ base }}\"\n        state: directory\n",
+                "    - include_role:\n        name: \"{{ item }}\"\n      vars:\n        shade: \"light {{ item }}\"\n      loop: [red, blue]\n",
+            ),
+        ),
+    );
+    let out = fx.apply(&["--twice"]);
+    out.expect(0);
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/red")).unwrap(),
+        "light red"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t/blue")).unwrap(),
+        "light blue"
+    );
+    assert!(fx.path("t/red.handled").exists() && fx.path("t/blue.handled").exists());
+    // A role that does not exist fails the host that reaches it, naming the role.
+    fx.write(
+        "site.yml",
+        &play_head(&fx, "  tasks:\n    - name: inc\n      include_role:\n        name: \"{{ 'gre' ~ 'en' }}\"\n"),
+    );
+    let out = fx.apply(&[]);
+    out.expect(1);
+    let msg = out.task_events("inc")[0]["msg"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("role `green` not found"), "{msg}");
+}
+
+#[test]
+fn meta_inside_a_role_sees_the_role_variables() {
+    let fx = Fx::new();
+    fx.write("roles/stop/defaults/main.yml", "stop_here: true\n");
+    fx.write(
+        "roles/stop/tasks/main.yml",
+        "- meta: end_host\n  when: stop_here\n- name: after meta\n  debug:\n    msg: x\n",
+    );
+    fx.write("site.yml", &play_head(&fx, "  roles: [stop]\n"));
+    let out = fx.apply(&[]);
+    out.expect(0);
+    assert!(out.task_events("after meta").is_empty(), "{}", out.stdout);
+    let out = fx.apply(&["-e", "{\"stop_here\": false}"]);
+    out.expect(0);
+    assert_eq!(out.status_of("after meta"), "ok");
+}
+
+#[test]
+fn handlers_from_picks_the_roles_handlers_file() {
+    let fx = Fx::new();
+    fx.write(
+        "roles/svc/tasks/main.yml",
+        "- name: svc change\n  copy:\n    content: x\n    dest: \"{{ base }}/svc\"\n  notify: svc alt\n",
+    );
+    fx.write(
+        "roles/svc/handlers/alt.yml",
+        "- name: svc alt\n  copy:\n    content: alt\n    dest: \"{{ base }}/alt\"\n",
+    );
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            "  tasks:\n    - file:\n        path: \"{{ base }}\"\n        state: directory\n    - import_role:\n        name: svc\n        handlers_from: alt\n",
+        ),
+    );
+    fx.apply(&[]).expect(0);
+    assert_eq!(std::fs::read_to_string(fx.path("t/alt")).unwrap(), "alt");
+    // A missing handlers file is a load error naming it.
+    fx.write(
+        "site.yml",
+        &play_head(
+            &fx,
+            "  tasks:\n    - import_role:\n        name: svc\n        handlers_from: nope\n",
+        ),
+    );
+    let out = fx.apply(&[]);
+    out.expect(2);
+    assert!(out.stderr.contains("handlers/nope.yml"), "{}", out.stderr);
+}

@@ -410,6 +410,11 @@ fn roles_and_delegation_to_the_controller_over_ssh() {
         );
     }
     // The delegated task ran on the controller, once per remote host, under its state dir.
-    assert_eq!(out.task_events("on the controller").len(), 2);
+    let evs = out.task_events("on the controller");
+    assert_eq!(evs.len(), 2);
+    assert!(
+        evs.iter().all(|e| e["delegated_to"] == "localhost"),
+        "{evs:?}"
+    );
     assert!(fleet.fx.path("controller.state").exists());
 }

@@ -1,0 +1,353 @@
+//! Ansible's `with_*` loops: turning the rendered value of `loop`, `with_items`, `with_dict`,
+//! `with_fileglob`, `with_sequence`, `with_nested`, `with_together` or `with_subelements` into
+//! the list of items a task runs over.
+
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+
+/// Which loop keyword a task uses: it decides how the rendered value becomes items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoopKind {
+    /// `loop`, `with_list`: the list as it is.
+    #[default]
+    List,
+    /// `with_items`: the list flattened one level.
+    Items,
+    /// `with_dict`: `{key, value}` for each entry of a mapping.
+    Dict,
+    /// `with_fileglob`: the controller files matching each pattern.
+    Fileglob,
+    /// `with_sequence`: numbers (or formatted strings) from `start`/`end`/`count`/`stride`.
+    Sequence,
+    /// `with_nested`: every combination of the given lists.
+    Nested,
+    /// `with_together`: the given lists side by side (missing entries are null).
+    Together,
+    /// `with_subelements`: `[element, sub]` for each entry of a list under each element.
+    Subelements,
+}
+
+impl LoopKind {
+    /// The task keyword for each kind (the keys the loader accepts).
+    pub const KEYS: &'static [(&'static str, LoopKind)] = &[
+        ("loop", LoopKind::List),
+        ("with_list", LoopKind::List),
+        ("with_items", LoopKind::Items),
+        ("with_dict", LoopKind::Dict),
+        ("with_fileglob", LoopKind::Fileglob),
+        ("with_sequence", LoopKind::Sequence),
+        ("with_nested", LoopKind::Nested),
+        ("with_together", LoopKind::Together),
+        ("with_subelements", LoopKind::Subelements),
+    ];
+}
+
+/// The items of a loop from its rendered value. `search` is where `with_fileglob` looks for
+/// relative patterns (the role, then the playbook directory).
+pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Value>, String> {
+    let list = |v: Value, what: &str| -> Result<Vec<Value>, String> {
+        match v {
+            Value::Array(a) => Ok(a),
+            Value::Null => Ok(Vec::new()),
+            other => Err(format!(
+                "`{what}` must be a list, but it rendered to {}",
+                short(&other)
+            )),
+        }
+    };
+    match kind {
+        LoopKind::List => list(value, "loop"),
+        LoopKind::Items => Ok(list(value, "with_items")?
+            .into_iter()
+            .flat_map(|i| match i {
+                Value::Array(inner) => inner,
+                other => vec![other],
+            })
+            .collect()),
+        LoopKind::Dict => match value {
+            Value::Object(m) => Ok(m
+                .into_iter()
+                .map(|(k, v)| json!({"key": k, "value": v}))
+                .collect()),
+            Value::Null => Ok(Vec::new()),
+            other => Err(format!(
+                "`with_dict` must be a mapping, but it rendered to {}",
+                short(&other)
+            )),
+        },
+        LoopKind::Fileglob => {
+            let patterns = match value {
+                Value::String(s) => vec![s],
+                other => list(other, "with_fileglob")?
+                    .into_iter()
+                    .map(|p| match p {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    })
+                    .collect(),
+            };
+            Ok(patterns
+                .iter()
+                .flat_map(|p| crate::templating::fileglob(p, search))
+                .map(|p| Value::String(p.display().to_string()))
+                .collect())
+        }
+        LoopKind::Sequence => sequence(&match value {
+            Value::String(s) => s,
+            other => other.to_string(),
+        }),
+        LoopKind::Nested => {
+            let lists = lists_of(value, "with_nested")?;
+            let mut out: Vec<Vec<Value>> = vec![Vec::new()];
+            for l in lists {
+                out = out
+                    .into_iter()
+                    .flat_map(|prefix| {
+                        l.iter().map(move |x| {
+                            let mut p = prefix.clone();
+                            p.push(x.clone());
+                            p
+                        })
+                    })
+                    .collect();
+            }
+            Ok(out.into_iter().map(Value::Array).collect())
+        }
+        LoopKind::Together => {
+            let lists = lists_of(value, "with_together")?;
+            let n = lists.iter().map(Vec::len).max().unwrap_or(0);
+            Ok((0..n)
+                .map(|i| {
+                    Value::Array(
+                        lists
+                            .iter()
+                            .map(|l| l.get(i).cloned().unwrap_or(Value::Null))
+                            .collect(),
+                    )
+                })
+                .collect())
+        }
+        LoopKind::Subelements => subelements(value),
+    }
+}
+
+fn lists_of(value: Value, what: &str) -> Result<Vec<Vec<Value>>, String> {
+    match value {
+        Value::Array(a) => a
+            .into_iter()
+            .map(|l| match l {
+                Value::Array(inner) => Ok(inner),
+                other => Ok(vec![other]),
+            })
+            .collect(),
+        other => Err(format!(
+            "`{what}` must be a list of lists, but it rendered to {}",
+            short(&other)
+        )),
+    }
+}
+
+/// `with_subelements: [elements, "key"]` or `[elements, "key", {skip_missing: true}]`.
+fn subelements(value: Value) -> Result<Vec<Value>, String> {
+    let bad = || {
+        "`with_subelements` takes [list of mappings, \"key\"] (and optionally {skip_missing: true})"
+            .to_string()
+    };
+    let Value::Array(args) = value else {
+        return Err(bad());
+    };
+    let (elements, key, flags) = match args.as_slice() {
+        [e, Value::String(k)] => (e.clone(), k.clone(), Map::new()),
+        [e, Value::String(k), Value::Object(f)] => (e.clone(), k.clone(), f.clone()),
+        _ => return Err(bad()),
+    };
+    let skip_missing = flags
+        .get("skip_missing")
+        .is_some_and(|v| v == &json!(true) || v == &json!("yes") || v == &json!("true"));
+    let elements = match elements {
+        Value::Array(a) => a,
+        Value::Object(m) => m.into_values().collect(),
+        _ => return Err(bad()),
+    };
+    let mut out = Vec::new();
+    for e in elements {
+        // A dotted key reaches into nested mappings, as in Ansible.
+        let mut sub = Some(&e);
+        for part in key.split('.') {
+            sub = sub.and_then(|s| s.get(part));
+        }
+        match sub {
+            Some(Value::Array(subs)) => {
+                for s in subs {
+                    out.push(json!([e.clone(), s.clone()]));
+                }
+            }
+            None if skip_missing => {}
+            None => {
+                return Err(format!(
+                    "`with_subelements`: an element has no `{key}` (add {{skip_missing: true}} to skip it)"
+                ))
+            }
+            Some(other) => {
+                return Err(format!(
+                    "`with_subelements`: `{key}` must be a list, found {}",
+                    short(other)
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `with_sequence`: `start=1 end=10 stride=2 format=web%02d`, `count=3`, or the short form
+/// `[start-]end[/stride][:format]`.
+fn sequence(spec: &str) -> Result<Vec<Value>, String> {
+    let bad = |why: &str| format!("`with_sequence: {spec}`: {why}");
+    let mut start: i64 = 1;
+    let mut end: Option<i64> = None;
+    let mut count: Option<i64> = None;
+    let mut stride: i64 = 1;
+    let mut format: Option<String> = None;
+    let num = |s: &str| -> Result<i64, String> {
+        let s = s.trim();
+        let parsed = if let Some(h) = s.strip_prefix("0x") {
+            i64::from_str_radix(h, 16)
+        } else if let Some(o) = s.strip_prefix("0o") {
+            i64::from_str_radix(o, 8)
+        } else {
+            s.parse()
+        };
+        parsed.map_err(|_| bad(&format!("`{s}` is not a number")))
+    };
+    if spec.contains('=') {
+        for word in spec.split_whitespace() {
+            let (k, v) = word
+                .split_once('=')
+                .ok_or_else(|| bad("expected key=value"))?;
+            match k {
+                "start" => start = num(v)?,
+                "end" => end = Some(num(v)?),
+                "count" => count = Some(num(v)?),
+                "stride" => stride = num(v)?,
+                "format" => format = Some(v.to_string()),
+                other => return Err(bad(&format!("unknown option `{other}`"))),
+            }
+        }
+    } else {
+        let (range, fmt) = match spec.split_once(':') {
+            Some((r, f)) => (r, Some(f.to_string())),
+            None => (spec, None),
+        };
+        format = fmt;
+        let (range, st) = match range.split_once('/') {
+            Some((r, s)) => (r, Some(num(s)?)),
+            None => (range, None),
+        };
+        if let Some(s) = st {
+            stride = s;
+        }
+        match range.split_once('-') {
+            Some((a, b)) => {
+                start = num(a)?;
+                end = Some(num(b)?);
+            }
+            None => end = Some(num(range)?),
+        }
+    }
+    let end = match (end, count) {
+        (Some(_), Some(_)) => return Err(bad("give `end` or `count`, not both")),
+        (Some(e), None) => e,
+        (None, Some(0)) => return Ok(Vec::new()),
+        (None, Some(c)) => start + (c - 1) * stride,
+        (None, None) => return Err(bad("give `end` or `count`")),
+    };
+    if stride == 0 {
+        return Err(bad("`stride` cannot be 0"));
+    }
+    if (stride > 0 && end < start) || (stride < 0 && end > start) {
+        return Err(bad("the sequence never reaches `end` with this `stride`"));
+    }
+    let mut out = Vec::new();
+    let mut i = start;
+    while (stride > 0 && i <= end) || (stride < 0 && i >= end) {
+        out.push(Value::String(match &format {
+            Some(f) => printf_int(f, i),
+            None => i.to_string(),
+        }));
+        i += stride;
+    }
+    Ok(out)
+}
+
+/// The one `%d`-style conversion `with_sequence` formats take (`%d`, `%02d`, `%x`, `%o`).
+fn printf_int(fmt: &str, n: i64) -> String {
+    let re = regex::Regex::new(r"%(0?)(\d*)([dixXo])").expect("static regex");
+    re.replace(fmt, |c: &regex::Captures| {
+        let width: usize = c[2].parse().unwrap_or(0);
+        let body = match &c[3] {
+            "x" => format!("{n:x}"),
+            "X" => format!("{n:X}"),
+            "o" => format!("{n:o}"),
+            _ => n.to_string(),
+        };
+        if c[1].is_empty() {
+            format!("{body:>width$}")
+        } else {
+            format!("{body:0>width$}")
+        }
+    })
+    .into_owned()
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 80 {
+        format!("{}…", &s[..80])
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequences() {
+        let s = |spec: &str| sequence(spec).unwrap();
+        assert_eq!(s("start=1 end=3"), [json!("1"), json!("2"), json!("3")]);
+        assert_eq!(
+            s("start=0 count=3 stride=2"),
+            [json!("0"), json!("2"), json!("4")]
+        );
+        assert_eq!(s("4-6/2:web%02d"), [json!("web04"), json!("web06")]);
+        assert_eq!(s("2"), [json!("1"), json!("2")]);
+        assert!(sequence("start=5 end=1").is_err());
+    }
+
+    #[test]
+    fn nested_together_subelements() {
+        let nested = expand(LoopKind::Nested, json!([["a", "b"], [1, 2]]), &[]).unwrap();
+        assert_eq!(
+            nested,
+            [
+                json!(["a", 1]),
+                json!(["a", 2]),
+                json!(["b", 1]),
+                json!(["b", 2])
+            ]
+        );
+        let together = expand(LoopKind::Together, json!([["a", "b"], [1]]), &[]).unwrap();
+        assert_eq!(together, [json!(["a", 1]), json!(["b", null])]);
+        let users = json!([{"name": "u", "keys": ["k1", "k2"]}, {"name": "v"}]);
+        assert!(expand(LoopKind::Subelements, json!([users.clone(), "keys"]), &[]).is_err());
+        let subs = expand(
+            LoopKind::Subelements,
+            json!([users, "keys", {"skip_missing": true}]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(subs.len(), 2);
+        assert_eq!(subs[1][1], "k2");
+    }
+}
