@@ -15,6 +15,10 @@
 #   PORT=2222            sshd port on every host address
 #   SKIP_BUILD=0         1: use the existing target/release/fixpoint
 #   KEEP=0               1: keep the work directory (keys, configs, logs) after the run
+#   IDLE_WAIT=600        before each repetition, wait up to this many seconds for the machine to
+#                        be idle (other processes below IDLE_MAX % CPU for 3 s in a row); the
+#                        report says when a repetition started on a busy machine
+#   IDLE_MAX=10
 #
 # Everything it starts (sshd, Ansible's ControlPersist masters) is stopped on exit. It only talks
 # to 127.0.0.x. Every wait is bounded.
@@ -27,6 +31,8 @@ SETUP_ANSIBLE=${SETUP_ANSIBLE:-1}
 PORT=${PORT:-2222}
 SKIP_BUILD=${SKIP_BUILD:-0}
 KEEP=${KEEP:-0}
+IDLE_WAIT=${IDLE_WAIT:-600}
+IDLE_MAX=${IDLE_MAX:-10}
 BENCH_USER=fpbench
 FP_TIMEOUT=300       # seconds for one fixpoint run
 ANSIBLE_TIMEOUT=1800 # seconds for one ansible-playbook run
@@ -101,6 +107,7 @@ cleanup() {
     for pid in "${SSHD_PIDS[@]}"; do
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
     done
     if [ "$KEEP" = 1 ]; then
         echo "bench: kept $WORK" >&2
@@ -114,6 +121,7 @@ trap 'exit 130' INT TERM
 
 mkdir -p /run/sshd && chmod 755 /run/sshd
 mkdir -p "$WORK/logs" "$WORK/ansible-cp" "$WORK/ansible-tmp"
+printf '[defaults]\n' >"$WORK/ansible.cfg" # no ansible.cfg from the environment; settings come from env
 ssh-keygen -q -t ed25519 -N '' -C fpbench-client -f "$WORK/id_ed25519"
 cp "$WORK/id_ed25519.pub" "$WORK/authorized_keys"
 chmod 644 "$WORK/authorized_keys"
@@ -214,6 +222,32 @@ conn_count() {
     if [ "$lo" = "$hi" ]; then echo "$lo"; else echo "$lo-$hi"; fi
 }
 
+# CPU busy % of the whole machine over one second, from /proc/stat.
+busy_pct() {
+    local _c a b c d e f g h t1 i1 t2 i2
+    read -r _c a b c d e f g h _ </proc/stat
+    t1=$((a + b + c + d + e + f + g + h)) i1=$((d + e))
+    sleep 1
+    read -r _c a b c d e f g h _ </proc/stat
+    t2=$((a + b + c + d + e + f + g + h)) i2=$((d + e))
+    echo $((100 * ((t2 - t1) - (i2 - i1)) / (t2 - t1 > 0 ? t2 - t1 : 1)))
+}
+# Wait (at most IDLE_WAIT s) until the machine has been idle for 3 s in a row: the floor and the
+# runs are CPU-bound on 2 cores, so a concurrent build would distort them. Appends to BUSY_NOTES.
+BUSY_NOTES=""
+wait_idle() {
+    local what=$1 quiet=0 waited=0 p
+    while [ "$waited" -lt "$IDLE_WAIT" ]; do
+        p=$(busy_pct)
+        waited=$((waited + 1))
+        if [ "$p" -le "$IDLE_MAX" ]; then quiet=$((quiet + 1)); else quiet=0; fi
+        [ "$quiet" -ge 3 ] && return 0
+        [ $((waited % 30)) = 0 ] && echo "bench: waiting for an idle machine before $what (busy ${p}%)" >&2
+    done
+    echo "bench: the machine stayed busy (last ${p}%) before $what; measuring anyway" >&2
+    BUSY_NOTES="$BUSY_NOTES $what(busy ${p}%)"
+}
+
 clean_trees() {
     for h in "${HOSTS[@]}"; do rm -rf "${HOSTS_ROOT:?}/$h"; done
     for h in "${HOSTS[@]}"; do install -d -o "$BENCH_USER" -g "$BENCH_USER" -m 0755 "$HOSTS_ROOT/$h"; done
@@ -286,7 +320,7 @@ ansible_apply() {
         ANSIBLE_LOCAL_TEMP="$WORK/ansible-tmp" \
         ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 \
         ANSIBLE_RETRY_FILES_ENABLED=0 \
-        ANSIBLE_CONFIG=/dev/null \
+        ANSIBLE_CONFIG="$WORK/ansible.cfg" \
         "$ANSIBLE" -i "$INV" -f "$N" "$PLAYBOOK"
     ansible_close_masters
 }
@@ -311,6 +345,7 @@ fp_apply warmup; check_run warmup 1
 
 FLOOR=() FP_COLD=() FP_CONV=() FP_WARM=() FP_CONN=() FP_CPU_CONV=() FP_CPU_COLD=()
 for r in $(seq "$REPS"); do
+    wait_idle "fixpoint-rep-$r"
     for _ in 1 2 3; do FLOOR+=("$(floor_once)"); done
     echo "bench: rep $r floor samples: ${FLOOR[*]: -3}" >&2
 
@@ -337,6 +372,7 @@ AN_FIRST=() AN_CONV=() AN_CONN=()
 if [ -n "$ANSIBLE" ]; then
     "$ANSIBLE" --version | head -n1 >&2
     for r in $(seq "$ANSIBLE_REPS"); do
+        wait_idle "ansible-rep-$r"
         FLOOR+=("$(floor_once)")
         clean_trees
         ansible_apply "ansible-first-$r"; check_run "ansible-first-$r" 1
@@ -376,6 +412,7 @@ conns() { tr ' ' '\n' | awk 'NF' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
     echo "fixpoint controller CPU (user+sys): converged median $(echo "${FP_CPU_CONV[*]}" | median) s, cold first median $(echo "${FP_CPU_COLD[*]}" | median) s"
     echo "ssh connections per host per run: fixpoint $(echo "${FP_CONN[*]}" | conns) (target 1), fixpoint --twice $TWICE_CONN, ansible $(echo "${AN_CONN[*]:-}" | conns)"
     echo "fixpoint --twice on a clean tree: exit $TWICE_RC (target 0)"
+    echo "repetitions started on a busy machine:${BUSY_NOTES:- none}"
     echo
     echo "command: $FP apply -i <inventory> --ssh-config <ssh_config> $PLAYBOOK"
     [ -z "$ANSIBLE" ] || echo "ansible: ANSIBLE_PIPELINING=1 ANSIBLE_SSH_ARGS='-o ControlMaster=auto -o ControlPersist=60s' $ANSIBLE -i <inventory> -f $N $PLAYBOOK  (ansible_ssh_common_args=-F <ssh_config>)"
