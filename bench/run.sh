@@ -334,6 +334,10 @@ check_run() { # label: the run must have succeeded, and changed nothing if conve
 }
 
 # ---- measurements ---------------------------------------------------------------------------------
+COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -z "$(git -C "$REPO" status --porcelain -- src modules Cargo.toml Cargo.lock 2>/dev/null)" ] || COMMIT="$COMMIT+uncommitted"
+ANSIBLE_VERSION=
+[ -z "$ANSIBLE" ] || ANSIBLE_VERSION=$("$ANSIBLE" --version 2>/dev/null | head -n1)
 TASKS=$("$FP" validate -i "$INV" "$PLAYBOOK" | grep -o '[0-9]* task(s)' | grep -o '[0-9]*')
 echo "bench: $N hosts, $TASKS tasks per host, $REPS repetitions, ansible: ${ANSIBLE:-not available}" >&2
 : >"$WORK/samples.txt"
@@ -370,7 +374,7 @@ TWICE_RC=$RUN_RC TWICE_CONN=$RUN_CONN
 
 AN_FIRST=() AN_CONV=() AN_CONN=()
 if [ -n "$ANSIBLE" ]; then
-    "$ANSIBLE" --version | head -n1 >&2
+    echo "bench: $ANSIBLE_VERSION" >&2
     for r in $(seq "$ANSIBLE_REPS"); do
         wait_idle "ansible-rep-$r"
         FLOOR+=("$(floor_once)")
@@ -395,6 +399,7 @@ conns() { tr ' ' '\n' | awk 'NF' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
 {
     echo
     echo "fixpoint benchmark: $N hosts x $TASKS tasks, $(nproc) cores, medians of $REPS repetitions ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+    echo "fixpoint $COMMIT, $(ssh -V 2>&1), ${ANSIBLE_VERSION:-no ansible}"
     echo
     printf '%-34s %10s %10s  %-18s %s\n' "measurement" "seconds" "x floor" "target" "samples"
     printf '%-34s %10s %10s  %-18s %s\n' "connection floor (ssh true x$N, ||)" "$floor" "1.00" "" "${FLOOR[*]}"
@@ -408,7 +413,7 @@ conns() { tr ' ' '\n' | awk 'NF' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
         echo "ansible-playbook: not available (pip install ansible-core, or SETUP_ANSIBLE=1)"
     fi
     echo
-    echo "fixpoint converged / ansible converged: $(ratio "$m_conv" "$a_conv")   (ansible is $(ratio "$a_conv" "$m_conv")x slower)"
+    [ -z "$ANSIBLE" ] || echo "ansible-playbook / fixpoint: first run $(ratio "$a_first" "$m_warm")x (warm cache) / $(ratio "$a_first" "$m_cold")x (cold cache), converged run $(ratio "$a_conv" "$m_conv")x"
     echo "fixpoint controller CPU (user+sys): converged median $(echo "${FP_CPU_CONV[*]}" | median) s, cold first median $(echo "${FP_CPU_COLD[*]}" | median) s"
     echo "ssh connections per host per run: fixpoint $(echo "${FP_CONN[*]}" | conns) (target 1), fixpoint --twice $TWICE_CONN, ansible $(echo "${AN_CONN[*]:-}" | conns)"
     echo "fixpoint --twice on a clean tree: exit $TWICE_RC (target 0)"
