@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# fixpoint benchmark: N loopback sshd hosts, the reference playbook bench/site.yml (~86 tasks per
-# host), timed against the connection floor (one fresh `ssh host true` per host, all in parallel),
-# and the same playbook and inventory under ansible-playbook when it is available.
+# fixpoint benchmark: N loopback sshd hosts, the reference playbook bench/site.yml (86 tasks and
+# 2 handlers per host), timed against the connection floor (one fresh `ssh host true` per host,
+# all in parallel), and the same playbook and inventory under ansible-playbook when available.
 #
 # Usage (as root; it starts sshd and logs in as the dedicated user fpbench):
 #   bash bench/run.sh
@@ -54,6 +54,9 @@ for tool in /usr/sbin/sshd ssh ssh-keygen timeout /usr/bin/time awk; do
 done
 
 # ---- build ----------------------------------------------------------------------------------------
+# The commit the measured binary is built from (with SKIP_BUILD=1: the tree as it is now).
+COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -z "$(git -C "$REPO" status --porcelain -- src modules Cargo.toml Cargo.lock 2>/dev/null)" ] || COMMIT="$COMMIT+uncommitted"
 if [ "$SKIP_BUILD" != 1 ]; then
     echo "bench: cargo build --release" >&2
     (cd "$REPO" && cargo build --release --quiet) || die "cargo build --release failed"
@@ -334,10 +337,8 @@ check_run() { # label: the run must have succeeded, and changed nothing if conve
 }
 
 # ---- measurements ---------------------------------------------------------------------------------
-COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -z "$(git -C "$REPO" status --porcelain -- src modules Cargo.toml Cargo.lock 2>/dev/null)" ] || COMMIT="$COMMIT+uncommitted"
 ANSIBLE_VERSION=
-[ -z "$ANSIBLE" ] || ANSIBLE_VERSION=$("$ANSIBLE" --version 2>/dev/null | head -n1)
+[ -z "$ANSIBLE" ] || ANSIBLE_VERSION=$("$ANSIBLE" --version 2>/dev/null | sed -n 1p || true)
 TASKS=$("$FP" validate -i "$INV" "$PLAYBOOK" | grep -o '[0-9]* task(s)' | grep -o '[0-9]*')
 echo "bench: $N hosts, $TASKS tasks per host, $REPS repetitions, ansible: ${ANSIBLE:-not available}" >&2
 : >"$WORK/samples.txt"
@@ -398,7 +399,7 @@ conns() { tr ' ' '\n' | awk 'NF' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
 
 {
     echo
-    echo "fixpoint benchmark: $N hosts x $TASKS tasks, $(nproc) cores, medians of $REPS repetitions ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+    echo "fixpoint benchmark: $N hosts x $TASKS tasks (handlers included), $(nproc) cores, medians of $REPS repetitions ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
     echo "fixpoint $COMMIT, $(ssh -V 2>&1), ${ANSIBLE_VERSION:-no ansible}"
     echo
     printf '%-34s %10s %10s  %-18s %s\n' "measurement" "seconds" "x floor" "target" "samples"

@@ -428,6 +428,7 @@ fn basename(p: &str) -> String {
 fn debug(params: &Value, templar: &Templar, ctx: &minijinja::Value) -> Result<Outcome, Failure> {
     let p: DebugParams = parse(params).map_err(|e| Failure::msg(e.to_string()))?;
     let mut result = Map::new();
+    // `verbosity` was applied by the scheduler: a debug below it never gets here.
     let _ = p.verbosity;
     if let Some(var) = p.var {
         let v = templar

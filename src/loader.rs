@@ -1604,10 +1604,13 @@ const COMMAND_INLINE: &[&str] = &["creates", "removes", "chdir", "executable", "
 
 fn free_form_command(s: &str) -> Map<String, Value> {
     let mut m = Map::new();
-    let re = regex::Regex::new(
-        r#"(?:^|\s)(creates|removes|chdir|executable|stdin|warn)=("[^"]*"|'[^']*'|\S+)"#,
-    )
-    .expect("static regex");
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(
+            r#"(?:^|\s)(creates|removes|chdir|executable|stdin|warn)=("[^"]*"|'[^']*'|\S+)"#,
+        )
+        .expect("static regex")
+    });
     let mut rest = s.to_string();
     for cap in re.captures_iter(s) {
         let key = cap[1].to_string();

@@ -153,7 +153,7 @@ pub struct Engine {
     inventory: Arc<Inventory>,
     reporter: Reporter,
     hosts: BTreeMap<String, HostState>,
-    binary: Arc<OnceLock<Result<Arc<AgentBinary>, String>>>,
+    binary: Arc<tokio::sync::OnceCell<Result<Arc<AgentBinary>, String>>>,
     /// Changed results of the current pass: (host, task, location, diff), for `--twice`.
     changed_log: Vec<(String, String, String, Diff)>,
     /// This run's id, recorded with the host lock and journal records.
@@ -236,11 +236,7 @@ impl Engine {
                 outcome = RunOutcome::NotConverged;
             }
         }
-        for (_, mut h) in std::mem::take(&mut self.hosts) {
-            for (_, c) in h.conns.drain() {
-                c.close().await;
-            }
-        }
+        self.close_all().await;
         outcome
     }
 
@@ -314,12 +310,17 @@ impl Engine {
                 }
             }
         }
-        for (_, mut h) in std::mem::take(&mut self.hosts) {
-            for (_, c) in h.conns.drain() {
-                c.close().await;
-            }
-        }
+        self.close_all().await;
         ok
+    }
+
+    /// Close every agent and master connection, all at once: each close waits for the agent to
+    /// exit and the master to go, and doing them one by one adds up.
+    async fn close_all(&mut self) {
+        let conns = std::mem::take(&mut self.hosts)
+            .into_values()
+            .flat_map(|mut h| h.conns.drain().map(|(_, c)| c).collect::<Vec<_>>());
+        futures::future::join_all(conns.map(AgentConn::close)).await;
     }
 
     fn host_state(&mut self, name: &str) -> &mut HostState {
@@ -1508,7 +1509,7 @@ struct Shared<'a> {
     inventory: &'a Inventory,
     run_id: &'a str,
     templar: &'a Arc<Templar>,
-    binary: &'a OnceLock<Result<Arc<AgentBinary>, String>>,
+    binary: &'a tokio::sync::OnceCell<Result<Arc<AgentBinary>, String>>,
 }
 
 /// Hosts that include the same file (None: the include's loaded steps) with the same parameters.
@@ -1758,17 +1759,22 @@ impl<'a> Shared<'a> {
         self.conn_spec(&delegated, ctx, Some(task))
     }
 
-    fn agent_binary(&self, spec: &ConnSpec) -> Result<Arc<AgentBinary>, TransportError> {
+    /// The agent to ship, hashed once per run on a blocking thread.
+    async fn agent_binary(&self, spec: &ConnSpec) -> Result<Arc<AgentBinary>, TransportError> {
+        let load = |path: PathBuf| async move {
+            tokio::task::spawn_blocking(move || AgentBinary::load(path).map(Arc::new))
+                .await
+                .map_err(|e| TransportError::Connect(format!("hashing the agent failed: {e}")))?
+        };
         if let Some(p) = &spec.agent_path {
-            return AgentBinary::load(p.clone()).map(Arc::new);
+            return load(p.clone()).await;
         }
         self.binary
-            .get_or_init(|| {
+            .get_or_init(|| async {
                 let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-                AgentBinary::load(exe)
-                    .map(Arc::new)
-                    .map_err(|e| e.to_string())
+                load(exe).await.map_err(|e| e.to_string())
             })
+            .await
             .clone()
             .map_err(TransportError::Connect)
     }
@@ -1784,7 +1790,7 @@ impl<'a> Shared<'a> {
     ) -> Result<&'h mut AgentConn, (bool, String)> {
         let key = conn_key(h, spec);
         if !h.conns.contains_key(&key) {
-            let mut conn = transport::connect(spec, || self.agent_binary(spec))
+            let mut conn = transport::connect(spec, self.agent_binary(spec))
                 .await
                 .map_err(|e| {
                     let msg = match &spec.become_user {
@@ -2068,6 +2074,15 @@ impl<'a> Shared<'a> {
             .map_err(|e| (false, format!("cannot render the parameters: {e}")))?;
         if let Value::Object(m) = &mut params {
             m.extend(raw);
+        }
+        // `debug` with `verbosity: N` shows only from N `-v` on; below that it is skipped, as in Ansible.
+        if task.module == "debug" {
+            let wanted = params.get("verbosity").and_then(Value::as_u64).unwrap_or(0);
+            if wanted > u64::from(self.cfg.verbosity) {
+                let mut skipped = ItemResult::ok(Map::new());
+                skipped.status = Status::Skipped;
+                return Ok(skipped);
+            }
         }
         let mut environment = ctx.play.environment.clone();
         environment.extend(task.environment.clone());

@@ -77,22 +77,26 @@ enum Keep {
 }
 
 /// The agent executable to ship: this binary (or `fixpoint_agent_path`), hashed once per run.
+/// The bytes are read only when a host's cache lacks this digest.
 pub struct AgentBinary {
     pub path: PathBuf,
     pub sha256: String,
-    pub bytes: Arc<Vec<u8>>,
+    pub size: u64,
 }
 
 impl AgentBinary {
+    /// Hash the file as a stream (blocking: call it off the async runtime).
     pub fn load(path: PathBuf) -> Result<AgentBinary, TransportError> {
-        let bytes = std::fs::read(&path).map_err(|e| {
+        let fail = |e: std::io::Error| {
             TransportError::Connect(format!("cannot read agent binary {}: {e}", path.display()))
-        })?;
-        let sha256 = hex::encode(Sha256::digest(&bytes));
+        };
+        let mut file = std::fs::File::open(&path).map_err(fail)?;
+        let mut hasher = Sha256::new();
+        let size = std::io::copy(&mut file, &mut hasher).map_err(fail)?;
         Ok(AgentBinary {
+            sha256: hex::encode(hasher.finalize()),
             path,
-            sha256,
-            bytes: Arc::new(bytes),
+            size,
         })
     }
 }
@@ -118,21 +122,22 @@ fn sh_quote(s: &str) -> String {
 
 /// The bootstrap script. `cached` = Some((sha, size)) ships the agent into the cache directory;
 /// None runs `direct` as the agent (the local transport).
-fn bootstrap_script(spec: &ConnSpec, cached: Option<(&str, usize)>, direct: &str) -> String {
+fn bootstrap_script(spec: &ConnSpec, cached: Option<(&str, u64)>, direct: &str) -> String {
     let mut s = String::from("set -u\numask 077\n");
     if let Some((sha, size)) = cached {
         s.push_str(&format!(
-            r#"os=$(uname -s); arch=$(uname -m)
-if [ "$os" != Linux ] || [ "$arch" != {arch} ]; then
-  echo "host runs $os $arch, but this fixpoint agent is built for Linux {arch}; build fixpoint for that target and set the host variable fixpoint_agent_path to it" >&2; exit 96
-fi
-d="${{XDG_CACHE_HOME:-$HOME/.cache}}/fixpoint"
+            r#"d="${{XDG_CACHE_HOME:-$HOME/.cache}}/fixpoint"
 [ -d "$d" ] || mkdir -p "$d" || {{ echo "cannot create the agent cache directory $d" >&2; exit 98; }}
 if [ -L "$d" ] || [ ! -O "$d" ] || [ -n "$(find "$d" -maxdepth 0 -perm /022)" ]; then
   echo "refusing the agent cache directory $d: it must be a directory owned by $(id -un) and not group- or world-writable (fix: chmod 700 $d, or remove it)" >&2; exit 98
 fi
 f="$d/fixpoint-{sha}"
 if [ ! -x "$f" ]; then
+  # Only a host without this agent needs the platform check (it costs two forks).
+  os=$(uname -s); arch=$(uname -m)
+  if [ "$os" != Linux ] || [ "$arch" != {arch} ]; then
+    echo "host runs $os $arch, but this fixpoint agent is built for Linux {arch}; build fixpoint for that target and set the host variable fixpoint_agent_path to it" >&2; exit 96
+  fi
   printf FXPNEED1
   t="$f.tmp.$$"
   if head -c {size} > "$t" && echo "{sha}  $t" | sha256sum -c --status; then
@@ -175,10 +180,11 @@ type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 /// A started bootstrap: its stdin, stdout, stderr, what keeps it alive, and the binary to upload.
 type Started = (Writer, Reader, Reader, Keep, Option<Arc<AgentBinary>>);
 
-/// Start the agent on a host and say hello.
+/// Start the agent on a host and say hello. `binary` (the agent to ship over SSH) is awaited
+/// together with the SSH handshake, so hashing it costs no extra wall time.
 pub async fn connect(
     spec: &ConnSpec,
-    binary: impl Fn() -> Result<Arc<AgentBinary>, TransportError>,
+    binary: impl std::future::Future<Output = Result<Arc<AgentBinary>, TransportError>>,
 ) -> Result<AgentConn, TransportError> {
     let stderr = Arc::new(Mutex::new(String::new()));
     let (writer, reader, errpipe, keep, upload): Started = match &spec.kind {
@@ -238,12 +244,13 @@ pub async fn connect(
             if let Some(c) = ssh_config {
                 b.config_file(c);
             }
-            let session = b.connect(address).await.map_err(|e| {
+            let (session, bin) = tokio::join!(b.connect(address), binary);
+            let session = session.map_err(|e| {
                 TransportError::Connect(describe_ssh_error(&e, address, *accept_new_host_keys))
             })?;
             let session = Arc::new(session);
-            let bin = binary()?;
-            let script = bootstrap_script(spec, Some((&bin.sha256, bin.bytes.len())), "");
+            let bin = bin?;
+            let script = bootstrap_script(spec, Some((&bin.sha256, bin.size)), "");
             let mut child = session
                 .clone()
                 .arc_command("sh")
@@ -297,7 +304,13 @@ pub async fn connect(
     conn.read_exact_or_lost(&mut magic).await?;
     if &magic == NEED_UPLOAD {
         let bin = upload.expect("only the ssh transport asks for an upload");
-        conn.write_raw(&bin.bytes).await?;
+        let bytes = tokio::fs::read(&bin.path).await.map_err(|e| {
+            TransportError::Connect(format!(
+                "cannot read agent binary {}: {e}",
+                bin.path.display()
+            ))
+        })?;
+        conn.write_raw(&bytes).await?;
         conn.read_exact_or_lost(&mut magic).await?;
     }
     if &magic != AGENT_MAGIC {

@@ -97,6 +97,28 @@ pub(crate) fn is_templated(s: &str) -> bool {
 /// `\Z` is Python's end-of-string, spelled `\z` in Rust; look-around and back-references
 /// have no Rust equivalent and are reported as such.
 pub(crate) fn compile_regex(field: &str, pattern: &str) -> Result<Regex, ModuleError> {
+    // The same pattern is compiled by validate, probe and plan, on the controller and in the
+    // agent, once per task: keep what was compiled (a Regex clone shares its program).
+    thread_local! {
+        static CACHE: std::cell::RefCell<std::collections::HashMap<String, Regex>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    if let Some(re) = CACHE.with(|c| c.borrow().get(pattern).cloned()) {
+        return Ok(re);
+    }
+    let re = compile_regex_uncached(field, pattern)?;
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        // Bounded: a playbook has few distinct patterns, a templated one could have many.
+        if c.len() > 256 {
+            c.clear();
+        }
+        c.insert(pattern.to_string(), re.clone());
+    });
+    Ok(re)
+}
+
+fn compile_regex_uncached(field: &str, pattern: &str) -> Result<Regex, ModuleError> {
     let mut translated = String::with_capacity(pattern.len());
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {

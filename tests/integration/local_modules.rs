@@ -436,3 +436,11 @@ fn templated_parameters_are_checked_once_rendered() {
     assert!(msg.contains("site.yml:7:7"), "{msg}");
     assert!(!fx.path("t").exists());
 }
+
+#[test]
+fn debug_verbosity_shows_only_from_that_many_v() {
+    let fx = Fx::new();
+    fx.play("    - name: chatty\n      debug:\n        msg: details\n        verbosity: 2\n");
+    assert_eq!(fx.apply(&[]).status_of("chatty"), "skipped");
+    assert_eq!(fx.apply(&["-vv"]).status_of("chatty"), "ok");
+}
