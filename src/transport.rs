@@ -244,7 +244,7 @@ pub async fn connect(
             if let Some(c) = ssh_config {
                 b.config_file(c);
             }
-            let (session, bin) = tokio::join!(b.connect(address), binary);
+            let (session, bin) = tokio::join!(b.connect_mux(address), binary);
             let session = session.map_err(|e| {
                 TransportError::Connect(describe_ssh_error(&e, address, *accept_new_host_keys))
             })?;
