@@ -4,11 +4,7 @@ use crate::fx::Fx;
 use crate::roles::play_head;
 
 fn recap(out: &crate::fx::Out) -> serde_json::Value {
-    out.events()
-        .into_iter()
-        .find(|e| e["event"] == "recap")
-        .expect("a recap")["hosts"]["localhost"]
-        .clone()
+    out.recap()["hosts"]["localhost"].clone()
 }
 
 #[test]
@@ -37,7 +33,7 @@ fn rescue_catches_a_failure_and_sees_the_failed_task() {
     assert!(out.task_events("never").is_empty());
     assert_eq!(out.status_of("cleanup"), "ok");
     assert_eq!(out.status_of("after"), "ok");
-    let text = std::fs::read_to_string(fx.path("t/rescued")).unwrap();
+    let text = fx.read("t/rescued");
     assert!(text.starts_with("breaks: it broke"), "{text}");
     let r = recap(&out);
     assert_eq!(r["failed"], 0, "{r}");
@@ -127,7 +123,7 @@ fn block_keywords_are_inherited_by_inner_tasks() {
     std::fs::create_dir_all(fx.path("t")).unwrap();
     let out = fx.apply(&["-v"]);
     out.expect(0);
-    assert_eq!(std::fs::read_to_string(fx.path("t/colour")).unwrap(), "red");
+    assert_eq!(fx.read("t/colour"), "red");
     assert_eq!(out.task_events("own var wins")[0]["result"]["msg"], "green");
     assert_eq!(out.task_events("ignored failure")[0]["status"], "failed");
     assert_eq!(recap(&out)["ignored"], 1);
@@ -158,7 +154,7 @@ fn check_mode_and_diff_inside_blocks_behave_as_outside() {
     std::fs::write(fx.path("t/f"), "old\n").unwrap();
     let out = fx.run(&["check", "--format", "json", "site.yml"]);
     out.expect(0);
-    assert_eq!(std::fs::read_to_string(fx.path("t/f")).unwrap(), "old\n");
+    assert_eq!(fx.read("t/f"), "old\n");
     let ev = &out.task_events("in block")[0];
     assert_eq!(ev["status"], "changed");
     assert_eq!(ev["diff"]["content"][0]["before"], "old\n");

@@ -55,6 +55,24 @@ impl Out {
             .collect()
     }
 
+    /// The last recap line (under `--twice`, the second pass's).
+    pub fn recap(&self) -> serde_json::Value {
+        self.events()
+            .into_iter()
+            .rev()
+            .find(|e| e["event"] == "recap")
+            .expect("a recap line")
+    }
+
+    /// The names of the task results, in output order.
+    pub fn task_names(&self) -> Vec<String> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["event"] == "task")
+            .map(|e| e["task"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     /// The status of the only result of a task (asserts there is exactly one).
     pub fn status_of(&self, task: &str) -> String {
         let evs = self.task_events(task);
@@ -87,6 +105,12 @@ impl Fx {
 
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
+    }
+
+    /// The text of a file under the fixture directory.
+    pub fn read(&self, rel: &str) -> String {
+        let p = self.path(rel);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
     }
 
     pub fn write(&self, rel: &str, content: &str) -> PathBuf {

@@ -3,14 +3,6 @@
 use crate::fx::Fx;
 use crate::roles::play_head;
 
-fn task_order(out: &crate::fx::Out) -> Vec<String> {
-    out.events()
-        .into_iter()
-        .filter(|e| e["event"] == "task")
-        .map(|e| e["task"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn import_tasks_is_static_and_its_errors_point_into_the_imported_file() {
     let fx = Fx::new();
@@ -31,7 +23,7 @@ fn import_tasks_is_static_and_its_errors_point_into_the_imported_file() {
     );
     let out = fx.apply(&["-v"]);
     out.expect(0);
-    assert_eq!(task_order(&out), ["imported one", "nested", "after"]);
+    assert_eq!(out.task_names(), ["imported one", "nested", "after"]);
     assert_eq!(
         out.task_events("imported one")[0]["result"]["msg"],
         "importer"
@@ -40,7 +32,7 @@ fn import_tasks_is_static_and_its_errors_point_into_the_imported_file() {
     let out = fx.apply(&["-e", "run_it=false"]);
     assert_eq!(out.status_of("nested"), "skipped");
     let out = fx.apply(&["--tags", "imp"]);
-    assert_eq!(task_order(&out), ["imported one", "nested"]);
+    assert_eq!(out.task_names(), ["imported one", "nested"]);
     // A mistake in the imported file is a load error there; nothing runs.
     fx.write(
         "tasks/nested.yml",
@@ -96,17 +88,11 @@ fn include_tasks_is_dynamic_with_loop_when_and_templated_names() {
     );
     let out = fx.apply(&["--twice"]);
     out.expect(0);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/one")).unwrap(),
-        "one xone\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/three")).unwrap(),
-        "three xthree\n"
-    );
+    assert_eq!(fx.read("t/one"), "one xone\n");
+    assert_eq!(fx.read("t/three"), "three xthree\n");
     assert!(!fx.path("t/two").exists());
-    assert!(task_order(&out).contains(&"flavour b".to_string()));
-    assert!(!task_order(&out).contains(&"flavour a".to_string()));
+    assert!(out.task_names().contains(&"flavour b".to_string()));
+    assert!(!out.task_names().contains(&"flavour a".to_string()));
     // A templated include whose file does not exist fails the host at run time.
     fx.write(
         "site.yml",
@@ -145,11 +131,8 @@ fn import_playbook_runs_the_imported_plays_with_their_own_directory() {
     );
     let out = fx.apply(&[]);
     out.expect(0);
-    assert_eq!(task_order(&out), ["first", "sub copy"]);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/f.txt")).unwrap(),
-        "from sub\n"
-    );
+    assert_eq!(out.task_names(), ["first", "sub copy"]);
+    assert_eq!(fx.read("t/f.txt"), "from sub\n");
 }
 
 #[test]

@@ -69,14 +69,8 @@ fn patterns_select_hosts_for_plays_and_limit() {
         "site.yml",
     ])
     .expect(0);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/web01")).unwrap(),
-        "8080 prod,web"
-    );
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/web02")).unwrap(),
-        "9090 prod,web"
-    );
+    assert_eq!(fx.read("t/web01"), "8080 prod,web");
+    assert_eq!(fx.read("t/web02"), "9090 prod,web");
     assert!(!fx.path("t/db1").exists());
 }
 

@@ -133,7 +133,7 @@ fn until_retries_until_the_condition_holds_or_attempts_run_out() {
     );
     let out = fx.apply(&["-v"]);
     out.expect(0);
-    assert_eq!(std::fs::read_to_string(fx.path("t/n")).unwrap(), "3\n");
+    assert_eq!(fx.read("t/n"), "3\n");
     assert_eq!(out.task_events("show")[0]["result"]["msg"], 3);
     std::fs::remove_file(fx.path("t/n")).unwrap();
     fx.write(
@@ -146,7 +146,7 @@ fn until_retries_until_the_condition_holds_or_attempts_run_out() {
     let out = fx.apply(&[]);
     out.expect(1);
     // retries: 2 means three attempts, as in ansible-core.
-    assert_eq!(std::fs::read_to_string(fx.path("t/n")).unwrap(), "3\n");
+    assert_eq!(fx.read("t/n"), "3\n");
     let msg = out.task_events("count")[0]["msg"]
         .as_str()
         .unwrap()

@@ -65,24 +65,12 @@ fn notified_handler_runs_once_at_the_end() {
     std::fs::create_dir_all(fx.path("t")).unwrap();
     let out = fx.apply(&[]);
     out.expect(0);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/handler.log")).unwrap(),
-        "ran\n"
-    );
+    assert_eq!(fx.read("t/handler.log"), "ran\n");
     // The handler ran after the last task.
-    let tasks: Vec<String> = out
-        .events()
-        .into_iter()
-        .filter(|e| e["event"] == "task")
-        .map(|e| e["task"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(tasks, ["a", "b", "marker", "record"]);
+    assert_eq!(out.task_names(), ["a", "b", "marker", "record"]);
     // Converged: nothing notifies, the handler does not run.
     fx.apply(&[]).expect(0);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/handler.log")).unwrap(),
-        "ran\n"
-    );
+    assert_eq!(fx.read("t/handler.log"), "ran\n");
 }
 
 #[test]
@@ -112,10 +100,7 @@ fn handlers_can_be_forced_on_failed_hosts() {
     );
     std::fs::create_dir_all(fx.path("t")).unwrap();
     fx.apply(&["--force-handlers"]).expect(1);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/handler.log")).unwrap(),
-        "ran\n"
-    );
+    assert_eq!(fx.read("t/handler.log"), "ran\n");
 }
 
 #[test]
@@ -170,20 +155,11 @@ fn extra_vars_win_over_play_vars_and_vars_refer_to_each_other() {
     );
     std::fs::create_dir_all(fx.path("t")).unwrap();
     fx.apply(&[]).expect(0);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/g")).unwrap(),
-        "hello world"
-    );
+    assert_eq!(fx.read("t/g"), "hello world");
     fx.apply(&["-e", "word=goodbye"]).expect(0);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/g")).unwrap(),
-        "goodbye world"
-    );
+    assert_eq!(fx.read("t/g"), "goodbye world");
     fx.apply(&["-e", "{\"word\": \"json\"}"]).expect(0);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/g")).unwrap(),
-        "json world"
-    );
+    assert_eq!(fx.read("t/g"), "json world");
 }
 
 #[test]

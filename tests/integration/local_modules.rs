@@ -153,10 +153,7 @@ fn copy_content_contract() {
         "hello.txt",
         Some("hello 42"),
     );
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/hello.txt")).unwrap(),
-        "hello 42\n"
-    );
+    assert_eq!(fx.read("t/hello.txt"), "hello 42\n");
 }
 
 #[test]
@@ -195,10 +192,7 @@ fn copy_does_not_follow_a_symlink_at_dest() {
     std::os::unix::fs::symlink(fx.path("t/real"), fx.path("t/link")).unwrap();
     fx.play("    - name: over link\n      copy:\n        content: \"new\\n\"\n        dest: \"{{ base }}/link\"\n");
     fx.apply(&[]).expect(0);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/real")).unwrap(),
-        "real\n"
-    );
+    assert_eq!(fx.read("t/real"), "real\n");
     assert!(!std::fs::symlink_metadata(fx.path("t/link"))
         .unwrap()
         .file_type()
@@ -229,10 +223,7 @@ fn template_contract() {
         "app.conf",
         Some("port = 8080"),
     );
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/app.conf")).unwrap(),
-        "port = 8080\nuser ann\nuser bob\n"
-    );
+    assert_eq!(fx.read("t/app.conf"), "port = 8080\nuser ann\nuser bob\n");
 }
 
 #[test]
@@ -257,10 +248,7 @@ fn lineinfile_contract() {
         "env",
         Some("LOG_LEVEL=info"),
     );
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/env")).unwrap(),
-        "A=1\nLOG_LEVEL=info\nB=2\n"
-    );
+    assert_eq!(fx.read("t/env"), "A=1\nLOG_LEVEL=info\nB=2\n");
 }
 
 #[test]
@@ -284,7 +272,7 @@ fn blockinfile_contract() {
         "hosts",
         Some("10.0.0.2 cache"),
     );
-    let text = std::fs::read_to_string(fx.path("t/hosts")).unwrap();
+    let text = fx.read("t/hosts");
     assert!(text.contains("# BEGIN ANSIBLE MANAGED BLOCK\n10.0.0.1 db\n10.0.0.2 cache\n# END ANSIBLE MANAGED BLOCK"), "{text}");
 }
 
@@ -319,7 +307,7 @@ fn shell_with_unless_runs_once_and_appends_once() {
     for _ in 0..3 {
         fx.apply(&[]).expect(0);
     }
-    assert_eq!(std::fs::read_to_string(fx.path("t/log")).unwrap(), "line\n");
+    assert_eq!(fx.read("t/log"), "line\n");
 }
 
 #[test]

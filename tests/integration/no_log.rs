@@ -62,14 +62,8 @@ fn no_log_hides_the_secret_from_stdout_stderr_json_diffs_errors_and_the_journal(
     let json = fx.apply(&["-vvv", "--diff"]);
     json.expect(0);
     // The tasks really ran with the secret.
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/secret-file")).unwrap(),
-        format!("{SECRET}\n")
-    );
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/role-secret")).unwrap(),
-        SECRET
-    );
+    assert_eq!(fx.read("t/secret-file"), format!("{SECRET}\n"));
+    assert_eq!(fx.read("t/role-secret"), SECRET);
     assert_eq!(json.status_of("fails"), "failed");
     assert_eq!(json.status_of("registered stays usable"), "ok");
     assert!(text.stdout.contains("censored"), "{}", text.stdout);

@@ -53,18 +53,15 @@ fn role_tasks_files_templates_handlers_and_precedence() {
     let out = fx.apply(&["--twice"]);
     out.expect(0);
     assert_eq!(
-        std::fs::read_to_string(fx.path("t/web/web.conf")).unwrap(),
+        fx.read("t/web/web.conf"),
         "port=80\ngreeting=hello from the play\nfrom_vars=role vars\nrole=web web\n"
     );
     assert_eq!(
-        std::fs::read_to_string(fx.path("t/web/static.txt")).unwrap(),
+        fx.read("t/web/static.txt"),
         "static from the role\n",
         "the role's files/ is searched before the playbook's"
     );
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/web/restarted")).unwrap(),
-        "restarted on 80\n"
-    );
+    assert_eq!(fx.read("t/web/restarted"), "restarted on 80\n");
     let recaps: Vec<_> = out
         .events()
         .into_iter()
@@ -86,10 +83,10 @@ fn role_params_beat_set_fact_and_extra_vars_beat_all() {
         ),
     );
     fx.apply(&[]).expect(0);
-    let conf = std::fs::read_to_string(fx.path("t/web/web.conf")).unwrap();
+    let conf = fx.read("t/web/web.conf");
     assert!(conf.starts_with("port=8080\n"), "{conf}");
     fx.apply(&["-e", "port=9"]).expect(0);
-    let conf = std::fs::read_to_string(fx.path("t/web/web.conf")).unwrap();
+    let conf = fx.read("t/web/web.conf");
     assert!(conf.starts_with("port=9\n"), "{conf}");
 }
 
@@ -291,23 +288,11 @@ fn import_role_and_include_role_with_tasks_from_vars_from_loop_and_when() {
     );
     let out = fx.apply(&["--twice"]);
     out.expect(0);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/other")).unwrap(),
-        "spicy\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/main-x")).unwrap(),
-        "plain x\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/main-z")).unwrap(),
-        "plain z\n"
-    );
+    assert_eq!(fx.read("t/other"), "spicy\n");
+    assert_eq!(fx.read("t/main-x"), "plain x\n");
+    assert_eq!(fx.read("t/main-z"), "plain z\n");
     assert!(!fx.path("t/main-y").exists());
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/main-m")).unwrap(),
-        "mild m\n"
-    );
+    assert_eq!(fx.read("t/main-m"), "mild m\n");
 }
 
 #[test]
@@ -381,13 +366,10 @@ fn webapp_example_converges() {
     }
     // group_vars of both groups, role defaults and vars, hostvars across groups.
     assert_eq!(
-        std::fs::read_to_string(fx.path("w/web1/etc/webapp/app.conf")).unwrap(),
+        fx.read("w/web1/etc/webapp/app.conf"),
         "# webapp on web1\nport = 8081\nworkers = 4\ndatabase = db1:5432/webapp\n"
     );
-    assert_eq!(
-        std::fs::read_to_string(fx.path("w/db1/etc/db.conf")).unwrap(),
-        "port=5432\nname=webapp\n"
-    );
+    assert_eq!(fx.read("w/db1/etc/db.conf"), "port=5432\nname=webapp\n");
     assert!(fx.path("w/web2/var/app.restarted").exists());
     assert!(
         fx.path("w/db1/etc/banner").exists(),
@@ -479,14 +461,8 @@ fn include_role_with_a_templated_name_loads_at_run_time_with_its_handlers() {
     );
     let out = fx.apply(&["--twice"]);
     out.expect(0);
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/red")).unwrap(),
-        "light red"
-    );
-    assert_eq!(
-        std::fs::read_to_string(fx.path("t/blue")).unwrap(),
-        "light blue"
-    );
+    assert_eq!(fx.read("t/red"), "light red");
+    assert_eq!(fx.read("t/blue"), "light blue");
     assert!(fx.path("t/red.handled").exists() && fx.path("t/blue.handled").exists());
     // A role that does not exist fails the host that reaches it, naming the role.
     fx.write(
@@ -538,7 +514,7 @@ fn handlers_from_picks_the_roles_handlers_file() {
         ),
     );
     fx.apply(&[]).expect(0);
-    assert_eq!(std::fs::read_to_string(fx.path("t/alt")).unwrap(), "alt");
+    assert_eq!(fx.read("t/alt"), "alt");
     // A missing handlers file is a load error naming it.
     fx.write(
         "site.yml",

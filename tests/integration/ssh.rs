@@ -108,14 +108,6 @@ impl Fleet {
     }
 }
 
-fn recap(out: &Out) -> serde_json::Value {
-    out.events()
-        .into_iter()
-        .rev()
-        .find(|e| e["event"] == "recap")
-        .expect("a recap line")
-}
-
 fn host_events(out: &Out, host: &str) -> Vec<serde_json::Value> {
     out.events()
         .into_iter()
@@ -138,7 +130,7 @@ fn one_playbook_on_three_hosts_converges_with_one_connection_each() {
     fleet.play(CONVERGE);
     let first = fleet.apply(&[]);
     first.expect(0);
-    let r = recap(&first);
+    let r = first.recap();
     for h in &fleet.hosts {
         assert_eq!(r["hosts"][h.alias()]["changed"], 4, "{}", first.stdout);
         let conf = std::fs::read_to_string(fleet.base(h).join("conf")).unwrap();
@@ -148,7 +140,7 @@ fn one_playbook_on_three_hosts_converges_with_one_connection_each() {
     }
     let second = fleet.apply(&[]);
     second.expect(0);
-    let r = recap(&second);
+    let r = second.recap();
     for h in &fleet.hosts {
         assert_eq!(r["hosts"][h.alias()]["changed"], 0, "{}", second.stdout);
         assert_eq!(r["hosts"][h.alias()]["ok"], 6);
@@ -180,7 +172,7 @@ fn unknown_host_key_is_refused_while_the_others_succeed() {
     fleet.play(CONVERGE);
     let out = fleet.apply(&[]);
     out.expect(1);
-    let r = recap(&out);
+    let r = out.recap();
     let bad = fleet.hosts[1].alias();
     assert_eq!(r["hosts"][bad]["unreachable"], 1, "{}", out.stdout);
     let msg = host_events(&out, bad)[0]["msg"]
@@ -221,7 +213,7 @@ fn unreachable_host_is_counted_and_the_others_go_on() {
     fleet.play(CONVERGE);
     let out = fleet.apply(&[]);
     out.expect(1);
-    let r = recap(&out);
+    let r = out.recap();
     assert_eq!(
         r["hosts"][fleet.hosts[0].alias()]["unreachable"],
         1,
@@ -237,7 +229,7 @@ fn limit_restricts_the_hosts() {
     fleet.play(CONVERGE);
     let out = fleet.apply(&["--limit", fleet.hosts[1].alias()]);
     out.expect(0);
-    let r = recap(&out);
+    let r = out.recap();
     assert!(
         r["hosts"].get(fleet.hosts[0].alias()).is_none(),
         "{}",
