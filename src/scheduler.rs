@@ -19,6 +19,20 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+/// The read-only half of the engine (`Shared`), borrowed field by field: a `&self` method would
+/// borrow the whole engine, while host futures need `self.hosts` mutably at the same time.
+macro_rules! shared {
+    ($engine:expr) => {
+        Shared {
+            cfg: &$engine.cfg,
+            inventory: &$engine.inventory,
+            run_id: &$engine.run_id,
+            templar: &$engine.templar,
+            binary: &$engine.binary,
+        }
+    };
+}
+
 /// How a whole run ended, for the exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunOutcome {
@@ -275,13 +289,7 @@ impl Engine {
         let mut ok = true;
         for host in &hosts {
             self.host_state(host);
-            let shared = Shared {
-                cfg: &self.cfg,
-                inventory: &self.inventory,
-                run_id: &self.run_id,
-                templar: &self.templar,
-                binary: &self.binary,
-            };
+            let shared = shared!(self);
             let h = self.hosts.get_mut(host).expect("host state");
             let res = async {
                 let spec = shared.conn_spec(h, &ctx, None)?;
@@ -711,13 +719,7 @@ impl Engine {
     /// `include_tasks` / `include_role`: evaluated per host (and loop item); hosts that
     /// include the same file with the same parameters run it together.
     async fn run_include(&mut self, ctx: &PlayCtx<'_>, inc: &Include, targets: &[String]) {
-        let shared = Shared {
-            cfg: &self.cfg,
-            inventory: &self.inventory,
-            run_id: &self.run_id,
-            templar: &self.templar,
-            binary: &self.binary,
-        };
+        let shared = shared!(self);
         let snap = self.snapshot(ctx);
         // (file, parameters) → hosts, in order of first appearance.
         let mut groups: Vec<IncludeGroup> = Vec::new();
@@ -925,13 +927,7 @@ impl Engine {
 
     /// `meta:` actions.
     async fn run_meta(&mut self, ctx: &PlayCtx<'_>, meta: &Meta, targets: &[String]) {
-        let shared = Shared {
-            cfg: &self.cfg,
-            inventory: &self.inventory,
-            run_id: &self.run_id,
-            templar: &self.templar,
-            binary: &self.binary,
-        };
+        let shared = shared!(self);
         let mut hit = Vec::new();
         let mut errors = Vec::new();
         for host in targets {
@@ -1014,13 +1010,7 @@ impl Engine {
             return;
         }
         self.reporter.task_start("Gathering Facts", false);
-        let shared = Shared {
-            cfg: &self.cfg,
-            inventory: &self.inventory,
-            run_id: &self.run_id,
-            templar: &self.templar,
-            binary: &self.binary,
-        };
+        let shared = shared!(self);
         let sem = tokio::sync::Semaphore::new(self.cfg.forks);
         let futures = self
             .hosts
@@ -1188,13 +1178,7 @@ impl Engine {
         } else {
             targets
         };
-        let shared = Shared {
-            cfg: &self.cfg,
-            inventory: &self.inventory,
-            run_id: &self.run_id,
-            templar: &self.templar,
-            binary: &self.binary,
-        };
+        let shared = shared!(self);
         let sem = tokio::sync::Semaphore::new(
             task.throttle
                 .map_or(self.cfg.forks, |t| t.min(self.cfg.forks)),
