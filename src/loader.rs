@@ -1951,7 +1951,7 @@ fn param_pos(raw: &Node, key: &str) -> Option<Pos> {
 
 fn contains_template(v: &Value) -> bool {
     match v {
-        Value::String(s) => s.contains("{{") || s.contains("{%"),
+        Value::String(s) => crate::templating::Templar::is_template(s),
         Value::Array(a) => a.iter().any(contains_template),
         Value::Object(m) => m.values().any(contains_template),
         _ => false,

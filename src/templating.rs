@@ -132,7 +132,7 @@ impl Templar {
 
     /// True when a string contains `{{`, `{%` or `{#`.
     pub fn is_template(s: &str) -> bool {
-        s.contains("{{") || s.contains("{%") || s.contains("{#")
+        fixpoint_modules::params::is_template(s)
     }
 
     /// Render one string value. A string that is (trimmed) a single `{{ expr }}` yields the

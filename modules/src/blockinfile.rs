@@ -1,11 +1,10 @@
 //! The `blockinfile` module: keep a marker-delimited block of lines in a text file, with
 //! Ansible's blockinfile semantics (replace in place, insert by anchor, empty block removes).
 
-use crate::params::{Bool, ModeSpec};
+use crate::params::{is_template, Bool, ModeSpec};
 use crate::textedit::{
     apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
-    is_templated, missing_file, plan_edit, probe_text_file, strip_eol, EditAction, Presence,
-    TextFile,
+    missing_file, plan_edit, probe_text_file, strip_eol, EditAction, Presence, TextFile,
 };
 use crate::util::{self, WantedAttrs};
 use crate::{Ctx, Module, ModuleError, Plan};
@@ -75,7 +74,7 @@ impl Module for BlockInFile {
             return Err(exclusive("insertafter", "insertbefore"));
         }
         // Without {mark} the begin and end lines are identical and the block cannot be found again.
-        if !p.marker.contains("{mark}") && !is_templated(&p.marker) {
+        if !p.marker.contains("{mark}") && !is_template(&p.marker) {
             return Err(ModuleError::Params(format!(
                 "`marker` must contain {{mark}} (replaced by marker_begin/marker_end), got `{}`",
                 p.marker

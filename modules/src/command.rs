@@ -1,7 +1,7 @@
 //! The `command` and `shell` modules: run a program (directly, or through a shell) unless its
 //! `creates`/`removes`/`unless`/`onlyif` guards say the work is already done; Ansible's return values.
 
-use crate::params::{Bool, StringList};
+use crate::params::{is_template, Bool, StringList};
 use crate::util;
 use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
@@ -144,7 +144,7 @@ impl Module for Command {
                 if c.trim().is_empty() {
                     return Err(no_command());
                 }
-                if !is_templated(c) && split_command(c).is_none() {
+                if !is_template(c) && split_command(c).is_none() {
                     return Err(ModuleError::Params(format!(
                         "`cmd` has an unterminated quote or a trailing backslash: {c}"
                     )));
@@ -271,10 +271,6 @@ fn no_command() -> ModuleError {
     ModuleError::Params(
         "no command given: set `cmd` (or write the command after the module name)".into(),
     )
-}
-
-fn is_templated(s: &str) -> bool {
-    s.contains("{{") || s.contains("{%")
 }
 
 fn stdin_bytes(stdin: &Option<String>, add_newline: bool) -> Option<Vec<u8>> {

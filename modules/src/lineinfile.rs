@@ -1,11 +1,10 @@
 //! The `lineinfile` module: make sure one line is present in (or absent from) a text file, with
 //! Ansible's lineinfile semantics. The file handling it shares with `blockinfile` is in `textedit`.
 
-use crate::params::{Bool, ModeSpec};
+use crate::params::{is_template, Bool, ModeSpec};
 use crate::textedit::{
     apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
-    is_templated, missing_file, plan_edit, probe_text_file, strip_eol, EditAction, Presence,
-    TextFile,
+    missing_file, plan_edit, probe_text_file, strip_eol, EditAction, Presence, TextFile,
 };
 use crate::util::{self, WantedAttrs};
 use crate::{Ctx, Module, ModuleError, Plan};
@@ -93,7 +92,7 @@ impl Module for LineInFile {
         }
         // Catch regex typos at load time, unless a template will produce the pattern.
         if let Some(re) = &p.regexp {
-            if !is_templated(re) {
+            if !is_template(re) {
                 compile_regex("regexp", re)?;
             }
         }

@@ -2,6 +2,12 @@
 
 use serde::{Deserialize, Deserializer};
 
+/// Whether a string still holds Jinja2 (`{{`, `{%` or `{#`): the one test used by the loader,
+/// the templating layer and the modules' load-time checks, so they never disagree.
+pub fn is_template(s: &str) -> bool {
+    s.contains("{{") || s.contains("{%") || s.contains("{#")
+}
+
 /// Ansible accepts `yes`/`no`/`true`/`false`/`1`/`0`/`on`/`off` as strings where a boolean is expected,
 /// because templated values arrive as strings.
 pub fn parse_bool_str(s: &str) -> Option<bool> {

@@ -2,7 +2,7 @@
 //! checks, Python-style patterns, and the probe → plan → apply of an atomic rewrite with
 //! backup, validate, mode, owner and group.
 
-use crate::params::ModeSpec;
+use crate::params::{is_template, ModeSpec};
 use crate::util::{self, Attrs, WantedAttrs};
 use crate::{ContentDiff, Ctx, ModuleError, Plan};
 use regex::bytes::Regex;
@@ -69,7 +69,7 @@ pub(crate) fn check_anchors(
 ) -> Result<(), ModuleError> {
     for (field, re) in [("insertafter", insertafter), ("insertbefore", insertbefore)] {
         if let Some(re) = re {
-            if re != "EOF" && re != "BOF" && !is_templated(re) {
+            if re != "EOF" && re != "BOF" && !is_template(re) {
                 compile_regex(field, re)?;
             }
         }
@@ -86,11 +86,6 @@ pub(crate) fn insert_anchors<'a>(
         (None, None) => (Some("EOF"), None),
         anchors => anchors,
     }
-}
-
-/// Whether a parameter still holds Jinja2 (checked at load time, before templating).
-pub(crate) fn is_templated(s: &str) -> bool {
-    s.contains("{{") || s.contains("{%")
 }
 
 /// Compile a Python-style regular expression (as playbooks write them) for matching lines.
