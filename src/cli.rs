@@ -26,9 +26,6 @@ pub enum Command {
     Inventory(InventoryArgs),
     /// Read and manage the on-host journal of `once:` steps.
     Journal(JournalArgs),
-    /// Run the on-host agent (started by the controller; speaks framed JSON on stdin/stdout).
-    #[command(hide = true)]
-    Agent,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -4,21 +4,18 @@
 //! an error once and maps the outcome to an exit status (0 ok, 1 failed, 2 bad input, 3 not converged).
 
 pub mod actions;
-pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod connection;
 pub mod diag;
 pub mod inventory;
-pub mod journal;
 pub mod listing;
 pub mod loader;
 pub mod loops;
-pub mod protocol;
 pub mod reporter;
 pub mod roles;
 pub mod scheduler;
 pub mod templating;
-pub mod transport;
 pub mod vars;
 pub mod yaml;
 
@@ -43,7 +40,6 @@ pub fn main_entry() -> ExitCode {
         }
     };
     match cli.command {
-        cli::Command::Agent => agent::serve(),
         cli::Command::Apply(args) => run_cmd(args, false),
         cli::Command::Check(args) => run_cmd(args, true),
         cli::Command::Validate(args) => validate_cmd(args),
@@ -238,15 +234,15 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
     };
     let mut pattern = args.host.clone().unwrap_or_else(|| "all".into());
     let action = match args.action {
-        cli::JournalAction::List => protocol::JournalOp::List,
-        cli::JournalAction::Show { key } => protocol::JournalOp::Show { key },
-        cli::JournalAction::Prune { days } => protocol::JournalOp::Prune { days },
+        cli::JournalAction::List => fixpoint_agent::protocol::JournalOp::List,
+        cli::JournalAction::Show { key } => fixpoint_agent::protocol::JournalOp::Show { key },
+        cli::JournalAction::Prune { days } => fixpoint_agent::protocol::JournalOp::Prune { days },
         cli::JournalAction::Resolve { mut args, done, .. } => {
             let key = args.pop().expect("clap requires the key");
             if let Some(host) = args.pop() {
                 pattern = host;
             }
-            protocol::JournalOp::Resolve { key, done }
+            fixpoint_agent::protocol::JournalOp::Resolve { key, done }
         }
     };
     let runtime = match runtime() {

@@ -2,16 +2,16 @@
 
 use crate::actions::{self, Prepared};
 use crate::config::Config;
+use crate::connection::{self, AgentBinary, AgentConn, ConnKind, ConnSpec, TransportError};
 use crate::inventory::Inventory;
-use crate::journal::OutboxEntry;
 use crate::loader::{
     Block, Include, IncludeSource, Meta, MetaAction, Play, Playbook, RoleCtx, Step, Task,
 };
-use crate::protocol::{JournalOp, NotifySpec, OnceSpec, Request, Response};
 use crate::reporter::{Reporter, Stats, Status, TaskEvent};
 use crate::templating::Templar;
-use crate::transport::{self, AgentBinary, AgentConn, ConnKind, ConnSpec, TransportError};
 use crate::vars::{Layer, Scope};
+use fixpoint_agent::journal::OutboxEntry;
+use fixpoint_agent::protocol::{JournalOp, NotifySpec, OnceSpec, Request, Response};
 use fixpoint_modules::{Diff, Outcome};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -167,7 +167,8 @@ pub struct Engine {
     inventory: Arc<Inventory>,
     reporter: Reporter,
     hosts: BTreeMap<String, HostState>,
-    binary: Arc<tokio::sync::OnceCell<Result<Arc<AgentBinary>, String>>>,
+    /// The embedded agent, shipped to hosts whose cache lacks it.
+    binary: Arc<AgentBinary>,
     /// Changed results of the current pass: (host, task, location, diff), for `--twice`.
     changed_log: Vec<(String, String, String, Diff)>,
     /// This run's id, recorded with the host lock and journal records.
@@ -198,7 +199,7 @@ impl Engine {
             inventory: Arc::new(inventory),
             reporter,
             hosts: BTreeMap::new(),
-            binary: Arc::default(),
+            binary: Arc::new(AgentBinary::embedded()),
             changed_log: Vec::new(),
             run_id: new_run_id(),
             play_ended: false,
@@ -1334,7 +1335,7 @@ fn new_run_id() -> String {
     format!(
         "{host}-{}-{}",
         std::process::id(),
-        crate::journal::now_unix()
+        fixpoint_agent::journal::now_unix()
     )
 }
 
@@ -1493,7 +1494,7 @@ struct Shared<'a> {
     inventory: &'a Inventory,
     run_id: &'a str,
     templar: &'a Arc<Templar>,
-    binary: &'a tokio::sync::OnceCell<Result<Arc<AgentBinary>, String>>,
+    binary: &'a Arc<AgentBinary>,
 }
 
 /// Hosts that include the same file (None: the include's loaded steps) with the same parameters.
@@ -1743,24 +1744,20 @@ impl<'a> Shared<'a> {
         self.conn_spec(&delegated, ctx, Some(task))
     }
 
-    /// The agent to ship, hashed once per run on a blocking thread.
+    /// The agent to ship: the embedded one, or a `fixpoint_agent_path` override (read, hashed
+    /// and compressed on a blocking thread).
     async fn agent_binary(&self, spec: &ConnSpec) -> Result<Arc<AgentBinary>, TransportError> {
-        let load = |path: PathBuf| async move {
-            tokio::task::spawn_blocking(move || AgentBinary::load(path).map(Arc::new))
-                .await
-                .map_err(|e| TransportError::Connect(format!("hashing the agent failed: {e}")))?
-        };
-        if let Some(p) = &spec.agent_path {
-            return load(p.clone()).await;
+        match &spec.agent_path {
+            Some(p) => {
+                let path = p.clone();
+                tokio::task::spawn_blocking(move || AgentBinary::load(&path).map(Arc::new))
+                    .await
+                    .map_err(|e| {
+                        TransportError::Connect(format!("loading the agent failed: {e}"))
+                    })?
+            }
+            None => Ok(self.binary.clone()),
         }
-        self.binary
-            .get_or_init(|| async {
-                let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-                load(exe).await.map_err(|e| e.to_string())
-            })
-            .await
-            .clone()
-            .map_err(TransportError::Connect)
     }
 
     /// The host's agent for this spec's become user, started on first use. A new agent opens
@@ -1774,7 +1771,7 @@ impl<'a> Shared<'a> {
     ) -> Result<&'h mut AgentConn, (bool, String)> {
         let key = conn_key(h, spec);
         if !h.conns.contains_key(&key) {
-            let mut conn = transport::connect(spec, self.agent_binary(spec))
+            let mut conn = connection::connect(spec, self.agent_binary(spec))
                 .await
                 .map_err(|e| {
                     let msg = match &spec.become_user {
@@ -2167,7 +2164,7 @@ impl<'a> Shared<'a> {
                 Some(OnceSpec {
                     key: display(&key),
                     playbook: playbook_scope(ctx.book),
-                    request_sha256: crate::journal::request_hash(module, &params),
+                    request_sha256: fixpoint_agent::journal::request_hash(module, &params),
                     probe_guarded: ["creates", "removes", "unless", "onlyif"]
                         .iter()
                         .any(|k| params.get(*k).is_some_and(|v| !v.is_null())),

@@ -3,6 +3,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agent_binary;
 mod blocks;
 mod cli_listing;
 mod fx;

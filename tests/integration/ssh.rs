@@ -410,3 +410,35 @@ fn roles_and_delegation_to_the_controller_over_ssh() {
     );
     assert!(fleet.fx.path("controller.state").exists());
 }
+
+/// The path of the embedded agent in a user's cache on a (loopback) host.
+fn cached_agent(user: &str) -> PathBuf {
+    let sha = fixpoint::connection::AgentBinary::embedded().sha256;
+    PathBuf::from(format!("/home/{user}/.cache/fixpoint/fixpoint-agent-{sha}"))
+}
+
+#[test]
+fn a_cold_host_receives_the_compressed_agent_once_even_with_a_become_password() {
+    use sha2::Digest;
+    use std::os::unix::fs::MetadataExt;
+    let _lock = CACHE_DIR_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let fleet = Fleet::start(1, "fppass");
+    let cached = cached_agent("fppass");
+    let _ = std::fs::remove_file(&cached);
+    fleet.play(BECOME);
+    // The password line and the upload share the channel's stdin: the upload must not eat it.
+    apply_with_stdin(&fleet, &["-K"], "fixpoint-test-pw\n").expect(0);
+    let bytes = std::fs::read(&cached).expect("the agent is cached under its sha256");
+    let sha = hex::encode(sha2::Sha256::digest(&bytes));
+    assert!(
+        cached.ends_with(format!("fixpoint-agent-{sha}")),
+        "{cached:?}"
+    );
+    let meta = std::fs::metadata(&cached).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o700);
+    let before = (meta.ino(), meta.mtime(), meta.mtime_nsec());
+    // A warm host is not sent the agent again.
+    apply_with_stdin(&fleet, &["-K"], "fixpoint-test-pw\n").expect(0);
+    let meta = std::fs::metadata(&cached).unwrap();
+    assert_eq!(before, (meta.ino(), meta.mtime(), meta.mtime_nsec()));
+}

@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::io::{Read, Write};
 
+/// Written by the agent before its first frame: the controller knows the agent (not a shell
+/// message, a motd or sudo's lecture) is now speaking.
+pub const AGENT_MAGIC: &[u8; 8] = b"FXPAGNT1";
+
 /// Frames larger than this are refused: a corrupt length must not make either side allocate gigabytes.
 pub const MAX_FRAME: usize = 256 * 1024 * 1024;
 

@@ -1,0 +1,152 @@
+//! Facts gathered natively on the host (`setup`/`gather_facts`), under Ansible's fact names.
+
+use serde_json::{json, Map, Value};
+
+/// Facts gathered natively from /proc, /etc/os-release and uname, in Ansible's names.
+pub fn facts() -> Map<String, Value> {
+    let uname = nix::sys::utsname::uname().ok();
+    let node = uname
+        .as_ref()
+        .map(|u| u.nodename().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let os = read_os_release();
+    let id = os.get("ID").cloned().unwrap_or_else(|| "linux".into());
+    let distribution = match id.as_str() {
+        "debian" => "Debian".to_string(),
+        "ubuntu" => "Ubuntu".to_string(),
+        "centos" => "CentOS".to_string(),
+        "rhel" => "RedHat".to_string(),
+        "fedora" => "Fedora".to_string(),
+        "rocky" => "Rocky".to_string(),
+        "almalinux" => "AlmaLinux".to_string(),
+        "alpine" => "Alpine".to_string(),
+        "arch" => "Archlinux".to_string(),
+        other => os.get("NAME").cloned().unwrap_or_else(|| capitalize(other)),
+    };
+    let like = format!("{} {}", id, os.get("ID_LIKE").cloned().unwrap_or_default());
+    let os_family = if like.contains("debian") || like.contains("ubuntu") {
+        "Debian"
+    } else if ["rhel", "fedora", "centos", "rocky", "almalinux"]
+        .iter()
+        .any(|x| like.contains(x))
+    {
+        "RedHat"
+    } else if like.contains("suse") {
+        "Suse"
+    } else if like.contains("arch") {
+        "Archlinux"
+    } else if like.contains("alpine") {
+        "Alpine"
+    } else {
+        "Linux"
+    };
+    let uid = nix::unistd::geteuid().as_raw();
+    let env: Map<String, Value> = std::env::vars()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    let memtotal_mb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|k| k.parse::<u64>().ok())
+                })
+        })
+        .map(|kb| kb / 1024)
+        .unwrap_or(0);
+    let mut facts = Map::new();
+    let mut put = |k: &str, v: Value| {
+        facts.insert(k.to_string(), v);
+    };
+    put(
+        "hostname",
+        json!(node.split('.').next().unwrap_or_default()),
+    );
+    put("nodename", json!(node));
+    put("fqdn", json!(node));
+    put("os_family", json!(os_family));
+    put("distribution", json!(distribution));
+    put(
+        "distribution_version",
+        json!(os.get("VERSION_ID").cloned().unwrap_or_default()),
+    );
+    put(
+        "distribution_major_version",
+        json!(os
+            .get("VERSION_ID")
+            .and_then(|v| v.split('.').next().map(str::to_string))
+            .unwrap_or_default()),
+    );
+    put(
+        "distribution_release",
+        json!(os.get("VERSION_CODENAME").cloned().unwrap_or_default()),
+    );
+    put("system", json!("Linux"));
+    put(
+        "architecture",
+        json!(uname
+            .as_ref()
+            .map(|u| u.machine().to_string_lossy().into_owned())
+            .unwrap_or_default()),
+    );
+    put(
+        "kernel",
+        json!(uname
+            .as_ref()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default()),
+    );
+    put("user_id", json!(fixpoint_modules::util::user_name(uid)));
+    put("user_uid", json!(uid));
+    put("env", Value::Object(env));
+    put(
+        "processor_vcpus",
+        json!(std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)),
+    );
+    put("memtotal_mb", json!(memtotal_mb));
+    put("default_ipv4", default_ipv4());
+    facts
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+        .unwrap_or_default()
+}
+
+fn read_os_release() -> std::collections::HashMap<String, String> {
+    let text = std::fs::read_to_string("/etc/os-release")
+        .or_else(|_| std::fs::read_to_string("/usr/lib/os-release"))
+        .unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.trim_matches('"').to_string()))
+        .collect()
+}
+
+/// The interface of the default route (from /proc/net/route) and its IPv4 address.
+fn default_ipv4() -> Value {
+    let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    let iface = routes.lines().skip(1).find_map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        (cols.len() > 2 && cols[1] == "00000000").then(|| cols[0].to_string())
+    });
+    let Some(iface) = iface else {
+        return json!({});
+    };
+    let addr = nix::ifaddrs::getifaddrs().ok().and_then(|addrs| {
+        addrs
+            .filter(|a| a.interface_name == iface)
+            .find_map(|a| a.address.and_then(|s| s.as_sockaddr_in().map(|v4| v4.ip())))
+    });
+    match addr {
+        Some(ip) => json!({"interface": iface, "address": ip.to_string()}),
+        None => json!({"interface": iface}),
+    }
+}

@@ -1,0 +1,153 @@
+//! The on-host journal: the state directory and the record files that `lock`, `once` and `outbox` keep in it.
+//!
+//! Everything here runs inside the agent, on the host where the effects happen. Every record is
+//! one small JSON file written atomically (temp file, fsync, rename, fsync of the directory), so
+//! a crash leaves either the old record or the new one, and an operator can read them with `cat`.
+//!
+//! ```text
+//! <state>/lock             flock(2) target, held by the agent for the whole run
+//! <state>/lock.json        who holds it (run id, pid, user, since, playbook)
+//! <state>/journal/<id>.json   one `once:` key: request hash, status, times, result
+//! <state>/outbox/<id>.json    one pending handler notification
+//! ```
+
+mod lock;
+mod once;
+mod outbox;
+
+pub use lock::LockInfo;
+pub use once::{request_hash, OnceStatus, Record};
+pub use outbox::OutboxEntry;
+
+use fixpoint_modules::util::{atomic_write, format_datetime, Attrs};
+use serde::{Deserialize, Serialize};
+
+use sha2::{Digest, Sha256};
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The agent's state directory, opened and (once `lock` succeeds) locked.
+pub struct StateDir {
+    pub path: PathBuf,
+    /// Unlocks when dropped, and the kernel drops it when the agent dies.
+    lock: Option<nix::fcntl::Flock<fs::File>>,
+}
+
+pub fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+pub fn now_text() -> String {
+    format_datetime(SystemTime::now()) + " UTC"
+}
+
+fn hash_id(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// The default state directory for the current user, as the issue and README describe.
+pub fn default_state_dir() -> PathBuf {
+    if nix::unistd::geteuid().is_root() {
+        return PathBuf::from("/var/lib/fixpoint");
+    }
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("fixpoint");
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::geteuid())
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        })
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    home.join(".local/state/fixpoint")
+}
+
+fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), String> {
+    let body = serde_json::to_vec_pretty(v).map_err(|e| e.to_string())?;
+    atomic_write(
+        path,
+        &body,
+        &Attrs {
+            mode: Some(0o600),
+            ..Attrs::default()
+        },
+        None,
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, String> {
+    match fs::read(path) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| format!("{}: corrupt record: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+impl StateDir {
+    /// Open (creating 0700) the state directory, refusing one that others could tamper with.
+    pub fn open(override_dir: Option<&str>) -> Result<StateDir, String> {
+        let path = override_dir
+            .map(PathBuf::from)
+            .unwrap_or_else(default_state_dir);
+        if !path.exists() {
+            fs::create_dir_all(&path).map_err(|e| {
+                format!("cannot create the state directory {}: {e}", path.display())
+            })?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let meta = fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let me = nix::unistd::geteuid().as_raw();
+        if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "refusing the state directory {}: it must be a directory owned by uid {me} and not group- or world-writable (fix: chown and chmod 700 it, or set fixpoint_state_dir)",
+                path.display()
+            ));
+        }
+        for sub in ["journal", "outbox"] {
+            let d = path.join(sub);
+            if !d.exists() {
+                // Another agent of this run (a delegated task) may create it at the same moment.
+                match fs::create_dir(&d) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(format!("{}: {e}", d.display())),
+                }
+                fs::set_permissions(&d, fs::Permissions::from_mode(0o700))
+                    .map_err(|e| format!("{}: {e}", d.display()))?;
+            }
+        }
+        Ok(StateDir { path, lock: None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsafe_state_dir_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("st");
+        fs::create_dir(&p).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = StateDir::open(Some(p.to_str().unwrap())).err().unwrap();
+        assert!(e.contains("refusing the state directory"), "{e}");
+    }
+}

@@ -1,0 +1,173 @@
+//! `once:` records: a keyed step's request hash, status and result, so a retried run never repeats its effect.
+
+use super::{hash_id, now_unix, read_json, write_json, StateDir};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::fs;
+use std::path::PathBuf;
+
+/// Status of a `once:` record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnceStatus {
+    /// The effect began and its end was not recorded: it may or may not have happened.
+    Started,
+    Done,
+    /// The attempt failed; a failed attempt has no effect to protect, so it runs again.
+    Failed,
+}
+
+/// One `once:` key's record.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Record {
+    pub key: String,
+    pub user: String,
+    pub playbook: String,
+    pub module: String,
+    /// sha256 of the rendered request (module + parameters): a key is never reused for another action.
+    pub request_sha256: String,
+    pub status: OnceStatus,
+    pub run_id: String,
+    pub started_at: String,
+    pub started_unix: u64,
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    #[serde(default)]
+    pub finished_unix: Option<u64>,
+    #[serde(default)]
+    pub changed: bool,
+    /// Return values (rc, stdout, stderr...), capped, shown only to the owner of the state directory.
+    #[serde(default)]
+    pub result: Map<String, Value>,
+}
+
+/// Largest stdout/stderr kept in a record: enough to `register` and debug, bounded on disk.
+const RESULT_TEXT_CAP: usize = 64 * 1024;
+
+impl StateDir {
+    fn record_path(&self, user: &str, playbook: &str, key: &str) -> PathBuf {
+        self.path
+            .join("journal")
+            .join(format!("{}.json", hash_id(&[user, playbook, key])))
+    }
+
+    pub fn read_record(
+        &self,
+        user: &str,
+        playbook: &str,
+        key: &str,
+    ) -> Result<Option<Record>, String> {
+        read_json(&self.record_path(user, playbook, key))
+    }
+
+    /// Write a record durably (fsync + rename + fsync dir) before returning.
+    pub fn write_record(&self, rec: &Record) -> Result<(), String> {
+        let mut rec = rec.clone();
+        for k in ["stdout", "stderr"] {
+            if let Some(Value::String(s)) = rec.result.get_mut(k) {
+                if s.len() > RESULT_TEXT_CAP {
+                    let mut cut = RESULT_TEXT_CAP;
+                    while !s.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    s.truncate(cut);
+                    s.push_str("\n[truncated by the journal]");
+                }
+            }
+        }
+        rec.result.remove("stdout_lines");
+        rec.result.remove("stderr_lines");
+        write_json(&self.record_path(&rec.user, &rec.playbook, &rec.key), &rec)
+    }
+
+    pub fn remove_record(&self, rec: &Record) -> Result<(), String> {
+        let p = self.record_path(&rec.user, &rec.playbook, &rec.key);
+        fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        fixpoint_modules::util::fsync_dir(&self.path.join("journal")).map_err(|e| e.to_string())
+    }
+
+    /// Every record, oldest first.
+    pub fn records(&self) -> Result<Vec<Record>, String> {
+        let mut out: Vec<Record> = Vec::new();
+        let dir = self.path.join("journal");
+        for e in fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            let p = e.map_err(|e| e.to_string())?.path();
+            if p.extension().and_then(|x| x.to_str()) != Some("json") {
+                continue;
+            }
+            if let Some(r) = read_json::<Record>(&p)? {
+                out.push(r);
+            }
+        }
+        out.sort_by_key(|r| r.started_unix);
+        Ok(out)
+    }
+
+    /// Remove records older than `days`. Returns how many went.
+    pub fn prune(&self, days: u64) -> Result<usize, String> {
+        let cutoff = now_unix().saturating_sub(days * 86_400);
+        let mut n = 0;
+        for r in self.records()? {
+            let t = r.finished_unix.unwrap_or(r.started_unix);
+            if t < cutoff {
+                self.remove_record(&r)?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// sha256 of a rendered request: the module and its parameters in canonical (sorted) JSON.
+pub fn request_hash(module: &str, params: &Value) -> String {
+    let canonical = serde_json::json!({"module": module, "params": params});
+    hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::now_text;
+
+    fn rec(key: &str, status: OnceStatus) -> Record {
+        Record {
+            key: key.into(),
+            user: "u".into(),
+            playbook: "site.yml".into(),
+            module: "shell".into(),
+            request_sha256: "abc".into(),
+            status,
+            run_id: "r1".into(),
+            started_at: now_text(),
+            started_unix: now_unix(),
+            finished_at: None,
+            finished_unix: None,
+            changed: true,
+            result: Map::new(),
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_prune_by_age() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(d.path().join("st").to_str().unwrap())).unwrap();
+        let mut r = rec("k1", OnceStatus::Started);
+        s.write_record(&r).unwrap();
+        assert_eq!(
+            s.read_record("u", "site.yml", "k1")
+                .unwrap()
+                .unwrap()
+                .status,
+            OnceStatus::Started
+        );
+        r.status = OnceStatus::Done;
+        r.started_unix -= 10 * 86_400;
+        r.finished_unix = Some(r.started_unix);
+        s.write_record(&r).unwrap();
+        s.write_record(&rec("k2", OnceStatus::Done)).unwrap();
+        assert_eq!(s.prune(5).unwrap(), 1);
+        assert!(s.read_record("u", "site.yml", "k1").unwrap().is_none());
+        assert!(s.read_record("u", "site.yml", "k2").unwrap().is_some());
+    }
+}

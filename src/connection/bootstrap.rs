@@ -1,0 +1,78 @@
+//! The bootstrap shell script every transport runs first: find or receive the agent in a private
+//! cache directory keyed by sha256, optionally go through sudo, and exec it.
+//!
+//! One script for the local and the SSH transport, so `localhost` and remote hosts share one code
+//! path. It is POSIX `sh`, needs only `head`, `gzip`, `sha256sum`, `find` and `mktemp`.
+
+use super::ConnSpec;
+
+/// Written by the bootstrap script when the cached agent is missing: send the binary now.
+pub const NEED_UPLOAD: &[u8; 8] = b"FXPNEED1";
+
+/// The architecture name `uname -m` reports for the machine this build runs on.
+fn build_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86" => "i686",
+        "arm" => "armv7l",
+        other => other,
+    }
+}
+
+fn sh_quote(s: &str) -> String {
+    fixpoint_modules::util::shell_quote(s)
+}
+
+/// The script for an agent whose unpacked binary has digest `sha` and whose compressed upload is
+/// `gz_size` bytes.
+pub fn script(spec: &ConnSpec, sha: &str, gz_size: usize) -> String {
+    let mut s = String::from("set -u\numask 077\n");
+    if spec.become_password.is_some() {
+        // The password is the first line of stdin, before any upload: read it first. `read`
+        // takes one byte at a time from a pipe, so not a byte of the upload is consumed.
+        s.push_str("IFS= read -r FIXPOINT_BECOME_PASS; export FIXPOINT_BECOME_PASS\n");
+    }
+    s.push_str(&format!(
+        r#"d="${{XDG_CACHE_HOME:-$HOME/.cache}}/fixpoint"
+[ -d "$d" ] || mkdir -p "$d" || {{ echo "cannot create the agent cache directory $d" >&2; exit 98; }}
+if [ -L "$d" ] || [ ! -O "$d" ] || [ -n "$(find "$d" -maxdepth 0 -perm /022)" ]; then
+  echo "refusing the agent cache directory $d: it must be a directory owned by $(id -un) and not group- or world-writable (fix: chmod 700 $d, or remove it)" >&2; exit 98
+fi
+f="$d/fixpoint-agent-{sha}"
+if [ ! -x "$f" ]; then
+  # Only a host without this agent needs the platform check (it costs two forks).
+  os=$(uname -s); arch=$(uname -m)
+  if [ "$os" != Linux ] || [ "$arch" != {arch} ]; then
+    echo "host runs $os $arch, but this fixpoint agent is built for Linux {arch}; build fixpoint-agent for that target and set the host variable fixpoint_agent_path to it" >&2; exit 96
+  fi
+  command -v gzip >/dev/null || {{ echo "the host has no gzip, which unpacks the fixpoint agent: install gzip" >&2; exit 96; }}
+  printf FXPNEED1
+  t="$f.tmp.$$"
+  if head -c {gz_size} | gzip -dc > "$t" && echo "{sha}  $t" | sha256sum -c --status; then
+    chmod 700 "$t" && mv -f "$t" "$f"
+  else
+    rm -f "$t"; echo "the uploaded agent binary does not match its sha256 {sha}" >&2; exit 99
+  fi
+fi
+"#,
+        arch = build_arch(),
+    ));
+    match (&spec.become_user, &spec.become_password) {
+        (None, _) => s.push_str("exec \"$f\"\n"),
+        (Some(user), None) => {
+            s.push_str(&format!("exec sudo -n -u {} -- \"$f\"\n", sh_quote(user)))
+        }
+        (Some(user), Some(_)) => {
+            // The password (read above) reaches sudo through an askpass helper that reads it
+            // from the environment: never in argv, never in a file or a log.
+            s.push_str(&format!(
+                r#"a=$(mktemp "${{TMPDIR:-/tmp}}/fixpoint-askpass.XXXXXX") || exit 98
+printf '#!/bin/sh\nprintf "%%s\\n" "$FIXPOINT_BECOME_PASS"\n' > "$a"; chmod 700 "$a"
+SUDO_ASKPASS="$a" sudo -A -k -p fixpoint -u {user} -- "$f"
+r=$?; rm -f "$a"; exit $r
+"#,
+                user = sh_quote(user)
+            ));
+        }
+    }
+    s
+}

@@ -1,0 +1,99 @@
+//! The SSH transport: one multiplexed master connection per host (the system ssh client, through
+//! the `openssh` crate), and the bootstrap script on one channel of it.
+
+use super::agent_binary::AgentBinary;
+use super::bootstrap;
+use super::channel::{ConnKind, ConnSpec, Keep, Started};
+use super::TransportError;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Open the master connection (while `binary` loads), then start the bootstrap script.
+pub(super) async fn start(
+    spec: &ConnSpec,
+    binary: impl std::future::Future<Output = Result<Arc<AgentBinary>, TransportError>>,
+) -> Result<(Started, Arc<AgentBinary>), TransportError> {
+    let ConnKind::Ssh {
+        address,
+        port,
+        user,
+        key_file,
+        ssh_config,
+        accept_new_host_keys,
+    } = &spec.kind
+    else {
+        unreachable!("ssh::start is called for SSH connections only")
+    };
+    let mut b = openssh::SessionBuilder::default();
+    b.known_hosts_check(if *accept_new_host_keys {
+        openssh::KnownHosts::Add
+    } else {
+        openssh::KnownHosts::Strict
+    })
+    .connect_timeout(spec.connect_timeout)
+    .server_alive_interval(Duration::from_secs(15))
+    .control_directory(std::env::temp_dir())
+    // A controller killed with SIGKILL cannot close its master connection: let the
+    // master go by itself once idle, so nothing lingers.
+    .control_persist(openssh::ControlPersist::IdleFor(
+        std::num::NonZeroUsize::new(60).expect("non-zero"),
+    ));
+    if let Some(p) = port {
+        b.port(*p);
+    }
+    if let Some(u) = user {
+        b.user(u.clone());
+    }
+    if let Some(k) = key_file {
+        b.keyfile(k);
+    }
+    if let Some(c) = ssh_config {
+        b.config_file(c);
+    }
+    let (session, bin) = tokio::join!(b.connect_mux(address), binary);
+    let session = session.map_err(|e| {
+        TransportError::Connect(describe_ssh_error(&e, address, *accept_new_host_keys))
+    })?;
+    let session = Arc::new(session);
+    let bin = bin?;
+    let script = bootstrap::script(spec, &bin.sha256, bin.gz.len());
+    let mut child = session
+        .clone()
+        .arc_command("sh")
+        .arg("-c")
+        .arg(&script)
+        .stdin(openssh::Stdio::piped())
+        .stdout(openssh::Stdio::piped())
+        .stderr(openssh::Stdio::piped())
+        .spawn()
+        .await
+        .map_err(|e| TransportError::Connect(format!("cannot start the agent: {e}")))?;
+    let started = Started {
+        writer: Box::new(child.stdin().take().expect("piped")),
+        reader: Box::new(child.stdout().take().expect("piped")),
+        stderr: Box::new(child.stderr().take().expect("piped")),
+        keep: Keep::Ssh(Box::new(child), session),
+    };
+    Ok((started, bin))
+}
+
+fn describe_ssh_error(e: &openssh::Error, address: &str, accept_new: bool) -> String {
+    let text = format!("{e}");
+    let detail = match e {
+        openssh::Error::Connect(io) => io.to_string(),
+        _ => text.clone(),
+    };
+    if detail.contains("Host key verification failed")
+        || detail.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
+        || detail.contains("No ED25519 host key is known")
+        || detail.contains("host key")
+    {
+        let hint = if accept_new {
+            "the host key changed: if that is expected, remove the old key with `ssh-keygen -R`"
+        } else {
+            "strict host key checking is on: add the host's key to known_hosts (ssh-keyscan, or log in once with ssh), or pass --accept-new-host-keys to trust unknown hosts on first contact"
+        };
+        return format!("host key verification failed for {address}: {detail}; {hint}");
+    }
+    format!("cannot connect to {address}: {detail}")
+}
