@@ -11,7 +11,8 @@
 //! <state>/outbox/<id>.json    one pending handler notification
 //! ```
 
-use fixpoint_modules::util::{atomic_write, format_datetime, Attrs};
+use fixpoint_modules::fs::{atomic_write, Attrs};
+use fixpoint_modules::time::format_datetime;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -275,7 +276,7 @@ impl StateDir {
     pub fn remove_record(&self, rec: &Record) -> Result<(), String> {
         let p = self.record_path(&rec.user, &rec.playbook, &rec.key);
         fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        fixpoint_modules::util::fsync_dir(&self.path.join("journal")).map_err(|e| e.to_string())
+        fixpoint_modules::fs::fsync_dir(&self.path.join("journal")).map_err(|e| e.to_string())
     }
 
     /// Every record, oldest first.
@@ -329,7 +330,7 @@ impl StateDir {
     pub fn outbox_remove(&self, playbook: &str, play: &str, handler: &str) -> Result<(), String> {
         let p = self.outbox_path(playbook, play, handler);
         match fs::remove_file(&p) {
-            Ok(()) => fixpoint_modules::util::fsync_dir(&self.path.join("outbox"))
+            Ok(()) => fixpoint_modules::fs::fsync_dir(&self.path.join("outbox"))
                 .map_err(|e| e.to_string()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(format!("{}: {e}", p.display())),

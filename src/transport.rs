@@ -117,7 +117,7 @@ fn build_arch() -> &'static str {
 }
 
 fn sh_quote(s: &str) -> String {
-    fixpoint_modules::util::shell_quote(s)
+    fixpoint_modules::fs::shell_quote(s)
 }
 
 /// The bootstrap script. `cached` = Some((sha, size)) ships the agent into the cache directory;
