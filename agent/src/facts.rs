@@ -99,7 +99,7 @@ pub fn facts() -> Map<String, Value> {
             .map(|u| u.release().to_string_lossy().into_owned())
             .unwrap_or_default()),
     );
-    put("user_id", json!(fixpoint_modules::util::user_name(uid)));
+    put("user_id", json!(fixpoint_modules::fs::user_name(uid)));
     put("user_uid", json!(uid));
     put("env", Value::Object(env));
     put(

@@ -79,7 +79,7 @@ fn failed(msg: impl Into<String>) -> Response {
 }
 
 fn me() -> String {
-    fixpoint_modules::util::user_name(nix::unistd::geteuid().as_raw())
+    fixpoint_modules::fs::user_name(nix::unistd::geteuid().as_raw())
 }
 
 impl Session {

@@ -1,12 +1,12 @@
 //! The `blockinfile` module: keep a marker-delimited block of lines in a text file, with
 //! Ansible's blockinfile semantics (replace in place, insert by anchor, empty block removes).
 
-use crate::params::{is_template, Bool, ModeSpec};
-use crate::textedit::{
+use crate::fs::WantedAttrs;
+use crate::params::{de_opt_string, is_template, Bool, ModeSpec};
+use crate::text::{
     apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
     missing_file, plan_edit, probe_text_file, strip_eol, EditAction, Presence, TextFile,
 };
-use crate::util::{self, WantedAttrs};
 use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -28,7 +28,7 @@ fn default_end() -> String {
 pub struct Params {
     #[serde(alias = "dest", alias = "destfile", alias = "name")]
     pub path: String,
-    #[serde(default, alias = "content", deserialize_with = "util::de_opt_string")]
+    #[serde(default, alias = "content", deserialize_with = "de_opt_string")]
     pub block: Option<String>,
     #[serde(default = "default_marker")]
     pub marker: String,
@@ -36,9 +36,9 @@ pub struct Params {
     pub marker_begin: String,
     #[serde(default = "default_end")]
     pub marker_end: String,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub insertafter: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub insertbefore: Option<String>,
     #[serde(default)]
     pub create: Bool,
@@ -50,9 +50,9 @@ pub struct Params {
     pub validate: Option<String>,
     #[serde(default)]
     pub mode: Option<ModeSpec>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub owner: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub group: Option<String>,
     #[serde(default)]
     pub append_newline: Bool,

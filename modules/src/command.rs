@@ -1,8 +1,9 @@
 //! The `command` and `shell` modules: run a program (directly, or through a shell) unless its
 //! `creates`/`removes`/`unless`/`onlyif` guards say the work is already done; Ansible's return values.
 
-use crate::params::{is_template, Bool, StringList};
-use crate::util;
+use crate::fs::expand_user_with;
+use crate::params::{de_opt_string, is_template, Bool, StringList};
+use crate::time::format_datetime;
 use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -26,11 +27,7 @@ fn yes() -> Bool {
 #[serde(deny_unknown_fields)]
 pub struct Params {
     /// The command line; the controller turns the free form (`command: ls -l`) into this.
-    #[serde(
-        default,
-        alias = "_raw_params",
-        deserialize_with = "util::de_opt_string"
-    )]
+    #[serde(default, alias = "_raw_params", deserialize_with = "de_opt_string")]
     pub cmd: Option<String>,
     /// The program and its arguments as a list, for arguments that would need quoting.
     #[serde(default)]
@@ -38,21 +35,21 @@ pub struct Params {
     /// Expand `~` and `$VARS` in the arguments, as Ansible's command does by default.
     #[serde(default = "yes")]
     pub expand_argument_vars: Bool,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub chdir: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub stdin: Option<String>,
     #[serde(default = "yes")]
     pub stdin_add_newline: Bool,
     #[serde(default = "yes")]
     pub strip_empty_ends: Bool,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub creates: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub removes: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub unless: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub onlyif: Option<String>,
     /// Environment from the play/task `environment`, passed by the controller.
     #[serde(default, rename = "_env")]
@@ -64,30 +61,26 @@ pub struct Params {
 #[serde(deny_unknown_fields)]
 pub struct ShellParams {
     /// The shell script; the controller turns the free form (`shell: a | b`) into this.
-    #[serde(
-        default,
-        alias = "_raw_params",
-        deserialize_with = "util::de_opt_string"
-    )]
+    #[serde(default, alias = "_raw_params", deserialize_with = "de_opt_string")]
     pub cmd: Option<String>,
     /// The shell that runs `cmd` (and the `unless`/`onlyif` guards) with `-c`.
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub executable: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub chdir: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub stdin: Option<String>,
     #[serde(default = "yes")]
     pub stdin_add_newline: Bool,
     #[serde(default = "yes")]
     pub strip_empty_ends: Bool,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub creates: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub removes: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub unless: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub onlyif: Option<String>,
     #[serde(default, rename = "_env")]
     pub env: Option<Map<String, Value>>,
@@ -177,9 +170,7 @@ impl Module for Command {
             return Err(no_command());
         }
         let argv = if p.expand_argument_vars.0 {
-            argv.iter()
-                .map(|a| expand_user(&expand_vars(a, &lookup), &lookup))
-                .collect()
+            argv.iter().map(|a| expand_path(a, &lookup)).collect()
         } else {
             argv
         };
@@ -346,41 +337,13 @@ fn expand_vars(s: &str, env: &EnvLookup) -> String {
     .into_owned()
 }
 
-/// Python's `os.path.expanduser`: a leading `~` or `~user`.
-fn expand_user(s: &str, env: &EnvLookup) -> String {
-    let Some(rest) = s.strip_prefix('~') else {
-        return s.to_string();
-    };
-    let (user, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let home = if user.is_empty() {
-        env.get("HOME").or_else(|| {
-            nix::unistd::User::from_uid(nix::unistd::getuid())
-                .ok()
-                .flatten()
-                .map(|u| u.dir.to_string_lossy().into_owned())
-        })
-    } else {
-        nix::unistd::User::from_name(user)
-            .ok()
-            .flatten()
-            .map(|u| u.dir.to_string_lossy().into_owned())
-    };
-    match home {
-        Some(h) => {
-            let h = h.trim_end_matches('/');
-            if h.is_empty() && tail.is_empty() {
-                "/".to_string()
-            } else {
-                format!("{h}{tail}")
-            }
-        }
-        None => s.to_string(),
-    }
-}
-
-/// Ansible's `type='path'` parameters (`chdir`, `creates`, `removes`) get `$VAR` and `~` expanded.
+/// Ansible's `type='path'` parameters (`chdir`, `creates`, `removes`), and `argv` words with
+/// `expand_argument_vars`, get `$VAR` and then `~` expanded, `$HOME` included, from the task's
+/// `environment` first.
 fn expand_path(s: &str, env: &EnvLookup) -> String {
-    expand_user(&expand_vars(s, env), env)
+    expand_user_with(&expand_vars(s, env), || env.get("HOME").map(Into::into))
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Split a command line as Python's `shlex.split` does (which Ansible uses). The shlex crate
@@ -619,8 +582,8 @@ fn execute(inv: &Invocation) -> Result<Map<String, Value>, ModuleError> {
     let mut out = Map::new();
     out.insert("cmd".into(), inv.shown.clone());
     output_fields(&mut out, rc, &stdout, &stderr);
-    out.insert("start".into(), json!(util::format_datetime(start)));
-    out.insert("end".into(), json!(util::format_datetime(end)));
+    out.insert("start".into(), json!(format_datetime(start)));
+    out.insert("end".into(), json!(format_datetime(end)));
     out.insert("delta".into(), json!(format_timedelta(delta)));
     if rc != 0 {
         out.insert("changed".into(), json!(true));
@@ -963,20 +926,10 @@ mod tests {
             format_timedelta(Duration::from_secs(90_061)),
             "1 day, 1:01:01"
         );
-        assert_eq!(
-            util::format_datetime(
-                std::time::UNIX_EPOCH + Duration::from_micros(951_782_400_000_001)
-            ),
-            "2000-02-29 00:00:00.000001"
-        );
-        assert_eq!(
-            util::format_datetime(std::time::UNIX_EPOCH),
-            "1970-01-01 00:00:00"
-        );
         let env = [("HOME".to_string(), "/home/x/".to_string())];
         let l = EnvLookup(&env);
-        assert_eq!(expand_user("~/a", &l), "/home/x/a");
-        assert_eq!(expand_user("a~", &l), "a~");
+        assert_eq!(expand_path("~/a", &l), "/home/x/a");
+        assert_eq!(expand_path("a~", &l), "a~");
         assert_eq!(expand_vars("${HOME}b $HOME", &l), "/home/x/b /home/x/");
     }
 }

@@ -17,9 +17,13 @@
 //! A symlink at `dest` is not followed unless `follow: true`: by default it is replaced by a
 //! regular file (its target is left alone); with `follow: true` the link's target is written.
 
-use crate::file::{missing_ancestors, parent_of, resolve};
-use crate::params::{Bool, ModeSpec};
-use crate::util::{self, Attrs};
+use crate::fs::{
+    atomic_write, backup_file, current_umask, expand_user, group_name, lookup_gid, lookup_uid,
+    lstat, meta_info, missing_ancestors, mode_str, parent_of, path_info, resolve, set_attrs,
+    user_name, Attrs,
+};
+use crate::params::{de_opt_string, Bool, ModeSpec};
+use crate::text::diff_text;
 use crate::{ContentDiff, Ctx, Module, ModuleError, Plan};
 use base64::Engine as _;
 use serde::Deserialize;
@@ -54,7 +58,7 @@ pub struct Params {
     pub src_mode: Option<u32>,
     /// With `remote_src: true`, a file on the host to copy; otherwise the controller's file
     /// (informational once the controller has sent its content).
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub src: Option<String>,
     #[serde(default)]
     pub remote_src: Bool,
@@ -62,9 +66,9 @@ pub struct Params {
     pub dest: String,
     #[serde(default)]
     pub mode: Option<ModeSpec>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub owner: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub group: Option<String>,
     /// Keep a timestamped copy of the old file before replacing its content.
     #[serde(default)]
@@ -84,7 +88,7 @@ pub struct Params {
 
 /// `dest` must be a string, but YAML may have typed a name like `1234` as a number.
 fn de_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    util::de_opt_string(d)?.ok_or_else(|| serde::de::Error::custom("expected a path, found null"))
+    de_opt_string(d)?.ok_or_else(|| serde::de::Error::custom("expected a path, found null"))
 }
 
 /// One step of a `copy` plan.
@@ -181,7 +185,7 @@ impl Module for Copy {
             name: src_name,
         } = source(p)?;
 
-        let mut dest = util::expand_user(&p.dest);
+        let mut dest = expand_user(&p.dest);
         let mut new_dirs = Vec::new();
         let to_dir = |raw: &str| {
             src_name.clone().ok_or_else(|| {
@@ -255,7 +259,7 @@ impl Module for Copy {
         // Ansible: `force: false` leaves any existing dest alone (a dangling link does not exist).
         let skip = !p.force.0 && fs::metadata(&dest).is_ok();
 
-        let mut prev = crate::file::lstat(&dest)?;
+        let mut prev = lstat(&dest)?;
         let mut replace_link = false;
         if prev.as_ref().is_some_and(|m| m.file_type().is_symlink()) {
             match resolve(&dest)? {
@@ -300,9 +304,9 @@ impl Module for Copy {
             replace_link,
             before,
             skip,
-            uid: p.owner.as_deref().map(util::lookup_uid).transpose()?,
-            gid: p.group.as_deref().map(util::lookup_gid).transpose()?,
-            umask: util::current_umask(),
+            uid: p.owner.as_deref().map(lookup_uid).transpose()?,
+            gid: p.group.as_deref().map(lookup_gid).transpose()?,
+            umask: current_umask(),
             new_uid: nix::unistd::geteuid().as_raw(),
             new_gid,
         })
@@ -368,28 +372,16 @@ impl Module for Copy {
                 attrs.uid = st.uid.filter(|u| *u != m.uid());
                 attrs.gid = st.gid.filter(|g| *g != m.gid());
                 if let Some(mode) = attrs.mode {
-                    plan.diff.attr(
-                        &shown,
-                        "mode",
-                        util::mode_str(cur_mode),
-                        util::mode_str(mode),
-                    );
+                    plan.diff
+                        .attr(&shown, "mode", mode_str(cur_mode), mode_str(mode));
                 }
                 if let Some(u) = attrs.uid {
-                    plan.diff.attr(
-                        &shown,
-                        "owner",
-                        util::user_name(m.uid()),
-                        util::user_name(u),
-                    );
+                    plan.diff
+                        .attr(&shown, "owner", user_name(m.uid()), user_name(u));
                 }
                 if let Some(g) = attrs.gid {
-                    plan.diff.attr(
-                        &shown,
-                        "group",
-                        util::group_name(m.gid()),
-                        util::group_name(g),
-                    );
+                    plan.diff
+                        .attr(&shown, "group", group_name(m.gid()), group_name(g));
                 }
                 // The kernel drops setuid/setgid on chown; ask for the bits again so they stay.
                 if (attrs.uid.is_some() || attrs.gid.is_some()) && cur_mode & 0o6000 != 0 {
@@ -413,13 +405,13 @@ impl Module for Copy {
                     gid: st.gid.or_else(|| natural(st.new_gid)),
                 };
                 if wanted_mode.is_some() {
-                    plan.diff.attr(&shown, "mode", "", util::mode_str(mode));
+                    plan.diff.attr(&shown, "mode", "", mode_str(mode));
                 }
                 if let Some(u) = st.uid {
-                    plan.diff.attr(&shown, "owner", "", util::user_name(u));
+                    plan.diff.attr(&shown, "owner", "", user_name(u));
                 }
                 if let Some(g) = st.gid {
-                    plan.diff.attr(&shown, "group", "", util::group_name(g));
+                    plan.diff.attr(&shown, "group", "", group_name(g));
                 }
             }
         }
@@ -428,11 +420,11 @@ impl Module for Copy {
             plan.diff.content.push(ContentDiff {
                 path: shown.clone(),
                 before: match (&st.before, ctx.diff) {
-                    (Some(b), true) => util::diff_text(b),
+                    (Some(b), true) => diff_text(b),
                     _ => String::new(),
                 },
                 after: if ctx.diff {
-                    util::diff_text(&st.data)
+                    diff_text(&st.data)
                 } else {
                     String::new()
                 },
@@ -453,7 +445,7 @@ impl Module for Copy {
         let r = &mut plan.result;
         if plan.actions.is_empty() {
             if let Some(m) = &st.prev {
-                r.extend(util::meta_info(m));
+                r.extend(meta_info(m));
             }
         }
         r.insert("state".into(), "file".into());
@@ -485,7 +477,7 @@ impl Module for Copy {
                             ))
                         }
                     }
-                    util::set_attrs(path, attrs)?;
+                    set_attrs(path, attrs)?;
                 }
                 Action::Write {
                     path,
@@ -494,14 +486,14 @@ impl Module for Copy {
                     validate,
                 } => {
                     if *want_backup {
-                        backup = Some(util::backup_file(path)?);
+                        backup = Some(backup_file(path)?);
                     }
-                    util::atomic_write(path, &st.data, attrs, validate.as_deref())?;
+                    atomic_write(path, &st.data, attrs, validate.as_deref())?;
                 }
-                Action::SetAttrs { path, attrs } => util::set_attrs(path, attrs)?,
+                Action::SetAttrs { path, attrs } => set_attrs(path, attrs)?,
             }
         }
-        let mut out = util::path_info(&st.dest)?;
+        let mut out = path_info(&st.dest)?;
         out.insert("state".into(), "file".into());
         if let Some(b) = backup {
             out.insert("backup_file".into(), b.into());
@@ -553,7 +545,7 @@ fn source(p: &Params) -> Result<Source, ModuleError> {
              remote_src: true if the file is already on the host"
         )));
     }
-    let path = util::expand_user(src);
+    let path = expand_user(src);
     if !path.is_absolute() {
         return Err(ModuleError::Params(format!(
             "with remote_src: true, `src` must be an absolute path on the host, got `{src}`"
@@ -665,10 +657,7 @@ mod tests {
         assert_eq!(first.result["state"], "file");
         assert_eq!(first.result["dest"], f.display().to_string());
         assert_eq!(first.result["owner"], "root");
-        assert_eq!(
-            first.result["mode"],
-            util::mode_str(0o666 & !util::current_umask())
-        );
+        assert_eq!(first.result["mode"], mode_str(0o666 & !current_umask()));
         assert!(first
             .diff
             .attrs
@@ -921,7 +910,7 @@ mod tests {
         assert!(m.is_file());
         assert_eq!(
             m.mode() & 0o7777,
-            0o666 & !util::current_umask(),
+            0o666 & !current_umask(),
             "not the target's mode"
         );
         assert_eq!(fs::read(&l).unwrap(), b"own file");

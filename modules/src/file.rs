@@ -22,8 +22,11 @@
 //! as Ansible does, so a recursive chown can reach files outside the tree; set `follow: false` to
 //! keep it inside.
 
-use crate::params::{Bool, ModeSpec};
-use crate::util;
+use crate::fs::{
+    current_umask, expand_user, fsync_dir, group_name, lookup_gid, lookup_uid, lstat, meta_info,
+    missing_ancestors, mode_str, parent_of, path_info, resolve, state_of, user_name,
+};
+use crate::params::{de_opt_string, Bool, ModeSpec};
 use crate::{Ctx, Module, ModuleError, Plan};
 use nix::sys::stat::UtimensatFlags;
 use nix::sys::time::TimeSpec;
@@ -78,16 +81,16 @@ pub struct Params {
     pub state: Option<FileState>,
     #[serde(default)]
     pub mode: Option<ModeSpec>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub owner: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub group: Option<String>,
     /// `state: directory` only: apply mode/owner/group/times to everything below `path` too.
     #[serde(default)]
     pub recurse: Bool,
     /// The link's target (`state: link`, may be relative to the link's directory) or the file to
     /// hard-link (`state: hard`).
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub src: Option<String>,
     /// Replace an existing file or empty directory with a link; create a symlink to a missing `src`.
     #[serde(default)]
@@ -95,12 +98,12 @@ pub struct Params {
     #[serde(default = "default_true")]
     pub follow: Bool,
     /// `preserve` (default), `now`, or a time in `modification_time_format`.
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub modification_time: Option<String>,
     /// strptime-style format; default `%Y%m%d%H%M.%S` as in Ansible.
     #[serde(default)]
     pub modification_time_format: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub access_time: Option<String>,
     #[serde(default)]
     pub access_time_format: Option<String>,
@@ -268,8 +271,8 @@ impl Module for File {
 
     fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
         let follow = p.follow.0;
-        let mut path = util::expand_user(&p.path);
-        let src_text = p.src.as_deref().map(util::expand_user);
+        let mut path = expand_user(&p.path);
+        let src_text = p.src.as_deref().map(expand_user);
         // A relative hard-link source is relative to the directory `path` names an entry of.
         let hard_src = src_text.as_ref().map(|s| parent_of(&path).join(s));
 
@@ -394,9 +397,9 @@ impl Module for File {
             missing_dirs,
             blocker,
             tree,
-            uid: p.owner.as_deref().map(util::lookup_uid).transpose()?,
-            gid: p.group.as_deref().map(util::lookup_gid).transpose()?,
-            umask: util::current_umask(),
+            uid: p.owner.as_deref().map(lookup_uid).transpose()?,
+            gid: p.group.as_deref().map(lookup_gid).transpose()?,
+            umask: current_umask(),
             mtime: time_param(
                 "modification_time",
                 p.modification_time.as_deref(),
@@ -438,7 +441,7 @@ impl Module for File {
         if plan.actions.is_empty() {
             // Converged: the probe's metadata is the truth, reported as Ansible's add_path_info would.
             if let Some(m) = report_meta {
-                r.extend(util::meta_info(m));
+                r.extend(meta_info(m));
             }
         }
         if matches!(
@@ -466,7 +469,7 @@ impl Module for File {
         for action in &plan.actions {
             perform(action)?;
         }
-        util::path_info(&st.report)
+        path_info(&st.report)
     }
 }
 
@@ -529,12 +532,12 @@ fn plan_attrs(
     let uid = want.uid.filter(|u| meta.is_none_or(|m| m.uid() != *u));
     let gid = want.gid.filter(|g| meta.is_none_or(|m| m.gid() != *g));
     if let Some(u) = uid {
-        let before = meta.map(|m| util::user_name(m.uid())).unwrap_or_default();
-        plan.diff.attr(&shown, "owner", before, util::user_name(u));
+        let before = meta.map(|m| user_name(m.uid())).unwrap_or_default();
+        plan.diff.attr(&shown, "owner", before, user_name(u));
     }
     if let Some(g) = gid {
-        let before = meta.map(|m| util::group_name(m.gid())).unwrap_or_default();
-        plan.diff.attr(&shown, "group", before, util::group_name(g));
+        let before = meta.map(|m| group_name(m.gid())).unwrap_or_default();
+        plan.diff.attr(&shown, "group", before, group_name(g));
     }
     let chown = uid.is_some() || gid.is_some();
     // chown before chmod: chown clears setuid/setgid, chmod puts the wanted bits back.
@@ -557,9 +560,8 @@ fn plan_attrs(
         let mode_changes = new_mode.is_some_and(|m| meta.is_none() || m != cur_mode);
         let target = new_mode.unwrap_or(cur_mode);
         if mode_changes {
-            let before = meta.map(|_| util::mode_str(cur_mode)).unwrap_or_default();
-            plan.diff
-                .attr(&shown, "mode", before, util::mode_str(target));
+            let before = meta.map(|_| mode_str(cur_mode)).unwrap_or_default();
+            plan.diff.attr(&shown, "mode", before, mode_str(target));
         }
         // The kernel drops setuid/setgid of a file on chown; restore them so the next run agrees.
         let restore = chown && !is_dir && meta.is_some() && target & 0o6000 != 0;
@@ -649,7 +651,7 @@ fn plan_absent<'a>(
         plan.diff.attr(
             st.path.display().to_string(),
             "state",
-            util::state_of(m),
+            state_of(m),
             "absent",
         );
         // lstat: a symlink to a directory is unlinked, never emptied.
@@ -731,7 +733,7 @@ fn plan_directory<'a>(
         Some(m) => Err(ModuleError::failed(format!(
             "{} already exists as a {}; remove it first (state: absent){}",
             path.display(),
-            util::state_of(m),
+            state_of(m),
             if m.file_type().is_symlink() {
                 ", or set follow: true to use the directory it points to"
             } else {
@@ -814,7 +816,7 @@ fn plan_symlink<'a>(
                 return Err(ModuleError::failed(format!(
                     "refusing to convert from {} to symlink for {shown}; set force: true to \
                      replace it",
-                    util::state_of(m)
+                    state_of(m)
                 )));
             }
             Replace::Entry
@@ -832,7 +834,7 @@ fn plan_symlink<'a>(
             None => plan.diff.attr(
                 &shown,
                 "state",
-                st.prev.as_ref().map_or("absent", util::state_of),
+                st.prev.as_ref().map_or("absent", state_of),
                 "link",
             ),
         }
@@ -916,7 +918,7 @@ fn plan_hardlink<'a>(
             plan.diff.attr(
                 &shown,
                 "state",
-                st.prev.as_ref().map_or("absent", util::state_of),
+                st.prev.as_ref().map_or("absent", state_of),
                 "hard",
             );
             plan.actions.push(Action::HardLink {
@@ -1043,68 +1045,7 @@ fn place_link(
             }
         }
     }
-    util::fsync_dir(&dir)
-}
-
-/// The directory holding `path` (`.` for a bare name).
-pub(crate) fn parent_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// lstat where a path "below" a regular file (`file/sub`: ENOTDIR) counts as missing, like ENOENT.
-pub(crate) fn lstat(path: &Path) -> Result<Option<Metadata>, ModuleError> {
-    match fs::symlink_metadata(path) {
-        Ok(m) => Ok(Some(m)),
-        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
-        Err(e) => Err(ModuleError::io(path, e)),
-    }
-}
-
-/// Follow symlinks: the canonical path and metadata, or `None` when the target does not exist.
-pub(crate) fn resolve(path: &Path) -> Result<Option<(PathBuf, Metadata)>, ModuleError> {
-    match fs::metadata(path) {
-        Ok(m) => {
-            let real = fs::canonicalize(path).map_err(|e| ModuleError::io(path, e))?;
-            Ok(Some((real, m)))
-        }
-        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
-        Err(e) => Err(ModuleError::io(path, e)),
-    }
-}
-
-/// The missing directories on the way to `path` (outermost first), and an ancestor that exists
-/// but is not a directory (so they cannot be created), as `mkdir -p` would find them.
-pub(crate) fn missing_ancestors(
-    path: &Path,
-) -> Result<(Vec<PathBuf>, Option<PathBuf>), ModuleError> {
-    let mut missing = vec![path.to_path_buf()];
-    let mut blocker = None;
-    let mut cur = path.parent();
-    while let Some(dir) = cur.filter(|d| !d.as_os_str().is_empty()) {
-        match fs::metadata(dir) {
-            Ok(m) if m.is_dir() => break,
-            Ok(_) => {
-                blocker = Some(dir.to_path_buf());
-                break;
-            }
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                // A dangling symlink is not a missing directory: mkdir would fail on it.
-                if lstat(dir)?.is_some() {
-                    blocker = Some(dir.to_path_buf());
-                    break;
-                }
-                missing.push(dir.to_path_buf());
-            }
-            Err(e) if e.kind() == ErrorKind::NotADirectory => {}
-            Err(e) => return Err(ModuleError::io(dir, e)),
-        }
-        cur = dir.parent();
-    }
-    missing.reverse();
-    Ok((missing, blocker))
+    fsync_dir(&dir)
 }
 
 /// Everything below `dir`, parents before children, sorted by name for a stable plan.

@@ -2,20 +2,22 @@
 //!
 //! The engine in this file owns the state machine, so no module can skip probing or apply in
 //! check mode: `run` calls `probe`, then `plan`, and only calls `apply` when the plan is not empty
-//! and the run is not a check. Modules live one per file; `registry` maps names to them.
+//! and the run is not a check. Modules live one per file; `registry` maps names to them; `fs`,
+//! `text`, `params` and `time` hold what several modules share.
 
 pub mod blockinfile;
 pub mod command;
 pub mod copy;
 pub mod file;
+pub mod fs;
 pub mod lineinfile;
 pub mod params;
 pub mod registry;
 pub mod stat;
 #[cfg(test)]
 mod testutil;
-pub mod textedit;
-pub mod util;
+pub mod text;
+pub mod time;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

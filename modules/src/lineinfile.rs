@@ -1,12 +1,12 @@
 //! The `lineinfile` module: make sure one line is present in (or absent from) a text file, with
-//! Ansible's lineinfile semantics. The file handling it shares with `blockinfile` is in `textedit`.
+//! Ansible's lineinfile semantics. The file handling it shares with `blockinfile` is in `text`.
 
-use crate::params::{is_template, Bool, ModeSpec};
-use crate::textedit::{
+use crate::fs::WantedAttrs;
+use crate::params::{de_opt_string, is_template, Bool, ModeSpec};
+use crate::text::{
     apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
     missing_file, plan_edit, probe_text_file, strip_eol, EditAction, Presence, TextFile,
 };
-use crate::util::{self, WantedAttrs};
 use crate::{Ctx, Module, ModuleError, Plan};
 use regex::bytes::{Captures, Regex};
 use serde::Deserialize;
@@ -19,17 +19,17 @@ pub struct LineInFile;
 pub struct Params {
     #[serde(alias = "dest", alias = "destfile", alias = "name")]
     pub path: String,
-    #[serde(default, alias = "value", deserialize_with = "util::de_opt_string")]
+    #[serde(default, alias = "value", deserialize_with = "de_opt_string")]
     pub line: Option<String>,
-    #[serde(default, alias = "regex", deserialize_with = "util::de_opt_string")]
+    #[serde(default, alias = "regex", deserialize_with = "de_opt_string")]
     pub regexp: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub search_string: Option<String>,
     #[serde(default)]
     pub state: Presence,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub insertafter: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub insertbefore: Option<String>,
     #[serde(default)]
     pub create: Bool,
@@ -43,9 +43,9 @@ pub struct Params {
     pub validate: Option<String>,
     #[serde(default)]
     pub mode: Option<ModeSpec>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub owner: Option<String>,
-    #[serde(default, deserialize_with = "util::de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_string")]
     pub group: Option<String>,
     /// Accepted for compatibility; writes are always atomic here.
     #[serde(default)]

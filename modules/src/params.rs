@@ -8,6 +8,20 @@ pub fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%") || s.contains("{#")
 }
 
+/// Deserialize an optional string that YAML may have typed as a number or a boolean
+/// (`line: 8080`, `owner: 1000`), converting it as Ansible's `type='str'` does (`8080`, `True`).
+pub fn de_opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s)),
+        Some(serde_json::Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(serde_json::Value::Bool(b)) => Ok(Some(if b { "True" } else { "False" }.to_string())),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "expected a string, found {other}"
+        ))),
+    }
+}
+
 /// Ansible accepts `yes`/`no`/`true`/`false`/`1`/`0`/`on`/`off` as strings where a boolean is expected,
 /// because templated values arrive as strings.
 pub fn parse_bool_str(s: &str) -> Option<bool> {
@@ -230,5 +244,30 @@ mod tests {
         assert!(ModeSpec::parse("0999").is_err());
         let m: ModeSpec = serde_json::from_value(serde_json::json!(420)).unwrap();
         assert_eq!(m, ModeSpec::Octal(0o644));
+    }
+
+    #[test]
+    fn de_opt_string_types_numbers_and_booleans_like_ansible_str() {
+        #[derive(Deserialize)]
+        struct P {
+            #[serde(default, deserialize_with = "de_opt_string")]
+            v: Option<String>,
+        }
+        let v = |j: serde_json::Value| serde_json::from_value::<P>(j).map(|p| p.v);
+        assert_eq!(
+            v(serde_json::json!({"v": 8080})).unwrap().as_deref(),
+            Some("8080")
+        );
+        assert_eq!(
+            v(serde_json::json!({"v": true})).unwrap().as_deref(),
+            Some("True")
+        );
+        assert_eq!(
+            v(serde_json::json!({"v": "x"})).unwrap().as_deref(),
+            Some("x")
+        );
+        assert_eq!(v(serde_json::json!({"v": null})).unwrap(), None);
+        assert_eq!(v(serde_json::json!({})).unwrap(), None);
+        assert!(v(serde_json::json!({"v": [1]})).is_err());
     }
 }

@@ -5,8 +5,8 @@
 //! `charset` or `attributes` keys). `checksum_algorithm` supports sha1 (the default, as in
 //! Ansible), sha224, sha256, sha384 and sha512; md5 is not offered.
 
+use crate::fs::{expand_user, mode_str, parent_of};
 use crate::params::Bool;
-use crate::util;
 use crate::{Ctx, Module, ModuleError, Plan};
 use nix::unistd::AccessFlags;
 use serde::Deserialize;
@@ -71,7 +71,7 @@ impl Module for Stat {
     }
 
     fn probe(p: &Params, _ctx: &Ctx) -> Result<Map<String, Value>, ModuleError> {
-        let path = util::expand_user(&p.path);
+        let path = expand_user(&p.path);
         let read = if p.follow.0 {
             fs::metadata(&path)
         } else {
@@ -99,8 +99,7 @@ impl Module for Stat {
         if meta.file_type().is_symlink() {
             let target = fs::read_link(&path).map_err(|e| ModuleError::io(&path, e))?;
             // Like os.path.realpath: resolved when possible, else the link's text joined to its directory.
-            let source = fs::canonicalize(&path)
-                .unwrap_or_else(|_| crate::file::parent_of(&path).join(&target));
+            let source = fs::canonicalize(&path).unwrap_or_else(|_| parent_of(&path).join(&target));
             out.insert("lnk_source".into(), source.display().to_string().into());
             out.insert("lnk_target".into(), target.display().to_string().into());
         }
@@ -159,7 +158,7 @@ fn describe(path: &Path, m: &Metadata) -> Map<String, Value> {
     };
     put("exists", true.into());
     put("path", path.display().to_string().into());
-    put("mode", util::mode_str(mode).into());
+    put("mode", mode_str(mode).into());
     put("isdir", ft.is_dir().into());
     put("ischr", ft.is_char_device().into());
     put("isblk", ft.is_block_device().into());

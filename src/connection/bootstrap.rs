@@ -19,7 +19,7 @@ fn build_arch() -> &'static str {
 }
 
 fn sh_quote(s: &str) -> String {
-    fixpoint_modules::util::shell_quote(s)
+    fixpoint_modules::fs::shell_quote(s)
 }
 
 /// The script for an agent whose unpacked binary has digest `sha` and whose compressed upload is

@@ -19,7 +19,8 @@ pub use lock::LockInfo;
 pub use once::{request_hash, OnceStatus, Record};
 pub use outbox::OutboxEntry;
 
-use fixpoint_modules::util::{atomic_write, format_datetime, Attrs};
+use fixpoint_modules::fs::{atomic_write, Attrs};
+use fixpoint_modules::time::format_datetime;
 use serde::{Deserialize, Serialize};
 
 use sha2::{Digest, Sha256};

@@ -84,7 +84,7 @@ impl StateDir {
     pub fn remove_record(&self, rec: &Record) -> Result<(), String> {
         let p = self.record_path(&rec.user, &rec.playbook, &rec.key);
         fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        fixpoint_modules::util::fsync_dir(&self.path.join("journal")).map_err(|e| e.to_string())
+        fixpoint_modules::fs::fsync_dir(&self.path.join("journal")).map_err(|e| e.to_string())
     }
 
     /// Every record, oldest first.

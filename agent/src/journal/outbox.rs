@@ -37,7 +37,7 @@ impl StateDir {
     pub fn outbox_remove(&self, playbook: &str, play: &str, handler: &str) -> Result<(), String> {
         let p = self.outbox_path(playbook, play, handler);
         match fs::remove_file(&p) {
-            Ok(()) => fixpoint_modules::util::fsync_dir(&self.path.join("outbox"))
+            Ok(()) => fixpoint_modules::fs::fsync_dir(&self.path.join("outbox"))
                 .map_err(|e| e.to_string()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(format!("{}: {e}", p.display())),

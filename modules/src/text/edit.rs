@@ -1,11 +1,11 @@
 //! The text-file machinery shared by `lineinfile` and `blockinfile`: their common parameter
-//! checks, Python-style patterns, and the probe → plan → apply of an atomic rewrite with
-//! backup, validate, mode, owner and group.
+//! checks, and the probe → plan → apply of an atomic rewrite with backup, validate, mode, owner
+//! and group.
 
+use super::regex::compile_regex;
+use crate::fs::{atomic_write, backup_file, lstat, plan_attrs, set_attrs, Attrs, WantedAttrs};
 use crate::params::{is_template, ModeSpec};
-use crate::util::{self, Attrs, WantedAttrs};
 use crate::{ContentDiff, Ctx, ModuleError, Plan};
-use regex::bytes::Regex;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::fs;
@@ -88,63 +88,13 @@ pub(crate) fn insert_anchors<'a>(
     }
 }
 
-/// Compile a Python-style regular expression (as playbooks write them) for matching lines.
-/// `\Z` is Python's end-of-string, spelled `\z` in Rust; look-around and back-references
-/// have no Rust equivalent and are reported as such.
-pub(crate) fn compile_regex(field: &str, pattern: &str) -> Result<Regex, ModuleError> {
-    // The same pattern is compiled by validate, probe and plan, on the controller and in the
-    // agent, once per task: keep what was compiled (a Regex clone shares its program).
-    thread_local! {
-        static CACHE: std::cell::RefCell<std::collections::HashMap<String, Regex>> =
-            std::cell::RefCell::new(std::collections::HashMap::new());
+/// The lossy text of file content for diffs; binary content is summarised instead of shown.
+pub fn diff_text(data: &[u8]) -> String {
+    if data.contains(&0) {
+        format!("<binary, {} bytes>\n", data.len())
+    } else {
+        String::from_utf8_lossy(data).into_owned()
     }
-    if let Some(re) = CACHE.with(|c| c.borrow().get(pattern).cloned()) {
-        return Ok(re);
-    }
-    let re = compile_regex_uncached(field, pattern)?;
-    CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        // Bounded: a playbook has few distinct patterns, a templated one could have many.
-        if c.len() > 256 {
-            c.clear();
-        }
-        c.insert(pattern.to_string(), re.clone());
-    });
-    Ok(re)
-}
-
-fn compile_regex_uncached(field: &str, pattern: &str) -> Result<Regex, ModuleError> {
-    let mut translated = String::with_capacity(pattern.len());
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('Z') => translated.push_str("\\z"),
-                Some(n) => {
-                    translated.push('\\');
-                    translated.push(n);
-                }
-                None => translated.push('\\'),
-            }
-        } else {
-            translated.push(c);
-        }
-    }
-    Regex::new(&translated).map_err(|e| {
-        let hint = if pattern.contains("(?=")
-            || pattern.contains("(?!")
-            || pattern.contains("(?<=")
-            || pattern.contains("(?<!")
-            || pattern.contains("(?P=")
-        {
-            " (look-around and back-references are not supported; rewrite the pattern without them)"
-        } else {
-            ""
-        };
-        ModuleError::Params(format!(
-            "`{field}` is not a valid regular expression{hint}: {e}"
-        ))
-    })
 }
 
 /// Python's `line.rstrip(b'\r\n')`.
@@ -199,7 +149,7 @@ pub fn probe_text_file(path: &str) -> Result<TextFile, ModuleError> {
         });
     }
     // Write through a symlink to its target, so a rewrite does not replace the link with a file.
-    let target = match (&meta, util::lstat(p)?) {
+    let target = match (&meta, lstat(p)?) {
         (Some(_), Some(l)) if l.file_type().is_symlink() => {
             fs::canonicalize(p).map_err(|e| ModuleError::io(p, e))?
         }
@@ -229,14 +179,14 @@ pub fn plan_edit(
     msg: String,
     plan: &mut Plan<EditAction>,
 ) -> Result<String, ModuleError> {
-    let attrs = util::plan_attrs(&file.path, file.meta.as_ref(), wanted, &mut plan.diff)?;
+    let attrs = plan_attrs(&file.path, file.meta.as_ref(), wanted, &mut plan.diff)?;
     let attrs_changed = attrs != Attrs::default() && file.meta.is_some();
     match new_content {
         Some(content) => {
             if file.meta.is_none() {
                 plan.diff.attr(&file.path, "state", "absent", "file");
                 if let Some(parent) = file.target.parent() {
-                    if !parent.as_os_str().is_empty() && util::lstat(parent)?.is_none() {
+                    if !parent.as_os_str().is_empty() && lstat(parent)?.is_none() {
                         plan.diff.attr(
                             parent.display().to_string(),
                             "state",
@@ -253,8 +203,8 @@ pub fn plan_edit(
             if ctx.diff {
                 plan.diff.content.push(ContentDiff {
                     path: file.path.clone(),
-                    before: util::diff_text(file.content.as_deref().unwrap_or_default()),
-                    after: util::diff_text(&content),
+                    before: diff_text(file.content.as_deref().unwrap_or_default()),
+                    after: diff_text(&content),
                 });
             }
             plan.actions.push(EditAction::Write { content, attrs });
@@ -291,13 +241,13 @@ pub fn apply_edit(
                 fs::create_dir_all(dir).map_err(|e| ModuleError::io(dir, e))?;
             }
             EditAction::Backup => {
-                let backup = util::backup_file(&file.target)?;
+                let backup = backup_file(&file.target)?;
                 out.insert(backup_key.into(), Value::String(backup));
             }
             EditAction::Write { content, attrs } => {
-                util::atomic_write(&file.target, content, attrs, validate)?;
+                atomic_write(&file.target, content, attrs, validate)?;
             }
-            EditAction::SetAttrs(attrs) => util::set_attrs(&file.target, attrs)?,
+            EditAction::SetAttrs(attrs) => set_attrs(&file.target, attrs)?,
         }
     }
     Ok(out)

@@ -1,0 +1,14 @@
+//! Text-file editing shared by `lineinfile` and `blockinfile`: Python-style patterns, line
+//! helpers, and the probe → plan → apply of a rewrite.
+//!
+//! It builds on `fs` for writing and attributes; `fs` must never use it. It knows nothing about
+//! what a line or block module decides to put in the file: that stays in the module's own file.
+
+mod edit;
+mod regex;
+
+pub(crate) use self::regex::compile_regex;
+pub use edit::{apply_edit, diff_text, plan_edit, probe_text_file, EditAction, Presence, TextFile};
+pub(crate) use edit::{
+    check_anchors, check_common, exclusive, insert_anchors, missing_file, strip_eol,
+};
