@@ -29,6 +29,8 @@ fn main() {
         );
     }
     println!("cargo:rerun-if-env-changed=FIXPOINT_AGENT_LINKER");
+    // Whether cargo-zigbuild and zig are found depends on PATH.
+    println!("cargo:rerun-if-env-changed=PATH");
 
     // OUT_DIR is <target>/<profile>/build/fixpoint-<hash>/out: share one agent build between the
     // controller's debug and release builds, next to (not inside) their profile directories.

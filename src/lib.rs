@@ -8,13 +8,12 @@ pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod diag;
+pub mod engine;
 pub mod inventory;
-pub mod listing;
 pub mod loader;
 pub mod loops;
-pub mod reporter;
+pub mod report;
 pub mod roles;
-pub mod scheduler;
 pub mod templating;
 pub mod vars;
 pub mod yaml;
@@ -125,7 +124,7 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
     match cfg.listing {
         Some(config::Listing::SyntaxCheck) => return validate_books(&books),
         Some(what) => {
-            return match listing::print(&books, &inv, &cfg, what) {
+            return match report::listing::print(&books, &inv, &cfg, what) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(d) => invalid(&d),
             }
@@ -137,12 +136,12 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         Err(code) => return code,
     };
     let templar = templating::Templar::new();
-    let mut engine = scheduler::Engine::new(cfg, inv, templar);
+    let mut engine = engine::Engine::new(cfg, inv, templar);
     let outcome = runtime.block_on(engine.run(&books));
     match outcome {
-        scheduler::RunOutcome::Success => ExitCode::SUCCESS,
-        scheduler::RunOutcome::Failed => ExitCode::from(EXIT_FAILED),
-        scheduler::RunOutcome::NotConverged => ExitCode::from(EXIT_NOT_CONVERGED),
+        engine::RunOutcome::Success => ExitCode::SUCCESS,
+        engine::RunOutcome::Failed => ExitCode::from(EXIT_FAILED),
+        engine::RunOutcome::NotConverged => ExitCode::from(EXIT_NOT_CONVERGED),
     }
 }
 
@@ -249,7 +248,7 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let mut engine = scheduler::Engine::new(cfg, inv, templating::Templar::new());
+    let mut engine = engine::Engine::new(cfg, inv, templating::Templar::new());
     if runtime.block_on(engine.journal(&pattern, args.become_, action)) {
         ExitCode::SUCCESS
     } else {

@@ -1,13 +1,17 @@
 //! connection/: how the controller reaches a host and talks to its agent.
 //!
-//! It owns the agent binary that is shipped, the bootstrap script that caches and starts it, the
-//! transports (local child process, SSH master connection) and the framed channel. It knows
-//! nothing of playbooks or templating: it is given a `ConnSpec` and requests to send.
+//! It owns turning a host's connection variables into a `ConnSpec`, the pool of live agents, the
+//! agent binary that is shipped, the bootstrap script that caches and starts it, the transports
+//! (local child process, SSH master connection) and the framed channel. It must NOT know the
+//! engine's plays, task results or reporting: it is given rendered variables and requests to
+//! send, and hands back agents and responses.
 
 pub mod agent_binary;
 mod bootstrap;
 mod channel;
 mod local;
+pub mod pool;
+pub mod spec;
 mod ssh;
 
 pub use agent_binary::AgentBinary;

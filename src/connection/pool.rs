@@ -1,0 +1,91 @@
+//! The pool of live agents: one per (host, delegated host, become user), started on first use
+//! with the run's `Begin` handshake, and closed all together at the end of the run.
+
+use crate::connection::{self, AgentBinary, AgentConn, ConnSpec, TransportError};
+use fixpoint_agent::journal::OutboxEntry;
+use fixpoint_agent::protocol::{Request, Response};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which agent of a host: the host this task is delegated to (None: the host itself), and the
+/// become user.
+pub type ConnKey = (Option<String>, Option<String>);
+
+/// A host's agents, by (delegated host, become user).
+pub type Conns = HashMap<ConnKey, AgentConn>;
+
+/// The agent a spec reaches, among the agents of `host`.
+pub fn key(host: &str, spec: &ConnSpec) -> ConnKey {
+    let delegate = (spec.host != host).then(|| spec.host.clone());
+    (delegate, spec.become_user.clone())
+}
+
+/// The agent to ship: the embedded one, or a `fixpoint_agent_path` override (read, hashed and
+/// compressed on a blocking thread, each time: overrides are for testing agent builds).
+pub async fn agent_binary(
+    embedded: &Arc<AgentBinary>,
+    spec: &ConnSpec,
+) -> Result<Arc<AgentBinary>, TransportError> {
+    match &spec.agent_path {
+        Some(p) => {
+            let path = p.clone();
+            tokio::task::spawn_blocking(move || AgentBinary::load(&path).map(Arc::new))
+                .await
+                .map_err(|e| TransportError::Connect(format!("loading the agent failed: {e}")))?
+        }
+        None => Ok(embedded.clone()),
+    }
+}
+
+/// The agent for `key`, started on first use. A new agent gets `begin()` first (the `Begin`
+/// request and how long it may take): it opens the host's state directory and takes the run
+/// lock before it does anything else, and answers with the handler notifications earlier runs
+/// left pending, which are added to `pending`.
+/// Errors say whether the host is unreachable (true) or failed (false).
+pub async fn get_or_start<'c>(
+    conns: &'c mut Conns,
+    key: ConnKey,
+    spec: &ConnSpec,
+    binary: &Arc<AgentBinary>,
+    begin: impl FnOnce() -> (Request, Duration),
+    pending: &mut Vec<OutboxEntry>,
+) -> Result<&'c mut AgentConn, (bool, String)> {
+    if !conns.contains_key(&key) {
+        let mut conn = connection::connect(spec, agent_binary(binary, spec))
+            .await
+            .map_err(|e| {
+                let msg = match &spec.become_user {
+                    Some(u) => format!("{e} (while starting the agent as `{u}` through sudo)"),
+                    None => e.to_string(),
+                };
+                (true, msg)
+            })?;
+        let (begin, timeout) = begin();
+        match conn.call(&begin, Some(timeout)).await {
+            Ok(Response::Begun { pending: found, .. }) => {
+                // A delegated host's pending handlers belong to that host, not this one.
+                let found = if key.0.is_some() { Vec::new() } else { found };
+                for p in found {
+                    if !pending.contains(&p) {
+                        pending.push(p);
+                    }
+                }
+            }
+            Ok(Response::Failed { msg, .. }) => {
+                conn.close().await;
+                return Err((false, msg));
+            }
+            Ok(other) => return Err((false, format!("unexpected answer to begin: {other:?}"))),
+            Err(e) => return Err((true, e.to_string())),
+        }
+        conns.insert(key.clone(), conn);
+    }
+    Ok(conns.get_mut(&key).expect("just inserted"))
+}
+
+/// Close these agents and their master connections all at once: each close waits for the agent
+/// to exit and the master to go, and doing them one by one adds up.
+pub async fn close_all(conns: impl IntoIterator<Item = AgentConn>) {
+    futures::future::join_all(conns.into_iter().map(AgentConn::close)).await;
+}

@@ -1,0 +1,109 @@
+//! A host's connection variables (`ansible_connection`, `ansible_host`, `ansible_user`,
+//! `ansible_become`...) turned into the `ConnSpec` the transports connect with.
+
+use crate::config::Config;
+use crate::connection::{ConnKind, ConnSpec};
+use crate::loader::{Play, Task};
+use crate::vars::Scope;
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The connection spec for `host`, from its connection variables rendered in `scope` (the
+/// host's scope for `task`). Only variables set in the inventory, the play's `vars` or `-e` are
+/// looked up. The `become`/`become_user` keywords of the task or play win over the variables;
+/// the play's `connection` and `remote_user` are used when no variable sets them.
+pub fn from_vars(
+    host: &str,
+    inv_vars: &Map<String, Value>,
+    scope: &Arc<Scope>,
+    play: &Play,
+    task: Option<&Task>,
+    cfg: &Config,
+) -> Result<ConnSpec, String> {
+    let get = |k: &str| -> Result<Option<Value>, String> {
+        let present =
+            inv_vars.contains_key(k) || cfg.extra_vars.contains_key(k) || play.vars.contains_key(k);
+        if !present {
+            return Ok(None);
+        }
+        let v = scope.render(&json!(format!("{{{{ {k} }}}}")))?;
+        Ok(Some(v))
+    };
+    let as_string = |v: Option<Value>| -> Option<String> {
+        v.and_then(|v| match v {
+            Value::String(s) => Some(s),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        })
+    };
+    let connection = as_string(get("ansible_connection")?)
+        .or_else(|| play.connection.clone())
+        .unwrap_or_else(|| "ssh".into());
+    let become_ = task
+        .and_then(|t| t.become_)
+        .or(play.become_)
+        .or(get("ansible_become")?.map(|v| {
+            matches!(v, Value::Bool(true)) || v.as_str().is_some_and(|s| s == "true" || s == "yes")
+        }))
+        .unwrap_or(false);
+    let become_user = if become_ {
+        Some(
+            task.and_then(|t| t.become_user.clone())
+                .or_else(|| play.become_user.clone())
+                .or(as_string(get("ansible_become_user")?))
+                .unwrap_or_else(|| "root".into()),
+        )
+    } else {
+        None
+    };
+    let become_password = if become_user.is_some() {
+        cfg.become_password
+            .clone()
+            .or(as_string(get("ansible_become_password")?))
+            .or(as_string(get("ansible_become_pass")?))
+    } else {
+        None
+    };
+    let kind = match connection.as_str() {
+        "local" => ConnKind::Local,
+        "ssh" | "smart" | "paramiko" => ConnKind::Ssh {
+            address: as_string(get("ansible_host")?)
+                .or(as_string(get("ansible_ssh_host")?))
+                .unwrap_or_else(|| host.to_string()),
+            port: match get("ansible_port")?.or(get("ansible_ssh_port")?) {
+                Some(Value::Number(n)) => n.as_u64().map(|p| p as u16),
+                Some(Value::String(s)) => Some(
+                    s.parse::<u16>()
+                        .map_err(|_| format!("ansible_port `{s}` is not a port number"))?,
+                ),
+                _ => None,
+            },
+            user: as_string(get("ansible_user")?)
+                .or(as_string(get("ansible_ssh_user")?))
+                .or_else(|| play.remote_user.clone()),
+            key_file: as_string(get("ansible_ssh_private_key_file")?).map(PathBuf::from),
+            ssh_config: cfg.ssh_config.clone(),
+            accept_new_host_keys: cfg.accept_new_host_keys,
+        },
+        other => {
+            return Err(format!(
+                "ansible_connection `{other}` is not supported (use ssh or local)"
+            ))
+        }
+    };
+    // Root becoming root locally needs no sudo.
+    let become_user = match (&kind, become_user) {
+        (ConnKind::Local, Some(u)) if u == "root" && nix::unistd::geteuid().is_root() => None,
+        (_, u) => u,
+    };
+    Ok(ConnSpec {
+        host: host.to_string(),
+        kind,
+        become_user,
+        become_password,
+        agent_path: as_string(get("fixpoint_agent_path")?).map(PathBuf::from),
+        state_dir: as_string(get("fixpoint_state_dir")?),
+        connect_timeout: cfg.connect_timeout,
+    })
+}

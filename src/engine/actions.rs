@@ -1,0 +1,90 @@
+//! The controller-side actions the engine runs itself, because they change the host's
+//! variables: `include_vars` and `setup`. (The other controller-side actions are prepared by
+//! `crate::actions`.)
+
+use super::facts::facts_vars;
+use super::result::ItemResult;
+use super::state::{HostState, PlayCtx};
+use super::Shared;
+use crate::actions;
+use crate::loader::Task;
+use crate::report::Status;
+use crate::vars::magic::abs;
+use fixpoint_agent::protocol::{Request, Response};
+use fixpoint_modules::Outcome;
+use serde_json::{json, Map, Value};
+use std::time::Duration;
+
+/// `include_vars`: variables loaded on the controller go to the host's include_vars layer.
+/// Relative names are found in the role's `vars/`, then beside the playbook.
+pub(super) fn include_vars(
+    ctx: &PlayCtx<'_>,
+    task: &Task,
+    h: &mut HostState,
+    params: &Value,
+) -> ItemResult {
+    let mut search = Vec::new();
+    if let Some(r) = &task.role {
+        search.push(r.path.join("vars"));
+        search.push(r.path.clone());
+    }
+    search.push(ctx.play.dir.clone());
+    match actions::include_vars(params, &search, &task.pos) {
+        Ok((vars, files)) => {
+            h.included_vars.extend(vars.clone());
+            let mut result = Map::new();
+            result.insert("ansible_facts".into(), Value::Object(vars));
+            result.insert(
+                "ansible_included_var_files".into(),
+                json!(files.iter().map(|f| abs(f)).collect::<Vec<_>>()),
+            );
+            ItemResult::ok(result)
+        }
+        Err(msg) => ItemResult {
+            status: Status::Failed,
+            outcome: Outcome::default(),
+            msg: Some(msg),
+            ignored: false,
+            note: None,
+            outbox_written: None,
+            delegated_to: None,
+        },
+    }
+}
+
+impl Shared<'_> {
+    /// `setup`: the agent gathers the facts again (all of them, whatever subset is asked for;
+    /// `gather_timeout` bounds the wait), and they become the host's facts.
+    pub(super) async fn setup(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+        params: &Value,
+    ) -> Result<ItemResult, (bool, String)> {
+        let timeout = match params.get("gather_timeout") {
+            Some(Value::Number(n)) => n.as_u64().map(Duration::from_secs),
+            Some(Value::String(t)) => t.trim().parse().ok().map(Duration::from_secs),
+            _ => None,
+        };
+        let spec = self.conn_spec(h, ctx, Some(task)).map_err(|e| (false, e))?;
+        let conn = self.conn(h, &spec, ctx).await?;
+        match conn
+            .call(
+                &Request::Facts,
+                Some(timeout.unwrap_or(self.cfg.connect_timeout)),
+            )
+            .await
+        {
+            Ok(Response::Facts { facts }) => {
+                h.facts = facts_vars(facts.clone());
+                h.gathered = true;
+                let mut result = Map::new();
+                result.insert("ansible_facts".into(), Value::Object(facts));
+                Ok(ItemResult::ok(result))
+            }
+            Ok(other) => Err((false, format!("unexpected answer to facts: {other:?}"))),
+            Err(e) => Err((true, e.to_string())),
+        }
+    }
+}

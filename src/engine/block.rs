@@ -1,0 +1,63 @@
+//! `block` / `rescue` / `always`.
+
+use super::state::PlayCtx;
+use super::Engine;
+use crate::loader::Block;
+
+impl Engine {
+    /// `block` / `rescue` / `always`: hosts that fail in the block run the rescue (and count
+    /// as rescued, not failed, when it succeeds); every host that entered runs the always part.
+    pub(super) async fn run_block(&mut self, ctx: &PlayCtx<'_>, block: &Block, entered: &[String]) {
+        for h in entered {
+            self.hosts.get_mut(h).expect("host state").last_failure = None;
+        }
+        let rescuable = !block.rescue.is_empty();
+        self.rescue_depth += usize::from(rescuable);
+        self.run_steps(ctx, &block.block, entered).await;
+        self.rescue_depth -= usize::from(rescuable);
+        let failed_here = |me: &Self| -> Vec<String> {
+            entered
+                .iter()
+                .filter(|h| {
+                    let hs = &me.hosts[*h];
+                    hs.failed && !hs.unreachable
+                })
+                .cloned()
+                .collect()
+        };
+        let to_rescue = failed_here(self);
+        if !block.rescue.is_empty() && !to_rescue.is_empty() {
+            for h in &to_rescue {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                hs.failed = false;
+                hs.stats.failed = hs.stats.failed.saturating_sub(1);
+                let (task, result) = hs.last_failure.clone().unwrap_or_default();
+                hs.host_vars.insert("ansible_failed_task".into(), task);
+                hs.host_vars.insert("ansible_failed_result".into(), result);
+            }
+            self.run_steps(ctx, &block.rescue, &to_rescue).await;
+            for h in &to_rescue {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                if !hs.failed && !hs.unreachable {
+                    hs.stats.rescued += 1;
+                }
+            }
+        }
+        if !block.always.is_empty() && !self.play_ended {
+            // Hosts that failed in the block (and were not rescued) run `always` and stay failed.
+            let still_failed = failed_here(self);
+            for h in &still_failed {
+                self.hosts.get_mut(h).expect("host state").failed = false;
+            }
+            let runners: Vec<String> = entered
+                .iter()
+                .filter(|h| !self.hosts[*h].unreachable)
+                .cloned()
+                .collect();
+            self.run_steps(ctx, &block.always, &runners).await;
+            for h in &still_failed {
+                self.hosts.get_mut(h).expect("host state").failed = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Which agent a task runs through: the host's connection spec (or, with `delegate_to`, the
+//! delegated host's), and the agent from the pool, started with this run's `Begin`.
+
+use super::state::{HostState, PlayCtx};
+use super::{display, playbook_scope, Shared};
+use crate::connection::pool::{self, ConnKey};
+use crate::connection::spec;
+use crate::connection::{AgentConn, ConnSpec};
+use crate::loader::{Play, Task};
+use crate::vars::Scope;
+use fixpoint_agent::protocol::Request;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Shared<'_> {
+    /// The connection spec for a host, from its (rendered) connection variables.
+    pub(super) fn conn_spec(
+        &self,
+        h: &HostState,
+        ctx: &PlayCtx<'_>,
+        task: Option<&Task>,
+    ) -> Result<ConnSpec, String> {
+        let scope = self.scope(ctx, task, h);
+        spec::from_vars(&h.name, &h.inv_vars, &scope, ctx.play, task, self.cfg)
+    }
+
+    /// The connection a task runs through: the host's own, or with `delegate_to` the
+    /// delegated host's (its connection variables; the task keeps the original host's vars).
+    pub(super) fn task_conn_spec(
+        &self,
+        h: &HostState,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        scope: &Arc<Scope>,
+    ) -> Result<ConnSpec, String> {
+        let Some(raw) = &task.delegate_to else {
+            return self.conn_spec(h, ctx, Some(task));
+        };
+        let target = display(
+            &scope
+                .render(&json!(raw))
+                .map_err(|e| format!("cannot render `delegate_to`: {e}"))?,
+        );
+        if target == h.name {
+            return self.conn_spec(h, ctx, Some(task));
+        }
+        let inv_vars = self.inventory.host_vars(&target);
+        if inv_vars.is_empty() {
+            return Err(format!(
+                "`delegate_to: {target}`: no such host in the inventory"
+            ));
+        }
+        let delegated = HostState::new(&target, Arc::new(inv_vars));
+        self.conn_spec(&delegated, ctx, Some(task))
+    }
+
+    /// The host's agent for this spec's become user, started on first use. A new agent opens
+    /// the host's state directory and takes the run lock before it does anything else.
+    /// Errors say whether the host is unreachable (true) or failed (false).
+    pub(super) async fn conn<'h>(
+        &self,
+        h: &'h mut HostState,
+        spec: &ConnSpec,
+        ctx: &PlayCtx<'_>,
+    ) -> Result<&'h mut AgentConn, (bool, String)> {
+        let key = conn_key(h, spec);
+        let begin = || {
+            let req = Request::Begin {
+                run_id: self.run_id.to_string(),
+                playbook: playbook_scope(ctx.book),
+                state_dir: spec.state_dir.clone(),
+                lock_timeout_secs: self.cfg.lock_timeout,
+                retention_days: journal_retention(ctx.play),
+            };
+            // The agent may wait for another run's lock before it answers.
+            let timeout = self.cfg.connect_timeout + Duration::from_secs(self.cfg.lock_timeout);
+            (req, timeout)
+        };
+        pool::get_or_start(&mut h.conns, key, spec, self.binary, begin, &mut h.pending).await
+    }
+}
+
+/// The agent a spec reaches, among the host's agents.
+pub(super) fn conn_key(h: &HostState, spec: &ConnSpec) -> ConnKey {
+    pool::key(&h.name, spec)
+}
+
+/// `journal_retention` (days) from the play's vars, default 90.
+fn journal_retention(play: &Play) -> u64 {
+    match play.vars.get("journal_retention") {
+        Some(Value::Number(n)) => n.as_u64().unwrap_or(90),
+        Some(Value::String(s)) => s.trim().parse().unwrap_or(90),
+        _ => 90,
+    }
+}

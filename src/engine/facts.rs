@@ -1,0 +1,103 @@
+//! Fact gathering at the start of a play (`gather_facts`), and facts as variables.
+
+use super::state::PlayCtx;
+use super::{Engine, Shared};
+use crate::report::{Status, TaskEvent};
+use fixpoint_agent::protocol::{Request, Response};
+use serde_json::{Map, Value};
+
+impl Engine {
+    pub(super) async fn gather_facts(&mut self, ctx: &PlayCtx<'_>) {
+        let targets: Vec<String> = ctx
+            .hosts
+            .iter()
+            .filter(|h| self.hosts[*h].active() && !self.hosts[*h].gathered)
+            .cloned()
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        self.reporter.task_start("Gathering Facts", false);
+        let shared = shared!(self);
+        let sem = tokio::sync::Semaphore::new(self.cfg.forks);
+        let futures = self
+            .hosts
+            .values_mut()
+            .filter(|h| targets.contains(&h.name))
+            .map(|h| {
+                let sem = &sem;
+                let shared = &shared;
+                async move {
+                    let _permit = sem.acquire().await.expect("semaphore open");
+                    let spec = match shared.conn_spec(h, ctx, None) {
+                        Ok(s) => s,
+                        Err(e) => return (h.name.clone(), Err((false, e))),
+                    };
+                    let res = match shared.conn(h, &spec, ctx).await {
+                        Ok(conn) => conn
+                            .call(&Request::Facts, Some(shared.cfg.connect_timeout))
+                            .await
+                            .map_err(|e| (false, e.to_string())),
+                        Err(e) => Err(e),
+                    };
+                    match res {
+                        Ok(Response::Facts { facts }) => {
+                            h.facts = facts_vars(facts);
+                            h.gathered = true;
+                            (h.name.clone(), Ok(()))
+                        }
+                        Ok(other) => (
+                            h.name.clone(),
+                            Err((false, format!("unexpected answer to facts: {other:?}"))),
+                        ),
+                        Err(e) => (h.name.clone(), Err(e)),
+                    }
+                }
+            });
+        let results = futures::future::join_all(futures).await;
+        for (host, res) in results {
+            let hs = self.hosts.get_mut(&host).expect("host state");
+            let (status, msg) = match res {
+                Ok(()) => {
+                    hs.stats.ok += 1;
+                    (Status::Ok, None)
+                }
+                Err((true, e)) => {
+                    hs.unreachable = true;
+                    hs.stats.unreachable += 1;
+                    (Status::Unreachable, Some(e))
+                }
+                Err((false, e)) => {
+                    hs.failed = true;
+                    hs.stats.failed += 1;
+                    (Status::Failed, Some(e))
+                }
+            };
+            self.reporter.task(&TaskEvent {
+                host: &host,
+                task: "Gathering Facts",
+                module: "setup",
+                location: &ctx.play.pos.to_string(),
+                status,
+                item: None,
+                diff: None,
+                msg: msg.as_deref(),
+                result: None,
+                ignored: false,
+                censored: false,
+                note: None,
+                delegated_to: None,
+            });
+        }
+    }
+}
+
+/// Facts as variables: `ansible_<name>` and `ansible_facts`.
+pub(super) fn facts_vars(facts: Map<String, Value>) -> Map<String, Value> {
+    let mut all = Map::new();
+    for (k, v) in &facts {
+        all.insert(format!("ansible_{k}"), v.clone());
+    }
+    all.insert("ansible_facts".into(), Value::Object(facts));
+    all
+}

@@ -1,0 +1,211 @@
+//! One task over a set of hosts: run it on each (bounded by forks and `throttle`), report the
+//! results in host order, count them for the recap, record notifications, and share a
+//! `run_once` result with the other hosts.
+
+use super::state::PlayCtx;
+use super::{shown_name, Engine, Shared};
+use crate::loader::Task;
+use crate::report::{Status, TaskEvent};
+use fixpoint_modules::Diff;
+use serde_json::{json, Map, Value};
+
+impl Engine {
+    pub(super) async fn run_task(
+        &mut self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        targets: &[String],
+        handler: bool,
+    ) {
+        let name = shown_name(&self.play_scope(ctx.play), &task.display_name());
+        // The banner names the role as Ansible does (`common : Install`); events keep the name.
+        let banner = match &task.role {
+            Some(r) => format!("{} : {name}", r.name),
+            None => name.clone(),
+        };
+        self.reporter.task_start(&banner, handler);
+        // `run_once`: the first host runs it; its results are given to the others below.
+        let all_targets = targets;
+        let targets = if task.run_once {
+            &targets[..targets.len().min(1)]
+        } else {
+            targets
+        };
+        let shared = shared!(self);
+        let sem = tokio::sync::Semaphore::new(
+            task.throttle
+                .map_or(self.cfg.forks, |t| t.min(self.cfg.forks)),
+        );
+        let ctx = self.snapshot(ctx);
+        let ctx = &ctx;
+        let futures = self
+            .hosts
+            .values_mut()
+            .filter(|h| targets.contains(&h.name))
+            .map(|h| {
+                let sem = &sem;
+                let shared = &shared;
+                async move {
+                    let _permit = sem.acquire().await.expect("semaphore open");
+                    let events = shared.run_task_on_host(ctx, task, h).await;
+                    (h.name.clone(), events)
+                }
+            });
+        let results = futures::future::join_all(futures).await;
+        let location = task.pos.to_string();
+        for (host, events) in results {
+            let hs = self.hosts.get_mut(&host).expect("host state");
+            let mut any_changed = false;
+            let mut failed = false;
+            let mut unreachable = false;
+            for ev in &events {
+                match ev.status {
+                    Status::Changed => any_changed = true,
+                    Status::Failed if !ev.ignored => failed = true,
+                    Status::Unreachable => unreachable = true,
+                    _ => {}
+                }
+                if ev.status == Status::Changed {
+                    // The --twice verdict shows diffs: never a no_log task's.
+                    let diff = if task.no_log {
+                        Diff::default()
+                    } else {
+                        ev.diff.clone()
+                    };
+                    self.changed_log
+                        .push((host.clone(), name.clone(), location.clone(), diff));
+                }
+                self.reporter.task(&TaskEvent {
+                    host: &host,
+                    task: &name,
+                    module: task.module,
+                    location: &location,
+                    status: ev.status,
+                    item: ev.item.as_deref(),
+                    diff: Some(&ev.diff),
+                    msg: ev.msg.as_deref(),
+                    result: Some(&ev.result),
+                    ignored: ev.ignored,
+                    censored: task.no_log,
+                    note: ev.note.as_deref(),
+                    delegated_to: ev.delegated_to.as_deref(),
+                });
+            }
+            // The recap counts a task once per host, like Ansible, whatever its loop length.
+            let ignored = events.iter().any(|e| e.ignored);
+            if unreachable {
+                hs.unreachable = true;
+                hs.stats.unreachable += 1;
+            } else if failed {
+                hs.failed = true;
+                hs.stats.failed += 1;
+                let result = events
+                    .iter()
+                    .rev()
+                    .find(|e| e.status == Status::Failed && !e.ignored)
+                    .map(|e| {
+                        let mut r = e.result.clone();
+                        if let Some(m) = &e.msg {
+                            r.insert("msg".into(), json!(m));
+                        }
+                        Value::Object(r)
+                    })
+                    .unwrap_or_default();
+                let result = if task.no_log {
+                    json!({"censored": "the output has been hidden due to the fact that 'no_log: true' was specified for this result", "failed": true})
+                } else {
+                    result
+                };
+                hs.last_failure = Some((
+                    json!({"name": name, "action": task.module, "location": location}),
+                    result,
+                ));
+            } else if any_changed {
+                hs.stats.changed += 1;
+                hs.stats.ok += 1;
+            } else if !events.is_empty() && events.iter().all(|e| e.status == Status::Skipped) {
+                hs.stats.skipped += 1;
+            } else {
+                hs.stats.ok += 1;
+            }
+            if ignored {
+                hs.stats.ignored += 1;
+            }
+            if any_changed && !task.notify.is_empty() {
+                for n in &task.notify {
+                    let known = ctx
+                        .handlers
+                        .iter()
+                        .any(|h| h.name.as_deref() == Some(n) || h.listen.contains(n));
+                    if !known {
+                        self.reporter.warn(&format!(
+                            "task \"{name}\" ({location}) notifies `{n}`, but no handler has that name or listens to it"
+                        ));
+                        continue;
+                    }
+                    if !hs.notified.contains(n) {
+                        hs.notified.push(n.clone());
+                    }
+                }
+            }
+        }
+        if task.run_once && all_targets.len() > 1 {
+            self.share_run_once(task, &all_targets[0], &all_targets[1..]);
+        }
+    }
+
+    /// After a `run_once` task, the other hosts see its registered result and facts, as in Ansible.
+    fn share_run_once(&mut self, task: &Task, first: &str, others: &[String]) {
+        let src = &self.hosts[first].host_vars;
+        let mut shared = Map::new();
+        if let Some(reg) = &task.register {
+            if let Some(v) = src.get(reg) {
+                shared.insert(reg.clone(), v.clone());
+            }
+        }
+        if task.module == "set_fact" {
+            if let Some(m) = task.params.as_object() {
+                for k in m.keys().filter(|k| *k != "cacheable") {
+                    if let Some(v) = src.get(k) {
+                        shared.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        for h in others {
+            let hs = self.hosts.get_mut(h).expect("host state");
+            hs.host_vars.extend(shared.clone());
+        }
+    }
+
+    /// Report a failure that happened outside a module run (an include that cannot load).
+    pub(super) fn fail_host(
+        &mut self,
+        host: &str,
+        task: &str,
+        module: &str,
+        location: &str,
+        msg: String,
+    ) {
+        self.reporter.task_start(task, false);
+        let hs = self.hosts.get_mut(host).expect("host state");
+        hs.failed = true;
+        hs.stats.failed += 1;
+        hs.last_failure = Some((json!({"name": task}), json!({"failed": true, "msg": msg})));
+        self.reporter.task(&TaskEvent {
+            host,
+            task,
+            module,
+            location,
+            status: Status::Failed,
+            item: None,
+            diff: None,
+            msg: Some(&msg),
+            result: None,
+            ignored: false,
+            censored: false,
+            note: None,
+            delegated_to: None,
+        });
+    }
+}

@@ -1,0 +1,143 @@
+//! Handlers: the play's handler list, running the notified ones, and keeping the agents'
+//! outboxes (notifications recorded on the host, so a failed run still delivers them) in step.
+
+use super::state::{HostState, PlayCtx};
+use super::{playbook_scope, Engine, Shared};
+use crate::connection::pool::ConnKey;
+use crate::loader::Task;
+use crate::report::Status;
+use fixpoint_agent::journal::OutboxEntry;
+use fixpoint_agent::protocol::Request;
+use std::sync::Arc;
+
+impl Engine {
+    /// Run the handlers notified on the batch's hosts, in the order they are defined, each once
+    /// per host however many tasks notified it; then clear their outbox entries.
+    pub(super) async fn flush_handlers(&mut self, ctx: &PlayCtx<'_>) {
+        // Notifications an earlier run recorded but never delivered are delivered now.
+        let scope = playbook_scope(ctx.book);
+        for host in &ctx.hosts {
+            let hs = self.hosts.get_mut(host).expect("host state");
+            if !hs.active() {
+                continue;
+            }
+            let (mine, rest): (Vec<OutboxEntry>, Vec<OutboxEntry>) =
+                std::mem::take(&mut hs.pending)
+                    .into_iter()
+                    .partition(|p| p.playbook == scope && p.play == ctx.play.name);
+            hs.pending = rest;
+            let mut notes = Vec::new();
+            for p in mine {
+                if !hs.notified.contains(&p.handler) {
+                    hs.notified.push(p.handler.clone());
+                }
+                notes.push(format!(
+                    "handler `{}` pending since {} (run {}, notified by task \"{}\"): running it now",
+                    p.handler, p.since, p.run_id, p.task
+                ));
+            }
+            for n in notes {
+                self.reporter.note(host, &n);
+            }
+        }
+        let handlers = self.handlers.clone();
+        for handler in handlers.iter() {
+            let name = handler.name.clone().unwrap_or_default();
+            let force = self.cfg.force_handlers || ctx.play.force_handlers;
+            let targets: Vec<String> = ctx
+                .hosts
+                .iter()
+                .filter(|h| {
+                    let hs = &self.hosts[*h];
+                    (hs.active() || (force && !hs.unreachable))
+                        && hs
+                            .notified
+                            .iter()
+                            .any(|n| *n == name || handler.listen.contains(n))
+                })
+                .cloned()
+                .collect();
+            if targets.is_empty() {
+                continue;
+            }
+            for h in &targets {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                hs.notified
+                    .retain(|n| *n != name && !handler.listen.contains(n));
+            }
+            self.run_task(ctx, handler, &targets, true).await;
+            // Delivered: remove the outbox entry on every agent of the hosts where it succeeded.
+            for h in &targets {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                if !hs.active() {
+                    continue;
+                }
+                for conn in hs.conns.values_mut() {
+                    let req = Request::HandlerDone {
+                        playbook: scope.clone(),
+                        play: ctx.play.name.clone(),
+                        handler: name.clone(),
+                    };
+                    if let Err(e) = conn.call(&req, Some(self.cfg.connect_timeout)).await {
+                        tracing::warn!(host = %h, "cannot clear the outbox entry of `{name}`: {e}");
+                    }
+                }
+            }
+        }
+        // Notifications for handlers that do not exist were reported when notified.
+    }
+
+    /// Handlers of roles loaded at run time join the play's (once each).
+    pub(super) fn add_handlers(&mut self, new: Vec<Task>) {
+        if new.is_empty() {
+            return;
+        }
+        let all = Arc::make_mut(&mut self.handlers);
+        for h in new {
+            if !all.iter().any(|x| x.pos == h.pos && x.name == h.name) {
+                all.push(h);
+            }
+        }
+    }
+}
+
+impl Shared<'_> {
+    /// The agent recorded pending handlers before a change; when the task did not end up
+    /// `changed` (e.g. `changed_when`), nothing notifies them, so the entries are withdrawn.
+    pub(super) async fn settle_outbox(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+        wrote: Option<ConnKey>,
+        status: Status,
+    ) {
+        let Some(agent) = wrote else { return };
+        if status == Status::Changed {
+            return;
+        }
+        if let Some(conn) = h.conns.get_mut(&agent) {
+            for handler in handler_names(&ctx.handlers, &task.notify) {
+                let req = Request::HandlerDone {
+                    playbook: playbook_scope(ctx.book),
+                    play: ctx.play.name.clone(),
+                    handler,
+                };
+                let _ = conn.call(&req, Some(self.cfg.connect_timeout)).await;
+            }
+        }
+    }
+}
+
+/// The handlers (by name) that a task's `notify` reaches, directly or through `listen`.
+pub(super) fn handler_names(handlers: &[Task], notify: &[String]) -> Vec<String> {
+    handlers
+        .iter()
+        .filter(|h| {
+            notify
+                .iter()
+                .any(|n| h.name.as_deref() == Some(n.as_str()) || h.listen.contains(n))
+        })
+        .filter_map(|h| h.name.clone())
+        .collect()
+}

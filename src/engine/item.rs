@@ -1,0 +1,201 @@
+//! One attempt of one task (or loop item) on one host: render its parameters, run it on the
+//! controller or send it to the agent, and say what happened.
+
+use super::actions::include_vars;
+use super::connect::conn_key;
+use super::handlers::handler_names;
+use super::result::ItemResult;
+use super::state::{HostState, PlayCtx};
+use super::{display, playbook_scope, Shared};
+use crate::actions::{self, Prepared};
+use crate::connection::pool::ConnKey;
+use crate::loader::Task;
+use crate::report::Status;
+use crate::vars::Scope;
+use fixpoint_agent::protocol::{NotifySpec, OnceSpec, Request, Response};
+use fixpoint_modules::Outcome;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Shared<'_> {
+    /// Render, prepare and execute one task (or one loop item) on the host.
+    pub(super) async fn run_item(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+        scope: &Arc<Scope>,
+    ) -> Result<ItemResult, (bool, String)> {
+        // Bare expressions (assert's `that`, debug's `var`) are evaluated by the action, not rendered.
+        let raw_keys = actions::raw_param_keys(task.module);
+        let mut params = task.params.clone();
+        let mut raw = Map::new();
+        if let Value::Object(m) = &mut params {
+            for k in raw_keys {
+                if let Some(v) = m.remove(*k) {
+                    raw.insert(k.to_string(), v);
+                }
+            }
+        }
+        let mut params = scope
+            .render(&params)
+            .map_err(|e| (false, format!("cannot render the parameters: {e}")))?;
+        if let Value::Object(m) = &mut params {
+            m.extend(raw);
+        }
+        // `debug` with `verbosity: N` shows only from N `-v` on; below that it is skipped, as in Ansible.
+        if task.module == "debug" {
+            let wanted = params.get("verbosity").and_then(Value::as_u64).unwrap_or(0);
+            if wanted > u64::from(self.cfg.verbosity) {
+                let mut skipped = ItemResult::ok(Map::new());
+                skipped.status = Status::Skipped;
+                return Ok(skipped);
+            }
+        }
+        let mut environment = ctx.play.environment.clone();
+        environment.extend(task.environment.clone());
+        let environment = match scope.render(&Value::Object(environment)) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => Map::new(),
+            Err(e) => return Err((false, format!("cannot render `environment`: {e}"))),
+        };
+        match task.module {
+            "include_vars" => return Ok(include_vars(ctx, task, h, &params)),
+            "setup" => return self.setup(ctx, task, h, &params).await,
+            _ => {}
+        }
+        let prepared = actions::prepare(
+            task.module,
+            params,
+            &task.search_dirs(&ctx.play.dir),
+            self.templar,
+            &scope.ctx(),
+            &environment,
+        )
+        .map_err(|f| (false, f.msg))?;
+        let (module, params) = match prepared {
+            Prepared::Done(Ok(outcome)) => {
+                return Ok(ItemResult {
+                    status: if outcome.changed {
+                        Status::Changed
+                    } else {
+                        Status::Ok
+                    },
+                    msg: outcome.msg.clone(),
+                    outcome,
+                    ignored: false,
+                    note: None,
+                    outbox_written: None,
+                    delegated_to: None,
+                })
+            }
+            Prepared::Done(Err(f)) => {
+                return Ok(ItemResult {
+                    status: Status::Failed,
+                    outcome: Outcome {
+                        result: f.result,
+                        ..Outcome::default()
+                    },
+                    msg: Some(f.msg),
+                    ignored: false,
+                    note: None,
+                    outbox_written: None,
+                    delegated_to: None,
+                })
+            }
+            Prepared::Agent { module, params } => (module, params),
+        };
+        // Templated parameters are checked now that they have values.
+        if let Err(e) = fixpoint_modules::check_params(module, &params) {
+            return Err((
+                false,
+                format!("invalid parameters for `{}`: {e}", task.module),
+            ));
+        }
+        // A command declared read-only (`changed_when: false`) also runs in check mode.
+        let check = self.effective_check(Some(task)) && !task.is_read_only();
+        let diff = self.cfg.diff || self.cfg.twice || task.diff.unwrap_or(false);
+        let spec = self
+            .task_conn_spec(h, ctx, task, scope)
+            .map_err(|e| (false, e))?;
+        let once = match &task.once {
+            Some(raw) => {
+                let key = scope
+                    .render(&json!(raw))
+                    .map_err(|e| (false, format!("cannot render `once`: {e}")))?;
+                Some(OnceSpec {
+                    key: display(&key),
+                    playbook: playbook_scope(ctx.book),
+                    request_sha256: fixpoint_agent::journal::request_hash(module, &params),
+                    probe_guarded: ["creates", "removes", "unless", "onlyif"]
+                        .iter()
+                        .any(|k| params.get(*k).is_some_and(|v| !v.is_null())),
+                    no_log: task.no_log,
+                })
+            }
+            None => None,
+        };
+        let notify = (!task.notify.is_empty() && !check).then(|| NotifySpec {
+            playbook: playbook_scope(ctx.book),
+            play: ctx.play.name.clone(),
+            task: task.display_name(),
+            handlers: handler_names(&ctx.handlers, &task.notify),
+        });
+        let conn = self.conn(h, &spec, ctx).await?;
+        let req = Request::Run {
+            module: module.to_string(),
+            params,
+            check,
+            diff,
+            once,
+            notify,
+        };
+        let timeout = task.timeout.map(Duration::from_secs);
+        match conn.call(&req, timeout).await {
+            Ok(Response::Done {
+                outcome,
+                note,
+                outbox_written,
+            }) => Ok(ItemResult {
+                status: if outcome.changed {
+                    Status::Changed
+                } else {
+                    Status::Ok
+                },
+                msg: outcome.msg.clone(),
+                outcome,
+                ignored: false,
+                note,
+                outbox_written: outbox_written.then_some(conn_key(h, &spec)),
+                delegated_to: conn_key(h, &spec).0,
+            }),
+            Ok(Response::Failed { msg, result }) => Ok(ItemResult {
+                status: Status::Failed,
+                outcome: Outcome {
+                    result,
+                    ..Outcome::default()
+                },
+                msg: Some(msg),
+                ignored: false,
+                note: None,
+                outbox_written: None,
+                delegated_to: conn_key(h, &spec).0,
+            }),
+            Ok(other) => Err((
+                false,
+                format!("unexpected answer from the agent: {other:?}"),
+            )),
+            Err(e) => {
+                // The channel is gone or out of step: drop it so nothing else uses it.
+                h.conns.remove(&conn_key(h, &spec));
+                Err((false, e.to_string()))
+            }
+        }
+    }
+}
+
+/// Which agent wrote outbox entries for this result, if any.
+pub(super) fn outbox_writer(r: &Result<ItemResult, (bool, String)>) -> Option<ConnKey> {
+    r.as_ref().ok().and_then(|i| i.outbox_written.clone())
+}

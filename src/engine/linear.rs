@@ -1,0 +1,104 @@
+//! The linear strategy: each step on every host still in the play before the next step. A
+//! `strategy: free` lane runs the same loop with its one host.
+
+use super::state::PlayCtx;
+use super::Engine;
+use crate::loader::Step;
+
+impl Engine {
+    /// Run a list of steps on the hosts of `allowed` that are still active.
+    pub(super) fn run_steps<'s>(
+        &'s mut self,
+        ctx: &'s PlayCtx<'s>,
+        steps: &'s [Step],
+        allowed: &'s [String],
+    ) -> futures::future::BoxFuture<'s, ()> {
+        Box::pin(async move {
+            for step in steps {
+                let targets: Vec<String> = allowed
+                    .iter()
+                    .filter(|h| self.hosts[*h].active())
+                    .cloned()
+                    .collect();
+                if targets.is_empty() || self.play_ended {
+                    return;
+                }
+                match step {
+                    Step::Task(task) => {
+                        if !self.started {
+                            // --start-at-task: skip until the named task.
+                            let want = self.cfg.start_at_task.as_deref().unwrap_or_default();
+                            if task.display_name() != want
+                                && crate::report::listing::listed_name(task) != want
+                            {
+                                continue;
+                            }
+                            self.started = true;
+                        }
+                        if self.tag_selected(&task.tags) {
+                            self.run_task(ctx, task, &targets, false).await;
+                        }
+                    }
+                    Step::Block(block) => self.run_block(ctx, block, &targets).await,
+                    Step::Include(inc) => {
+                        if self.tag_selected(&inc.tags) {
+                            self.run_include(ctx, inc, &targets).await;
+                        }
+                    }
+                    Step::Meta(meta) => {
+                        if self.tag_selected(&meta.tags) {
+                            self.run_meta(ctx, meta, &targets).await;
+                        }
+                    }
+                }
+                self.check_fail_limits(ctx);
+            }
+        })
+    }
+
+    /// `any_errors_fatal` and `max_fail_percentage`: after each step outside a block with a
+    /// rescue (where a failure may still be rescued), end the play when the batch failed enough.
+    fn check_fail_limits(&mut self, ctx: &PlayCtx<'_>) {
+        if self.rescue_depth > 0 {
+            return;
+        }
+        let failed = ctx
+            .hosts
+            .iter()
+            .filter(|h| {
+                let hs = &self.hosts[*h];
+                (hs.failed || hs.unreachable) && !self.failed_before.contains(*h)
+            })
+            .count();
+        if failed == 0 {
+            return;
+        }
+        let fatal = ctx.play.any_errors_fatal;
+        let over = ctx
+            .play
+            .max_fail_percentage
+            .is_some_and(|max| (failed as f64) * 100.0 / (ctx.hosts.len() as f64) > max);
+        if fatal || over {
+            let why = if fatal {
+                "any_errors_fatal".to_string()
+            } else {
+                format!(
+                    "max_fail_percentage {} exceeded",
+                    ctx.play.max_fail_percentage.unwrap_or_default()
+                )
+            };
+            self.reporter.warn(&format!(
+                "play \"{}\" ends for all hosts: {failed} host(s) failed ({why})",
+                ctx.play.name
+            ));
+            self.play_ended = true;
+            // The hosts that did not fail did not finish the play either: the run fails.
+            for h in &ctx.hosts {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                if hs.active() {
+                    hs.failed = true;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! engine/: runs the plays of a playbook over the inventory's hosts.
+//!
+//! It owns the run: which hosts a play selects and in what batches, the strategies (linear,
+//! free), blocks, run-time includes, handlers, `meta:`, one task on one host (loop, when, until,
+//! register), the post-processing of its result, and each host's state between tasks.
+//! It must NOT know how a playbook is parsed (it gets the AST, and asks the loader for the files
+//! included at run time), how a variable is resolved (vars/), how an agent is started or
+//! reached (connection/), nor how results look (report/).
+//!
+//! Entry points: `Engine::run` (apply/check) and `Engine::journal` (`fixpoint journal`).
+
+use crate::config::Config;
+use crate::connection::AgentBinary;
+use crate::inventory::Inventory;
+use crate::loader::{Playbook, Task};
+use crate::report::Reporter;
+use crate::templating::Templar;
+use crate::vars::{precedence, Scope, VarSrc};
+use fixpoint_modules::Diff;
+use serde_json::{json, Map, Value};
+use state::{HostState, PlayCtx};
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+/// The read-only half of the engine (`Shared`), borrowed field by field: a `&self` method would
+/// borrow the whole engine, while host futures need `self.hosts` mutably at the same time.
+macro_rules! shared {
+    ($engine:expr) => {
+        Shared {
+            cfg: &$engine.cfg,
+            inventory: &$engine.inventory,
+            run_id: &$engine.run_id,
+            templar: &$engine.templar,
+            binary: &$engine.binary,
+        }
+    };
+}
+
+mod actions;
+mod block;
+mod connect;
+mod facts;
+mod fanout;
+mod free;
+mod handlers;
+mod includes;
+mod item;
+mod linear;
+mod meta;
+mod play;
+mod result;
+mod run;
+mod state;
+mod task;
+
+/// How a whole run ended, for the exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    Success,
+    Failed,
+    NotConverged,
+}
+
+pub struct Engine {
+    cfg: Config,
+    templar: Arc<Templar>,
+    inventory: Arc<Inventory>,
+    reporter: Reporter,
+    hosts: BTreeMap<String, HostState>,
+    /// The embedded agent, shipped to hosts whose cache lacks it.
+    binary: Arc<AgentBinary>,
+    /// Changed results of the current pass: (host, task, location, diff), for `--twice`.
+    changed_log: Vec<(String, String, String, Diff)>,
+    /// This run's id, recorded with the host lock and journal records.
+    run_id: String,
+    /// `meta: end_play` was reached in the current play (or a failure limit).
+    play_ended: bool,
+    /// False until `--start-at-task`'s task is reached.
+    started: bool,
+    /// Blocks with a `rescue` being run: failures inside may still be rescued.
+    rescue_depth: usize,
+    /// Hosts of the current batch that had failed before it started.
+    failed_before: Vec<String>,
+    /// See `idle_hostvars`.
+    idle_hostvars: Arc<OnceLock<Map<String, Value>>>,
+    /// In a `strategy: free` lane: the other hosts' `hostvars` as they were when it started.
+    peer_hostvars: Map<String, Value>,
+    /// The current play's handlers: its own and its roles', then those of roles loaded at run
+    /// time.
+    handlers: Arc<Vec<Task>>,
+}
+
+impl Engine {
+    pub fn new(cfg: Config, inventory: Inventory, templar: Templar) -> Engine {
+        let reporter = Reporter::new(cfg.json, cfg.verbosity, cfg.diff || cfg.twice);
+        Engine {
+            cfg,
+            templar: Arc::new(templar),
+            inventory: Arc::new(inventory),
+            reporter,
+            hosts: BTreeMap::new(),
+            binary: Arc::new(AgentBinary::embedded()),
+            changed_log: Vec::new(),
+            run_id: new_run_id(),
+            play_ended: false,
+            started: true,
+            rescue_depth: 0,
+            failed_before: Vec::new(),
+            idle_hostvars: Arc::default(),
+            peer_hostvars: Map::new(),
+            handlers: Arc::default(),
+        }
+    }
+
+    fn host_state(&mut self, name: &str) -> &mut HostState {
+        if !self.hosts.contains_key(name) {
+            let inv_vars = Arc::new(self.inventory.host_vars(name));
+            self.hosts
+                .insert(name.to_string(), HostState::new(name, inv_vars));
+        }
+        self.hosts.get_mut(name).expect("just inserted")
+    }
+
+    fn tag_selected(&self, tags: &[String]) -> bool {
+        self.cfg.tag_selected(tags)
+    }
+}
+
+/// The read-only parts of the engine that host futures need.
+struct Shared<'a> {
+    cfg: &'a Config,
+    inventory: &'a Inventory,
+    run_id: &'a str,
+    templar: &'a Arc<Templar>,
+    binary: &'a Arc<AgentBinary>,
+}
+
+impl Shared<'_> {
+    /// The variable scope for a task on a host.
+    fn scope(&self, ctx: &PlayCtx<'_>, task: Option<&Task>, h: &HostState) -> Arc<Scope> {
+        let src = match task {
+            Some(t) => VarSrc {
+                role: t.role.as_deref(),
+                vars: Some(&t.vars),
+                check_mode: t.check_mode,
+            },
+            None => VarSrc::default(),
+        };
+        self.scope_with(ctx, src, h)
+    }
+
+    /// The variable scope on a host (see `vars::precedence` for the order of its layers).
+    fn scope_with(&self, ctx: &PlayCtx<'_>, src: VarSrc<'_>, h: &HostState) -> Arc<Scope> {
+        precedence::host_scope(self.cfg, self.templar, &ctx.vars(), src, &h.vars())
+    }
+
+    fn effective_check(&self, task: Option<&Task>) -> bool {
+        match task.and_then(|t| t.check_mode) {
+            Some(c) => c,
+            None => self.cfg.check,
+        }
+    }
+}
+
+/// A run id that says where and when the run started: `<controller host>-<pid>-<unix time>`.
+fn new_run_id() -> String {
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "controller".into());
+    format!(
+        "{host}-{}-{}",
+        std::process::id(),
+        fixpoint_agent::journal::now_unix()
+    )
+}
+
+/// The scope of journal keys and outbox entries: the playbook's file name, so a retry from
+/// another checkout of the same playbook is recognised as the same logical operation.
+fn playbook_scope(book: &Playbook) -> String {
+    book.path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| book.path.display().to_string())
+}
+
+/// A play or task name as shown: rendered when it is a template and renders (names that
+/// use host variables stay as written, since one name stands for every host).
+fn shown_name(scope: &Arc<Scope>, raw: &str) -> String {
+    if !Templar::is_template(raw) {
+        return raw.to_string();
+    }
+    match scope.render(&json!(raw)) {
+        Ok(v) => display(&v),
+        Err(_) => raw.to_string(),
+    }
+}
+
+/// Whether every condition holds (`when`, `until`, `changed_when`... are lists joined by `and`).
+fn all_hold(scope: &Arc<Scope>, conds: &[String]) -> Result<bool, String> {
+    for c in conds {
+        if !scope.eval_bool(c)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// A rendered value as text: strings as they are, anything else as JSON.
+fn display(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,276 @@
+//! One play: select and order its hosts, cut them in `serial` batches, gather facts, then run
+//! its sections (pre_tasks, roles and tasks, post_tasks) with the play's strategy; and the
+//! play-level variables (`vars_files` with templated paths, names shown in banners).
+
+use super::state::{HostState, PlayCtx};
+use super::{display, shown_name, Engine};
+use crate::loader::{BatchSize, HostOrder, Play, Playbook, Step};
+use crate::vars::{hostvars, Layer, Scope};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+impl Engine {
+    pub(super) async fn run_play(&mut self, book: &Playbook, play: &Play, pass: u8) {
+        let mut selected = match self.inventory.select(&play.hosts) {
+            Ok(h) => h,
+            Err(e) => {
+                self.reporter
+                    .warn(&format!("play \"{}\": bad host pattern: {e}", play.name));
+                return;
+            }
+        };
+        if let Some(limit) = &self.cfg.limit {
+            match self.inventory.select(limit) {
+                Ok(allowed) => selected.retain(|h| allowed.contains(h)),
+                Err(e) => {
+                    self.reporter.warn(&format!("bad --limit pattern: {e}"));
+                    return;
+                }
+            }
+        }
+        order_hosts(&mut selected, play.order);
+        self.reporter
+            .play_start(&shown_name(&self.play_scope(play), &play.name), pass);
+        if selected.is_empty() {
+            self.reporter.warn(&format!(
+                "play \"{}\": no hosts matched `{}`",
+                play.name, play.hosts
+            ));
+            return;
+        }
+        for h in &selected {
+            self.host_state(h);
+        }
+        let files_vars = match self.templated_vars_files(play) {
+            Ok(v) => v,
+            Err(e) => {
+                self.reporter.warn(&format!("play \"{}\": {e}", play.name));
+                for h in &selected {
+                    let hs = self.host_state(h);
+                    hs.failed = true;
+                    hs.stats.failed += 1;
+                }
+                return;
+            }
+        };
+        self.play_ended = false;
+        for h in &selected {
+            self.host_state(h).ended = false;
+        }
+        let groups = serde_json::to_value(self.inventory.groups_map()).unwrap_or_default();
+        self.handlers = Arc::new(play.handlers.clone());
+        for batch in batches(&selected, &play.serial) {
+            let ctx = PlayCtx {
+                play,
+                book,
+                hosts: batch.clone(),
+                all_hosts: selected.clone(),
+                live_hosts: selected.clone(),
+                groups: groups.clone(),
+                hostvars: Value::Null,
+                files_vars: files_vars.clone(),
+                include_params: Map::new(),
+                handlers: self.handlers.clone(),
+            };
+            self.failed_before = batch
+                .iter()
+                .filter(|h| !self.hosts[*h].active())
+                .cloned()
+                .collect();
+            if play.gather_facts {
+                self.gather_facts(&ctx).await;
+            }
+            // Ansible's order: pre_tasks, handlers, roles then tasks, handlers, post_tasks, handlers.
+            let sections: [&[&[Step]]; 3] = [
+                &[&play.pre_tasks],
+                &[&play.roles, &play.tasks],
+                &[&play.post_tasks],
+            ];
+            for section in sections {
+                if play.free {
+                    self.run_free_section(&ctx, section, &batch).await;
+                } else {
+                    for steps in section {
+                        self.run_steps(&ctx, steps, &batch).await;
+                    }
+                    if !self.play_ended {
+                        self.flush_handlers(&ctx).await;
+                    }
+                }
+                if self.play_ended {
+                    break;
+                }
+            }
+            if self.play_ended {
+                break;
+            }
+        }
+    }
+
+    /// `hostvars` of the inventory hosts before any play works on them (computed once).
+    pub(super) fn idle_hostvars(&self) -> &Map<String, Value> {
+        self.idle_hostvars
+            .get_or_init(|| hostvars::idle(&self.inventory, &self.templar, &self.cfg.extra_vars))
+    }
+
+    /// The play context with the hosts' variables and failures as they are now.
+    pub(super) fn snapshot<'c>(&self, ctx: &'c PlayCtx<'c>) -> PlayCtx<'c> {
+        PlayCtx {
+            handlers: self.handlers.clone(),
+            hostvars: hostvars::snapshot(
+                self.hosts.values().map(HostState::vars),
+                self.idle_hostvars(),
+                &self.peer_hostvars,
+                &self.templar,
+                &self.cfg.extra_vars,
+            ),
+            live_hosts: ctx
+                .all_hosts
+                .iter()
+                .filter(|h| {
+                    self.hosts
+                        .get(*h)
+                        .is_some_and(|hs| !hs.failed && !hs.unreachable)
+                })
+                .cloned()
+                .collect(),
+            ..ctx.with_params(Map::new())
+        }
+    }
+
+    /// The variables known before any host is involved: play vars, plain `vars_files`, `-e`.
+    /// Play and task names are rendered with them, as Ansible does.
+    pub(super) fn play_scope(&self, play: &Play) -> Arc<Scope> {
+        Scope::new(
+            self.templar.clone(),
+            vec![
+                Layer::templates(play.vars.clone()),
+                Layer::templates(play.vars_from_files.clone()),
+                Layer::templates(self.cfg.extra_vars.clone()),
+            ],
+        )
+    }
+
+    /// Load the `vars_files` whose paths are templates, rendered with play vars and `-e`.
+    fn templated_vars_files(&self, play: &Play) -> Result<Map<String, Value>, String> {
+        let mut out = Map::new();
+        if play.vars_files.is_empty() {
+            return Ok(out);
+        }
+        let scope = self.play_scope(play);
+        for (path, pos) in &play.vars_files {
+            let rendered = scope
+                .render(&json!(path))
+                .map_err(|e| format!("cannot render vars_files entry `{path}` ({pos}): {e}"))?;
+            let file = play.dir.join(display(&rendered));
+            let vars = crate::loader::load_vars_file(&file, pos).map_err(|d| d.msg)?;
+            out.extend(vars);
+        }
+        Ok(out)
+    }
+}
+
+/// Play `order`: the selection comes in inventory order.
+fn order_hosts(hosts: &mut [String], order: HostOrder) {
+    order_hosts_with(hosts, order, &mut fastrand::Rng::new());
+}
+
+/// `order_hosts` with the random source of `shuffle` given, so tests can pin its seed.
+fn order_hosts_with(hosts: &mut [String], order: HostOrder, rng: &mut fastrand::Rng) {
+    match order {
+        HostOrder::Inventory => {}
+        HostOrder::ReverseInventory => hosts.reverse(),
+        HostOrder::Sorted => hosts.sort(),
+        HostOrder::ReverseSorted => {
+            hosts.sort();
+            hosts.reverse();
+        }
+        // A new random order each run spreads the load, which is all `shuffle` is for.
+        HostOrder::Shuffle => rng.shuffle(hosts),
+    }
+}
+
+/// The hosts of a play in batches of `serial` sizes (the last size repeats).
+fn batches(hosts: &[String], serial: &[BatchSize]) -> Vec<Vec<String>> {
+    if serial.is_empty() {
+        return vec![hosts.to_vec()];
+    }
+    let mut out = Vec::new();
+    let mut rest = hosts;
+    let mut i = 0;
+    while !rest.is_empty() {
+        let size = match serial[i.min(serial.len() - 1)] {
+            BatchSize::Count(n) => n,
+            // Ansible rounds a percentage down, but a batch has at least one host.
+            BatchSize::Percent(p) => ((hosts.len() as f64) * p / 100.0).floor() as usize,
+        }
+        .clamp(1, rest.len());
+        out.push(rest[..size].to_vec());
+        rest = &rest[size..];
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: usize) -> Vec<String> {
+        (1..=n).map(|i| format!("h{i:02}")).collect()
+    }
+
+    #[test]
+    fn orders_other_than_shuffle_are_fixed() {
+        let ordered = |order| {
+            let mut h = vec!["b".to_string(), "c".to_string(), "a".to_string()];
+            order_hosts(&mut h, order);
+            h
+        };
+        assert_eq!(ordered(HostOrder::Inventory), ["b", "c", "a"]);
+        assert_eq!(ordered(HostOrder::ReverseInventory), ["a", "c", "b"]);
+        assert_eq!(ordered(HostOrder::Sorted), ["a", "b", "c"]);
+        assert_eq!(ordered(HostOrder::ReverseSorted), ["c", "b", "a"]);
+    }
+
+    #[test]
+    fn shuffle_is_a_permutation_deterministic_per_seed() {
+        let inv = names(20);
+        let shuffled = |seed| {
+            let mut h = inv.clone();
+            order_hosts_with(
+                &mut h,
+                HostOrder::Shuffle,
+                &mut fastrand::Rng::with_seed(seed),
+            );
+            h
+        };
+        let a = shuffled(7);
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(sorted, inv, "the same hosts, each once");
+        assert_ne!(a, inv, "20 hosts left in inventory order: not shuffled");
+        assert_eq!(a, shuffled(7), "the same seed gives the same order");
+        assert_ne!(a, shuffled(8), "another seed gives another order");
+    }
+
+    #[test]
+    fn serial_cuts_batches_and_repeats_the_last_size() {
+        let hosts = names(7);
+        let sizes = |b: Vec<Vec<String>>| b.iter().map(Vec::len).collect::<Vec<_>>();
+        assert_eq!(sizes(batches(&hosts, &[])), [7]);
+        assert_eq!(sizes(batches(&hosts, &[BatchSize::Count(3)])), [3, 3, 1]);
+        assert_eq!(
+            sizes(batches(&hosts, &[BatchSize::Count(1), BatchSize::Count(4)])),
+            [1, 4, 2]
+        );
+        // 7 * 10% rounds down to 0: a batch still has one host.
+        assert_eq!(sizes(batches(&hosts, &[BatchSize::Percent(10.0)])), [1; 7]);
+        assert_eq!(
+            sizes(batches(&hosts, &[BatchSize::Percent(50.0)])),
+            [3, 3, 1]
+        );
+        let flat: Vec<String> = batches(&hosts, &[BatchSize::Count(2)]).concat();
+        assert_eq!(flat, hosts, "batches keep the play's host order");
+    }
+}

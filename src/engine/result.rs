@@ -1,0 +1,197 @@
+//! Result post-processing: `changed_when`, `failed_when`, `ignore_errors`, `set_fact` and
+//! the registered result, turning an item's outcome into the event that is reported.
+
+use super::state::HostState;
+use super::{all_hold, Shared};
+use crate::connection::pool::ConnKey;
+use crate::loader::Task;
+use crate::report::Status;
+use crate::vars::{Layer, Scope};
+use fixpoint_modules::{Diff, Outcome};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// One item's outcome before reporting.
+pub(super) struct ItemResult {
+    pub(super) status: Status,
+    pub(super) outcome: Outcome,
+    pub(super) msg: Option<String>,
+    pub(super) ignored: bool,
+    pub(super) note: Option<String>,
+    /// The agent (by become user) that wrote outbox entries for this change, if any.
+    pub(super) outbox_written: Option<ConnKey>,
+    /// `delegate_to`: the host it ran on, when not the task's own.
+    pub(super) delegated_to: Option<String>,
+}
+
+impl ItemResult {
+    pub(super) fn ok(result: Map<String, Value>) -> ItemResult {
+        ItemResult {
+            status: Status::Ok,
+            outcome: Outcome {
+                result,
+                ..Outcome::default()
+            },
+            msg: None,
+            ignored: false,
+            note: None,
+            outbox_written: None,
+            delegated_to: None,
+        }
+    }
+}
+
+/// One result to report, produced by a host future and reported in host order.
+pub(super) struct Event {
+    pub(super) status: Status,
+    pub(super) item: Option<String>,
+    pub(super) diff: Diff,
+    pub(super) msg: Option<String>,
+    pub(super) result: Map<String, Value>,
+    pub(super) ignored: bool,
+    pub(super) note: Option<String>,
+    /// `delegate_to`: the host it ran on, when not the task's own.
+    pub(super) delegated_to: Option<String>,
+}
+
+impl Shared<'_> {
+    /// Apply register, changed_when, failed_when and ignore_errors; build the event.
+    pub(super) fn finish_item(
+        &self,
+        task: &Task,
+        h: &mut HostState,
+        scope: &Arc<Scope>,
+        r: Result<ItemResult, (bool, String)>,
+        item: Option<String>,
+    ) -> Event {
+        let ignore = task.ignore_errors;
+        let mut r = match r {
+            Ok(r) => r,
+            Err((unreachable, msg)) => {
+                let msg = format!("{msg} (task \"{}\" at {})", task.display_name(), task.pos);
+                let status = if unreachable {
+                    Status::Unreachable
+                } else {
+                    Status::Failed
+                };
+                if let Some(reg) = &task.register {
+                    h.host_vars.insert(
+                        reg.clone(),
+                        json!({"failed": true, "changed": false, "msg": msg}),
+                    );
+                }
+                return Event {
+                    status,
+                    item,
+                    diff: Diff::default(),
+                    msg: Some(msg),
+                    result: Map::new(),
+                    ignored: ignore && status == Status::Failed,
+                    note: None,
+                    delegated_to: None,
+                };
+            }
+        };
+        let mut result = r.outcome.result.clone();
+        result.insert("changed".into(), json!(r.status == Status::Changed));
+        result.insert("failed".into(), json!(r.status == Status::Failed));
+        if let Some(m) = &r.msg {
+            result.insert("msg".into(), json!(m));
+        }
+        if let Some(Value::Object(facts)) = result.get("ansible_facts") {
+            if task.module == "set_fact" {
+                for (k, v) in facts {
+                    h.host_vars.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        // changed_when / failed_when see the result under its registered name and as plain names.
+        if task.changed_when.is_some() || task.failed_when.is_some() {
+            let mut layer = result.clone();
+            if let Some(reg) = &task.register {
+                layer.insert(reg.clone(), Value::Object(result.clone()));
+            }
+            let s = scope.with(Layer::data(layer));
+            if let Some(conds) = &task.failed_when {
+                match all_hold(&s, conds) {
+                    Ok(failed) => {
+                        r.status = if failed {
+                            Status::Failed
+                        } else if r.outcome.changed {
+                            Status::Changed
+                        } else {
+                            Status::Ok
+                        };
+                        if failed && r.msg.is_none() {
+                            r.msg = Some(format!("failed_when: {} held", conds.join(" and ")));
+                        }
+                        if !failed {
+                            // The module's own failure message no longer applies.
+                            r.msg = r.outcome.msg.clone();
+                        }
+                    }
+                    Err(e) => {
+                        r.status = Status::Failed;
+                        r.msg = Some(format!("cannot evaluate failed_when: {e}"));
+                    }
+                }
+            }
+            if r.status != Status::Failed {
+                if let Some(conds) = &task.changed_when {
+                    match all_hold(&s, conds) {
+                        Ok(true) => r.status = Status::Changed,
+                        Ok(false) => r.status = Status::Ok,
+                        Err(e) => {
+                            r.status = Status::Failed;
+                            r.msg = Some(format!("cannot evaluate changed_when: {e}"));
+                        }
+                    }
+                }
+            }
+            result.insert("changed".into(), json!(r.status == Status::Changed));
+            result.insert("failed".into(), json!(r.status == Status::Failed));
+        }
+        if let Some(reg) = &task.register {
+            if task.loop_items.is_none() {
+                h.host_vars
+                    .insert(reg.clone(), Value::Object(result.clone()));
+            }
+        }
+        let msg = match (r.status, r.msg) {
+            (Status::Failed, Some(m)) => Some(format!(
+                "{m} (task \"{}\" at {})",
+                task.display_name(),
+                task.pos
+            )),
+            (_, m) => m,
+        };
+        let diff = if r.status == Status::Changed {
+            r.outcome.diff
+        } else {
+            Diff::default()
+        };
+        Event {
+            status: r.status,
+            item,
+            diff,
+            msg,
+            result,
+            ignored: ignore && r.status == Status::Failed || r.ignored,
+            note: r.note,
+            delegated_to: r.delegated_to,
+        }
+    }
+}
+
+pub(super) fn skip_event(item: Option<String>) -> Event {
+    Event {
+        status: Status::Skipped,
+        item,
+        diff: Diff::default(),
+        msg: None,
+        result: Map::new(),
+        ignored: false,
+        note: None,
+        delegated_to: None,
+    }
+}

@@ -1,0 +1,134 @@
+//! The run entry points: all playbooks (twice under `--twice`) with the recap and verdict, and
+//! `fixpoint journal`; and closing every agent at the end.
+
+use super::state::PlayCtx;
+use super::{Engine, RunOutcome, Shared};
+use crate::connection::pool;
+use crate::loader::{Play, Playbook};
+use crate::report::Stats;
+use fixpoint_agent::protocol::{JournalOp, Request, Response};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+impl Engine {
+    /// Run all playbooks (twice under `--twice`) and say how it went.
+    pub async fn run(&mut self, books: &[Playbook]) -> RunOutcome {
+        let passes = if self.cfg.twice { 2 } else { 1 };
+        let mut outcome = RunOutcome::Success;
+        for pass in 1..=passes {
+            for h in self.hosts.values_mut() {
+                h.reset_for_pass();
+            }
+            self.started = self.cfg.start_at_task.is_none();
+            self.changed_log.clear();
+            for book in books {
+                for play in &book.plays {
+                    self.run_play(book, play, pass).await;
+                }
+            }
+            let stats: BTreeMap<String, Stats> = self
+                .hosts
+                .iter()
+                .map(|(n, h)| (n.clone(), h.stats))
+                .collect();
+            self.reporter.recap(&stats, pass, self.cfg.twice);
+            if !self.started {
+                self.reporter.warn(&format!(
+                    "--start-at-task: no task named \"{}\" was found",
+                    self.cfg.start_at_task.as_deref().unwrap_or_default()
+                ));
+                outcome = RunOutcome::Failed;
+                break;
+            }
+            if stats.values().any(|s| s.failed > 0 || s.unreachable > 0) {
+                outcome = RunOutcome::Failed;
+                break;
+            }
+            if pass == 2 && !self.changed_log.is_empty() {
+                let culprits = std::mem::take(&mut self.changed_log);
+                self.reporter.not_converged(&culprits);
+                outcome = RunOutcome::NotConverged;
+            }
+        }
+        self.close_all().await;
+        outcome
+    }
+
+    /// `fixpoint journal`: run one journal action on every selected host; true when all succeeded.
+    pub async fn journal(&mut self, pattern: &str, become_: bool, action: JournalOp) -> bool {
+        let hosts = match self.inventory.select(pattern) {
+            Ok(h) if !h.is_empty() => h,
+            Ok(_) => {
+                self.reporter.warn(&format!("no hosts matched `{pattern}`"));
+                return false;
+            }
+            Err(e) => {
+                self.reporter.warn(&format!("bad host pattern: {e}"));
+                return false;
+            }
+        };
+        let play = Play::bare(pattern, become_);
+        let book = Playbook {
+            path: PathBuf::from("journal"),
+            dir: PathBuf::from("."),
+            plays: Vec::new(),
+            roles_path: Vec::new(),
+        };
+        let ctx = PlayCtx {
+            play: &play,
+            book: &book,
+            hosts: hosts.clone(),
+            all_hosts: hosts.clone(),
+            live_hosts: hosts.clone(),
+            groups: serde_json::to_value(self.inventory.groups_map()).unwrap_or_default(),
+            hostvars: Value::Null,
+            files_vars: Map::new(),
+            include_params: Map::new(),
+            handlers: Arc::default(),
+        };
+        let mut ok = true;
+        for host in &hosts {
+            self.host_state(host);
+            let shared = shared!(self);
+            let h = self.hosts.get_mut(host).expect("host state");
+            let res = async {
+                let spec = shared.conn_spec(h, &ctx, None)?;
+                let conn = shared.conn(h, &spec, &ctx).await.map_err(|(_, e)| e)?;
+                match conn
+                    .call(
+                        &Request::Journal {
+                            action: action.clone(),
+                        },
+                        None,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
+                    Response::Journal { data } => Ok(data),
+                    Response::Failed { msg, .. } => Err(msg),
+                    other => Err(format!("unexpected answer: {other:?}")),
+                }
+            }
+            .await;
+            match res {
+                Ok(data) => self.reporter.journal(host, &data),
+                Err(e) => {
+                    ok = false;
+                    self.reporter.warn(&format!("[{host}] {e}"));
+                }
+            }
+        }
+        self.close_all().await;
+        ok
+    }
+
+    /// Close every agent and master connection (see `pool::close_all`).
+    async fn close_all(&mut self) {
+        let conns = std::mem::take(&mut self.hosts)
+            .into_values()
+            .flat_map(|mut h| h.conns.drain().map(|(_, c)| c).collect::<Vec<_>>());
+        pool::close_all(conns).await;
+    }
+}

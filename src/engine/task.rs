@@ -1,0 +1,210 @@
+//! One task on one host: `when`, the loop over its items, `until` retries, and the registered
+//! result of a loop.
+
+use super::item::outbox_writer;
+use super::result::{skip_event, Event};
+use super::state::{HostState, PlayCtx};
+use super::{all_hold, display, Shared};
+use crate::loader::Task;
+use crate::report::Status;
+use crate::vars::{magic, Layer, Scope};
+use fixpoint_modules::Diff;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Shared<'_> {
+    pub(super) async fn run_task_on_host(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+    ) -> Vec<Event> {
+        let scope = self.scope(ctx, Some(task), h);
+        let fail = |msg: String| Event {
+            status: Status::Failed,
+            item: None,
+            diff: Diff::default(),
+            msg: Some(format!(
+                "{msg} (task \"{}\" at {})",
+                task.display_name(),
+                task.pos
+            )),
+            result: Map::new(),
+            ignored: task.ignore_errors || ctx.play.ignore_errors,
+            note: None,
+            delegated_to: None,
+        };
+        let Some(items_raw) = &task.loop_items else {
+            match self.when_holds(task, &scope) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.register_skip(task, h);
+                    return vec![skip_event(None)];
+                }
+                Err(e) => return vec![fail(e)],
+            }
+            return vec![self.run_until(ctx, task, h, &scope, None).await];
+        };
+        let items = match scope
+            .render(items_raw)
+            .and_then(|v| crate::loops::expand(task.loop_kind, v, &task.search_dirs(&ctx.play.dir)))
+        {
+            Ok(items) => items,
+            Err(e) => return vec![fail(format!("cannot expand the loop: {e}"))],
+        };
+        let mut events = Vec::new();
+        let mut results = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let mut layer = Map::new();
+            layer.insert(task.loop_var.clone(), item.clone());
+            if let Some(iv) = &task.index_var {
+                layer.insert(iv.clone(), json!(i));
+            }
+            layer.insert("ansible_loop_var".into(), json!(task.loop_var));
+            if task.loop_extended {
+                layer.insert("ansible_loop".into(), magic::extended_loop(&items, i));
+            }
+            let item_scope = scope.with(Layer::data(layer));
+            let label = match &task.loop_label {
+                Some(l) => item_scope
+                    .render(&json!(l))
+                    .map(|v| display(&v))
+                    .unwrap_or_else(|_| display(item)),
+                None => display(item),
+            };
+            match self.when_holds(task, &item_scope) {
+                Ok(true) => {}
+                Ok(false) => {
+                    events.push(skip_event(Some(label)));
+                    results.push(json!({"changed": false, "skipped": true, "item": item, task.loop_var.clone(): item}));
+                    continue;
+                }
+                Err(e) => {
+                    let mut ev = fail(e);
+                    ev.item = Some(label);
+                    events.push(ev);
+                    break;
+                }
+            }
+            let mut ev = self.run_until(ctx, task, h, &item_scope, Some(label)).await;
+            let mut res = ev.result.clone();
+            res.insert("item".into(), item.clone());
+            res.insert(task.loop_var.clone(), item.clone());
+            results.push(Value::Object(res));
+            let stop =
+                ev.status == Status::Failed && !ev.ignored || ev.status == Status::Unreachable;
+            if ev.status == Status::Failed {
+                ev.result.insert("item".into(), item.clone());
+            }
+            events.push(ev);
+            if stop {
+                break;
+            }
+            if task.loop_pause > 0.0 && i + 1 < items.len() {
+                // `loop_control.pause`: the playbook asked for time between items.
+                tokio::time::sleep(Duration::from_secs_f64(task.loop_pause)).await;
+            }
+        }
+        if let Some(reg) = &task.register {
+            let changed = events.iter().any(|e| e.status == Status::Changed);
+            let failed = events.iter().any(|e| e.status == Status::Failed);
+            let mut r = Map::new();
+            r.insert("changed".into(), json!(changed));
+            r.insert("failed".into(), json!(failed));
+            r.insert("msg".into(), json!("All items completed"));
+            r.insert("results".into(), Value::Array(results));
+            if events.iter().all(|e| e.status == Status::Skipped) {
+                r.insert("skipped".into(), json!(true));
+            }
+            h.host_vars.insert(reg.clone(), Value::Object(r));
+        }
+        if events.is_empty() {
+            events.push(skip_event(None));
+        }
+        events
+    }
+
+    /// Run one task (or loop item) and finish it; with `until`, run it again (after `delay`
+    /// seconds) until the conditions hold, at most `retries` more times.
+    pub(super) async fn run_until(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+        scope: &Arc<Scope>,
+        item: Option<String>,
+    ) -> Event {
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let r = self.run_item(ctx, task, h, scope).await;
+            let wrote = outbox_writer(&r);
+            let mut ev = self.finish_item(task, h, scope, r, item.clone());
+            self.settle_outbox(ctx, task, h, wrote, ev.status).await;
+            let Some(until) = &task.until else {
+                return ev;
+            };
+            if ev.status == Status::Unreachable {
+                return ev;
+            }
+            ev.result.insert("attempts".into(), json!(attempt));
+            // `until` sees the result under its registered name and as plain names.
+            let mut layer = ev.result.clone();
+            if let Some(reg) = &task.register {
+                layer.insert(reg.clone(), Value::Object(ev.result.clone()));
+                h.host_vars
+                    .insert(reg.clone(), Value::Object(ev.result.clone()));
+            }
+            match all_hold(&scope.with(Layer::data(layer)), until) {
+                Ok(true) => return ev,
+                Ok(false) if attempt <= task.retries => {
+                    tokio::time::sleep(Duration::from_secs(task.delay)).await;
+                }
+                Ok(false) => {
+                    ev.status = Status::Failed;
+                    ev.diff = Diff::default();
+                    ev.msg = Some(format!(
+                        "`until` still false after {attempt} attempts (task \"{}\" at {})",
+                        task.display_name(),
+                        task.pos
+                    ));
+                    ev.ignored = task.ignore_errors;
+                    ev.result.insert("failed".into(), json!(true));
+                    return ev;
+                }
+                Err(e) => {
+                    ev.status = Status::Failed;
+                    ev.msg = Some(format!(
+                        "cannot evaluate `until`: {e} (task \"{}\" at {})",
+                        task.display_name(),
+                        task.pos
+                    ));
+                    ev.ignored = task.ignore_errors;
+                    return ev;
+                }
+            }
+        }
+    }
+
+    fn when_holds(&self, task: &Task, scope: &Arc<Scope>) -> Result<bool, String> {
+        for cond in &task.when {
+            if !scope
+                .eval_bool(cond)
+                .map_err(|e| format!("cannot evaluate `when: {cond}`: {e}"))?
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn register_skip(&self, task: &Task, h: &mut HostState) {
+        if let Some(reg) = &task.register {
+            h.host_vars.insert(
+                reg.clone(),
+                json!({"changed": false, "skipped": true, "skip_reason": "Conditional result was False"}),
+            );
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! report/: the only thing that prints results. Ansible-shaped text for people (`text`), JSON
+//! lines for machines (`json`), file diffs (`diff`), and what a run would do without running
+//! (`listing`, for `--list-hosts`, `--list-tasks`, `--list-tags`).
+//!
+//! It decides nothing: the engine says what happened (`TaskEvent`, `Stats`...), and the
+//! reporter only chooses how it looks. It must NOT know hosts' state, agents or variables.
+
+mod diff;
+mod json;
+pub mod listing;
+mod text;
+
+pub use diff::render_unified;
+
+use fixpoint_modules::Diff;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Changed,
+    Failed,
+    Skipped,
+    Unreachable,
+}
+
+impl Status {
+    fn word(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Changed => "changed",
+            Status::Failed => "failed",
+            Status::Skipped => "skipping",
+            Status::Unreachable => "unreachable",
+        }
+    }
+}
+
+/// Per-host counters for the recap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    pub ok: u32,
+    pub changed: u32,
+    pub failed: u32,
+    pub skipped: u32,
+    pub unreachable: u32,
+    pub rescued: u32,
+    pub ignored: u32,
+}
+
+/// One result line: a task (or one loop item of it) on one host.
+pub struct TaskEvent<'a> {
+    pub host: &'a str,
+    pub task: &'a str,
+    pub module: &'a str,
+    pub location: &'a str,
+    pub status: Status,
+    pub item: Option<&'a str>,
+    pub diff: Option<&'a Diff>,
+    pub msg: Option<&'a str>,
+    pub result: Option<&'a Map<String, Value>>,
+    pub ignored: bool,
+    /// `no_log`: parameters and results are hidden everywhere.
+    pub censored: bool,
+    /// Replayed from the journal instead of run (the `once:` contract).
+    pub note: Option<&'a str>,
+    /// `delegate_to`: the host it ran on, when not `host` itself.
+    pub delegated_to: Option<&'a str>,
+}
+
+/// Prints events to stdout, as text or JSON lines (`--json`).
+pub struct Reporter {
+    json: bool,
+    color: bool,
+    verbosity: u8,
+    show_diff: bool,
+    out: Box<dyn Write + Send>,
+}
+
+const CENSORED: &str =
+    "the output has been hidden due to the fact that 'no_log: true' was specified for this result";
+
+impl Reporter {
+    pub fn new(json: bool, verbosity: u8, show_diff: bool) -> Reporter {
+        let stdout = std::io::stdout();
+        let color = !json && stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        Reporter {
+            json,
+            color,
+            verbosity,
+            show_diff,
+            out: Box::new(stdout),
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn line(&mut self, s: &str) {
+        // A closed stdout (e.g. piped into `head`) must not abort the run half-way.
+        let _ = writeln!(self.out, "{s}");
+    }
+
+    fn banner(&mut self, title: &str) {
+        if self.json {
+            return;
+        }
+        let stars = "*".repeat(79usize.saturating_sub(title.len() + 1).max(3));
+        self.line("");
+        self.line(&format!("{title} {stars}"));
+    }
+
+    fn emit(&mut self, v: Value) {
+        let s = v.to_string();
+        self.line(&s);
+    }
+
+    pub fn play_start(&mut self, name: &str, pass: u8) {
+        if self.json {
+            self.emit(json::play(name, pass));
+        } else {
+            self.banner(&format!("PLAY [{name}]"));
+        }
+    }
+
+    pub fn task_start(&mut self, name: &str, handler: bool) {
+        if !self.json {
+            let kind = if handler { "RUNNING HANDLER" } else { "TASK" };
+            self.banner(&format!("{kind} [{name}]"));
+        }
+    }
+
+    pub fn warn(&mut self, msg: &str) {
+        if self.json {
+            self.emit(json::warning(msg));
+        } else {
+            let w = self.paint("35", &format!("[WARNING]: {msg}"));
+            self.line(&w);
+        }
+    }
+
+    pub fn note(&mut self, host: &str, msg: &str) {
+        if self.json {
+            self.emit(json::note(host, msg));
+        } else {
+            self.line(&format!("note: [{host}] {msg}"));
+        }
+    }
+
+    pub fn task(&mut self, ev: &TaskEvent) {
+        let (msg, diff, result) = if ev.censored {
+            (Some(CENSORED), None, None)
+        } else {
+            (ev.msg, ev.diff, ev.result)
+        };
+        if self.json {
+            let o = json::task(ev, msg, diff, result, self.verbosity);
+            self.emit(o);
+        } else {
+            self.task_text(ev, msg, diff, result);
+        }
+    }
+
+    /// The answer of a `fixpoint journal` action on one host.
+    pub fn journal(&mut self, host: &str, data: &Value) {
+        if self.json {
+            self.emit(json::journal(host, data));
+        } else {
+            self.journal_text(host, data);
+        }
+    }
+
+    pub fn recap(&mut self, stats: &BTreeMap<String, Stats>, pass: u8, twice: bool) {
+        if self.json {
+            self.emit(json::recap(stats, pass, twice));
+        } else {
+            self.recap_text(stats, pass, twice);
+        }
+    }
+
+    /// The verdict of `--twice` when the second pass changed something.
+    pub fn not_converged(&mut self, culprits: &[(String, String, String, Diff)]) {
+        if self.json {
+            self.emit(json::not_converged(culprits));
+        } else {
+            self.not_converged_text(culprits);
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Ansible-shaped text for people: result lines, the recap, journal listings and the
+//! `--twice` verdict, colored when stdout is a terminal.
+
+use super::{Reporter, Stats, Status, TaskEvent};
+use fixpoint_modules::Diff;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+impl Reporter {
+    /// A task result line; `msg`, `diff` and `result` are already censored for `no_log`.
+    pub(super) fn task_text(
+        &mut self,
+        ev: &TaskEvent,
+        msg: Option<&str>,
+        diff: Option<&Diff>,
+        result: Option<&Map<String, Value>>,
+    ) {
+        let color = match ev.status {
+            Status::Ok => "32",
+            Status::Changed => "33",
+            Status::Failed | Status::Unreachable => "31",
+            Status::Skipped => "36",
+        };
+        if self.show_diff {
+            if let Some(d) = diff {
+                self.diff(d);
+            }
+        }
+        let item = ev
+            .item
+            .map(|i| {
+                if ev.censored {
+                    " => (item=(censored due to no_log))".to_string()
+                } else {
+                    format!(" => (item={i})")
+                }
+            })
+            .unwrap_or_default();
+        let note = ev.note.map(|n| format!(" ({n})")).unwrap_or_default();
+        // Ansible's `[web1 -> localhost]` for a delegated task.
+        let host = match ev.delegated_to {
+            Some(d) => format!("{} -> {d}", ev.host),
+            None => ev.host.to_string(),
+        };
+        let text = match ev.status {
+            Status::Failed => {
+                let mut body = Map::new();
+                if let Some(r) = result {
+                    for k in ["rc", "stdout", "stderr"] {
+                        if let Some(v) = r.get(k) {
+                            body.insert(k.into(), v.clone());
+                        }
+                    }
+                }
+                body.insert("msg".into(), json!(msg.unwrap_or("failed")));
+                let head = format!("fatal: [{host}]: FAILED!{item}");
+                let tail = if ev.ignored { "\n...ignoring" } else { "" };
+                format!(
+                    "{head} => {}\n  task: {}{tail}",
+                    Value::Object(body),
+                    ev.location
+                )
+            }
+            Status::Unreachable => format!(
+                "fatal: [{host}]: UNREACHABLE! => {}",
+                json!({"msg": msg.unwrap_or("unreachable")})
+            ),
+            s => {
+                let mut t = format!("{}: [{host}]{item}{note}", s.word());
+                let show_result = self.verbosity > 0 || ev.module == "debug";
+                if show_result {
+                    if let Some(r) = result {
+                        let shown: Map<String, Value> = r
+                            .iter()
+                            .filter(|(k, _)| {
+                                self.verbosity > 0 || (*k != "changed" && *k != "failed")
+                            })
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        if !shown.is_empty() {
+                            t.push_str(" => ");
+                            t.push_str(
+                                &serde_json::to_string_pretty(&Value::Object(shown))
+                                    .unwrap_or_default(),
+                            );
+                        }
+                    }
+                }
+                t
+            }
+        };
+        let painted = self.paint(color, &text);
+        self.line(&painted);
+    }
+
+    pub(super) fn journal_text(&mut self, host: &str, data: &Value) {
+        match data {
+            Value::Array(records) => {
+                if records.is_empty() {
+                    self.line(&format!("[{host}] no journal records"));
+                }
+                for r in records {
+                    let s = |k: &str| r[k].as_str().unwrap_or("-").to_string();
+                    let line = format!(
+                        "[{host}] {:<24} {:<8} playbook={} started={} finished={} run={}",
+                        s("key"),
+                        s("status"),
+                        s("playbook"),
+                        s("started_at"),
+                        s("finished_at"),
+                        s("run_id")
+                    );
+                    self.line(&line);
+                }
+            }
+            other => {
+                let line = format!("[{host}] {other}");
+                self.line(&line);
+            }
+        }
+    }
+
+    pub(super) fn recap_text(&mut self, stats: &BTreeMap<String, Stats>, pass: u8, twice: bool) {
+        let title = if twice {
+            format!("PLAY RECAP (pass {pass})")
+        } else {
+            "PLAY RECAP".to_string()
+        };
+        self.banner(&title);
+        for (h, s) in stats {
+            let line = format!(
+                "{:<26} : ok={:<4} changed={:<4} unreachable={:<4} failed={:<4} skipped={:<4} rescued={:<4} ignored={}",
+                h, s.ok, s.changed, s.unreachable, s.failed, s.skipped, s.rescued, s.ignored
+            );
+            let color = if s.failed > 0 || s.unreachable > 0 {
+                "31"
+            } else if s.changed > 0 {
+                "33"
+            } else {
+                "32"
+            };
+            let painted = self.paint(color, &line);
+            self.line(&painted);
+        }
+        self.line("");
+    }
+
+    pub(super) fn not_converged_text(&mut self, culprits: &[(String, String, String, Diff)]) {
+        let head = self.paint(
+            "31",
+            &format!(
+                "NOT CONVERGED: the second pass changed {} task result(s); these tasks undo each other or are not idempotent:",
+                culprits.len()
+            ),
+        );
+        self.line(&head);
+        for (host, task, loc, diff) in culprits {
+            self.line(&format!("  - [{host}] {task} ({loc})"));
+            self.diff(diff);
+        }
+    }
+}
