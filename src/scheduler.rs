@@ -9,7 +9,7 @@ use crate::loader::{
 };
 use crate::protocol::{JournalOp, NotifySpec, OnceSpec, Request, Response};
 use crate::reporter::{Reporter, Stats, Status, TaskEvent};
-use crate::templating::Templar;
+use crate::template::Templar;
 use crate::transport::{self, AgentBinary, AgentConn, ConnKind, ConnSpec, TransportError};
 use crate::vars::{Layer, Scope};
 use fixpoint_modules::{Diff, Outcome};
