@@ -8,7 +8,8 @@
 //!
 //! It must not know about plays, hosts, connections or variable precedence: the rest of
 //! fixpoint hands in a context `Value` (a plain map or a lazily resolving `Object`) and gets
-//! back `serde_json::Value`s, strings or bools.
+//! back `serde_json::Value`s, strings or bools. Its one dependency inside the crate is the YAML
+//! loader (`crate::yaml`), so `from_yaml`/`to_yaml` type scalars as every other YAML source.
 
 mod env;
 mod error;

@@ -1,5 +1,8 @@
 //! Serialisation filters: `to_json`, `to_nice_json`, `from_json`, `to_yaml`, `to_nice_yaml`,
-//! `from_yaml`. The text layouts live in `template::output`.
+//! `from_yaml`. The text layouts live in `template::output`; YAML is read by `crate::yaml`,
+//! the same loader as playbooks, so `from_yaml` types scalars exactly as they do.
+
+use std::path::Path;
 
 use minijinja::value::Kwargs;
 use minijinja::{Error, Value};
@@ -39,10 +42,18 @@ pub(super) fn filter_from_json(value: &str) -> Result<Value, Error> {
         .map_err(|e| op_err(format!("from_json: invalid JSON: {e}")))
 }
 
+/// `from_yaml`: YAML 1.1 as PyYAML reads it (`yes` is true, `0x1F` is 31, `~` is null).
 pub(super) fn filter_from_yaml(value: &str) -> Result<Value, Error> {
-    serde_yaml::from_str::<serde_yaml::Value>(value)
-        .map(|y| Value::from_serialize(&y))
-        .map_err(|e| op_err(format!("from_yaml: invalid YAML: {e}")))
+    // The path only appears in positions, which the message below reports as line/column.
+    crate::yaml::parse_str(value, Path::new("<from_yaml>"))
+        .map(|node| Value::from_serialize(node.to_json()))
+        .map_err(|e| {
+            let at = match &e.pos {
+                Some(p) if p.line > 0 => format!(" at line {} column {}", p.line, p.col),
+                _ => String::new(),
+            };
+            op_err(format!("from_yaml: {}{at}", e.msg))
+        })
 }
 
 /// Ansible's `to_yaml`: PyYAML's default style (collections of scalars inline), keys sorted.
@@ -124,6 +135,37 @@ mod tests {
         assert_eq!(
             out,
             json!({"name": "bob", "uid": 1000, "groups": ["wheel"]})
+        );
+    }
+
+    #[test]
+    fn from_yaml_types_scalars_like_pyyaml() {
+        assert_eq!(
+            eval("'a: yes\\nb: 0x1F\\nc: ~\\nd: 0644\\ne: \"yes\"\\nf: 1_000\\ng: Off\\nh: y' | from_yaml"),
+            json!({"a": true, "b": 31, "c": null, "d": 420, "e": "yes", "f": 1000, "g": false, "h": "y"})
+        );
+        assert_eq!(eval("'yes' | from_yaml"), json!(true));
+        assert_eq!(eval("'' | from_yaml"), json!(null));
+        let e = Templar::new()
+            .eval("'a: [1, 2' | from_yaml", &vars())
+            .unwrap_err();
+        assert!(e.to_string().contains("from_yaml: invalid YAML"), "{e}");
+    }
+
+    #[test]
+    fn to_yaml_quotes_strings_that_would_read_back_typed() {
+        assert_eq!(
+            eval("{'a': 'yes', 'b': '0x1F', 'c': '~', 'd': '1_000', 'e': 'plain'} | to_yaml"),
+            json!("{a: 'yes', b: '0x1F', c: '~', d: '1_000', e: plain}\n")
+        );
+        assert_eq!(
+            eval("['yes', '0x1F', '~', '1_000'] | to_nice_yaml"),
+            json!("-   'yes'\n-   '0x1F'\n-   '~'\n-   '1_000'\n")
+        );
+        // And they come back as the same strings.
+        assert_eq!(
+            eval("['yes', '0x1F', '~', '1_000'] | to_yaml | from_yaml"),
+            json!(["yes", "0x1F", "~", "1_000"])
         );
     }
 }
