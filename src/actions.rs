@@ -1,6 +1,6 @@
 //! Controller-side module work: parameter checks, `copy`/`template` sources read on the controller, and the modules that never leave it (`debug`, `assert`, `set_fact`, `fail`).
 
-use crate::templating::Templar;
+use crate::template::Templar;
 use fixpoint_modules::params::{Bool, ModeSpec};
 use fixpoint_modules::{Outcome, ParamError};
 use serde::Deserialize;

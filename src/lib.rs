@@ -14,7 +14,7 @@ pub mod loader;
 pub mod loops;
 pub mod report;
 pub mod roles;
-pub mod templating;
+pub mod template;
 pub mod vars;
 pub mod yaml;
 
@@ -135,7 +135,7 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let templar = templating::Templar::new();
+    let templar = template::Templar::new();
     let mut engine = engine::Engine::new(cfg, inv, templar);
     let outcome = runtime.block_on(engine.run(&books));
     match outcome {
@@ -164,7 +164,7 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
 
 /// Check the templates of every task and print a summary (`validate`, `--syntax-check`).
 fn validate_books(books: &[loader::Playbook]) -> ExitCode {
-    let templar = templating::Templar::new();
+    let templar = template::Templar::new();
     for book in books {
         for play in &book.plays {
             for task in play.all_tasks() {
@@ -191,10 +191,10 @@ fn validate_books(books: &[loader::Playbook]) -> ExitCode {
 }
 
 /// Check the syntax of every template string in a task (without rendering: no host values yet).
-fn check_task_templates(templar: &templating::Templar, task: &loader::Task) -> Result<(), String> {
-    fn walk(templar: &templating::Templar, v: &serde_json::Value) -> Result<(), String> {
+fn check_task_templates(templar: &template::Templar, task: &loader::Task) -> Result<(), String> {
+    fn walk(templar: &template::Templar, v: &serde_json::Value) -> Result<(), String> {
         match v {
-            serde_json::Value::String(s) if templating::Templar::is_template(s) => templar
+            serde_json::Value::String(s) if template::Templar::is_template(s) => templar
                 .check_syntax(s)
                 .map_err(|e| format!("template syntax error in `{s}`: {e}")),
             serde_json::Value::Array(a) => a.iter().try_for_each(|x| walk(templar, x)),
@@ -209,7 +209,7 @@ fn check_task_templates(templar: &templating::Templar, task: &loader::Task) -> R
         .chain(task.changed_when.iter().flatten())
         .chain(task.failed_when.iter().flatten())
     {
-        let wrapped = if templating::Templar::is_template(cond) {
+        let wrapped = if template::Templar::is_template(cond) {
             cond.clone()
         } else {
             format!("{{{{ {cond} }}}}")
@@ -248,7 +248,7 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let mut engine = engine::Engine::new(cfg, inv, templating::Templar::new());
+    let mut engine = engine::Engine::new(cfg, inv, template::Templar::new());
     if runtime.block_on(engine.journal(&pattern, args.become_, action)) {
         ExitCode::SUCCESS
     } else {

@@ -580,7 +580,7 @@ fn load_plays(
         // The import's keywords reach every imported play (vars) and task (when, tags).
         let around = Inherited::default().with_keywords(item)?;
         let file = string_of(target, "import_playbook")?;
-        if crate::templating::Templar::is_template(&file) {
+        if crate::template::Templar::is_template(&file) {
             return Err(
                 target.err("`import_playbook` is static: its file name cannot use variables")
             );
@@ -1033,7 +1033,7 @@ impl<'a> Loader<'a> {
                     is_action,
                 )?;
                 let file = file_arg(arg, key)?;
-                if crate::templating::Templar::is_template(&file) {
+                if crate::template::Templar::is_template(&file) {
                     return Err(arg
                         .err("`import_tasks` is static: its file name cannot use variables")
                         .help("use `include_tasks` to choose the file at run time"));
@@ -1055,7 +1055,7 @@ impl<'a> Loader<'a> {
                 )?;
                 let file = file_arg(arg, key)?;
                 let search = self.task_search(file_dir, inh);
-                let source = if crate::templating::Templar::is_template(&file) {
+                let source = if crate::template::Templar::is_template(&file) {
                     IncludeSource::TasksFile {
                         file,
                         search,
@@ -1121,7 +1121,7 @@ impl<'a> Loader<'a> {
                 };
                 let templated_name = name
                     .as_str()
-                    .is_some_and(crate::templating::Templar::is_template);
+                    .is_some_and(crate::template::Templar::is_template);
                 if include && templated_name {
                     // The role is known only when a host reaches the include (e.g. a loop
                     // over role names): it is loaded then.
@@ -1361,7 +1361,7 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
     }
     let mut vars_from_files = Map::new();
     vars_files.retain(|(path, pos)| {
-        if crate::templating::Templar::is_template(path) {
+        if crate::template::Templar::is_template(path) {
             return true;
         }
         match load_vars_file(&dir.join(path), pos) {
@@ -1951,7 +1951,7 @@ fn param_pos(raw: &Node, key: &str) -> Option<Pos> {
 
 fn contains_template(v: &Value) -> bool {
     match v {
-        Value::String(s) => crate::templating::Templar::is_template(s),
+        Value::String(s) => crate::template::Templar::is_template(s),
         Value::Array(a) => a.iter().any(contains_template),
         Value::Object(m) => m.values().any(contains_template),
         _ => false,

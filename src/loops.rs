@@ -88,7 +88,7 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
             };
             Ok(patterns
                 .iter()
-                .flat_map(|p| crate::templating::fileglob(p, search))
+                .flat_map(|p| crate::template::fileglob(p, search))
                 .map(|p| Value::String(p.display().to_string()))
                 .collect())
         }

@@ -111,7 +111,7 @@ impl Loader<'_> {
         opts: &RoleOpts,
     ) -> Result<Vec<Step>, Diagnostic> {
         let name = string_of(name_node, "role")?;
-        if crate::templating::Templar::is_template(&name) {
+        if crate::template::Templar::is_template(&name) {
             return Err(
                 name_node.err("role names with variables are not supported by fixpoint yet")
             );

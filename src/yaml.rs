@@ -226,7 +226,7 @@ fn merge_into(entries: &mut Vec<(String, Pos, Node)>, src: &Node) {
 }
 
 /// PyYAML's YAML 1.1 resolution of plain scalars.
-fn resolve_plain(s: &str) -> Kind {
+pub fn resolve_plain(s: &str) -> Kind {
     match s {
         "" | "~" | "null" | "Null" | "NULL" => return Kind::Null,
         // PyYAML does not treat `y`/`n` as booleans, so neither does this.

@@ -14,7 +14,7 @@ use crate::connection::AgentBinary;
 use crate::inventory::Inventory;
 use crate::loader::{Playbook, Task};
 use crate::report::Reporter;
-use crate::templating::Templar;
+use crate::template::Templar;
 use crate::vars::{precedence, Scope, VarSrc};
 use fixpoint_modules::Diff;
 use serde_json::{json, Map, Value};

@@ -3,7 +3,7 @@
 use super::magic::host_names;
 use super::{HostVars, Layer, Scope};
 use crate::inventory::Inventory;
-use crate::templating::Templar;
+use crate::template::Templar;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 use super::magic::play_magic;
 use super::{HostVars, Layer, PlayVars, Scope, VarSrc};
 use crate::config::Config;
-use crate::templating::Templar;
+use crate::template::Templar;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 

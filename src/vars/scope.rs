@@ -5,7 +5,7 @@
 //! come from hosts (facts, registered results) are data and are never templated again, so a
 //! string like `{{ x }}` printed by a remote command stays that string.
 
-use crate::templating::Templar;
+use crate::template::Templar;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashMap};

@@ -304,17 +304,22 @@ fn any_errors_fatal_and_max_fail_percentage_end_the_play() {
 fn strategy_free_lets_each_host_go_at_its_own_pace() {
     let fx = Fx::new();
     let marker = fx.path("t/b-was-here");
-    // Host a's first task waits (bounded) for a file that host b writes in its *second* task:
-    // under `linear` b cannot reach its second task before a's first one ends, so a fails;
-    // under `free` b goes ahead and a sees the file.
+    let signal = fx.path("t/b-is-through");
+    // Host a's first task waits (bounded) for a file that host b writes in its *last* task,
+    // after b's write and its flushed handler have been reported: under `linear` b cannot reach
+    // those tasks before a's first one ends, so a fails; under `free` b goes ahead and a sees
+    // the file. The order of the reports then follows from the file, not from timing.
     let tasks = format!(
         concat!(
-            "    - name: a waits for b\n      shell: for i in $(seq 1 50); do test -e {m} && exit 0; sleep 0.1; done; exit 1\n",
+            "    - name: a waits for b\n      shell: for i in $(seq 1 50); do test -e {s} && exit 0; sleep 0.1; done; exit 1\n",
             "      changed_when: false\n      when: inventory_hostname == 'a'\n",
             "    - name: b is slow to start\n      debug:\n        msg: x\n",
             "    - name: b writes\n      copy:\n        content: b\n        dest: {m}\n      when: inventory_hostname == 'b'\n      notify: done\n",
+            "    - meta: flush_handlers\n",
+            "    - name: b signals\n      copy:\n        content: b\n        dest: {s}\n      when: inventory_hostname == 'b'\n",
         ),
-        m = marker.display()
+        m = marker.display(),
+        s = signal.display()
     );
     let handlers = "  handlers:\n    - name: done\n      debug:\n        msg: handled\n";
     hosts_play(
@@ -349,9 +354,11 @@ fn strategy_free_lets_each_host_go_at_its_own_pace() {
     );
     // --forks still bounds the hosts worked on at once: with one, a waits alone and fails.
     std::fs::remove_file(&marker).unwrap();
+    std::fs::remove_file(&signal).unwrap();
     run(&fx, &["--forks", "1"]).expect(1);
     // The same play under `linear` cannot finish: a waits for a task b has not reached.
     std::fs::remove_file(&marker).unwrap();
+    std::fs::remove_file(&signal).unwrap();
     hosts_play(&fx, &["a", "b"], handlers, &tasks);
     run(&fx, &[]).expect(1);
 }

@@ -1,0 +1,152 @@
+//! The minijinja environment with Ansible's options: strict undefined, Python-style printing,
+//! no HTML escaping, trim_blocks, and the filters, tests, lookups and template loader added.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use minijinja::value::Rest;
+use minijinja::{AutoEscape, Environment, Error, ErrorKind, State, UndefinedBehavior, Value};
+
+use super::filters::add_filters;
+use super::jinja_tests::add_tests;
+use super::lookups::run_lookup;
+use super::pyrepr::{py_str, py_string};
+use super::rewrite::{chain_lookup, CHAIN_FN};
+
+/// A new environment; `search_path` adds a loader for `{% include %}` and `template` sources
+/// relative to those directories (searched in order).
+pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'static> {
+    let mut env = Environment::new();
+    // Strict: printing, iterating, comparing or testing the truth of an undefined value is an
+    // error (Ansible's StrictUndefined), while `default`, `is defined` and `is undefined` still
+    // see undefined values. SemiStrict would let `when: typo` silently be false.
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    // Spans and template source on errors, needed to name undefined variables.
+    env.set_debug(true);
+    // Ansible's template module defaults: trim_blocks yes, lstrip_blocks no, newline kept.
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(false);
+    env.set_keep_trailing_newline(true);
+    // Ansible never HTML-escapes, whatever the file extension.
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    env.set_formatter(|out, _state, value| {
+        let mut s = String::new();
+        py_str(value, &mut s, 0)?;
+        out.write_str(&s)
+            .map_err(|_| Error::new(ErrorKind::WriteFailure, "failed to write output"))
+    });
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    let dirs = Arc::new(search_path.clone().unwrap_or_default());
+    if search_path.is_some() {
+        let dirs = dirs.clone();
+        env.set_loader(move |name| load_from_dirs(&dirs, name));
+    }
+    let lookup_dirs = dirs.clone();
+    env.add_function("lookup", move |state: &State, args: Rest<Value>| {
+        let (values, wantlist) = run_lookup(state, &lookup_dirs, &args)?;
+        Ok(if wantlist {
+            Value::from(values)
+        } else if values.len() == 1 {
+            values.into_iter().next().unwrap_or_default()
+        } else {
+            let strings: Result<Vec<String>, Error> = values.iter().map(py_string).collect();
+            Value::from(strings?.join(","))
+        })
+    });
+    for name in ["query", "q"] {
+        let dirs = dirs.clone();
+        env.add_function(name, move |state: &State, args: Rest<Value>| {
+            run_lookup(state, &dirs, &args).map(|(values, _)| Value::from(values))
+        });
+    }
+    env.add_function(CHAIN_FN, chain_lookup);
+    add_filters(&mut env);
+    add_tests(&mut env);
+    env
+}
+
+/// Loads an included template from the first search directory that has it.
+fn load_from_dirs(dirs: &[PathBuf], name: &str) -> Result<Option<String>, Error> {
+    for dir in dirs {
+        let path = dir.join(name);
+        if path.is_file() {
+            return std::fs::read_to_string(&path).map(Some).map_err(|e| {
+                Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("cannot read template {}: {e}", path.display()),
+                )
+            });
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::template::test_support::*;
+    use crate::template::{Templar, TemplateError};
+    use serde_json::json;
+    use std::path::PathBuf;
+
+    #[test]
+    fn python_methods() {
+        assert!(truth("x.startswith('a')"));
+        assert!(truth("path.endswith('.conf')"));
+        assert_eq!(eval("'a b'.split()"), json!(["a", "b"]));
+        assert_eq!(eval("'  s '.strip()"), json!("s"));
+        assert_eq!(eval("'s'.upper() ~ 'T'.lower()"), json!("St"));
+        assert_eq!(eval("'a-b'.replace('-', '+')"), json!("a+b"));
+        assert_eq!(
+            eval("user.keys() | list | sort"),
+            json!(["groups", "name", "uid"])
+        );
+        assert_eq!(eval("{'a': 1}.values() | list"), json!([1]));
+        assert_eq!(eval("{'a': 1}.items() | list"), json!([["a", 1]]));
+        assert_eq!(eval("user.get('nope', 'dflt')"), json!("dflt"));
+        assert_eq!(eval("user.get('name')"), json!("bob"));
+    }
+
+    #[test]
+    fn includes_use_the_search_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("part.j2"), "part {{ x }}\n").unwrap();
+        std::fs::write(dir.path().join("broken.j2"), "ok\n{{ missing_in_part }}\n").unwrap();
+        let t = Templar::new().with_search_path(vec![
+            PathBuf::from("/nonexistent"),
+            dir.path().to_path_buf(),
+        ]);
+        let out = t
+            .render_file("main.j2", "main\n{% include 'part.j2' %}", &vars())
+            .unwrap();
+        assert_eq!(out, "main\npart a\n");
+        let e = t
+            .render_file("main.j2", "{% include 'broken.j2' %}", &vars())
+            .unwrap_err();
+        match e {
+            TemplateError::Undefined {
+                name,
+                template,
+                line,
+            } => {
+                assert_eq!(name, "missing_in_part");
+                assert_eq!(template, "broken.j2");
+                assert_eq!(line, Some(2));
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = Templar::new()
+            .render_file("main.j2", "{% include 'part.j2' %}", &vars())
+            .unwrap_err();
+        assert!(e.to_string().contains("part.j2"), "{e}");
+    }
+
+    #[test]
+    fn loop_controls_are_enabled() {
+        assert_eq!(
+            render(
+                "{% for u in users %}{% if u == 'bob' %}{% break %}{% endif %}{{ u }}{% endfor %}"
+            ),
+            json!("alice")
+        );
+    }
+}

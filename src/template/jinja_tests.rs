@@ -1,0 +1,283 @@
+//! Ansible's Jinja tests (`is failed`, `is changed`, `is match`, `is version`, `is subset`,
+//! ...), registered by `add_tests`. Named `jinja_tests` so it is not mistaken for unit tests.
+//!
+//! Like filters, tests see only their arguments; the result tests know the shape of a
+//! registered result (`failed`, `changed`, `skipped`, `results`), nothing more of the engine.
+
+use std::path::Path;
+
+use minijinja::value::{Kwargs, ValueKind};
+use minijinja::{Environment, Error, Value};
+
+use super::filters::collections::unique_items;
+use super::filters::regex::{cached_regex, regex_flags};
+use super::filters::types::filter_bool;
+use super::pyrepr::py_string;
+use super::value::{defined, op_err};
+
+pub(super) fn add_tests(env: &mut Environment<'static>) {
+    // Builtins kept: defined, undefined, none, string, number, mapping, sequence, ...
+    env.add_test("failed", test_failed);
+    env.add_test("failure", test_failed);
+    env.add_test("succeeded", test_succeeded);
+    env.add_test("success", test_succeeded);
+    env.add_test("successful", test_succeeded);
+    env.add_test("changed", test_changed);
+    env.add_test("change", test_changed);
+    env.add_test("skipped", test_skipped);
+    env.add_test("skip", test_skipped);
+    env.add_test("unreachable", test_unreachable);
+    env.add_test("reachable", test_reachable);
+    env.add_test("match", test_match);
+    env.add_test("search", test_search);
+    env.add_test("regex", test_regex);
+    env.add_test("version", test_version);
+    env.add_test("version_compare", test_version);
+    env.add_test("contains", test_contains);
+    env.add_test("subset", test_subset);
+    env.add_test("superset", test_superset);
+    env.add_test("truthy", test_truthy);
+    env.add_test("falsy", test_falsy);
+    env.add_test("file", |p: &str| Path::new(p).is_file());
+    env.add_test("directory", |p: &str| Path::new(p).is_dir());
+    env.add_test("exists", |p: &str| Path::new(p).exists());
+    env.add_test("link", |p: &str| Path::new(p).is_symlink());
+    env.add_test("abs", |p: &str| Path::new(p).is_absolute());
+}
+
+/// Registered results are maps; anything else is a usage error, as in Ansible.
+fn result_flag(result: &Value, test: &str, key: &str) -> Result<bool, Error> {
+    if defined(result)?.kind() != ValueKind::Map {
+        return Err(op_err(format!(
+            "the `{test}` test expects a dictionary (a registered result)"
+        )));
+    }
+    let v = result.get_attr(key)?;
+    Ok(!v.is_undefined() && filter_bool(&v)?.is_true())
+}
+
+fn test_failed(result: &Value) -> Result<bool, Error> {
+    result_flag(result, "failed", "failed")
+}
+
+fn test_succeeded(result: &Value) -> Result<bool, Error> {
+    result_flag(result, "succeeded", "failed").map(|f| !f)
+}
+
+fn test_skipped(result: &Value) -> Result<bool, Error> {
+    result_flag(result, "skipped", "skipped")
+}
+
+fn test_unreachable(result: &Value) -> Result<bool, Error> {
+    result_flag(result, "unreachable", "unreachable")
+}
+
+fn test_reachable(result: &Value) -> Result<bool, Error> {
+    result_flag(result, "reachable", "unreachable").map(|f| !f)
+}
+
+/// Changed when the result says so, or any of a loop's `results` does.
+fn test_changed(result: &Value) -> Result<bool, Error> {
+    if result_flag(result, "changed", "changed")? {
+        return Ok(true);
+    }
+    let results = result.get_attr("results")?;
+    if results.kind() == ValueKind::Seq {
+        for r in results.try_iter()? {
+            if r.kind() == ValueKind::Map && result_flag(&r, "changed", "changed")? {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+fn regex_test(
+    value: &Value,
+    pattern: &str,
+    kwargs: &Kwargs,
+    match_type: &str,
+) -> Result<bool, Error> {
+    let (ignorecase, multiline) = regex_flags(kwargs)?;
+    let text = py_string(defined(value)?)?;
+    let anchored = match match_type {
+        "match" => format!(r"\A(?:{pattern})"),
+        "fullmatch" => format!(r"\A(?:{pattern})\z"),
+        "search" => pattern.to_string(),
+        other => return Err(op_err(format!("regex test: unknown match_type {other:?}"))),
+    };
+    Ok(cached_regex(&anchored, ignorecase, multiline)?.is_match(&text))
+}
+
+fn test_match(value: &Value, pattern: String, kwargs: Kwargs) -> Result<bool, Error> {
+    let rv = regex_test(value, &pattern, &kwargs, "match")?;
+    kwargs.assert_all_used()?;
+    Ok(rv)
+}
+
+fn test_search(value: &Value, pattern: String, kwargs: Kwargs) -> Result<bool, Error> {
+    let rv = regex_test(value, &pattern, &kwargs, "search")?;
+    kwargs.assert_all_used()?;
+    Ok(rv)
+}
+
+fn test_regex(value: &Value, pattern: String, kwargs: Kwargs) -> Result<bool, Error> {
+    let match_type: Option<String> = kwargs.get("match_type")?;
+    let rv = regex_test(
+        value,
+        &pattern,
+        &kwargs,
+        match_type.as_deref().unwrap_or("search"),
+    )?;
+    kwargs.assert_all_used()?;
+    Ok(rv)
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum VersionPart {
+    Num(u64),
+    Text(String),
+}
+
+/// LooseVersion-style components: runs of digits compare numerically, other runs as text.
+fn version_parts(v: &str) -> Vec<VersionPart> {
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut cur_digit = false;
+    for c in v.chars() {
+        if c == '.' || c == '-' || c == '_' || c == '+' {
+            if !cur.is_empty() {
+                parts.push(std::mem::take(&mut cur));
+            }
+            continue;
+        }
+        if !cur.is_empty() && c.is_ascii_digit() != cur_digit {
+            parts.push(std::mem::take(&mut cur));
+        }
+        cur_digit = c.is_ascii_digit();
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        parts.push(cur);
+    }
+    parts
+        .into_iter()
+        .map(|p| {
+            p.parse::<u64>()
+                .map_or(VersionPart::Text(p), VersionPart::Num)
+        })
+        .collect()
+}
+
+/// `version(other, operator='eq')`.
+fn test_version(
+    value: &Value,
+    other: &Value,
+    operator: Option<String>,
+    kwargs: Kwargs,
+) -> Result<bool, Error> {
+    let kw_op: Option<String> = kwargs.get("operator")?;
+    let _strict: Option<bool> = kwargs.get("strict")?;
+    let _version_type: Option<String> = kwargs.get("version_type")?;
+    kwargs.assert_all_used()?;
+    let a = version_parts(&py_string(defined(value)?)?);
+    let b = version_parts(&py_string(defined(other)?)?);
+    let ord = a.cmp(&b);
+    let op = operator.or(kw_op).unwrap_or_else(|| "eq".into());
+    use std::cmp::Ordering::*;
+    Ok(match op.as_str() {
+        "<" | "lt" => ord == Less,
+        "<=" | "le" => ord != Greater,
+        ">" | "gt" => ord == Greater,
+        ">=" | "ge" => ord != Less,
+        "==" | "=" | "eq" => ord == Equal,
+        "!=" | "<>" | "ne" => ord != Equal,
+        other => return Err(op_err(format!("version: unknown operator {other:?}"))),
+    })
+}
+
+fn test_contains(container: &Value, item: &Value) -> Result<bool, Error> {
+    Ok(defined(container)?.try_iter()?.any(|x| &x == item))
+}
+
+fn test_subset(a: &Value, b: &Value) -> Result<bool, Error> {
+    let b = unique_items(b)?;
+    Ok(unique_items(a)?.iter().all(|x| b.contains(x)))
+}
+
+fn test_superset(a: &Value, b: &Value) -> Result<bool, Error> {
+    test_subset(b, a)
+}
+
+fn test_truthy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
+    let convert: Option<bool> = kwargs.get("convert_bool")?;
+    kwargs.assert_all_used()?;
+    if convert.unwrap_or(false) && matches!(value.kind(), ValueKind::String | ValueKind::Number) {
+        return Ok(filter_bool(value)?.is_true());
+    }
+    Ok(defined(value)?.is_true())
+}
+
+fn test_falsy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
+    test_truthy(value, kwargs).map(|t| !t)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::template::test_support::*;
+    use crate::template::Templar;
+    use serde_json::json;
+
+    #[test]
+    fn result_tests() {
+        let c = ctx(json!({
+            "ok": {"changed": false, "failed": false},
+            "ch": {"changed": true},
+            "bad": {"failed": true, "msg": "boom"},
+            "skip": {"skipped": true, "changed": false},
+            "loop": {"results": [{"changed": false}, {"changed": true}]},
+            "s": "not a result",
+        }));
+        let t = Templar::new();
+        let b = |e: &str| {
+            t.eval_bool(e, &c)
+                .unwrap_or_else(|err| panic!("{e}: {err}"))
+        };
+        assert!(b("ch is changed"));
+        assert!(!b("ok is changed"));
+        assert!(b("loop is changed"));
+        assert!(b("bad is failed"));
+        assert!(!b("bad is succeeded"));
+        assert!(b("ok is success"));
+        assert!(b("ok is succeeded"));
+        assert!(b("skip is skipped"));
+        assert!(!b("ok is skipped"));
+        assert!(b("ok is not failed"));
+        assert!(t.eval_bool("s is changed", &c).is_err());
+    }
+
+    #[test]
+    fn regex_and_other_tests() {
+        assert!(truth("'foobar' is match('foo')"));
+        assert!(!truth("'foobar' is match('bar')"));
+        assert!(truth("'foobar' is search('bar')"));
+        assert!(truth("'FOO' is search('foo', ignorecase=true)"));
+        assert!(truth("'foobar' is regex('o+b')"));
+        assert!(!truth("'foobar' is regex('bar', match_type='match')"));
+        assert!(truth("'a\\nb' is match('^b', multiline=true) == false"));
+        assert!(truth("'20.04' is version('18.04', '>')"));
+        assert!(truth("'1.10.0' is version('1.9', 'gt')"));
+        assert!(truth("'2.0' is version('2.0', operator='eq')"));
+        assert!(truth("'1.0rc1' is version('1.0', '>')"));
+        assert!(truth("users is contains('bob')"));
+        assert!(truth("['bob'] is subset(users)"));
+        assert!(truth("users is superset(['bob'])"));
+        assert!(truth("x is truthy"));
+        assert!(truth("empty is falsy"));
+        assert!(truth("nothing is none"));
+        assert!(truth("'/' is directory"));
+        assert!(truth("'/' is exists"));
+        assert!(!truth("'/definitely/not/here' is file"));
+        assert!(truth("'/etc' is abs"));
+    }
+}

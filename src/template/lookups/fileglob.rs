@@ -1,0 +1,117 @@
+//! The `fileglob` lookup and `with_fileglob` loop: controller files matching a pattern.
+
+use std::path::{Path, PathBuf};
+
+/// `fileglob`: files (not directories) matching a `*`/`?` pattern in its last component;
+/// a relative pattern is looked for in each search directory's `files/`, then the directory.
+/// The first directory with a match wins; its matches come back sorted.
+pub fn fileglob(pattern: &str, search: &[PathBuf]) -> Vec<PathBuf> {
+    let p = Path::new(pattern);
+    let (dir_part, name_part) = match (p.parent(), p.file_name()) {
+        (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
+        _ => return Vec::new(),
+    };
+    let name = name_pattern(&name_part);
+    let dirs: Vec<PathBuf> = if p.is_absolute() {
+        vec![dir_part]
+    } else {
+        search
+            .iter()
+            .flat_map(|d| [d.join("files").join(&dir_part), d.join(&dir_part)])
+            .collect()
+    };
+    for d in dirs {
+        // The directory is taken literally (a role path may contain `[`); only the name is a
+        // pattern.
+        let full = Path::new(&glob::Pattern::escape(&d.to_string_lossy())).join(&name);
+        let Ok(paths) = glob::glob(&full.to_string_lossy()) else {
+            continue;
+        };
+        let mut found: Vec<PathBuf> = paths
+            .filter_map(Result::ok)
+            .filter(|f| f.is_file())
+            .collect();
+        if !found.is_empty() {
+            found.sort();
+            return found;
+        }
+    }
+    Vec::new()
+}
+
+/// The last component as a glob pattern in which only `*` and `?` are wildcards, as they
+/// always were here: `[` and `]` stay literal characters.
+fn name_pattern(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '[' => out.push_str("[[]"),
+            ']' => out.push_str("[]]"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_files_only_sorted_in_the_first_directory_with_a_match() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("files/conf.d")).unwrap();
+        std::fs::create_dir_all(root.join("conf.d/sub.conf")).unwrap();
+        for f in [
+            "files/conf.d/b.conf",
+            "files/conf.d/a.conf",
+            "files/conf.d/.h.conf",
+        ] {
+            std::fs::write(root.join(f), "").unwrap();
+        }
+        std::fs::write(root.join("files/conf.d/c.txt"), "").unwrap();
+        std::fs::write(root.join("conf.d/z.conf"), "").unwrap();
+        let search = vec![root.to_path_buf()];
+        // `files/` comes first; `*` matches dot files too, as the old matcher did.
+        let names = |v: Vec<PathBuf>| -> Vec<String> {
+            v.iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(
+            names(fileglob("conf.d/*.conf", &search)),
+            [".h.conf", "a.conf", "b.conf"]
+        );
+        assert_eq!(
+            fileglob("conf.d/?.conf", &search),
+            [
+                root.join("files/conf.d/a.conf"),
+                root.join("files/conf.d/b.conf")
+            ]
+        );
+        // A directory that matches is not a file; the next search directory is not consulted
+        // when an earlier one has a match, but is when none does.
+        assert_eq!(names(fileglob("conf.d/z*", &search)), ["z.conf"]);
+        assert_eq!(
+            names(fileglob("conf.d/sub*", &search)),
+            Vec::<String>::new()
+        );
+        // Absolute patterns ignore the search path.
+        let abs = format!("{}/files/conf.d/*.txt", root.display());
+        assert_eq!(names(fileglob(&abs, &[])), ["c.txt"]);
+        assert!(fileglob("nothing/*.x", &search).is_empty());
+    }
+
+    #[test]
+    fn brackets_are_literal_in_names_and_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("r[1]");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("a[x].txt"), "").unwrap();
+        std::fs::write(root.join("ax.txt"), "").unwrap();
+        let search = vec![root.clone()];
+        assert_eq!(fileglob("a[x]*", &search), [root.join("a[x].txt")]);
+        assert_eq!(fileglob("*.txt", &search).len(), 2);
+    }
+}

@@ -1,0 +1,546 @@
+//! Jinja2 templating as Ansible users know it (strict undefined, Ansible filters and tests,
+//! native values for single-expression strings), built on minijinja.
+//!
+//! This folder owns everything between a template string and its value: the environment
+//! (`env`), rewriting the source before minijinja sees it (`rewrite`), naming undefined
+//! variables in errors (`undefined`, `error`), filters, Jinja tests, lookups, Python-style
+//! printing (`pyrepr`) and the JSON/YAML emitters (`output`).
+//!
+//! It must not know about plays, hosts, connections or variable precedence: the rest of
+//! fixpoint hands in a context `Value` (a plain map or a lazily resolving `Object`) and gets
+//! back `serde_json::Value`s, strings or bools. Its one dependency inside the crate is the YAML
+//! loader (`crate::yaml`), so `from_yaml`/`to_yaml` type scalars as every other YAML source.
+
+mod env;
+mod error;
+mod filters;
+mod jinja_tests;
+mod lookups;
+mod output;
+mod pyrepr;
+mod rewrite;
+#[cfg(test)]
+mod test_support;
+mod undefined;
+mod value;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use minijinja::{Environment, Value};
+use serde_json::Value as Json;
+
+use env::build_env;
+pub use error::TemplateError;
+use error::{label_for_text, syntax_error};
+pub use lookups::fileglob;
+use rewrite::{block_end, closes_block, rewrite_chains, rewrite_code};
+use undefined::{convert_error, is_silent_undefined, undefined_result, Source};
+use value::value_to_json;
+
+/// The Jinja2 engine with Ansible's filters, tests and options. Cheap to clone and share.
+#[derive(Clone)]
+pub struct Templar {
+    env: Arc<Environment<'static>>,
+}
+
+impl Default for Templar {
+    fn default() -> Self {
+        Templar::new()
+    }
+}
+
+impl std::fmt::Debug for Templar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Templar").finish_non_exhaustive()
+    }
+}
+
+impl Templar {
+    pub fn new() -> Templar {
+        Templar {
+            env: Arc::new(build_env(None)),
+        }
+    }
+
+    /// Add a loader for `template` module sources / `{% include %}` relative to given dirs
+    /// (searched in order).
+    pub fn with_search_path(self, dirs: Vec<PathBuf>) -> Templar {
+        Templar {
+            env: Arc::new(build_env(Some(dirs))),
+        }
+    }
+
+    /// True when a string contains `{{`, `{%` or `{#`.
+    pub fn is_template(s: &str) -> bool {
+        fixpoint_modules::params::is_template(s)
+    }
+
+    /// Render one string value. A string that is (trimmed) a single `{{ expr }}` yields the
+    /// expression's native value (list, dict, number, bool), as Ansible does for
+    /// `loop: "{{ users }}"`; anything else renders to a string.
+    pub fn render_str(&self, s: &str, ctx: &Value) -> Result<Json, TemplateError> {
+        if !Self::is_template(s) {
+            return Ok(Json::String(s.to_string()));
+        }
+        if let Some(expr) = single_expression(s) {
+            let code = rewrite_code(expr);
+            // Not every `{{ ... }}` is one expression (`{{ a }} and {{ b }}` is not): only
+            // when the inner text compiles on its own is it evaluated natively.
+            if let Ok(compiled) = self.env.compile_expression_owned(code.clone()) {
+                let label = label_for_text(s);
+                let value = compiled.eval(ctx).map_err(|e| {
+                    convert_error(&self.env, &e, &label, Source::Expression(&code), ctx)
+                })?;
+                return Ok(match self.finish_native(&value, &label, &code, ctx)? {
+                    // Text around the expression is kept for strings (`"{{ data }}\n"` in
+                    // `content:`), unless whitespace control removes it.
+                    Json::String(text) => Json::String(keep_surrounding(s, &text)),
+                    other => other,
+                });
+            }
+        }
+        self.render_text(s, &label_for_text(s), ctx)
+            .map(Json::String)
+    }
+
+    /// Recursively render every string in a JSON value (keys of maps too, when templated).
+    pub fn render_value(&self, v: &Json, ctx: &Value) -> Result<Json, TemplateError> {
+        match v {
+            Json::String(s) => self.render_str(s, ctx),
+            Json::Array(items) => items
+                .iter()
+                .map(|item| self.render_value(item, ctx))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Json::Array),
+            Json::Object(map) => {
+                let mut out = serde_json::Map::with_capacity(map.len());
+                for (k, v) in map {
+                    let key = if Self::is_template(k) {
+                        match self.render_str(k, ctx)? {
+                            Json::String(s) => s,
+                            other => other.to_string(),
+                        }
+                    } else {
+                        k.clone()
+                    };
+                    out.insert(key, self.render_value(v, ctx)?);
+                }
+                Ok(Json::Object(out))
+            }
+            other => Ok(other.clone()),
+        }
+    }
+
+    /// Evaluate a bare Jinja expression (`when:`, `changed_when:`, `failed_when:`,
+    /// `assert.that`) for truthiness. A string that is itself `{{ expr }}` is accepted too.
+    pub fn eval_bool(&self, expr: &str, ctx: &Value) -> Result<bool, TemplateError> {
+        let value = self.eval_raw(expr, ctx)?;
+        // Ansible evaluates the text a templated condition renders to, so `when: "{{ flag }}"`
+        // with flag = "false" is false; boolean words are read that way here (other strings
+        // keep their truthiness rather than being evaluated as code).
+        if Self::is_template(expr) {
+            if let Some(s) = value.as_str() {
+                let word = s.trim().to_ascii_lowercase();
+                if matches!(word.as_str(), "false" | "no" | "off" | "0" | "none" | "") {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(value.is_true())
+    }
+
+    /// Evaluate a bare expression to a value.
+    pub fn eval(&self, expr: &str, ctx: &Value) -> Result<Json, TemplateError> {
+        let code = self.expression_code(expr, ctx)?;
+        let value = self.eval_code(&code, expr, ctx)?;
+        self.finish_native(&value, &label_for_text(expr), &code, ctx)
+    }
+
+    /// Render a whole template file's text (the `template` module). A first line of the form
+    /// `#jinja2: trim_blocks: False, lstrip_blocks: True` overrides the options, as in Ansible.
+    pub fn render_file(
+        &self,
+        name_for_errors: &str,
+        source: &str,
+        ctx: &Value,
+    ) -> Result<String, TemplateError> {
+        let Some((overrides, body)) = parse_jinja2_header(source) else {
+            return self.render_text(source, name_for_errors, ctx);
+        };
+        let mut env = (*self.env).clone();
+        for (key, yes) in overrides {
+            match key.as_str() {
+                "trim_blocks" => env.set_trim_blocks(yes),
+                "lstrip_blocks" => env.set_lstrip_blocks(yes),
+                "keep_trailing_newline" => env.set_keep_trailing_newline(yes),
+                _ => {}
+            }
+        }
+        Templar { env: Arc::new(env) }.render_text(body, name_for_errors, ctx)
+    }
+
+    /// Check a template's syntax without rendering (for `fixpoint validate`).
+    pub fn check_syntax(&self, s: &str) -> Result<(), TemplateError> {
+        let env: &Environment<'_> = &self.env;
+        env.template_from_named_str("<check>", s)
+            .map(|_| ())
+            .map_err(|e| syntax_error(&e, &label_for_text(s)))
+    }
+
+    /// Renders template text to a string under the given error label.
+    fn render_text(&self, s: &str, label: &str, ctx: &Value) -> Result<String, TemplateError> {
+        let code = rewrite_chains(s);
+        let env: &Environment<'_> = &self.env;
+        let tmpl = env
+            .template_from_named_str(label, &code)
+            .map_err(|e| syntax_error(&e, label))?;
+        tmpl.render(ctx)
+            .map_err(|e| convert_error(&self.env, &e, label, Source::Template(&code), ctx))
+    }
+
+    /// The expression text behind a `when:`-style string: bare, `{{ expr }}`, or text with
+    /// embedded `{{ }}` that renders to an expression (Ansible templates those first).
+    fn expression_code(&self, expr: &str, ctx: &Value) -> Result<String, TemplateError> {
+        let trimmed = expr.trim();
+        if trimmed.is_empty() {
+            return Err(TemplateError::Syntax {
+                message: "empty expression".into(),
+                template: label_for_text(expr),
+                line: None,
+            });
+        }
+        if !Self::is_template(trimmed) {
+            return Ok(rewrite_code(trimmed));
+        }
+        if let Some(inner) = single_expression(trimmed) {
+            if self.env.compile_expression(inner).is_ok() {
+                return Ok(rewrite_code(inner));
+            }
+        }
+        let rendered = self.render_text(trimmed, &label_for_text(expr), ctx)?;
+        Ok(rewrite_code(rendered.trim()))
+    }
+
+    fn eval_raw(&self, expr: &str, ctx: &Value) -> Result<Value, TemplateError> {
+        let code = self.expression_code(expr, ctx)?;
+        let value = self.eval_code(&code, expr, ctx)?;
+        if is_silent_undefined(&self.env, &value) {
+            return Ok(Value::from(()));
+        }
+        if value.is_undefined() {
+            return Err(undefined_result(
+                &self.env,
+                &label_for_text(expr),
+                &code,
+                ctx,
+            ));
+        }
+        Ok(value)
+    }
+
+    fn eval_code(&self, code: &str, original: &str, ctx: &Value) -> Result<Value, TemplateError> {
+        let label = label_for_text(original);
+        if closes_block(code) {
+            return Err(TemplateError::Syntax {
+                message: "unexpected end of block (`}}` or `%}`) in expression".into(),
+                template: label,
+                line: None,
+            });
+        }
+        let compiled = self
+            .env
+            .compile_expression_owned(code.to_string())
+            .map_err(|e| syntax_error(&e, &label))?;
+        compiled
+            .eval(ctx)
+            .map_err(|e| convert_error(&self.env, &e, &label, Source::Expression(code), ctx))
+    }
+
+    /// Converts an evaluated expression to JSON; undefined anywhere in it is an error, as
+    /// printing it would be.
+    fn finish_native(
+        &self,
+        value: &Value,
+        label: &str,
+        code: &str,
+        ctx: &Value,
+    ) -> Result<Json, TemplateError> {
+        if is_silent_undefined(&self.env, value) {
+            // `{{ x if x is defined }}` with no `else`: prints as "" in a template too.
+            return Ok(Json::String(String::new()));
+        }
+        if value.is_undefined() {
+            return Err(undefined_result(&self.env, label, code, ctx));
+        }
+        value_to_json(value)
+            .map_err(|e| convert_error(&self.env, &e, label, Source::Expression(code), ctx))
+    }
+}
+
+/// Puts the whitespace around a single `{{ expr }}` back around its string result, except
+/// on a side where whitespace control (`{{-`, `-}}`) strips it.
+fn keep_surrounding(s: &str, text: &str) -> String {
+    let t = s.trim();
+    let lead = if t.starts_with("{{-") {
+        ""
+    } else {
+        &s[..s.len() - s.trim_start().len()]
+    };
+    let trail = if t.ends_with("-}}") {
+        ""
+    } else {
+        &s[s.trim_end().len()..]
+    };
+    format!("{lead}{text}{trail}")
+}
+
+/// The inner text of a string that is, trimmed, exactly one `{{ ... }}` (whitespace-control
+/// markers dropped); whether it is really one expression is for the parser to decide.
+fn single_expression(s: &str) -> Option<&str> {
+    let t = s.trim();
+    if !t.starts_with("{{") || block_end(t.as_bytes(), 2, b'}')? + 2 != t.len() {
+        return None;
+    }
+    let inner = &t[2..t.len() - 2];
+    let inner = inner.strip_prefix(['-', '+']).unwrap_or(inner);
+    let inner = inner.strip_suffix(['-', '+']).unwrap_or(inner);
+    (!inner.trim().is_empty()).then_some(inner)
+}
+
+/// Parses Ansible's `#jinja2:` override header; returns the options and the remaining text.
+fn parse_jinja2_header(source: &str) -> Option<(Vec<(String, bool)>, &str)> {
+    let rest = source.strip_prefix("#jinja2:")?;
+    let (line, body) = rest.split_once('\n').unwrap_or((rest, ""));
+    let opts = line
+        .split(',')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once(':')?;
+            let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
+            Some((
+                k.trim().to_string(),
+                matches!(v.to_ascii_lowercase().as_str(), "true" | "yes" | "1"),
+            ))
+        })
+        .collect();
+    Some((opts, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
+    use minijinja::value::{Enumerator, Object};
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn templar_is_shareable() {
+        fn check<T: Send + Sync + Clone>() {}
+        check::<Templar>();
+    }
+
+    #[test]
+    fn detects_templates() {
+        assert!(Templar::is_template("{{ x }}"));
+        assert!(Templar::is_template("a {% if x %}b{% endif %}"));
+        assert!(Templar::is_template("{# note #}"));
+        assert!(!Templar::is_template("plain { text } %"));
+    }
+
+    #[test]
+    fn single_expression_returns_native_values() {
+        assert_eq!(render("{{ users }}"), json!(["alice", "bob"]));
+        assert_eq!(
+            render("  {{ user }} "),
+            json!({"name": "bob", "uid": 1000, "groups": ["wheel"]})
+        );
+        assert_eq!(render("{{ count + 1 }}"), json!(4));
+        assert_eq!(render("{{ flag }}"), json!(true));
+        assert_eq!(render("{{ nothing }}"), json!(null));
+        assert_eq!(render("{{ 1.5 }}"), json!(1.5));
+        assert_eq!(render("{{- users | length -}}"), json!(2));
+        assert_eq!(render("{{ {'a': {'b': 1}} }}"), json!({"a": {"b": 1}}));
+        assert_eq!(render("{{ x }}"), json!("a"));
+        assert_eq!(render("{{ -count }}"), json!(-3));
+        // Whitespace around a string result is kept, unless whitespace control strips it.
+        assert_eq!(render("{{ x }}\n"), json!("a\n"));
+        assert_eq!(render(" {{- x }}\n"), json!("a\n"));
+        assert_eq!(render(" {{ x -}}\n"), json!(" a"));
+        assert_eq!(render(" {{ users }}\n"), json!(["alice", "bob"]));
+        // An `if` without `else` is silently undefined, not an error.
+        assert_eq!(render("{{ x if false }}"), json!(""));
+        assert_eq!(render("{{ foo if foo is defined }}"), json!(""));
+        assert!(!truth("foo if foo is defined"));
+        assert_eq!(render("[{{ foo if foo is defined }}]"), json!("[]"));
+    }
+
+    #[test]
+    fn mixed_text_renders_to_python_style_strings() {
+        assert_eq!(render("n={{ count }}"), json!("n=3"));
+        assert_eq!(render("{{ x }}{{ count }}"), json!("a3"));
+        assert_eq!(render("{{ x }} and {{ y }}"), json!("a and yes"));
+        assert_eq!(
+            render("flag={{ flag }} none={{ nothing }}"),
+            json!("flag=True none=None")
+        );
+        assert_eq!(
+            render("users: {{ users }}"),
+            json!("users: ['alice', 'bob']")
+        );
+        assert_eq!(
+            render("u: {{ {'k': \"it's\"} }}"),
+            json!("u: {'k': \"it's\"}")
+        );
+        assert_eq!(render("plain text"), json!("plain text"));
+        assert_eq!(render("{% if flag %}on{% endif %}"), json!("on"));
+        assert_eq!(render("{# only a comment #}"), json!(""));
+    }
+
+    #[test]
+    fn render_value_walks_lists_maps_and_keys() {
+        let t = Templar::new();
+        let v =
+            json!({"name": "{{ user.name }}", "{{ x }}_key": ["{{ count }}", 5, "lit"], "n": null});
+        let out = t.render_value(&v, &vars()).unwrap();
+        assert_eq!(
+            out,
+            json!({"name": "bob", "a_key": [3, 5, "lit"], "n": null})
+        );
+    }
+
+    #[test]
+    fn when_style_expressions() {
+        assert!(truth("x == 'a' and y | bool"));
+        assert!(!truth("x == 'b' or not flag"));
+        assert!(truth("{{ x == 'a' }}"));
+        let c = ctx(json!({"s_false": "False", "s_no": "no", "s_yes": "yes"}));
+        let t = Templar::new();
+        assert!(!t.eval_bool("{{ s_false }}", &c).unwrap());
+        assert!(!t.eval_bool("{{ s_no }}", &c).unwrap());
+        assert!(t.eval_bool("{{ s_yes }}", &c).unwrap());
+        assert!(
+            t.eval_bool("s_false", &c).unwrap(),
+            "bare strings keep Jinja truthiness"
+        );
+        assert!(truth("'alice' in users"));
+        assert!(truth("users | length > 1"));
+        assert!(truth("count is divisibleby 3"));
+        // Text around `{{ }}` is rendered first, then evaluated, as Ansible does.
+        assert!(truth("'{{ x }}' == 'a'"));
+        let e = Templar::new()
+            .eval_bool("{{ x }} == 'a'", &vars())
+            .unwrap_err();
+        assert_eq!(undefined_name(e), "a");
+        assert!(matches!(
+            Templar::new().eval_bool("x }} y", &vars()),
+            Err(TemplateError::Syntax { .. })
+        ));
+        assert!(truth("'{{ x }}' == 'a'"));
+        assert!(!truth("empty"));
+        assert_eq!(eval("users | map('upper') | list"), json!(["ALICE", "BOB"]));
+        assert_eq!(eval("{{ count * 2 }}"), json!(6));
+        assert!(Templar::new().eval_bool("  ", &vars()).is_err());
+    }
+
+    /// A context that resolves variables on demand, as the engine's scopes do.
+    #[derive(Debug)]
+    struct Lazy {
+        vars: BTreeMap<String, Json>,
+    }
+
+    impl Object for Lazy {
+        fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+            self.vars.get(key.as_str()?).map(Value::from_serialize)
+        }
+
+        fn enumerate(self: &Arc<Self>) -> Enumerator {
+            Enumerator::Values(self.vars.keys().map(|k| Value::from(k.as_str())).collect())
+        }
+    }
+
+    #[test]
+    fn dynamic_object_context() {
+        let lazy = Lazy {
+            vars: BTreeMap::from([
+                ("pkgs".to_string(), json!(["nginx", "curl"])),
+                (
+                    "svc".to_string(),
+                    json!({"name": "nginx", "enabled": "yes"}),
+                ),
+            ]),
+        };
+        let c = Value::from_object(lazy);
+        let t = Templar::new();
+        assert_eq!(
+            t.render_str("{{ pkgs }}", &c).unwrap(),
+            json!(["nginx", "curl"])
+        );
+        assert_eq!(
+            t.render_str("svc={{ svc.name }}", &c).unwrap(),
+            json!("svc=nginx")
+        );
+        assert!(t
+            .eval_bool("svc.enabled | bool and 'curl' in pkgs", &c)
+            .unwrap());
+        assert_eq!(
+            t.render_str("{{ nope | default(1) }}", &c).unwrap(),
+            json!(1)
+        );
+        assert_eq!(
+            t.render_str("{{ svc.port.num | default(80) }}", &c)
+                .unwrap(),
+            json!(80)
+        );
+        assert_eq!(
+            undefined_name(t.render_str("{{ svc.nmae }}", &c).unwrap_err()),
+            "svc.nmae"
+        );
+        assert_eq!(undefined_name(t.eval_bool("nope", &c).unwrap_err()), "nope");
+        // Enumerating the context works too (e.g. for debugging every variable).
+        let all = t.eval("svc", &c).unwrap();
+        assert_eq!(all, json!({"name": "nginx", "enabled": "yes"}));
+    }
+
+    #[test]
+    fn render_file_trims_blocks_and_keeps_trailing_newline() {
+        let t = Templar::new();
+        let src =
+            "# {{ ansible_managed }}\n{% for u in users %}\nuser {{ u }}\n{% endfor %}\nend\n";
+        let c = ctx(json!({"users": ["a", "b"], "ansible_managed": "managed by fixpoint"}));
+        let out = t.render_file("users.conf.j2", src, &c).unwrap();
+        assert_eq!(out, "# managed by fixpoint\nuser a\nuser b\nend\n");
+        // No HTML escaping whatever the extension.
+        let out = t.render_file("page.html.j2", "{{ '<b>&' }}", &c).unwrap();
+        assert_eq!(out, "<b>&");
+        // Leading whitespace before a block is kept (lstrip_blocks off).
+        let out = t
+            .render_file("x", "  {% if true %}\nyes\n  {% endif %}\n", &c)
+            .unwrap();
+        assert_eq!(out, "  yes\n  ");
+    }
+
+    #[test]
+    fn render_file_honours_jinja2_header() {
+        let t = Templar::new();
+        let src = "#jinja2: trim_blocks: False, lstrip_blocks: True\n  {% if true %}\nyes\n  {% endif %}\n";
+        let out = t.render_file("x", src, &vars()).unwrap();
+        assert_eq!(out, "\nyes\n\n");
+    }
+
+    #[test]
+    fn check_syntax_does_not_render() {
+        let t = Templar::new();
+        assert!(t.check_syntax("{{ undefined_is_fine_here }}").is_ok());
+        assert!(t
+            .check_syntax("{% for x in y %}{{ x }}{% endfor %}")
+            .is_ok());
+        let e = t.check_syntax("{% for x in y %}").unwrap_err();
+        assert!(matches!(e, TemplateError::Syntax { .. }), "{e:?}");
+        let e = t.check_syntax("{{ x | }}").unwrap_err();
+        assert!(
+            matches!(e, TemplateError::Syntax { line: Some(1), .. }),
+            "{e:?}"
+        );
+    }
+}

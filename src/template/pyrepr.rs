@@ -1,0 +1,99 @@
+//! Python's `str()` and `repr()` of template values: how Jinja2 under Python prints them
+//! (`True`, `None`, `['a', 1]`, `{'k': 'v'}`), which is what Ansible users see in output.
+
+use std::fmt::Write as _;
+
+use minijinja::value::ValueKind;
+use minijinja::{Error, ErrorKind, Value};
+
+use super::value::MAX_DEPTH;
+
+/// Prints a value the way Jinja2 under Python does: `True`, `None`, `['a', 1]`, `{'k': 'v'}`.
+pub(super) fn py_str(v: &Value, out: &mut String, depth: usize) -> Result<(), Error> {
+    match v.kind() {
+        // Top-level silent undefined (`{{ x if false }}`) prints nothing; strict undefined
+        // never reaches the formatter.
+        ValueKind::Undefined if depth == 0 => Ok(()),
+        ValueKind::String if depth == 0 => {
+            out.push_str(v.as_str().unwrap_or_default());
+            Ok(())
+        }
+        _ => py_repr(v, out, depth),
+    }
+}
+
+fn py_repr(v: &Value, out: &mut String, depth: usize) -> Result<(), Error> {
+    if depth > MAX_DEPTH {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "value is nested too deeply",
+        ));
+    }
+    match v.kind() {
+        ValueKind::Undefined => return Err(Error::from(ErrorKind::UndefinedError)),
+        ValueKind::None => out.push_str("None"),
+        ValueKind::Bool => out.push_str(if v.is_true() { "True" } else { "False" }),
+        ValueKind::String => py_quote(v.as_str().unwrap_or_default(), out),
+        ValueKind::Seq | ValueKind::Iterable => {
+            out.push('[');
+            for (i, item) in v.try_iter()?.enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                py_repr(&item, out, depth + 1)?;
+            }
+            out.push(']');
+        }
+        ValueKind::Map => {
+            out.push('{');
+            for (i, key) in v.try_iter()?.enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let item = v.get_item(&key)?;
+                py_repr(&key, out, depth + 1)?;
+                out.push_str(": ");
+                py_repr(&item, out, depth + 1)?;
+            }
+            out.push('}');
+        }
+        _ => {
+            let _ = write!(out, "{v}");
+        }
+    }
+    Ok(())
+}
+
+/// Python's `repr()` of a string.
+fn py_quote(s: &str, out: &mut String) {
+    let q = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    out.push(q);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(q);
+}
+
+/// The string form of a value as Python's `str()` gives it.
+pub(super) fn py_string(v: &Value) -> Result<String, Error> {
+    let mut s = String::new();
+    py_str(v, &mut s, 0)?;
+    Ok(s)
+}

@@ -1,0 +1,85 @@
+//! minijinja values as the rest of fixpoint sees them (JSON), and the argument helpers every
+//! filter, test and lookup shares (undefined checks, keyword splitting, error construction).
+
+use minijinja::value::{Kwargs, ValueKind};
+use minijinja::{Error, ErrorKind, Value};
+use serde_json::Value as Json;
+
+/// Guard against self-referencing dynamic objects when converting values.
+pub(super) const MAX_DEPTH: usize = 64;
+
+/// Converts a template value to JSON; undefined values anywhere are errors.
+pub(super) fn value_to_json(v: &Value) -> Result<Json, Error> {
+    value_to_json_depth(v, 0)
+}
+
+fn value_to_json_depth(v: &Value, depth: usize) -> Result<Json, Error> {
+    if depth > MAX_DEPTH {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "value is nested too deeply",
+        ));
+    }
+    Ok(match v.kind() {
+        ValueKind::Undefined => return Err(Error::from(ErrorKind::UndefinedError)),
+        ValueKind::None => Json::Null,
+        ValueKind::Bool => Json::Bool(v.is_true()),
+        ValueKind::Number => serde_json::to_value(v).unwrap_or_else(|_| {
+            v.to_string()
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map_or(Json::Null, Json::Number)
+        }),
+        ValueKind::String => Json::String(v.as_str().unwrap_or_default().to_string()),
+        ValueKind::Bytes => {
+            Json::String(String::from_utf8_lossy(v.as_bytes().unwrap_or_default()).into_owned())
+        }
+        ValueKind::Seq | ValueKind::Iterable => Json::Array(
+            v.try_iter()?
+                .map(|item| value_to_json_depth(&item, depth + 1))
+                .collect::<Result<_, _>>()?,
+        ),
+        ValueKind::Map => {
+            let mut map = serde_json::Map::new();
+            for key in v.try_iter()? {
+                let item = v.get_item(&key)?;
+                let key = match key.as_str() {
+                    Some(s) => s.to_string(),
+                    None => key.to_string(),
+                };
+                map.insert(key, value_to_json_depth(&item, depth + 1)?);
+            }
+            Json::Object(map)
+        }
+        ValueKind::Invalid => return Err(op_err(format!("invalid value: {v}"))),
+        _ => Json::String(v.to_string()),
+    })
+}
+
+/// Rejects undefined input in filters that take `&Value` (minijinja only checks typed args).
+pub(super) fn defined(v: &Value) -> Result<&Value, Error> {
+    if v.is_undefined() {
+        Err(Error::from(ErrorKind::UndefinedError))
+    } else {
+        Ok(v)
+    }
+}
+
+/// An `InvalidOperation` error, the kind filters and lookups raise for bad input.
+pub(super) fn op_err(msg: impl Into<std::borrow::Cow<'static, str>>) -> Error {
+    Error::new(ErrorKind::InvalidOperation, msg)
+}
+
+/// Splits trailing keyword arguments off a `Rest` (minijinja passes them as the last value).
+pub(super) fn split_kwargs(args: &[Value]) -> Result<(Vec<Value>, Kwargs), Error> {
+    match args.split_last() {
+        Some((last, rest)) if last.is_kwargs() => {
+            Ok((rest.to_vec(), Kwargs::try_from(last.clone())?))
+        }
+        _ => Ok((
+            args.to_vec(),
+            Kwargs::from_iter(Vec::<(String, Value)>::new()),
+        )),
+    }
+}
