@@ -104,13 +104,13 @@ impl Inventory {
             .to_ascii_lowercase();
         if matches!(ext.as_str(), "yml" | "yaml" | "json") {
             let doc = parse_yaml(path, &text)?;
-            return self.parse_yaml_inventory(path, &text, &doc);
+            return self.parse_yaml_inventory(&doc);
         }
         // Without a telling extension, content decides: YAML only when it is shaped like a
         // YAML inventory, since many INI files are also (meaningless) valid YAML.
         if let Ok(doc) = parse_yaml(path, &text) {
             if looks_like_yaml_inventory(&doc) {
-                return self.parse_yaml_inventory(path, &text, &doc);
+                return self.parse_yaml_inventory(&doc);
             }
         }
         self.parse_ini(path, &text, pending)

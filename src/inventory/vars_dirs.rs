@@ -1,5 +1,5 @@
 //! `group_vars/` and `host_vars/` directories: which files belong to a group or host, in which
-//! order they merge, and reading each one.
+//! order they merge, and reading each one (YAML or JSON, through the project's YAML loader).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::model::{merge, Inventory, InventoryError, Vars, VarsLayer, LOCALHOST_NAMES};
-use super::yaml::{parse_yaml, yaml_kind, yaml_to_json};
+use super::yaml::{error_at, parse_yaml};
+use crate::yaml::Kind;
 
 impl Inventory {
     /// Read `dir/group_vars/` and `dir/host_vars/` for the inventory's groups and hosts
@@ -122,19 +123,15 @@ fn read_vars_file(path: &Path) -> Result<Vars, InventoryError> {
              or move the secrets elsewhere",
         ));
     }
-    match parse_yaml(path, &text)? {
-        serde_yaml::Value::Null => Ok(Vars::new()),
-        doc @ serde_yaml::Value::Mapping(_) => match yaml_to_json(&doc) {
-            Value::Object(m) => Ok(m),
-            _ => Ok(Vars::new()),
-        },
-        other => Err(InventoryError::new(
-            path,
-            Some(1),
-            Some(1),
+    let doc = parse_yaml(path, &text)?;
+    match (&doc.kind, doc.to_json()) {
+        (Kind::Null, _) => Ok(Vars::new()),
+        (_, Value::Object(m)) => Ok(m),
+        _ => Err(error_at(
+            &doc.pos,
             format!(
                 "a vars file must be a mapping of variable names to values, found {}",
-                yaml_kind(&other)
+                doc.type_name()
             ),
         )),
     }
@@ -201,5 +198,57 @@ mod tests {
             .unwrap_err()
             .msg
             .contains("mapping of variable names"));
+    }
+
+    #[test]
+    fn vars_file_errors_have_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "hosts", "[web]\nw1\n");
+        let bad = write(dir.path(), "group_vars/web.yml", "a: 1\nb: !vault x\n");
+        let e = Inventory::load(&p).unwrap_err();
+        assert_eq!(e.file, bad);
+        assert_eq!(e.line, Some(2), "{e:?}");
+        assert!(e.col.is_some(), "{e:?}");
+        assert!(e.msg.contains("`!vault`"), "{}", e.msg);
+        write(dir.path(), "group_vars/web.yml", "# vars\n- a\n");
+        let e = Inventory::load(&p).unwrap_err();
+        assert_eq!((e.line, e.col), (Some(2), Some(1)), "{e:?}");
+    }
+
+    #[test]
+    fn vars_files_type_scalars_like_pyyaml() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "hosts", "[web]\nw1\n");
+        let pairs = [
+            ("enabled", "no"),
+            ("on_v", "yes"),
+            ("mode", "0644"),
+            ("hex", "0x1F"),
+            ("under", "1_000"),
+            ("tilde", "~"),
+            ("null_v", "Null"),
+            ("quoted_no", "\"no\""),
+        ];
+        let body = |suffix: &str| -> String {
+            pairs
+                .iter()
+                .map(|(k, v)| format!("{k}{suffix}: {v}\n"))
+                .collect()
+        };
+        write(dir.path(), "group_vars/web.yml", &body(""));
+        // The directory form of host_vars goes through the same reader.
+        write(dir.path(), "host_vars/w1/main.yml", &body("_h"));
+        let v = Inventory::load(&p).unwrap().host_vars("w1");
+        for suffix in ["", "_h"] {
+            let k = |name: &str| format!("{name}{suffix}");
+            assert_eq!(v[&k("enabled")], Value::Bool(false), "{suffix}");
+            assert_eq!(v[&k("on_v")], Value::Bool(true));
+            assert_eq!(v[&k("mode")], Value::from(420));
+            assert_eq!(v[&k("hex")], Value::from(31));
+            assert_eq!(v[&k("under")], Value::from(1000));
+            assert_eq!(v[&k("tilde")], Value::Null);
+            assert_eq!(v[&k("null_v")], Value::Null);
+            assert_eq!(v[&k("quoted_no")], Value::from("no"));
+        }
     }
 }

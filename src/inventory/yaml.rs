@@ -1,5 +1,9 @@
-//! YAML inventories: `group: {hosts, vars, children}` mappings, and the YAML reading shared
-//! with `vars_dirs`.
+//! YAML inventories (`group: {hosts, vars, children}` mappings), and the YAML reading that
+//! `vars_dirs` shares.
+//!
+//! Everything goes through the project's one YAML loader (`crate::yaml`), so inventories and
+//! vars files type scalars as Ansible's PyYAML does (`enabled: no` is false, `0644` is 420)
+//! and every error points at the `file:line:col` of the node it is about.
 
 use std::path::Path;
 
@@ -7,104 +11,98 @@ use serde_json::Value;
 
 use super::host_entry::expand_host_pattern;
 use super::model::{Inventory, InventoryError, Loc, Vars};
+use crate::diag::{Diagnostic, Pos};
+use crate::yaml::{Kind, Node};
 
 impl Inventory {
-    pub(super) fn parse_yaml_inventory(
-        &mut self,
-        path: &Path,
-        text: &str,
-        doc: &serde_yaml::Value,
-    ) -> Result<(), InventoryError> {
-        match doc {
-            serde_yaml::Value::Null => Ok(()),
-            serde_yaml::Value::Mapping(m) => {
-                for (k, data) in m {
-                    let name = yaml_key(k);
-                    self.parse_yaml_group(path, text, &name, data)?;
+    pub(super) fn parse_yaml_inventory(&mut self, doc: &Node) -> Result<(), InventoryError> {
+        match &doc.kind {
+            Kind::Null => Ok(()),
+            Kind::Map(m) => {
+                for (name, at, data) in m {
+                    self.parse_yaml_group(name, at, data)?;
                 }
                 Ok(())
             }
-            other => Err(InventoryError::new(
-                path,
-                Some(1),
-                Some(1),
+            _ => Err(error_at(
+                &doc.pos,
                 format!(
                     "expected a mapping of group names at the top level (like `all:`), found {}",
-                    yaml_kind(other)
+                    doc.type_name()
                 ),
             )),
         }
     }
 
+    /// One group entry; `at` is where its name is written.
     fn parse_yaml_group(
         &mut self,
-        path: &Path,
-        text: &str,
         group: &str,
-        data: &serde_yaml::Value,
+        at: &Pos,
+        data: &Node,
     ) -> Result<(), InventoryError> {
-        use serde_yaml::Value as Y;
-        let err =
-            |key: &str, msg: String| InventoryError::new(path, find_key_line(text, key), None, msg);
         self.declare_group(group);
-        let m = match data {
-            Y::Null => return Ok(()),
-            Y::Mapping(m) => m,
-            other => {
-                return Err(err(
-                    group,
+        let m = match &data.kind {
+            Kind::Null => return Ok(()),
+            Kind::Map(m) => m,
+            _ => {
+                return Err(error_at(
+                    at,
                     format!(
                         "group `{group}` must be a mapping with `hosts`, `vars` or `children`, found {}",
-                        yaml_kind(other)
+                        data.type_name()
                     ),
                 ))
             }
         };
-        for (k, val) in m {
-            let key = yaml_key(k);
+        for (key, kpos, val) in m {
             if !matches!(key.as_str(), "hosts" | "vars" | "children") {
-                return Err(err(
-                    &key,
+                return Err(error_at(
+                    kpos,
                     format!(
                         "unexpected key `{key}` in group `{group}`; a group may only have `hosts`, `vars` and `children`"
                     ),
                 ));
             }
-            match (key.as_str(), val) {
-                (_, Y::Null) => {}
-                ("hosts", Y::String(h)) => self.add_yaml_host(path, text, group, h, &Y::Null)?,
-                ("hosts", Y::Mapping(hosts)) => {
-                    for (hk, hv) in hosts {
-                        self.add_yaml_host(path, text, group, &yaml_key(hk), hv)?;
+            match (key.as_str(), &val.kind) {
+                (_, Kind::Null) => {}
+                ("hosts", Kind::Str(h)) => self.add_yaml_host(group, h, &val.pos, None)?,
+                ("hosts", Kind::Map(hosts)) => {
+                    for (hk, hpos, hv) in hosts {
+                        self.add_yaml_host(group, hk, hpos, Some(hv))?;
                     }
                 }
-                ("vars", Y::Mapping(vars)) => {
-                    for (vk, vv) in vars {
-                        self.set_group_var(group, &yaml_key(vk), yaml_to_json(vv));
+                ("vars", Kind::Map(vars)) => {
+                    for (vk, _, vv) in vars {
+                        self.set_group_var(group, vk, vv.to_json());
                     }
                 }
-                ("children", Y::String(c)) => {
-                    self.parse_yaml_group(path, text, c, &Y::Null)?;
-                    self.link(group, c, Some(yaml_loc(path, text, c)));
+                ("children", Kind::Str(c)) => {
+                    // A single child name: the group exists, with nothing of its own here.
+                    let empty = Node {
+                        kind: Kind::Null,
+                        pos: val.pos.clone(),
+                    };
+                    self.parse_yaml_group(c, &val.pos, &empty)?;
+                    self.link(group, c, Some(loc(&val.pos)));
                 }
-                ("children", Y::Mapping(children)) => {
-                    for (ck, cv) in children {
-                        let child = yaml_key(ck);
-                        self.parse_yaml_group(path, text, &child, cv)?;
-                        self.link(group, &child, Some(yaml_loc(path, text, &child)));
+                ("children", Kind::Map(children)) => {
+                    for (child, cpos, cv) in children {
+                        self.parse_yaml_group(child, cpos, cv)?;
+                        self.link(group, child, Some(loc(cpos)));
                     }
                 }
-                (_, other) => {
+                (_, _) => {
                     let hint = if key == "vars" {
                         "name: value pairs"
                     } else {
                         "names as keys (`web1:`), not a list"
                     };
-                    return Err(err(
-                        &key,
+                    return Err(error_at(
+                        kpos,
                         format!(
                             "`{key}` of group `{group}` must be a mapping of {hint}; found {}",
-                            yaml_kind(other)
+                            val.type_name()
                         ),
                     ));
                 }
@@ -113,28 +111,31 @@ impl Inventory {
         Ok(())
     }
 
+    /// One `hosts:` entry (a name or range, maybe with `:port`) written at `at`, with its
+    /// variables (`None` for the single-name shorthand `hosts: web1`).
     fn add_yaml_host(
         &mut self,
-        path: &Path,
-        text: &str,
         group: &str,
         entry: &str,
-        vars: &serde_yaml::Value,
+        at: &Pos,
+        vars: Option<&Node>,
     ) -> Result<(), InventoryError> {
-        let at = |msg: String| InventoryError::new(path, find_key_line(text, entry), None, msg);
-        let (names, port) = expand_host_pattern(entry).map_err(at)?;
+        let (names, port) = expand_host_pattern(entry).map_err(|m| error_at(at, m))?;
         let vars = match vars {
-            serde_yaml::Value::Null => Vars::new(),
-            serde_yaml::Value::Mapping(_) => match yaml_to_json(vars) {
-                Value::Object(m) => m,
-                _ => Vars::new(),
+            None => Vars::new(),
+            Some(v) => match (&v.kind, v.to_json()) {
+                (Kind::Null, _) => Vars::new(),
+                (_, Value::Object(m)) => m,
+                _ => {
+                    return Err(error_at(
+                        at,
+                        format!(
+                            "variables of host `{entry}` must be a mapping (or empty), found {}",
+                            v.type_name()
+                        ),
+                    ))
+                }
             },
-            other => {
-                return Err(at(format!(
-                    "variables of host `{entry}` must be a mapping (or empty), found {}",
-                    yaml_kind(other)
-                )))
-            }
         };
         for name in names {
             self.add_host_to_group(group, &name);
@@ -149,112 +150,44 @@ impl Inventory {
     }
 }
 
-/// Parse YAML, reporting syntax errors at serde_yaml's location, with `<<:` merge keys applied.
-pub(super) fn parse_yaml(path: &Path, text: &str) -> Result<serde_yaml::Value, InventoryError> {
-    let mut doc: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| {
-        let loc = e.location();
-        InventoryError::new(
-            path,
-            loc.as_ref().map(|l| l.line()),
-            loc.as_ref().map(|l| l.column()),
-            format!("invalid YAML: {e}"),
-        )
-    })?;
-    doc.apply_merge().map_err(|e| {
-        InventoryError::new(
-            path,
-            None,
-            None,
-            format!("invalid YAML merge key (`<<`): {e}"),
-        )
-    })?;
-    Ok(doc)
+/// Parse an inventory or vars file's text with the project's YAML loader.
+pub(super) fn parse_yaml(path: &Path, text: &str) -> Result<Node, InventoryError> {
+    crate::yaml::parse_str(text, path).map_err(|d| from_diagnostic(path, d))
 }
 
-pub(super) fn looks_like_yaml_inventory(doc: &serde_yaml::Value) -> bool {
-    use serde_yaml::Value as Y;
-    let Y::Mapping(m) = doc else { return false };
-    m.values().all(|v| matches!(v, Y::Mapping(_) | Y::Null))
-        && m.values().any(|v| matches!(v, Y::Mapping(_)))
+/// The loader's diagnostic as an inventory error; its hint joins the message, since inventory
+/// errors carry their advice inline.
+fn from_diagnostic(path: &Path, d: Diagnostic) -> InventoryError {
+    let msg = match d.help {
+        Some(h) => format!("{}; {h}", d.msg),
+        None => d.msg,
+    };
+    match d.pos {
+        Some(p) if p.line > 0 => error_at(&p, msg),
+        _ => InventoryError::new(path, None, None, msg),
+    }
 }
 
-/// Best-effort line of `key:` in YAML text: `serde_yaml::Value` keeps no positions, and a
-/// line that is right in the common case beats none.
-fn find_key_line(text: &str, key: &str) -> Option<usize> {
-    let forms = [
-        format!("{key}:"),
-        format!("\"{key}\":"),
-        format!("'{key}':"),
-    ];
-    text.lines()
-        .position(|l| {
-            let t = l.trim_start().trim_start_matches("- ");
-            forms.iter().any(|f| t.starts_with(f.as_str()))
-        })
-        .map(|i| i + 1)
+/// An error at a node's position.
+pub(super) fn error_at(pos: &Pos, msg: impl Into<String>) -> InventoryError {
+    InventoryError::new(&pos.file, Some(pos.line), Some(pos.col), msg)
 }
 
-fn yaml_loc(path: &Path, text: &str, key: &str) -> Loc {
+fn loc(pos: &Pos) -> Loc {
     Loc {
-        file: path.to_path_buf(),
-        line: find_key_line(text, key),
-        col: None,
+        file: pos.file.to_path_buf(),
+        line: Some(pos.line),
+        col: Some(pos.col),
     }
 }
 
-/// Mapping keys as strings: YAML allows `10.0.0.1:` or `8080:` keys that parse as numbers.
-fn yaml_key(k: &serde_yaml::Value) -> String {
-    match k {
-        serde_yaml::Value::String(s) => s.clone(),
-        serde_yaml::Value::Tagged(t) => yaml_key(&t.value),
-        other => match yaml_to_json(other) {
-            Value::String(s) => s,
-            v => v.to_string(),
-        },
-    }
-}
-
-pub(super) fn yaml_kind(v: &serde_yaml::Value) -> &'static str {
-    use serde_yaml::Value as Y;
-    match v {
-        Y::Null => "nothing",
-        Y::Bool(_) => "a boolean",
-        Y::Number(_) => "a number",
-        Y::String(_) => "a string",
-        Y::Sequence(_) => "a list",
-        Y::Mapping(_) => "a mapping",
-        Y::Tagged(_) => "a tagged value",
-    }
-}
-
-/// YAML to JSON values; tags (`!unsafe`, `!vault`) are dropped, keeping the tagged value.
-pub(super) fn yaml_to_json(v: &serde_yaml::Value) -> Value {
-    use serde_yaml::Value as Y;
-    match v {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(*b),
-        Y::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Value::from(i)
-            } else if let Some(u) = n.as_u64() {
-                Value::from(u)
-            } else {
-                let f = n.as_f64().unwrap_or(f64::NAN);
-                // JSON has no NaN/infinity: keep YAML's spelling instead of losing the value.
-                serde_json::Number::from_f64(f)
-                    .map(Value::Number)
-                    .unwrap_or_else(|| Value::String(n.to_string()))
-            }
-        }
-        Y::String(s) => Value::String(s.clone()),
-        Y::Sequence(s) => Value::Array(s.iter().map(yaml_to_json).collect()),
-        Y::Mapping(m) => Value::Object(
-            m.iter()
-                .map(|(k, v)| (yaml_key(k), yaml_to_json(v)))
-                .collect(),
-        ),
-        Y::Tagged(t) => yaml_to_json(&t.value),
-    }
+/// Whether a file without a telling extension is a YAML inventory: a mapping of groups, at
+/// least one of them a mapping itself (many INI files are also, meaninglessly, valid YAML).
+pub(super) fn looks_like_yaml_inventory(doc: &Node) -> bool {
+    let Some(m) = doc.as_map() else { return false };
+    m.iter()
+        .all(|(_, _, v)| matches!(v.kind, Kind::Map(_) | Kind::Null))
+        && m.iter().any(|(_, _, v)| matches!(v.kind, Kind::Map(_)))
 }
 
 #[cfg(test)]
@@ -293,6 +226,11 @@ mod tests {
         );
         let e = Inventory::load(&p).unwrap_err();
         assert_eq!(e.line, Some(4));
+        assert_eq!(
+            e.col,
+            Some(7),
+            "the key itself, from the loader's positions"
+        );
         assert!(
             e.msg.contains("unexpected key `host` in group `web`"),
             "{}",
@@ -302,9 +240,55 @@ mod tests {
         let p = write(dir.path(), "h3.yml", "all:\n  hosts:\n    - w1\n");
         let e = Inventory::load(&p).unwrap_err();
         assert_eq!(e.line, Some(2));
+        assert_eq!(e.col, Some(3));
         assert!(e.msg.contains("not a list"), "{}", e.msg);
 
         let p = write(dir.path(), "h4.yml", "- all\n");
         assert!(Inventory::load(&p).unwrap_err().msg.contains("top level"));
+    }
+
+    #[test]
+    fn yaml_errors_point_at_the_node_not_the_first_line_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        // `web` appears as a key twice; the bad one is the second.
+        let p = write(
+            dir.path(),
+            "h.yml",
+            "all:\n  children:\n    site:\n      children:\n        web:\n    web:\n      hosts:\n        w[1:x]:\n",
+        );
+        let e = Inventory::load(&p).unwrap_err();
+        assert_eq!((e.line, e.col), (Some(8), Some(9)), "{e:?}");
+        assert!(e.msg.contains("host range"), "{}", e.msg);
+
+        let p = write(
+            dir.path(),
+            "v.yml",
+            "all:\n  hosts:\n    w1:\n    w2: [a]\n",
+        );
+        let e = Inventory::load(&p).unwrap_err();
+        assert_eq!((e.line, e.col), (Some(4), Some(5)), "{e:?}");
+        assert!(e.msg.contains("variables of host `w2`"), "{}", e.msg);
+    }
+
+    #[test]
+    fn yaml_inventory_scalars_are_typed_like_pyyaml() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "hosts.yml",
+            "all:\n  hosts:\n    h1:\n      enabled: no\n      on_v: yes\n      mode: 0644\n      \
+             hex: 0x1F\n      under: 1_000\n      tilde: ~\n      null_v: Null\n      \
+             quoted_no: \"no\"\n  vars:\n    g_enabled: no\n",
+        );
+        let v = Inventory::load(&p).unwrap().host_vars("h1");
+        assert_eq!(v["enabled"], Value::Bool(false));
+        assert_eq!(v["on_v"], Value::Bool(true));
+        assert_eq!(v["mode"], Value::from(420));
+        assert_eq!(v["hex"], Value::from(31));
+        assert_eq!(v["under"], Value::from(1000));
+        assert_eq!(v["tilde"], Value::Null);
+        assert_eq!(v["null_v"], Value::Null);
+        assert_eq!(v["quoted_no"], Value::from("no"));
+        assert_eq!(v["g_enabled"], Value::Bool(false));
     }
 }
