@@ -191,7 +191,9 @@ fn split_subscript(term: &str) -> (&str, Option<Subscript>) {
 /// How one pattern term compares against group and host names.
 enum Matcher {
     Exact(String),
-    /// Globs (translated like Python's `fnmatch`) and `~` regexes.
+    /// Shell globs, with Python's `fnmatch` semantics (`*`, `?`, `[..]`, `[!..]`).
+    Glob(glob::Pattern),
+    /// `~` regexes.
     Regex(regex::Regex),
 }
 
@@ -210,14 +212,23 @@ impl Matcher {
         if !expr.contains(['*', '?', '[']) {
             return Ok(Matcher::Exact(expr.to_string()));
         }
-        regex::Regex::new(&glob_to_regex(expr))
-            .map(Matcher::Regex)
+        // Host names are no paths: `**` means what `*` does in `fnmatch`, while the glob crate
+        // only accepts it as a whole path component.
+        let mut collapsed = String::with_capacity(expr.len());
+        for c in expr.chars() {
+            if !(c == '*' && collapsed.ends_with('*')) {
+                collapsed.push(c);
+            }
+        }
+        glob::Pattern::new(&collapsed)
+            .map(Matcher::Glob)
             .map_err(|e| format!("cannot use it as a glob: {e}"))
     }
 
     fn matches(&self, name: &str) -> bool {
         match self {
             Matcher::Exact(s) => s == name,
+            Matcher::Glob(g) => g.matches(name),
             Matcher::Regex(r) => r.is_match(name),
         }
     }
@@ -227,52 +238,9 @@ impl Matcher {
     fn is_wildcard(&self) -> bool {
         match self {
             Matcher::Exact(s) => s.contains('.'),
-            Matcher::Regex(_) => true,
+            Matcher::Glob(_) | Matcher::Regex(_) => true,
         }
     }
-}
-
-/// Translate a shell glob to an anchored regex, like Python's `fnmatch.translate`.
-fn glob_to_regex(glob: &str) -> String {
-    let chars: Vec<char> = glob.chars().collect();
-    let mut out = String::from("^");
-    let mut i = 0;
-    while i < chars.len() {
-        match chars[i] {
-            '*' => out.push_str(".*"),
-            '?' => out.push('.'),
-            '[' => {
-                // A class closes at the first `]` that is not its first member.
-                let mut j = i + 1;
-                if chars.get(j) == Some(&'!') {
-                    j += 1;
-                }
-                if chars.get(j) == Some(&']') {
-                    j += 1;
-                }
-                while j < chars.len() && chars[j] != ']' {
-                    j += 1;
-                }
-                if j >= chars.len() {
-                    out.push_str("\\[");
-                } else {
-                    let mut class: String = chars[i + 1..j].iter().collect();
-                    if let Some(rest) = class.strip_prefix('!') {
-                        class = format!("^{rest}");
-                    }
-                    let class = class.replace('\\', "\\\\").replace('[', "\\[");
-                    out.push('[');
-                    out.push_str(&class);
-                    out.push(']');
-                    i = j;
-                }
-            }
-            c => out.push_str(&regex::escape(&c.to_string())),
-        }
-        i += 1;
-    }
-    out.push('$');
-    out
 }
 
 #[cfg(test)]
@@ -344,6 +312,27 @@ mod tests {
 
         let e = inv.select("~web[").unwrap_err();
         assert!(e.msg.contains("invalid host pattern `~web[`"), "{}", e.msg);
+    }
+
+    #[test]
+    /// Each expectation checked with ansible-core 2.19: `ansible all -i INV --list-hosts -l PAT`.
+    fn globs_follow_fnmatch() {
+        let (_d, inv) = pattern_fixture();
+        let sel = |p: &str| inv.select(p).unwrap();
+        assert_eq!(sel("w**1"), strs(&["web1"]), "`**` is `*`, not an error");
+        assert_eq!(sel("**"), sel("all"));
+        assert_eq!(sel("[v-x]eb*"), strs(&["web1", "web2", "web3"]));
+        assert_eq!(
+            sel("db[0-1]*"),
+            strs(&["db1"]),
+            "a range class when not a subscript"
+        );
+        assert_eq!(sel("db[!2]"), strs(&["db1"]));
+        assert_eq!(sel("*[.]example.com"), strs(&["cdn.example.com"]));
+        assert_eq!(sel("web?"), strs(&["web1", "web2", "web3"]));
+        assert!(sel("web1?").is_empty(), "`?` is exactly one character");
+        // As in `fnmatch` (and ansible-core 2.19), `^` does not negate a class: only `!` does.
+        assert_eq!(sel("web[^1]"), strs(&["web1"]));
     }
 
     #[test]
