@@ -348,6 +348,42 @@ mod tests {
         assert_eq!(v.len(), 8);
     }
 
+    /// INI values are Python literals, not YAML: what ansible-core 2.19 (`ansible-inventory
+    /// --host h1`) gives for each, on a host line and in `[g:vars]` alike. One difference is
+    /// kept: Python reads `12e4567` as the float infinity, which JSON values cannot hold, so it
+    /// stays the string `12e4567`.
+    #[test]
+    fn ini_values_are_python_literals_not_yaml() {
+        let dir = tempfile::tempdir().unwrap();
+        let vals = "enabled=no yes_v=yes mode=0644 e_num=12e4567 hex=0x1F oct=0o17 under=1_000 \
+                    tilde=~ null_v=Null quoted_no=\"no\"";
+        let p = write(
+            dir.path(),
+            "hosts",
+            &format!(
+                "[g]\nh1 {vals}\n[g:vars]\n{}\n",
+                vals.split(' ')
+                    .map(|kv| format!("v_{kv}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+        );
+        let v = Inventory::load(&p).unwrap().host_vars("h1");
+        for prefix in ["", "v_"] {
+            let k = |name: &str| format!("{prefix}{name}");
+            assert_eq!(v[&k("enabled")], Value::from("no"), "{prefix}");
+            assert_eq!(v[&k("yes_v")], Value::from("yes"));
+            assert_eq!(v[&k("mode")], Value::from("0644"));
+            assert_eq!(v[&k("e_num")], Value::from("12e4567"));
+            assert_eq!(v[&k("hex")], Value::from(31));
+            assert_eq!(v[&k("oct")], Value::from(15));
+            assert_eq!(v[&k("under")], Value::from(1000));
+            assert_eq!(v[&k("tilde")], Value::from("~"));
+            assert_eq!(v[&k("null_v")], Value::from("Null"));
+            assert_eq!(v[&k("quoted_no")], Value::from("no"));
+        }
+    }
+
     #[test]
     fn children_only_groups_are_created_empty() {
         let dir = tempfile::tempdir().unwrap();

@@ -187,7 +187,10 @@ impl Lit<'_> {
             prefix
                 .iter()
                 .find_map(|p| digits.strip_prefix(p))
-                .and_then(|d| i64::from_str_radix(d, r).ok())
+                // Python also allows one `_` right after the base prefix (`0x_1f`).
+                .map(|d| d.strip_prefix('_').unwrap_or(d))
+                .and_then(|d| without_underscores(d, |c| c.is_ascii_alphanumeric()))
+                .and_then(|d| i64::from_str_radix(&d, r).ok())
         };
         if let Some(n) = radix(&["0x", "0X"], 16)
             .or_else(|| radix(&["0o", "0O"], 8))
@@ -195,6 +198,7 @@ impl Lit<'_> {
         {
             return Some(Value::from(sign * n));
         }
+        let digits = without_underscores(digits, |c| c.is_ascii_digit())?;
         if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
             // Python 3 rejects leading zeros (`010`), which keeps such values strings.
             if digits.len() > 1 && digits.starts_with('0') && digits.bytes().any(|b| b != b'0') {
@@ -214,6 +218,16 @@ impl Lit<'_> {
     }
 }
 
+/// Python's digit grouping: each `_` must sit between two digits (`1_000`, not `1__0`, `1_`
+/// or `1_.5`); `None` when one does not, which makes the value a plain string.
+fn without_underscores(text: &str, is_digit: impl Fn(u8) -> bool) -> Option<String> {
+    let b = text.as_bytes();
+    let grouped = b.iter().enumerate().all(|(i, &c)| {
+        c != b'_' || (i > 0 && is_digit(b[i - 1]) && b.get(i + 1).is_some_and(|&n| is_digit(n)))
+    });
+    grouped.then(|| text.replace('_', ""))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +243,18 @@ mod tests {
         assert_eq!(parse_literal("hello"), None);
         assert_eq!(parse_literal("1.2.3"), None);
         assert_eq!(parse_literal("'a' 'b'"), None);
+    }
+
+    #[test]
+    fn literal_eval_digit_grouping_like_python() {
+        assert_eq!(parse_literal("1_000"), Some(Value::from(1000)));
+        assert_eq!(parse_literal("-1_000"), Some(Value::from(-1000)));
+        assert_eq!(parse_literal("0x_1F"), Some(Value::from(31)));
+        assert_eq!(parse_literal("0x1_f"), Some(Value::from(31)));
+        assert_eq!(parse_literal("0o1_7"), Some(Value::from(15)));
+        assert_eq!(parse_literal("1_0.5"), Some(serde_json::json!(10.5)));
+        for bad in ["1__0", "1_", "_1", "1_.5", "1._5", "0x__1", "1e_5"] {
+            assert_eq!(parse_literal(bad), None, "{bad}");
+        }
     }
 }
