@@ -228,6 +228,8 @@ mod tests {
             ("tilde", "~"),
             ("null_v", "Null"),
             ("quoted_no", "\"no\""),
+            ("e_num", "12e4567"),
+            ("oct", "0o17"),
         ];
         let body = |suffix: &str| -> String {
             pairs
@@ -249,6 +251,8 @@ mod tests {
             assert_eq!(v[&k("tilde")], Value::Null);
             assert_eq!(v[&k("null_v")], Value::Null);
             assert_eq!(v[&k("quoted_no")], Value::from("no"));
+            assert_eq!(v[&k("e_num")], Value::from("12e4567"));
+            assert_eq!(v[&k("oct")], Value::from("0o17"));
         }
     }
 }

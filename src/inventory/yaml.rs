@@ -278,7 +278,7 @@ mod tests {
             "hosts.yml",
             "all:\n  hosts:\n    h1:\n      enabled: no\n      on_v: yes\n      mode: 0644\n      \
              hex: 0x1F\n      under: 1_000\n      tilde: ~\n      null_v: Null\n      \
-             quoted_no: \"no\"\n  vars:\n    g_enabled: no\n",
+             quoted_no: \"no\"\n      e_num: 12e4567\n      oct: 0o17\n  vars:\n    g_enabled: no\n",
         );
         let v = Inventory::load(&p).unwrap().host_vars("h1");
         assert_eq!(v["enabled"], Value::Bool(false));
@@ -289,6 +289,8 @@ mod tests {
         assert_eq!(v["tilde"], Value::Null);
         assert_eq!(v["null_v"], Value::Null);
         assert_eq!(v["quoted_no"], Value::from("no"));
+        assert_eq!(v["e_num"], Value::from("12e4567"));
+        assert_eq!(v["oct"], Value::from("0o17"));
         assert_eq!(v["g_enabled"], Value::Bool(false));
     }
 }
