@@ -5,10 +5,11 @@
 //! `yes`/`no`/`on`/`off` are booleans and `0644` is octal, so playbooks behave the same here.
 
 use crate::diag::{Diagnostic, Pos};
+use regex::Regex;
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
@@ -121,6 +122,8 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Node, Diagnostic> {
         anchors: HashMap::new(),
         docs: Vec::new(),
         error: None,
+        // Ansible tries `json.loads` before YAML, so a JSON document keeps JSON's number rules.
+        json: serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok(),
     };
     let mut parser = Parser::new_from_str(text);
     if let Err(e) = parser.load(&mut builder, false) {
@@ -151,6 +154,8 @@ struct Builder {
     anchors: HashMap<usize, Node>,
     docs: Vec<Node>,
     error: Option<Diagnostic>,
+    /// The whole text is JSON: plain scalars are JSON literals, not YAML 1.1 ones.
+    json: bool,
 }
 
 impl Builder {
@@ -238,52 +243,67 @@ pub fn resolve_plain(s: &str) -> Kind {
         }
         _ => {}
     }
+    // PyYAML's implicit int and float patterns; anything else is a string: `0o17` (YAML 1.2
+    // octal), `12e4567` and `1e3` (a float needs a dot, and a sign on its exponent), `_1`.
+    // (PyYAML's sexagesimal `1:30` forms are not handled.)
+    static INT: OnceLock<Regex> = OnceLock::new();
+    static FLOAT: OnceLock<Regex> = OnceLock::new();
+    let int_re = INT.get_or_init(|| {
+        Regex::new(r"^[-+]?(?:0b[0-1_]+|0[0-7_]+|0|[1-9][0-9_]*|0x[0-9a-fA-F_]+)$").unwrap()
+    });
+    let float_re = FLOAT.get_or_init(|| {
+        Regex::new(concat!(
+            r"^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?",
+            r"|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?",
+            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ))
+        .unwrap()
+    });
     let t = s.replace('_', "");
     let (sign, digits) = match t.strip_prefix('-') {
         Some(rest) => (-1i64, rest),
         None => (1, t.strip_prefix('+').unwrap_or(&t)),
     };
-    if !digits.is_empty() {
+    if int_re.is_match(s) {
         let int = if let Some(h) = digits.strip_prefix("0x") {
             i64::from_str_radix(h, 16).ok()
-        } else if let Some(o) = digits.strip_prefix("0o") {
-            i64::from_str_radix(o, 8).ok()
         } else if let Some(b) = digits.strip_prefix("0b") {
             i64::from_str_radix(b, 2).ok()
-        } else if digits.len() > 1
-            && digits.starts_with('0')
-            && digits.chars().all(|c| c.is_ascii_digit())
-        {
+        } else if digits.len() > 1 && digits.starts_with('0') {
             // YAML 1.1 octal: `mode: 0644` is 420, exactly as Ansible reads it.
             i64::from_str_radix(digits, 8).ok()
-        } else if digits.chars().all(|c| c.is_ascii_digit()) {
-            digits.parse::<i64>().ok()
         } else {
-            None
+            digits.parse::<i64>().ok()
         };
         if let Some(i) = int {
             return Kind::Int(sign * i);
         }
-        let looks_float = digits
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_digit() || c == '.')
-            && digits
-                .chars()
-                .all(|c| c.is_ascii_digit() || "eE.+-".contains(c))
-            && digits.contains(['.', 'e', 'E']);
-        if looks_float {
-            if let Ok(f) = t.parse::<f64>() {
-                return Kind::Float(f);
-            }
-        }
+    }
+    if float_re.is_match(s) {
         match digits {
             ".inf" | ".Inf" | ".INF" => return Kind::Float(sign as f64 * f64::INFINITY),
             ".nan" | ".NaN" | ".NAN" => return Kind::Float(f64::NAN),
             _ => {}
         }
+        if let Ok(f) = t.parse::<f64>() {
+            return Kind::Float(f);
+        }
     }
     Kind::Str(s.to_string())
+}
+
+/// A plain scalar of a JSON document: `1e3` is the float 1000 there, as Python's `json` reads it,
+/// though PyYAML would keep it a string.
+fn resolve_json(s: &str) -> Kind {
+    match serde_json::from_str::<Value>(s) {
+        Ok(Value::Bool(b)) => Kind::Bool(b),
+        Ok(Value::Null) => Kind::Null,
+        Ok(Value::Number(n)) => match n.as_i64() {
+            Some(i) => Kind::Int(i),
+            None => Kind::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        _ => resolve_plain(s),
+    }
 }
 
 impl MarkedEventReceiver for Builder {
@@ -307,6 +327,7 @@ impl MarkedEventReceiver for Builder {
                         }
                         Kind::Str(value)
                     }
+                    (TScalarStyle::Plain, _) if self.json => resolve_json(&value),
                     (TScalarStyle::Plain, _) => resolve_plain(&value),
                     _ => Kind::Str(value),
                 };
@@ -402,6 +423,49 @@ mod tests {
         assert_eq!(j["f"], Value::Bool(true));
         assert_eq!(j["g"], Value::from(12));
         assert_eq!(j["h"], Value::from("y"));
+    }
+
+    #[test]
+    fn numbers_follow_pyyaml_patterns() {
+        // Each expectation is what PyYAML 6 (`yaml.safe_load`) gives.
+        let n = parse(concat!(
+            "a: 0o17\nb: 12e4567\nc: 1e3\nd: 1.0e+3\ne: 0x1F\nf: 1_000\ng: _1000\n",
+            "h: 0b101\ni: 08\nj: .5\nk: -.5\nl: 1_0.5\nm: 0X1F\nn: 1.0e3\no: -0x1f\n",
+        ));
+        let j = n.to_json();
+        assert_eq!(j["a"], Value::from("0o17"));
+        assert_eq!(j["b"], Value::from("12e4567"));
+        assert_eq!(j["c"], Value::from("1e3"));
+        assert_eq!(j["d"], Value::from(1000.0));
+        assert_eq!(j["e"], Value::from(31));
+        assert_eq!(j["f"], Value::from(1000));
+        assert_eq!(j["g"], Value::from("_1000"));
+        assert_eq!(j["h"], Value::from(5));
+        assert_eq!(j["i"], Value::from("08"));
+        assert_eq!(j["j"], Value::from(0.5));
+        assert_eq!(j["k"], Value::from("-.5"));
+        assert_eq!(j["l"], Value::from(10.5));
+        assert_eq!(j["m"], Value::from("0X1F"));
+        assert_eq!(j["n"], Value::from("1.0e3"));
+        assert_eq!(j["o"], Value::from(-31));
+    }
+
+    #[test]
+    fn json_documents_keep_json_numbers() {
+        let n =
+            parse("{\"a\": 1e3, \"b\": 1e-05, \"c\": 12, \"d\": true, \"e\": null, \"f\": \"no\"}");
+        let j = n.to_json();
+        assert_eq!(j["a"], Value::from(1000.0));
+        assert_eq!(j["b"], Value::from(1e-05));
+        assert_eq!(j["c"], Value::from(12));
+        assert_eq!(j["d"], Value::Bool(true));
+        assert_eq!(j["e"], Value::Null);
+        assert_eq!(j["f"], Value::from("no"));
+        // Not JSON (a YAML 1.1 octal), so YAML rules throughout.
+        assert_eq!(
+            parse("{\"m\": 0644, \"x\": 1e3}").to_json()["x"],
+            Value::from("1e3")
+        );
     }
 
     #[test]

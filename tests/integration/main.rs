@@ -17,3 +17,4 @@ mod no_log;
 mod roles;
 mod ssh;
 mod variables;
+mod yaml_typing;

@@ -1,0 +1,216 @@
+//! Loading an inventory source: one file (INI or YAML, told apart by extension or content) or a
+//! directory of them, then the `group_vars/` and `host_vars/` beside it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::ini::PendingVars;
+use super::model::{Inventory, InventoryError};
+use super::yaml::{looks_like_yaml_inventory, parse_yaml};
+
+impl Inventory {
+    /// Load an inventory file (INI or YAML) or a directory of them, then the `group_vars/` and
+    /// `host_vars/` beside it.
+    pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
+        let meta = fs::metadata(path).map_err(|e| {
+            InventoryError::new(
+                path,
+                None,
+                None,
+                format!(
+                    "cannot read inventory `{}`: {e}; pass an existing inventory file or directory",
+                    path.display()
+                ),
+            )
+        })?;
+        let mut inv = Inventory::empty(path);
+        let mut pending = PendingVars::new();
+        let vars_dir = if meta.is_dir() {
+            inv.load_dir(path, &mut pending)?;
+            path.to_path_buf()
+        } else {
+            inv.load_file(path, &mut pending)?;
+            match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            }
+        };
+        for (group, loc) in pending {
+            if !inv.groups.get(&group).is_some_and(|g| g.declared) {
+                return Err(InventoryError::new(
+                    &loc.file,
+                    loc.line,
+                    loc.col,
+                    format!(
+                        "section `[{group}:vars]` sets variables for group `{group}`, which is never defined; \
+                         add a `[{group}]` section or fix the group name"
+                    ),
+                ));
+            }
+        }
+        inv.finalize()?;
+        inv.load_vars_dir(&vars_dir)?;
+        Ok(inv)
+    }
+
+    /// Every inventory file of a directory (recursively, in name order), as Ansible does.
+    fn load_dir(&mut self, dir: &Path, pending: &mut PendingVars) -> Result<(), InventoryError> {
+        let read_err = |e: std::io::Error| {
+            InventoryError::new(
+                dir,
+                None,
+                None,
+                format!("cannot read inventory directory: {e}"),
+            )
+        };
+        let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+            .map_err(read_err)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(read_err)?;
+        entries.sort();
+        for p in entries {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if p.is_dir() {
+                // group_vars/host_vars hold variables, not inventory sources.
+                if name.starts_with('.') || name == "group_vars" || name == "host_vars" {
+                    continue;
+                }
+                self.load_dir(&p, pending)?;
+            } else if !is_ignored_inventory_file(name) {
+                self.load_file(&p, pending)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn load_file(&mut self, path: &Path, pending: &mut PendingVars) -> Result<(), InventoryError> {
+        let text = fs::read_to_string(path).map_err(|e| {
+            InventoryError::new(path, None, None, format!("cannot read inventory file: {e}"))
+        })?;
+        if text.starts_with("#!") && is_executable(path) {
+            return Err(InventoryError::new(
+                path,
+                Some(1),
+                None,
+                "dynamic inventory scripts are not supported; save the script's `--list` output \
+                 as a static inventory, or remove the executable bit if this is an INI file",
+            ));
+        }
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if matches!(ext.as_str(), "yml" | "yaml" | "json") {
+            let doc = parse_yaml(path, &text)?;
+            return self.parse_yaml_inventory(&doc);
+        }
+        // Without a telling extension, content decides: YAML only when it is shaped like a
+        // YAML inventory, since many INI files are also (meaningless) valid YAML.
+        if let Ok(doc) = parse_yaml(path, &text) {
+            if looks_like_yaml_inventory(&doc) {
+                return self.parse_yaml_inventory(&doc);
+            }
+        }
+        self.parse_ini(path, &text, pending)
+    }
+}
+
+/// Files in an inventory directory that Ansible skips (besides hidden ones).
+fn is_ignored_inventory_file(name: &str) -> bool {
+    const SKIP: [&str; 7] = [".md", ".retry", ".orig", ".cfg", ".pyc", ".pyo", "~"];
+    name.starts_with('.') || SKIP.iter().any(|s| name.ends_with(s))
+}
+
+#[cfg(unix)]
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(_path: &Path) -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::testutil::{strs, write};
+    use serde_json::Value;
+
+    #[test]
+    fn yaml_groups_merge_across_places_and_files() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "inv/a.yml",
+            "all:\n  children:\n    web:\n      hosts:\n        w1:\n      vars: {x: 1}\n",
+        );
+        write(
+            dir.path(),
+            "inv/b.yaml",
+            "site:\n  children:\n    web:\n      hosts:\n        w2:\n      vars: {y: 2}\n",
+        );
+        write(dir.path(), "inv/c", "[web]\nw3\n[db]\nd1\n");
+        write(dir.path(), "inv/README.md", "# not an inventory [\n");
+        write(dir.path(), "inv/old.retry", "w9\n");
+        write(dir.path(), "inv/.hidden", "w8\n");
+        write(dir.path(), "inv/group_vars/web.yml", "z: 3\n");
+        let inv = Inventory::load(&dir.path().join("inv")).unwrap();
+        let g = inv.groups_map();
+        assert_eq!(g["web"], strs(&["w1", "w2", "w3"]));
+        assert_eq!(g["site"], strs(&["w1", "w2", "w3"]));
+        assert_eq!(g["all"], strs(&["w1", "w2", "w3", "d1"]));
+        let v = inv.host_vars("w3");
+        assert_eq!(
+            (v["x"].clone(), v["y"].clone(), v["z"].clone()),
+            (1.into(), 2.into(), 3.into())
+        );
+    }
+
+    #[test]
+    fn addresses_ports_and_string_shorthands() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "hosts",
+            "[v6]\n[2001:db8::1]:2201\nfe80::2\n[v4]\n192.0.2.7:2222 a=1\n",
+        );
+        let inv = Inventory::load(&p).unwrap();
+        assert_eq!(inv.groups_map()["v6"], strs(&["2001:db8::1", "fe80::2"]));
+        assert_eq!(
+            inv.host_vars("2001:db8::1")["ansible_port"],
+            Value::from(2201)
+        );
+        assert!(inv.host_vars("fe80::2").get("ansible_port").is_none());
+        assert_eq!(
+            inv.host_vars("192.0.2.7")["ansible_port"],
+            Value::from(2222)
+        );
+        assert_eq!(inv.select("fe80::2").unwrap(), strs(&["fe80::2"]));
+        assert!(Inventory::load(&write(dir.path(), "bad", "h:99999\n"))
+            .unwrap_err()
+            .msg
+            .contains("invalid port"));
+
+        // YAML allows a single name instead of a mapping for hosts and children.
+        let p = write(
+            dir.path(),
+            "s.yml",
+            "all:\n  children:\n    web:\n      hosts: w1\n    site:\n      children: web\n",
+        );
+        let inv = Inventory::load(&p).unwrap();
+        assert_eq!(inv.groups_map()["site"], strs(&["w1"]));
+
+        // Making `all` a child closes a cycle through the implicit `all` → group link.
+        let p = write(dir.path(), "loop", "[web]\nw1\n[web:children]\nall\n");
+        let e = Inventory::load(&p).unwrap_err();
+        assert!(e.msg.contains("cycle"), "{}", e.msg);
+        assert_eq!(e.line, Some(4));
+
+        let e = Inventory::load(&dir.path().join("missing")).unwrap_err();
+        assert!(e.msg.contains("pass an existing inventory"), "{}", e.msg);
+    }
+}

@@ -1,0 +1,547 @@
+//! The inventory model: hosts, groups, their links and variables, and the queries on them.
+//!
+//! The readers (`ini`, `yaml`, `vars_dirs`) fill it through the building blocks below; it knows
+//! no file format itself.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+/// A variable mapping, as inventories and vars files hold them.
+pub type Vars = Map<String, Value>;
+
+/// What is wrong with an inventory (or a host pattern), and where.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{msg}")]
+pub struct InventoryError {
+    pub file: PathBuf,
+    /// 1-based line, when the problem is tied to one.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub col: Option<usize>,
+    pub msg: String,
+}
+
+impl InventoryError {
+    pub(super) fn new(
+        file: &Path,
+        line: Option<usize>,
+        col: Option<usize>,
+        msg: impl Into<String>,
+    ) -> Self {
+        InventoryError {
+            file: file.to_path_buf(),
+            line,
+            col,
+            msg: msg.into(),
+        }
+    }
+}
+
+pub(super) const ALL: &str = "all";
+pub(super) const UNGROUPED: &str = "ungrouped";
+/// Names that Ansible resolves to the implicit local host when the inventory lacks them.
+pub(super) const LOCALHOST_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct Group {
+    /// Direct members, in the order they were added.
+    pub(super) hosts: Vec<String>,
+    pub(super) children: Vec<String>,
+    pub(super) parents: Vec<String>,
+    /// Variables set in the inventory source itself (`[g:vars]`, `vars:`).
+    pub(super) vars: Vars,
+    /// Whether a section or YAML entry defines the group (a `[g:vars]` section alone does not).
+    pub(super) declared: bool,
+    /// Longest path from `all`; parents sort before children when merging vars.
+    pub(super) depth: usize,
+}
+
+/// Where something was declared, to point error messages at it.
+#[derive(Debug, Clone)]
+pub(super) struct Loc {
+    pub(super) file: PathBuf,
+    pub(super) line: Option<usize>,
+    pub(super) col: Option<usize>,
+}
+
+/// The `group_vars/` and `host_vars/` contents of one directory.
+#[derive(Debug, Clone, Default)]
+pub(super) struct VarsLayer {
+    pub(super) dir: PathBuf,
+    pub(super) groups: BTreeMap<String, Vars>,
+    pub(super) hosts: BTreeMap<String, Vars>,
+}
+
+/// Hosts, groups and variables; see the module documentation.
+#[derive(Debug, Clone)]
+pub struct Inventory {
+    /// The file or directory it was loaded from (names pattern errors).
+    pub(super) source: PathBuf,
+    /// Every host in order of first appearance: "inventory order".
+    pub(super) hosts: Vec<String>,
+    pub(super) host_index: HashMap<String, usize>,
+    /// Variables set on hosts in the inventory source itself.
+    pub(super) host_vars: HashMap<String, Vars>,
+    /// Groups each host is a direct member of (`all` excluded), so lookups need no scan.
+    pub(super) member_of: HashMap<String, Vec<String>>,
+    pub(super) groups: BTreeMap<String, Group>,
+    /// Where each parent→child link was declared, for cycle errors.
+    pub(super) edge_locs: HashMap<(String, String), Loc>,
+    /// One per `load_vars_dir` directory, in load order: later layers win.
+    pub(super) layers: Vec<VarsLayer>,
+}
+
+impl Inventory {
+    pub(super) fn empty(source: &Path) -> Inventory {
+        let mut inv = Inventory {
+            source: source.to_path_buf(),
+            hosts: Vec::new(),
+            host_index: HashMap::new(),
+            host_vars: HashMap::new(),
+            member_of: HashMap::new(),
+            groups: BTreeMap::new(),
+            edge_locs: HashMap::new(),
+            layers: Vec::new(),
+        };
+        inv.declare_group(ALL);
+        inv.declare_group(UNGROUPED);
+        inv.link(ALL, UNGROUPED, None);
+        inv
+    }
+
+    /// The inventory used when none is given: `localhost` on the local connection.
+    pub fn implicit_localhost() -> Inventory {
+        let mut inv = Inventory::empty(Path::new("localhost"));
+        inv.add_host("localhost");
+        inv.set_host_var("localhost", "ansible_connection", Value::from("local"));
+        // Cannot fail: one host, no children links of its own.
+        let _ = inv.finalize();
+        inv
+    }
+
+    // ---------------------------------------------------------------- building blocks
+
+    pub(super) fn declare_group(&mut self, name: &str) {
+        self.groups.entry(name.to_string()).or_default().declared = true;
+    }
+
+    pub(super) fn add_host(&mut self, host: &str) {
+        if !self.host_index.contains_key(host) {
+            self.host_index.insert(host.to_string(), self.hosts.len());
+            self.hosts.push(host.to_string());
+        }
+    }
+
+    pub(super) fn add_host_to_group(&mut self, group: &str, host: &str) {
+        self.add_host(host);
+        // Every host is in `all`; storing it there too would only duplicate.
+        if group == ALL {
+            return;
+        }
+        let member_of = self.member_of.entry(host.to_string()).or_default();
+        if member_of.iter().any(|g| g == group) {
+            return;
+        }
+        member_of.push(group.to_string());
+        self.groups
+            .entry(group.to_string())
+            .or_default()
+            .hosts
+            .push(host.to_string());
+    }
+
+    pub(super) fn link(&mut self, parent: &str, child: &str, loc: Option<Loc>) {
+        let p = self.groups.entry(parent.to_string()).or_default();
+        if !p.children.iter().any(|c| c == child) {
+            p.children.push(child.to_string());
+        }
+        let c = self.groups.entry(child.to_string()).or_default();
+        if !c.parents.iter().any(|x| x == parent) {
+            c.parents.push(parent.to_string());
+        }
+        if let Some(loc) = loc {
+            self.edge_locs
+                .entry((parent.to_string(), child.to_string()))
+                .or_insert(loc);
+        }
+    }
+
+    pub(super) fn set_host_var(&mut self, host: &str, key: &str, value: Value) {
+        self.host_vars
+            .entry(host.to_string())
+            .or_default()
+            .insert(key.to_string(), value);
+    }
+
+    pub(super) fn set_group_var(&mut self, group: &str, key: &str, value: Value) {
+        self.groups
+            .entry(group.to_string())
+            .or_default()
+            .vars
+            .insert(key.to_string(), value);
+    }
+
+    /// What Ansible's `reconcile_inventory` does: hang parentless groups below `all`, put hosts
+    /// without a group into `ungrouped` (and take grouped ones out), then reject cycles and
+    /// compute depths.
+    pub(super) fn finalize(&mut self) -> Result<(), InventoryError> {
+        let orphans: Vec<String> = self
+            .groups
+            .iter()
+            .filter(|(n, g)| n.as_str() != ALL && g.parents.is_empty())
+            .map(|(n, _)| n.clone())
+            .collect();
+        for o in orphans {
+            self.link(ALL, &o, None);
+        }
+        let mut ungrouped = Vec::new();
+        for h in &self.hosts {
+            let groups = self.member_of.entry(h.clone()).or_default();
+            groups.retain(|g| g != UNGROUPED);
+            if groups.is_empty() {
+                groups.push(UNGROUPED.to_string());
+                ungrouped.push(h.clone());
+            }
+        }
+        if let Some(g) = self.groups.get_mut(UNGROUPED) {
+            g.hosts = ungrouped;
+        }
+        self.check_cycles()?;
+        self.compute_depths();
+        Ok(())
+    }
+
+    fn check_cycles(&self) -> Result<(), InventoryError> {
+        // Recursion is fine: group hierarchies are a few levels deep.
+        fn visit<'a>(
+            inv: &'a Inventory,
+            name: &'a str,
+            stack: &mut Vec<&'a str>,
+            done: &mut HashSet<&'a str>,
+        ) -> Option<Vec<String>> {
+            if let Some(pos) = stack.iter().position(|s| *s == name) {
+                let mut cycle: Vec<String> = stack[pos..].iter().map(|s| s.to_string()).collect();
+                cycle.push(name.to_string());
+                return Some(cycle);
+            }
+            if done.contains(name) {
+                return None;
+            }
+            stack.push(name);
+            if let Some(g) = inv.groups.get(name) {
+                for c in &g.children {
+                    if let Some(cycle) = visit(inv, c, stack, done) {
+                        return Some(cycle);
+                    }
+                }
+            }
+            stack.pop();
+            done.insert(name);
+            None
+        }
+        let mut done = HashSet::new();
+        for name in self.groups.keys() {
+            let mut stack = Vec::new();
+            if let Some(cycle) = visit(self, name, &mut stack, &mut done) {
+                // Point at a link the user wrote (the implicit ones below `all` have no place).
+                let loc = cycle
+                    .windows(2)
+                    .rev()
+                    .find_map(|w| self.edge_locs.get(&(w[0].clone(), w[1].clone())));
+                let (file, line, col) = match loc {
+                    Some(l) => (l.file.clone(), l.line, l.col),
+                    None => (self.source.clone(), None, None),
+                };
+                return Err(InventoryError::new(
+                    &file,
+                    line,
+                    col,
+                    format!(
+                        "groups form a cycle: {}; a group cannot contain itself, so remove one of these children entries",
+                        cycle.join(" → ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn compute_depths(&mut self) {
+        fn depth(inv: &Inventory, name: &str, memo: &mut HashMap<String, usize>) -> usize {
+            if name == ALL {
+                return 0;
+            }
+            if let Some(d) = memo.get(name) {
+                return *d;
+            }
+            let parents = inv
+                .groups
+                .get(name)
+                .map(|g| g.parents.clone())
+                .unwrap_or_default();
+            let d = parents
+                .iter()
+                .map(|p| depth(inv, p, memo) + 1)
+                .max()
+                .unwrap_or(1);
+            memo.insert(name.to_string(), d);
+            d
+        }
+        let mut memo = HashMap::new();
+        let names: Vec<String> = self.groups.keys().cloned().collect();
+        for n in &names {
+            let d = depth(self, n, &mut memo);
+            if let Some(g) = self.groups.get_mut(n) {
+                g.depth = d;
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- queries
+
+    pub(super) fn has_host(&self, host: &str) -> bool {
+        self.host_index.contains_key(host)
+    }
+
+    /// Localhost names that resolve to the implicit local host in this inventory.
+    pub(super) fn is_implicit(&self, host: &str) -> bool {
+        !self.has_host(host) && LOCALHOST_NAMES.contains(&host)
+    }
+
+    /// Every group the host belongs to, directly or through children, `all` included.
+    fn groups_of(&self, host: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        if !self.has_host(host) {
+            return out;
+        }
+        out.insert(ALL.to_string());
+        let mut todo: Vec<String> = self.member_of.get(host).cloned().unwrap_or_default();
+        while let Some(g) = todo.pop() {
+            if out.insert(g.clone()) {
+                if let Some(grp) = self.groups.get(&g) {
+                    todo.extend(grp.parents.iter().cloned());
+                }
+            }
+        }
+        out
+    }
+
+    /// The host's groups other than `all`, in the order their variables merge: parents before
+    /// children (depth), then `ansible_group_priority`, then name — Ansible's `sort_groups`.
+    fn merge_order(&self, host: &str) -> Vec<String> {
+        let mut gs: Vec<(usize, i64, String)> = self
+            .groups_of(host)
+            .into_iter()
+            .filter(|g| g != ALL)
+            .map(|g| {
+                let grp = &self.groups[&g];
+                (grp.depth, group_priority(&grp.vars), g)
+            })
+            .collect();
+        gs.sort();
+        gs.into_iter().map(|(_, _, g)| g).collect()
+    }
+
+    /// The host's variables merged with Ansible's precedence (later wins, top-level keys replace):
+    /// inventory vars of `all`, then of the other groups in merge order; then `group_vars/all`
+    /// of each vars directory, then the other groups' `group_vars` files; then the host's
+    /// inventory vars; then its `host_vars` files. Later vars directories (playbook dirs) beat
+    /// earlier ones (the inventory dir). Magic variables are not included.
+    pub fn host_vars(&self, host: &str) -> Vars {
+        let implicit = self.is_implicit(host);
+        let mut out = Vars::new();
+        if !self.has_host(host) && !implicit {
+            return out;
+        }
+        // The implicit localhost is in no group but still gets `all`'s variables, as in Ansible.
+        let groups = if implicit {
+            Vec::new()
+        } else {
+            self.merge_order(host)
+        };
+        merge(&mut out, &self.groups[ALL].vars);
+        for g in &groups {
+            merge(&mut out, &self.groups[g].vars);
+        }
+        for layer in &self.layers {
+            if let Some(v) = layer.groups.get(ALL) {
+                merge(&mut out, v);
+            }
+        }
+        for layer in &self.layers {
+            for g in &groups {
+                if let Some(v) = layer.groups.get(g) {
+                    merge(&mut out, v);
+                }
+            }
+        }
+        if implicit {
+            out.insert("ansible_connection".into(), Value::from("local"));
+        } else if let Some(v) = self.host_vars.get(host) {
+            merge(&mut out, v);
+        }
+        for layer in &self.layers {
+            if let Some(v) = layer.hosts.get(host) {
+                merge(&mut out, v);
+            }
+        }
+        out
+    }
+
+    /// Hosts of a group including those of its descendants, in inventory order.
+    pub(super) fn hosts_of_group(&self, group: &str) -> Vec<String> {
+        if group == ALL {
+            return self.hosts.clone();
+        }
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut members: HashSet<&str> = HashSet::new();
+        let mut todo = vec![group];
+        while let Some(g) = todo.pop() {
+            if !seen.insert(g) {
+                continue;
+            }
+            if let Some(grp) = self.groups.get(g) {
+                members.extend(grp.hosts.iter().map(String::as_str));
+                todo.extend(grp.children.iter().map(String::as_str));
+            }
+        }
+        self.in_inventory_order(members)
+    }
+
+    pub(super) fn in_inventory_order<'a>(
+        &self,
+        hosts: impl IntoIterator<Item = &'a str>,
+    ) -> Vec<String> {
+        let mut v: Vec<(usize, &str)> = hosts
+            .into_iter()
+            .filter_map(|h| self.host_index.get(h).map(|i| (*i, h)))
+            .collect();
+        v.sort();
+        v.dedup();
+        v.into_iter().map(|(_, h)| h.to_string()).collect()
+    }
+
+    /// Every group (`all` and `ungrouped` included) with its hosts, descendants' included,
+    /// in inventory order: the `groups` magic variable.
+    pub fn groups_map(&self) -> BTreeMap<String, Vec<String>> {
+        self.groups
+            .keys()
+            .map(|g| (g.clone(), self.hosts_of_group(g)))
+            .collect()
+    }
+
+    /// The host's groups, sorted, without `all` and `ungrouped`: the `group_names` magic variable.
+    pub fn group_names(&self, host: &str) -> Vec<String> {
+        self.groups_of(host)
+            .into_iter()
+            .filter(|g| g != ALL && g != UNGROUPED)
+            .collect()
+    }
+
+    /// The host's merged variables as JSON (`ansible-inventory --host`); `None` for unknown hosts.
+    pub fn host_json(&self, host: &str) -> Option<Value> {
+        if self.has_host(host) || self.is_implicit(host) {
+            Some(Value::Object(self.host_vars(host)))
+        } else {
+            None
+        }
+    }
+}
+
+/// Top-level merge: a later value replaces an earlier one (Ansible's `hash_behaviour=replace`).
+pub(super) fn merge(into: &mut Vars, from: &Vars) {
+    for (k, v) in from {
+        into.insert(k.clone(), v.clone());
+    }
+}
+
+fn group_priority(vars: &Vars) -> i64 {
+    match vars.get("ansible_group_priority") {
+        Some(Value::Number(n)) => n.as_i64().unwrap_or(1),
+        Some(Value::String(s)) => s.trim().parse().unwrap_or(1),
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::testutil::{precedence_fixture, strs, write};
+
+    #[test]
+    fn cycles_are_rejected_with_their_location() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "hosts", "[a:children]\nb\n[b:children]\na\n");
+        let e = Inventory::load(&p).unwrap_err();
+        assert!(e.msg.contains("cycle"), "{}", e.msg);
+        assert!(
+            e.msg.contains("a → b → a") || e.msg.contains("b → a → b"),
+            "{}",
+            e.msg
+        );
+        assert_eq!(e.file, p);
+        assert!(matches!(e.line, Some(2) | Some(4)));
+    }
+
+    #[test]
+    fn precedence_all_parent_child_host_hostvars() {
+        let dir = tempfile::tempdir().unwrap();
+        let inv = Inventory::load(&precedence_fixture(dir.path())).unwrap();
+        let w1 = inv.host_vars("w1");
+        assert_eq!(w1["v"], Value::from("host"));
+        for k in ["from_all", "from_site", "from_web", "from_host"] {
+            assert_eq!(w1[k], Value::from(1), "{k}");
+        }
+        assert_eq!(w1["file_beats_inline"], Value::from("file"));
+        assert_eq!(inv.host_vars("w2")["v"], Value::from("web"));
+
+        write(dir.path(), "inv/host_vars/w1.yml", "v: host_file\n");
+        let inv = Inventory::load(&dir.path().join("inv/hosts")).unwrap();
+        assert_eq!(inv.host_vars("w1")["v"], Value::from("host_file"));
+    }
+
+    #[test]
+    fn group_priority_and_depth_order_siblings() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = "[a]\nh\n[b]\nh\n[a:vars]\nv=a\n[b:vars]\nv=b\n";
+        let p = write(dir.path(), "one", base);
+        // Same depth: by name, so `b` wins.
+        assert_eq!(
+            Inventory::load(&p).unwrap().host_vars("h")["v"],
+            Value::from("b")
+        );
+        let p = write(
+            dir.path(),
+            "two",
+            &base.replace("v=a\n", "v=a\nansible_group_priority=10\n"),
+        );
+        // A higher priority merges later and wins.
+        assert_eq!(
+            Inventory::load(&p).unwrap().host_vars("h")["v"],
+            Value::from("a")
+        );
+        // Deeper groups win over shallower ones whatever their names.
+        let p = write(
+            dir.path(),
+            "three",
+            "[z]\nh\n[a]\nh\n[z:children]\na\n[z:vars]\nv=z\n[a:vars]\nv=a\n",
+        );
+        assert_eq!(
+            Inventory::load(&p).unwrap().host_vars("h")["v"],
+            Value::from("a")
+        );
+    }
+
+    #[test]
+    fn implicit_localhost_inventory() {
+        let inv = Inventory::implicit_localhost();
+        assert_eq!(inv.groups_map()["all"], strs(&["localhost"]));
+        assert_eq!(inv.groups_map()["ungrouped"], strs(&["localhost"]));
+        assert_eq!(
+            inv.host_vars("localhost")["ansible_connection"],
+            Value::from("local")
+        );
+    }
+}

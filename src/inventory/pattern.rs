@@ -1,0 +1,375 @@
+//! Host patterns as plays and `--limit` give them: unions, `&` intersections, `!` exclusions,
+//! globs, `~regex` terms and `[i]`/`[a:b]` subscripts.
+
+use std::collections::HashSet;
+
+use super::host_entry::is_ipv6;
+use super::model::{Inventory, InventoryError, ALL, LOCALHOST_NAMES};
+
+impl Inventory {
+    /// Hosts matching an Ansible host pattern (`hosts:` of a play, `--limit`), in inventory
+    /// order without duplicates. Terms are joined by `,` or `:`; `&term` intersects, `!term`
+    /// excludes (applied after all unions, as in Ansible). A term is a group or host name, a
+    /// glob (`web*`), a regex (`~web\d+`, anchored at the start), optionally with a subscript
+    /// (`web[0]`, `web[-1]`, `web[0:2]` inclusive, `web[1:]`). Matching nothing gives an empty
+    /// list; `localhost`/`127.0.0.1` match the implicit local host when the inventory lacks it.
+    pub fn select(&self, pattern: &str) -> Result<Vec<String>, InventoryError> {
+        let terms = split_pattern(pattern);
+        let (mut regular, mut intersect, mut exclude) = (Vec::new(), Vec::new(), Vec::new());
+        for t in &terms {
+            if let Some(r) = t.strip_prefix('&') {
+                intersect.push(r.trim());
+            } else if let Some(r) = t.strip_prefix('!') {
+                exclude.push(r.trim());
+            } else {
+                regular.push(t.as_str());
+            }
+        }
+        // `!web` alone means "all but web".
+        if regular.is_empty() && !(intersect.is_empty() && exclude.is_empty()) {
+            regular.push(ALL);
+        }
+        let mut out: Vec<String> = Vec::new();
+        let mut seen = HashSet::new();
+        for t in regular {
+            for h in self.match_term(t)? {
+                if seen.insert(h.clone()) {
+                    out.push(h);
+                }
+            }
+        }
+        for t in intersect {
+            let keep: HashSet<String> = self.match_term(t)?.into_iter().collect();
+            out.retain(|h| keep.contains(h));
+        }
+        for t in exclude {
+            let drop: HashSet<String> = self.match_term(t)?.into_iter().collect();
+            out.retain(|h| !drop.contains(h));
+        }
+        // Stable: implicit hosts (not in the inventory) stay last, in pattern order.
+        out.sort_by_key(|h| self.host_index.get(h).copied().unwrap_or(usize::MAX));
+        Ok(out)
+    }
+
+    /// Hosts of one pattern term, in inventory order, subscript applied.
+    fn match_term(&self, term: &str) -> Result<Vec<String>, InventoryError> {
+        if term.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (expr, subscript) = split_subscript(term);
+        let matcher = Matcher::new(expr).map_err(|m| {
+            InventoryError::new(
+                &self.source,
+                None,
+                None,
+                format!("invalid host pattern `{term}`: {m}"),
+            )
+        })?;
+        let mut found: HashSet<String> = HashSet::new();
+        let mut group_matched = false;
+        for g in self.groups.keys() {
+            if matcher.matches(g) {
+                group_matched = true;
+                found.extend(self.hosts_of_group(g));
+            }
+        }
+        // Like Ansible: a plain name that names a group is the group; wildcards match both.
+        if !group_matched || matcher.is_wildcard() {
+            found.extend(self.hosts.iter().filter(|h| matcher.matches(h)).cloned());
+        }
+        let mut list = self.in_inventory_order(found.iter().map(String::as_str));
+        if list.is_empty() && LOCALHOST_NAMES.contains(&expr) {
+            list.push(expr.to_string());
+        }
+        Ok(match subscript {
+            None => list,
+            Some(s) => s.apply(list),
+        })
+    }
+}
+
+/// Split a pattern into terms on `,` and on `:` outside brackets (ranges and subscripts
+/// contain colons), keeping IPv6 addresses whole.
+fn split_pattern(pattern: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for piece in pattern.split(',') {
+        let piece = piece.trim();
+        if piece.is_empty() {
+            continue;
+        }
+        if is_ipv6(piece.trim_start_matches(['&', '!'])) {
+            out.push(piece.to_string());
+            continue;
+        }
+        let mut depth = 0i32;
+        let mut cur = String::new();
+        for c in piece.chars() {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                ':' if depth <= 0 => {
+                    let t = cur.trim();
+                    if !t.is_empty() {
+                        out.push(t.to_string());
+                    }
+                    cur.clear();
+                    continue;
+                }
+                _ => {}
+            }
+            cur.push(c);
+        }
+        let t = cur.trim();
+        if !t.is_empty() {
+            out.push(t.to_string());
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Subscript {
+    Index(i64),
+    /// Inclusive end; `None` runs to the last host.
+    Range(usize, Option<usize>),
+}
+
+impl Subscript {
+    fn apply(self, hosts: Vec<String>) -> Vec<String> {
+        let len = hosts.len();
+        match self {
+            Subscript::Index(i) => {
+                let idx = if i < 0 { len as i64 + i } else { i };
+                usize::try_from(idx)
+                    .ok()
+                    .and_then(|i| hosts.get(i).cloned())
+                    .into_iter()
+                    .collect()
+            }
+            Subscript::Range(start, end) => {
+                let end = end.unwrap_or(usize::MAX).min(len.saturating_sub(1));
+                if start >= len || start > end {
+                    return Vec::new();
+                }
+                hosts[start..=end].to_vec()
+            }
+        }
+    }
+}
+
+/// `name[3]`, `name[-1]`, `name[0:2]`, `name[1:]` (not for regex terms, whose brackets are
+/// character classes).
+fn split_subscript(term: &str) -> (&str, Option<Subscript>) {
+    if term.starts_with('~') || !term.ends_with(']') {
+        return (term, None);
+    }
+    let Some(open) = term.rfind('[') else {
+        return (term, None);
+    };
+    let (base, inner) = (&term[..open], &term[open + 1..term.len() - 1]);
+    if base.is_empty() {
+        return (term, None);
+    }
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if let Some((a, b)) = inner.split_once([':', '-']) {
+        if digits(a) && (b.is_empty() || digits(b)) {
+            let (Ok(start), end) = (a.parse(), b.parse().ok()) else {
+                return (term, None);
+            };
+            return (base, Some(Subscript::Range(start, end)));
+        }
+    }
+    let unsigned = inner.strip_prefix('-').unwrap_or(inner);
+    if digits(unsigned) {
+        if let Ok(i) = inner.parse() {
+            return (base, Some(Subscript::Index(i)));
+        }
+    }
+    (term, None)
+}
+
+/// How one pattern term compares against group and host names.
+enum Matcher {
+    Exact(String),
+    /// Shell globs, with Python's `fnmatch` semantics (`*`, `?`, `[..]`, `[!..]`).
+    Glob(glob::Pattern),
+    /// `~` regexes.
+    Regex(regex::Regex),
+}
+
+impl Matcher {
+    fn new(expr: &str) -> Result<Matcher, String> {
+        if let Some(re) = expr.strip_prefix('~') {
+            // Python's `re.match`: anchored at the start only.
+            return regex::Regex::new(&format!("^(?:{re})"))
+                .map(Matcher::Regex)
+                .map_err(|e| {
+                    let detail = e.to_string();
+                    let last = detail.lines().last().unwrap_or_default().trim().to_string();
+                    format!("{last}; after `~` write a regular expression")
+                });
+        }
+        if !expr.contains(['*', '?', '[']) {
+            return Ok(Matcher::Exact(expr.to_string()));
+        }
+        // Host names are no paths: `**` means what `*` does in `fnmatch`, while the glob crate
+        // only accepts it as a whole path component.
+        let mut collapsed = String::with_capacity(expr.len());
+        for c in expr.chars() {
+            if !(c == '*' && collapsed.ends_with('*')) {
+                collapsed.push(c);
+            }
+        }
+        glob::Pattern::new(&collapsed)
+            .map(Matcher::Glob)
+            .map_err(|e| format!("cannot use it as a glob: {e}"))
+    }
+
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            Matcher::Exact(s) => s == name,
+            Matcher::Glob(g) => g.matches(name),
+            Matcher::Regex(r) => r.is_match(name),
+        }
+    }
+
+    /// Wildcard terms match host names even when they also match groups (Ansible checks for
+    /// `~`, `.`, `?`, `*` and `[` the same way).
+    fn is_wildcard(&self) -> bool {
+        match self {
+            Matcher::Exact(s) => s.contains('.'),
+            Matcher::Glob(_) | Matcher::Regex(_) => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::testutil::{strs, write};
+    use serde_json::Value;
+
+    fn pattern_fixture() -> (tempfile::TempDir, Inventory) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "hosts",
+            "[web]\nweb1\nweb2\nweb3\n[db]\ndb1\ndb2\n[prod]\nweb1\ndb1\n[staging]\nweb2\n\
+             [edge]\ncdn.example.com\n[all:vars]\nshared=1\n",
+        );
+        let inv = Inventory::load(&p).unwrap();
+        (dir, inv)
+    }
+
+    #[test]
+    fn patterns_union_intersection_exclusion() {
+        let (_d, inv) = pattern_fixture();
+        let sel = |p: &str| inv.select(p).unwrap();
+        let every = strs(&["web1", "web2", "web3", "db1", "db2", "cdn.example.com"]);
+        assert_eq!(sel("all"), every);
+        assert_eq!(sel("*"), every);
+        assert_eq!(sel("web"), strs(&["web1", "web2", "web3"]));
+        assert_eq!(sel("db:web"), strs(&["web1", "web2", "web3", "db1", "db2"]));
+        assert_eq!(sel("db, web2"), strs(&["web2", "db1", "db2"]));
+        assert_eq!(sel("web:&prod"), strs(&["web1"]));
+        assert_eq!(sel("web:!prod"), strs(&["web2", "web3"]));
+        assert_eq!(sel("!prod:web"), strs(&["web2", "web3"]));
+        assert_eq!(sel("&prod"), strs(&["web1", "db1"]));
+        assert_eq!(sel("all:!web:!db"), strs(&["cdn.example.com"]));
+        assert_eq!(sel("web:&prod,staging"), strs(&["web1"]));
+        assert_eq!(sel("db1:db1:db"), strs(&["db1", "db2"]));
+        assert!(sel("nope").is_empty());
+        assert!(sel("").is_empty());
+    }
+
+    #[test]
+    fn patterns_glob_regex_and_subscripts() {
+        let (_d, inv) = pattern_fixture();
+        let sel = |p: &str| inv.select(p).unwrap();
+        assert_eq!(sel("web*"), strs(&["web1", "web2", "web3"]));
+        assert_eq!(sel("*1"), strs(&["web1", "db1"]));
+        assert_eq!(sel("db?"), strs(&["db1", "db2"]));
+        assert_eq!(sel("*.example.com"), strs(&["cdn.example.com"]));
+        assert_eq!(sel("web[!1]"), strs(&["web2", "web3"]));
+        assert_eq!(sel("~web[12]"), strs(&["web1", "web2"]));
+        assert_eq!(sel("~(web|db)1"), strs(&["web1", "db1"]));
+        assert_eq!(
+            sel("~eb"),
+            Vec::<String>::new(),
+            "regex is anchored at the start"
+        );
+        assert_eq!(
+            sel("~stag"),
+            strs(&["web2"]),
+            "regex matches group names too"
+        );
+        assert_eq!(sel("web[0]"), strs(&["web1"]));
+        assert_eq!(sel("web[-1]"), strs(&["web3"]));
+        assert_eq!(sel("web[0:1]"), strs(&["web1", "web2"]));
+        assert_eq!(sel("web[1:]"), strs(&["web2", "web3"]));
+        assert_eq!(sel("web[1:]:&prod"), Vec::<String>::new());
+        assert!(sel("web[7]").is_empty());
+
+        let e = inv.select("~web[").unwrap_err();
+        assert!(e.msg.contains("invalid host pattern `~web[`"), "{}", e.msg);
+    }
+
+    #[test]
+    /// Each expectation checked with ansible-core 2.19: `ansible all -i INV --list-hosts -l PAT`.
+    fn globs_follow_fnmatch() {
+        let (_d, inv) = pattern_fixture();
+        let sel = |p: &str| inv.select(p).unwrap();
+        assert_eq!(sel("w**1"), strs(&["web1"]), "`**` is `*`, not an error");
+        assert_eq!(sel("**"), sel("all"));
+        assert_eq!(sel("[v-x]eb*"), strs(&["web1", "web2", "web3"]));
+        assert_eq!(
+            sel("db[0-1]*"),
+            strs(&["db1"]),
+            "a range class when not a subscript"
+        );
+        assert_eq!(sel("db[!2]"), strs(&["db1"]));
+        assert_eq!(sel("*[.]example.com"), strs(&["cdn.example.com"]));
+        assert_eq!(sel("web?"), strs(&["web1", "web2", "web3"]));
+        assert!(sel("web1?").is_empty(), "`?` is exactly one character");
+        // As in `fnmatch` (and ansible-core 2.19), `^` does not negate a class: only `!` does.
+        assert_eq!(sel("web[^1]"), strs(&["web1"]));
+    }
+
+    #[test]
+    fn implicit_localhost_is_selectable_but_not_in_all() {
+        let (_d, inv) = pattern_fixture();
+        assert_eq!(inv.select("localhost").unwrap(), strs(&["localhost"]));
+        assert_eq!(inv.select("127.0.0.1").unwrap(), strs(&["127.0.0.1"]));
+        assert_eq!(
+            inv.select("db2:localhost").unwrap(),
+            strs(&["db2", "localhost"])
+        );
+        assert!(!inv
+            .select("all")
+            .unwrap()
+            .contains(&"localhost".to_string()));
+        assert!(!inv.groups_map()["all"].contains(&"localhost".to_string()));
+        let v = inv.host_vars("localhost");
+        assert_eq!(v["ansible_connection"], Value::from("local"));
+        assert_eq!(
+            v["shared"],
+            Value::from(1),
+            "implicit localhost still gets `all` vars"
+        );
+        assert!(inv.group_names("localhost").is_empty());
+
+        // An inventory that defines localhost uses its own definition.
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "hosts",
+            "[ctl]\nlocalhost ansible_connection=ssh\n",
+        );
+        let inv = Inventory::load(&p).unwrap();
+        assert_eq!(inv.select("all").unwrap(), strs(&["localhost"]));
+        assert_eq!(
+            inv.host_vars("localhost")["ansible_connection"],
+            Value::from("ssh")
+        );
+    }
+}
