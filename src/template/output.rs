@@ -204,15 +204,9 @@ fn yaml_scalar_str(s: &str, in_flow: bool) -> String {
         return "''".into();
     }
     let single = || format!("'{}'", s.replace('\'', "''"));
-    // Kept on top of the resolver: PyYAML also types dates (`2024-01-01`) and base-60 numbers
-    // (`1:30`), which fixpoint's resolver leaves as strings, and `y`/`n` are booleans to some
-    // other YAML readers; quoting them costs nothing and keeps them strings everywhere.
-    let looks_typed = matches!(
-        s.to_ascii_lowercase().as_str(),
-        "y" | "n" | "yes" | "no" | "on" | "off" | "true" | "false" | "null" | "~"
-    ) || (s.contains(|c: char| c.is_ascii_digit())
-        && s.chars()
-            .all(|c| c.is_ascii_digit() || "._+-:eE".contains(c)));
+    // PyYAML's dumper also quotes what its resolver reads as a timestamp (`2024-01-01`) or a
+    // base-60 number (`1:30`), which fixpoint's resolver leaves as strings.
+    let looks_typed = pyyaml_timestamp_or_base60().is_match(s);
     if s.contains('\n') || s.chars().any(|c| c.is_control() || !yaml_printable(c)) {
         return double_quoted(s);
     }
@@ -223,6 +217,19 @@ fn yaml_scalar_str(s: &str, in_flow: bool) -> String {
         return s.to_string();
     }
     single()
+}
+
+/// PyYAML's implicit timestamp and base-60 int/float patterns (YAML 1.1).
+fn pyyaml_timestamp_or_base60() -> &'static regex::Regex {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        regex::Regex::new(concat!(
+            r"^(?:[0-9]{4}-[0-9]{2}-[0-9]{2}",
+            r"|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?",
+            r"|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?)$"
+        ))
+        .expect("valid regex")
+    })
 }
 
 /// Whether a one-line string may be written as a plain scalar in block context, by the rules
@@ -286,13 +293,17 @@ mod tests {
     #[test]
     fn strings_the_resolver_would_type_are_quoted() {
         for s in [
-            "yes", "Yes", "NO", "on", "Off", "true", "FALSE", "~", "null", "Null", "0x1F", "0o17",
-            "0b101", "0644", "1_000", "12", "-3", "+7", "1.5", "1e3", ".inf", "-.Inf", ".nan",
+            "yes", "Yes", "NO", "on", "Off", "true", "FALSE", "~", "null", "Null", "0x1F", "0b101",
+            "0644", "1_000", "12", "-3", "+7", "1.5", ".inf", "-.Inf", ".nan",
         ] {
             assert_eq!(yaml_scalar_str(s, false), format!("'{s}'"), "{s}");
         }
         // Strings that read back as strings stay plain.
+        // PyYAML (YAML 1.1) reads these as strings too, so its dumper leaves them plain.
         for s in [
+            "0o17",
+            "1e3",
+            "12e4567",
             "hello",
             "it's",
             "a#b",
