@@ -130,7 +130,7 @@ pub fn include_vars(
     };
     let mut vars = Map::new();
     for f in &files {
-        vars.extend(crate::loader::load_vars_file(f, referenced_at).map_err(|d| d.to_string())?);
+        vars.extend(crate::playbook::load_vars_file(f, referenced_at).map_err(|d| d.to_string())?);
     }
     let vars = match &p.name {
         Some(n) => {

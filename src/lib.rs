@@ -11,11 +11,9 @@ pub mod diag;
 pub mod inventory;
 pub mod journal;
 pub mod listing;
-pub mod loader;
-pub mod loops;
+pub mod playbook;
 pub mod protocol;
 pub mod reporter;
-pub mod roles;
 pub mod scheduler;
 pub mod templating;
 pub mod transport;
@@ -102,10 +100,10 @@ fn load_all(
     paths: &[std::path::PathBuf],
     roles_path: &[std::path::PathBuf],
     inv: &mut inventory::Inventory,
-) -> Result<Vec<loader::Playbook>, Diagnostic> {
+) -> Result<Vec<playbook::Playbook>, Diagnostic> {
     let mut books = Vec::new();
     for p in paths {
-        let book = loader::load_playbook(p, roles_path)?;
+        let book = playbook::load_playbook(p, roles_path)?;
         inv.load_vars_dir(&book.dir).map_err(inventory_diag)?;
         books.push(book);
     }
@@ -168,7 +166,7 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
 }
 
 /// Check the templates of every task and print a summary (`validate`, `--syntax-check`).
-fn validate_books(books: &[loader::Playbook]) -> ExitCode {
+fn validate_books(books: &[playbook::Playbook]) -> ExitCode {
     let templar = templating::Templar::new();
     for book in books {
         for play in &book.plays {
@@ -196,7 +194,10 @@ fn validate_books(books: &[loader::Playbook]) -> ExitCode {
 }
 
 /// Check the syntax of every template string in a task (without rendering: no host values yet).
-fn check_task_templates(templar: &templating::Templar, task: &loader::Task) -> Result<(), String> {
+fn check_task_templates(
+    templar: &templating::Templar,
+    task: &playbook::Task,
+) -> Result<(), String> {
     fn walk(templar: &templating::Templar, v: &serde_json::Value) -> Result<(), String> {
         match v {
             serde_json::Value::String(s) if templating::Templar::is_template(s) => templar

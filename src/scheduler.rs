@@ -4,7 +4,7 @@ use crate::actions::{self, Prepared};
 use crate::config::Config;
 use crate::inventory::Inventory;
 use crate::journal::OutboxEntry;
-use crate::loader::{
+use crate::playbook::{
     Block, Include, IncludeSource, Meta, MetaAction, Play, Playbook, RoleCtx, Step, Task,
 };
 use crate::protocol::{JournalOp, NotifySpec, OnceSpec, Request, Response};
@@ -739,7 +739,7 @@ impl Engine {
                 None => vec![None],
                 Some(raw) => match scope
                     .render(raw)
-                    .and_then(|v| crate::loops::expand(inc.loop_kind, v, &[]))
+                    .and_then(|v| crate::playbook::loops::expand(inc.loop_kind, v, &[]))
                 {
                     Ok(items) => items.into_iter().enumerate().map(Some).collect(),
                     Err(e) => {
@@ -837,11 +837,11 @@ impl Engine {
                 (source, Some(file)) => (source, file),
                 (_, None) => continue,
             };
-            let mut loader = crate::loader::Loader::new(&ctx.play.dir, &ctx.book.roles_path);
+            let mut loader = crate::playbook::Loader::new(&ctx.play.dir, &ctx.book.roles_path);
             let loaded = match source {
                 IncludeSource::TasksFile {
                     search, inherit, ..
-                } => match crate::loader::find_in(search, &file) {
+                } => match crate::playbook::find_in(search, &file) {
                     Some(path) => loader
                         .task_file(&path, &inc.pos, inherit)
                         .map_err(|d| d.to_string()),
@@ -989,7 +989,7 @@ impl Engine {
                 .render(&json!(path))
                 .map_err(|e| format!("cannot render vars_files entry `{path}` ({pos}): {e}"))?;
             let file = play.dir.join(display(&rendered));
-            let vars = crate::loader::load_vars_file(&file, pos).map_err(|d| d.msg)?;
+            let vars = crate::playbook::load_vars_file(&file, pos).map_err(|d| d.msg)?;
             out.extend(vars);
         }
         Ok(out)
@@ -1436,8 +1436,8 @@ fn rendered_inv_vars(
 }
 
 /// Play `order`: the selection comes in inventory order.
-fn order_hosts(hosts: &mut [String], order: crate::loader::HostOrder) {
-    use crate::loader::HostOrder;
+fn order_hosts(hosts: &mut [String], order: crate::playbook::HostOrder) {
+    use crate::playbook::HostOrder;
     match order {
         HostOrder::Inventory => {}
         HostOrder::ReverseInventory => hosts.reverse(),
@@ -1465,8 +1465,8 @@ fn order_hosts(hosts: &mut [String], order: crate::loader::HostOrder) {
 }
 
 /// The hosts of a play in batches of `serial` sizes (the last size repeats).
-fn batches(hosts: &[String], serial: &[crate::loader::BatchSize]) -> Vec<Vec<String>> {
-    use crate::loader::BatchSize;
+fn batches(hosts: &[String], serial: &[crate::playbook::BatchSize]) -> Vec<Vec<String>> {
+    use crate::playbook::BatchSize;
     if serial.is_empty() {
         return vec![hosts.to_vec()];
     }
@@ -1846,10 +1846,9 @@ impl<'a> Shared<'a> {
             }
             return vec![self.run_until(ctx, task, h, &scope, None).await];
         };
-        let items = match scope
-            .render(items_raw)
-            .and_then(|v| crate::loops::expand(task.loop_kind, v, &task.search_dirs(&ctx.play.dir)))
-        {
+        let items = match scope.render(items_raw).and_then(|v| {
+            crate::playbook::loops::expand(task.loop_kind, v, &task.search_dirs(&ctx.play.dir))
+        }) {
             Ok(items) => items,
             Err(e) => return vec![fail(format!("cannot expand the loop: {e}"))],
         };

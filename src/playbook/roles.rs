@@ -1,11 +1,11 @@
 //! Roles: the search path, `meta/main.yml` dependencies and de-duplication, and a role's
 //! directories (`tasks/`, `handlers/`, `defaults/`, `vars/`) expanded into steps for the loader.
 
-use crate::diag::Diagnostic;
-use crate::loader::{
+use super::load::{
     bool_of, check_var_name, dir_of, joined, load_vars_file, string_of, vars_of, Inherited, Loader,
     RoleCtx, RoleFrom, Step, INHERITED_KEYS, TASK_KEYS_NOT_YET,
 };
+use crate::diag::Diagnostic;
 use crate::yaml::{self, Kind, Node};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};

@@ -4,10 +4,10 @@
 //! offending key: unknown keys, unknown modules, mistyped module parameters, and unguarded
 //! `command`/`shell` steps (the idempotency rule: a raw command needs a guard).
 
+use super::loops::LoopKind;
+use super::roles::RoleOpts;
 use crate::actions;
 use crate::diag::{suggest, Diagnostic, Pos};
-use crate::loops::LoopKind;
-use crate::roles::RoleOpts;
 use crate::yaml::{self, Kind, Node};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
