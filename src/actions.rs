@@ -6,6 +6,7 @@
 use crate::playbook::actions::{
     find_file, parse, AssertParams, DebugParams, FailParams, IncludeVarsParams, TemplateParams,
 };
+use crate::playbook::files::looked_in;
 use crate::templating::Templar;
 use fixpoint_modules::params::Bool;
 use fixpoint_modules::{Outcome, ParamError};
@@ -40,11 +41,7 @@ pub fn include_vars(
     let Some(found) = found else {
         return Err(format!(
             "`{rel}` not found; looked in {}",
-            search
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            looked_in(search)
         ));
     };
     let files: Vec<PathBuf> = if is_dir {

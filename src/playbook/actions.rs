@@ -4,6 +4,7 @@
 //! Running the actions (rendering templates, `debug`, `assert`, ...) is the engine's part
 //! (`crate::actions`); it reuses these parameter types so both halves accept the same keys.
 
+use super::files::looked_in;
 use fixpoint_modules::params::{Bool, ModeSpec};
 use fixpoint_modules::ParamError;
 use serde::Deserialize;
@@ -111,11 +112,7 @@ pub fn find_file(dirs: &[PathBuf], sub: &str, src: &str) -> Result<PathBuf, Stri
         .ok_or_else(|| {
             format!(
                 "source `{src}` not found; looked in {}",
-                candidates
-                    .iter()
-                    .map(|c| c.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                looked_in(&candidates)
             )
         })
 }

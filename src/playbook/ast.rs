@@ -148,14 +148,8 @@ impl Inherited {
     /// Push these keywords down into `t`: conditions come first, tags and variables merge,
     /// and a value the task sets itself is kept.
     pub(crate) fn apply(&self, t: &mut Task) {
-        let mut when = self.when.clone();
-        when.append(&mut t.when);
-        t.when = when;
-        for tag in &self.tags {
-            if !t.tags.contains(tag) {
-                t.tags.push(tag.clone());
-            }
-        }
+        prepend_conditions(&mut t.when, &self.when);
+        add_tags(&mut t.tags, &self.tags);
         let mut vars = self.vars.clone();
         vars.extend(std::mem::take(&mut t.vars));
         t.vars = vars;
@@ -240,6 +234,23 @@ pub enum HostOrder {
 pub enum BatchSize {
     Count(usize),
     Percent(f64),
+}
+
+/// Add each of `tags` to `list` unless it is already there (a tag keeps its first place).
+pub(crate) fn add_tags(list: &mut Vec<String>, tags: &[String]) {
+    for t in tags {
+        if !list.contains(t) {
+            list.push(t.clone());
+        }
+    }
+}
+
+/// Put `first` before the conditions in `list`: an enclosing block's or import's conditions
+/// are evaluated before the task's own.
+pub(crate) fn prepend_conditions(list: &mut Conditions, first: &[String]) {
+    let mut all = first.to_vec();
+    all.append(list);
+    *list = all;
 }
 
 /// A condition from `when`, `changed_when`, `failed_when`: bare expressions, all must hold.

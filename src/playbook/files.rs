@@ -38,6 +38,14 @@ pub(crate) fn joined(dir: &Path, file: &str) -> PathBuf {
     }
 }
 
+/// The places searched, for "not found; looked in ..." messages.
+pub fn looked_in(dirs: &[PathBuf]) -> String {
+    dirs.iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Load a YAML vars file: a mapping of variable names to values.
 pub fn load_vars_file(path: &Path, referenced_at: &Pos) -> Result<Map<String, Value>, Diagnostic> {
     if !path.exists() {

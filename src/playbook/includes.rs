@@ -9,7 +9,7 @@ use super::ast::{
     Block, Include, IncludeSource, Inherited, LoopKind, Meta, MetaAction, RoleCtx, RoleFrom, Step,
     Task,
 };
-use super::files::{dir_of, find_in};
+use super::files::{dir_of, find_in, looked_in};
 use super::keywords::{
     check_keys, conditions_of, loop_of, map_of, short_name, string_of, strings_of, vars_of,
     INHERITED_KEYS, TASK_KEYS_NOT_YET,
@@ -473,10 +473,7 @@ fn file_arg(arg: &Node, key: &str) -> Result<String, Diagnostic> {
 fn not_found(at: &Node, what: &str, file: &str, dirs: &[PathBuf]) -> Diagnostic {
     at.err(format!(
         "{what} `{file}` not found; looked in {}",
-        dirs.iter()
-            .map(|d| d.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+        looked_in(dirs)
     ))
 }
 

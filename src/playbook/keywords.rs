@@ -3,7 +3,7 @@
 //! Each reader turns one YAML node into a typed value or a diagnostic at that node: the parser
 //! files share them so a keyword reads the same everywhere. Values only: no files are read here.
 
-use super::ast::{BatchSize, Conditions, Inherited, LoopKind};
+use super::ast::{add_tags, BatchSize, Conditions, Inherited, LoopKind};
 use crate::diag::{suggest, Diagnostic, Pos};
 use crate::yaml::{Kind, Node};
 use serde_json::{Map, Value};
@@ -33,11 +33,7 @@ impl Inherited {
             out.when.extend(conditions_of(n, "when")?);
         }
         if let Some(n) = node.get("tags") {
-            for t in strings_of(n, "tags")? {
-                if !out.tags.contains(&t) {
-                    out.tags.push(t);
-                }
-            }
+            add_tags(&mut out.tags, &strings_of(n, "tags")?);
         }
         if let Some(n) = node.get("vars") {
             out.vars.extend(vars_of(n, "`vars`")?);

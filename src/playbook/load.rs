@@ -5,7 +5,9 @@
 //! of the offending key: unknown keys, unknown modules, mistyped module parameters, and
 //! unguarded `command`/`shell` steps (the idempotency rule: a raw command needs a guard).
 
-use super::ast::{Conditions, HostOrder, IncludeSource, Inherited, Play, Playbook, Step, Task};
+use super::ast::{
+    add_tags, prepend_conditions, HostOrder, IncludeSource, Inherited, Play, Playbook, Step, Task,
+};
 use super::files::{dir_of, joined, load_vars_file};
 use super::includes::Loader;
 use super::keywords::{
@@ -97,11 +99,7 @@ fn load_plays(
             let mut vars = around.vars.clone();
             vars.extend(std::mem::take(&mut play.vars));
             play.vars = vars;
-            for t in &around.tags {
-                if !play.tags.contains(t) {
-                    play.tags.push(t.clone());
-                }
-            }
+            add_tags(&mut play.tags, &around.tags);
             for section in [
                 &mut play.pre_tasks,
                 &mut play.roles,
@@ -124,18 +122,6 @@ fn wrap_steps(steps: &mut [Step], when: &[String], tags: &[String]) {
     if when.is_empty() && tags.is_empty() {
         return;
     }
-    let add_tags = |list: &mut Vec<String>| {
-        for t in tags {
-            if !list.contains(t) {
-                list.push(t.clone());
-            }
-        }
-    };
-    let prepend = |list: &mut Conditions| {
-        let mut all = when.to_vec();
-        all.append(list);
-        *list = all;
-    };
     for s in steps {
         match s {
             Step::Task(t) => wrap_task(t, when, tags),
@@ -145,20 +131,20 @@ fn wrap_steps(steps: &mut [Step], when: &[String], tags: &[String]) {
                 wrap_steps(&mut b.always, when, tags);
             }
             Step::Include(i) => {
-                prepend(&mut i.when);
-                add_tags(&mut i.tags);
+                prepend_conditions(&mut i.when, when);
+                add_tags(&mut i.tags, tags);
                 match &mut i.source {
                     IncludeSource::Loaded(steps) => wrap_steps(steps, when, tags),
                     IncludeSource::TasksFile { inherit, .. }
                     | IncludeSource::Role { inherit, .. } => {
-                        prepend(&mut inherit.when);
-                        add_tags(&mut inherit.tags);
+                        prepend_conditions(&mut inherit.when, when);
+                        add_tags(&mut inherit.tags, tags);
                     }
                 }
             }
             Step::Meta(m) => {
-                prepend(&mut m.when);
-                add_tags(&mut m.tags);
+                prepend_conditions(&mut m.when, when);
+                add_tags(&mut m.tags, tags);
             }
         }
     }
@@ -166,14 +152,8 @@ fn wrap_steps(steps: &mut [Step], when: &[String], tags: &[String]) {
 
 /// Add conditions (first) and tags to one task, as an enclosing import does.
 fn wrap_task(t: &mut Task, when: &[String], tags: &[String]) {
-    let mut all = when.to_vec();
-    all.append(&mut t.when);
-    t.when = all;
-    for tag in tags {
-        if !t.tags.contains(tag) {
-            t.tags.push(tag.clone());
-        }
-    }
+    prepend_conditions(&mut t.when, when);
+    add_tags(&mut t.tags, tags);
 }
 
 /// One play: its keywords, its sections loaded in run order, its roles' variables merged.

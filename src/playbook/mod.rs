@@ -24,7 +24,7 @@ pub use ast::{
     all_tasks, BatchSize, Block, Conditions, HostOrder, Include, IncludeSource, Inherited,
     LoopKind, Meta, MetaAction, Play, Playbook, RoleCtx, RoleFrom, Step, Task,
 };
-pub use files::{find_in, load_vars_file};
+pub use files::{find_in, load_vars_file, looked_in};
 pub use includes::Loader;
 pub use keywords::check_var_name;
 pub use load::load_playbook;

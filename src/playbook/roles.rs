@@ -6,7 +6,7 @@
 //! calls back into it.
 
 use super::ast::{Inherited, RoleCtx, RoleFrom};
-use super::files::{joined, load_vars_file};
+use super::files::{joined, load_vars_file, looked_in};
 use super::keywords::{
     bool_of, check_var_name, string_of, vars_of, INHERITED_KEYS, TASK_KEYS_NOT_YET,
 };
@@ -135,10 +135,7 @@ pub(crate) fn find_role(
             name_node
                 .err(format!(
                     "role `{name}` not found; looked in {}",
-                    dirs.iter()
-                        .map(|d| d.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    looked_in(dirs)
                 ))
                 .help("put the role in roles/ beside the playbook, or pass --roles-path")
         })?;
