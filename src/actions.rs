@@ -1,67 +1,20 @@
-//! Controller-side module work: parameter checks, `copy`/`template` sources read on the controller, and the modules that never leave it (`debug`, `assert`, `set_fact`, `fail`).
+//! Controller-side actions at run time: `copy`/`template` sources read on the controller, the
+//! modules that never leave it (`debug`, `assert`, `set_fact`, `fail`) and `include_vars`.
+//!
+//! Their parameters and load-time checks live in `playbook::actions`.
 
+use crate::playbook::actions::{
+    find_file, parse, AssertParams, DebugParams, FailParams, IncludeVarsParams, TemplateParams,
+};
+use crate::playbook::files::looked_in;
 use crate::template::Templar;
-use fixpoint_modules::params::{Bool, ModeSpec};
+use fixpoint_modules::params::Bool;
 use fixpoint_modules::{Outcome, ParamError};
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 
 /// Placeholder Ansible users write as `default(omit)`: a parameter rendered to it is dropped.
 pub const OMIT: &str = "__fixpoint_omit_place_holder__";
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)] // Fields are read through serde for validation; rendering uses the raw map.
-struct TemplateParams {
-    src: String,
-    dest: String,
-    mode: Option<ModeSpec>,
-    owner: Option<String>,
-    group: Option<String>,
-    backup: Option<Bool>,
-    validate: Option<String>,
-    force: Option<Bool>,
-    follow: Option<Bool>,
-    trim_blocks: Option<Bool>,
-    lstrip_blocks: Option<Bool>,
-    newline_sequence: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DebugParams {
-    msg: Option<Value>,
-    var: Option<String>,
-    #[serde(default)]
-    verbosity: u8,
-}
-
-/// `include_vars`: a file, or every `.yml`/`.yaml`/`.json` file of a directory.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IncludeVarsParams {
-    #[serde(alias = "_raw_params")]
-    pub file: Option<String>,
-    pub dir: Option<String>,
-    /// Put the variables under this one name instead of at the top.
-    pub name: Option<String>,
-    #[serde(default)]
-    pub depth: Option<u32>,
-    #[serde(default)]
-    pub files_matching: Option<String>,
-}
-
-/// `setup`: the facts fixpoint gathers are a fixed set, so the subsets are accepted as given
-/// (`filter`, which would change what is returned, is refused as an unknown parameter).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SetupParams {
-    #[allow(dead_code)]
-    gather_subset: Option<Value>,
-    #[allow(dead_code)]
-    gather_timeout: Option<Value>,
-}
 
 fn include_vars_params(params: &Value) -> Result<IncludeVarsParams, ParamError> {
     parse(params)
@@ -88,11 +41,7 @@ pub fn include_vars(
     let Some(found) = found else {
         return Err(format!(
             "`{rel}` not found; looked in {}",
-            search
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            looked_in(search)
         ));
     };
     let files: Vec<PathBuf> = if is_dir {
@@ -130,7 +79,7 @@ pub fn include_vars(
     };
     let mut vars = Map::new();
     for f in &files {
-        vars.extend(crate::loader::load_vars_file(f, referenced_at).map_err(|d| d.to_string())?);
+        vars.extend(crate::playbook::load_vars_file(f, referenced_at).map_err(|d| d.to_string())?);
     }
     let vars = match &p.name {
         Some(n) => {
@@ -141,129 +90,6 @@ pub fn include_vars(
         None => vars,
     };
     Ok((vars, files))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AssertParams {
-    that: Value,
-    #[serde(alias = "msg")]
-    fail_msg: Option<Value>,
-    success_msg: Option<Value>,
-    #[serde(default)]
-    quiet: Bool,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FailParams {
-    msg: Option<Value>,
-}
-
-fn parse<T: for<'de> Deserialize<'de>>(params: &Value) -> Result<T, ParamError> {
-    fixpoint_modules::parse_params(params)
-}
-
-/// Where a `copy` `src` is found: in each directory of `dirs` (the role's, then the
-/// playbook's), `files/` (or `templates/`) first, then the directory itself.
-pub fn find_file(dirs: &[PathBuf], sub: &str, src: &str) -> Result<PathBuf, String> {
-    let p = Path::new(src);
-    if p.is_absolute() {
-        return if p.exists() {
-            Ok(p.to_path_buf())
-        } else {
-            Err(format!("source file {src} does not exist"))
-        };
-    }
-    let candidates: Vec<PathBuf> = dirs
-        .iter()
-        .flat_map(|d| [d.join(sub).join(src), d.join(src)])
-        .collect();
-    candidates
-        .iter()
-        .find(|c| c.exists())
-        .cloned()
-        .ok_or_else(|| {
-            format!(
-                "source `{src}` not found; looked in {}",
-                candidates
-                    .iter()
-                    .map(|c| c.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-}
-
-/// Check a module's parameters at load time (templated values were already taken out).
-pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<(), ParamError> {
-    let missing_src = |e: String| ParamError {
-        path: "src".into(),
-        msg: e,
-    };
-    match module {
-        "template" => {
-            let _: TemplateParams = parse(params)?;
-            if let Some(Value::String(src)) = params.get("src") {
-                find_file(dirs, "templates", src).map_err(missing_src)?;
-            }
-            Ok(())
-        }
-        "copy" => {
-            let mut p = params.as_object().cloned().unwrap_or_default();
-            let remote = p
-                .get("remote_src")
-                .and_then(|v| serde_json::from_value::<Bool>(v.clone()).ok())
-                .is_some_and(|b| b.0);
-            if !remote {
-                if let Some(src) = p.remove("src") {
-                    if let Value::String(s) = &src {
-                        let found = find_file(dirs, "files", s).map_err(missing_src)?;
-                        if found.is_dir() {
-                            return Err(missing_src(format!(
-                                "`{s}` is a directory; copying directories is not supported yet (copy each file, or use `remote_src`)"
-                            )));
-                        }
-                    }
-                    p.insert("_content_b64".into(), Value::String(String::new()));
-                }
-            }
-            fixpoint_modules::check_params("copy", &Value::Object(p))
-        }
-        "debug" => {
-            let p: DebugParams = parse(params)?;
-            if p.msg.is_some() && p.var.is_some() {
-                return Err(ParamError {
-                    path: String::new(),
-                    msg: "`msg` and `var` are mutually exclusive".into(),
-                });
-            }
-            Ok(())
-        }
-        "assert" => parse::<AssertParams>(params).map(|_| ()),
-        "include_vars" => parse::<IncludeVarsParams>(params).and_then(|p| {
-            if p.file.is_some() == p.dir.is_some() {
-                return Err(ParamError {
-                    path: String::new(),
-                    msg: "give exactly one of `file` and `dir`".into(),
-                });
-            }
-            Ok(())
-        }),
-        "setup" => parse::<SetupParams>(params).map(|_| ()),
-        "fail" => parse::<FailParams>(params).map(|_| ()),
-        "set_fact" => {
-            let m = params.as_object().cloned().unwrap_or_default();
-            if m.keys().all(|k| k == "cacheable") {
-                return Err(ParamError {
-                    path: String::new(),
-                    msg: "set_fact needs at least one variable to set".into(),
-                });
-            }
-            Ok(())
-        }
-        other => fixpoint_modules::check_params(other, params),
-    }
 }
 
 /// Parameters that must not be templated before the action sees them (bare expressions).

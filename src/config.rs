@@ -211,12 +211,12 @@ pub fn parse_extra_vars(items: &[String]) -> Result<Map<String, Value>, Diagnost
             }
         } else {
             let pos = Pos::file_only(Path::new("<-e>"));
-            crate::loader::parse_kv(item, &pos).map_err(|d| {
+            crate::playbook::parse_kv(item, &pos).map_err(|d| {
                 d.help("use -e key=value, -e @vars.yml or -e '{\"key\": \"value\"}'")
             })?
         };
         for (k, v) in vars {
-            crate::loader::check_var_name(&k, &Pos::file_only(Path::new("<-e>")))?;
+            crate::playbook::check_var_name(&k, &Pos::file_only(Path::new("<-e>")))?;
             out.insert(k, v);
         }
     }

@@ -10,10 +10,8 @@ pub mod connection;
 pub mod diag;
 pub mod engine;
 pub mod inventory;
-pub mod loader;
-pub mod loops;
+pub mod playbook;
 pub mod report;
-pub mod roles;
 pub mod template;
 pub mod vars;
 pub mod yaml;
@@ -97,10 +95,10 @@ fn load_all(
     paths: &[std::path::PathBuf],
     roles_path: &[std::path::PathBuf],
     inv: &mut inventory::Inventory,
-) -> Result<Vec<loader::Playbook>, Diagnostic> {
+) -> Result<Vec<playbook::Playbook>, Diagnostic> {
     let mut books = Vec::new();
     for p in paths {
-        let book = loader::load_playbook(p, roles_path)?;
+        let book = playbook::load_playbook(p, roles_path)?;
         inv.load_vars_dir(&book.dir).map_err(inventory_diag)?;
         books.push(book);
     }
@@ -163,7 +161,7 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
 }
 
 /// Check the templates of every task and print a summary (`validate`, `--syntax-check`).
-fn validate_books(books: &[loader::Playbook]) -> ExitCode {
+fn validate_books(books: &[playbook::Playbook]) -> ExitCode {
     let templar = template::Templar::new();
     for book in books {
         for play in &book.plays {
@@ -191,7 +189,7 @@ fn validate_books(books: &[loader::Playbook]) -> ExitCode {
 }
 
 /// Check the syntax of every template string in a task (without rendering: no host values yet).
-fn check_task_templates(templar: &template::Templar, task: &loader::Task) -> Result<(), String> {
+fn check_task_templates(templar: &template::Templar, task: &playbook::Task) -> Result<(), String> {
     fn walk(templar: &template::Templar, v: &serde_json::Value) -> Result<(), String> {
         match v {
             serde_json::Value::String(s) if template::Templar::is_template(s) => templar

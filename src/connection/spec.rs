@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::connection::{ConnKind, ConnSpec};
-use crate::loader::{Play, Task};
+use crate::playbook::{Play, Task};
 use crate::vars::Scope;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;

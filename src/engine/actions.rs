@@ -7,7 +7,7 @@ use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::Shared;
 use crate::actions;
-use crate::loader::Task;
+use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::magic::abs;
 use fixpoint_agent::protocol::{Request, Response};

@@ -2,7 +2,7 @@
 
 use super::state::PlayCtx;
 use super::Engine;
-use crate::loader::Block;
+use crate::playbook::Block;
 
 impl Engine {
     /// `block` / `rescue` / `always`: hosts that fail in the block run the rescue (and count

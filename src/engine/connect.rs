@@ -6,7 +6,7 @@ use super::{display, playbook_scope, Shared};
 use crate::connection::pool::{self, ConnKey};
 use crate::connection::spec;
 use crate::connection::{AgentConn, ConnSpec};
-use crate::loader::{Play, Task};
+use crate::playbook::{Play, Task};
 use crate::vars::Scope;
 use fixpoint_agent::protocol::Request;
 use serde_json::{json, Value};

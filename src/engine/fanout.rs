@@ -4,7 +4,7 @@
 
 use super::state::PlayCtx;
 use super::{shown_name, Engine, Shared};
-use crate::loader::Task;
+use crate::playbook::Task;
 use crate::report::{Status, TaskEvent};
 use fixpoint_modules::Diff;
 use serde_json::{json, Map, Value};

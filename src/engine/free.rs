@@ -2,7 +2,7 @@
 
 use super::state::{HostState, PlayCtx};
 use super::Engine;
-use crate::loader::Step;
+use crate::playbook::Step;
 use crate::report::Reporter;
 use crate::vars::hostvars;
 use serde_json::{Map, Value};

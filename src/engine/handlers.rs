@@ -4,7 +4,7 @@
 use super::state::{HostState, PlayCtx};
 use super::{playbook_scope, Engine, Shared};
 use crate::connection::pool::ConnKey;
-use crate::loader::Task;
+use crate::playbook::Task;
 use crate::report::Status;
 use fixpoint_agent::journal::OutboxEntry;
 use fixpoint_agent::protocol::Request;

@@ -3,7 +3,7 @@
 
 use super::state::PlayCtx;
 use super::{display, Engine, Shared};
-use crate::loader::{Include, IncludeSource};
+use crate::playbook::{Include, IncludeSource};
 use crate::vars::{Layer, VarSrc};
 use serde_json::{json, Map, Value};
 
@@ -39,7 +39,7 @@ impl Engine {
                 None => vec![None],
                 Some(raw) => match scope
                     .render(raw)
-                    .and_then(|v| crate::loops::expand(inc.loop_kind, v, &[]))
+                    .and_then(|v| crate::playbook::loops::expand(inc.loop_kind, v, &[]))
                 {
                     Ok(items) => items.into_iter().enumerate().map(Some).collect(),
                     Err(e) => {
@@ -137,11 +137,11 @@ impl Engine {
                 (source, Some(file)) => (source, file),
                 (_, None) => continue,
             };
-            let mut loader = crate::loader::Loader::new(&ctx.play.dir, &ctx.book.roles_path);
+            let mut loader = crate::playbook::Loader::new(&ctx.play.dir, &ctx.book.roles_path);
             let loaded = match source {
                 IncludeSource::TasksFile {
                     search, inherit, ..
-                } => match crate::loader::find_in(search, &file) {
+                } => match crate::playbook::find_in(search, &file) {
                     Some(path) => loader
                         .task_file(&path, &inc.pos, inherit)
                         .map_err(|d| d.to_string()),

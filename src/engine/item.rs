@@ -9,7 +9,7 @@ use super::state::{HostState, PlayCtx};
 use super::{display, playbook_scope, Shared};
 use crate::actions::{self, Prepared};
 use crate::connection::pool::ConnKey;
-use crate::loader::Task;
+use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::Scope;
 use fixpoint_agent::protocol::{NotifySpec, OnceSpec, Request, Response};

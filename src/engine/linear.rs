@@ -3,7 +3,7 @@
 
 use super::state::PlayCtx;
 use super::Engine;
-use crate::loader::Step;
+use crate::playbook::Step;
 
 impl Engine {
     /// Run a list of steps on the hosts of `allowed` that are still active.

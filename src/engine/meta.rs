@@ -2,7 +2,7 @@
 
 use super::state::PlayCtx;
 use super::{all_hold, Engine, Shared};
-use crate::loader::{Meta, MetaAction};
+use crate::playbook::{Meta, MetaAction};
 use crate::vars::VarSrc;
 
 impl Engine {

@@ -12,7 +12,7 @@
 use crate::config::Config;
 use crate::connection::AgentBinary;
 use crate::inventory::Inventory;
-use crate::loader::{Playbook, Task};
+use crate::playbook::{Playbook, Task};
 use crate::report::Reporter;
 use crate::template::Templar;
 use crate::vars::{precedence, Scope, VarSrc};

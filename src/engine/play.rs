@@ -4,7 +4,7 @@
 
 use super::state::{HostState, PlayCtx};
 use super::{display, shown_name, Engine};
-use crate::loader::{BatchSize, HostOrder, Play, Playbook, Step};
+use crate::playbook::{BatchSize, HostOrder, Play, Playbook, Step};
 use crate::vars::{hostvars, Layer, Scope};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -163,7 +163,7 @@ impl Engine {
                 .render(&json!(path))
                 .map_err(|e| format!("cannot render vars_files entry `{path}` ({pos}): {e}"))?;
             let file = play.dir.join(display(&rendered));
-            let vars = crate::loader::load_vars_file(&file, pos).map_err(|d| d.msg)?;
+            let vars = crate::playbook::load_vars_file(&file, pos).map_err(|d| d.msg)?;
             out.extend(vars);
         }
         Ok(out)

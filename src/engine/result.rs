@@ -4,7 +4,7 @@
 use super::state::HostState;
 use super::{all_hold, Shared};
 use crate::connection::pool::ConnKey;
-use crate::loader::Task;
+use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::{Layer, Scope};
 use fixpoint_modules::{Diff, Outcome};

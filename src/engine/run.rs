@@ -4,7 +4,7 @@
 use super::state::PlayCtx;
 use super::{Engine, RunOutcome, Shared};
 use crate::connection::pool;
-use crate::loader::{Play, Playbook};
+use crate::playbook::{Play, Playbook};
 use crate::report::Stats;
 use fixpoint_agent::protocol::{JournalOp, Request, Response};
 use serde_json::{Map, Value};

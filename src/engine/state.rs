@@ -2,7 +2,7 @@
 //! host future of a play shares. Both lend borrowed views of themselves to vars/.
 
 use crate::connection::pool::Conns;
-use crate::loader::{Play, Playbook, Task};
+use crate::playbook::{Play, Playbook, Task};
 use crate::report::Stats;
 use crate::vars::{HostVars, PlayVars};
 use fixpoint_agent::journal::OutboxEntry;

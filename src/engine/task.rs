@@ -5,7 +5,7 @@ use super::item::outbox_writer;
 use super::result::{skip_event, Event};
 use super::state::{HostState, PlayCtx};
 use super::{all_hold, display, Shared};
-use crate::loader::Task;
+use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::{magic, Layer, Scope};
 use fixpoint_modules::Diff;
@@ -46,10 +46,9 @@ impl Shared<'_> {
             }
             return vec![self.run_until(ctx, task, h, &scope, None).await];
         };
-        let items = match scope
-            .render(items_raw)
-            .and_then(|v| crate::loops::expand(task.loop_kind, v, &task.search_dirs(&ctx.play.dir)))
-        {
+        let items = match scope.render(items_raw).and_then(|v| {
+            crate::playbook::loops::expand(task.loop_kind, v, &task.search_dirs(&ctx.play.dir))
+        }) {
             Ok(items) => items,
             Err(e) => return vec![fail(format!("cannot expand the loop: {e}"))],
         };

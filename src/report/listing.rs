@@ -3,7 +3,7 @@
 use crate::config::{Config, Listing};
 use crate::diag::Diagnostic;
 use crate::inventory::Inventory;
-use crate::loader::{Include, IncludeSource, Playbook, Step, Task};
+use crate::playbook::{Include, IncludeSource, Playbook, Step, Task};
 use std::collections::BTreeSet;
 
 /// Print the listing for every play of every playbook.

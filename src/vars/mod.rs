@@ -12,7 +12,7 @@ mod scope;
 
 pub use scope::{Layer, Scope};
 
-use crate::loader::{Play, RoleCtx};
+use crate::playbook::{Play, RoleCtx};
 use serde_json::{Map, Value};
 use std::path::Path;
 use std::sync::Arc;

@@ -1,46 +1,13 @@
 //! Ansible's `with_*` loops: turning the rendered value of `loop`, `with_items`, `with_dict`,
 //! `with_fileglob`, `with_sequence`, `with_nested`, `with_together` or `with_subelements` into
 //! the list of items a task runs over.
+//!
+//! The loader only records which keyword a task used (`ast::LoopKind`); the engine calls
+//! `expand` on the rendered value, host by host.
 
+use super::ast::LoopKind;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
-
-/// Which loop keyword a task uses: it decides how the rendered value becomes items.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LoopKind {
-    /// `loop`, `with_list`: the list as it is.
-    #[default]
-    List,
-    /// `with_items`: the list flattened one level.
-    Items,
-    /// `with_dict`: `{key, value}` for each entry of a mapping.
-    Dict,
-    /// `with_fileglob`: the controller files matching each pattern.
-    Fileglob,
-    /// `with_sequence`: numbers (or formatted strings) from `start`/`end`/`count`/`stride`.
-    Sequence,
-    /// `with_nested`: every combination of the given lists.
-    Nested,
-    /// `with_together`: the given lists side by side (missing entries are null).
-    Together,
-    /// `with_subelements`: `[element, sub]` for each entry of a list under each element.
-    Subelements,
-}
-
-impl LoopKind {
-    /// The task keyword for each kind (the keys the loader accepts).
-    pub const KEYS: &'static [(&'static str, LoopKind)] = &[
-        ("loop", LoopKind::List),
-        ("with_list", LoopKind::List),
-        ("with_items", LoopKind::Items),
-        ("with_dict", LoopKind::Dict),
-        ("with_fileglob", LoopKind::Fileglob),
-        ("with_sequence", LoopKind::Sequence),
-        ("with_nested", LoopKind::Nested),
-        ("with_together", LoopKind::Together),
-        ("with_subelements", LoopKind::Subelements),
-    ];
-}
 
 /// The items of a loop from its rendered value. `search` is where `with_fileglob` looks for
 /// relative patterns (the role, then the playbook directory).

@@ -1,0 +1,441 @@
+//! The typed playbook: plays, task lists, tasks, blocks, includes and roles as the engine runs them.
+//!
+//! Plain data with the source position of each piece. Nothing here reads YAML or files: the
+//! parser (`load`, `includes`, `task`) builds these values, the engine walks them.
+
+use crate::diag::Pos;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A loaded playbook file.
+#[derive(Debug, Clone)]
+pub struct Playbook {
+    pub path: PathBuf,
+    /// The directory that holds the playbook: `files/`, `templates/` and vars files are found from here.
+    pub dir: PathBuf,
+    /// Its plays, with the plays of `import_playbook` in place.
+    pub plays: Vec<Play>,
+    /// Where roles are searched after `roles/` beside the playbook (`--roles-path`, `ANSIBLE_ROLES_PATH`).
+    pub roles_path: Vec<PathBuf>,
+}
+
+/// One entry of a task list: a task, a block, a dynamic include or a `meta` action.
+#[derive(Debug, Clone)]
+pub enum Step {
+    Task(Box<Task>),
+    Block(Box<Block>),
+    Include(Box<Include>),
+    Meta(Box<Meta>),
+}
+
+/// `block` / `rescue` / `always`. The block's keywords were pushed down into its tasks at load
+/// time (as Ansible inherits them), so only the control flow is left here.
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub name: Option<String>,
+    pub pos: Pos,
+    pub block: Vec<Step>,
+    pub rescue: Vec<Step>,
+    pub always: Vec<Step>,
+}
+
+/// `include_tasks` / `include_role`: decided per host at run time (`when`, `loop`), with its
+/// `vars` as include parameters.
+#[derive(Debug, Clone)]
+pub struct Include {
+    pub name: Option<String>,
+    pub pos: Pos,
+    pub when: Conditions,
+    pub loop_items: Option<Value>,
+    pub loop_kind: LoopKind,
+    pub loop_var: String,
+    pub index_var: Option<String>,
+    pub vars: Map<String, Value>,
+    /// The include's own tags: they select the include, not the tasks it brings (as in Ansible).
+    pub tags: Vec<String>,
+    /// `include_tasks` or `include_role`, for messages.
+    pub action: &'static str,
+    pub source: IncludeSource,
+    /// The role and block variables around the include, to evaluate its `when` and `loop`.
+    pub role: Option<Arc<RoleCtx>>,
+    pub inherited_vars: Map<String, Value>,
+}
+
+#[derive(Debug, Clone)]
+pub enum IncludeSource {
+    /// A file or role named without templates, loaded (and checked) at load time.
+    Loaded(Vec<Step>),
+    /// `include_tasks` of a templated file name: loaded when the host reaches it.
+    TasksFile {
+        file: String,
+        /// Where relative names are searched, in order.
+        search: Vec<PathBuf>,
+        inherit: Box<Inherited>,
+    },
+    /// `include_role` of a templated role name: loaded when the host reaches it.
+    Role {
+        name: String,
+        from: RoleFrom,
+        /// The include's `vars`: role parameters (templates, rendered in the task's scope).
+        params: Map<String, Value>,
+        inherit: Box<Inherited>,
+    },
+}
+
+/// `tasks_from`, `vars_from`, `defaults_from`, `handlers_from` of `import_role` /
+/// `include_role`: which file of each role directory to read instead of `main`.
+#[derive(Debug, Clone, Default)]
+pub struct RoleFrom {
+    pub tasks: Option<String>,
+    pub vars: Option<String>,
+    pub defaults: Option<String>,
+    pub handlers: Option<String>,
+}
+
+/// `meta:` actions the scheduler performs itself.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    pub action: MetaAction,
+    pub pos: Pos,
+    pub when: Conditions,
+    pub tags: Vec<String>,
+    /// The role and block variables around it, to evaluate `when`.
+    pub role: Option<Arc<RoleCtx>>,
+    pub vars: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaAction {
+    FlushHandlers,
+    EndPlay,
+    EndHost,
+    Noop,
+}
+
+/// A role as one invocation sees it: its directory and variables.
+#[derive(Debug, Clone, Default)]
+pub struct RoleCtx {
+    pub name: String,
+    pub path: PathBuf,
+    /// `defaults/main.yml`: the lowest precedence of all variables.
+    pub defaults: Arc<Map<String, Value>>,
+    /// `vars/main.yml`: above play `vars_files`.
+    pub vars: Arc<Map<String, Value>>,
+    /// `vars:` of the role entry (or `include_role`): role parameters, above `set_fact`.
+    pub params: Arc<Map<String, Value>>,
+}
+
+/// Keywords of an enclosing block, role entry or import, inherited by every task inside.
+#[derive(Debug, Clone, Default)]
+pub struct Inherited {
+    pub when: Conditions,
+    pub tags: Vec<String>,
+    pub vars: Map<String, Value>,
+    pub become_: Option<bool>,
+    pub become_user: Option<String>,
+    pub ignore_errors: Option<bool>,
+    pub no_log: bool,
+    pub check_mode: Option<bool>,
+    pub diff: Option<bool>,
+    pub environment: Map<String, Value>,
+    pub delegate_to: Option<String>,
+    pub run_once: Option<bool>,
+    pub role: Option<Arc<RoleCtx>>,
+}
+
+impl Inherited {
+    /// Push these keywords down into `t`: conditions come first, tags and variables merge,
+    /// and a value the task sets itself is kept.
+    pub(crate) fn apply(&self, t: &mut Task) {
+        prepend_conditions(&mut t.when, &self.when);
+        add_tags(&mut t.tags, &self.tags);
+        let mut vars = self.vars.clone();
+        vars.extend(std::mem::take(&mut t.vars));
+        t.vars = vars;
+        t.become_ = t.become_.or(self.become_);
+        t.become_user = t.become_user.take().or_else(|| self.become_user.clone());
+        t.ignore_errors = t.ignore_errors || self.ignore_errors.unwrap_or(false);
+        t.no_log |= self.no_log;
+        t.check_mode = t.check_mode.or(self.check_mode);
+        t.diff = t.diff.or(self.diff);
+        let mut env = self.environment.clone();
+        env.extend(std::mem::take(&mut t.environment));
+        t.environment = env;
+        t.run_once = t.run_once || self.run_once.unwrap_or(false);
+        t.delegate_to = t.delegate_to.take().or_else(|| self.delegate_to.clone());
+        if t.role.is_none() {
+            t.role = self.role.clone();
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Play {
+    pub name: String,
+    pub hosts: String,
+    pub pos: Pos,
+    /// The directory of the playbook file this play is written in (it differs from the top
+    /// playbook's under `import_playbook`).
+    pub dir: PathBuf,
+    pub vars: Map<String, Value>,
+    /// `vars_files` whose path is templated, loaded at run time.
+    pub vars_files: Vec<(String, Pos)>,
+    /// Variables of the `vars_files` with plain paths, loaded (and checked) at load time.
+    pub vars_from_files: Map<String, Value>,
+    pub gather_facts: bool,
+    /// The play's own `tags` (also given to each of its tasks).
+    pub tags: Vec<String>,
+    pub pre_tasks: Vec<Step>,
+    /// The `roles:` of the play, expanded: they run after `pre_tasks`, before `tasks`.
+    pub roles: Vec<Step>,
+    pub tasks: Vec<Step>,
+    pub post_tasks: Vec<Step>,
+    /// The play's handlers, then those of its roles.
+    pub handlers: Vec<Task>,
+    /// The defaults of the play's roles (`roles:`, dependencies, `import_role`), merged in
+    /// load order: every task of the play sees them, as in Ansible.
+    pub role_defaults: Arc<Map<String, Value>>,
+    /// The `vars/` of those roles, merged the same way.
+    pub role_vars: Arc<Map<String, Value>>,
+    pub become_: Option<bool>,
+    pub become_user: Option<String>,
+    pub connection: Option<String>,
+    pub remote_user: Option<String>,
+    pub check_mode: Option<bool>,
+    pub diff: Option<bool>,
+    pub environment: Map<String, Value>,
+    pub force_handlers: bool,
+    pub ignore_errors: bool,
+    /// `serial`: batch sizes, each a count or a percentage of the play's hosts; the last
+    /// repeats. Empty: one batch.
+    pub serial: Vec<BatchSize>,
+    /// `strategy: free`: each host goes through the tasks at its own pace.
+    pub free: bool,
+    /// `order`: the order hosts are taken in (`inventory` when absent).
+    pub order: HostOrder,
+    /// Any unrescued failure ends the play for every host.
+    pub any_errors_fatal: bool,
+    /// End the play when more than this percentage of a batch's hosts failed.
+    pub max_fail_percentage: Option<f64>,
+}
+
+/// Play `order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostOrder {
+    Inventory,
+    ReverseInventory,
+    Sorted,
+    ReverseSorted,
+    Shuffle,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BatchSize {
+    Count(usize),
+    Percent(f64),
+}
+
+/// Add each of `tags` to `list` unless it is already there (a tag keeps its first place).
+pub(crate) fn add_tags(list: &mut Vec<String>, tags: &[String]) {
+    for t in tags {
+        if !list.contains(t) {
+            list.push(t.clone());
+        }
+    }
+}
+
+/// Put `first` before the conditions in `list`: an enclosing block's or import's conditions
+/// are evaluated before the task's own.
+pub(crate) fn prepend_conditions(list: &mut Conditions, first: &[String]) {
+    let mut all = first.to_vec();
+    all.append(list);
+    *list = all;
+}
+
+/// A condition from `when`, `changed_when`, `failed_when`: bare expressions, all must hold.
+pub type Conditions = Vec<String>;
+
+/// Which loop keyword a task uses: it decides how the rendered value becomes items. (Defined
+/// here rather than in `loops` so the tree depends on nothing else in the folder.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoopKind {
+    /// `loop`, `with_list`: the list as it is.
+    #[default]
+    List,
+    /// `with_items`: the list flattened one level.
+    Items,
+    /// `with_dict`: `{key, value}` for each entry of a mapping.
+    Dict,
+    /// `with_fileglob`: the controller files matching each pattern.
+    Fileglob,
+    /// `with_sequence`: numbers (or formatted strings) from `start`/`end`/`count`/`stride`.
+    Sequence,
+    /// `with_nested`: every combination of the given lists.
+    Nested,
+    /// `with_together`: the given lists side by side (missing entries are null).
+    Together,
+    /// `with_subelements`: `[element, sub]` for each entry of a list under each element.
+    Subelements,
+}
+
+impl LoopKind {
+    /// The task keyword for each kind (the keys the loader accepts).
+    pub const KEYS: &'static [(&'static str, LoopKind)] = &[
+        ("loop", LoopKind::List),
+        ("with_list", LoopKind::List),
+        ("with_items", LoopKind::Items),
+        ("with_dict", LoopKind::Dict),
+        ("with_fileglob", LoopKind::Fileglob),
+        ("with_sequence", LoopKind::Sequence),
+        ("with_nested", LoopKind::Nested),
+        ("with_together", LoopKind::Together),
+        ("with_subelements", LoopKind::Subelements),
+    ];
+}
+
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub name: Option<String>,
+    /// Canonical module name (`copy`, not `ansible.builtin.copy`).
+    pub module: &'static str,
+    pub params: Value,
+    pub pos: Pos,
+    pub when: Conditions,
+    pub loop_items: Option<Value>,
+    pub loop_kind: LoopKind,
+    pub loop_var: String,
+    pub index_var: Option<String>,
+    pub loop_label: Option<String>,
+    /// `loop_control.pause`: seconds between items.
+    pub loop_pause: f64,
+    /// `loop_control.extended`: `ansible_loop` for each item.
+    pub loop_extended: bool,
+    pub register: Option<String>,
+    pub notify: Vec<String>,
+    pub listen: Vec<String>,
+    pub tags: Vec<String>,
+    pub changed_when: Option<Conditions>,
+    pub failed_when: Option<Conditions>,
+    pub ignore_errors: bool,
+    pub check_mode: Option<bool>,
+    pub diff: Option<bool>,
+    pub vars: Map<String, Value>,
+    pub once: Option<String>,
+    pub become_: Option<bool>,
+    pub become_user: Option<String>,
+    pub no_log: bool,
+    pub environment: Map<String, Value>,
+    /// Seconds this task may take on the host before it is failed.
+    pub timeout: Option<u64>,
+    /// `throttle`: at most this many hosts run the task at once (below `--forks`).
+    pub throttle: Option<usize>,
+    /// The role this task comes from: its files, templates and variables.
+    pub role: Option<Arc<RoleCtx>>,
+    /// Run through this host's connection, with the original host's variables.
+    pub delegate_to: Option<String>,
+    pub run_once: bool,
+    /// `until`: retry the task until these hold, `retries` times, `delay` seconds apart.
+    pub until: Option<Conditions>,
+    pub retries: u32,
+    pub delay: u64,
+}
+
+impl Task {
+    /// The name shown in output: `name:`, else the module and its main argument, as Ansible does.
+    pub fn display_name(&self) -> String {
+        match &self.name {
+            Some(n) => n.clone(),
+            None => self.module.to_string(),
+        }
+    }
+
+    /// Where `copy`/`template` sources and relative files are searched: the role first.
+    pub fn search_dirs(&self, play_dir: &Path) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        if let Some(r) = &self.role {
+            dirs.push(r.path.clone());
+        }
+        dirs.push(play_dir.to_path_buf());
+        dirs
+    }
+
+    /// `changed_when: false` declares a command read-only.
+    pub fn is_read_only(&self) -> bool {
+        matches!(&self.changed_when, Some(c) if c.len() == 1 && is_false_literal(&c[0]))
+    }
+}
+
+fn is_false_literal(s: &str) -> bool {
+    matches!(s.trim(), "false" | "False" | "no" | "False == True")
+}
+
+impl Play {
+    /// A play with no tasks, for commands that talk to hosts outside a playbook (`fixpoint journal`).
+    pub fn bare(hosts: &str, become_: bool) -> Play {
+        Play {
+            name: "journal".into(),
+            hosts: hosts.into(),
+            pos: Pos::file_only(Path::new("<command line>")),
+            dir: PathBuf::from("."),
+            vars: Map::new(),
+            vars_files: Vec::new(),
+            vars_from_files: Map::new(),
+            gather_facts: false,
+            tags: Vec::new(),
+            pre_tasks: Vec::new(),
+            roles: Vec::new(),
+            tasks: Vec::new(),
+            post_tasks: Vec::new(),
+            handlers: Vec::new(),
+            role_defaults: Arc::default(),
+            role_vars: Arc::default(),
+            become_: Some(become_),
+            become_user: None,
+            connection: None,
+            remote_user: None,
+            check_mode: None,
+            diff: None,
+            environment: Map::new(),
+            force_handlers: false,
+            ignore_errors: false,
+            serial: Vec::new(),
+            free: false,
+            order: HostOrder::Inventory,
+            any_errors_fatal: false,
+            max_fail_percentage: None,
+        }
+    }
+
+    /// The play's tasks in run order (pre_tasks, roles, tasks, post_tasks), then its handlers.
+    pub fn all_tasks(&self) -> Vec<&Task> {
+        let mut out = Vec::new();
+        for section in [&self.pre_tasks, &self.roles, &self.tasks, &self.post_tasks] {
+            out.extend(all_tasks(section));
+        }
+        out.extend(self.handlers.iter());
+        out
+    }
+}
+
+/// Every task in these steps, blocks and loaded includes included, in order.
+pub fn all_tasks(steps: &[Step]) -> Vec<&Task> {
+    let mut out = Vec::new();
+    for s in steps {
+        match s {
+            Step::Task(t) => out.push(t.as_ref()),
+            Step::Block(b) => {
+                out.extend(all_tasks(&b.block));
+                out.extend(all_tasks(&b.rescue));
+                out.extend(all_tasks(&b.always));
+            }
+            Step::Include(i) => {
+                if let IncludeSource::Loaded(steps) = &i.source {
+                    out.extend(all_tasks(steps));
+                }
+            }
+            Step::Meta(_) => {}
+        }
+    }
+    out
+}

@@ -1,0 +1,517 @@
+//! Task lists and what they pull in: blocks, `meta`, `import_tasks`/`include_tasks`,
+//! `import_role`/`include_role` and `roles:`, expanded into steps by the `Loader`.
+//!
+//! Static imports and roles are loaded here, at load time; a templated include is left as an
+//! `Include` for the engine, which calls back into the `Loader` when a host reaches it.
+//! Single tasks are `task`'s, role directories `roles`'s: this file only drives them.
+
+use super::ast::{
+    Block, Include, IncludeSource, Inherited, LoopKind, Meta, MetaAction, RoleCtx, RoleFrom, Step,
+    Task,
+};
+use super::files::{dir_of, find_in, looked_in};
+use super::keywords::{
+    check_keys, conditions_of, loop_of, map_of, short_name, string_of, strings_of, vars_of,
+    INHERITED_KEYS, TASK_KEYS_NOT_YET,
+};
+use super::roles::{self, Role, RoleOpts};
+use super::task::{load_task, local_action};
+use crate::diag::{Diagnostic, Pos};
+use crate::yaml::{self, Kind, Node};
+use fixpoint_modules::params::is_template;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Loads task lists, imports and roles for one play, and remembers the roles it expanded.
+pub struct Loader<'a> {
+    play_dir: &'a Path,
+    roles_path: &'a [PathBuf],
+    /// Task files and roles being loaded, to refuse cycles.
+    stack: Vec<PathBuf>,
+    /// Roles expanded from `roles:` and dependencies, with their parameters: such a role runs
+    /// once per play unless its parameters differ or it sets `allow_duplicates`.
+    seen_roles: Vec<(PathBuf, Map<String, Value>)>,
+    /// Role handlers files already added to the play.
+    handler_files: Vec<PathBuf>,
+    /// The handlers of the roles, added to the play's.
+    pub role_handlers: Vec<Task>,
+    /// Roles whose defaults and vars the whole play sees, in the order they were loaded.
+    pub(crate) exported_roles: Vec<Arc<RoleCtx>>,
+}
+
+impl<'a> Loader<'a> {
+    /// A loader for the play in `play_dir`, finding roles beside it, then in `roles_path`.
+    pub fn new(play_dir: &'a Path, roles_path: &'a [PathBuf]) -> Loader<'a> {
+        Loader {
+            play_dir,
+            roles_path,
+            stack: Vec::new(),
+            seen_roles: Vec::new(),
+            handler_files: Vec::new(),
+            role_handlers: Vec::new(),
+            exported_roles: Vec::new(),
+        }
+    }
+
+    /// A list of tasks (a play section, a block, a task file).
+    pub fn steps_of(
+        &mut self,
+        list: &Node,
+        what: &str,
+        handlers: bool,
+        inh: &Inherited,
+        file_dir: &Path,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let items = match &list.kind {
+            Kind::Seq(items) => items.as_slice(),
+            Kind::Null => &[],
+            _ => {
+                return Err(list.err(format!(
+                    "{what} must be a list of tasks, found {}",
+                    list.type_name()
+                )))
+            }
+        };
+        let mut out = Vec::new();
+        for t in items {
+            out.extend(self.step(t, handlers, inh, file_dir)?);
+        }
+        Ok(out)
+    }
+
+    /// Load a task file (imported, included, or a role's) with the inherited keywords.
+    pub fn task_file(
+        &mut self,
+        path: &Path,
+        referenced_at: &Pos,
+        inh: &Inherited,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let canon = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
+        if self.stack.contains(&canon) {
+            return Err(Diagnostic::at(
+                referenced_at,
+                format!("{} includes itself", path.display()),
+            ));
+        }
+        let node = yaml::load_file(path)?;
+        self.stack.push(canon);
+        let r = self.steps_of(&node, "a task file", false, inh, &dir_of(path));
+        self.stack.pop();
+        r
+    }
+
+    /// Load a role named at run time (`include_role` with a templated name); its handlers are
+    /// left in `role_handlers`.
+    pub fn runtime_role(
+        &mut self,
+        name: &str,
+        at: &Pos,
+        from: &RoleFrom,
+        params: Map<String, Value>,
+        inh: &Inherited,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let node = yaml::json_to_node(&Value::String(name.to_string()), at);
+        let opts = RoleOpts {
+            from: from.clone(),
+            dedupe: false,
+            export: false,
+        };
+        self.role(&node, params, inh, &opts)
+    }
+
+    /// One entry of `roles:` or of a role's `dependencies`.
+    pub(crate) fn roles_entry(
+        &mut self,
+        entry: &Node,
+        base: &Inherited,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let e = roles::read_entry(entry, base)?;
+        let opts = RoleOpts {
+            dedupe: true,
+            export: true,
+            ..RoleOpts::default()
+        };
+        self.role(e.name, e.params, e.keywords.as_ref().unwrap_or(base), &opts)
+    }
+
+    /// Expand a role: its dependencies, then its tasks; its handlers go to the play.
+    fn role(
+        &mut self,
+        name_node: &Node,
+        params: Map<String, Value>,
+        inh: &Inherited,
+        opts: &RoleOpts,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let dirs = roles::role_dirs(self.play_dir, self.roles_path);
+        let role = roles::find_role(name_node, &dirs, &self.stack)?;
+        if opts.dedupe && !role.allow_duplicates {
+            let key = (role.canon.clone(), params.clone());
+            if self.seen_roles.contains(&key) {
+                return Ok(Vec::new());
+            }
+            self.seen_roles.push(key);
+        }
+        self.stack.push(role.canon.clone());
+        let r = self.role_body(&role, name_node, params, inh, opts);
+        self.stack.pop();
+        r
+    }
+
+    fn role_body(
+        &mut self,
+        role: &Role,
+        name_node: &Node,
+        params: Map<String, Value>,
+        inh: &Inherited,
+        opts: &RoleOpts,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let mut steps = Vec::new();
+        let deps = role.dependencies()?;
+        if !deps.is_empty() {
+            // A dependency inherits the conditions and tags of the role that needs it.
+            let mut dep_inh = inh.clone();
+            dep_inh.role = None;
+            for d in deps {
+                steps.extend(self.roles_entry(d, &dep_inh)?);
+            }
+        }
+        let ctx = Arc::new(role.context(name_node, params, &opts.from)?);
+        if opts.export {
+            self.exported_roles.push(ctx.clone());
+        }
+        let mut inner = inh.clone();
+        inner.role = Some(ctx);
+        if let Some(f) = role.file_in("tasks", &opts.from.tasks, name_node)? {
+            steps.extend(self.task_file(&f, &name_node.pos, &inner)?);
+        }
+        // Each handlers file joins the play once, however often its role runs.
+        if let Some(f) = role.file_in("handlers", &opts.from.handlers, name_node)? {
+            let canon = std::fs::canonicalize(&f).unwrap_or(f.clone());
+            if !self.handler_files.contains(&canon) {
+                self.handler_files.push(canon);
+                let node = yaml::load_file(&f)?;
+                let mut handler_inh = inner.clone();
+                handler_inh.when.clear();
+                for s in self.steps_of(&node, "handlers", true, &handler_inh, &dir_of(&f))? {
+                    if let Step::Task(t) = s {
+                        self.role_handlers.push(*t);
+                    }
+                }
+            }
+        }
+        Ok(steps)
+    }
+
+    /// Where a relative task file name is searched: beside the including file, in the
+    /// role's `tasks/`, beside the playbook.
+    fn task_search(&self, file_dir: &Path, inh: &Inherited) -> Vec<PathBuf> {
+        let mut dirs = vec![file_dir.to_path_buf()];
+        if let Some(r) = &inh.role {
+            dirs.push(r.path.join("tasks"));
+        }
+        dirs.push(self.play_dir.to_path_buf());
+        dirs.dedup();
+        dirs
+    }
+
+    /// One entry of a task list: a block, a meta action, an import or include, or a task.
+    fn step(
+        &mut self,
+        node: &Node,
+        handlers: bool,
+        inh: &Inherited,
+        file_dir: &Path,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let entries = map_of(node, "a task")?;
+        if let Some(b) = node.get("block") {
+            if handlers {
+                return Err(node.err("blocks in handlers are not supported by fixpoint yet"));
+            }
+            let keys: Vec<&str> = INHERITED_KEYS
+                .iter()
+                .copied()
+                .chain(["block", "rescue", "always"])
+                .collect();
+            check_keys(entries, &keys, TASK_KEYS_NOT_YET, "a block", |_| false)?;
+            let inner = inh.with_keywords(node)?;
+            let section = |me: &mut Self, key: &str| -> Result<Vec<Step>, Diagnostic> {
+                match node.get(key) {
+                    Some(n) => me.steps_of(n, &format!("`{key}`"), false, &inner, file_dir),
+                    None => Ok(Vec::new()),
+                }
+            };
+            let block = self.steps_of(b, "`block`", false, &inner, file_dir)?;
+            let rescue = section(self, "rescue")?;
+            let always = section(self, "always")?;
+            return Ok(vec![Step::Block(Box::new(Block {
+                name: node.get("name").map(|n| string_of(n, "name")).transpose()?,
+                pos: node.pos.clone(),
+                block,
+                rescue,
+                always,
+            }))]);
+        }
+        for k in ["rescue", "always"] {
+            if let Some((_, kpos, _)) = entries.iter().find(|(e, _, _)| e == k) {
+                return Err(Diagnostic::at(
+                    kpos,
+                    format!("`{k}` needs a `block` beside it"),
+                ));
+            }
+        }
+        let action = entries.iter().find(|(k, _, _)| {
+            matches!(
+                short_name(k),
+                "import_tasks" | "include_tasks" | "import_role" | "include_role" | "meta"
+            )
+        });
+        let Some((key, kpos, arg)) = action else {
+            let task = match local_action(node)? {
+                Some(rewritten) => load_task(&rewritten, handlers, inh, self.play_dir)?,
+                None => load_task(node, handlers, inh, self.play_dir)?,
+            };
+            return Ok(vec![Step::Task(Box::new(task))]);
+        };
+        if handlers {
+            return Err(Diagnostic::at(
+                kpos,
+                format!("`{key}` in handlers is not supported by fixpoint yet"),
+            ));
+        }
+        let is_action = |k: &str| k == key;
+        let loop_keys = ["loop", "with_items", "with_list", "loop_control"];
+        // An include loops over a list; the other `with_*` lookups are for tasks.
+        let include_not_yet: Vec<&str> = TASK_KEYS_NOT_YET
+            .iter()
+            .copied()
+            .chain(
+                LoopKind::KEYS
+                    .iter()
+                    .map(|(k, _)| *k)
+                    .filter(|k| !loop_keys.contains(k)),
+            )
+            .collect();
+        match short_name(key) {
+            "meta" => {
+                check_keys(
+                    entries,
+                    &["name", "when", "tags"],
+                    &[],
+                    "a meta task",
+                    is_action,
+                )?;
+                let a = string_of(arg, "meta")?;
+                let action = match a.as_str() {
+                    "flush_handlers" => MetaAction::FlushHandlers,
+                    "end_play" => MetaAction::EndPlay,
+                    "end_host" => MetaAction::EndHost,
+                    "noop" => MetaAction::Noop,
+                    "clear_facts" | "clear_host_errors" | "refresh_inventory"
+                    | "reset_connection" | "end_batch" | "end_role" => {
+                        return Err(arg.err(format!("`meta: {a}` is not supported by fixpoint yet")))
+                    }
+                    _ => {
+                        return Err(arg
+                            .err(format!("unknown meta action `{a}`"))
+                            .help("meta actions: flush_handlers, end_play, end_host, noop"))
+                    }
+                };
+                let inner = inh.with_keywords(node)?;
+                Ok(vec![Step::Meta(Box::new(Meta {
+                    action,
+                    pos: node.pos.clone(),
+                    when: inner.when,
+                    tags: inner.tags,
+                    role: inner.role,
+                    vars: inner.vars,
+                }))])
+            }
+            "import_tasks" => {
+                check_keys(
+                    entries,
+                    INHERITED_KEYS,
+                    TASK_KEYS_NOT_YET,
+                    "an import_tasks",
+                    is_action,
+                )?;
+                let file = file_arg(arg, key)?;
+                if is_template(&file) {
+                    return Err(arg
+                        .err("`import_tasks` is static: its file name cannot use variables")
+                        .help("use `include_tasks` to choose the file at run time"));
+                }
+                let path = find_in(&self.task_search(file_dir, inh), &file).ok_or_else(|| {
+                    not_found(arg, "task file", &file, &self.task_search(file_dir, inh))
+                })?;
+                let inner = inh.with_keywords(node)?;
+                self.task_file(&path, &arg.pos, &inner)
+            }
+            "include_tasks" => {
+                let keys: Vec<&str> = INHERITED_KEYS.iter().copied().chain(loop_keys).collect();
+                check_keys(
+                    entries,
+                    &keys,
+                    &include_not_yet,
+                    "an include_tasks",
+                    is_action,
+                )?;
+                let file = file_arg(arg, key)?;
+                let search = self.task_search(file_dir, inh);
+                let source = if is_template(&file) {
+                    IncludeSource::TasksFile {
+                        file,
+                        search,
+                        inherit: Box::new(inh.clone()),
+                    }
+                } else {
+                    let path = find_in(&search, &file)
+                        .ok_or_else(|| not_found(arg, "task file", &file, &search))?;
+                    IncludeSource::Loaded(self.task_file(&path, &arg.pos, inh)?)
+                };
+                Ok(vec![Step::Include(Box::new(include_of(
+                    node,
+                    inh,
+                    "include_tasks",
+                    source,
+                )?))])
+            }
+            short @ ("import_role" | "include_role") => {
+                let include = short == "include_role";
+                let keys: Vec<&str> = INHERITED_KEYS
+                    .iter()
+                    .copied()
+                    .chain(if include { &loop_keys[..] } else { &[] }.iter().copied())
+                    .collect();
+                check_keys(
+                    entries,
+                    &keys,
+                    &include_not_yet,
+                    &format!("an {short}"),
+                    is_action,
+                )?;
+                let am = map_of(arg, &format!("`{short}`"))?;
+                check_keys(
+                    am,
+                    &[
+                        "name",
+                        "tasks_from",
+                        "vars_from",
+                        "defaults_from",
+                        "handlers_from",
+                    ],
+                    &["apply", "rolespec_validate", "allow_duplicates", "public"],
+                    &format!("`{short}`"),
+                    |_| false,
+                )?;
+                let name = arg
+                    .get("name")
+                    .ok_or_else(|| arg.err(format!("`{short}` needs the role's `name`")))?;
+                let opt = |k: &str| arg.get(k).map(|n| string_of(n, k)).transpose();
+                let opts = RoleOpts {
+                    from: RoleFrom {
+                        tasks: opt("tasks_from")?,
+                        vars: opt("vars_from")?,
+                        defaults: opt("defaults_from")?,
+                        handlers: opt("handlers_from")?,
+                    },
+                    dedupe: false,
+                    export: !include,
+                };
+                let params = match node.get("vars") {
+                    Some(v) => vars_of(v, "`vars`")?,
+                    None => Map::new(),
+                };
+                let templated_name = name.as_str().is_some_and(is_template);
+                if include && templated_name {
+                    // The role is known only when a host reaches the include (e.g. a loop
+                    // over role names): it is loaded then.
+                    let source = IncludeSource::Role {
+                        name: string_of(name, "name")?,
+                        from: opts.from,
+                        params,
+                        inherit: Box::new(inh.clone()),
+                    };
+                    let mut inc = include_of(node, inh, "include_role", source)?;
+                    inc.vars = Map::new();
+                    Ok(vec![Step::Include(Box::new(inc))])
+                } else if include {
+                    // The include's own keywords decide whether it runs; they do not reach
+                    // the role's tasks (Ansible needs `apply:` for that).
+                    let steps = self.role(name, params, inh, &opts)?;
+                    let mut inc =
+                        include_of(node, inh, "include_role", IncludeSource::Loaded(steps))?;
+                    inc.vars = Map::new();
+                    Ok(vec![Step::Include(Box::new(inc))])
+                } else {
+                    let mut inner = inh.with_keywords(node)?;
+                    inner.vars = inh.vars.clone();
+                    self.role(name, params, &inner, &opts)
+                }
+            }
+            _ => unreachable!("matched above"),
+        }
+    }
+}
+
+/// The file of `import_tasks`/`include_tasks`: a name, or a mapping with `file:`.
+fn file_arg(arg: &Node, key: &str) -> Result<String, Diagnostic> {
+    match &arg.kind {
+        Kind::Map(entries) => {
+            check_keys(entries, &["file"], &["apply"], &format!("`{key}`"), |_| {
+                false
+            })?;
+            let f = arg
+                .get("file")
+                .ok_or_else(|| arg.err(format!("`{key}` needs `file:`")))?;
+            string_of(f, "file")
+        }
+        _ => string_of(arg, key),
+    }
+}
+
+fn not_found(at: &Node, what: &str, file: &str, dirs: &[PathBuf]) -> Diagnostic {
+    at.err(format!(
+        "{what} `{file}` not found; looked in {}",
+        looked_in(dirs)
+    ))
+}
+
+/// The run-time part of `include_tasks` / `include_role`.
+fn include_of(
+    node: &Node,
+    inh: &Inherited,
+    action: &'static str,
+    source: IncludeSource,
+) -> Result<Include, Diagnostic> {
+    let lp = loop_of(node, false)?;
+    let mut tags = inh.tags.clone();
+    tags.extend(
+        node.get("tags")
+            .map(|n| strings_of(n, "tags"))
+            .transpose()?
+            .unwrap_or_default(),
+    );
+    Ok(Include {
+        role: inh.role.clone(),
+        inherited_vars: inh.vars.clone(),
+        name: node.get("name").map(|n| string_of(n, "name")).transpose()?,
+        pos: node.pos.clone(),
+        when: node
+            .get("when")
+            .map(|n| conditions_of(n, "when"))
+            .transpose()?
+            .unwrap_or_default(),
+        loop_items: lp.items,
+        loop_kind: lp.kind,
+        loop_var: lp.var,
+        index_var: lp.index_var,
+        vars: match node.get("vars") {
+            Some(v) => vars_of(v, "`vars`")?,
+            None => Map::new(),
+        },
+        tags,
+        action,
+        source,
+    })
+}

@@ -1,0 +1,393 @@
+//! Keyword tables (what a play, task or block may say) and the readers of keyword values.
+//!
+//! Each reader turns one YAML node into a typed value or a diagnostic at that node: the parser
+//! files share them so a keyword reads the same everywhere. Values only: no files are read here.
+
+use super::ast::{add_tags, BatchSize, Conditions, Inherited, LoopKind};
+use crate::diag::{suggest, Diagnostic, Pos};
+use crate::yaml::{Kind, Node};
+use serde_json::{Map, Value};
+
+/// Keywords a block (and a role entry, an import) may carry and pass down to its tasks.
+pub(crate) const INHERITED_KEYS: &[&str] = &[
+    "name",
+    "when",
+    "tags",
+    "vars",
+    "become",
+    "become_user",
+    "ignore_errors",
+    "no_log",
+    "check_mode",
+    "diff",
+    "environment",
+    "delegate_to",
+    "run_once",
+];
+
+impl Inherited {
+    /// This context plus the keywords written on `node` (a block, role entry or import).
+    pub(crate) fn with_keywords(&self, node: &Node) -> Result<Inherited, Diagnostic> {
+        let mut out = self.clone();
+        if let Some(n) = node.get("when") {
+            out.when.extend(conditions_of(n, "when")?);
+        }
+        if let Some(n) = node.get("tags") {
+            add_tags(&mut out.tags, &strings_of(n, "tags")?);
+        }
+        if let Some(n) = node.get("vars") {
+            out.vars.extend(vars_of(n, "`vars`")?);
+        }
+        if let Some(n) = node.get("become") {
+            out.become_ = Some(bool_of(n, "become")?);
+        }
+        if let Some(n) = node.get("become_user") {
+            out.become_user = Some(string_of(n, "become_user")?);
+        }
+        if let Some(n) = node.get("ignore_errors") {
+            out.ignore_errors = Some(bool_of(n, "ignore_errors")?);
+        }
+        if let Some(n) = node.get("no_log") {
+            out.no_log |= bool_of(n, "no_log")?;
+        }
+        if let Some(n) = node.get("check_mode") {
+            out.check_mode = Some(bool_of(n, "check_mode")?);
+        }
+        if let Some(n) = node.get("diff") {
+            out.diff = Some(bool_of(n, "diff")?);
+        }
+        if let Some(n) = node.get("environment") {
+            out.environment.extend(env_of(n)?);
+        }
+        if let Some(n) = node.get("run_once") {
+            out.run_once = Some(bool_of(n, "run_once")?);
+        }
+        if let Some(n) = node.get("delegate_to") {
+            out.delegate_to = Some(string_of(n, "delegate_to")?);
+        }
+        Ok(out)
+    }
+}
+
+/// Keywords a task may carry besides its module.
+pub(crate) const TASK_KEYS: &[&str] = &[
+    "name",
+    "when",
+    "loop",
+    "with_items",
+    "with_list",
+    "with_dict",
+    "with_fileglob",
+    "with_sequence",
+    "with_nested",
+    "with_together",
+    "with_subelements",
+    "loop_control",
+    "register",
+    "notify",
+    "listen",
+    "tags",
+    "changed_when",
+    "failed_when",
+    "ignore_errors",
+    "check_mode",
+    "diff",
+    "vars",
+    "once",
+    "become",
+    "become_user",
+    "args",
+    "no_log",
+    "environment",
+    "timeout",
+    "throttle",
+    "delegate_to",
+    "run_once",
+    "until",
+    "retries",
+    "delay",
+];
+
+/// Ansible keywords fixpoint knows but does not implement yet: refused with a clear message
+/// instead of being silently ignored.
+pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
+    "delegate_facts",
+    "async",
+    "poll",
+    "any_errors_fatal",
+    "apply",
+];
+
+/// Keywords a play may carry.
+pub(crate) const PLAY_KEYS: &[&str] = &[
+    "name",
+    "hosts",
+    "vars",
+    "vars_files",
+    "gather_facts",
+    "tasks",
+    "pre_tasks",
+    "post_tasks",
+    "handlers",
+    "become",
+    "become_user",
+    "connection",
+    "remote_user",
+    "check_mode",
+    "diff",
+    "environment",
+    "force_handlers",
+    "ignore_errors",
+    "tags",
+    "no_log",
+    "roles",
+    "serial",
+    "strategy",
+    "any_errors_fatal",
+    "max_fail_percentage",
+    "order",
+];
+
+pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &["import_playbook", "vars_prompt"];
+
+/// The short name of an action key: `ansible.builtin.import_tasks` → `import_tasks`.
+pub(crate) fn short_name(k: &str) -> &str {
+    k.strip_prefix("ansible.builtin.")
+        .or_else(|| k.strip_prefix("ansible.legacy."))
+        .unwrap_or(k)
+}
+
+/// The entries of a mapping, or an error naming what was expected (`what`: "a task", ...).
+pub(crate) fn map_of<'a>(
+    node: &'a Node,
+    what: &str,
+) -> Result<&'a [(String, Pos, Node)], Diagnostic> {
+    node.as_map().ok_or_else(|| {
+        node.err(format!(
+            "{what} must be a mapping, found {}",
+            node.type_name()
+        ))
+    })
+}
+
+/// Refuse the first key that is neither `known` nor accepted by `extra_ok`: keys of
+/// `not_yet` are named as unsupported, others get a "did you mean" from `known`.
+pub(crate) fn check_keys(
+    entries: &[(String, Pos, Node)],
+    known: &[&str],
+    not_yet: &[&str],
+    what: &str,
+    extra_ok: impl Fn(&str) -> bool,
+) -> Result<(), Diagnostic> {
+    for (k, kpos, _) in entries {
+        if known.contains(&k.as_str()) || extra_ok(k) {
+            continue;
+        }
+        if not_yet.contains(&k.as_str()) {
+            return Err(
+                Diagnostic::at(kpos, format!("`{k}` is not supported by fixpoint yet")).help(
+                    "remove it, or keep this playbook on ansible-playbook until support lands",
+                ),
+            );
+        }
+        let mut d = Diagnostic::at(kpos, format!("unknown key `{k}` in {what}"));
+        if let Some(s) = suggest(k, known.iter().copied()) {
+            d = d.help(format!("did you mean `{s}`?"));
+        } else {
+            d = d.help(format!("{what} keys are: {}", known.join(", ")));
+        }
+        return Err(d);
+    }
+    Ok(())
+}
+
+pub(crate) fn bool_of(node: &Node, key: &str) -> Result<bool, Diagnostic> {
+    match &node.kind {
+        Kind::Bool(b) => Ok(*b),
+        Kind::Str(s) => fixpoint_modules::params::parse_bool_str(s).ok_or_else(|| {
+            node.err(format!("`{key}` must be a boolean, found \"{s}\""))
+                .help("use true or false")
+        }),
+        _ => Err(node.err(format!(
+            "`{key}` must be a boolean, found {}",
+            node.type_name()
+        ))),
+    }
+}
+
+pub(crate) fn string_of(node: &Node, key: &str) -> Result<String, Diagnostic> {
+    node.scalar_text().ok_or_else(|| {
+        node.err(format!(
+            "`{key}` must be a string, found {}",
+            node.type_name()
+        ))
+    })
+}
+
+/// A string or a list of strings (`tags`, `notify`, `listen`).
+pub(crate) fn strings_of(node: &Node, key: &str) -> Result<Vec<String>, Diagnostic> {
+    match &node.kind {
+        Kind::Seq(items) => items.iter().map(|i| string_of(i, key)).collect(),
+        Kind::Str(s) if key == "tags" => Ok(s
+            .split(',')
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect()),
+        Kind::Null => Ok(Vec::new()),
+        _ => Ok(vec![string_of(node, key)?]),
+    }
+}
+
+/// A condition: one expression or a list; booleans become `true`/`false` expressions.
+pub(crate) fn conditions_of(node: &Node, key: &str) -> Result<Conditions, Diagnostic> {
+    let one = |n: &Node| -> Result<String, Diagnostic> {
+        match &n.kind {
+            Kind::Bool(b) => Ok(b.to_string()),
+            _ => string_of(n, key),
+        }
+    };
+    match &node.kind {
+        Kind::Seq(items) => items.iter().map(one).collect(),
+        _ => Ok(vec![one(node)?]),
+    }
+}
+
+/// A mapping of variables (`vars:`, a vars file), each name checked.
+pub(crate) fn vars_of(node: &Node, what: &str) -> Result<Map<String, Value>, Diagnostic> {
+    match &node.kind {
+        Kind::Null => Ok(Map::new()),
+        Kind::Map(entries) => {
+            let mut m = Map::new();
+            for (k, kpos, v) in entries {
+                check_var_name(k, kpos)?;
+                m.insert(k.clone(), v.to_json());
+            }
+            Ok(m)
+        }
+        _ => Err(node.err(format!(
+            "{what} must be a mapping of variable names to values"
+        ))),
+    }
+}
+
+/// Variable names must be valid identifiers, as in Ansible.
+pub fn check_var_name(name: &str, pos: &Pos) -> Result<(), Diagnostic> {
+    let ok = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(
+            Diagnostic::at(pos, format!("invalid variable name `{name}`")).help(
+                "variable names start with a letter or _ and contain only letters, digits and _",
+            ),
+        )
+    }
+}
+
+/// `environment:` as a mapping (a templated whole environment is not supported).
+pub(crate) fn env_of(node: &Node) -> Result<Map<String, Value>, Diagnostic> {
+    match &node.kind {
+        Kind::Map(_) => Ok(node.to_json().as_object().cloned().unwrap_or_default()),
+        Kind::Str(_) => Err(node
+            .err("`environment` given as a variable is not supported yet")
+            .help("write the environment variables as a mapping")),
+        _ => Err(node.err("`environment` must be a mapping of variable names to values")),
+    }
+}
+
+/// A percentage: `30`, `30%`, `"30%"`.
+pub(crate) fn percent_of(n: &Node, key: &str) -> Result<f64, Diagnostic> {
+    let bad = || {
+        n.err(format!(
+            "`{key}` must be a percentage such as 30 or \"30%\""
+        ))
+    };
+    let v = match &n.kind {
+        Kind::Int(i) => *i as f64,
+        Kind::Float(f) => *f,
+        Kind::Str(s) => s
+            .trim()
+            .trim_end_matches('%')
+            .trim()
+            .parse()
+            .map_err(|_| bad())?,
+        _ => return Err(bad()),
+    };
+    if !(0.0..=100.0).contains(&v) {
+        return Err(bad());
+    }
+    Ok(v)
+}
+
+/// `serial`: a number, a percentage, or a list of them.
+pub(crate) fn serial_of(n: &Node) -> Result<Vec<BatchSize>, Diagnostic> {
+    let one = |n: &Node| -> Result<BatchSize, Diagnostic> {
+        match &n.kind {
+            Kind::Int(i) if *i > 0 => Ok(BatchSize::Count(*i as usize)),
+            Kind::Str(s) if s.trim().ends_with('%') => {
+                Ok(BatchSize::Percent(percent_of(n, "serial")?))
+            }
+            Kind::Str(s) => match s.trim().parse::<usize>() {
+                Ok(i) if i > 0 => Ok(BatchSize::Count(i)),
+                _ => Err(n.err("`serial` must be a positive number or a percentage")),
+            },
+            _ => Err(n.err("`serial` must be a positive number or a percentage")),
+        }
+    };
+    match &n.kind {
+        Kind::Seq(items) => items.iter().map(one).collect(),
+        _ => Ok(vec![one(n)?]),
+    }
+}
+
+/// The loop of a task or include: its raw value, its kind (`loop`, `with_items`, `with_dict`…),
+/// `loop_var` and `index_var`. `task`: a task also takes `pause` and `extended` (an include
+/// does not).
+pub(crate) struct LoopSpec {
+    pub items: Option<Value>,
+    pub kind: LoopKind,
+    pub var: String,
+    pub index_var: Option<String>,
+}
+
+pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
+    let opt = |key: &str| node.get(key);
+    let mut present = LoopKind::KEYS
+        .iter()
+        .filter_map(|(k, kind)| node.get(k).map(|n| (*k, *kind, n)));
+    let first = present.next();
+    if let (Some((a, _, _)), Some((b, _, n))) = (first, present.next()) {
+        return Err(n.err(format!(
+            "a task has one loop, but this one has `{a}` and `{b}`"
+        )));
+    }
+    let mut var = "item".to_string();
+    let mut index_var = None;
+    if let Some(lc) = opt("loop_control") {
+        let task_only = ["pause", "extended"];
+        check_keys(
+            map_of(lc, "`loop_control`")?,
+            &["loop_var", "index_var", "label"],
+            if task { &[] } else { &task_only },
+            "`loop_control`",
+            |k| task && task_only.contains(&k),
+        )?;
+        if let Some(v) = lc.get("loop_var") {
+            var = string_of(v, "loop_var")?;
+            check_var_name(&var, &v.pos)?;
+        }
+        if let Some(v) = lc.get("index_var") {
+            index_var = Some(string_of(v, "index_var")?);
+        }
+    }
+    Ok(LoopSpec {
+        items: first.map(|(_, _, n)| n.to_json()),
+        kind: first.map(|(_, k, _)| k).unwrap_or_default(),
+        var,
+        index_var,
+    })
+}

@@ -1,0 +1,345 @@
+//! The parser entry: a playbook file -> `Playbook`, its `import_playbook`s followed, each play's
+//! keywords read and its task sections loaded (through `includes::Loader`).
+//!
+//! Every check that can be made without a host happens at load time, with the source position
+//! of the offending key: unknown keys, unknown modules, mistyped module parameters, and
+//! unguarded `command`/`shell` steps (the idempotency rule: a raw command needs a guard).
+
+use super::ast::{
+    add_tags, prepend_conditions, HostOrder, IncludeSource, Inherited, Play, Playbook, Step, Task,
+};
+use super::files::{dir_of, joined, load_vars_file};
+use super::includes::Loader;
+use super::keywords::{
+    bool_of, check_keys, env_of, map_of, percent_of, serial_of, short_name, string_of, strings_of,
+    vars_of, PLAY_KEYS, PLAY_KEYS_NOT_YET,
+};
+use crate::diag::Diagnostic;
+use crate::yaml::{self, Kind, Node};
+use fixpoint_modules::params::is_template;
+use serde_json::Map;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Load and check a playbook file, with the playbooks it imports.
+pub fn load_playbook(path: &Path, roles_path: &[PathBuf]) -> Result<Playbook, Diagnostic> {
+    let mut stack = Vec::new();
+    let plays = load_plays(path, roles_path, &mut stack)?;
+    Ok(Playbook {
+        path: path.to_path_buf(),
+        dir: dir_of(path),
+        plays,
+        roles_path: roles_path.to_vec(),
+    })
+}
+
+/// The plays of one playbook file, with those of its `import_playbook`s in place. `stack`:
+/// the playbooks being imported, to refuse cycles.
+fn load_plays(
+    path: &Path,
+    roles_path: &[PathBuf],
+    stack: &mut Vec<PathBuf>,
+) -> Result<Vec<Play>, Diagnostic> {
+    let root = yaml::load_file(path)?;
+    let dir = dir_of(path);
+    let items = match &root.kind {
+        Kind::Seq(items) => items,
+        Kind::Null => {
+            return Err(root
+                .err("the playbook is empty")
+                .help("a playbook is a list of plays: `- hosts: all` followed by `tasks:`"))
+        }
+        _ => {
+            return Err(root
+                .err(format!(
+                    "a playbook must be a list of plays, found {}",
+                    root.type_name()
+                ))
+                .help("start each play with `- hosts: ...`"))
+        }
+    };
+    let mut plays = Vec::new();
+    for item in items {
+        let import = item.as_map().and_then(|m| {
+            m.iter()
+                .find(|(k, _, _)| short_name(k) == "import_playbook")
+        });
+        let Some((key, _, target)) = import else {
+            plays.push(load_play(item, &dir, roles_path)?);
+            continue;
+        };
+        let entries = map_of(item, "an import_playbook")?;
+        check_keys(
+            entries,
+            &["name", "vars", "when", "tags"],
+            &[],
+            "an import_playbook",
+            |k| k == key,
+        )?;
+        // The import's keywords reach every imported play (vars) and task (when, tags).
+        let around = Inherited::default().with_keywords(item)?;
+        let file = string_of(target, "import_playbook")?;
+        if is_template(&file) {
+            return Err(
+                target.err("`import_playbook` is static: its file name cannot use variables")
+            );
+        }
+        let file_path = joined(&dir, &file);
+        if !file_path.is_file() {
+            return Err(target.err(format!("playbook {} does not exist", file_path.display())));
+        }
+        let canon = std::fs::canonicalize(&file_path).unwrap_or(file_path.clone());
+        if stack.contains(&canon) {
+            return Err(target.err(format!("{file} imports itself")));
+        }
+        stack.push(canon);
+        let imported = load_plays(&file_path, roles_path, stack);
+        stack.pop();
+        for mut play in imported? {
+            let mut vars = around.vars.clone();
+            vars.extend(std::mem::take(&mut play.vars));
+            play.vars = vars;
+            add_tags(&mut play.tags, &around.tags);
+            for section in [
+                &mut play.pre_tasks,
+                &mut play.roles,
+                &mut play.tasks,
+                &mut play.post_tasks,
+            ] {
+                wrap_steps(section, &around.when, &around.tags);
+            }
+            for h in &mut play.handlers {
+                wrap_task(h, &around.when, &around.tags);
+            }
+            plays.push(play);
+        }
+    }
+    Ok(plays)
+}
+
+/// Add conditions (first) and tags to every task in these steps, as an enclosing import does.
+fn wrap_steps(steps: &mut [Step], when: &[String], tags: &[String]) {
+    if when.is_empty() && tags.is_empty() {
+        return;
+    }
+    for s in steps {
+        match s {
+            Step::Task(t) => wrap_task(t, when, tags),
+            Step::Block(b) => {
+                wrap_steps(&mut b.block, when, tags);
+                wrap_steps(&mut b.rescue, when, tags);
+                wrap_steps(&mut b.always, when, tags);
+            }
+            Step::Include(i) => {
+                prepend_conditions(&mut i.when, when);
+                add_tags(&mut i.tags, tags);
+                match &mut i.source {
+                    IncludeSource::Loaded(steps) => wrap_steps(steps, when, tags),
+                    IncludeSource::TasksFile { inherit, .. }
+                    | IncludeSource::Role { inherit, .. } => {
+                        prepend_conditions(&mut inherit.when, when);
+                        add_tags(&mut inherit.tags, tags);
+                    }
+                }
+            }
+            Step::Meta(m) => {
+                prepend_conditions(&mut m.when, when);
+                add_tags(&mut m.tags, tags);
+            }
+        }
+    }
+}
+
+/// Add conditions (first) and tags to one task, as an enclosing import does.
+fn wrap_task(t: &mut Task, when: &[String], tags: &[String]) {
+    prepend_conditions(&mut t.when, when);
+    add_tags(&mut t.tags, tags);
+}
+
+/// One play: its keywords, its sections loaded in run order, its roles' variables merged.
+fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Diagnostic> {
+    let entries = map_of(node, "a play")?;
+    check_keys(entries, PLAY_KEYS, PLAY_KEYS_NOT_YET, "a play", |_| false)?;
+    let hosts = match node.get("hosts") {
+        Some(h) => match &h.kind {
+            Kind::Seq(items) => items
+                .iter()
+                .map(|i| string_of(i, "hosts"))
+                .collect::<Result<Vec<_>, _>>()?
+                .join(":"),
+            _ => string_of(h, "hosts")?,
+        },
+        None => {
+            return Err(node
+                .err("this play has no `hosts:`")
+                .help("add `hosts: localhost` (or a group or pattern from the inventory)"))
+        }
+    };
+    // Play tags and no_log reach every task, as block keywords do.
+    let base = Inherited {
+        tags: match node.get("tags") {
+            Some(t) => strings_of(t, "tags")?,
+            None => Vec::new(),
+        },
+        no_log: match node.get("no_log") {
+            Some(n) => bool_of(n, "no_log")?,
+            None => false,
+        },
+        ..Inherited::default()
+    };
+    let mut loader = Loader::new(dir, roles_path);
+    let section = |loader: &mut Loader, key: &str, handlers: bool| match node.get(key) {
+        Some(list) => loader.steps_of(list, &format!("`{key}`"), handlers, &base, dir),
+        None => Ok(Vec::new()),
+    };
+    let pre_tasks = section(&mut loader, "pre_tasks", false)?;
+    let mut roles = Vec::new();
+    if let Some(list) = node.get("roles") {
+        match &list.kind {
+            Kind::Seq(items) => {
+                for entry in items {
+                    roles.extend(loader.roles_entry(entry, &base)?);
+                }
+            }
+            Kind::Null => {}
+            _ => return Err(list.err("`roles` must be a list of roles")),
+        }
+    }
+    let tasks = section(&mut loader, "tasks", false)?;
+    let post_tasks = section(&mut loader, "post_tasks", false)?;
+    let mut role_defaults = Map::new();
+    let mut role_vars = Map::new();
+    for r in &loader.exported_roles {
+        role_defaults.extend((*r.defaults).clone());
+        role_vars.extend((*r.vars).clone());
+    }
+    let mut handlers = std::mem::take(&mut loader.role_handlers);
+    for s in section(&mut loader, "handlers", true)? {
+        if let Step::Task(t) = s {
+            handlers.push(*t);
+        }
+    }
+    let mut vars_files = Vec::new();
+    let mut file_err: Option<Diagnostic> = None;
+    if let Some(vf) = node.get("vars_files") {
+        match &vf.kind {
+            Kind::Seq(items) => {
+                for i in items {
+                    vars_files.push((string_of(i, "vars_files")?, i.pos.clone()));
+                }
+            }
+            Kind::Null => {}
+            _ => vars_files.push((string_of(vf, "vars_files")?, vf.pos.clone())),
+        }
+    }
+    let mut vars_from_files = Map::new();
+    vars_files.retain(|(path, pos)| {
+        if is_template(path) {
+            return true;
+        }
+        match load_vars_file(&dir.join(path), pos) {
+            Ok(m) => vars_from_files.extend(m),
+            Err(e) => {
+                file_err.get_or_insert(e);
+            }
+        }
+        false
+    });
+    if let Some(e) = file_err {
+        return Err(e);
+    }
+    let opt_bool = |key: &str| -> Result<Option<bool>, Diagnostic> {
+        node.get(key).map(|n| bool_of(n, key)).transpose()
+    };
+    let opt_string = |key: &str| -> Result<Option<String>, Diagnostic> {
+        node.get(key).map(|n| string_of(n, key)).transpose()
+    };
+    let play =
+        Play {
+            vars_from_files,
+            name: opt_string("name")?.unwrap_or_else(|| hosts.clone()),
+            hosts,
+            pos: node.pos.clone(),
+            dir: dir.to_path_buf(),
+            vars: match node.get("vars") {
+                Some(v) => vars_of(v, "`vars`")?,
+                None => Map::new(),
+            },
+            vars_files,
+            gather_facts: opt_bool("gather_facts")?.unwrap_or(true),
+            tags: base.tags.clone(),
+            pre_tasks,
+            roles,
+            tasks,
+            post_tasks,
+            handlers,
+            role_defaults: Arc::new(role_defaults),
+            role_vars: Arc::new(role_vars),
+            become_: opt_bool("become")?,
+            become_user: opt_string("become_user")?,
+            connection: opt_string("connection")?,
+            remote_user: opt_string("remote_user")?,
+            check_mode: opt_bool("check_mode")?,
+            diff: opt_bool("diff")?,
+            environment: match node.get("environment") {
+                Some(v) => env_of(v)?,
+                None => Map::new(),
+            },
+            force_handlers: opt_bool("force_handlers")?.unwrap_or(false),
+            ignore_errors: opt_bool("ignore_errors")?.unwrap_or(false),
+            serial: match node.get("serial") {
+                Some(n) => serial_of(n)?,
+                None => Vec::new(),
+            },
+            free: false,
+            order: match node.get("order") {
+                Some(n) => match string_of(n, "order")?.as_str() {
+                    "inventory" => HostOrder::Inventory,
+                    "reverse_inventory" => HostOrder::ReverseInventory,
+                    "sorted" => HostOrder::Sorted,
+                    "reverse_sorted" => HostOrder::ReverseSorted,
+                    "shuffle" => HostOrder::Shuffle,
+                    other => return Err(n.err(format!("unknown host order `{other}`")).help(
+                        "order: inventory, reverse_inventory, sorted, reverse_sorted or shuffle",
+                    )),
+                },
+                None => HostOrder::Inventory,
+            },
+            any_errors_fatal: opt_bool("any_errors_fatal")?.unwrap_or(false),
+            max_fail_percentage: match node.get("max_fail_percentage") {
+                Some(n) => Some(percent_of(n, "max_fail_percentage")?),
+                None => None,
+            },
+        };
+    let mut play = play;
+    if let Some(n) = node.get("strategy") {
+        let s = string_of(n, "strategy")?;
+        match s.as_str() {
+            "linear" => {}
+            "free" => play.free = true,
+            _ => {
+                return Err(n
+                    .err(format!("strategy `{s}` is not supported by fixpoint yet"))
+                    .help("fixpoint runs `linear` and `free`"))
+            }
+        }
+    }
+    if play.free {
+        // These keywords coordinate hosts, which a free play does not do.
+        for key in ["any_errors_fatal", "max_fail_percentage"] {
+            if let Some((_, kpos, _)) = entries.iter().find(|(k, _, _)| k == key) {
+                return Err(Diagnostic::at(
+                    kpos,
+                    format!("`{key}` with `strategy: free` is not supported by fixpoint yet"),
+                ));
+            }
+        }
+        if let Some(t) = play.all_tasks().into_iter().find(|t| t.run_once) {
+            return Err(Diagnostic::at(
+                &t.pos,
+                "`run_once` with `strategy: free` is not supported by fixpoint yet",
+            ));
+        }
+    }
+    Ok(play)
+}

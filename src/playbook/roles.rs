@@ -1,0 +1,216 @@
+//! Roles: the search path, `meta/main.yml` (dependencies, `allow_duplicates`), a role's
+//! `defaults/` and `vars/`, and which of its files hold its tasks and handlers.
+//!
+//! This file finds and reads a role; it does not parse task lists. The parser (`includes`)
+//! expands a role's dependencies, tasks and handlers with what is found here, so nothing here
+//! calls back into it.
+
+use super::ast::{Inherited, RoleCtx, RoleFrom};
+use super::files::{joined, load_vars_file, looked_in};
+use super::keywords::{
+    bool_of, check_var_name, string_of, vars_of, INHERITED_KEYS, TASK_KEYS_NOT_YET,
+};
+use crate::diag::Diagnostic;
+use crate::yaml::{self, Kind, Node};
+use fixpoint_modules::params::is_template;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `tasks_from` and friends of `import_role` / `include_role`.
+#[derive(Default)]
+pub(crate) struct RoleOpts {
+    pub from: RoleFrom,
+    /// Entry of `roles:` or a dependency: de-duplicated as Ansible does.
+    pub dedupe: bool,
+    /// `roles:`, dependencies and `import_role`: the role's defaults and vars are visible to
+    /// the whole play (Ansible's roles are not private); `include_role`'s are its own.
+    pub export: bool,
+}
+
+/// `name`, `name.yml`, `name.yaml` in `dir`.
+pub(crate) fn find_yaml(dir: &Path, name: &str) -> Option<PathBuf> {
+    [
+        dir.join(format!("{name}.yml")),
+        dir.join(format!("{name}.yaml")),
+        dir.join(name),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+}
+
+/// One entry of `roles:` (or of a role's `dependencies`), read but not loaded.
+pub(crate) struct RoleEntry<'n> {
+    /// The node that names the role (for the name and for error positions).
+    pub name: &'n Node,
+    pub params: Map<String, Value>,
+    /// The keywords around the role's tasks when the entry is a mapping; a bare name keeps
+    /// the caller's.
+    pub keywords: Option<Inherited>,
+}
+
+/// One entry of `roles:`: a name, or a mapping with `role:` and keywords; other keys are
+/// role parameters, as in Ansible.
+pub(crate) fn read_entry<'n>(
+    entry: &'n Node,
+    base: &Inherited,
+) -> Result<RoleEntry<'n>, Diagnostic> {
+    match &entry.kind {
+        Kind::Str(_) => Ok(RoleEntry {
+            name: entry,
+            params: Map::new(),
+            keywords: None,
+        }),
+        Kind::Map(entries) => {
+            let name = entry
+                .get("role")
+                .or(entry.get("name"))
+                .ok_or_else(|| entry.err("a role entry needs `role: <name>`"))?;
+            let mut params = match entry.get("vars") {
+                Some(v) => vars_of(v, "`vars`")?,
+                None => Map::new(),
+            };
+            for (k, kpos, v) in entries {
+                if k == "role" || k == "name" || INHERITED_KEYS.contains(&k.as_str()) {
+                    continue;
+                }
+                if TASK_KEYS_NOT_YET.contains(&k.as_str()) {
+                    return Err(Diagnostic::at(
+                        kpos,
+                        format!("`{k}` is not supported by fixpoint yet"),
+                    ));
+                }
+                check_var_name(k, kpos)?;
+                params.insert(k.clone(), v.to_json());
+            }
+            let mut inner = base.with_keywords(entry)?;
+            inner.vars = base.vars.clone();
+            Ok(RoleEntry {
+                name,
+                params,
+                keywords: Some(inner),
+            })
+        }
+        _ => Err(entry.err(format!(
+            "a role entry must be a name or a mapping, found {}",
+            entry.type_name()
+        ))),
+    }
+}
+
+/// The directories searched for a role, in order.
+pub(crate) fn role_dirs(play_dir: &Path, roles_path: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs = vec![joined(play_dir, "roles")];
+    dirs.extend(roles_path.iter().cloned());
+    dirs.push(play_dir.to_path_buf());
+    dirs
+}
+
+/// A role found on disk, with its `meta/main.yml` read.
+pub(crate) struct Role {
+    pub name: String,
+    pub path: PathBuf,
+    /// The canonical path: what identifies the role for cycles and de-duplication.
+    pub canon: PathBuf,
+    pub allow_duplicates: bool,
+    meta: Option<Node>,
+}
+
+/// Find the role `name_node` names in `dirs` and read its meta. `loading`: the task files and
+/// roles being loaded, to refuse a role that depends on itself.
+pub(crate) fn find_role(
+    name_node: &Node,
+    dirs: &[PathBuf],
+    loading: &[PathBuf],
+) -> Result<Role, Diagnostic> {
+    let name = string_of(name_node, "role")?;
+    if is_template(&name) {
+        return Err(name_node.err("role names with variables are not supported by fixpoint yet"));
+    }
+    let path = dirs
+        .iter()
+        .map(|d| joined(d, &name))
+        .find(|p| p.is_dir())
+        .ok_or_else(|| {
+            name_node
+                .err(format!(
+                    "role `{name}` not found; looked in {}",
+                    looked_in(dirs)
+                ))
+                .help("put the role in roles/ beside the playbook, or pass --roles-path")
+        })?;
+    let canon = std::fs::canonicalize(&path).unwrap_or(path.clone());
+    if loading.contains(&canon) {
+        return Err(name_node.err(format!("role `{name}` depends on itself")));
+    }
+    let meta = find_yaml(&path.join("meta"), "main")
+        .map(|m| yaml::load_file(&m))
+        .transpose()?;
+    let allow_duplicates = match meta.as_ref().and_then(|m| m.get("allow_duplicates")) {
+        Some(n) => bool_of(n, "allow_duplicates")?,
+        None => false,
+    };
+    Ok(Role {
+        name,
+        path,
+        canon,
+        allow_duplicates,
+        meta,
+    })
+}
+
+impl Role {
+    /// The role entries of `dependencies` in `meta/main.yml`.
+    pub(crate) fn dependencies(&self) -> Result<&[Node], Diagnostic> {
+        match self.meta.as_ref().and_then(|m| m.get("dependencies")) {
+            None => Ok(&[]),
+            Some(deps) => match &deps.kind {
+                Kind::Seq(items) => Ok(items.as_slice()),
+                Kind::Null => Ok(&[]),
+                _ => Err(deps.err("`dependencies` must be a list of roles")),
+            },
+        }
+    }
+
+    /// The file of `sub/` to read: `main`, or the one a `*_from` option names (which must exist).
+    pub(crate) fn file_in(
+        &self,
+        sub: &str,
+        from: &Option<String>,
+        name_node: &Node,
+    ) -> Result<Option<PathBuf>, Diagnostic> {
+        let stem = from.as_deref().unwrap_or("main");
+        let stem = stem.trim_end_matches(".yml").trim_end_matches(".yaml");
+        match find_yaml(&self.path.join(sub), stem) {
+            Some(p) => Ok(Some(p)),
+            None if from.is_some() => {
+                Err(name_node.err(format!("role `{}` has no {sub}/{stem}.yml", self.name)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The role as one invocation sees it: its `defaults/` and `vars/` read, its parameters.
+    pub(crate) fn context(
+        &self,
+        name_node: &Node,
+        params: Map<String, Value>,
+        from: &RoleFrom,
+    ) -> Result<RoleCtx, Diagnostic> {
+        let vars_in = |f: Option<PathBuf>| -> Result<Map<String, Value>, Diagnostic> {
+            match f {
+                Some(f) => load_vars_file(&f, &name_node.pos),
+                None => Ok(Map::new()),
+            }
+        };
+        let defaults = vars_in(self.file_in("defaults", &from.defaults, name_node)?)?;
+        let vars = vars_in(self.file_in("vars", &from.vars, name_node)?)?;
+        Ok(RoleCtx {
+            name: self.name.clone(),
+            path: self.path.clone(),
+            defaults: Arc::new(defaults),
+            vars: Arc::new(vars),
+            params: Arc::new(params),
+        })
+    }
+}

@@ -1,0 +1,214 @@
+//! Builds the node tree from yaml-rust2's marked events: positions, anchors and aliases, merge
+//! keys (`<<`), duplicate keys (the later wins), and the tags Ansible uses (`!!str`, `!unsafe`).
+
+use super::node::{Kind, Node};
+use super::resolve::{resolve_json, resolve_plain};
+use crate::diag::{Diagnostic, Pos};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use yaml_rust2::parser::{Event, MarkedEventReceiver};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+/// A collection being built, with its anchor id (0: none); a mapping holds its pending key.
+enum Frame {
+    Seq(Node, usize),
+    Map(Node, usize, Option<(String, Pos)>),
+}
+
+/// Receives the parser's events and assembles the documents.
+pub(super) struct Builder {
+    file: Arc<PathBuf>,
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, Node>,
+    docs: Vec<Node>,
+    error: Option<Diagnostic>,
+    /// The whole text is JSON: plain scalars are JSON literals, not YAML 1.1 ones.
+    json: bool,
+}
+
+impl Builder {
+    /// `json`: the text is a JSON document (see `parse_str`).
+    pub(super) fn new(file: Arc<PathBuf>, json: bool) -> Builder {
+        Builder {
+            file,
+            stack: Vec::new(),
+            anchors: HashMap::new(),
+            docs: Vec::new(),
+            error: None,
+            json,
+        }
+    }
+
+    /// The first document (`None` for an empty text), or the first error met while building.
+    pub(super) fn finish(self) -> Result<Option<Node>, Diagnostic> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        Ok(self.docs.into_iter().next())
+    }
+
+    fn pos(&self, m: Marker) -> Pos {
+        // yaml-rust2 markers: line is 1-based, column 0-based.
+        Pos::new(&self.file, m.line(), m.col() + 1)
+    }
+
+    fn push_value(&mut self, node: Node) {
+        match self.stack.last_mut() {
+            None => self.docs.push(node),
+            Some(Frame::Seq(seq, _)) => {
+                if let Kind::Seq(items) = &mut seq.kind {
+                    items.push(node);
+                }
+            }
+            Some(Frame::Map(map, _, pending)) => match pending.take() {
+                None => {
+                    // This node is a key. yaml-rust2 marks a block mapping's start after its
+                    // first key, so the first key's position is where the mapping starts.
+                    if let Kind::Map(entries) = &map.kind {
+                        if entries.is_empty() {
+                            map.pos = node.pos.clone();
+                        }
+                    }
+                    let key = match &node.kind {
+                        Kind::Str(s) => s.clone(),
+                        Kind::Int(i) => i.to_string(),
+                        Kind::Bool(b) => b.to_string(),
+                        Kind::Float(f) => f.to_string(),
+                        Kind::Null => "null".to_string(),
+                        _ => {
+                            if self.error.is_none() {
+                                self.error = Some(
+                                    node.err("mapping keys must be scalars, not lists or mappings"),
+                                );
+                            }
+                            String::new()
+                        }
+                    };
+                    *pending = Some((key, node.pos));
+                }
+                Some((key, kpos)) => {
+                    if let Kind::Map(entries) = &mut map.kind {
+                        if key == "<<" {
+                            // YAML merge key: bring in the entries the current map does not set.
+                            merge_into(entries, &node);
+                        } else if let Some(slot) = entries.iter_mut().find(|(k, _, _)| *k == key) {
+                            // Later duplicate keys win, as in PyYAML.
+                            *slot = (key, kpos, node);
+                        } else {
+                            entries.push((key, kpos, node));
+                        }
+                    }
+                }
+            },
+        }
+    }
+}
+
+fn merge_into(entries: &mut Vec<(String, Pos, Node)>, src: &Node) {
+    match &src.kind {
+        Kind::Map(m) => {
+            for (k, p, v) in m {
+                if !entries.iter().any(|(ek, _, _)| ek == k) {
+                    entries.push((k.clone(), p.clone(), v.clone()));
+                }
+            }
+        }
+        Kind::Seq(items) => items.iter().for_each(|i| merge_into(entries, i)),
+        _ => {}
+    }
+}
+
+impl MarkedEventReceiver for Builder {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        if self.error.is_some() {
+            return;
+        }
+        let pos = self.pos(mark);
+        match ev {
+            Event::Scalar(value, style, anchor, tag) => {
+                let kind = match (&style, &tag) {
+                    (_, Some(t)) if t.handle == "!!" && t.suffix == "str" => Kind::Str(value),
+                    (_, Some(t))
+                        if t.handle == "!" && (t.suffix == "unsafe" || t.suffix == "vault") =>
+                    {
+                        if t.suffix == "vault" {
+                            self.error = Some(
+                                Diagnostic::at(&pos, "`!vault` values are not supported")
+                                    .help("decrypt the value, or pass it with -e @file"),
+                            );
+                        }
+                        Kind::Str(value)
+                    }
+                    (TScalarStyle::Plain, _) if self.json => resolve_json(&value),
+                    (TScalarStyle::Plain, _) => resolve_plain(&value),
+                    _ => Kind::Str(value),
+                };
+                let node = Node { kind, pos };
+                if anchor > 0 {
+                    self.anchors.insert(anchor, node.clone());
+                }
+                self.push_value(node);
+            }
+            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq(
+                Node {
+                    kind: Kind::Seq(Vec::new()),
+                    pos,
+                },
+                anchor,
+            )),
+            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map(
+                Node {
+                    kind: Kind::Map(Vec::new()),
+                    pos,
+                },
+                anchor,
+                None,
+            )),
+            Event::SequenceEnd | Event::MappingEnd => {
+                let (node, anchor) = match self.stack.pop() {
+                    Some(Frame::Seq(n, a)) | Some(Frame::Map(n, a, _)) => (n, a),
+                    None => return,
+                };
+                if anchor > 0 {
+                    self.anchors.insert(anchor, node.clone());
+                }
+                self.push_value(node);
+            }
+            Event::Alias(id) => match self.anchors.get(&id).cloned() {
+                Some(node) => self.push_value(node),
+                None => self.error = Some(Diagnostic::at(&pos, "alias to an unknown anchor")),
+            },
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::yaml::{parse_str, Node};
+    use serde_json::Value;
+    use std::path::Path;
+
+    fn parse(s: &str) -> Node {
+        parse_str(s, Path::new("t.yml")).unwrap()
+    }
+
+    #[test]
+    fn positions_are_one_based() {
+        let n = parse("a: 1\nb:\n  c: x\n");
+        let b = n.get("b").unwrap();
+        let (_, kpos, c) = &b.as_map().unwrap()[0];
+        assert_eq!((kpos.line, kpos.col), (3, 3));
+        assert_eq!((c.pos.line, c.pos.col), (3, 6));
+    }
+
+    #[test]
+    fn anchors_aliases_and_merge_keys() {
+        let n = parse("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\nlist: [*b]\n");
+        let j = n.to_json();
+        assert_eq!(j["other"]["x"], Value::from(1));
+        assert_eq!(j["other"]["y"], Value::from(3));
+        assert_eq!(j["list"][0]["y"], Value::from(2));
+    }
+}

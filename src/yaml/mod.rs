@@ -1,0 +1,88 @@
+//! YAML with source positions: a node tree built from yaml-rust2's marked events, typed like PyYAML (YAML 1.1).
+//!
+//! serde_yaml drops positions, and every load error must point at `file:line:col`, so playbooks
+//! and vars files are read through this tree. Scalars resolve the way Ansible's PyYAML does:
+//! `yes`/`no`/`on`/`off` are booleans and `0644` is octal, so playbooks behave the same here.
+//!
+//! yaml/ is the one YAML 1.1 loader of the project: `node` (the tree), `builder` (events ->
+//! tree), `resolve` (scalar typing). It must NOT know about playbooks, inventories or Ansible
+//! keywords: callers give the tree its meaning.
+
+mod builder;
+mod node;
+mod resolve;
+
+pub use node::{Kind, Node};
+pub use resolve::resolve_plain;
+
+use crate::diag::{Diagnostic, Pos};
+use builder::Builder;
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+use yaml_rust2::parser::Parser;
+
+/// Parse a YAML file into one node (the first document; an empty file is `null`).
+pub fn load_file(path: &Path) -> Result<Node, Diagnostic> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Diagnostic::at(&Pos::file_only(path), format!("cannot read file: {e}"))
+            .help("check the path; relative paths are relative to the current directory")
+    })?;
+    parse_str(&text, path)
+}
+
+/// Parse YAML text that came from `path` (the path is only used in positions).
+pub fn parse_str(text: &str, path: &Path) -> Result<Node, Diagnostic> {
+    let file = Arc::new(path.to_path_buf());
+    // Ansible tries `json.loads` before YAML, so a JSON document keeps JSON's number rules.
+    let json = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
+    let mut builder = Builder::new(file.clone(), json);
+    let mut parser = Parser::new_from_str(text);
+    if let Err(e) = parser.load(&mut builder, false) {
+        let m = e.marker();
+        return Err(Diagnostic::at(
+            &Pos::new(&file, m.line(), m.col() + 1),
+            format!("invalid YAML: {}", e.info()),
+        )
+        .help("check indentation and quoting; a value starting with `{{` must be quoted"));
+    }
+    Ok(builder.finish()?.unwrap_or(Node {
+        kind: Kind::Null,
+        pos: Pos::new(&file, 1, 1),
+    }))
+}
+
+/// Ansible-style YAML of a JSON value (used for vars files given with `-e @file.json` etc.).
+pub fn json_to_node(v: &Value, pos: &Pos) -> Node {
+    let kind = match v {
+        Value::Null => Kind::Null,
+        Value::Bool(b) => Kind::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Kind::Int(i),
+            None => Kind::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        Value::String(s) => Kind::Str(s.clone()),
+        Value::Array(a) => Kind::Seq(a.iter().map(|x| json_to_node(x, pos)).collect()),
+        Value::Object(m) => Kind::Map(
+            m.iter()
+                .map(|(k, x)| (k.clone(), pos.clone(), json_to_node(x, pos)))
+                .collect(),
+        ),
+    };
+    Node {
+        kind,
+        pos: pos.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let e = parse_str("a: [1, 2\nb: 3\n", Path::new("t.yml")).unwrap_err();
+        assert!(e.msg.starts_with("invalid YAML"), "{e}");
+        assert!(e.pos.unwrap().line >= 1);
+    }
+}

@@ -1,0 +1,95 @@
+//! The YAML node tree: each value with the position where it starts, and its plain-data view.
+
+use crate::diag::{Diagnostic, Pos};
+use serde_json::{Map, Number, Value};
+
+/// One YAML node and where it starts.
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub kind: Kind,
+    pub pos: Pos,
+}
+
+#[derive(Clone, Debug)]
+pub enum Kind {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Node>),
+    /// Keys in document order, each with its own position (for "unknown key" errors).
+    Map(Vec<(String, Pos, Node)>),
+}
+
+impl Node {
+    /// A short name of the node's type for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self.kind {
+            Kind::Null => "null",
+            Kind::Bool(_) => "a boolean",
+            Kind::Int(_) | Kind::Float(_) => "a number",
+            Kind::Str(_) => "a string",
+            Kind::Seq(_) => "a list",
+            Kind::Map(_) => "a mapping",
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_map(&self) -> Option<&[(String, Pos, Node)]> {
+        match &self.kind {
+            Kind::Map(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.as_map()?
+            .iter()
+            .find(|(k, _, _)| k == key)
+            .map(|(_, _, v)| v)
+    }
+
+    /// The scalar as text (numbers and booleans too), for keys like `name:` that accept any scalar.
+    pub fn scalar_text(&self) -> Option<String> {
+        match &self.kind {
+            Kind::Str(s) => Some(s.clone()),
+            Kind::Int(i) => Some(i.to_string()),
+            Kind::Float(f) => Some(f.to_string()),
+            Kind::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Plain data, positions dropped (module parameters, variables).
+    pub fn to_json(&self) -> Value {
+        match &self.kind {
+            Kind::Null => Value::Null,
+            Kind::Bool(b) => Value::Bool(*b),
+            Kind::Int(i) => Value::Number((*i).into()),
+            Kind::Float(f) => Number::from_f64(*f)
+                .map(Value::Number)
+                .unwrap_or(Value::Null),
+            Kind::Str(s) => Value::String(s.clone()),
+            Kind::Seq(items) => Value::Array(items.iter().map(Node::to_json).collect()),
+            Kind::Map(entries) => {
+                let mut m = Map::new();
+                for (k, _, v) in entries {
+                    m.insert(k.clone(), v.to_json());
+                }
+                Value::Object(m)
+            }
+        }
+    }
+
+    /// An error at this node.
+    pub fn err(&self, msg: impl Into<String>) -> Diagnostic {
+        Diagnostic::at(&self.pos, msg)
+    }
+}
