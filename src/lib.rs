@@ -3,7 +3,6 @@
 //! `main_entry` is the only thing the binary calls: it parses arguments, runs the engine, prints
 //! an error once and maps the outcome to an exit status (0 ok, 1 failed, 2 bad input, 3 not converged).
 
-pub mod actions;
 pub mod cli;
 pub mod config;
 pub mod connection;

@@ -2,12 +2,12 @@
 //! controller or send it to the agent, and say what happened.
 
 use super::actions::include_vars;
+use super::actions::prepare::{self as actions, Prepared};
 use super::connect::conn_key;
 use super::handlers::handler_names;
 use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::{display, playbook_scope, Shared};
-use crate::actions::{self, Prepared};
 use crate::connection::pool::ConnKey;
 use crate::playbook::Task;
 use crate::report::Status;

@@ -2,7 +2,7 @@
 //! host is touched, and where `copy`/`template` sources are found on the controller.
 //!
 //! Running the actions (rendering templates, `debug`, `assert`, ...) is the engine's part
-//! (`crate::actions`); it reuses these parameter types so both halves accept the same keys.
+//! (`engine::actions::prepare`); it reuses these parameter types so both halves accept the same keys.
 
 use super::files::looked_in;
 use fixpoint_modules::params::{Bool, ModeSpec};

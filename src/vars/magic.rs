@@ -2,10 +2,12 @@
 //! `group_names`, `ansible_play_hosts`, `role_path`, `ansible_loop`, `omit`...
 
 use super::{PlayVars, VarSrc};
-use crate::actions;
 use crate::config::Config;
 use serde_json::{json, Map, Value};
 use std::path::Path;
+
+/// Placeholder Ansible users write as `default(omit)`: a parameter rendered to it is dropped.
+pub const OMIT: &str = "__fixpoint_omit_place_holder__";
 
 /// `inventory_hostname` and `inventory_hostname_short`: the magic variables every scope of a
 /// host has, including the one its `hostvars` entry is rendered in.
@@ -50,7 +52,7 @@ pub fn play_magic(
     search_path.push(abs(&play.dir));
     magic.insert("ansible_search_path".into(), json!(search_path));
     magic.insert("ansible_diff_mode".into(), json!(cfg.diff));
-    magic.insert("omit".into(), json!(actions::OMIT));
+    magic.insert("omit".into(), json!(OMIT));
     magic
 }
 

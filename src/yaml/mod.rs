@@ -1,8 +1,9 @@
 //! YAML with source positions: a node tree built from yaml-rust2's marked events, typed like PyYAML (YAML 1.1).
 //!
-//! serde_yaml drops positions, and every load error must point at `file:line:col`, so playbooks
-//! and vars files are read through this tree. Scalars resolve the way Ansible's PyYAML does:
-//! `yes`/`no`/`on`/`off` are booleans and `0644` is octal, so playbooks behave the same here.
+//! Every YAML the project reads goes through here: playbooks, roles, inventories, group_vars and
+//! host_vars, vars files, `include_vars`, `-e @file` and `from_yaml`. Errors point at
+//! `file:line:col`, and scalars resolve the way Ansible's PyYAML does (`yes`/`no`/`on`/`off`
+//! are booleans, `0644` is octal), so every source types a value the same way.
 //!
 //! yaml/ is the one YAML 1.1 loader of the project: `node` (the tree), `builder` (events ->
 //! tree), `resolve` (scalar typing). It must NOT know about playbooks, inventories or Ansible

@@ -1,5 +1,6 @@
-//! Controller-side actions at run time: `copy`/`template` sources read on the controller, the
-//! modules that never leave it (`debug`, `assert`, `set_fact`, `fail`) and `include_vars`.
+//! Controller-side actions prepared before a task's request: `copy`/`template` sources read on
+//! the controller, the modules that never leave it (`debug`, `assert`, `set_fact`, `fail`) and
+//! `include_vars`.
 //!
 //! Their parameters and load-time checks live in `playbook::actions`.
 
@@ -8,13 +9,11 @@ use crate::playbook::actions::{
 };
 use crate::playbook::files::looked_in;
 use crate::template::Templar;
+use crate::vars::magic::OMIT;
 use fixpoint_modules::params::Bool;
 use fixpoint_modules::{Outcome, ParamError};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
-
-/// Placeholder Ansible users write as `default(omit)`: a parameter rendered to it is dropped.
-pub const OMIT: &str = "__fixpoint_omit_place_holder__";
 
 fn include_vars_params(params: &Value) -> Result<IncludeVarsParams, ParamError> {
     parse(params)

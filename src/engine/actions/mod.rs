@@ -1,12 +1,12 @@
-//! The controller-side actions the engine runs itself, because they change the host's
-//! variables: `include_vars` and `setup`. (The other controller-side actions are prepared by
-//! `crate::actions`.)
+//! Controller-side actions. The engine runs `include_vars` and `setup` itself, here, because
+//! they change the host's variables; `prepare` turns the others into an outcome or a request.
+
+pub mod prepare;
 
 use super::facts::facts_vars;
 use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::Shared;
-use crate::actions;
 use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::magic::abs;
@@ -29,7 +29,7 @@ pub(super) fn include_vars(
         search.push(r.path.clone());
     }
     search.push(ctx.play.dir.clone());
-    match actions::include_vars(params, &search, &task.pos) {
+    match prepare::include_vars(params, &search, &task.pos) {
         Ok((vars, files)) => {
             h.included_vars.extend(vars.clone());
             let mut result = Map::new();
