@@ -1,4 +1,4 @@
-//! fixpoint's engine: CLI, loader, templating, scheduler, transports, agent and reporter.
+//! fixpoint, the controller: command line, inventory, playbook loading, templating, the engine, connections and reporting.
 //!
 //! `main_entry` is the only thing the binary calls: it parses arguments, runs the engine, prints
 //! an error once and maps the outcome to an exit status (0 ok, 1 failed, 2 bad input, 3 not converged).
