@@ -13,7 +13,6 @@ use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::Scope;
 use fixpoint_agent::protocol::{NotifySpec, OnceSpec, Request, Response};
-use fixpoint_modules::Outcome;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,35 +74,8 @@ impl Shared<'_> {
         )
         .map_err(|f| (false, f.msg))?;
         let (module, params) = match prepared {
-            Prepared::Done(Ok(outcome)) => {
-                return Ok(ItemResult {
-                    status: if outcome.changed {
-                        Status::Changed
-                    } else {
-                        Status::Ok
-                    },
-                    msg: outcome.msg.clone(),
-                    outcome,
-                    ignored: false,
-                    note: None,
-                    outbox_written: None,
-                    delegated_to: None,
-                })
-            }
-            Prepared::Done(Err(f)) => {
-                return Ok(ItemResult {
-                    status: Status::Failed,
-                    outcome: Outcome {
-                        result: f.result,
-                        ..Outcome::default()
-                    },
-                    msg: Some(f.msg),
-                    ignored: false,
-                    note: None,
-                    outbox_written: None,
-                    delegated_to: None,
-                })
-            }
+            Prepared::Done(Ok(outcome)) => return Ok(ItemResult::done(outcome)),
+            Prepared::Done(Err(f)) => return Ok(ItemResult::failed(f.msg, f.result)),
             Prepared::Agent { module, params } => (module, params),
         };
         // Templated parameters are checked now that they have values.
@@ -158,29 +130,14 @@ impl Shared<'_> {
                 note,
                 outbox_written,
             }) => Ok(ItemResult {
-                status: if outcome.changed {
-                    Status::Changed
-                } else {
-                    Status::Ok
-                },
-                msg: outcome.msg.clone(),
-                outcome,
-                ignored: false,
                 note,
                 outbox_written: outbox_written.then_some(conn_key(h, &spec)),
                 delegated_to: conn_key(h, &spec).0,
+                ..ItemResult::done(outcome)
             }),
             Ok(Response::Failed { msg, result }) => Ok(ItemResult {
-                status: Status::Failed,
-                outcome: Outcome {
-                    result,
-                    ..Outcome::default()
-                },
-                msg: Some(msg),
-                ignored: false,
-                note: None,
-                outbox_written: None,
                 delegated_to: conn_key(h, &spec).0,
+                ..ItemResult::failed(msg, result)
             }),
             Ok(other) => Err((
                 false,

@@ -26,13 +26,38 @@ pub(super) struct ItemResult {
 
 impl ItemResult {
     pub(super) fn ok(result: Map<String, Value>) -> ItemResult {
+        ItemResult::done(Outcome {
+            result,
+            ..Outcome::default()
+        })
+    }
+
+    /// A module's outcome: changed or ok, its message shown.
+    pub(super) fn done(outcome: Outcome) -> ItemResult {
         ItemResult {
-            status: Status::Ok,
+            status: if outcome.changed {
+                Status::Changed
+            } else {
+                Status::Ok
+            },
+            msg: outcome.msg.clone(),
+            outcome,
+            ignored: false,
+            note: None,
+            outbox_written: None,
+            delegated_to: None,
+        }
+    }
+
+    /// A failure with its message and whatever result the module returned with it.
+    pub(super) fn failed(msg: String, result: Map<String, Value>) -> ItemResult {
+        ItemResult {
+            status: Status::Failed,
             outcome: Outcome {
                 result,
                 ..Outcome::default()
             },
-            msg: None,
+            msg: Some(msg),
             ignored: false,
             note: None,
             outbox_written: None,

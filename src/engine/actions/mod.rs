@@ -8,10 +8,8 @@ use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::Shared;
 use crate::playbook::Task;
-use crate::report::Status;
 use crate::vars::magic::abs;
 use fixpoint_agent::protocol::{Request, Response};
-use fixpoint_modules::Outcome;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
@@ -40,15 +38,7 @@ pub(super) fn include_vars(
             );
             ItemResult::ok(result)
         }
-        Err(msg) => ItemResult {
-            status: Status::Failed,
-            outcome: Outcome::default(),
-            msg: Some(msg),
-            ignored: false,
-            note: None,
-            outbox_written: None,
-            delegated_to: None,
-        },
+        Err(msg) => ItemResult::failed(msg, Map::new()),
     }
 }
 
