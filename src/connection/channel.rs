@@ -2,6 +2,7 @@
 
 use super::agent_binary::AgentBinary;
 use super::bootstrap;
+use super::Secret;
 use fixpoint_agent::protocol::{encode, Request, Response, AGENT_MAGIC, MAX_FRAME};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -20,13 +21,14 @@ pub enum TransportError {
     Protocol(String),
 }
 
-/// How to reach one host, from its connection variables.
+/// How to reach one host, from its connection variables. `Debug` shows no password: it is a
+/// `Secret`.
 #[derive(Clone, Debug)]
 pub struct ConnSpec {
     pub host: String,
     pub kind: ConnKind,
     pub become_user: Option<String>,
-    pub become_password: Option<String>,
+    pub become_password: Option<Secret>,
     /// `fixpoint_agent_path`: an agent binary to ship instead of the embedded one.
     pub agent_path: Option<PathBuf>,
     /// `fixpoint_state_dir`: where the agent keeps its lock, journal and outbox.
@@ -121,7 +123,8 @@ pub async fn connect(
         _keep: started.keep,
     };
     if let Some(pw) = &spec.become_password {
-        conn.write_raw(format!("{pw}\n").as_bytes()).await?;
+        conn.write_raw(format!("{}\n", pw.expose()).as_bytes())
+            .await?;
     }
     // The first 8 bytes say whether the cache needs the binary or the agent is already up.
     let mut magic = [0u8; 8];

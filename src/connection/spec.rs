@@ -2,7 +2,7 @@
 //! `ansible_become`...) turned into the `ConnSpec` the transports connect with.
 
 use crate::config::Config;
-use crate::connection::{ConnKind, ConnSpec};
+use crate::connection::{ConnKind, ConnSpec, Secret};
 use crate::playbook::{Play, Task};
 use crate::vars::Scope;
 use serde_json::{json, Map, Value};
@@ -58,10 +58,12 @@ pub fn from_vars(
         None
     };
     let become_password = if become_user.is_some() {
+        // A password variable becomes a `Secret` as soon as it is read: from here on it can
+        // be logged or put in an error without being shown.
         cfg.become_password
             .clone()
-            .or(as_string(get("ansible_become_password")?))
-            .or(as_string(get("ansible_become_pass")?))
+            .or(as_string(get("ansible_become_password")?).map(Secret::new))
+            .or(as_string(get("ansible_become_pass")?).map(Secret::new))
     } else {
         None
     };

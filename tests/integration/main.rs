@@ -15,6 +15,7 @@ mod local_engine;
 mod local_modules;
 mod no_log;
 mod roles;
+mod secrets;
 mod ssh;
 mod variables;
 mod yaml_typing;
