@@ -1,12 +1,14 @@
 //! The checked run configuration built from the raw command line: the engine never sees clap types.
 
 use crate::cli::{Format, RunArgs};
+use crate::connection::Secret;
 use crate::diag::{Diagnostic, Pos};
 use crate::yaml;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// `Debug` shows no password: `become_password` is a `Secret`.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub playbooks: Vec<PathBuf>,
@@ -24,7 +26,8 @@ pub struct Config {
     pub connect_timeout: Duration,
     pub ssh_config: Option<PathBuf>,
     pub accept_new_host_keys: bool,
-    pub become_password: Option<String>,
+    /// The `-K` answer.
+    pub become_password: Option<Secret>,
     pub force_handlers: bool,
     /// Seconds to wait for another run's host lock (0: fail at once).
     pub lock_timeout: u64,
@@ -155,7 +158,7 @@ impl Config {
 }
 
 /// Read the sudo password once: from the terminal without echo, or one line of stdin.
-fn read_become_password() -> Result<String, Diagnostic> {
+fn read_become_password() -> Result<Secret, Diagnostic> {
     use std::io::{BufRead, IsTerminal, Write};
     let stdin = std::io::stdin();
     let tty = stdin.is_terminal();
@@ -183,7 +186,7 @@ fn read_become_password() -> Result<String, Diagnostic> {
         eprintln!();
     }
     res.map_err(|e| Diagnostic::new(format!("cannot read the become password: {e}")))?;
-    Ok(line.trim_end_matches(['\n', '\r']).to_string())
+    Ok(Secret::new(line.trim_end_matches(['\n', '\r'])))
 }
 
 /// `-e` values: `k=v k2=v2`, `@file.yml` / `@file.json`, or a JSON/YAML mapping. Later ones win.

@@ -234,6 +234,7 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
         cli::JournalAction::Show { key } => fixpoint_agent::protocol::JournalOp::Show { key },
         cli::JournalAction::Prune { days } => fixpoint_agent::protocol::JournalOp::Prune { days },
         cli::JournalAction::Resolve { mut args, done, .. } => {
+            // `args` is `required` with 1..=2 values (cli.rs): never empty.
             let key = args.pop().expect("clap requires the key");
             if let Some(host) = args.pop() {
                 pattern = host;

@@ -296,6 +296,7 @@ impl Session {
             return failed(e);
         }
         let response = self.run(module, params, ctx, notify, note);
+        // `self.run` does not touch `self.state`, which was Some at the top of this function.
         let st = self.state.as_ref().expect("checked above");
         rec.finished_at = Some(journal::now_text());
         rec.finished_unix = Some(journal::now_unix());

@@ -2,6 +2,7 @@
 
 use super::agent_binary::AgentBinary;
 use super::bootstrap;
+use super::Secret;
 use fixpoint_agent::protocol::{encode, Request, Response, AGENT_MAGIC, MAX_FRAME};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -20,13 +21,14 @@ pub enum TransportError {
     Protocol(String),
 }
 
-/// How to reach one host, from its connection variables.
+/// How to reach one host, from its connection variables. `Debug` shows no password: it is a
+/// `Secret`.
 #[derive(Clone, Debug)]
 pub struct ConnSpec {
     pub host: String,
     pub kind: ConnKind,
     pub become_user: Option<String>,
-    pub become_password: Option<String>,
+    pub become_password: Option<Secret>,
     /// `fixpoint_agent_path`: an agent binary to ship instead of the embedded one.
     pub agent_path: Option<PathBuf>,
     /// `fixpoint_state_dir`: where the agent keeps its lock, journal and outbox.
@@ -52,7 +54,7 @@ pub struct AgentConn {
     host: String,
     writer: Writer,
     reader: BufReader<Reader>,
-    stderr: Arc<Mutex<String>>,
+    stderr: Arc<StderrTail>,
     /// Keeps the child process (and the SSH session) alive for as long as the connection is used.
     _keep: Keep,
 }
@@ -67,6 +69,37 @@ pub(super) enum Keep {
 }
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
+
+/// The tail of what the host wrote on stderr (sudo, the bootstrap script, the agent), for
+/// error messages. A chatty host must not grow memory without bound: past 64 KiB the oldest
+/// 32 KiB go.
+#[derive(Default)]
+struct StderrTail(Mutex<String>);
+
+impl StderrTail {
+    fn push(&self, text: &str) {
+        let mut s = self.lock();
+        if s.len() > 64 * 1024 {
+            // Host text: 32 KiB may fall inside a character, so cut after it.
+            let cut = s.ceil_char_boundary(32 * 1024);
+            s.drain(..cut);
+        }
+        s.push_str(text);
+    }
+
+    fn text(&self) -> String {
+        self.lock().clone()
+    }
+
+    /// A panic while the lock was held cannot leave the text half-written (a push is one
+    /// `drain` and one `push_str`, each complete or not run), so a poisoned lock is used as is:
+    /// what the host said still belongs in the error message.
+    fn lock(&self) -> std::sync::MutexGuard<'_, String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// A started bootstrap script: its stdin, stdout, stderr, and what keeps it alive.
@@ -91,7 +124,7 @@ pub async fn connect(
         }
         ConnKind::Ssh { .. } => super::ssh::start(spec, binary).await?,
     };
-    let stderr = Arc::new(Mutex::new(String::new()));
+    let stderr = Arc::new(StderrTail::default());
     {
         let stderr = stderr.clone();
         let host = spec.host.clone();
@@ -104,12 +137,7 @@ pub async fn connect(
                 }
                 let text = String::from_utf8_lossy(&buf[..n]).into_owned();
                 tracing::debug!(host = %host, "agent stderr: {}", text.trim_end());
-                let mut s = stderr.lock().expect("stderr buffer");
-                // Keep the tail only: a chatty agent must not grow memory without bound.
-                if s.len() > 64 * 1024 {
-                    s.drain(..32 * 1024);
-                }
-                s.push_str(&text);
+                stderr.push(&text);
             }
         });
     }
@@ -121,7 +149,8 @@ pub async fn connect(
         _keep: started.keep,
     };
     if let Some(pw) = &spec.become_password {
-        conn.write_raw(format!("{pw}\n").as_bytes()).await?;
+        conn.write_raw(format!("{}\n", pw.expose()).as_bytes())
+            .await?;
     }
     // The first 8 bytes say whether the cache needs the binary or the agent is already up.
     let mut magic = [0u8; 8];
@@ -166,12 +195,7 @@ impl AgentConn {
 
     /// A "lost" error that carries what the host said on stderr (sudo, the bootstrap script...).
     fn lost(&self, why: String) -> TransportError {
-        let said = self
-            .stderr
-            .lock()
-            .expect("stderr buffer")
-            .trim()
-            .to_string();
+        let said = self.stderr.text().trim().to_string();
         let why = if why.contains("early eof") || why.contains("unexpected end") {
             "the agent's channel closed".to_string()
         } else {
@@ -186,7 +210,7 @@ impl AgentConn {
 
     /// What the host printed on stderr so far (for failures before the agent started).
     pub fn stderr_text(&self) -> String {
-        self.stderr.lock().expect("stderr buffer").clone()
+        self.stderr.text()
     }
 
     /// Send one request and wait for its response, with an optional timeout.
@@ -238,5 +262,41 @@ impl AgentConn {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stderr_tail_is_cut_at_a_character_and_stays_bounded() {
+        let tail = StderrTail::default();
+        // Chunks of two-byte characters and a newline, as the reader gets them, after a first
+        // line of one byte: 32 KiB falls inside a character.
+        let chunk = format!("{}\n", "é".repeat(2047));
+        tail.push("\n");
+        for _ in 0..100 {
+            tail.push(&chunk);
+        }
+        let text = tail.text();
+        assert!(text.len() <= 64 * 1024 + chunk.len(), "{}", text.len());
+        assert!(text.ends_with(&chunk));
+        assert!(text.chars().all(|c| c == 'é' || c == '\n'));
+    }
+
+    #[test]
+    fn a_poisoned_stderr_tail_is_still_read_and_written() {
+        let tail = Arc::new(StderrTail::default());
+        tail.push("sudo: a password is required\n");
+        let t = tail.clone();
+        let _ = std::thread::spawn(move || {
+            let _guard = t.0.lock();
+            panic!("poison the lock");
+        })
+        .join();
+        assert!(tail.0.is_poisoned());
+        tail.push("more\n");
+        assert_eq!(tail.text(), "sudo: a password is required\nmore\n");
     }
 }

@@ -11,8 +11,10 @@ mod bootstrap;
 mod channel;
 mod local;
 pub mod pool;
+mod secret;
 pub mod spec;
 mod ssh;
 
 pub use agent_binary::AgentBinary;
 pub use channel::{connect, AgentConn, ConnKind, ConnSpec, TransportError};
+pub use secret::Secret;

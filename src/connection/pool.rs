@@ -81,6 +81,7 @@ pub async fn get_or_start<'c>(
         }
         conns.insert(key.clone(), conn);
     }
+    // Present already or inserted above.
     Ok(conns.get_mut(&key).expect("just inserted"))
 }
 

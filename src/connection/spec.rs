@@ -2,7 +2,7 @@
 //! `ansible_become`...) turned into the `ConnSpec` the transports connect with.
 
 use crate::config::Config;
-use crate::connection::{ConnKind, ConnSpec};
+use crate::connection::{ConnKind, ConnSpec, Secret};
 use crate::playbook::{Play, Task};
 use crate::vars::Scope;
 use serde_json::{json, Map, Value};
@@ -58,10 +58,12 @@ pub fn from_vars(
         None
     };
     let become_password = if become_user.is_some() {
+        // A password variable becomes a `Secret` as soon as it is read: from here on it can
+        // be logged or put in an error without being shown.
         cfg.become_password
             .clone()
-            .or(as_string(get("ansible_become_password")?))
-            .or(as_string(get("ansible_become_pass")?))
+            .or(as_string(get("ansible_become_password")?).map(Secret::new))
+            .or(as_string(get("ansible_become_pass")?).map(Secret::new))
     } else {
         None
     };
@@ -72,7 +74,12 @@ pub fn from_vars(
                 .or(as_string(get("ansible_ssh_host")?))
                 .unwrap_or_else(|| host.to_string()),
             port: match get("ansible_port")?.or(get("ansible_ssh_port")?) {
-                Some(Value::Number(n)) => n.as_u64().map(|p| p as u16),
+                // A number that is not a port (70000, -1, 22.5) is refused, not cut to 16 bits.
+                Some(Value::Number(n)) => Some(
+                    n.as_u64()
+                        .and_then(|p| u16::try_from(p).ok())
+                        .ok_or_else(|| format!("ansible_port `{n}` is not a port number"))?,
+                ),
                 Some(Value::String(s)) => Some(
                     s.parse::<u16>()
                         .map_err(|_| format!("ansible_port `{s}` is not a port number"))?,

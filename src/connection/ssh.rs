@@ -22,6 +22,7 @@ pub(super) async fn start(
         accept_new_host_keys,
     } = &spec.kind
     else {
+        // `channel::connect` calls this for `ConnKind::Ssh` only.
         unreachable!("ssh::start is called for SSH connections only")
     };
     let mut b = openssh::SessionBuilder::default();

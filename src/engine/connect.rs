@@ -73,8 +73,12 @@ impl Shared<'_> {
                 lock_timeout_secs: self.cfg.lock_timeout,
                 retention_days: journal_retention(ctx.play),
             };
-            // The agent may wait for another run's lock before it answers.
-            let timeout = self.cfg.connect_timeout + Duration::from_secs(self.cfg.lock_timeout);
+            // The agent may wait for another run's lock before it answers. `--lock-timeout`
+            // is any number of seconds: one too far to add up means no deadline.
+            let timeout = self
+                .cfg
+                .connect_timeout
+                .saturating_add(Duration::from_secs(self.cfg.lock_timeout));
             (req, timeout)
         };
         pool::get_or_start(&mut h.conns, key, spec, self.binary, begin, &mut h.pending).await

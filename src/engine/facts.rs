@@ -19,7 +19,9 @@ impl Engine {
         }
         self.reporter.task_start("Gathering Facts", false);
         let shared = shared!(self);
-        let sem = tokio::sync::Semaphore::new(self.cfg.forks);
+        // At most MAX_PERMITS (2^61 - 1), which is the same as no bound (see `run_task`).
+        let sem =
+            tokio::sync::Semaphore::new(self.cfg.forks.min(tokio::sync::Semaphore::MAX_PERMITS));
         let futures = self
             .hosts
             .values_mut()
@@ -28,6 +30,7 @@ impl Engine {
                 let sem = &sem;
                 let shared = &shared;
                 async move {
+                    // The semaphore is local and never closed.
                     let _permit = sem.acquire().await.expect("semaphore open");
                     let spec = match shared.conn_spec(h, ctx, None) {
                         Ok(s) => s,

@@ -32,9 +32,12 @@ impl Engine {
             targets
         };
         let shared = shared!(self);
+        // `--forks` is any count; a semaphore holds at most MAX_PERMITS (2^61 - 1): more
+        // hosts at once than that is the same as no bound.
         let sem = tokio::sync::Semaphore::new(
             task.throttle
-                .map_or(self.cfg.forks, |t| t.min(self.cfg.forks)),
+                .map_or(self.cfg.forks, |t| t.min(self.cfg.forks))
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
         );
         let ctx = self.snapshot(ctx);
         let ctx = &ctx;
@@ -46,6 +49,7 @@ impl Engine {
                 let sem = &sem;
                 let shared = &shared;
                 async move {
+                    // The semaphore is local and never closed.
                     let _permit = sem.acquire().await.expect("semaphore open");
                     let events = shared.run_task_on_host(ctx, task, h).await;
                     (h.name.clone(), events)

@@ -162,6 +162,7 @@ impl Engine {
                 } => loader
                     .runtime_role(&file, &inc.pos, from, params.clone(), inherit)
                     .map_err(|d| d.to_string()),
+                // The first match of the loop ran these and went on to the next group.
                 IncludeSource::Loaded(_) => unreachable!("run above"),
             };
             match loaded {

@@ -66,6 +66,9 @@ pub struct Engine {
     templar: Arc<Templar>,
     inventory: Arc<Inventory>,
     reporter: Reporter,
+    /// Every host a play selected gets its state here before any step runs (`play.rs` calls
+    /// `host_state` for each), and states are never removed (a free play's lane takes its host's
+    /// and gives it back): the engine's `expect("host state")` on a host of the play hold.
     hosts: BTreeMap<String, HostState>,
     /// The embedded agent, shipped to hosts whose cache lacks it.
     binary: Arc<AgentBinary>,
@@ -118,6 +121,7 @@ impl Engine {
             self.hosts
                 .insert(name.to_string(), HostState::new(name, inv_vars));
         }
+        // Inserted just above when missing.
         self.hosts.get_mut(name).expect("just inserted")
     }
 

@@ -100,9 +100,9 @@ impl Shared<'_> {
             if stop {
                 break;
             }
-            if task.loop_pause > 0.0 && i + 1 < items.len() {
+            if !task.loop_pause.is_zero() && i + 1 < items.len() {
                 // `loop_control.pause`: the playbook asked for time between items.
-                tokio::time::sleep(Duration::from_secs_f64(task.loop_pause)).await;
+                tokio::time::sleep(task.loop_pause).await;
             }
         }
         if let Some(reg) = &task.register {
@@ -134,9 +134,11 @@ impl Shared<'_> {
         scope: &Arc<Scope>,
         item: Option<String>,
     ) -> Event {
-        let mut attempt: u32 = 0;
+        let mut attempt: u64 = 0;
         loop {
-            attempt += 1;
+            // `retries` may be any count the playbook gives: past u64::MAX attempts (never
+            // reached) the count stays put rather than wrap round to "first attempt".
+            attempt = attempt.saturating_add(1);
             let r = self.run_item(ctx, task, h, scope).await;
             let wrote = outbox_writer(&r);
             let mut ev = self.finish_item(task, h, scope, r, item.clone());

@@ -307,8 +307,8 @@ pub struct Task {
     pub loop_var: String,
     pub index_var: Option<String>,
     pub loop_label: Option<String>,
-    /// `loop_control.pause`: seconds between items.
-    pub loop_pause: f64,
+    /// `loop_control.pause`: the wait between items.
+    pub loop_pause: std::time::Duration,
     /// `loop_control.extended`: `ansible_loop` for each item.
     pub loop_extended: bool,
     pub register: Option<String>,
@@ -337,7 +337,7 @@ pub struct Task {
     pub run_once: bool,
     /// `until`: retry the task until these hold, `retries` times, `delay` seconds apart.
     pub until: Option<Conditions>,
-    pub retries: u32,
+    pub retries: u64,
     pub delay: u64,
 }
 

@@ -449,6 +449,7 @@ impl<'a> Loader<'a> {
                     self.role(name, params, &inner, &opts)
                 }
             }
+            // `action` is one of the five keys matched where it was found.
             _ => unreachable!("matched above"),
         }
     }

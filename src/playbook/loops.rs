@@ -225,7 +225,11 @@ fn sequence(spec: &str) -> Result<Vec<Value>, String> {
         (Some(_), Some(_)) => return Err(bad("give `end` or `count`, not both")),
         (Some(e), None) => e,
         (None, Some(0)) => return Ok(Vec::new()),
-        (None, Some(c)) => start + (c - 1) * stride,
+        (None, Some(c)) => c
+            .checked_sub(1)
+            .and_then(|c| c.checked_mul(stride))
+            .and_then(|span| start.checked_add(span))
+            .ok_or_else(|| bad("its end is out of range of 64-bit integers"))?,
         (None, None) => return Err(bad("give `end` or `count`")),
     };
     if stride == 0 {
@@ -234,42 +238,80 @@ fn sequence(spec: &str) -> Result<Vec<Value>, String> {
     if (stride > 0 && end < start) || (stride < 0 && end > start) {
         return Err(bad("the sequence never reaches `end` with this `stride`"));
     }
+    let width = match &format {
+        Some(f) => format_width(f).map_err(|e| bad(&e))?,
+        None => 0,
+    };
     let mut out = Vec::new();
     let mut i = start;
     while (stride > 0 && i <= end) || (stride < 0 && i >= end) {
         out.push(Value::String(match &format {
-            Some(f) => printf_int(f, i),
+            Some(f) => printf_int(f, i, width),
             None => i.to_string(),
         }));
-        i += stride;
+        // Past the last 64-bit integer is past `end` too: the sequence is complete.
+        match i.checked_add(stride) {
+            Some(next) => i = next,
+            None => break,
+        }
     }
     Ok(out)
 }
 
-/// The one `%d`-style conversion `with_sequence` formats take (`%d`, `%02d`, `%x`, `%o`).
-fn printf_int(fmt: &str, n: i64) -> String {
-    let re = regex::Regex::new(r"%(0?)(\d*)([dixXo])").expect("static regex");
-    re.replace(fmt, |c: &regex::Captures| {
-        let width: usize = c[2].parse().unwrap_or(0);
-        let body = match &c[3] {
-            "x" => format!("{n:x}"),
-            "X" => format!("{n:X}"),
-            "o" => format!("{n:o}"),
-            _ => n.to_string(),
-        };
-        if c[1].is_empty() {
-            format!("{body:>width$}")
-        } else {
-            format!("{body:0>width$}")
-        }
-    })
-    .into_owned()
+/// The widest `%Nd` a `with_sequence` format may ask for: items are names and numbers, and
+/// a width of billions would only exhaust memory.
+const MAX_FORMAT_WIDTH: usize = 1024;
+
+fn format_re() -> &'static regex::Regex {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(r"%(0?)(\d*)([dixXo])").expect("static regex"))
 }
 
+/// The width of the format's conversion (0 when none is given), checked once for the sequence.
+fn format_width(fmt: &str) -> Result<usize, String> {
+    let Some(c) = format_re().captures(fmt) else {
+        return Ok(0);
+    };
+    if c[2].is_empty() {
+        return Ok(0);
+    }
+    c[2].parse::<usize>()
+        .ok()
+        .filter(|w| *w <= MAX_FORMAT_WIDTH)
+        .ok_or_else(|| {
+            format!(
+                "format width {} is too wide (at most {MAX_FORMAT_WIDTH})",
+                &c[2]
+            )
+        })
+}
+
+/// The one `%d`-style conversion `with_sequence` formats take (`%d`, `%02d`, `%x`, `%o`), with
+/// the width `format_width` checked.
+fn printf_int(fmt: &str, n: i64, width: usize) -> String {
+    format_re()
+        .replace(fmt, |c: &regex::Captures| {
+            let body = match &c[3] {
+                "x" => format!("{n:x}"),
+                "X" => format!("{n:X}"),
+                "o" => format!("{n:o}"),
+                _ => n.to_string(),
+            };
+            if c[1].is_empty() {
+                format!("{body:>width$}")
+            } else {
+                format!("{body:0>width$}")
+            }
+        })
+        .into_owned()
+}
+
+/// The value as JSON for a message, cut after about 80 bytes, at a character boundary: the
+/// value comes from the playbook or a host and may hold any text.
 fn short(v: &Value) -> String {
     let s = v.to_string();
     if s.len() > 80 {
-        format!("{}…", &s[..80])
+        format!("{}…", &s[..s.floor_char_boundary(80)])
     } else {
         s
     }
@@ -290,6 +332,29 @@ mod tests {
         assert_eq!(s("4-6/2:web%02d"), [json!("web04"), json!("web06")]);
         assert_eq!(s("2"), [json!("1"), json!("2")]);
         assert!(sequence("start=5 end=1").is_err());
+        // The ends of the 64-bit integers are reached, not stepped over.
+        assert_eq!(
+            s("start=9223372036854775806 end=9223372036854775807").len(),
+            2
+        );
+        assert_eq!(
+            s("start=-9223372036854775807 end=-9223372036854775808 stride=-1").len(),
+            2
+        );
+        assert!(sequence("start=1 count=9223372036854775807 stride=2").is_err());
+        assert!(sequence("1:x%99999d").is_err());
+        assert_eq!(s("2:x%1024d")[0].as_str().unwrap().len(), 1025);
+    }
+
+    #[test]
+    fn a_non_list_value_with_non_ascii_text_is_cut_at_a_character() {
+        // The quote and 39 two-byte characters: byte 80 falls inside the 40th.
+        let e = expand(LoopKind::List, json!("é".repeat(60)), &[]).unwrap_err();
+        assert!(e.starts_with("`loop` must be a list"), "{e}");
+        assert!(e.ends_with(&format!("\"{}…", "é".repeat(39))), "{e}");
+        for kind in [LoopKind::Dict, LoopKind::Nested] {
+            assert!(expand(kind, json!("ü".repeat(100)), &[]).is_err());
+        }
     }
 
     #[test]

@@ -12,6 +12,9 @@ use crate::yaml::{Kind, Node};
 use serde_json::{Map, Value};
 use std::path::Path;
 
+/// The longest task `timeout` ansible-core takes, in seconds (about three years).
+const MAX_TIMEOUT: i64 = 100_000_000;
+
 /// Actions fixpoint runs itself on the controller (or through the agent's facts) rather than
 /// as a module: `include_vars`, `setup`.
 fn controller_action(k: &str) -> Option<&'static str> {
@@ -128,7 +131,7 @@ pub(crate) fn load_task(
 
     let opt = |key: &str| node.get(key);
     let mut loop_label = None;
-    let mut loop_pause = 0.0;
+    let mut loop_pause = std::time::Duration::ZERO;
     let mut loop_extended = false;
     if let Some(lc) = opt("loop_control") {
         let lce = map_of(lc, "`loop_control`")?;
@@ -143,11 +146,14 @@ pub(crate) fn load_task(
             loop_label = Some(string_of(v, "label")?);
         }
         if let Some(v) = lc.get("pause") {
-            loop_pause = match v.kind {
+            let secs = match v.kind {
                 Kind::Int(i) if i >= 0 => i as f64,
                 Kind::Float(f) if f >= 0.0 => f,
                 _ => return Err(v.err("`pause` must be a number of seconds")),
             };
+            // `.inf` and 1e300 are floats too, but no wait that long can be counted.
+            loop_pause = std::time::Duration::try_from_secs_f64(secs)
+                .map_err(|_| v.err(format!("`pause` of {secs} seconds is too long to wait")))?;
         }
         if let Some(v) = lc.get("extended") {
             loop_extended = bool_of(v, "extended")?;
@@ -217,7 +223,12 @@ pub(crate) fn load_task(
         },
         timeout: match opt("timeout") {
             Some(n) => match n.kind {
-                Kind::Int(i) if i > 0 => Some(i as u64),
+                Kind::Int(i) if i > 0 && i <= MAX_TIMEOUT => Some(i as u64),
+                Kind::Int(i) if i > MAX_TIMEOUT => {
+                    return Err(n.err(format!(
+                        "`timeout` of {i} seconds is too long: ansible-core takes at most {MAX_TIMEOUT}"
+                    )))
+                }
                 _ => return Err(n.err("`timeout` must be a positive number of seconds")),
             },
             None => None,
@@ -237,7 +248,7 @@ pub(crate) fn load_task(
             .transpose()?,
         retries: match opt("retries") {
             Some(n) => match n.kind {
-                Kind::Int(i) if i >= 0 => i as u32,
+                Kind::Int(i) if i >= 0 => i as u64,
                 _ => return Err(n.err("`retries` must be a number")),
             },
             // Ansible's default when `until` is given.

@@ -151,6 +151,7 @@ fn yaml_map(
                 out.push('\n');
                 yaml_seq(items, col, false, indent, fl, out);
             }
+            // Scalars were written inline by the first arm.
             _ => unreachable!("scalars are inline"),
         }
     }
@@ -170,6 +171,7 @@ fn yaml_seq(a: &[Json], col: usize, prefixed: bool, indent: usize, fl: bool, out
             }
             Json::Object(inner) => yaml_map(inner, col + indent, true, indent, fl, out),
             Json::Array(items) => yaml_seq(items, col + indent, true, indent, fl, out),
+            // Scalars were written inline by the first arm.
             _ => unreachable!("scalars are inline"),
         }
     }

@@ -36,6 +36,10 @@ impl Layer {
 }
 
 /// A lazily resolving variable scope, usable as a minijinja context.
+///
+/// Its locks are `expect`ed: none is held across a call that can panic (rendering happens with
+/// every lock released; under a lock there are only push, pop, insert, take and `format!`), so
+/// none can be poisoned.
 pub struct Scope {
     layers: Vec<Layer>,
     templar: Arc<Templar>,

@@ -24,6 +24,7 @@ pub fn resolve_plain(s: &str) -> Kind {
     // (PyYAML's sexagesimal `1:30` forms are not handled.)
     static INT: OnceLock<Regex> = OnceLock::new();
     static FLOAT: OnceLock<Regex> = OnceLock::new();
+    // Fixed patterns, tested below: they compile.
     let int_re = INT.get_or_init(|| {
         Regex::new(r"^[-+]?(?:0b[0-1_]+|0[0-7_]+|0|[1-9][0-9_]*|0x[0-9a-fA-F_]+)$").unwrap()
     });

@@ -4,6 +4,7 @@
 mod support;
 
 mod agent_binary;
+mod bad_input;
 mod blocks;
 mod cli_listing;
 mod fx;
@@ -15,6 +16,7 @@ mod local_engine;
 mod local_modules;
 mod no_log;
 mod roles;
+mod secrets;
 mod ssh;
 mod variables;
 mod yaml_typing;

@@ -467,6 +467,12 @@ impl SshHost {
         .unwrap_or_else(|e| panic!("{e:?}"));
     }
 
+    /// The pid of the reaper above sshd: every process sshd starts for a login (the
+    /// per-connection sshd, the user's shell and what it runs) stays below it.
+    pub fn reaper_pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
     /// Whether sshd is still running (false after [`kill`](Self::kill)).
     pub fn is_running(&self) -> bool {
         self.child.is_some()
@@ -599,7 +605,8 @@ fn write(path: &Path, text: &str, mode: u32) -> Result<(), StartError> {
         .map_err(|e| StartError::Fatal(format!("cannot write {}: {e}", path.display())))
 }
 
-/// `pre_exec` hook that puts a reaper process between the test and sshd.
+/// `pre_exec` hook that puts a reaper process between the test and sshd (or any
+/// program whose every descendant, daemonised or not, the test must find).
 ///
 /// Killing sshd orphans its per-connection processes (they are its children
 /// under `-D`), and orphans go to init, which here may never reap them: each
@@ -609,7 +616,7 @@ fn write(path: &Path, text: &str, mode: u32) -> Result<(), StartError> {
 /// that ends up below it, and exits with sshd's status when none is left.
 /// Making the test process itself the subreaper would need reaping with
 /// `waitpid(-1)`, stealing statuses from the tests' own children.
-fn interpose_reaper() -> std::io::Result<()> {
+pub fn interpose_reaper() -> std::io::Result<()> {
     use nix::libc;
 
     nix::sys::prctl::set_child_subreaper(true)?;
@@ -652,7 +659,7 @@ fn interpose_reaper() -> std::io::Result<()> {
 }
 
 /// All processes below `root`, found through /proc by parent pid.
-fn descendants(root: i32) -> Vec<i32> {
+pub fn descendants(root: i32) -> Vec<i32> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     if let Ok(entries) = fs::read_dir("/proc") {
         for entry in entries.flatten() {

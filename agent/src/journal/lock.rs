@@ -22,7 +22,8 @@ impl StateDir {
     pub fn lock(&mut self, info: &LockInfo, timeout: Duration) -> Result<(), String> {
         use nix::fcntl::{Flock, FlockArg};
         let lock_path = self.path.join("lock");
-        let deadline = Instant::now() + timeout;
+        // `--lock-timeout` is any number of seconds: one too far to count means no deadline.
+        let deadline = Instant::now().checked_add(timeout);
         // An agent of this same run may have just taken the lock and not yet written
         // lock.json: give it this long to say so before treating the holder as another run.
         let same_run_grace = Instant::now() + Duration::from_secs(1);
@@ -51,7 +52,8 @@ impl StateDir {
                 }
                 Err((_, e)) => return Err(format!("cannot lock {}: {e}", lock_path.display())),
             }
-            if Instant::now() >= deadline && Instant::now() >= same_run_grace {
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) && now >= same_run_grace {
                 let holder: Option<LockInfo> =
                     read_json(&self.path.join("lock.json")).ok().flatten();
                 return Err(match holder {
@@ -97,5 +99,19 @@ mod tests {
         c.lock(&info, Duration::ZERO).unwrap();
         drop(a);
         b.lock(&other, Duration::ZERO).unwrap();
+    }
+
+    #[test]
+    fn a_wait_too_long_to_count_takes_a_free_lock() {
+        let d = tempfile::tempdir().unwrap();
+        let info = LockInfo {
+            run_id: "run-1".into(),
+            pid: 42,
+            user: "u".into(),
+            since: "now".into(),
+            playbook: "site.yml".into(),
+        };
+        let mut a = StateDir::open(Some(d.path().join("st").to_str().unwrap())).unwrap();
+        a.lock(&info, Duration::from_secs(u64::MAX)).unwrap();
     }
 }

@@ -106,7 +106,9 @@ impl StateDir {
 
     /// Remove records older than `days`. Returns how many went.
     pub fn prune(&self, days: u64) -> Result<usize, String> {
-        let cutoff = now_unix().saturating_sub(days * 86_400);
+        // `days` comes from the playbook or the command line: a retention too long to count in
+        // seconds keeps everything (wrapping round would prune everything instead).
+        let cutoff = now_unix().saturating_sub(days.saturating_mul(86_400));
         let mut n = 0;
         for r in self.records()? {
             let t = r.finished_unix.unwrap_or(r.started_unix);
@@ -169,5 +171,21 @@ mod tests {
         assert_eq!(s.prune(5).unwrap(), 1);
         assert!(s.read_record("u", "site.yml", "k1").unwrap().is_none());
         assert!(s.read_record("u", "site.yml", "k2").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_retention_beyond_the_epoch_keeps_every_record() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(d.path().join("st").to_str().unwrap())).unwrap();
+        let mut r = rec("old", OnceStatus::Done);
+        r.started_unix -= 10 * 86_400;
+        r.finished_unix = Some(r.started_unix);
+        s.write_record(&r).unwrap();
+        // `days * 86_400` wraps round to 61184 seconds here: unchecked, it would prune the
+        // ten-day-old record (or panic).
+        let days = u64::MAX / 86_400 + 1;
+        assert_eq!(s.prune(days).unwrap(), 0);
+        assert_eq!(s.prune(u64::MAX).unwrap(), 0);
+        assert!(s.read_record("u", "site.yml", "old").unwrap().is_some());
     }
 }

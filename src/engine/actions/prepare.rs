@@ -148,6 +148,8 @@ pub fn prepare(
     environment: &Map<String, Value>,
 ) -> Result<Prepared, Failure> {
     strip_omit(&mut params);
+    // A task's parameters are a mapping from the loader (`Task::params`), and rendering a
+    // mapping gives a mapping.
     let obj = params.as_object_mut().expect("parameters are a mapping");
     match module {
         "copy" => {
@@ -195,6 +197,7 @@ pub fn prepare(
             let rendered = templar
                 .render_file(&path.display().to_string(), &source, ctx)
                 .map_err(|e| Failure::msg(e.to_string()))?;
+            // The same mapping as above.
             let obj = params.as_object_mut().expect("mapping");
             for k in ["src", "trim_blocks", "lstrip_blocks", "newline_sequence"] {
                 obj.remove(k);

@@ -65,9 +65,13 @@ pub(super) fn filter_int(value: &Value, args: Rest<Value>) -> Result<Value, Erro
                 2 => lower.strip_prefix("0b").unwrap_or(&lower),
                 _ => &lower,
             };
-            match i64::from_str_radix(digits, base) {
-                Ok(i) => Value::from(if neg { -i } else { i }),
-                Err(_) => s
+            // One sign, taken above: `from_str_radix` would take a second one (`--5`, `0x-5`),
+            // which Python refuses, and `-i` of a parsed i64::MIN overflows.
+            let unsigned = !digits.starts_with(['+', '-']);
+            match i64::from_str_radix(digits, base).ok().filter(|_| unsigned) {
+                // `i` is not negative here, so `-i` cannot overflow.
+                Some(i) => Value::from(if neg { -i } else { i }),
+                None => s
                     .parse::<f64>()
                     .ok()
                     .filter(|f| f.is_finite())
@@ -189,6 +193,17 @@ mod tests {
         assert_eq!(eval("nothing | string"), json!("None"));
         assert_eq!(eval("count | string"), json!("3"));
         assert!(Templar::new().eval("missing | bool", &vars()).is_err());
+    }
+
+    #[test]
+    fn int_takes_one_sign_as_python_does() {
+        // A second sign is not a number (Python's int() raises, Ansible's filter gives the
+        // default); with the most negative integer it once overflowed the negation.
+        assert_eq!(eval("'--9223372036854775808' | int"), json!(0));
+        assert_eq!(eval("'-+5' | int"), json!(0));
+        assert_eq!(eval("'+-5' | int(7)"), json!(7));
+        assert_eq!(eval("'0x-5' | int(base=16)"), json!(0));
+        assert_eq!(eval("'-0x5' | int(base=16)"), json!(-5));
     }
 
     #[test]

@@ -1,0 +1,166 @@
+//! Input at the edges (non-ASCII text where a message cuts it, numbers too big to count with)
+//! never panics: a value the loader can judge is refused with its `file:line:col` and exit 2, a
+//! value known only at run time fails that host with a message, and one that can be honoured is.
+
+use crate::fx::Fx;
+
+/// A run must end by itself, never by a panic (exit 101).
+fn no_panic(out: &crate::fx::Out) {
+    assert!(
+        out.code != 101 && !out.stderr.contains("panicked"),
+        "panic:\n{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_loop_over_non_ascii_text_that_is_not_a_list_fails_the_host_with_a_message() {
+    let fx = Fx::new();
+    fx.play("    - name: looped\n      debug:\n        msg: x\n      loop: \"{{ 'é' * 60 }}\"\n");
+    let out = fx.apply(&[]);
+    no_panic(&out);
+    out.expect(1);
+    let ev = &out.task_events("looped")[0];
+    assert_eq!(ev["status"], "failed");
+    let msg = ev["msg"].as_str().unwrap();
+    assert!(msg.contains("`loop` must be a list"), "{msg}");
+    assert!(msg.contains("éééé…"), "{msg}");
+}
+
+#[test]
+fn with_sequence_at_the_end_of_the_integers_stops_there_and_refuses_what_it_cannot_count() {
+    let fx = Fx::new();
+    // As in ansible-core: the last two 64-bit integers, then the end.
+    fx.play(concat!(
+        "    - name: top\n      debug:\n        msg: \"{{ item }}\"\n",
+        "      with_sequence: start=9223372036854775806 end=9223372036854775807\n",
+        "    - name: bottom\n      debug:\n        msg: \"{{ item }}\"\n",
+        "      with_sequence: start=-9223372036854775807 end=-9223372036854775808 stride=-1\n",
+    ));
+    let out = fx.apply(&["-v"]);
+    no_panic(&out);
+    out.expect(0);
+    let items = |task: &str| -> Vec<String> {
+        out.task_events(task)
+            .iter()
+            .map(|e| e["item"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(items("top"), ["9223372036854775806", "9223372036854775807"]);
+    assert_eq!(
+        items("bottom"),
+        ["-9223372036854775807", "-9223372036854775808"]
+    );
+    for (spec, why) in [
+        ("start=1 count=9223372036854775807 stride=2", "out of range"),
+        ("start=1 end=1 format=%99999999999d", "width"),
+    ] {
+        fx.play(&format!(
+            "    - name: seq\n      debug:\n        msg: \"{{{{ item }}}}\"\n      with_sequence: {spec}\n"
+        ));
+        let out = fx.apply(&[]);
+        no_panic(&out);
+        out.expect(1);
+        let msg = out.task_events("seq")[0]["msg"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(msg.contains("with_sequence") && msg.contains(why), "{msg}");
+    }
+}
+
+#[test]
+fn durations_from_the_playbook_that_cannot_be_waited_are_refused_at_load_time() {
+    let fx = Fx::new();
+    for (keyword, value, line) in [
+        // ansible-core refuses a task timeout above 100000000 seconds.
+        ("timeout", "99999999999999", 10),
+        ("timeout", "100000001", 10),
+        ("pause", ".inf", 12),
+        ("pause", "1e300", 12),
+    ] {
+        let extra = if keyword == "pause" {
+            format!("      loop: [1, 2]\n      loop_control:\n        pause: {value}\n")
+        } else {
+            format!("      {keyword}: {value}\n")
+        };
+        fx.play(&format!(
+            "    - name: t\n      command: \"true\"\n      changed_when: false\n{extra}"
+        ));
+        let out = fx.apply(&[]);
+        no_panic(&out);
+        out.expect(2);
+        assert!(
+            out.stderr.contains(&format!("site.yml:{line}:16")),
+            "{keyword}: {value}:\n{}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains(&format!("`{keyword}`")),
+            "{}",
+            out.stderr
+        );
+    }
+    // The largest task timeout ansible-core takes is taken.
+    fx.play("    - name: t\n      command: \"true\"\n      changed_when: false\n      timeout: 100000000\n");
+    fx.apply(&[]).expect(0);
+}
+
+#[test]
+fn retries_beyond_32_bits_are_not_cut_down() {
+    let fx = Fx::new();
+    // 2^32 retries: cut to 32 bits this was 0, and the task failed after one attempt.
+    fx.play(concat!(
+        "    - name: retried\n      command: \"true\"\n      register: r\n      changed_when: false\n",
+        "      until: r.attempts >= 2\n      retries: 4294967296\n      delay: 0\n",
+    ));
+    let out = fx.apply(&["-v"]);
+    no_panic(&out);
+    out.expect(0);
+    assert_eq!(out.task_events("retried")[0]["result"]["attempts"], 2);
+}
+
+#[test]
+fn a_lock_timeout_or_forks_too_large_to_count_mean_no_bound() {
+    let fx = Fx::new();
+    fx.play(concat!(
+        "    - name: t\n      command: \"true\"\n      changed_when: false\n",
+        "    - name: throttled\n      command: \"true\"\n      changed_when: false\n      throttle: 9223372036854775807\n",
+    ));
+    let max = u64::MAX.to_string();
+    for flag in ["--lock-timeout", "--forks"] {
+        let out = fx.apply(&[flag, &max]);
+        no_panic(&out);
+        out.expect(0);
+    }
+    // Facts are gathered with the same bound.
+    fx.write(
+        "site.yml",
+        &crate::roles::play_head(&fx, "  gather_facts: true\n  tasks: []\n")
+            .replace("  gather_facts: false\n", ""),
+    );
+    let out = fx.apply(&["--forks", &max]);
+    no_panic(&out);
+    out.expect(0);
+}
+
+#[test]
+fn a_port_number_out_of_range_fails_the_host_instead_of_wrapping_round() {
+    let fx = Fx::new();
+    fx.write(
+        "hosts.ini",
+        "web ansible_host=127.0.0.1 ansible_port=70000\n",
+    );
+    fx.write(
+        "site.yml",
+        "- hosts: web\n  gather_facts: false\n  tasks:\n    - name: t\n      command: \"true\"\n      changed_when: false\n",
+    );
+    let out = fx.apply(&["-i", "hosts.ini"]);
+    no_panic(&out);
+    out.expect(1);
+    let msg = out.task_events("t")[0]["msg"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains("ansible_port `70000` is not a port number"),
+        "{msg}"
+    );
+}
