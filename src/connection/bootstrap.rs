@@ -49,6 +49,9 @@ if [ ! -x "$f" ]; then
   t="$f.tmp.$$"
   if head -c {gz_size} | gzip -dc > "$t" && echo "{sha}  $t" | sha256sum -c --status; then
     chmod 700 "$t" && mv -f "$t" "$f"
+    # Agents of other builds (and the pre-0.1 whole-controller copies) pile up one per build:
+    # drop those uploaded over 30 days ago. A controller still using one uploads it again.
+    find "$d" -maxdepth 1 -type f -name 'fixpoint-*' ! -name "fixpoint-agent-{sha}" -mtime +30 -exec rm -f {{}} + 2>/dev/null
   else
     rm -f "$t"; echo "the uploaded agent binary does not match its sha256 {sha}" >&2; exit 99
   fi

@@ -425,6 +425,31 @@ fn a_cold_host_receives_the_compressed_agent_once_even_with_a_become_password() 
     let fleet = Fleet::start(1, "fppass");
     let cached = cached_agent("fppass");
     let _ = std::fs::remove_file(&cached);
+    // Agents of other builds: one uploaded 40 days ago (and an old whole-controller copy) go
+    // with this upload, one from yesterday stays.
+    let dir = cached.parent().unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    let owner = nix::unistd::User::from_name("fppass").unwrap().unwrap();
+    for d in [dir, dir.parent().unwrap()] {
+        nix::unistd::chown(d, Some(owner.uid), Some(owner.gid)).unwrap();
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let stale = [
+        dir.join("fixpoint-agent-0000000000000000000000000000000000000000000000000000000000000000"),
+        dir.join("fixpoint-1111111111111111111111111111111111111111111111111111111111111111"),
+    ];
+    let recent =
+        dir.join("fixpoint-agent-2222222222222222222222222222222222222222222222222222222222222222");
+    for (path, age_days) in [(&stale[0], 40), (&stale[1], 40), (&recent, 1)] {
+        std::fs::write(path, b"old agent").unwrap();
+        let when = std::time::SystemTime::now() - Duration::from_secs(age_days * 86_400);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
     fleet.play(BECOME);
     // The password line and the upload share the channel's stdin: the upload must not eat it.
     apply_with_stdin(&fleet, &["-K"], "fixpoint-test-pw\n").expect(0);
@@ -436,6 +461,12 @@ fn a_cold_host_receives_the_compressed_agent_once_even_with_a_become_password() 
     );
     let meta = std::fs::metadata(&cached).unwrap();
     assert_eq!(meta.mode() & 0o777, 0o700);
+    assert!(
+        stale.iter().all(|p| !p.exists()),
+        "agents unused for 30 days are pruned"
+    );
+    assert!(recent.exists(), "a recent agent of another build is kept");
+    std::fs::remove_file(&recent).unwrap();
     let before = (meta.ino(), meta.mtime(), meta.mtime_nsec());
     // A warm host is not sent the agent again.
     apply_with_stdin(&fleet, &["-K"], "fixpoint-test-pw\n").expect(0);
