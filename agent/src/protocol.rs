@@ -57,6 +57,10 @@ pub enum Request {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OnceSpec {
     pub key: String,
+    /// `once_scope:`: the key is unique within it (default: per host and remote user).
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// The playbook, recorded for display only.
     pub playbook: String,
     pub request_sha256: String,
     /// The task also has a probe guard (`creates`, `removes`, `unless`, `onlyif`): an in-doubt

@@ -156,6 +156,11 @@ impl Session {
         if let Err(e) = st.lock(&info, std::time::Duration::from_secs(lock_timeout_secs)) {
             return failed(e);
         }
+        // Under the lock, before anything reads the journal: records of the first layout are
+        // filed under their key.
+        if let Err(e) = st.migrate_records() {
+            return failed(e);
+        }
         let pruned = match st.prune(retention_days) {
             Ok(n) => n,
             Err(e) => return failed(e),
@@ -228,7 +233,7 @@ impl Session {
             return failed("the journal is not open on this host (internal error: no Begin)");
         };
         let user = me();
-        let existing = match st.read_record(&user, &once.playbook, &once.key) {
+        let existing = match st.read_record(&user, once.scope.as_deref(), &once.key) {
             Ok(r) => r,
             Err(e) => return failed(e),
         };
@@ -279,6 +284,7 @@ impl Session {
         let mut rec = Record {
             key: once.key.clone(),
             user,
+            scope: once.scope.clone(),
             playbook: once.playbook.clone(),
             module: module.to_string(),
             request_sha256: once.request_sha256.clone(),

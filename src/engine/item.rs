@@ -96,8 +96,17 @@ impl Shared<'_> {
                 let key = scope
                     .render(&json!(raw))
                     .map_err(|e| (false, format!("cannot render `once`: {e}")))?;
+                let once_scope = match &task.once_scope {
+                    Some(raw) => {
+                        Some(display(&scope.render(&json!(raw)).map_err(|e| {
+                            (false, format!("cannot render `once_scope`: {e}"))
+                        })?))
+                    }
+                    None => None,
+                };
                 Some(OnceSpec {
                     key: display(&key),
+                    scope: once_scope,
                     playbook: playbook_scope(ctx.book),
                     request_sha256: fixpoint_agent::journal::request_hash(module, &params),
                     probe_guarded: ["creates", "removes", "unless", "onlyif"]

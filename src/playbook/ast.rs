@@ -322,6 +322,8 @@ pub struct Task {
     pub diff: Option<bool>,
     pub vars: Map<String, Value>,
     pub once: Option<String>,
+    /// `once_scope:`: the key space of `once` (default: the host and remote user).
+    pub once_scope: Option<String>,
     pub become_: Option<bool>,
     pub become_user: Option<String>,
     pub no_log: bool,

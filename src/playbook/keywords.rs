@@ -94,6 +94,7 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "diff",
     "vars",
     "once",
+    "once_scope",
     "become",
     "become_user",
     "args",

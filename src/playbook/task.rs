@@ -40,6 +40,13 @@ pub(crate) fn load_task(
             if k == "listen" && !handler {
                 return Err(Diagnostic::at(kpos, "`listen` is only valid on handlers"));
             }
+            if k == "once_scope" && node.get("once").is_none() {
+                return Err(Diagnostic::at(
+                    kpos,
+                    "`once_scope` names the key space of a `once:` key, but this task has no `once`",
+                )
+                .help("add `once: <key>`, or remove `once_scope`"));
+            }
             continue;
         }
         if TASK_KEYS_NOT_YET.contains(&k.as_str()) {
@@ -214,6 +221,7 @@ pub(crate) fn load_task(
             None => Map::new(),
         },
         once: opt_string("once")?,
+        once_scope: opt_string("once_scope")?,
         become_: opt_bool("become")?,
         become_user: opt_string("become_user")?,
         no_log: opt_bool("no_log")?.unwrap_or(false),

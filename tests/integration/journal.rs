@@ -253,3 +253,46 @@ fn a_killed_controller_leaves_no_stale_lock() {
     let out = fleet.apply(&["--lock-timeout", "60"]);
     out.expect(0);
 }
+
+/// Run the fleet's play saved under another file name (another playbook, another repository).
+fn apply_as(fleet: &Fleet, name: &str) -> Out {
+    std::fs::copy(fleet.fx.path("site.yml"), fleet.fx.path(name)).unwrap();
+    let mut args = fleet.apply_args(&[]);
+    *args.last_mut().unwrap() = name.to_string();
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    fleet.fx.run(&refs)
+}
+
+#[test]
+fn a_key_names_one_operation_whichever_playbook_reaches_it() {
+    let fleet = Fleet::start(1, "fpuser");
+    let log = fleet.base(&fleet.hosts[0]).join("log");
+    fleet.play(APPEND_ONCE);
+    fleet.apply(&[]).expect(0);
+    // The same step reached from another playbook is the same operation: replayed, not rerun.
+    let again = apply_as(&fleet, "other.yml");
+    again.expect(0);
+    assert_eq!(again.status_of("append"), "ok", "{}", again.stdout);
+    assert_eq!(lines(&log), 1);
+    // Another playbook using the key for something else is a conflict, not a new key.
+    fleet.play(&APPEND_ONCE.replace("echo line", "echo other"));
+    let clash = apply_as(&fleet, "third.yml");
+    clash.expect(1);
+    assert!(
+        clash.task_events("append")[0]["msg"]
+            .as_str()
+            .unwrap()
+            .contains("was used for a different request"),
+        "{}",
+        clash.stdout
+    );
+    // `once_scope` gives the step a key space of its own.
+    fleet.play(&APPEND_ONCE.replace(
+        "once: append-v1\n",
+        "once: append-v1\n      once_scope: \"{{ inventory_hostname }}-logs\"\n",
+    ));
+    let scoped = apply_as(&fleet, "third.yml");
+    scoped.expect(0);
+    assert_eq!(scoped.status_of("append"), "changed", "{}", scoped.stdout);
+    assert_eq!(lines(&log), 2);
+}

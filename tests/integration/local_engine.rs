@@ -246,6 +246,15 @@ fn load_errors_point_at_the_source() {
         out.stderr
     );
 
+    fx.play("    - name: scoped\n      command: /bin/true\n      args:\n        creates: /x\n      once_scope: db\n");
+    let out = fx.run(&["validate", "site.yml"]);
+    out.expect(2);
+    assert!(
+        out.stderr.contains("site.yml:11:7") && out.stderr.contains("has no `once`"),
+        "{}",
+        out.stderr
+    );
+
     fx.write("site.yml", "- hosts: localhost\n  tasks: [\n");
     let out = fx.run(&["validate", "site.yml"]);
     out.expect(2);

@@ -23,6 +23,10 @@ pub enum OnceStatus {
 pub struct Record {
     pub key: String,
     pub user: String,
+    /// `once_scope:`, when the task names one: the key is unique within it.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// The playbook that wrote the record, for display: keys are not scoped by it.
     pub playbook: String,
     pub module: String,
     /// sha256 of the rendered request (module + parameters): a key is never reused for another action.
@@ -46,19 +50,66 @@ pub struct Record {
 const RESULT_TEXT_CAP: usize = 64 * 1024;
 
 impl StateDir {
-    fn record_path(&self, user: &str, playbook: &str, key: &str) -> PathBuf {
-        self.path
-            .join("journal")
-            .join(format!("{}.json", hash_id(&[user, playbook, key])))
+    /// A key names one logical operation for one remote user on this host (within an optional
+    /// `once_scope`), whichever playbook reaches it; the stored request hash tells a reuse for
+    /// something else.
+    fn record_path(&self, user: &str, scope: Option<&str>, key: &str) -> PathBuf {
+        // "once/v2": records of the first layout also hashed the playbook's file name.
+        let id = match scope {
+            Some(scope) => hash_id(&["once/v2", user, key, scope]),
+            None => hash_id(&["once/v2", user, key]),
+        };
+        self.path.join("journal").join(format!("{id}.json"))
     }
 
     pub fn read_record(
         &self,
         user: &str,
-        playbook: &str,
+        scope: Option<&str>,
         key: &str,
     ) -> Result<Option<Record>, String> {
-        read_json(&self.record_path(user, playbook, key))
+        read_json(&self.record_path(user, scope, key))
+    }
+
+    /// File the records of the first layout (keyed by user, playbook file name and key) under
+    /// their key. When two playbooks used one key, the newer record takes the name and the other
+    /// is kept beside it as `<id>.json.superseded`, which nothing reads again. Call it under the
+    /// host lock. Returns how many records moved.
+    pub fn migrate_records(&self) -> Result<usize, String> {
+        let dir = self.path.join("journal");
+        let mut moved = 0;
+        for e in fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            let path = e.map_err(|e| e.to_string())?.path();
+            if path.extension().and_then(|x| x.to_str()) != Some("json") {
+                continue;
+            }
+            let Some(rec) = read_json::<Record>(&path)? else {
+                continue;
+            };
+            let want = self.record_path(&rec.user, rec.scope.as_deref(), &rec.key);
+            if path == want {
+                continue;
+            }
+            let rename = |from: &PathBuf, to: &PathBuf| {
+                fs::rename(from, to).map_err(|e| format!("{}: {e}", from.display()))
+            };
+            let set_aside = |p: &PathBuf| p.with_extension("json.superseded");
+            match read_json::<Record>(&want)? {
+                Some(there) if there.started_unix >= rec.started_unix => {
+                    rename(&path, &set_aside(&path))?
+                }
+                Some(_) => {
+                    rename(&want, &set_aside(&want))?;
+                    rename(&path, &want)?
+                }
+                None => rename(&path, &want)?,
+            }
+            moved += 1;
+        }
+        if moved > 0 {
+            fixpoint_modules::fs::fsync_dir(&dir).map_err(|e| e.to_string())?;
+        }
+        Ok(moved)
     }
 
     /// Write a record durably (fsync + rename + fsync dir) before returning.
@@ -78,11 +129,14 @@ impl StateDir {
         }
         rec.result.remove("stdout_lines");
         rec.result.remove("stderr_lines");
-        write_json(&self.record_path(&rec.user, &rec.playbook, &rec.key), &rec)
+        write_json(
+            &self.record_path(&rec.user, rec.scope.as_deref(), &rec.key),
+            &rec,
+        )
     }
 
     pub fn remove_record(&self, rec: &Record) -> Result<(), String> {
-        let p = self.record_path(&rec.user, &rec.playbook, &rec.key);
+        let p = self.record_path(&rec.user, rec.scope.as_deref(), &rec.key);
         fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         fixpoint_modules::fs::fsync_dir(&self.path.join("journal")).map_err(|e| e.to_string())
     }
@@ -136,6 +190,7 @@ mod tests {
         Record {
             key: key.into(),
             user: "u".into(),
+            scope: None,
             playbook: "site.yml".into(),
             module: "shell".into(),
             request_sha256: "abc".into(),
@@ -157,10 +212,7 @@ mod tests {
         let mut r = rec("k1", OnceStatus::Started);
         s.write_record(&r).unwrap();
         assert_eq!(
-            s.read_record("u", "site.yml", "k1")
-                .unwrap()
-                .unwrap()
-                .status,
+            s.read_record("u", None, "k1").unwrap().unwrap().status,
             OnceStatus::Started
         );
         r.status = OnceStatus::Done;
@@ -169,8 +221,8 @@ mod tests {
         s.write_record(&r).unwrap();
         s.write_record(&rec("k2", OnceStatus::Done)).unwrap();
         assert_eq!(s.prune(5).unwrap(), 1);
-        assert!(s.read_record("u", "site.yml", "k1").unwrap().is_none());
-        assert!(s.read_record("u", "site.yml", "k2").unwrap().is_some());
+        assert!(s.read_record("u", None, "k1").unwrap().is_none());
+        assert!(s.read_record("u", None, "k2").unwrap().is_some());
     }
 
     #[test]
@@ -186,6 +238,69 @@ mod tests {
         let days = u64::MAX / 86_400 + 1;
         assert_eq!(s.prune(days).unwrap(), 0);
         assert_eq!(s.prune(u64::MAX).unwrap(), 0);
-        assert!(s.read_record("u", "site.yml", "old").unwrap().is_some());
+        assert!(s.read_record("u", None, "old").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_key_is_one_operation_whichever_playbook_reaches_it() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(d.path().join("st").to_str().unwrap())).unwrap();
+        let mut r = rec("migrate-db", OnceStatus::Done);
+        r.playbook = "deploy.yml".into();
+        s.write_record(&r).unwrap();
+        let found = s.read_record("u", None, "migrate-db").unwrap().unwrap();
+        assert_eq!(
+            found.playbook, "deploy.yml",
+            "the playbook is kept for display"
+        );
+        // An explicit scope is another key space; another user is too.
+        assert!(s
+            .read_record("u", Some("db1"), "migrate-db")
+            .unwrap()
+            .is_none());
+        assert!(s.read_record("v", None, "migrate-db").unwrap().is_none());
+    }
+
+    #[test]
+    fn records_of_the_first_layout_are_filed_under_their_key() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(d.path().join("st").to_str().unwrap())).unwrap();
+        // The first layout hashed user, playbook file name and key.
+        let old_name = |playbook: &str, key: &str| {
+            s.path
+                .join("journal")
+                .join(format!("{}.json", hash_id(&["u", playbook, key])))
+        };
+        let mut a = rec("k", OnceStatus::Done);
+        a.playbook = "a.yml".into();
+        a.started_unix -= 100;
+        let mut b = rec("k", OnceStatus::Done);
+        b.playbook = "b.yml".into();
+        b.request_sha256 = "other".into();
+        let single = rec("single", OnceStatus::Started);
+        for (r, path) in [
+            (&a, old_name("a.yml", "k")),
+            (&b, old_name("b.yml", "k")),
+            (&single, old_name("site.yml", "single")),
+        ] {
+            write_json(&path, r).unwrap();
+        }
+        assert_eq!(s.migrate_records().unwrap(), 3);
+        assert_eq!(
+            s.read_record("u", None, "single").unwrap().unwrap().status,
+            OnceStatus::Started
+        );
+        // Two playbooks used one key: the newer record wins, the other is set aside.
+        let kept = s.read_record("u", None, "k").unwrap().unwrap();
+        assert_eq!(kept.playbook, "b.yml");
+        let set_aside: Vec<_> = fs::read_dir(s.path.join("journal"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(".json.superseded"))
+            .collect();
+        assert_eq!(set_aside.len(), 1);
+        assert_eq!(s.records().unwrap().len(), 2);
+        // A second pass has nothing left to move.
+        assert_eq!(s.migrate_records().unwrap(), 0);
     }
 }
