@@ -7,6 +7,7 @@ mod agent_binary;
 mod blocks;
 mod cli_listing;
 mod fx;
+mod hostile;
 mod includes;
 mod inventory_cli;
 mod journal;
