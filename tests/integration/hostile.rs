@@ -9,6 +9,7 @@
 
 use crate::fx::{Fx, Out};
 use serde_json::Value;
+use std::os::unix::ffi::OsStringExt;
 
 /// The payloads a host prints, as bytes (one is not UTF-8), each touching `markers/<n>`.
 fn payloads(markers: &std::path::Path) -> Vec<Vec<u8>> {
@@ -166,6 +167,7 @@ fn conditions_never_evaluate_what_a_host_printed() {
                 "    - name: vars template {n}\n      debug: msg=x\n      vars:\n        w: \"{{{{ p{n}.stdout }}}}\"\n      when: \"{{{{ w }}}}\"\n      ignore_errors: true\n",
                 "    - name: hostvars when {n}\n      debug: msg=x\n      when: \"'{{{{ hostvars[inventory_hostname].p{n}.stdout }}}}' == 'x'\"\n      ignore_errors: true\n",
                 // A fact: the host's environment, which the test gives the agent.
+                "    - name: env shown {n}\n      debug:\n        msg: \"{{{{ ansible_env.HOSTILE_{n} }}}}\"\n      ignore_errors: true\n",
                 "    - name: env when {n}\n      debug: msg=x\n      when: \"'{{{{ ansible_env.HOSTILE_{n} }}}}' == 'x'\"\n      ignore_errors: true\n",
                 "    - name: env template {n}\n      debug: msg=x\n      when: \"{{{{ ansible_env.HOSTILE_{n} }}}}\"\n      ignore_errors: true\n",
             ),
@@ -176,12 +178,14 @@ fn conditions_never_evaluate_what_a_host_printed() {
     cmd.args(["apply", "--format", "json", "-v", "site.yml"])
         .current_dir(h.fx.dir.path())
         .env("NO_COLOR", "1");
-    // The invalid UTF-8 payload is left out of the environment: `std::env::vars` in the agent
-    // cannot read it (a separate fault, not a trust one).
-    for (i, s) in h.shown.iter().enumerate().take(6) {
-        cmd.env(format!("HOSTILE_{}", i + 1), s);
+    // The agent inherits this environment and reports it as the `ansible_env` fact, invalid
+    // UTF-8 included.
+    for (i, p) in payloads(&h.fx.path("markers")).into_iter().enumerate() {
+        cmd.env(
+            format!("HOSTILE_{}", i + 1),
+            std::ffi::OsString::from_vec(p),
+        );
     }
-    cmd.env("HOSTILE_7", "plain");
     let out = Out::from(cmd.output().unwrap());
     h.assert_nothing_ran(&out);
     out.expect(0);
@@ -218,6 +222,7 @@ fn conditions_never_evaluate_what_a_host_printed() {
         }
         let m = msg(&out, &format!("when unquoted {n}"));
         assert!(m.contains("delimiters"), "{m}");
+        assert_eq!(msg(&out, &format!("env shown {n}")), h.shown[n - 1]);
     }
     let wrong = wrong_statuses(&out, &expected);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
