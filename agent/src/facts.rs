@@ -41,8 +41,15 @@ pub fn facts() -> Map<String, Value> {
         "Linux"
     };
     let uid = nix::unistd::geteuid().as_raw();
-    let env: Map<String, Value> = std::env::vars()
-        .map(|(k, v)| (k, Value::String(v)))
+    // `vars_os`: `vars` panics on a variable that is not UTF-8, and the environment is the
+    // host's to choose. Such bytes are shown replaced, as command output is.
+    let env: Map<String, Value> = std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                Value::String(v.to_string_lossy().into_owned()),
+            )
+        })
         .collect();
     let memtotal_mb = std::fs::read_to_string("/proc/meminfo")
         .ok()

@@ -51,13 +51,21 @@ impl Engine {
                 async move {
                     // The semaphore is local and never closed.
                     let _permit = sem.acquire().await.expect("semaphore open");
-                    let events = shared.run_task_on_host(ctx, task, h).await;
-                    (h.name.clone(), events)
+                    let (events, warnings) = shared.run_task_on_host(ctx, task, h).await;
+                    (h.name.clone(), events, warnings)
                 }
             });
         let results = futures::future::join_all(futures).await;
         let location = task.pos.to_string();
-        for (host, events) in results {
+        // How the task's conditions are written is worth saying once, not once per host.
+        let mut warned = std::collections::BTreeSet::new();
+        for (host, events, warnings) in results {
+            for w in warnings {
+                if warned.insert(w.clone()) {
+                    self.reporter
+                        .warn(&format!("task \"{name}\" ({location}): {w}"));
+                }
+            }
             let hs = self.hosts.get_mut(&host).expect("host state");
             let mut any_changed = false;
             let mut failed = false;

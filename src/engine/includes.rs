@@ -24,6 +24,7 @@ impl Engine {
         // (file, parameters) → hosts, in order of first appearance.
         let mut groups: Vec<IncludeGroup> = Vec::new();
         let mut failures: Vec<(String, String)> = Vec::new();
+        let mut warnings: Vec<String> = Vec::new();
         for host in targets {
             let h = &self.hosts[host];
             let scope = shared.scope_with(
@@ -115,9 +116,18 @@ impl Engine {
                     None => groups.push((file, params, vec![host.clone()])),
                 }
             }
+            for w in scope.take_warnings() {
+                if !warnings.contains(&w) {
+                    warnings.push(w);
+                }
+            }
         }
         let location = inc.pos.to_string();
         let name = inc.name.clone().unwrap_or_else(|| inc.action.to_string());
+        for w in warnings {
+            self.reporter
+                .warn(&format!("{} ({location}): {w}", inc.action));
+        }
         for (host, msg) in failures {
             self.fail_host(
                 &host,

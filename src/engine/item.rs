@@ -68,8 +68,7 @@ impl Shared<'_> {
             task.module,
             params,
             &task.search_dirs(&ctx.play.dir),
-            self.templar,
-            &scope.ctx(),
+            scope,
             &environment,
         )
         .map_err(|f| (false, f.msg))?;

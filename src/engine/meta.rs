@@ -11,6 +11,7 @@ impl Engine {
         let shared = shared!(self);
         let mut hit = Vec::new();
         let mut errors = Vec::new();
+        let mut warnings: Vec<String> = Vec::new();
         for host in targets {
             let src = VarSrc {
                 role: meta.role.as_deref(),
@@ -26,6 +27,14 @@ impl Engine {
                     format!("cannot evaluate `when`: {e} (meta at {})", meta.pos),
                 )),
             }
+            for w in scope.take_warnings() {
+                if !warnings.contains(&w) {
+                    warnings.push(w);
+                }
+            }
+        }
+        for w in warnings {
+            self.reporter.warn(&format!("meta ({}): {w}", meta.pos));
         }
         for (host, msg) in errors {
             self.fail_host(&host, "meta", "meta", &meta.pos.to_string(), msg);

@@ -14,13 +14,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 impl Shared<'_> {
+    /// The task's events on this host, and the warnings its conditions gave.
     pub(super) async fn run_task_on_host(
         &self,
         ctx: &PlayCtx<'_>,
         task: &Task,
         h: &mut HostState,
-    ) -> Vec<Event> {
+    ) -> (Vec<Event>, Vec<String>) {
         let scope = self.scope(ctx, Some(task), h);
+        let events = self.task_events(ctx, task, h, &scope).await;
+        (events, scope.take_warnings())
+    }
+
+    async fn task_events(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+        scope: &Arc<Scope>,
+    ) -> Vec<Event> {
         let fail = |msg: String| Event {
             status: Status::Failed,
             item: None,
@@ -36,7 +48,7 @@ impl Shared<'_> {
             delegated_to: None,
         };
         let Some(items_raw) = &task.loop_items else {
-            match self.when_holds(task, &scope) {
+            match self.when_holds(task, scope) {
                 Ok(true) => {}
                 Ok(false) => {
                     self.register_skip(task, h);
@@ -44,7 +56,7 @@ impl Shared<'_> {
                 }
                 Err(e) => return vec![fail(e)],
             }
-            return vec![self.run_until(ctx, task, h, &scope, None).await];
+            return vec![self.run_until(ctx, task, h, scope, None).await];
         };
         let items = match scope.render(items_raw).and_then(|v| {
             crate::playbook::loops::expand(task.loop_kind, v, &task.search_dirs(&ctx.play.dir))

@@ -443,7 +443,10 @@ impl Inventory {
     /// The host's merged variables as JSON (`ansible-inventory --host`); `None` for unknown hosts.
     pub fn host_json(&self, host: &str) -> Option<Value> {
         if self.has_host(host) || self.is_implicit(host) {
-            Some(Value::Object(self.host_vars(host)))
+            // As `ansible-inventory --host`: `!unsafe` values plain (`--list` keeps the mark).
+            Some(crate::yaml::mark::strip_marks(&Value::Object(
+                self.host_vars(host),
+            )))
         } else {
             None
         }

@@ -7,7 +7,7 @@
 use super::actions;
 use super::ast::Task;
 use crate::diag::{Diagnostic, Pos};
-use crate::yaml::Node;
+use crate::yaml::{mark, Node};
 use fixpoint_modules::params::is_template;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -20,8 +20,12 @@ pub(crate) fn param_pos(raw: &Node, key: &str) -> Option<Pos> {
         .map(|(_, p, _)| p.clone())
 }
 
-/// Whether a parameter value holds a template anywhere inside (lists and mappings too).
+/// Whether a parameter value holds a template anywhere inside (lists and mappings too); an
+/// `!unsafe` value is literal, known now.
 fn contains_template(v: &Value) -> bool {
+    if mark::literal_of(v).is_some() {
+        return false;
+    }
     match v {
         Value::String(s) => is_template(s),
         Value::Array(a) => a.iter().any(contains_template),
@@ -44,7 +48,10 @@ pub(crate) fn check_module_params(
         .filter(|(_, v)| contains_template(v))
         .map(|(k, _)| k.clone())
         .collect();
-    let mut static_params = params.clone();
+    let mut static_params: serde_json::Map<String, Value> = params
+        .iter()
+        .map(|(k, v)| (k.clone(), mark::strip_marks(v)))
+        .collect();
     // set_fact's keys are variable names: only the keys are checked, so nothing is taken out.
     if task.module != "set_fact" {
         for k in &templated {

@@ -28,6 +28,9 @@ pub enum TemplateError {
         template: String,
         line: Option<usize>,
     },
+    /// A condition that cannot be decided (empty, not a boolean, or naming untrusted text).
+    #[error("{message}{}", location(template, None))]
+    Condition { message: String, template: String },
 }
 
 fn undefined_message(name: &str) -> String {

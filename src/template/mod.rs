@@ -2,17 +2,24 @@
 //! native values for single-expression strings), built on minijinja.
 //!
 //! This folder owns everything between a template string and its value: the environment
-//! (`env`), rewriting the source before minijinja sees it (`rewrite`), naming undefined
-//! variables in errors (`undefined`, `error`), filters, Jinja tests, lookups, Python-style
-//! printing (`pyrepr`) and the JSON/YAML emitters (`output`).
+//! (`env`), rewriting the source before minijinja sees it (`rewrite`), bare expressions with
+//! templates inside string constants (`expr`), conditions as ansible-core 2.19 evaluates them
+//! (`condition`), naming undefined variables in errors (`undefined`, `error`), filters, Jinja
+//! tests, lookups, Python-style printing (`pyrepr`) and the JSON/YAML emitters (`output`).
+//!
+//! What a template renders to is a value, never template or code again: nothing here renders a
+//! rendered string a second time, and values marked `!unsafe` (`yaml::mark`) are not rendered
+//! at all.
 //!
 //! It must not know about plays, hosts, connections or variable precedence: the rest of
 //! fixpoint hands in a context `Value` (a plain map or a lazily resolving `Object`) and gets
 //! back `serde_json::Value`s, strings or bools. Its one dependency inside the crate is the YAML
 //! loader (`crate::yaml`), so `from_yaml`/`to_yaml` type scalars as every other YAML source.
 
+mod condition;
 mod env;
 mod error;
+mod expr;
 mod filters;
 mod jinja_tests;
 mod lookups;
@@ -30,6 +37,8 @@ use std::sync::Arc;
 use minijinja::{Environment, Value};
 use serde_json::Value as Json;
 
+use crate::yaml::mark;
+pub use condition::Verdict;
 use env::build_env;
 pub use error::TemplateError;
 use error::{label_for_text, syntax_error};
@@ -76,6 +85,27 @@ impl Templar {
         fixpoint_modules::params::is_template(s)
     }
 
+    /// The text inside a string that is, trimmed, exactly one `{{ ... }}` (whether that text is
+    /// one expression is for the caller to find out).
+    pub fn single_expression_code(s: &str) -> Option<&str> {
+        single_expression(s)
+    }
+
+    /// Whether `render_value` would change anything in `v`: a template string or an
+    /// `!unsafe` mark anywhere inside.
+    pub fn needs_render(v: &Json) -> bool {
+        match v {
+            Json::String(s) => Self::is_template(s),
+            Json::Array(a) => a.iter().any(Self::needs_render),
+            Json::Object(m) => {
+                mark::literal_of(v).is_some()
+                    || m.keys().any(|k| Self::is_template(k))
+                    || m.values().any(Self::needs_render)
+            }
+            _ => false,
+        }
+    }
+
     /// Render one string value. A string that is (trimmed) a single `{{ expr }}` yields the
     /// expression's native value (list, dict, number, bool), as Ansible does for
     /// `loop: "{{ users }}"`; anything else renders to a string.
@@ -105,7 +135,11 @@ impl Templar {
     }
 
     /// Recursively render every string in a JSON value (keys of maps too, when templated).
+    /// A value marked `!unsafe` is its literal, untouched.
     pub fn render_value(&self, v: &Json, ctx: &Value) -> Result<Json, TemplateError> {
+        if let Some(literal) = mark::literal_of(v) {
+            return Ok(literal.clone());
+        }
         match v {
             Json::String(s) => self.render_str(s, ctx),
             Json::Array(items) => items
@@ -132,29 +166,42 @@ impl Templar {
         }
     }
 
-    /// Evaluate a bare Jinja expression (`when:`, `changed_when:`, `failed_when:`,
-    /// `assert.that`) for truthiness. A string that is itself `{{ expr }}` is accepted too.
+    /// A condition evaluated with no value trusted to name an expression, warnings dropped
+    /// (the folder's tests; the engine goes through `eval_condition` with its scope).
+    #[cfg(test)]
     pub fn eval_bool(&self, expr: &str, ctx: &Value) -> Result<bool, TemplateError> {
-        let value = self.eval_raw(expr, ctx)?;
-        // Ansible evaluates the text a templated condition renders to, so `when: "{{ flag }}"`
-        // with flag = "false" is false; boolean words are read that way here (other strings
-        // keep their truthiness rather than being evaluated as code).
-        if Self::is_template(expr) {
-            if let Some(s) = value.as_str() {
-                let word = s.trim().to_ascii_lowercase();
-                if matches!(word.as_str(), "false" | "no" | "off" | "0" | "none" | "") {
-                    return Ok(false);
-                }
-            }
-        }
-        Ok(value.is_true())
+        self.eval_condition(expr, ctx, &|_| false).map(|v| v.holds)
     }
 
-    /// Evaluate a bare expression to a value.
+    /// Evaluate a bare expression to a value (`debug: var=`). A whole `{{ expr }}` is read as
+    /// `expr`; templates inside string constants render to values (see `expr`); the text is
+    /// never rendered and then evaluated.
     pub fn eval(&self, expr: &str, ctx: &Value) -> Result<Json, TemplateError> {
-        let code = self.expression_code(expr, ctx)?;
-        let value = self.eval_code(&code, expr, ctx)?;
-        self.finish_native(&value, &label_for_text(expr), &code, ctx)
+        let trimmed = expr.trim();
+        if trimmed.is_empty() {
+            return Err(TemplateError::Syntax {
+                message: "empty expression".into(),
+                template: label_for_text(expr),
+                line: None,
+            });
+        }
+        let code = match single_expression(trimmed) {
+            Some(inner) if self.env.compile_expression(inner).is_ok() => inner,
+            _ => trimmed,
+        };
+        let value = self.eval_expr(code, expr, ctx, &mut Vec::new())?;
+        self.finish_native(&value, &label_for_text(expr), code, ctx)
+    }
+
+    /// The string a Jinja string constant (`'it\'s {{ x }}'`, quotes included) stands for.
+    fn literal_text(&self, literal: &str) -> Result<String, TemplateError> {
+        let label = label_for_text(literal);
+        let compiled = self
+            .env
+            .compile_expression_owned(literal.to_string())
+            .map_err(|e| syntax_error(&e, &label))?;
+        let v = compiled.eval(()).map_err(|e| syntax_error(&e, &label))?;
+        Ok(v.as_str().unwrap_or_default().to_string())
     }
 
     /// Render a whole template file's text (the `template` module). A first line of the form
@@ -197,46 +244,6 @@ impl Templar {
             .map_err(|e| syntax_error(&e, label))?;
         tmpl.render(ctx)
             .map_err(|e| convert_error(&self.env, &e, label, Source::Template(&code), ctx))
-    }
-
-    /// The expression text behind a `when:`-style string: bare, `{{ expr }}`, or text with
-    /// embedded `{{ }}` that renders to an expression (Ansible templates those first).
-    fn expression_code(&self, expr: &str, ctx: &Value) -> Result<String, TemplateError> {
-        let trimmed = expr.trim();
-        if trimmed.is_empty() {
-            return Err(TemplateError::Syntax {
-                message: "empty expression".into(),
-                template: label_for_text(expr),
-                line: None,
-            });
-        }
-        if !Self::is_template(trimmed) {
-            return Ok(rewrite_code(trimmed));
-        }
-        if let Some(inner) = single_expression(trimmed) {
-            if self.env.compile_expression(inner).is_ok() {
-                return Ok(rewrite_code(inner));
-            }
-        }
-        let rendered = self.render_text(trimmed, &label_for_text(expr), ctx)?;
-        Ok(rewrite_code(rendered.trim()))
-    }
-
-    fn eval_raw(&self, expr: &str, ctx: &Value) -> Result<Value, TemplateError> {
-        let code = self.expression_code(expr, ctx)?;
-        let value = self.eval_code(&code, expr, ctx)?;
-        if is_silent_undefined(&self.env, &value) {
-            return Ok(Value::from(()));
-        }
-        if value.is_undefined() {
-            return Err(undefined_result(
-                &self.env,
-                &label_for_text(expr),
-                &code,
-                ctx,
-            ));
-        }
-        Ok(value)
     }
 
     fn eval_code(&self, code: &str, original: &str, ctx: &Value) -> Result<Value, TemplateError> {
@@ -414,11 +421,16 @@ mod tests {
         assert!(truth("x == 'a' and y | bool"));
         assert!(!truth("x == 'b' or not flag"));
         assert!(truth("{{ x == 'a' }}"));
-        let c = ctx(json!({"s_false": "False", "s_no": "no", "s_yes": "yes"}));
+        // A string a whole-template condition renders to is an expression only when trusted
+        // (see `condition`); it is never read as a boolean word.
+        let c = ctx(json!({"s_false": "False", "s_yes": "yes"}));
         let t = Templar::new();
-        assert!(!t.eval_bool("{{ s_false }}", &c).unwrap());
-        assert!(!t.eval_bool("{{ s_no }}", &c).unwrap());
-        assert!(t.eval_bool("{{ s_yes }}", &c).unwrap());
+        assert!(t.eval_bool("{{ s_false }}", &c).is_err());
+        assert!(
+            !t.eval_condition("{{ s_false }}", &c, &|_| true)
+                .unwrap()
+                .holds
+        );
         assert!(
             t.eval_bool("s_false", &c).unwrap(),
             "bare strings keep Jinja truthiness"
@@ -426,21 +438,37 @@ mod tests {
         assert!(truth("'alice' in users"));
         assert!(truth("users | length > 1"));
         assert!(truth("count is divisibleby 3"));
-        // Text around `{{ }}` is rendered first, then evaluated, as Ansible does.
+        // A template inside a string constant renders to a value.
         assert!(truth("'{{ x }}' == 'a'"));
-        let e = Templar::new()
-            .eval_bool("{{ x }} == 'a'", &vars())
-            .unwrap_err();
-        assert_eq!(undefined_name(e), "a");
+        // Template delimiters outside a constant are not an expression.
+        assert!(matches!(
+            Templar::new().eval_bool("{{ x }} == 'a'", &vars()),
+            Err(TemplateError::Syntax { .. })
+        ));
         assert!(matches!(
             Templar::new().eval_bool("x }} y", &vars()),
             Err(TemplateError::Syntax { .. })
         ));
-        assert!(truth("'{{ x }}' == 'a'"));
         assert!(!truth("empty"));
         assert_eq!(eval("users | map('upper') | list"), json!(["ALICE", "BOB"]));
         assert_eq!(eval("{{ count * 2 }}"), json!(6));
+        // `debug: var=` never evaluates what a template rendered to.
+        assert_eq!(eval("'{{ x }}' ~ 'b'"), json!("ab"));
+        assert!(Templar::new().eval("{{ x }}{{ x }}", &vars()).is_err());
         assert!(Templar::new().eval_bool("  ", &vars()).is_err());
+    }
+
+    #[test]
+    fn unsafe_values_are_never_rendered() {
+        let t = Templar::new();
+        let v = json!({"a": mark::mark(json!("{{ x }}")), "b": "{{ x }}",
+            "c": mark::mark(json!({"{{ x }}": ["{{ x }}"]}))});
+        assert!(Templar::needs_render(&json!([mark::mark(json!(1))])));
+        assert!(!Templar::needs_render(&json!({"a": [1, "b"]})));
+        assert_eq!(
+            t.render_value(&v, &vars()).unwrap(),
+            json!({"a": "{{ x }}", "b": "a", "c": {"{{ x }}": ["{{ x }}"]}})
+        );
     }
 
     /// A context that resolves variables on demand, as the engine's scopes do.

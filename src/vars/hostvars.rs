@@ -66,7 +66,8 @@ fn rendered_inv_vars(
 ) -> Map<String, Value> {
     let mut m = (**inv_vars).clone();
     m.insert("inventory_hostname".into(), json!(name));
-    let is_template = |v: &Value| matches!(v, Value::String(s) if Templar::is_template(s));
+    // Templates anywhere inside a value, and `!unsafe` marks, which rendering unwraps.
+    let is_template = Templar::needs_render;
     if !m.values().any(is_template) {
         return m;
     }
@@ -85,10 +86,12 @@ fn rendered_inv_vars(
     );
     for v in m.values_mut() {
         if is_template(v) {
-            // A value that cannot be rendered here stays as written, as Ansible shows it.
-            if let Ok(r) = scope.render(v) {
-                *v = r;
-            }
+            // A value that cannot be rendered here stays as written, as Ansible shows it
+            // (its `!unsafe` values unmarked: they are literal either way).
+            *v = match scope.render(v) {
+                Ok(r) => r,
+                Err(_) => crate::yaml::mark::strip_marks(v),
+            };
         }
     }
     m

@@ -1,11 +1,17 @@
 //! Variable scopes: layered variables resolved lazily, so playbook variables may refer to each other as in Ansible.
 //!
 //! Layers are searched from the top down. Layers that come from the playbook, the inventory or
-//! `-e` are templates: a value is rendered when it is looked up, in the same scope. Layers that
-//! come from hosts (facts, registered results) are data and are never templated again, so a
-//! string like `{{ x }}` printed by a remote command stays that string.
+//! `-e` are templates: a value is rendered when it is looked up, in the same scope, except the
+//! values marked `!unsafe` inside them (`yaml::mark`), which are literal. Layers that come from
+//! hosts (facts, registered results) are data and are never templated again, so a string like
+//! `{{ x }}` printed by a remote command stays that string.
+//!
+//! The same split decides trust in conditions: `when: "{{ cond }}"` evaluates the string `cond`
+//! holds as an expression only when it was written, verbatim, in a template layer
+//! (`trusted_string`); a string from a data layer is never code.
 
 use crate::template::Templar;
+use crate::yaml::mark;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -47,6 +53,9 @@ pub struct Scope {
     cache: Mutex<HashMap<String, minijinja::Value>>,
     /// The first error met while rendering a variable, reported instead of a bare "undefined".
     error: Mutex<Option<String>>,
+    /// Warnings about how conditions are written, shared with the scopes derived by `with`
+    /// (loop items, registered results) so the engine collects them once per task.
+    warnings: Arc<Mutex<Vec<String>>>,
 }
 
 impl std::fmt::Debug for Scope {
@@ -59,20 +68,34 @@ impl std::fmt::Debug for Scope {
 
 impl Scope {
     pub fn new(templar: Arc<Templar>, layers: Vec<Layer>) -> Arc<Scope> {
+        Scope::build(templar, layers, Arc::default())
+    }
+
+    fn build(
+        templar: Arc<Templar>,
+        layers: Vec<Layer>,
+        warnings: Arc<Mutex<Vec<String>>>,
+    ) -> Arc<Scope> {
         Arc::new(Scope {
             layers,
             templar,
             resolving: Mutex::new(Vec::new()),
             cache: Mutex::new(HashMap::new()),
             error: Mutex::new(None),
+            warnings,
         })
     }
 
-    /// A new scope with one more layer on top.
+    /// A new scope with one more layer on top (sharing this scope's warnings).
     pub fn with(&self, layer: Layer) -> Arc<Scope> {
         let mut layers = self.layers.clone();
         layers.push(layer);
-        Scope::new(self.templar.clone(), layers)
+        Scope::build(self.templar.clone(), layers, self.warnings.clone())
+    }
+
+    /// The warnings conditions evaluated in this scope (or one derived from it) gave, once.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().expect("scope warnings"))
     }
 
     /// This scope as a template context.
@@ -95,7 +118,7 @@ impl Scope {
             .rev()
             .find(|l| l.vars.contains_key(key))?;
         let raw = &layer.vars[key];
-        let value = if layer.templated && contains_template(raw) {
+        let value = if layer.templated && Templar::needs_render(raw) {
             {
                 let mut r = self.resolving.lock().expect("scope resolving");
                 if r.iter().any(|k| k == key) {
@@ -137,11 +160,81 @@ impl Scope {
             .map_err(|e| self.explain(e.to_string()))
     }
 
-    /// Evaluate a bare expression for truthiness (`when:`).
+    /// Evaluate a condition (`when:`, `changed_when:`, `assert`'s `that`...) as ansible-core
+    /// 2.19 does (see `template::condition`); its warnings are kept for `take_warnings`.
     pub fn eval_bool(self: &Arc<Self>, expr: &str) -> Result<bool, String> {
+        let verdict = self
+            .templar
+            .eval_condition(expr, &self.ctx(), &|code| self.trusted_string(code))
+            .map_err(|e| self.explain(e.to_string()))?;
+        self.warnings
+            .lock()
+            .expect("scope warnings")
+            .extend(verdict.warnings);
+        Ok(verdict.holds)
+    }
+
+    /// Evaluate a bare expression to a value (`debug: var=`).
+    pub fn eval(self: &Arc<Self>, expr: &str) -> Result<Value, String> {
         self.templar
-            .eval_bool(expr, &self.ctx())
+            .eval(expr, &self.ctx())
             .map_err(|e| self.explain(e.to_string()))
+    }
+
+    /// Whether the string the expression `code` evaluates to was written verbatim in a
+    /// template layer (the playbook, the inventory, `-e`), following variables that are
+    /// nothing but another variable (`a: "{{ b }}"`). Only a variable path (`cond`,
+    /// `conds.web`, `c['x'][0]`) can name such a string: anything computed, any value from a
+    /// data layer and any `!unsafe` value is untrusted, as in ansible-core 2.19.
+    pub fn trusted_string(&self, code: &str) -> bool {
+        self.trusted_path(code, 0)
+    }
+
+    fn trusted_path(&self, code: &str, depth: usize) -> bool {
+        // Deep enough for real indirection, and an end to `a: "{{ b }}"`, `b: "{{ a }}"`.
+        const MAX_DEPTH: usize = 16;
+        let Some((name, steps)) = parse_path(code) else {
+            return false;
+        };
+        let Some(layer) = self.layers.iter().rev().find(|l| l.vars.contains_key(name)) else {
+            return false;
+        };
+        if !layer.templated {
+            return false;
+        }
+        let mut v = &layer.vars[name];
+        for (i, step) in steps.iter().enumerate() {
+            if let Value::String(s) = v {
+                // A template on the way: trusted only as another variable path.
+                return depth < MAX_DEPTH
+                    && Templar::single_expression_code(s).is_some_and(|inner| {
+                        let rest: String = steps[i..].iter().map(Step::code).collect();
+                        self.trusted_path(&format!("{}{rest}", inner.trim()), depth + 1)
+                    });
+            }
+            if mark::literal_of(v).is_some() {
+                return false;
+            }
+            let next = match (v, step) {
+                (Value::Object(m), Step::Key(k)) => m.get(k),
+                (Value::Array(a), Step::Key(k)) => k.parse::<usize>().ok().and_then(|i| a.get(i)),
+                (Value::Array(a), Step::Index(i)) => a.get(*i),
+                _ => None,
+            };
+            let Some(next) = next else {
+                return false;
+            };
+            v = next;
+        }
+        match v {
+            Value::String(s) if !Templar::is_template(s) => true,
+            Value::String(s) => {
+                depth < MAX_DEPTH
+                    && Templar::single_expression_code(s)
+                        .is_some_and(|inner| self.trusted_path(inner.trim(), depth + 1))
+            }
+            _ => false,
+        }
     }
 
     fn explain(&self, msg: String) -> String {
@@ -167,12 +260,69 @@ impl Scope {
     }
 }
 
-fn contains_template(v: &Value) -> bool {
-    match v {
-        Value::String(s) => Templar::is_template(s),
-        Value::Array(a) => a.iter().any(contains_template),
-        Value::Object(m) => m.values().any(contains_template),
-        _ => false,
+/// One step of a variable path: `.name` / `['name']`, or `[0]`.
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+impl Step {
+    fn code(&self) -> String {
+        match self {
+            Step::Key(k) => format!("['{}']", k.replace('\\', "\\\\").replace('\'', "\\'")),
+            Step::Index(i) => format!("[{i}]"),
+        }
+    }
+}
+
+/// `name.attr['key'][0]` → (`name`, steps); None for anything else (calls, filters,
+/// operators, computed subscripts).
+fn parse_path(code: &str) -> Option<(&str, Vec<Step>)> {
+    let code = code.trim();
+    let ident_end = |s: &str| {
+        s.char_indices()
+            .find(|&(i, c)| !(c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())))
+            .map_or(s.len(), |(i, _)| i)
+    };
+    let end = ident_end(code);
+    if end == 0 {
+        return None;
+    }
+    let (name, mut rest) = code.split_at(end);
+    let mut steps = Vec::new();
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            return Some((name, steps));
+        }
+        if let Some(r) = rest.strip_prefix('.') {
+            let r = r.trim_start();
+            let end = r
+                .find(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+                .unwrap_or(r.len());
+            if end == 0 {
+                return None;
+            }
+            steps.push(Step::Key(r[..end].to_string()));
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let close = r.find(']')?;
+            let inner = r[..close].trim();
+            let step = match inner.as_bytes().first()? {
+                q @ (b'\'' | b'"') => {
+                    let body = inner.strip_prefix(*q as char)?.strip_suffix(*q as char)?;
+                    if body.contains(['\\', '\'', '"']) {
+                        return None;
+                    }
+                    Step::Key(body.to_string())
+                }
+                _ => Step::Index(inner.parse().ok()?),
+            };
+            steps.push(step);
+            rest = &r[close + 1..];
+        } else {
+            return None;
+        }
     }
 }
 
@@ -192,5 +342,88 @@ impl Object for Scope {
             .flat_map(|l| l.vars.keys().cloned())
             .collect();
         Enumerator::Values(keys.into_iter().map(minijinja::Value::from).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn layer(v: Value, templated: bool) -> Layer {
+        let m = v.as_object().cloned().unwrap_or_default();
+        if templated {
+            Layer::templates(m)
+        } else {
+            Layer::data(m)
+        }
+    }
+
+    #[test]
+    fn only_strings_written_in_template_layers_are_trusted() {
+        let s = Scope::new(
+            Arc::new(Templar::new()),
+            vec![
+                layer(
+                    json!({
+                        "cond": "x == 1", "conds": {"web": ["a == 1"]}, "ind": "{{ cond }}",
+                        "deep": "{{ conds.web }}", "loop_a": "{{ loop_b }}",
+                        "loop_b": "{{ loop_a }}", "computed": "{{ cond | trim }}",
+                        "mixed": "y{{ cond }}", "marked": mark::mark(json!("x == 1")),
+                        "shadowed": "1 == 1", "reg_ref": "{{ reg.stdout }}",
+                    }),
+                    true,
+                ),
+                layer(
+                    json!({"reg": {"stdout": "1 == 1"}, "shadowed": "1 == 1"}),
+                    false,
+                ),
+            ],
+        );
+        for code in [
+            "cond",
+            " conds.web[0] ",
+            "conds['web'][0]",
+            "conds.web.0",
+            "ind",
+            "deep[0]",
+            "deep.0",
+        ] {
+            assert!(s.trusted_string(code), "{code}");
+        }
+        for code in [
+            "reg.stdout",
+            "shadowed",
+            "reg_ref",
+            "computed",
+            "mixed",
+            "marked",
+            "loop_a",
+            "cond | trim",
+            "cond ~ ''",
+            "missing",
+            "conds.web",
+            "conds[x]",
+            "lookup('lines', 'x')",
+        ] {
+            assert!(!s.trusted_string(code), "{code}");
+        }
+    }
+
+    #[test]
+    fn marked_values_resolve_to_their_literal() {
+        let s = Scope::new(
+            Arc::new(Templar::new()),
+            vec![layer(
+                json!({"y": "no", "x": mark::mark(json!("{{ y }}")), "r": "{{ x }}",
+                       "n": {"a": mark::mark(json!("{{ y }}")), "b": "{{ y }}"}}),
+                true,
+            )],
+        );
+        assert_eq!(s.render(&json!("{{ r }}")).unwrap(), json!("{{ y }}"));
+        assert_eq!(
+            s.render(&json!("{{ n }}")).unwrap(),
+            json!({"a": "{{ y }}", "b": "no"})
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! Builds the node tree from yaml-rust2's marked events: positions, anchors and aliases, merge
-//! keys (`<<`), duplicate keys (the later wins), and the tags Ansible uses (`!!str`, `!unsafe`).
+//! keys (`<<`), duplicate keys (the later wins), and the tags Ansible uses (`!!str`, `!unsafe`
+//! on strings and collections, `!vault` refused).
 
 use super::node::{Kind, Node};
 use super::resolve::{resolve_json, resolve_plain};
@@ -7,13 +8,14 @@ use crate::diag::{Diagnostic, Pos};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use yaml_rust2::parser::{Event, MarkedEventReceiver};
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
-/// A collection being built, with its anchor id (0: none); a mapping holds its pending key.
+/// A collection being built, with its anchor id (0: none) and whether it is tagged `!unsafe`;
+/// a mapping holds its pending key.
 enum Frame {
-    Seq(Node, usize),
-    Map(Node, usize, Option<(String, Pos)>),
+    Seq(Node, usize, bool),
+    Map(Node, usize, bool, Option<(String, Pos)>),
 }
 
 /// Receives the parser's events and assembles the documents.
@@ -56,12 +58,12 @@ impl Builder {
     fn push_value(&mut self, node: Node) {
         match self.stack.last_mut() {
             None => self.docs.push(node),
-            Some(Frame::Seq(seq, _)) => {
+            Some(Frame::Seq(seq, _, _)) => {
                 if let Kind::Seq(items) = &mut seq.kind {
                     items.push(node);
                 }
             }
-            Some(Frame::Map(map, _, pending)) => match pending.take() {
+            Some(Frame::Map(map, _, _, pending)) => match pending.take() {
                 None => {
                     // This node is a key. yaml-rust2 marks a block mapping's start after its
                     // first key, so the first key's position is where the mapping starts.
@@ -76,6 +78,15 @@ impl Builder {
                         Kind::Bool(b) => b.to_string(),
                         Kind::Float(f) => f.to_string(),
                         Kind::Null => "null".to_string(),
+                        Kind::Unsafe(_) => {
+                            if self.error.is_none() {
+                                self.error = Some(
+                                    node.err("`!unsafe` on a mapping key is not supported")
+                                        .help("tag the value instead"),
+                                );
+                            }
+                            String::new()
+                        }
                         _ => {
                             if self.error.is_none() {
                                 self.error = Some(
@@ -115,8 +126,35 @@ fn merge_into(entries: &mut Vec<(String, Pos, Node)>, src: &Node) {
             }
         }
         Kind::Seq(items) => items.iter().for_each(|i| merge_into(entries, i)),
+        // Merged out of an `!unsafe` mapping, each value stays unsafe.
+        Kind::Unsafe(inner) => {
+            if let Kind::Map(m) = &inner.kind {
+                for (k, p, v) in m {
+                    if !entries.iter().any(|(ek, _, _)| ek == k) {
+                        entries.push((k.clone(), p.clone(), unsafe_node(v.clone())));
+                    }
+                }
+            }
+        }
         _ => {}
     }
+}
+
+/// `node` tagged `!unsafe`. Ansible types the scalar as if it were untagged and plain (so
+/// `!unsafe "123"` is the number 123); only strings and collections need the mark.
+fn unsafe_node(node: Node) -> Node {
+    match node.kind {
+        Kind::Str(_) | Kind::Seq(_) | Kind::Map(_) => Node {
+            pos: node.pos.clone(),
+            kind: Kind::Unsafe(Box::new(node)),
+        },
+        _ => node,
+    }
+}
+
+fn is_unsafe_tag(tag: &Option<Tag>) -> bool {
+    tag.as_ref()
+        .is_some_and(|t| t.handle == "!" && t.suffix == "unsafe")
 }
 
 impl MarkedEventReceiver for Builder {
@@ -129,45 +167,52 @@ impl MarkedEventReceiver for Builder {
             Event::Scalar(value, style, anchor, tag) => {
                 let kind = match (&style, &tag) {
                     (_, Some(t)) if t.handle == "!!" && t.suffix == "str" => Kind::Str(value),
-                    (_, Some(t))
-                        if t.handle == "!" && (t.suffix == "unsafe" || t.suffix == "vault") =>
-                    {
-                        if t.suffix == "vault" {
-                            self.error = Some(
-                                Diagnostic::at(&pos, "`!vault` values are not supported")
-                                    .help("decrypt the value, or pass it with -e @file"),
-                            );
-                        }
+                    (_, Some(t)) if t.handle == "!" && t.suffix == "vault" => {
+                        self.error = Some(
+                            Diagnostic::at(&pos, "`!vault` values are not supported")
+                                .help("decrypt the value, or pass it with -e @file"),
+                        );
                         Kind::Str(value)
                     }
+                    _ if is_unsafe_tag(&tag) => resolve_plain(&value),
                     (TScalarStyle::Plain, _) if self.json => resolve_json(&value),
                     (TScalarStyle::Plain, _) => resolve_plain(&value),
                     _ => Kind::Str(value),
                 };
                 let node = Node { kind, pos };
+                let node = if is_unsafe_tag(&tag) {
+                    unsafe_node(node)
+                } else {
+                    node
+                };
                 if anchor > 0 {
                     self.anchors.insert(anchor, node.clone());
                 }
                 self.push_value(node);
             }
-            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq(
+            Event::SequenceStart(anchor, tag) => self.stack.push(Frame::Seq(
                 Node {
                     kind: Kind::Seq(Vec::new()),
                     pos,
                 },
                 anchor,
+                is_unsafe_tag(&tag),
             )),
-            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map(
+            Event::MappingStart(anchor, tag) => self.stack.push(Frame::Map(
                 Node {
                     kind: Kind::Map(Vec::new()),
                     pos,
                 },
                 anchor,
+                is_unsafe_tag(&tag),
                 None,
             )),
             Event::SequenceEnd | Event::MappingEnd => {
                 let (node, anchor) = match self.stack.pop() {
-                    Some(Frame::Seq(n, a)) | Some(Frame::Map(n, a, _)) => (n, a),
+                    Some(Frame::Seq(n, a, false)) | Some(Frame::Map(n, a, false, _)) => (n, a),
+                    Some(Frame::Seq(n, a, true)) | Some(Frame::Map(n, a, true, _)) => {
+                        (unsafe_node(n), a)
+                    }
                     None => return,
                 };
                 if anchor > 0 {
@@ -186,8 +231,9 @@ impl MarkedEventReceiver for Builder {
 
 #[cfg(test)]
 mod tests {
+    use crate::yaml::mark::mark;
     use crate::yaml::{parse_str, Node};
-    use serde_json::Value;
+    use serde_json::{json, Value};
     use std::path::Path;
 
     fn parse(s: &str) -> Node {
@@ -201,6 +247,31 @@ mod tests {
         let (_, kpos, c) = &b.as_map().unwrap()[0];
         assert_eq!((kpos.line, kpos.col), (3, 3));
         assert_eq!((c.pos.line, c.pos.col), (3, 6));
+    }
+
+    #[test]
+    fn unsafe_marks_strings_and_collections_and_types_scalars_as_plain() {
+        let n = parse(concat!(
+            "a: !unsafe \"{{ x }}\"\n",
+            "b: !unsafe '123'\n",
+            "c: !unsafe\n",
+            "d: !unsafe [\"{{ y }}\", 1]\n",
+            "e: !unsafe {\"{{ k }}\": v}\n",
+            "f: &base !unsafe {p: \"{{ z }}\"}\n",
+            "g:\n  <<: *base\n  q: \"{{ t }}\"\n",
+        ));
+        let j = n.to_json();
+        assert_eq!(j["a"], mark(json!("{{ x }}")));
+        // As in Ansible, the tag does not keep a scalar a string: `!unsafe "123"` is 123.
+        assert_eq!(j["b"], json!(123));
+        assert_eq!(j["c"], Value::Null);
+        assert_eq!(j["d"], mark(json!(["{{ y }}", 1])));
+        assert_eq!(j["e"], mark(json!({"{{ k }}": "v"})));
+        // Values merged out of an unsafe mapping stay unsafe; the others do not become so.
+        assert_eq!(j["g"], json!({"p": mark(json!("{{ z }}")), "q": "{{ t }}"}));
+        assert_eq!(n.to_data_json()["e"], json!({"{{ k }}": "v"}));
+        let e = parse_str("!unsafe k: v\n", Path::new("t.yml")).unwrap_err();
+        assert!(e.msg.contains("mapping key"), "{e}");
     }
 
     #[test]

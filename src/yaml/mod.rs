@@ -6,10 +6,12 @@
 //! are booleans, `0644` is octal), so every source types a value the same way.
 //!
 //! yaml/ is the one YAML 1.1 loader of the project: `node` (the tree), `builder` (events ->
-//! tree), `resolve` (scalar typing). It must NOT know about playbooks, inventories or Ansible
+//! tree), `resolve` (scalar typing), `mark` (how an `!unsafe` value stays marked once it is
+//! plain JSON). It must NOT know about playbooks, inventories or Ansible
 //! keywords: callers give the tree its meaning.
 
 mod builder;
+pub mod mark;
 mod node;
 mod resolve;
 

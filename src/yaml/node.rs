@@ -1,5 +1,6 @@
 //! The YAML node tree: each value with the position where it starts, and its plain-data view.
 
+use super::mark::mark;
 use crate::diag::{Diagnostic, Pos};
 use serde_json::{Map, Number, Value};
 
@@ -20,6 +21,9 @@ pub enum Kind {
     Seq(Vec<Node>),
     /// Keys in document order, each with its own position (for "unknown key" errors).
     Map(Vec<(String, Pos, Node)>),
+    /// A string, list or mapping tagged `!unsafe`: never templated (see `mark`). Numbers,
+    /// booleans and null tagged so stay what they are, as in Ansible.
+    Unsafe(Box<Node>),
 }
 
 impl Node {
@@ -32,6 +36,7 @@ impl Node {
             Kind::Str(_) => "a string",
             Kind::Seq(_) => "a list",
             Kind::Map(_) => "a mapping",
+            Kind::Unsafe(_) => "an `!unsafe` value (only variables and module parameters take one)",
         }
     }
 
@@ -67,8 +72,19 @@ impl Node {
         }
     }
 
-    /// Plain data, positions dropped (module parameters, variables).
+    /// Plain data, positions dropped (module parameters, variables); `!unsafe` values keep
+    /// their mark (see `mark`).
     pub fn to_json(&self) -> Value {
+        self.json(true)
+    }
+
+    /// Plain data with `!unsafe` marks dropped, for data that is never rendered (`from_yaml`
+    /// of a host's text).
+    pub fn to_data_json(&self) -> Value {
+        self.json(false)
+    }
+
+    fn json(&self, marks: bool) -> Value {
         match &self.kind {
             Kind::Null => Value::Null,
             Kind::Bool(b) => Value::Bool(*b),
@@ -77,14 +93,17 @@ impl Node {
                 .map(Value::Number)
                 .unwrap_or(Value::Null),
             Kind::Str(s) => Value::String(s.clone()),
-            Kind::Seq(items) => Value::Array(items.iter().map(Node::to_json).collect()),
+            Kind::Seq(items) => Value::Array(items.iter().map(|n| n.json(marks)).collect()),
             Kind::Map(entries) => {
                 let mut m = Map::new();
                 for (k, _, v) in entries {
-                    m.insert(k.clone(), v.to_json());
+                    m.insert(k.clone(), v.json(marks));
                 }
                 Value::Object(m)
             }
+            // Everything inside is literal already: inner marks would add nothing.
+            Kind::Unsafe(inner) if marks => mark(inner.json(false)),
+            Kind::Unsafe(inner) => inner.json(false),
         }
     }
 

@@ -8,6 +8,7 @@ mod bad_input;
 mod blocks;
 mod cli_listing;
 mod fx;
+mod hostile;
 mod includes;
 mod inventory_cli;
 mod journal;

@@ -8,12 +8,13 @@ use crate::playbook::actions::{
     find_file, parse, AssertParams, DebugParams, FailParams, IncludeVarsParams, TemplateParams,
 };
 use crate::playbook::files::looked_in;
-use crate::template::Templar;
 use crate::vars::magic::OMIT;
+use crate::vars::Scope;
 use fixpoint_modules::params::Bool;
 use fixpoint_modules::{Outcome, ParamError};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 fn include_vars_params(params: &Value) -> Result<IncludeVarsParams, ParamError> {
     parse(params)
@@ -143,8 +144,7 @@ pub fn prepare(
     module: &'static str,
     mut params: Value,
     dirs: &[PathBuf],
-    templar: &Templar,
-    ctx: &minijinja::Value,
+    scope: &Arc<Scope>,
     environment: &Map<String, Value>,
 ) -> Result<Prepared, Failure> {
     strip_omit(&mut params);
@@ -194,8 +194,9 @@ pub fn prepare(
             let path = find_file(dirs, "templates", &p.src).map_err(Failure::msg)?;
             let source = std::fs::read_to_string(&path)
                 .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?;
-            let rendered = templar
-                .render_file(&path.display().to_string(), &source, ctx)
+            let rendered = scope
+                .templar()
+                .render_file(&path.display().to_string(), &source, &scope.ctx())
                 .map_err(|e| Failure::msg(e.to_string()))?;
             // The same mapping as above.
             let obj = params.as_object_mut().expect("mapping");
@@ -218,8 +219,8 @@ pub fn prepare(
             }
             Ok(Prepared::Agent { module, params })
         }
-        "debug" => Ok(Prepared::Done(debug(&params, templar, ctx))),
-        "assert" => Ok(Prepared::Done(assert(&params, templar, ctx))),
+        "debug" => Ok(Prepared::Done(debug(&params, scope))),
+        "assert" => Ok(Prepared::Done(assert(&params, scope))),
         "fail" => {
             let p: FailParams = parse(&params).map_err(|e| Failure::msg(e.to_string()))?;
             Ok(Prepared::Done(Err(Failure::msg(
@@ -253,15 +254,13 @@ fn basename(p: &str) -> String {
         .unwrap_or_else(|| p.to_string())
 }
 
-fn debug(params: &Value, templar: &Templar, ctx: &minijinja::Value) -> Result<Outcome, Failure> {
+fn debug(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
     let p: DebugParams = parse(params).map_err(|e| Failure::msg(e.to_string()))?;
     let mut result = Map::new();
     // `verbosity` was applied by the scheduler: a debug below it never gets here.
     let _ = p.verbosity;
     if let Some(var) = p.var {
-        let v = templar
-            .eval(&var, ctx)
-            .map_err(|e| Failure::msg(e.to_string()))?;
+        let v = scope.eval(&var).map_err(Failure::msg)?;
         result.insert(var, v);
     } else {
         result.insert("msg".into(), p.msg.unwrap_or_else(|| json!("Hello world!")));
@@ -273,15 +272,15 @@ fn debug(params: &Value, templar: &Templar, ctx: &minijinja::Value) -> Result<Ou
     })
 }
 
-fn assert(params: &Value, templar: &Templar, ctx: &minijinja::Value) -> Result<Outcome, Failure> {
+fn assert(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
     let p: AssertParams = parse(params).map_err(|e| Failure::msg(e.to_string()))?;
     let conditions: Vec<String> = match &p.that {
         Value::Array(items) => items.iter().map(display_value).collect(),
         other => vec![display_value(other)],
     };
     for cond in &conditions {
-        let ok = templar
-            .eval_bool(cond, ctx)
+        let ok = scope
+            .eval_bool(cond)
             .map_err(|e| Failure::msg(format!("assertion `{cond}` could not be evaluated: {e}")))?;
         if !ok {
             let msg = p

@@ -46,7 +46,7 @@ pub(super) fn filter_from_json(value: &str) -> Result<Value, Error> {
 pub(super) fn filter_from_yaml(value: &str) -> Result<Value, Error> {
     // The path only appears in positions, which the message below reports as line/column.
     crate::yaml::parse_str(value, Path::new("<from_yaml>"))
-        .map(|node| Value::from_serialize(node.to_json()))
+        .map(|node| Value::from_serialize(node.to_data_json()))
         .map_err(|e| {
             let at = match &e.pos {
                 Some(p) if p.line > 0 => format!(" at line {} column {}", p.line, p.col),
