@@ -18,9 +18,9 @@
 //! regular file (its target is left alone); with `follow: true` the link's target is written.
 
 use crate::fs::{
-    atomic_write, backup_file, current_umask, expand_user, group_name, lookup_gid, lookup_uid,
-    lstat, meta_info, missing_ancestors, mode_str, parent_of, path_info, resolve, set_attrs,
-    user_name, Attrs,
+    atomic_write, backup_file, current_umask, expand_user, group_name, id_of, locate, lookup_gid,
+    lookup_uid, lstat, meta_info, missing_ancestors, mkdir_at, mode_str, parent_of, path_info,
+    resolve, set_attrs_at, user_name, Attrs, Loc,
 };
 use crate::params::{de_opt_string, Bool, ModeSpec};
 use crate::text::diff_text;
@@ -95,16 +95,27 @@ fn de_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error>
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Create a directory for a `dest/` that does not exist yet (parents come first).
-    Mkdir { path: PathBuf, attrs: Attrs },
+    Mkdir {
+        path: PathBuf,
+        attrs: Attrs,
+        /// Where to create it, located at plan time (see `fs::Loc`).
+        at: Loc,
+    },
     /// Write the new content atomically (validate, then rename over `path`).
     Write {
         path: PathBuf,
+        /// The destination as probed: its directory and what was there.
+        at: Loc,
         attrs: Attrs,
         backup: bool,
         validate: Option<String>,
     },
     /// Content is right; only owner/group/mode change (no rewrite).
-    SetAttrs { path: PathBuf, attrs: Attrs },
+    SetAttrs {
+        path: PathBuf,
+        attrs: Attrs,
+        at: Loc,
+    },
 }
 
 /// What `probe` found.
@@ -341,6 +352,7 @@ impl Module for Copy {
                     uid: st.uid,
                     gid: st.gid,
                 },
+                at: locate(dir, None)?,
             });
         }
 
@@ -431,6 +443,7 @@ impl Module for Copy {
             });
             plan.actions.push(Action::Write {
                 path: st.dest.clone(),
+                at: locate(&st.dest, st.prev.as_ref().map(id_of))?,
                 attrs,
                 backup: p.backup.0 && st.before.is_some(),
                 validate: p.validate.clone(),
@@ -439,6 +452,7 @@ impl Module for Copy {
             plan.actions.push(Action::SetAttrs {
                 path: st.dest.clone(),
                 attrs,
+                at: locate(&st.dest, st.prev.as_ref().map(id_of))?,
             });
         }
 
@@ -466,31 +480,23 @@ impl Module for Copy {
         let mut backup = None;
         for action in &plan.actions {
             match action {
-                Action::Mkdir { path, attrs } => {
-                    match fs::create_dir(path) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == ErrorKind::AlreadyExists && path.is_dir() => {}
-                        Err(e) => {
-                            return Err(ModuleError::io(
-                                path,
-                                format!("cannot create directory: {e}"),
-                            ))
-                        }
-                    }
-                    set_attrs(path, attrs)?;
+                Action::Mkdir { attrs, at, .. } => {
+                    mkdir_at(at, 0o777)?;
+                    set_attrs_at(at, attrs)?;
                 }
                 Action::Write {
-                    path,
+                    at,
                     attrs,
                     backup: want_backup,
                     validate,
+                    ..
                 } => {
                     if *want_backup {
-                        backup = Some(backup_file(path)?);
+                        backup = Some(backup_file(at)?);
                     }
-                    atomic_write(path, &st.data, attrs, validate.as_deref())?;
+                    atomic_write(at, &st.data, attrs, validate.as_deref())?;
                 }
-                Action::SetAttrs { path, attrs } => set_attrs(path, attrs)?,
+                Action::SetAttrs { at, attrs, .. } => set_attrs_at(at, attrs)?,
             }
         }
         let mut out = path_info(&st.dest)?;

@@ -20,22 +20,24 @@
 //! symlink: with `follow`, the link's target; without, the link itself (lchown, and times set with
 //! `AT_SYMLINK_NOFOLLOW`). With `recurse`, `follow` also follows symlinks found inside the tree,
 //! as Ansible does, so a recursive chown can reach files outside the tree; set `follow: false` to
-//! keep it inside.
+//! keep it inside. Which links are followed is decided by the probe only: apply reaches every
+//! object through directory descriptors and refuses one that was swapped (for a symlink or
+//! anything else) since, so a local user cannot redirect a root-run chown (`fs::dirfd`).
 
 use crate::fs::{
-    current_umask, expand_user, fsync_dir, group_name, lookup_gid, lookup_uid, lstat, meta_info,
-    missing_ancestors, mode_str, parent_of, path_info, resolve, state_of, user_name,
+    current_umask, expand_user, group_name, id_of, locate, lookup_gid, lookup_uid, lstat,
+    meta_info, missing_ancestors, mkdir_at, mode_str, parent_of, path_info, resolve, state_of,
+    user_name, with_entry, Dir, Loc,
 };
 use crate::params::{de_opt_string, Bool, ModeSpec};
 use crate::{Ctx, Module, ModuleError, Plan};
-use nix::sys::stat::UtimensatFlags;
 use nix::sys::time::TimeSpec;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::fs::{self, Metadata};
-use std::io::ErrorKind;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 pub struct File;
@@ -132,42 +134,63 @@ pub enum Replace {
 }
 
 /// One step of a `file` plan.
+///
+/// Every action carries `at`, where its object was found by the probe (see `fs::Loc`): apply
+/// reaches it through directory descriptors without following links, and refuses an object that
+/// is no longer the one probed, so a file swapped for a symlink is never followed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Create one directory; its parents come earlier in the plan.
-    Mkdir(PathBuf),
+    Mkdir {
+        path: PathBuf,
+        at: Loc,
+    },
     /// Create an empty regular file (`touch` on a missing path).
-    CreateFile(PathBuf),
+    CreateFile {
+        path: PathBuf,
+        at: Loc,
+    },
     Symlink {
         path: PathBuf,
         src: PathBuf,
         replace: Replace,
+        at: Loc,
     },
     HardLink {
         path: PathBuf,
         src: PathBuf,
         replace: Replace,
+        at: Loc,
     },
     /// Unlink a file or symlink.
-    Remove(PathBuf),
+    Remove {
+        path: PathBuf,
+        at: Loc,
+    },
     /// Remove a directory and everything below it (symlinks inside are removed, not followed).
-    RemoveTree(PathBuf),
+    RemoveTree {
+        path: PathBuf,
+        at: Loc,
+    },
     Chown {
         path: PathBuf,
         uid: Option<u32>,
         gid: Option<u32>,
         /// Change the symlink itself (lchown).
         nofollow: bool,
+        at: Loc,
     },
     Chmod {
         path: PathBuf,
         mode: u32,
+        at: Loc,
     },
     SetTimes {
         path: PathBuf,
         atime: TimeWant,
         mtime: TimeWant,
         nofollow: bool,
+        at: Loc,
     },
 }
 
@@ -185,6 +208,8 @@ pub struct LinkProbe {
 pub struct Entry {
     pub path: PathBuf,
     pub meta: Metadata,
+    /// Where the walk found it, through directory descriptors.
+    pub at: Loc,
     /// A symlink met in the tree: attributes go to the link itself.
     pub nofollow: bool,
 }
@@ -376,8 +401,13 @@ impl Module for File {
                 let mut seen = HashSet::new();
                 if let Some(m) = attr_meta {
                     seen.insert((m.dev(), m.ino()));
+                    // The top directory is reached as the task names it (its links followed
+                    // once, as Ansible does); everything below through descriptors only.
+                    let real =
+                        fs::canonicalize(&attr_path).map_err(|e| ModuleError::io(&attr_path, e))?;
+                    let root = Dir::open_id(&real, Some(id_of(m)))?;
+                    walk(&root, &real, follow, &mut seen, &mut tree)?;
                 }
-                walk(&attr_path, follow, &mut seen, &mut tree)?;
             }
         }
 
@@ -512,6 +542,22 @@ fn plan_attrs(
     nofollow: bool,
     want: &Want,
 ) -> Result<(), ModuleError> {
+    let at = match &cur {
+        Cur::Existing(m) => locate(path, Some(id_of(m)))?,
+        Cur::New { .. } => locate(path, None)?,
+    };
+    plan_attrs_at(plan, path, at, cur, nofollow, want)
+}
+
+/// [`plan_attrs`] for an object already located (a tree entry found through descriptors).
+fn plan_attrs_at(
+    plan: &mut Plan<Action>,
+    path: &Path,
+    at: Loc,
+    cur: Cur,
+    nofollow: bool,
+    want: &Want,
+) -> Result<(), ModuleError> {
     let shown = path.display().to_string();
     let (meta, cur_mode, is_dir, is_link) = match cur {
         Cur::Existing(m) => (
@@ -547,6 +593,7 @@ fn plan_attrs(
             uid,
             gid,
             nofollow: link_itself,
+            at: at.clone(),
         });
     }
 
@@ -569,6 +616,7 @@ fn plan_attrs(
             plan.actions.push(Action::Chmod {
                 path: path.to_path_buf(),
                 mode: target,
+                at: at.clone(),
             });
         }
     }
@@ -591,6 +639,7 @@ fn plan_attrs(
             atime,
             mtime,
             nofollow: link_itself,
+            at,
         });
     }
     Ok(())
@@ -655,10 +704,12 @@ fn plan_absent<'a>(
             "absent",
         );
         // lstat: a symlink to a directory is unlinked, never emptied.
+        let path = st.path.clone();
+        let at = locate(&path, Some(id_of(m)))?;
         plan.actions.push(if m.is_dir() {
-            Action::RemoveTree(st.path.clone())
+            Action::RemoveTree { path, at }
         } else {
-            Action::Remove(st.path.clone())
+            Action::Remove { path, at }
         });
     }
     Ok(None)
@@ -713,7 +764,10 @@ fn plan_directory<'a>(
             for dir in &st.missing_dirs {
                 plan.diff
                     .attr(dir.display().to_string(), "state", "absent", "directory");
-                plan.actions.push(Action::Mkdir(dir.clone()));
+                plan.actions.push(Action::Mkdir {
+                    path: dir.clone(),
+                    at: locate(dir, None)?,
+                });
                 let new = Cur::New {
                     mode: 0o777 & !st.umask,
                     is_dir: true,
@@ -726,7 +780,8 @@ fn plan_directory<'a>(
         Some(m) if m.is_dir() => {
             plan_attrs(plan, &path, Cur::Existing(m), nofollow, want)?;
             for e in &st.tree {
-                plan_attrs(plan, &e.path, Cur::Existing(&e.meta), e.nofollow, want)?;
+                let cur = Cur::Existing(&e.meta);
+                plan_attrs_at(plan, &e.path, e.at.clone(), cur, e.nofollow, want)?;
             }
             Ok(Some(m))
         }
@@ -751,7 +806,10 @@ fn plan_touch<'a>(
     if st.prev.is_none() {
         plan.diff
             .attr(st.path.display().to_string(), "state", "absent", "file");
-        plan.actions.push(Action::CreateFile(st.path.clone()));
+        plan.actions.push(Action::CreateFile {
+            path: st.path.clone(),
+            at: locate(&st.path, None)?,
+        });
         let new = Cur::New {
             mode: 0o666 & !st.umask,
             is_dir: false,
@@ -842,6 +900,7 @@ fn plan_symlink<'a>(
             path: st.path.clone(),
             src: link.src.clone(),
             replace,
+            at: locate(&st.path, st.prev.as_ref().map(id_of))?,
         });
     }
 
@@ -925,6 +984,7 @@ fn plan_hardlink<'a>(
                 path: st.path.clone(),
                 src: src.clone(),
                 replace,
+                at: locate(&st.path, st.prev.as_ref().map(id_of))?,
             });
             // After linking, `path` is the source's inode, with the source's attributes.
             plan_attrs(plan, &st.path, Cur::Existing(target), !p.follow.0, want)?;
@@ -938,151 +998,121 @@ fn plan_hardlink<'a>(
     Ok(st.prev.as_ref())
 }
 
-/// Perform one planned action.
+/// Perform one planned action, on the object the probe found (see [`Action`]).
 fn perform(action: &Action) -> Result<(), ModuleError> {
     match action {
-        Action::Mkdir(dir) => match fs::create_dir(dir) {
-            Ok(()) => Ok(()),
-            // Someone created it since the probe: fine as long as it is a directory.
-            Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-            Err(e) => Err(ModuleError::io(
-                dir,
-                format!("cannot create directory: {e}"),
-            )),
-        },
-        Action::CreateFile(path) => fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map(drop)
-            .map_err(|e| ModuleError::io(path, format!("cannot create file: {e}"))),
-        Action::Symlink { path, src, replace } => {
-            place_link(path, *replace, |to| std::os::unix::fs::symlink(src, to))
-        }
-        Action::HardLink { path, src, replace } => {
-            place_link(path, *replace, |to| fs::hard_link(src, to))
-        }
-        Action::Remove(path) => match fs::remove_file(path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(ModuleError::io(path, format!("cannot remove: {e}"))),
-        },
-        Action::RemoveTree(path) => fs::remove_dir_all(path)
-            .map_err(|e| ModuleError::io(path, format!("cannot remove directory tree: {e}"))),
+        Action::Mkdir { at, .. } => mkdir_at(at, 0o777),
+        Action::CreateFile { at, .. } => Dir::open(&at.dir)?.create_file(&at.name),
+        Action::Symlink {
+            src, replace, at, ..
+        } => place_link(at, *replace, |d, name| d.symlink(src, name)),
+        Action::HardLink {
+            src, replace, at, ..
+        } => place_link(at, *replace, |d, name| d.hard_link(src, name)),
+        // Unlinked by name in the directory the probe saw: never what a link there points to.
+        Action::Remove { at, .. } => Dir::open(&at.dir)?.unlink(&at.name),
+        Action::RemoveTree { at, .. } => Dir::open(&at.dir)?.remove_tree(&at.name),
         Action::Chown {
-            path,
             uid,
             gid,
             nofollow,
-        } => {
-            let r = if *nofollow {
-                std::os::unix::fs::lchown(path, *uid, *gid)
-            } else {
-                std::os::unix::fs::chown(path, *uid, *gid)
-            };
-            r.map_err(|e| ModuleError::io(path, format!("cannot set owner/group: {e}")))
-        }
-        Action::Chmod { path, mode } => {
-            fs::set_permissions(path, fs::Permissions::from_mode(*mode))
-                .map_err(|e| ModuleError::io(path, format!("cannot set mode: {e}")))
-        }
+            at,
+            ..
+        } => with_entry(at, *nofollow, |h| h.chown(*uid, *gid)),
+        Action::Chmod { mode, at, .. } => with_entry(at, false, |h| h.chmod(*mode)),
         Action::SetTimes {
-            path,
             atime,
             mtime,
             nofollow,
+            at,
+            ..
         } => {
             let spec = |t: &TimeWant| match t {
                 TimeWant::Preserve => TimeSpec::UTIME_OMIT,
                 TimeWant::Now => TimeSpec::UTIME_NOW,
                 TimeWant::At(s) => TimeSpec::new(*s, 0),
             };
-            let flag = if *nofollow {
-                UtimensatFlags::NoFollowSymlink
-            } else {
-                UtimensatFlags::FollowSymlink
-            };
-            nix::sys::stat::utimensat(None, path, &spec(atime), &spec(mtime), flag)
-                .map_err(|e| ModuleError::io(path, format!("cannot set times: {e}")))
+            with_entry(at, *nofollow, |h| h.set_times(&spec(atime), &spec(mtime)))
         }
     }
 }
 
-/// Create a link at `path` with `make`; an existing entry is replaced atomically (new link beside
-/// it, then rename), an empty directory is removed first (rename cannot replace a directory).
+/// Create a link at `at` with `make`; an existing entry is replaced atomically (new link beside
+/// it under an unpredictable name, then rename), an empty directory is removed first (rename
+/// cannot replace a directory). All inside the directory the probe saw, reached without links.
 fn place_link(
-    path: &Path,
+    at: &Loc,
     replace: Replace,
-    make: impl Fn(&Path) -> std::io::Result<()>,
+    make: impl Fn(&Dir, &OsStr) -> std::io::Result<()>,
 ) -> Result<(), ModuleError> {
-    let dir = parent_of(path);
+    let dir = Dir::open(&at.dir)?;
+    let path = dir.at(&at.name);
+    let link_err = |e: std::io::Error| ModuleError::io(&path, format!("cannot link: {e}"));
     match replace {
-        Replace::Nothing => {
-            make(path).map_err(|e| ModuleError::io(path, format!("cannot link: {e}")))?
-        }
+        Replace::Nothing => make(&dir, &at.name).map_err(link_err)?,
         Replace::EmptyDir => {
-            fs::remove_dir(path)
-                .map_err(|e| ModuleError::io(path, format!("cannot remove directory: {e}")))?;
-            make(path).map_err(|e| ModuleError::io(path, format!("cannot link: {e}")))?;
+            dir.rmdir(&at.name)?;
+            make(&dir, &at.name).map_err(link_err)?;
         }
         Replace::Entry => {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos();
-            let tmp = dir.join(format!(
-                ".{name}.{}.{nanos}.fixpoint.tmp",
-                std::process::id()
-            ));
-            make(&tmp).map_err(|e| ModuleError::io(path, format!("cannot link: {e}")))?;
-            if let Err(e) = fs::rename(&tmp, path) {
-                let _ = fs::remove_file(&tmp);
-                return Err(ModuleError::io(path, format!("cannot replace: {e}")));
+            // Reserve an unpredictable name exclusively, then put the link in its place.
+            let (f, tmp) = dir.create_temp(".fixpoint.", ".tmp")?;
+            drop(f);
+            dir.unlink(&tmp)?;
+            make(&dir, &tmp).map_err(link_err)?;
+            if let Err(e) = dir.rename(&tmp, &at.name) {
+                let _ = dir.unlink(&tmp);
+                return Err(e);
             }
         }
     }
-    fsync_dir(&dir)
+    dir.fsync()
 }
 
-/// Everything below `dir`, parents before children, sorted by name for a stable plan.
-/// With `follow`, a symlink's target is visited too (once: `seen` holds device and inode).
+/// Everything below `dir` (whose canonical path is `path`), parents before children, sorted by
+/// name for a stable plan, found through directory descriptors: a subdirectory is opened with
+/// `O_NOFOLLOW`, so one swapped for a link during the walk is refused rather than listed.
+/// With `follow`, a symlink's target is visited too (once: `seen` holds device and inode), as
+/// Ansible does.
 fn walk(
-    dir: &Path,
+    dir: &Dir,
+    path: &Path,
     follow: bool,
     seen: &mut HashSet<(u64, u64)>,
     out: &mut Vec<Entry>,
 ) -> Result<(), ModuleError> {
-    let mut names: Vec<PathBuf> = fs::read_dir(dir)
-        .map_err(|e| ModuleError::io(dir, e))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| ModuleError::io(dir, e))?;
-    names.sort();
-    for path in names {
-        let Some(meta) = lstat(&path)? else {
+    for name in dir.names()? {
+        let Some(h) = dir.entry(&name)? else {
             continue;
+        };
+        let meta = h.metadata()?;
+        let entry_path = path.join(&name);
+        let at = Loc {
+            dir: path.to_path_buf(),
+            name: name.clone(),
+            id: Some(id_of(&meta)),
         };
         if meta.file_type().is_symlink() {
             out.push(Entry {
-                path: path.clone(),
+                path: entry_path.clone(),
                 meta,
+                at,
                 nofollow: true,
             });
             if follow {
-                if let Some((real, m)) = resolve(&path)? {
+                if let Some((real, m)) = resolve(&entry_path)? {
                     if seen.insert((m.dev(), m.ino())) {
                         let is_dir = m.is_dir();
+                        let at = locate(&real, Some(id_of(&m)))?;
                         out.push(Entry {
                             path: real.clone(),
                             meta: m,
+                            at,
                             nofollow: false,
                         });
                         if is_dir {
-                            walk(&real, follow, seen, out)?;
+                            let id = out.last().and_then(|e| e.at.id);
+                            walk(&Dir::open_id(&real, id)?, &real, follow, seen, out)?;
                         }
                     }
                 }
@@ -1090,12 +1120,13 @@ fn walk(
         } else if seen.insert((meta.dev(), meta.ino())) {
             let is_dir = meta.is_dir();
             out.push(Entry {
-                path: path.clone(),
+                path: entry_path.clone(),
                 meta,
+                at,
                 nofollow: false,
             });
             if is_dir {
-                walk(&path, follow, seen, out)?;
+                walk(&dir.subdir(&name)?, &entry_path, follow, seen, out)?;
             }
         }
     }
@@ -1207,8 +1238,9 @@ mod tests {
     use super::*;
     use crate::testutil::{CHECK, RUN};
     use crate::{check_params, run, Ctx};
+    use nix::sys::stat::UtimensatFlags;
     use serde_json::json;
-    use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{symlink, PermissionsExt};
 
     /// Everything observable about a tree (lstat, without following links), to prove "nothing changed".
     fn snapshot(root: &Path) -> Vec<String> {

@@ -15,6 +15,8 @@ pub mod params;
 pub mod registry;
 pub mod stat;
 #[cfg(test)]
+mod swap_tests;
+#[cfg(test)]
 mod testutil;
 pub mod text;
 pub mod time;

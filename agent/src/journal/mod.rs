@@ -19,7 +19,7 @@ pub use lock::LockInfo;
 pub use once::{request_hash, OnceStatus, Record};
 pub use outbox::OutboxEntry;
 
-use fixpoint_modules::fs::{atomic_write, Attrs};
+use fixpoint_modules::fs::{atomic_write_path, Attrs};
 use fixpoint_modules::time::format_datetime;
 use serde::{Deserialize, Serialize};
 
@@ -78,7 +78,7 @@ pub fn default_state_dir() -> PathBuf {
 
 fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), String> {
     let body = serde_json::to_vec_pretty(v).map_err(|e| e.to_string())?;
-    atomic_write(
+    atomic_write_path(
         path,
         &body,
         &Attrs {

@@ -3,10 +3,11 @@
 //! rename, and the `backup: true` copy made before it.
 
 use super::attrs::{current_umask, Attrs};
-use super::paths::parent_of;
+use super::dirfd::{Dir, Loc};
 use crate::ModuleError;
 use std::fs;
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
@@ -16,64 +17,87 @@ pub fn fsync_dir(dir: &Path) -> Result<(), ModuleError> {
     d.sync_all().map_err(|e| ModuleError::io(dir, e))
 }
 
-/// Replace `path` with `data` atomically: temp file in the same directory, attributes set on the
-/// temp file, fsync, rename over the destination, fsync the directory. A crash at any point leaves
-/// either the old file or the new one, never a torn one.
+/// Replace the file at `dest` with `data` atomically: a temp file created exclusively (mode 0600,
+/// unpredictable name) in the destination's directory, attributes set on it, fsync, rename over
+/// the destination, fsync the directory. A crash at any point leaves either the old file or the
+/// new one, never a torn one.
+///
+/// The directory is reopened without following any symlink (see `dirfd`), and what is at the
+/// destination must still be what the probe saw (`dest.id`; `None`: nothing), so a directory or
+/// file swapped for a link since the probe makes this fail instead of writing elsewhere.
 ///
 /// Attributes not given in `attrs` are copied from the existing file (so a rewrite keeps its owner,
-/// group and mode); a new file gets `0644 & !umask`-like defaults from the temp file, widened to 0644
-/// because tempfile creates 0600.
+/// group and mode); a new file gets `0666 & !umask`.
 ///
 /// `validate`, when given, is a command with `%s` that must exit 0 on the temp file before the rename.
 pub fn atomic_write(
+    dest: &Loc,
+    data: &[u8],
+    attrs: &Attrs,
+    validate: Option<&str>,
+) -> Result<(), ModuleError> {
+    let dir = Dir::open(&dest.dir)?;
+    let path = dir.at(&dest.name);
+    let existing = dir.entry(&dest.name)?;
+    match (&existing, dest.id) {
+        (Some(h), Some(id)) if h.id() == id => {}
+        (None, None) => {}
+        _ => {
+            return Err(ModuleError::io(
+                &path,
+                "changed since it was examined (created, removed or replaced); nothing was \
+                 written, run again",
+            ))
+        }
+    }
+    let existing = existing.map(|h| *h.stat());
+    let (mut tmp, tmp_name) = dir.create_temp(".fixpoint.", ".tmp")?;
+    // Whatever fails from here on, the temp file must not stay behind.
+    let result = (|| {
+        let tmp_path = dir.at(&tmp_name);
+        tmp.write_all(data)
+            .map_err(|e| ModuleError::io(&tmp_path, e))?;
+        let mode = attrs
+            .mode
+            .or_else(|| existing.map(|m| m.st_mode & 0o7777))
+            .unwrap_or_else(|| 0o666 & !current_umask());
+        let uid = attrs.uid.or_else(|| existing.map(|m| m.st_uid));
+        let gid = attrs.gid.or_else(|| existing.map(|m| m.st_gid));
+        if uid.is_some() || gid.is_some() {
+            nix::unistd::fchown(
+                tmp.as_raw_fd(),
+                uid.map(nix::unistd::Uid::from_raw),
+                gid.map(nix::unistd::Gid::from_raw),
+            )
+            .map_err(|e| ModuleError::io(&path, format!("cannot set owner/group: {e}")))?;
+        }
+        // chmod after chown: chown clears setuid/setgid bits.
+        tmp.set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(|e| ModuleError::io(&tmp_path, e))?;
+        tmp.sync_all().map_err(|e| ModuleError::io(&tmp_path, e))?;
+        if let Some(cmd) = validate {
+            run_validate(cmd, &tmp_path)?;
+        }
+        dir.rename(&tmp_name, &dest.name)
+    })();
+    if let Err(e) = result {
+        let _ = dir.unlink(&tmp_name);
+        return Err(e);
+    }
+    dir.fsync()
+}
+
+/// [`atomic_write`] to `path` as it is now, whatever is there (for files that no probe looked at,
+/// such as the agent's own journal records): the directory is located now, then reached without
+/// following links.
+pub fn atomic_write_path(
     path: &Path,
     data: &[u8],
     attrs: &Attrs,
     validate: Option<&str>,
 ) -> Result<(), ModuleError> {
-    let dir = parent_of(path);
-    let existing = match fs::metadata(path) {
-        Ok(m) => Some(m),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(ModuleError::io(path, e)),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".fixpoint.")
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(|e| ModuleError::io(&dir, e))?;
-    tmp.write_all(data)
-        .map_err(|e| ModuleError::io(tmp.path(), e))?;
-
-    let mode = attrs
-        .mode
-        .or_else(|| existing.as_ref().map(|m| m.permissions().mode() & 0o7777))
-        .unwrap_or_else(|| 0o666 & !current_umask());
-    let uid = attrs.uid.or_else(|| existing.as_ref().map(|m| m.uid()));
-    let gid = attrs.gid.or_else(|| existing.as_ref().map(|m| m.gid()));
-    if uid.is_some() || gid.is_some() {
-        nix::unistd::fchown(
-            std::os::fd::AsRawFd::as_raw_fd(tmp.as_file()),
-            uid.map(nix::unistd::Uid::from_raw),
-            gid.map(nix::unistd::Gid::from_raw),
-        )
-        .map_err(|e| ModuleError::io(path, format!("cannot set owner/group: {e}")))?;
-    }
-    // chmod after chown: chown clears setuid/setgid bits.
-    tmp.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode))
-        .map_err(|e| ModuleError::io(tmp.path(), e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| ModuleError::io(tmp.path(), e))?;
-
-    if let Some(cmd) = validate {
-        run_validate(cmd, tmp.path())?;
-    }
-
-    tmp.persist(path)
-        .map_err(|e| ModuleError::io(path, e.error))?;
-    fsync_dir(&dir)
+    let id = super::paths::lstat(path)?.as_ref().map(super::dirfd::id_of);
+    atomic_write(&super::dirfd::locate(path, id)?, data, attrs, validate)
 }
 
 /// Run a `validate` command (`visudo -cf %s`) on a candidate file.
@@ -110,18 +134,41 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// Make a `backup: true` copy next to `path`: `path.<pid>.<timestamp>~`, as Ansible names it.
-/// Returns the backup's path.
-pub fn backup_file(path: &Path) -> Result<String, ModuleError> {
+/// Make a `backup: true` copy of the file at `loc` (it must still be the file the probe saw) in
+/// the same directory, named `<name>.<pid>.<seconds>.<random>~`: created exclusively, mode 0600
+/// while it fills, without following anything at that name; then given the original's owner,
+/// group and mode, as Ansible's backup keeps them. Returns the backup's path.
+pub fn backup_file(loc: &Loc) -> Result<String, ModuleError> {
+    let dir = Dir::open(&loc.dir)?;
+    let path = dir.at(&loc.name);
+    let fail = |e: &dyn std::fmt::Display| ModuleError::io(&path, format!("backup failed: {e}"));
+    let mut src = dir.open_read(&loc.name)?;
+    let meta = src.metadata().map_err(|e| fail(&e))?;
+    if loc.id.is_some_and(|id| id != (meta.dev(), meta.ino())) {
+        return Err(fail(&"the file changed since it was examined"));
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let backup = format!(
-        "{}.{}.{}~",
-        path.display(),
-        std::process::id(),
-        now.as_secs()
-    );
-    fs::copy(path, &backup).map_err(|e| ModuleError::io(path, format!("backup failed: {e}")))?;
-    Ok(backup)
+    let mut prefix = loc.name.clone();
+    prefix.push(format!(".{}.{}.", std::process::id(), now.as_secs()));
+    let (mut out, name) = dir.create_temp(&prefix.to_string_lossy(), "~")?;
+    let result = (|| {
+        std::io::copy(&mut src, &mut out).map_err(|e| fail(&e))?;
+        nix::unistd::fchown(
+            out.as_raw_fd(),
+            Some(nix::unistd::Uid::from_raw(meta.uid())),
+            Some(nix::unistd::Gid::from_raw(meta.gid())),
+        )
+        .map_err(|e| fail(&e))?;
+        out.set_permissions(fs::Permissions::from_mode(meta.mode() & 0o7777))
+            .map_err(|e| fail(&e))?;
+        out.sync_all().map_err(|e| fail(&e))
+    })();
+    if let Err(e) = result {
+        let _ = dir.unlink(&name);
+        return Err(e);
+    }
+    dir.fsync()?;
+    Ok(dir.at(&name).display().to_string())
 }

@@ -151,20 +151,6 @@ pub fn plan_attrs(
     Ok(out)
 }
 
-/// Set owner, group and mode on an existing path (following symlinks), without touching its content.
-pub fn set_attrs(path: &Path, attrs: &Attrs) -> Result<(), ModuleError> {
-    if attrs.uid.is_some() || attrs.gid.is_some() {
-        std::os::unix::fs::chown(path, attrs.uid, attrs.gid)
-            .map_err(|e| ModuleError::io(path, format!("cannot set owner/group: {e}")))?;
-    }
-    // chmod after chown: chown clears setuid/setgid bits.
-    if let Some(mode) = attrs.mode {
-        fs::set_permissions(path, fs::Permissions::from_mode(mode))
-            .map_err(|e| ModuleError::io(path, format!("cannot set mode: {e}")))?;
-    }
-    Ok(())
-}
-
 /// Ansible's `state` word for what is at a path: `link`, `directory`, `hard` (a non-directory with
 /// more than one link) or `file` (anything else, including fifos and devices, as Ansible does).
 pub fn state_of(meta: &fs::Metadata) -> &'static str {

@@ -1,18 +1,23 @@
 //! Host filesystem helpers shared by the modules: paths (`lstat`, `parent_of`, `~` expansion),
 //! attributes (owner, group, mode, and their Ansible result fields) and safe replacement of a
-//! file (atomic write, validate, backup).
+//! file (atomic write, validate, backup), and `dirfd`: every change to a path the host's users
+//! may control goes through a directory descriptor, without following links the probe did not.
 //!
 //! It knows nothing about any one module, their parameters (beyond the `mode` type) or text
-//! editing; the dependency runs one way inside: `paths` <- `attrs` <- `atomic`.
+//! editing; the dependency runs one way inside: `paths` <- `attrs` <- `dirfd` <- `atomic`.
 
 mod atomic;
 mod attrs;
+mod dirfd;
 mod paths;
 
-pub use atomic::{atomic_write, backup_file, fsync_dir, run_validate, shell_quote};
+pub use atomic::{
+    atomic_write, atomic_write_path, backup_file, fsync_dir, run_validate, shell_quote,
+};
 pub use attrs::{
     current_umask, group_name, lookup_gid, lookup_uid, meta_info, mode_str, path_info, plan_attrs,
-    set_attrs, state_of, user_name, Attrs, WantedAttrs,
+    state_of, user_name, Attrs, WantedAttrs,
 };
+pub use dirfd::{id_of, locate, mkdir_at, set_attrs_at, with_entry, Dir, FileId, Handle, Loc};
 pub use paths::{expand_user, expand_user_with, lstat, parent_of};
 pub(crate) use paths::{missing_ancestors, resolve};

@@ -3,7 +3,10 @@
 //! and group.
 
 use super::regex::compile_regex;
-use crate::fs::{atomic_write, backup_file, lstat, plan_attrs, set_attrs, Attrs, WantedAttrs};
+use crate::fs::{
+    atomic_write, backup_file, id_of, locate, lstat, plan_attrs, set_attrs_at, Attrs, Dir, Loc,
+    WantedAttrs,
+};
 use crate::params::{is_template, ModeSpec};
 use crate::{ContentDiff, Ctx, ModuleError, Plan};
 use serde::Deserialize;
@@ -117,6 +120,9 @@ pub struct TextFile {
     pub meta: Option<fs::Metadata>,
     /// Its content; `None` when it does not exist.
     pub content: Option<Vec<u8>>,
+    /// `target` as probed (its directory without links, and what was there), which `apply_edit`
+    /// changes and nothing else.
+    pub at: Loc,
 }
 
 /// One step of a text-file edit.
@@ -159,11 +165,13 @@ pub fn probe_text_file(path: &str) -> Result<TextFile, ModuleError> {
         Some(_) => Some(fs::read(&target).map_err(|e| ModuleError::io(&target, e))?),
         None => None,
     };
+    let at = locate(&target, meta.as_ref().map(id_of))?;
     Ok(TextFile {
         path: path.to_string(),
         target,
         meta,
         content,
+        at,
     })
 }
 
@@ -237,17 +245,18 @@ pub fn apply_edit(
     let mut out = Map::new();
     for action in actions {
         match action {
-            EditAction::CreateParents(dir) => {
-                fs::create_dir_all(dir).map_err(|e| ModuleError::io(dir, e))?;
+            // The directories as located at probe time, created without following any link.
+            EditAction::CreateParents(_) => {
+                Dir::create_all(&file.at.dir)?;
             }
             EditAction::Backup => {
-                let backup = backup_file(&file.target)?;
+                let backup = backup_file(&file.at)?;
                 out.insert(backup_key.into(), Value::String(backup));
             }
             EditAction::Write { content, attrs } => {
-                atomic_write(&file.target, content, attrs, validate)?;
+                atomic_write(&file.at, content, attrs, validate)?;
             }
-            EditAction::SetAttrs(attrs) => set_attrs(&file.target, attrs)?,
+            EditAction::SetAttrs(attrs) => set_attrs_at(&file.at, attrs)?,
         }
     }
     Ok(out)
