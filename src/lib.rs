@@ -1,7 +1,8 @@
 //! fixpoint, the controller: command line, inventory, playbook loading, templating, the engine, connections and reporting.
 //!
 //! `main_entry` is the only thing the binary calls: it parses arguments, runs the engine, prints
-//! an error once and maps the outcome to an exit status (0 ok, 1 failed, 2 bad input, 3 not converged).
+//! an error once and maps the outcome to an exit status (0 ok, 1 failed, 2 bad input, 3 not converged,
+//! 130 interrupted).
 
 pub mod cli;
 pub mod config;
@@ -22,6 +23,8 @@ use std::process::ExitCode;
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
 pub const EXIT_NOT_CONVERGED: u8 = 3;
+/// Stopped by Ctrl-C (SIGINT), as shells report a process ended by it (128 + 2).
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 pub fn main_entry() -> ExitCode {
     let cli = match cli::Cli::try_parse() {
@@ -139,6 +142,7 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         engine::RunOutcome::Success => ExitCode::SUCCESS,
         engine::RunOutcome::Failed => ExitCode::from(EXIT_FAILED),
         engine::RunOutcome::NotConverged => ExitCode::from(EXIT_NOT_CONVERGED),
+        engine::RunOutcome::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
     }
 }
 

@@ -11,3 +11,4 @@ pub mod facts;
 pub mod journal;
 pub mod protocol;
 pub mod serve;
+pub mod watch;

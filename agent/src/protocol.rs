@@ -1,19 +1,47 @@
 //! The framed request/response protocol between the controller and the on-host agent.
 //!
-//! A frame is a 4-byte big-endian length followed by that many bytes of JSON. The agent answers
-//! every request with exactly one response, in order, so the controller never has to match ids.
+//! A frame is a 4-byte big-endian length followed by that many bytes of JSON. Each request
+//! travels in a `RequestFrame` with an id the controller counts up per connection, and the agent
+//! answers every request with exactly one `ResponseFrame` carrying that id, in
+//! order. The controller checks the id of every answer: a connection that is out of step (an
+//! answer to an earlier request that timed out on the controller's side) is recognised and
+//! dropped instead of handing one task another task's answer.
 
 use fixpoint_modules::Outcome;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::io::{Read, Write};
+use std::io::Read;
 
 /// Written by the agent before its first frame: the controller knows the agent (not a shell
 /// message, a motd or sudo's lecture) is now speaking.
 pub const AGENT_MAGIC: &[u8; 8] = b"FXPAGNT1";
 
-/// Frames larger than this are refused: a corrupt length must not make either side allocate gigabytes.
+/// Requests larger than this are refused by the agent: a corrupt length must not make it
+/// allocate gigabytes. Requests carry whole file contents (`copy content:`), hence the room.
 pub const MAX_FRAME: usize = 256 * 1024 * 1024;
+
+/// Answers larger than this fail the host on the controller, which holds one answer per host
+/// at a time: a hostile or broken agent must not make it allocate 256 MiB for each of its hosts.
+pub const MAX_RESPONSE_FRAME: usize = 64 * 1024 * 1024;
+
+/// One request on the wire: its id, how long the agent may take over it, and the request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RequestFrame {
+    pub id: u64,
+    /// The task's `timeout` (or the controller's bound for a bookkeeping request), in
+    /// milliseconds: past it the agent kills the process groups the request started and answers
+    /// that it timed out. None: no limit (a command may legitimately run for hours).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    pub req: Request,
+}
+
+/// One answer on the wire, with the id of the request it answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResponseFrame {
+    pub id: u64,
+    pub resp: Response,
+}
 
 /// What the controller asks of the agent.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -147,22 +175,32 @@ pub fn read_frame_sync<R: Read>(r: &mut R) -> std::io::Result<Option<Vec<u8>>> {
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
-    let n = u32::from_be_bytes(len) as usize;
-    if n > MAX_FRAME {
+    let n = frame_len(len, MAX_FRAME)?;
+    // Grown as bytes arrive, not allocated from the length: a length that lies costs nothing.
+    let mut body = Vec::new();
+    r.take(n as u64).read_to_end(&mut body)?;
+    if body.len() != n {
         return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("frame of {n} bytes is larger than the limit"),
+            std::io::ErrorKind::UnexpectedEof,
+            format!(
+                "the input ended inside a frame ({} of {n} bytes)",
+                body.len()
+            ),
         ));
     }
-    let mut body = vec![0u8; n];
-    r.read_exact(&mut body)?;
     Ok(Some(body))
 }
 
-/// Write one message synchronously and flush it.
-pub fn write_frame_sync<W: Write, T: Serialize>(w: &mut W, msg: &T) -> std::io::Result<()> {
-    w.write_all(&encode(msg))?;
-    w.flush()
+/// The length a frame header announces, refused above `limit`.
+pub fn frame_len(header: [u8; 4], limit: usize) -> std::io::Result<usize> {
+    let n = u32::from_be_bytes(header) as usize;
+    if n > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a frame of {n} bytes is larger than the limit of {limit} bytes"),
+        ));
+    }
+    Ok(n)
 }
 
 #[cfg(test)]
@@ -179,10 +217,33 @@ mod tests {
             once: None,
             notify: None,
         };
-        let bytes = encode(&req);
+        let bytes = encode(&RequestFrame {
+            id: 7,
+            timeout_ms: Some(1500),
+            req,
+        });
         let body = read_frame_sync(&mut &bytes[..]).unwrap().unwrap();
-        let back: Request = serde_json::from_slice(&body).unwrap();
-        assert!(matches!(back, Request::Run { check: true, .. }));
+        let back: RequestFrame = serde_json::from_slice(&body).unwrap();
+        assert_eq!((back.id, back.timeout_ms), (7, Some(1500)));
+        assert!(matches!(back.req, Request::Run { check: true, .. }));
         assert!(read_frame_sync(&mut &[][..]).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_lying_or_oversized_length_is_refused_without_allocating_it() {
+        // Announces 200 MiB (under the request limit) and ends after three bytes.
+        let mut short = (200u32 * 1024 * 1024).to_be_bytes().to_vec();
+        short.extend_from_slice(b"{}x");
+        let e = read_frame_sync(&mut &short[..]).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{e}");
+        let huge = u32::MAX.to_be_bytes();
+        let e = read_frame_sync(&mut &huge[..]).unwrap_err();
+        assert!(e.to_string().contains("larger than the limit"), "{e}");
+        let e = frame_len(
+            ((MAX_RESPONSE_FRAME + 1) as u32).to_be_bytes(),
+            MAX_RESPONSE_FRAME,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("larger than the limit"), "{e}");
     }
 }

@@ -6,13 +6,23 @@
 use crate::facts::facts;
 use crate::journal::{self, LockInfo, OnceStatus, OutboxEntry, Record, StateDir};
 use crate::protocol::{
-    read_frame_sync, write_frame_sync, JournalOp, NotifySpec, OnceSpec, Request, Response,
+    read_frame_sync, JournalOp, NotifySpec, OnceSpec, Request, RequestFrame, Response,
 };
+use crate::watch::{stopped_response, Watch};
 use fixpoint_modules::{run_module_hooked, Ctx, ModuleError, Outcome};
 use serde_json::{json, Map, Value};
 use std::io::{BufReader, BufWriter};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::process::ExitCode;
+use std::sync::Arc;
+
+/// What the reader thread hands the serve loop.
+enum Incoming {
+    Request(Box<RequestFrame>),
+    /// A frame that is not a request of this version: answered as failed, under its id when it
+    /// has one.
+    Undecodable(u64, String),
+}
 
 /// Serve requests until stdin closes.
 pub fn serve() -> ExitCode {
@@ -39,29 +49,75 @@ pub fn serve() -> ExitCode {
     {
         return ExitCode::from(1);
     }
-    let mut input = BufReader::new(std::io::stdin().lock());
-    let mut session = Session::default();
-    loop {
-        let body = match read_frame_sync(&mut input) {
-            Ok(Some(b)) => b,
-            Ok(None) => return ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("fixpoint agent: reading request: {e}");
-                return ExitCode::from(1);
+    let watch = Watch::new(Box::new(out));
+    // Frames are read on their own thread, so that the controller hanging up is noticed while
+    // a module runs (and stops it) rather than after it.
+    let (tx, rx) = std::sync::mpsc::channel::<Incoming>();
+    {
+        let watch = watch.clone();
+        std::thread::spawn(move || {
+            let mut input = BufReader::new(std::io::stdin().lock());
+            loop {
+                let body = match read_frame_sync(&mut input) {
+                    Ok(Some(b)) => b,
+                    Ok(None) => break,
+                    Err(e) => {
+                        eprintln!("fixpoint agent: reading request: {e}");
+                        break;
+                    }
+                };
+                let incoming = match serde_json::from_slice::<RequestFrame>(&body) {
+                    Ok(frame) => Incoming::Request(Box::new(frame)),
+                    Err(e) => {
+                        let id = serde_json::from_slice::<Value>(&body)
+                            .ok()
+                            .and_then(|v| v.get("id").and_then(Value::as_u64))
+                            .unwrap_or(0);
+                        Incoming::Undecodable(id, e.to_string())
+                    }
+                };
+                if tx.send(incoming).is_err() {
+                    return;
+                }
             }
+            // Dropping `tx` ends the serve loop once the request in progress is answered.
+            drop(tx);
+            watch.hang_up();
+        });
+    }
+    let mut session = Session::default();
+    while let Ok(incoming) = rx.recv() {
+        let (id, response) = match incoming {
+            Incoming::Request(frame) => {
+                watch.start(frame.id, frame.timeout_ms);
+                session.stopped = Some(watch.clone());
+                let response = session.handle(frame.req);
+                let response = match watch.finish() {
+                    Some(why) => {
+                        let result = match response {
+                            Response::Failed { result, .. } => result,
+                            Response::Done { outcome, .. } => outcome.result,
+                            _ => Map::new(),
+                        };
+                        stopped_response(why, result)
+                    }
+                    None => response,
+                };
+                (frame.id, response)
+            }
+            Incoming::Undecodable(id, e) => (
+                id,
+                failed(format!(
+                    "agent could not decode the request: {e} (controller and agent versions differ?)"
+                )),
+            ),
         };
-        let response = match serde_json::from_slice::<Request>(&body) {
-            Ok(req) => session.handle(req),
-            Err(e) => Response::Failed {
-                msg: format!("agent could not decode the request: {e} (controller and agent versions differ?)"),
-                result: Map::new(),
-            },
-        };
-        if let Err(e) = write_frame_sync(&mut out, &response) {
+        if let Err(e) = watch.answer(id, response) {
             eprintln!("fixpoint agent: writing response: {e}");
             return ExitCode::from(1);
         }
     }
+    ExitCode::SUCCESS
 }
 
 /// The agent's state across requests: the state directory and its lock, once `Begin` opened them.
@@ -69,6 +125,8 @@ pub fn serve() -> ExitCode {
 struct Session {
     state: Option<StateDir>,
     run_id: String,
+    /// Says whether the request in progress was stopped (timeout, hang-up).
+    stopped: Option<Arc<Watch>>,
 }
 
 fn failed(msg: impl Into<String>) -> Response {
@@ -302,6 +360,11 @@ impl Session {
             return failed(e);
         }
         let response = self.run(module, params, ctx, notify, note);
+        if self.stopped.as_ref().is_some_and(|w| w.stopped().is_some()) {
+            // Killed part way: whether its effect happened is unknown, and the `started`
+            // record already says so. Writing `failed` would let the next run repeat it.
+            return response;
+        }
         // `self.run` does not touch `self.state`, which was Some at the top of this function.
         let st = self.state.as_ref().expect("checked above");
         rec.finished_at = Some(journal::now_text());

@@ -8,6 +8,7 @@ use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
@@ -487,12 +488,17 @@ fn run_guard(inv: &Invocation, which: &str, script: &str) -> Result<bool, Module
     if let Some(d) = &inv.chdir {
         c.current_dir(d);
     }
-    c.status().map(|s| s.success()).map_err(|e| {
+    // A group of its own, registered while it runs: a task timeout stops the guard too.
+    c.process_group(0);
+    let cannot = |e: std::io::Error| {
         ModuleError::failed(format!(
             "cannot run the `{which}` command with {}: {e}",
             inv.guard_shell
         ))
-    })
+    };
+    let mut child = c.spawn().map_err(cannot)?;
+    let _running = crate::children::register(child.id());
+    child.wait().map(|s| s.success()).map_err(cannot)
 }
 
 fn plan(state: &Probed, ctx: &Ctx) -> Plan<Action> {
@@ -545,9 +551,13 @@ fn execute(inv: &Invocation) -> Result<Map<String, Value>, ModuleError> {
     if let Some(d) = &inv.chdir {
         c.current_dir(d);
     }
+    // The command and whatever it starts share a process group of their own, registered while
+    // it runs: a task timeout or a controller that hangs up kills all of it (see `children`).
+    c.process_group(0);
     let start = SystemTime::now();
     let t0 = Instant::now();
     let mut child = c.spawn().map_err(|e| spawn_error(inv, &e))?;
+    let _running = crate::children::register(child.id());
     // Feed stdin from a thread so a child that writes a lot before reading cannot deadlock us.
     let feeder = match (child.stdin.take(), &inv.stdin) {
         (Some(mut pipe), Some(data)) => {

@@ -6,6 +6,7 @@
 //! `text`, `params` and `time` hold what several modules share.
 
 pub mod blockinfile;
+pub mod children;
 pub mod command;
 pub mod copy;
 pub mod file;

@@ -3,7 +3,10 @@
 use super::agent_binary::AgentBinary;
 use super::bootstrap;
 use super::Secret;
-use fixpoint_agent::protocol::{encode, Request, Response, AGENT_MAGIC, MAX_FRAME};
+use fixpoint_agent::protocol::{
+    encode, frame_len, Request, RequestFrame, Response, ResponseFrame, AGENT_MAGIC,
+    MAX_RESPONSE_FRAME,
+};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -49,9 +52,21 @@ pub enum ConnKind {
     },
 }
 
+/// How much longer than a request's own timeout the controller waits for its answer: the agent
+/// enforces the timeout itself (it kills what the request started and answers), and gives a
+/// module that does not stop `watch::GRACE` before it answers for it and exits.
+const ANSWER_GRACE: Duration = fixpoint_agent::watch::GRACE.saturating_add(Duration::from_secs(5));
+
 /// A running agent and the channel to it.
 pub struct AgentConn {
     host: String,
+    /// The id of the last request sent; every answer must carry the id of its request.
+    last_id: u64,
+    /// Set when an exchange failed part way (lost, timed out, unreadable): the channel is out
+    /// of step and no further request goes through it.
+    broken: Option<String>,
+    /// `--timeout`: the bound of each step of starting the agent, and of closing it.
+    step_timeout: Duration,
     writer: Writer,
     reader: BufReader<Reader>,
     stderr: Arc<StderrTail>,
@@ -143,21 +158,42 @@ pub async fn connect(
     }
     let mut conn = AgentConn {
         host: spec.host.clone(),
+        last_id: 0,
+        broken: None,
+        step_timeout: spec.connect_timeout,
         writer: started.writer,
         reader: BufReader::new(started.reader),
         stderr,
         _keep: started.keep,
     };
+    // Each step of the start is bounded by `--timeout`: a host that never prints the start
+    // marker, or stops reading the upload, fails instead of holding the run.
+    let t = spec.connect_timeout;
     if let Some(pw) = &spec.become_password {
-        conn.write_raw(format!("{}\n", pw.expose()).as_bytes())
-            .await?;
+        let line = format!("{}\n", pw.expose());
+        bounded(
+            t,
+            "sending the become password",
+            conn.write_raw(line.as_bytes()),
+        )
+        .await?;
     }
     // The first 8 bytes say whether the cache needs the binary or the agent is already up.
     let mut magic = [0u8; 8];
-    conn.read_exact_or_lost(&mut magic).await?;
+    bounded(
+        t,
+        "waiting for the agent to start",
+        conn.read_exact_or_lost(&mut magic),
+    )
+    .await?;
     if &magic == bootstrap::NEED_UPLOAD {
-        conn.write_raw(&bin.gz).await?;
-        conn.read_exact_or_lost(&mut magic).await?;
+        bounded(t, "sending the agent", conn.write_raw(&bin.gz)).await?;
+        bounded(
+            t,
+            "waiting for the uploaded agent to start",
+            conn.read_exact_or_lost(&mut magic),
+        )
+        .await?;
     }
     if &magic != AGENT_MAGIC {
         return Err(TransportError::Protocol(format!(
@@ -174,6 +210,19 @@ pub async fn connect(
             "agent answered hello with {other:?}"
         ))),
     }
+}
+
+/// `step` within `t`, or a timeout error that says which step it was.
+async fn bounded<T>(
+    t: Duration,
+    what: &str,
+    step: impl std::future::Future<Output = Result<T, TransportError>>,
+) -> Result<T, TransportError> {
+    tokio::time::timeout(t, step).await.map_err(|_| {
+        TransportError::Connect(format!(
+            "no progress within {t:?} while {what} (see --timeout)"
+        ))
+    })?
 }
 
 impl AgentConn {
@@ -213,52 +262,103 @@ impl AgentConn {
         self.stderr.text()
     }
 
-    /// Send one request and wait for its response, with an optional timeout.
+    /// Send one request and wait for its answer. `timeout` goes to the agent, which stops the
+    /// request when it passes and answers that it timed out; the controller waits
+    /// `ANSWER_GRACE` longer for that answer before it gives up on the channel.
     pub async fn call(
         &mut self,
         req: &Request,
         timeout: Option<Duration>,
     ) -> Result<Response, TransportError> {
+        if let Some(why) = &self.broken {
+            return Err(TransportError::Protocol(format!(
+                "the channel to the agent is out of step after an earlier failure ({why})"
+            )));
+        }
+        self.last_id += 1;
+        let id = self.last_id;
+        let frame = RequestFrame {
+            id,
+            timeout_ms: timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            req: req.clone(),
+        };
         let exchange = async {
-            self.write_raw(&encode(req)).await?;
+            self.write_raw(&encode(&frame)).await?;
             let mut len = [0u8; 4];
             self.read_exact_or_lost(&mut len).await?;
-            let n = u32::from_be_bytes(len) as usize;
-            if n > MAX_FRAME {
-                return Err(TransportError::Protocol(format!("frame of {n} bytes")));
-            }
-            let mut body = vec![0u8; n];
-            self.read_exact_or_lost(&mut body).await?;
-            serde_json::from_slice::<Response>(&body)
-                .map_err(|e| TransportError::Protocol(format!("bad response: {e}")))
-        };
-        match timeout {
-            Some(t) => tokio::time::timeout(t, exchange)
+            let n = frame_len(len, MAX_RESPONSE_FRAME)
+                .map_err(|e| TransportError::Protocol(format!("the agent's answer: {e}")))?;
+            // Grown as bytes arrive: a length that lies costs nothing.
+            let mut body = Vec::new();
+            let got = (&mut self.reader)
+                .take(n as u64)
+                .read_to_end(&mut body)
                 .await
-                .map_err(|_| TransportError::Timeout(t))?,
+                .map_err(|e| self.lost(e.to_string()))?;
+            if got != n {
+                return Err(self.lost("the agent's channel closed inside an answer".into()));
+            }
+            let answer = serde_json::from_slice::<ResponseFrame>(&body).map_err(|e| {
+                TransportError::Protocol(format!("the agent's answer is not readable: {e}"))
+            })?;
+            if answer.id != id {
+                return Err(TransportError::Protocol(format!(
+                    "the agent answered request {} while request {id} was waiting: the channel is out of step",
+                    answer.id
+                )));
+            }
+            Ok(answer.resp)
+        };
+        let res = match timeout {
+            Some(t) => {
+                let wait = t.saturating_add(ANSWER_GRACE);
+                tokio::time::timeout(wait, exchange)
+                    .await
+                    .unwrap_or(Err(TransportError::Timeout(wait)))
+            }
             None => exchange.await,
+        };
+        if let Err(e) = &res {
+            self.broken = Some(e.to_string());
         }
+        res
+    }
+
+    /// Whether an exchange failed part way, leaving the channel unusable.
+    pub fn is_broken(&self) -> bool {
+        self.broken.is_some()
     }
 
     pub fn host(&self) -> &str {
         &self.host
     }
 
-    /// Close stdin (the agent exits) and wait for the child / master connection to end.
+    /// Close stdin (the agent exits, stopping a request still in progress, which releases the
+    /// host lock) and wait for the child / master connection to end. Each wait is bounded: an
+    /// agent that does not go is killed (local) or its channel dropped (SSH).
     pub async fn close(self) {
         let AgentConn {
-            mut writer, _keep, ..
+            mut writer,
+            reader,
+            _keep,
+            step_timeout,
+            ..
         } = self;
-        let _ = writer.shutdown().await;
+        // An answer still coming must not block the agent on a full pipe while it is waited for.
+        drop(reader);
+        let _ = tokio::time::timeout(step_timeout, writer.shutdown()).await;
         drop(writer);
+        let bound = step_timeout.saturating_add(ANSWER_GRACE);
         match _keep {
             Keep::Local(mut child) => {
-                let _ = child.wait().await;
+                if tokio::time::timeout(bound, child.wait()).await.is_err() {
+                    let _ = child.kill().await;
+                }
             }
             Keep::Ssh(child, session) => {
-                let _ = child.wait().await;
+                let _ = tokio::time::timeout(bound, child.wait()).await;
                 if let Ok(session) = Arc::try_unwrap(session) {
-                    let _ = session.close().await;
+                    let _ = tokio::time::timeout(step_timeout, session.close()).await;
                 }
             }
         }

@@ -4,6 +4,9 @@ use super::channel::{Keep, Started};
 use super::TransportError;
 use std::process::Stdio;
 
+/// The child is not killed when the connection is dropped (no `kill_on_drop`): the agent sees
+/// its stdin close, stops what it runs (killing a command's process group) and exits, which
+/// releases the host lock. A SIGKILL would leave that command running.
 pub(super) fn start(script: &str) -> Result<Started, TransportError> {
     let mut child = tokio::process::Command::new("/bin/sh")
         .arg("-c")
@@ -11,7 +14,9 @@ pub(super) fn start(script: &str) -> Result<Started, TransportError> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
+        // Out of the controller's process group: a Ctrl-C on the terminal goes to the controller
+        // alone, which lets the tasks in flight finish (see `engine::interrupt`).
+        .process_group(0)
         .spawn()
         .map_err(|e| TransportError::Connect(format!("cannot start the local agent: {e}")))?;
     Ok(Started {

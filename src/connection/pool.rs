@@ -51,6 +51,13 @@ pub async fn get_or_start<'c>(
     begin: impl FnOnce() -> (Request, Duration),
     pending: &mut Vec<OutboxEntry>,
 ) -> Result<&'c mut AgentConn, (bool, String)> {
+    // A channel left out of step by an earlier failure is replaced by a new agent (of the same
+    // run, so it shares the host lock); the old one is closed on the side.
+    if conns.get(&key).is_some_and(AgentConn::is_broken) {
+        if let Some(old) = conns.remove(&key) {
+            tokio::spawn(old.close());
+        }
+    }
     if !conns.contains_key(&key) {
         let mut conn = connection::connect(spec, agent_binary(binary, spec))
             .await

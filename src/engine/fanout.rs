@@ -2,6 +2,7 @@
 //! results in host order, count them for the recap, record notifications, and share a
 //! `run_once` result with the other hosts.
 
+use super::result::Event;
 use super::state::PlayCtx;
 use super::{shown_name, Engine, Shared};
 use crate::playbook::Task;
@@ -17,6 +18,10 @@ impl Engine {
         targets: &[String],
         handler: bool,
     ) {
+        if self.interrupt.requested() {
+            // Ctrl-C: no new task starts (see `interrupt`).
+            return;
+        }
         let name = shown_name(&self.play_scope(ctx.play), &task.display_name());
         // The banner names the role as Ansible does (`common : Install`); events keep the name.
         let banner = match &task.role {
@@ -41,21 +46,48 @@ impl Engine {
         );
         let ctx = self.snapshot(ctx);
         let ctx = &ctx;
-        let futures = self
+        let interrupt = self.interrupt.clone();
+        let names: Vec<String> = self
+            .hosts
+            .keys()
+            .filter(|h| targets.contains(h))
+            .cloned()
+            .collect();
+        let mut running: futures::stream::FuturesUnordered<_> = self
             .hosts
             .values_mut()
             .filter(|h| targets.contains(&h.name))
-            .map(|h| {
+            .enumerate()
+            .map(|(i, h)| {
                 let sem = &sem;
                 let shared = &shared;
                 async move {
                     // The semaphore is local and never closed.
                     let _permit = sem.acquire().await.expect("semaphore open");
-                    let (events, warnings) = shared.run_task_on_host(ctx, task, h).await;
-                    (h.name.clone(), events, warnings)
+                    (i, shared.run_task_on_host(ctx, task, h).await)
                 }
-            });
-        let results = futures::future::join_all(futures).await;
+            })
+            .collect();
+        let mut finished: Vec<Option<(Vec<Event>, Vec<String>)>> =
+            names.iter().map(|_| None).collect();
+        loop {
+            tokio::select! {
+                next = futures::StreamExt::next(&mut running) => match next {
+                    Some((i, done)) => finished[i] = Some(done),
+                    None => break,
+                },
+                // A second Ctrl-C: the hosts still running are stopped here. Dropping their
+                // futures leaves their channels out of step; closing them at the end of the
+                // run makes each agent kill what the task started.
+                () = interrupt.forced() => break,
+            }
+        }
+        drop(running);
+        let results = names.into_iter().zip(finished).map(|(host, done)| {
+            let (events, warnings) =
+                done.unwrap_or_else(|| (vec![interrupted_event()], Vec::new()));
+            (host, events, warnings)
+        });
         let location = task.pos.to_string();
         // How the task's conditions are written is worth saying once, not once per host.
         let mut warned = std::collections::BTreeSet::new();
@@ -219,5 +251,21 @@ impl Engine {
             note: None,
             delegated_to: None,
         });
+    }
+}
+
+/// The result of a task stopped by a second Ctrl-C.
+fn interrupted_event() -> Event {
+    Event {
+        status: Status::Failed,
+        item: None,
+        diff: Diff::default(),
+        msg: Some(
+            "interrupted: a second Ctrl-C stopped the task before it finished; the agent killed what it started, so its effect is unknown".into(),
+        ),
+        result: Map::new(),
+        ignored: false,
+        note: None,
+        delegated_to: None,
     }
 }

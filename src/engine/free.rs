@@ -90,6 +90,8 @@ impl Engine {
             idle_hostvars: self.idle_hostvars.clone(),
             peer_hostvars: peers,
             handlers: self.handlers.clone(),
+            // One Ctrl-C stops every lane.
+            interrupt: self.interrupt.clone(),
         }
     }
 }

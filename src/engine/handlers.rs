@@ -60,6 +60,11 @@ impl Engine {
             if targets.is_empty() {
                 continue;
             }
+            if self.interrupt.requested() {
+                // Interrupted: the handler does not start, and its outbox entries stay for the
+                // next run (clearing them below is only for handlers that ran).
+                break;
+            }
             for h in &targets {
                 let hs = self.hosts.get_mut(h).expect("host state");
                 hs.notified

@@ -44,6 +44,7 @@ mod fanout;
 mod free;
 mod handlers;
 mod includes;
+mod interrupt;
 mod item;
 mod linear;
 mod meta;
@@ -59,6 +60,8 @@ pub enum RunOutcome {
     Success,
     Failed,
     NotConverged,
+    /// Stopped by SIGINT (exit 130).
+    Interrupted,
 }
 
 pub struct Engine {
@@ -91,6 +94,8 @@ pub struct Engine {
     /// The current play's handlers: its own and its roles', then those of roles loaded at run
     /// time.
     handlers: Arc<Vec<Task>>,
+    /// SIGINTs received (see `interrupt`).
+    interrupt: Arc<interrupt::Interrupt>,
 }
 
 impl Engine {
@@ -112,6 +117,7 @@ impl Engine {
             idle_hostvars: Arc::default(),
             peer_hostvars: Map::new(),
             handlers: Arc::default(),
+            interrupt: Arc::default(),
         }
     }
 

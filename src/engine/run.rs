@@ -17,14 +17,18 @@ impl Engine {
     pub async fn run(&mut self, books: &[Playbook]) -> RunOutcome {
         let passes = if self.cfg.twice { 2 } else { 1 };
         let mut outcome = RunOutcome::Success;
+        self.interrupt.listen();
         for pass in 1..=passes {
             for h in self.hosts.values_mut() {
                 h.reset_for_pass();
             }
             self.started = self.cfg.start_at_task.is_none();
             self.changed_log.clear();
-            for book in books {
+            'books: for book in books {
                 for play in &book.plays {
+                    if self.interrupt.requested() {
+                        break 'books;
+                    }
                     self.run_play(book, play, pass).await;
                 }
             }
@@ -34,6 +38,10 @@ impl Engine {
                 .map(|(n, h)| (n.clone(), h.stats))
                 .collect();
             self.reporter.recap(&stats, pass, self.cfg.twice);
+            if self.interrupt.requested() {
+                outcome = RunOutcome::Interrupted;
+                break;
+            }
             if !self.started {
                 self.reporter.warn(&format!(
                     "--start-at-task: no task named \"{}\" was found",
@@ -101,7 +109,7 @@ impl Engine {
                         &Request::Journal {
                             action: action.clone(),
                         },
-                        None,
+                        Some(shared.cfg.connect_timeout),
                     )
                     .await
                     .map_err(|e| e.to_string())?
