@@ -1,0 +1,234 @@
+//! One conformance case: a YAML file under `cases/` (or `cases/pending/`) read into a [`Case`].
+//!
+//! The format (see the README, "Development / conformance"):
+//!
+//! ```yaml
+//! # what the case checks (for a pending case: the bug it shows)
+//! playbook: |
+//!   - hosts: all
+//!     ...
+//! inventory: |          # optional INI text; default: `localhost ansible_connection=local`
+//!   ...
+//! files:                # optional: relative path -> content, written beside the playbook
+//!   group_vars/all.yml: |
+//!     ...
+//! args: [--check]       # optional: flags both tools share
+//! expect_exit: 0        # optional: ansible-core's exit, in fixpoint's terms (0, 1 or 2)
+//! ```
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+/// The inventory a case runs against when it gives none.
+pub const DEFAULT_INVENTORY: &str = "localhost ansible_connection=local\n";
+
+/// Flags that mean the same to `ansible-playbook` and `fixpoint apply`; the next word is their
+/// value when `true`.
+const SHARED_FLAGS: &[(&str, bool)] = &[
+    ("--check", false),
+    ("--diff", false),
+    ("-e", true),
+    ("--tags", true),
+    ("--skip-tags", true),
+    ("--limit", true),
+];
+
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// The file stem; unique over `cases/` and `cases/pending/`.
+    pub name: String,
+    pub path: PathBuf,
+    /// In `cases/pending/`: shows a known bug, so it must differ from ansible-core.
+    pub pending: bool,
+    /// The first comment line: what the case checks (or the bug it shows).
+    pub about: String,
+    pub playbook: String,
+    pub inventory: String,
+    pub files: BTreeMap<String, String>,
+    pub args: Vec<String>,
+    pub expect_exit: i32,
+}
+
+/// Every case under `dir` (`*.yml`) and `dir/pending` (`*.yml`), sorted by name.
+pub fn discover(dir: &Path) -> Result<Vec<Case>, String> {
+    let mut cases = Vec::new();
+    for (sub, pending) in [(dir.to_path_buf(), false), (dir.join("pending"), true)] {
+        // No pending folder: no known bug has a case.
+        if pending && !sub.exists() {
+            continue;
+        }
+        let entries = fs::read_dir(&sub).map_err(|e| format!("{}: {e}", sub.display()))?;
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yml"))
+            .collect();
+        paths.sort();
+        for p in paths {
+            let text = fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            cases.push(parse(&p, &text, pending).map_err(|e| format!("{}: {e}", p.display()))?);
+        }
+    }
+    let mut seen = BTreeMap::new();
+    for c in &cases {
+        if let Some(other) = seen.insert(c.name.clone(), c.path.clone()) {
+            return Err(format!(
+                "two cases are named `{}`: {} and {}",
+                c.name,
+                other.display(),
+                c.path.display()
+            ));
+        }
+    }
+    Ok(cases)
+}
+
+/// Reads one case file; `pending` says whether it lives in `cases/pending/`.
+pub fn parse(path: &Path, text: &str, pending: bool) -> Result<Case, String> {
+    let name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or("the file name is not UTF-8")?
+        .to_string();
+    // The comment is the case's documentation: a case without one says nothing about why it
+    // exists, and a pending case must name its bug.
+    let about = match text.lines().next().map(str::trim) {
+        Some(l) if l.starts_with('#') && l.trim_start_matches('#').trim().len() > 3 => {
+            l.trim_start_matches('#').trim().to_string()
+        }
+        _ => return Err("the first line must be a comment saying what the case checks".into()),
+    };
+    let docs = YamlLoader::load_from_str(text).map_err(|e| format!("YAML: {e}"))?;
+    let doc = match docs.as_slice() {
+        [d] => d,
+        _ => return Err("expected one YAML document".into()),
+    };
+    let map = doc.as_hash().ok_or("expected a mapping")?;
+    let mut case = Case {
+        name,
+        path: path.to_path_buf(),
+        pending,
+        about,
+        playbook: String::new(),
+        inventory: DEFAULT_INVENTORY.to_string(),
+        files: BTreeMap::new(),
+        args: Vec::new(),
+        expect_exit: 0,
+    };
+    for (k, v) in map {
+        let key = k.as_str().ok_or("keys must be strings")?;
+        match key {
+            "playbook" => case.playbook = text_value(key, v)?,
+            "inventory" => case.inventory = text_value(key, v)?,
+            "files" => {
+                for (fk, fv) in v.as_hash().ok_or("`files` must map paths to contents")? {
+                    let rel = fk.as_str().ok_or("`files` keys must be strings")?;
+                    check_relative(rel)?;
+                    case.files.insert(rel.to_string(), text_value(rel, fv)?);
+                }
+            }
+            "args" => {
+                let list = v.as_vec().ok_or("`args` must be a list of strings")?;
+                for a in list {
+                    case.args.push(match a {
+                        Yaml::String(s) => s.clone(),
+                        _ => return Err("`args` must be a list of strings".into()),
+                    });
+                }
+                check_args(&case.args)?;
+            }
+            "expect_exit" => {
+                case.expect_exit = match v.as_i64() {
+                    Some(n @ 0..=2) => n as i32,
+                    _ => return Err("`expect_exit` must be 0, 1 or 2 (fixpoint's terms)".into()),
+                }
+            }
+            other => return Err(format!("unknown key `{other}`")),
+        }
+    }
+    if case.playbook.trim().is_empty() {
+        return Err("`playbook` is missing".into());
+    }
+    for reserved in ["playbook.yml", "inventory"] {
+        if case.files.contains_key(reserved) {
+            return Err(format!("`files` may not replace `{reserved}`"));
+        }
+    }
+    Ok(case)
+}
+
+fn text_value(key: &str, v: &Yaml) -> Result<String, String> {
+    match v {
+        Yaml::String(s) => Ok(s.clone()),
+        _ => Err(format!("`{key}` must be a string (use a `|` block)")),
+    }
+}
+
+/// Case files are written inside the run directory: no absolute paths, no `..`.
+fn check_relative(rel: &str) -> Result<(), String> {
+    let p = Path::new(rel);
+    let ok = !rel.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`files` path `{rel}` must be relative, without `..`"
+        ))
+    }
+}
+
+/// Only flags both tools read the same way, so that one argument list serves both runs.
+fn check_args(args: &[String]) -> Result<(), String> {
+    let mut i = 0;
+    while i < args.len() {
+        match SHARED_FLAGS.iter().find(|(f, _)| *f == args[i]) {
+            Some((_, true)) if i + 1 < args.len() => i += 2,
+            Some((f, true)) => return Err(format!("`{f}` needs a value in `args`")),
+            Some((_, false)) => i += 1,
+            None => {
+                let known: Vec<&str> = SHARED_FLAGS.iter().map(|(f, _)| *f).collect();
+                return Err(format!(
+                    "`{}` is not a flag both tools share ({})",
+                    args[i],
+                    known.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_case_needs_its_comment_and_shared_flags_only() {
+    let p = Path::new("cases/x.yml");
+    let ok = parse(
+        p,
+        "# checks a thing\nargs: [--check, -e, \"a=1\"]\nplaybook: |\n  - hosts: all\n",
+        false,
+    )
+    .unwrap();
+    assert_eq!(
+        (ok.name.as_str(), ok.args.len(), ok.expect_exit),
+        ("x", 3, 0)
+    );
+    assert_eq!(ok.inventory, DEFAULT_INVENTORY);
+    let no_comment = parse(p, "playbook: |\n  - hosts: all\n", false).unwrap_err();
+    assert!(no_comment.contains("comment"), "{no_comment}");
+    let bad_flag = parse(
+        p,
+        "# checks a thing\nargs: [--become]\nplaybook: x\n",
+        false,
+    )
+    .unwrap_err();
+    assert!(bad_flag.contains("--become"), "{bad_flag}");
+    let escape = parse(
+        p,
+        "# checks a thing\nfiles: {../x: y}\nplaybook: x\n",
+        false,
+    )
+    .unwrap_err();
+    assert!(escape.contains("relative"), "{escape}");
+    assert!(parse(p, "# checks a thing\nplaybook: x\nexpect_exit: 4\n", false).is_err());
+}
