@@ -25,7 +25,10 @@ fn sh_quote(s: &str) -> String {
 /// The script for an agent whose unpacked binary has digest `sha` and whose compressed upload is
 /// `gz_size` bytes.
 pub fn script(spec: &ConnSpec, sha: &str, gz_size: usize) -> String {
-    let mut s = String::from("set -u\numask 077\n");
+    // No `umask` here: the agent, and every file and command it makes, runs under the login's
+    // umask, as Ansible's modules do. What must be private says so itself (`mkdir -m 700`, the
+    // 0700 cache directory around the upload, `mktemp`).
+    let mut s = String::from("set -u\n");
     if spec.become_password.is_some() {
         // The password is the first line of stdin, before any upload: read it first. `read`
         // takes one byte at a time from a pipe, so not a byte of the upload is consumed.
@@ -33,7 +36,7 @@ pub fn script(spec: &ConnSpec, sha: &str, gz_size: usize) -> String {
     }
     s.push_str(&format!(
         r#"d="${{XDG_CACHE_HOME:-$HOME/.cache}}/fixpoint"
-[ -d "$d" ] || mkdir -p "$d" || {{ echo "cannot create the agent cache directory $d" >&2; exit 98; }}
+[ -d "$d" ] || mkdir -p -m 700 "$d" || {{ echo "cannot create the agent cache directory $d" >&2; exit 98; }}
 if [ -L "$d" ] || [ ! -O "$d" ] || [ -n "$(find "$d" -maxdepth 0 -perm /022)" ]; then
   echo "refusing the agent cache directory $d: it must be a directory owned by $(id -un) and not group- or world-writable (fix: chmod 700 $d, or remove it)" >&2; exit 98
 fi

@@ -88,10 +88,29 @@ type Reader = Box<dyn AsyncRead + Send + Unpin>;
 /// The tail of what the host wrote on stderr (sudo, the bootstrap script, the agent), for
 /// error messages. A chatty host must not grow memory without bound: past 64 KiB the oldest
 /// 32 KiB go.
-#[derive(Default)]
-struct StderrTail(Mutex<String>);
+struct StderrTail {
+    text: Mutex<String>,
+    /// Set when the host closed stderr: a lost channel's message waits for it (bounded), so
+    /// that it carries everything the host said, not what had arrived by chance.
+    closed: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for StderrTail {
+    fn default() -> Self {
+        StderrTail {
+            text: Mutex::default(),
+            closed: tokio::sync::watch::Sender::new(false),
+        }
+    }
+}
 
 impl StderrTail {
+    /// Wait until the host closed stderr, at most `bound`.
+    async fn closed(&self, bound: Duration) {
+        let mut rx = self.closed.subscribe();
+        let _ = tokio::time::timeout(bound, rx.wait_for(|closed| *closed)).await;
+    }
+
     fn push(&self, text: &str) {
         let mut s = self.lock();
         if s.len() > 64 * 1024 {
@@ -110,7 +129,7 @@ impl StderrTail {
     /// `drain` and one `push_str`, each complete or not run), so a poisoned lock is used as is:
     /// what the host said still belongs in the error message.
     fn lock(&self) -> std::sync::MutexGuard<'_, String> {
-        self.0
+        self.text
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -154,6 +173,7 @@ pub async fn connect(
                 tracing::debug!(host = %host, "agent stderr: {}", text.trim_end());
                 stderr.push(&text);
             }
+            stderr.closed.send_replace(true);
         });
     }
     let mut conn = AgentConn {
@@ -225,6 +245,23 @@ async fn bounded<T>(
     })?
 }
 
+/// A "lost" error that carries what the host said on stderr (sudo, the bootstrap script...).
+/// The host's stderr closes with the channel; its last words may still be in flight.
+async fn lost(stderr: &StderrTail, why: String) -> TransportError {
+    stderr.closed(Duration::from_secs(2)).await;
+    let said = stderr.text().trim().to_string();
+    let why = if why.contains("early eof") || why.contains("unexpected end") {
+        "the agent's channel closed".to_string()
+    } else {
+        why
+    };
+    if said.is_empty() {
+        TransportError::Lost(why)
+    } else {
+        TransportError::Lost(format!("{why}; the host said: {said}"))
+    }
+}
+
 impl AgentConn {
     async fn write_raw(&mut self, bytes: &[u8]) -> Result<(), TransportError> {
         let res = async {
@@ -232,28 +269,16 @@ impl AgentConn {
             self.writer.flush().await
         }
         .await;
-        res.map_err(|e| self.lost(e.to_string()))
+        match res {
+            Ok(()) => Ok(()),
+            Err(e) => Err(lost(&self.stderr, e.to_string()).await),
+        }
     }
 
     async fn read_exact_or_lost(&mut self, buf: &mut [u8]) -> Result<(), TransportError> {
         match self.reader.read_exact(buf).await {
             Ok(_) => Ok(()),
-            Err(e) => Err(self.lost(e.to_string())),
-        }
-    }
-
-    /// A "lost" error that carries what the host said on stderr (sudo, the bootstrap script...).
-    fn lost(&self, why: String) -> TransportError {
-        let said = self.stderr.text().trim().to_string();
-        let why = if why.contains("early eof") || why.contains("unexpected end") {
-            "the agent's channel closed".to_string()
-        } else {
-            why
-        };
-        if said.is_empty() {
-            TransportError::Lost(why)
-        } else {
-            TransportError::Lost(format!("{why}; the host said: {said}"))
+            Err(e) => Err(lost(&self.stderr, e.to_string()).await),
         }
     }
 
@@ -290,13 +315,20 @@ impl AgentConn {
                 .map_err(|e| TransportError::Protocol(format!("the agent's answer: {e}")))?;
             // Grown as bytes arrive: a length that lies costs nothing.
             let mut body = Vec::new();
-            let got = (&mut self.reader)
+            let got = match (&mut self.reader)
                 .take(n as u64)
                 .read_to_end(&mut body)
                 .await
-                .map_err(|e| self.lost(e.to_string()))?;
+            {
+                Ok(got) => got,
+                Err(e) => return Err(lost(&self.stderr, e.to_string()).await),
+            };
             if got != n {
-                return Err(self.lost("the agent's channel closed inside an answer".into()));
+                return Err(lost(
+                    &self.stderr,
+                    "the agent's channel closed inside an answer".into(),
+                )
+                .await);
             }
             let answer = serde_json::from_slice::<ResponseFrame>(&body).map_err(|e| {
                 TransportError::Protocol(format!("the agent's answer is not readable: {e}"))
@@ -391,11 +423,11 @@ mod tests {
         tail.push("sudo: a password is required\n");
         let t = tail.clone();
         let _ = std::thread::spawn(move || {
-            let _guard = t.0.lock();
+            let _guard = t.text.lock();
             panic!("poison the lock");
         })
         .join();
-        assert!(tail.0.is_poisoned());
+        assert!(tail.text.is_poisoned());
         tail.push("more\n");
         assert_eq!(tail.text(), "sudo: a password is required\nmore\n");
     }
