@@ -121,6 +121,10 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         Ok(b) => b,
         Err(d) => return invalid(&d),
     };
+    if let Err(msg) = check_limit(&cfg, &inv) {
+        eprintln!("error: {msg}");
+        return ExitCode::from(EXIT_INVALID);
+    }
     match cfg.listing {
         Some(config::Listing::SyntaxCheck) => return validate_books(&books),
         Some(what) => {
@@ -144,6 +148,28 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         engine::RunOutcome::NotConverged => ExitCode::from(EXIT_NOT_CONVERGED),
         engine::RunOutcome::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
     }
+}
+
+/// `--limit` that leaves none of the inventory's hosts is refused before anything runs, as
+/// ansible-playbook does ("no hosts to target"); without an inventory file (the implicit
+/// localhost) there is nothing to refuse, as there.
+fn check_limit(cfg: &config::Config, inv: &inventory::Inventory) -> Result<(), String> {
+    let (Some(limit), Some(_)) = (&cfg.limit, &cfg.inventory) else {
+        return Ok(());
+    };
+    let all = inv.select("all").map_err(|e| e.msg.clone())?;
+    if all.is_empty() {
+        return Ok(());
+    }
+    let allowed = inv
+        .select(limit)
+        .map_err(|e| format!("bad --limit pattern: {}", e.msg))?;
+    if all.iter().any(|h| allowed.contains(h)) {
+        return Ok(());
+    }
+    Err(format!(
+        "--limit `{limit}` leaves no hosts to target: it matches none of the inventory's hosts"
+    ))
 }
 
 fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {

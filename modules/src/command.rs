@@ -514,14 +514,25 @@ fn plan(state: &Probed, ctx: &Ctx) -> Plan<Action> {
             plan.msg = Some(why.clone());
         }
         None => {
-            plan.actions.push(Action::Run);
             if ctx.check {
                 output_fields(&mut plan.result, 0, "", "");
                 for k in ["start", "end", "delta"] {
                     plan.result.insert(k.into(), Value::Null);
                 }
                 plan.msg = Some("Command would have run if not in check mode".into());
+                let inv = &state.inv;
+                let guarded = inv.creates.is_some()
+                    || inv.removes.is_some()
+                    || inv.unless.is_some()
+                    || inv.onlyif.is_some();
+                if !guarded {
+                    // As Ansible's command module: without a guard to judge by, a command in
+                    // check mode is skipped (not changed).
+                    plan.result.insert("skipped".into(), Value::Bool(true));
+                    return plan;
+                }
             }
+            plan.actions.push(Action::Run);
         }
     }
     plan
@@ -841,6 +852,11 @@ mod tests {
             out.msg.as_deref(),
             Some("Command would have run if not in check mode")
         );
+        assert!(!marker.exists());
+        // Without a guard it is skipped, as in Ansible.
+        let out = run::<Command>(&json!({"cmd": cmd}), &check).unwrap();
+        assert!(!out.changed);
+        assert_eq!(out.result["skipped"], json!(true));
         assert!(!marker.exists());
     }
 

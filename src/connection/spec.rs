@@ -57,6 +57,25 @@ pub fn from_vars(
     } else {
         None
     };
+    if become_ {
+        let method = task
+            .and_then(|t| t.become_method.clone())
+            .or_else(|| play.become_method.clone())
+            .or(as_string(get("ansible_become_method")?))
+            .unwrap_or_else(|| "sudo".into());
+        let method = if fixpoint_modules::params::is_template(&method) {
+            as_string(Some(scope.render(&json!(method))?)).unwrap_or_default()
+        } else {
+            method
+        };
+        if method != "sudo" {
+            return Err(format!(
+                "become_method `{method}` is not supported by fixpoint: it becomes through sudo \
+                 only (su would need the target user's password typed on a terminal); use \
+                 `become_method: sudo`"
+            ));
+        }
+    }
     let become_password = if become_user.is_some() {
         // A password variable becomes a `Secret` as soon as it is read: from here on it can
         // be logged or put in an error without being shown.

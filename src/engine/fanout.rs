@@ -68,8 +68,7 @@ impl Engine {
                 }
             })
             .collect();
-        let mut finished: Vec<Option<(Vec<Event>, Vec<String>)>> =
-            names.iter().map(|_| None).collect();
+        let mut finished: Vec<Option<super::task::HostRun>> = names.iter().map(|_| None).collect();
         loop {
             tokio::select! {
                 next = futures::StreamExt::next(&mut running) => match next {
@@ -84,14 +83,14 @@ impl Engine {
         }
         drop(running);
         let results = names.into_iter().zip(finished).map(|(host, done)| {
-            let (events, warnings) =
-                done.unwrap_or_else(|| (vec![interrupted_event()], Vec::new()));
-            (host, events, warnings)
+            let (events, warnings, no_log) =
+                done.unwrap_or_else(|| (vec![interrupted_event()], Vec::new(), task.no_log));
+            (host, events, warnings, no_log)
         });
         let location = task.pos.to_string();
         // How the task's conditions are written is worth saying once, not once per host.
         let mut warned = std::collections::BTreeSet::new();
-        for (host, events, warnings) in results {
+        for (host, events, warnings, no_log) in results {
             for w in warnings {
                 if warned.insert(w.clone()) {
                     self.reporter
@@ -111,7 +110,7 @@ impl Engine {
                 }
                 if ev.status == Status::Changed {
                     // The --twice verdict shows diffs: never a no_log task's.
-                    let diff = if task.no_log {
+                    let diff = if no_log {
                         Diff::default()
                     } else {
                         ev.diff.clone()
@@ -130,7 +129,7 @@ impl Engine {
                     msg: ev.msg.as_deref(),
                     result: Some(&ev.result),
                     ignored: ev.ignored,
-                    censored: task.no_log,
+                    censored: no_log,
                     note: ev.note.as_deref(),
                     delegated_to: ev.delegated_to.as_deref(),
                 });
@@ -155,7 +154,7 @@ impl Engine {
                         Value::Object(r)
                     })
                     .unwrap_or_default();
-                let result = if task.no_log {
+                let result = if no_log {
                     json!({"censored": "the output has been hidden due to the fact that 'no_log: true' was specified for this result", "failed": true})
                 } else {
                     result

@@ -84,9 +84,10 @@ impl Shared<'_> {
                 format!("invalid parameters for `{}`: {e}", task.module),
             ));
         }
-        // A command declared read-only (`changed_when: false`) also runs in check mode.
-        let check = self.effective_check(Some(task)) && !task.is_read_only();
-        let diff = self.cfg.diff || self.cfg.twice || task.diff.unwrap_or(false);
+        // In check mode a command does not run, even one declared read-only with
+        // `changed_when: false` (as in Ansible): only `check_mode: false` runs it for real.
+        let check = self.effective_check(Some(task));
+        let diff = task.diff.unwrap_or(self.cfg.diff) || self.cfg.twice;
         let spec = self
             .task_conn_spec(h, ctx, task, scope)
             .map_err(|e| (false, e))?;

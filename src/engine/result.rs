@@ -35,7 +35,10 @@ impl ItemResult {
     /// A module's outcome: changed or ok, its message shown.
     pub(super) fn done(outcome: Outcome) -> ItemResult {
         ItemResult {
-            status: if outcome.changed {
+            status: if outcome.result.get("skipped") == Some(&Value::Bool(true)) {
+                // A module that skipped itself (a command in check mode).
+                Status::Skipped
+            } else if outcome.changed {
                 Status::Changed
             } else {
                 Status::Ok
@@ -181,6 +184,11 @@ impl Shared<'_> {
                 h.host_vars
                     .insert(reg.clone(), Value::Object(result.clone()));
             }
+        }
+        // A module that skipped itself stays skipped whatever changed_when says, as in Ansible.
+        if r.status != Status::Failed && result.get("skipped") == Some(&Value::Bool(true)) {
+            r.status = Status::Skipped;
+            result.insert("changed".into(), json!(false));
         }
         let msg = match (r.status, r.msg) {
             (Status::Failed, Some(m)) => Some(format!(

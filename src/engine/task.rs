@@ -13,6 +13,10 @@ use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A task's events on one host, the warnings its conditions gave, and whether its output is
+/// hidden there (`no_log`, which a template may decide per host).
+pub(super) type HostRun = (Vec<Event>, Vec<String>, bool);
+
 impl Shared<'_> {
     /// The task's events on this host, and the warnings its conditions gave.
     pub(super) async fn run_task_on_host(
@@ -20,10 +24,39 @@ impl Shared<'_> {
         ctx: &PlayCtx<'_>,
         task: &Task,
         h: &mut HostState,
-    ) -> (Vec<Event>, Vec<String>) {
+    ) -> HostRun {
         let scope = self.scope(ctx, Some(task), h);
-        let events = self.task_events(ctx, task, h, &scope).await;
-        (events, scope.take_warnings())
+        if task.templated.is_empty() {
+            let events = self.task_events(ctx, task, h, &scope).await;
+            return (events, scope.take_warnings(), task.no_log);
+        }
+        // Keywords given as templates take their values on this host, as in ansible-core.
+        let resolved = match resolve_flags(task, &scope) {
+            Ok(t) => t,
+            Err(msg) => {
+                let ev = Event {
+                    status: Status::Failed,
+                    item: None,
+                    diff: Diff::default(),
+                    msg: Some(format!(
+                        "{msg} (task \"{}\" at {})",
+                        task.display_name(),
+                        task.pos
+                    )),
+                    result: Map::new(),
+                    ignored: false,
+                    note: None,
+                    delegated_to: None,
+                };
+                return (vec![ev], scope.take_warnings(), task.no_log);
+            }
+        };
+        let warnings = scope.take_warnings();
+        let scope = self.scope(ctx, Some(&resolved), h);
+        let events = self.task_events(ctx, &resolved, h, &scope).await;
+        let mut all = warnings;
+        all.extend(scope.take_warnings());
+        (events, all, resolved.no_log)
     }
 
     async fn task_events(
@@ -43,7 +76,7 @@ impl Shared<'_> {
                 task.pos
             )),
             result: Map::new(),
-            ignored: task.ignore_errors || ctx.play.ignore_errors,
+            ignored: task.ignore_errors,
             note: None,
             delegated_to: None,
         };
@@ -66,6 +99,9 @@ impl Shared<'_> {
         };
         let mut events = Vec::new();
         let mut results = Vec::new();
+        // What an item leaves for the next ones, as in ansible-core: the facts `set_fact` set
+        // and the item's result under the `register` name.
+        let mut carried = Map::new();
         for (i, item) in items.iter().enumerate() {
             let mut layer = Map::new();
             layer.insert(task.loop_var.clone(), item.clone());
@@ -76,7 +112,13 @@ impl Shared<'_> {
             if task.loop_extended {
                 layer.insert("ansible_loop".into(), magic::extended_loop(&items, i));
             }
-            let item_scope = scope.with(Layer::data(layer));
+            let item_scope = if carried.is_empty() {
+                scope.with(Layer::data(layer))
+            } else {
+                scope
+                    .with(Layer::data(carried.clone()))
+                    .with(Layer::data(layer))
+            };
             let label = match &task.loop_label {
                 Some(l) => item_scope
                     .render(&json!(l))
@@ -102,6 +144,14 @@ impl Shared<'_> {
             let mut res = ev.result.clone();
             res.insert("item".into(), item.clone());
             res.insert(task.loop_var.clone(), item.clone());
+            if task.module == "set_fact" {
+                if let Some(Value::Object(facts)) = ev.result.get("ansible_facts") {
+                    carried.extend(facts.clone());
+                }
+            }
+            if let Some(reg) = &task.register {
+                carried.insert(reg.clone(), Value::Object(res.clone()));
+            }
             results.push(Value::Object(res));
             let stop =
                 ev.status == Status::Failed && !ev.ignored || ev.status == Status::Unreachable;
@@ -220,4 +270,36 @@ impl Shared<'_> {
             );
         }
     }
+}
+
+/// `task` with its templated boolean keywords rendered in `scope` (Ansible's strict boolean:
+/// true/false, yes/no, on/off, 1/0, y/n, t/f).
+fn resolve_flags(task: &Task, scope: &Arc<Scope>) -> Result<Task, String> {
+    let mut t = task.clone();
+    for (key, tmpl) in std::mem::take(&mut t.templated) {
+        let v = scope
+            .render(&json!(tmpl))
+            .map_err(|e| format!("cannot render `{key}`: {e}"))?;
+        let b = match &v {
+            Value::Bool(b) => Some(*b),
+            Value::String(s) if !s.trim().is_empty() => fixpoint_modules::params::parse_bool_str(s),
+            Value::Number(n) if n.as_f64() == Some(1.0) => Some(true),
+            Value::Number(n) if n.as_f64() == Some(0.0) => Some(false),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            format!(
+                "`{key}: {tmpl}` gave {}, which is not a valid boolean",
+                display(&v)
+            )
+        })?;
+        match key {
+            "ignore_errors" => t.ignore_errors = b,
+            "no_log" => t.no_log = b,
+            "check_mode" => t.check_mode = Some(b),
+            "diff" => t.diff = Some(b),
+            _ => t.become_ = Some(b),
+        }
+    }
+    Ok(t)
 }

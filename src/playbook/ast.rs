@@ -5,6 +5,7 @@
 
 use crate::diag::Pos;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -134,10 +135,13 @@ pub struct Inherited {
     pub vars: Map<String, Value>,
     pub become_: Option<bool>,
     pub become_user: Option<String>,
+    pub become_method: Option<String>,
     pub ignore_errors: Option<bool>,
     pub no_log: bool,
     pub check_mode: Option<bool>,
     pub diff: Option<bool>,
+    /// Boolean keywords given as templates (`ignore_errors: "{{ x }}"`), by keyword.
+    pub templated: BTreeMap<&'static str, String>,
     pub environment: Map<String, Value>,
     pub delegate_to: Option<String>,
     pub run_once: Option<bool>,
@@ -155,10 +159,27 @@ impl Inherited {
         t.vars = vars;
         t.become_ = t.become_.or(self.become_);
         t.become_user = t.become_user.take().or_else(|| self.become_user.clone());
+        t.become_method = t
+            .become_method
+            .take()
+            .or_else(|| self.become_method.clone());
         t.ignore_errors = t.ignore_errors || self.ignore_errors.unwrap_or(false);
         t.no_log |= self.no_log;
         t.check_mode = t.check_mode.or(self.check_mode);
         t.diff = t.diff.or(self.diff);
+        for (k, tmpl) in &self.templated {
+            // A value the task writes itself wins (`ignore_errors`/`no_log` are settled by the
+            // task parser, which knows whether the task wrote them).
+            let own = match *k {
+                "check_mode" => t.check_mode.is_some(),
+                "diff" => t.diff.is_some(),
+                "become" => t.become_.is_some(),
+                _ => false,
+            };
+            if !own {
+                t.templated.entry(k).or_insert_with(|| tmpl.clone());
+            }
+        }
         let mut env = self.environment.clone();
         env.extend(std::mem::take(&mut t.environment));
         t.environment = env;
@@ -200,6 +221,7 @@ pub struct Play {
     pub role_vars: Arc<Map<String, Value>>,
     pub become_: Option<bool>,
     pub become_user: Option<String>,
+    pub become_method: Option<String>,
     pub connection: Option<String>,
     pub remote_user: Option<String>,
     pub check_mode: Option<bool>,
@@ -326,7 +348,12 @@ pub struct Task {
     pub once_scope: Option<String>,
     pub become_: Option<bool>,
     pub become_user: Option<String>,
+    /// `become_method` (`sudo`, or `su`, refused when it would be used).
+    pub become_method: Option<String>,
     pub no_log: bool,
+    /// Boolean keywords given as templates, rendered on each host when the task runs; each
+    /// replaces the keyword's value (`ignore_errors`, `no_log`, `check_mode`, `diff`, `become`).
+    pub templated: BTreeMap<&'static str, String>,
     pub environment: Map<String, Value>,
     /// Seconds this task may take on the host before it is failed.
     pub timeout: Option<u64>,
@@ -394,6 +421,7 @@ impl Play {
             role_vars: Arc::default(),
             become_: Some(become_),
             become_user: None,
+            become_method: None,
             connection: None,
             remote_user: None,
             check_mode: None,

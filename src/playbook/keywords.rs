@@ -16,6 +16,7 @@ pub(crate) const INHERITED_KEYS: &[&str] = &[
     "vars",
     "become",
     "become_user",
+    "become_method",
     "ignore_errors",
     "no_log",
     "check_mode",
@@ -24,6 +25,67 @@ pub(crate) const INHERITED_KEYS: &[&str] = &[
     "delegate_to",
     "run_once",
 ];
+
+/// Boolean keywords that may be given as a template (`ignore_errors: "{{ x }}"`), rendered on
+/// each host when the task runs, as ansible-core does.
+pub(crate) const TEMPLATED_FLAGS: &[&str] =
+    &["ignore_errors", "no_log", "check_mode", "diff", "become"];
+
+/// A boolean keyword as written: a value, or a template rendered at run time.
+pub(crate) enum Flag {
+    Lit(bool),
+    Tmpl(String),
+}
+
+/// A boolean keyword that may be a template (see `TEMPLATED_FLAGS`).
+pub(crate) fn flag_of(node: &Node, key: &str) -> Result<Flag, Diagnostic> {
+    match &node.kind {
+        Kind::Str(s) if fixpoint_modules::params::is_template(s) => Ok(Flag::Tmpl(s.clone())),
+        _ => bool_of(node, key).map(Flag::Lit),
+    }
+}
+
+/// `become_method`: fixpoint becomes through sudo; `su` is read (and refused when it would be
+/// used, see `connection::spec`), other methods are refused here.
+pub(crate) fn become_method_of(node: &Node) -> Result<String, Diagnostic> {
+    let m = string_of(node, "become_method")?;
+    if is_template(&m) || m == "sudo" || m == "su" {
+        return Ok(m);
+    }
+    Err(node
+        .err(format!("become_method `{m}` is not supported by fixpoint"))
+        .help("fixpoint becomes through sudo: use `become_method: sudo` (or leave it out)"))
+}
+
+fn is_template(s: &str) -> bool {
+    fixpoint_modules::params::is_template(s)
+}
+
+impl Inherited {
+    /// Set a boolean keyword of `TEMPLATED_FLAGS` from `node` (a block, role entry, play): a
+    /// value replaces an outer template, a template replaces an outer value at run time.
+    pub(crate) fn set_flag(&mut self, node: &Node, key: &'static str) -> Result<(), Diagnostic> {
+        let Some(n) = node.get(key) else {
+            return Ok(());
+        };
+        let v = match flag_of(n, key)? {
+            Flag::Tmpl(t) => {
+                self.templated.insert(key, t);
+                return Ok(());
+            }
+            Flag::Lit(v) => v,
+        };
+        self.templated.remove(key);
+        match key {
+            "ignore_errors" => self.ignore_errors = Some(v),
+            "no_log" => self.no_log |= v,
+            "check_mode" => self.check_mode = Some(v),
+            "diff" => self.diff = Some(v),
+            _ => self.become_ = Some(v),
+        }
+        Ok(())
+    }
+}
 
 impl Inherited {
     /// This context plus the keywords written on `node` (a block, role entry or import).
@@ -38,23 +100,14 @@ impl Inherited {
         if let Some(n) = node.get("vars") {
             out.vars.extend(vars_of(n, "`vars`")?);
         }
-        if let Some(n) = node.get("become") {
-            out.become_ = Some(bool_of(n, "become")?);
+        for key in TEMPLATED_FLAGS {
+            out.set_flag(node, key)?;
         }
         if let Some(n) = node.get("become_user") {
             out.become_user = Some(string_of(n, "become_user")?);
         }
-        if let Some(n) = node.get("ignore_errors") {
-            out.ignore_errors = Some(bool_of(n, "ignore_errors")?);
-        }
-        if let Some(n) = node.get("no_log") {
-            out.no_log |= bool_of(n, "no_log")?;
-        }
-        if let Some(n) = node.get("check_mode") {
-            out.check_mode = Some(bool_of(n, "check_mode")?);
-        }
-        if let Some(n) = node.get("diff") {
-            out.diff = Some(bool_of(n, "diff")?);
+        if let Some(n) = node.get("become_method") {
+            out.become_method = Some(become_method_of(n)?);
         }
         if let Some(n) = node.get("environment") {
             out.environment.extend(env_of(n)?);
@@ -97,6 +150,7 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "once_scope",
     "become",
     "become_user",
+    "become_method",
     "args",
     "no_log",
     "environment",
@@ -132,6 +186,7 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "handlers",
     "become",
     "become_user",
+    "become_method",
     "connection",
     "remote_user",
     "check_mode",

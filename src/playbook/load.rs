@@ -11,8 +11,8 @@ use super::ast::{
 use super::files::{dir_of, joined, load_vars_file};
 use super::includes::Loader;
 use super::keywords::{
-    bool_of, check_keys, env_of, map_of, percent_of, serial_of, short_name, string_of, strings_of,
-    vars_of, PLAY_KEYS, PLAY_KEYS_NOT_YET,
+    become_method_of, bool_of, check_keys, env_of, map_of, percent_of, serial_of, short_name,
+    string_of, strings_of, vars_of, PLAY_KEYS, PLAY_KEYS_NOT_YET,
 };
 use crate::diag::Diagnostic;
 use crate::yaml::{self, Kind, Node};
@@ -175,18 +175,18 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
                 .help("add `hosts: localhost` (or a group or pattern from the inventory)"))
         }
     };
-    // Play tags and no_log reach every task, as block keywords do.
-    let base = Inherited {
+    // Play tags, no_log, ignore_errors, check_mode and diff reach every task (handlers and
+    // role tasks too), as block keywords do; a task or block may say otherwise.
+    let mut base = Inherited {
         tags: match node.get("tags") {
             Some(t) => strings_of(t, "tags")?,
             None => Vec::new(),
         },
-        no_log: match node.get("no_log") {
-            Some(n) => bool_of(n, "no_log")?,
-            None => false,
-        },
         ..Inherited::default()
     };
+    for key in ["no_log", "ignore_errors", "check_mode", "diff"] {
+        base.set_flag(node, key)?;
+    }
     let mut loader = Loader::new(dir, roles_path);
     let section = |loader: &mut Loader, key: &str, handlers: bool| match node.get(key) {
         Some(list) => loader.steps_of(list, &format!("`{key}`"), handlers, &base, dir),
@@ -277,16 +277,20 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
             role_vars: Arc::new(role_vars),
             become_: opt_bool("become")?,
             become_user: opt_string("become_user")?,
+            become_method: node
+                .get("become_method")
+                .map(become_method_of)
+                .transpose()?,
             connection: opt_string("connection")?,
             remote_user: opt_string("remote_user")?,
-            check_mode: opt_bool("check_mode")?,
-            diff: opt_bool("diff")?,
+            check_mode: base.check_mode,
+            diff: base.diff,
             environment: match node.get("environment") {
                 Some(v) => env_of(v)?,
                 None => Map::new(),
             },
             force_handlers: opt_bool("force_handlers")?.unwrap_or(false),
-            ignore_errors: opt_bool("ignore_errors")?.unwrap_or(false),
+            ignore_errors: base.ignore_errors.unwrap_or(false),
             serial: match node.get("serial") {
                 Some(n) => serial_of(n)?,
                 None => Vec::new(),

@@ -3,8 +3,8 @@
 
 use super::ast::{Inherited, Task};
 use super::keywords::{
-    bool_of, check_keys, check_var_name, conditions_of, env_of, loop_of, map_of, short_name,
-    string_of, strings_of, vars_of, TASK_KEYS, TASK_KEYS_NOT_YET,
+    become_method_of, bool_of, check_keys, check_var_name, conditions_of, env_of, flag_of, loop_of,
+    map_of, short_name, string_of, strings_of, vars_of, Flag, TASK_KEYS, TASK_KEYS_NOT_YET,
 };
 use super::validate::{check_guard, check_module_params, param_pos};
 use crate::diag::{suggest, Diagnostic, Pos};
@@ -129,7 +129,11 @@ pub(crate) fn load_task(
             _ => return Err(args.err("`args` must be a mapping of module parameters")),
         }
     }
-    if let Some(k) = params.keys().find(|k| k.starts_with('_')) {
+    // Parameters starting with `_` are Ansible's own; a fact set by `set_fact` may be named so.
+    if let Some(k) = params
+        .keys()
+        .find(|k| k.starts_with('_') && module != "set_fact")
+    {
         return Err(Diagnostic::at(
             &param_pos(raw_params, k).unwrap_or_else(|| mod_pos.clone()),
             format!("unknown parameter `{k}` for module `{module}`"),
@@ -174,6 +178,23 @@ pub(crate) fn load_task(
     let opt_string = |key: &str| -> Result<Option<String>, Diagnostic> {
         opt(key).map(|n| string_of(n, key)).transpose()
     };
+    // Boolean keywords written as templates are rendered on each host at run time.
+    let mut templated = std::collections::BTreeMap::new();
+    let mut opt_flag = |key: &'static str| -> Result<Option<bool>, Diagnostic> {
+        match opt(key).map(|n| flag_of(n, key)).transpose()? {
+            Some(Flag::Tmpl(t)) => {
+                templated.insert(key, t);
+                Ok(None)
+            }
+            Some(Flag::Lit(v)) => Ok(Some(v)),
+            None => Ok(None),
+        }
+    };
+    let own_ignore_errors = opt_flag("ignore_errors")?;
+    let own_no_log = opt_flag("no_log")?;
+    let own_check_mode = opt_flag("check_mode")?;
+    let own_diff = opt_flag("diff")?;
+    let own_become = opt_flag("become")?;
     let register = opt_string("register")?;
     if let (Some(r), Some(n)) = (&register, opt("register")) {
         check_var_name(r, &n.pos)?;
@@ -213,18 +234,20 @@ pub(crate) fn load_task(
         failed_when: opt("failed_when")
             .map(|n| conditions_of(n, "failed_when"))
             .transpose()?,
-        ignore_errors: opt_bool("ignore_errors")?.unwrap_or(false),
-        check_mode: opt_bool("check_mode")?,
-        diff: opt_bool("diff")?,
+        ignore_errors: own_ignore_errors.unwrap_or(false),
+        check_mode: own_check_mode,
+        diff: own_diff,
         vars: match opt("vars") {
             Some(v) => vars_of(v, "`vars`")?,
             None => Map::new(),
         },
         once: opt_string("once")?,
         once_scope: opt_string("once_scope")?,
-        become_: opt_bool("become")?,
+        become_: own_become,
         become_user: opt_string("become_user")?,
-        no_log: opt_bool("no_log")?.unwrap_or(false),
+        become_method: opt("become_method").map(become_method_of).transpose()?,
+        no_log: own_no_log.unwrap_or(false),
+        templated,
         environment: match opt("environment") {
             Some(v) => env_of(v)?,
             None => Map::new(),
@@ -272,13 +295,14 @@ pub(crate) fn load_task(
     };
     inh.apply(&mut task);
     // A value written on the task itself wins over the block's (or play's), also when false.
-    for (key, field) in [
-        ("ignore_errors", &mut task.ignore_errors),
-        ("no_log", &mut task.no_log),
-        ("run_once", &mut task.run_once),
+    for (key, own, field) in [
+        ("ignore_errors", own_ignore_errors, &mut task.ignore_errors),
+        ("no_log", own_no_log, &mut task.no_log),
+        ("run_once", opt_bool("run_once")?, &mut task.run_once),
     ] {
-        if let Some(v) = opt_bool(key)? {
+        if let Some(v) = own {
             *field = v;
+            task.templated.remove(key);
         }
     }
     check_module_params(&task, raw_params, mod_pos, &task.search_dirs(play_dir))?;
@@ -348,21 +372,32 @@ pub(crate) fn local_action(node: &Node) -> Result<Option<Node>, Diagnostic> {
     }))
 }
 
-/// Split Ansible's `k=v k2="a b"` free-form arguments.
+/// Split Ansible's `k=v k2="a b"` free-form arguments as ansible-core's `parse_kv` does: words
+/// are split on whitespace outside quotes and outside `{{ }}`, `{% %}` and `{# #}` (so
+/// `path={{ base }}/d` is one word), escapes (`\n`, `\"`...) are decoded, and a value loses
+/// the quotes around it.
 pub fn parse_kv(s: &str, pos: &Pos) -> Result<Map<String, Value>, Diagnostic> {
-    let words = shlex::split(s).ok_or_else(|| {
+    let words = split_args(s).ok_or_else(|| {
         Diagnostic::at(
             pos,
-            format!("cannot parse the arguments `{s}`: unbalanced quotes"),
+            format!("cannot parse the arguments `{s}`: unbalanced quotes or template delimiters"),
         )
     })?;
     let mut m = Map::new();
     for w in words {
-        match w.split_once('=') {
-            Some((k, v)) if !k.is_empty() => {
-                m.insert(k.to_string(), Value::String(v.to_string()));
+        let w = decode_escapes(&w);
+        // The first `=` not escaped by a backslash (and not the first character).
+        let eq = w
+            .char_indices()
+            .skip(1)
+            .find(|&(i, c)| c == '=' && !w[..i].ends_with('\\'))
+            .map(|(i, _)| i);
+        match eq {
+            Some(i) => {
+                let (k, v) = (w[..i].trim(), w[i + 1..].trim());
+                m.insert(k.to_string(), Value::String(unquote(v).to_string()));
             }
-            _ => {
+            None => {
                 return Err(Diagnostic::at(
                     pos,
                     format!("expected key=value arguments, found `{w}`"),
@@ -372,6 +407,150 @@ pub fn parse_kv(s: &str, pos: &Pos) -> Result<Map<String, Value>, Diagnostic> {
         }
     }
     Ok(m)
+}
+
+/// Words of a `k=v` string: whitespace splits them, except inside quotes (kept in the word) and
+/// inside template delimiters. None when a quote or a delimiter is left open.
+fn split_args(s: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    // Open `{{`, `{%`, `{#` blocks.
+    let mut depth = [0usize; 3];
+    let chars: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let in_jinja = depth.iter().any(|d| *d > 0);
+        if !in_jinja {
+            if let Some(q) = quote {
+                cur.push(c);
+                if c == '\\' {
+                    if let Some(n) = next {
+                        cur.push(n);
+                        i += 1;
+                    }
+                } else if c == q {
+                    quote = None;
+                }
+                i += 1;
+                continue;
+            }
+            if c == '"' || c == '\'' {
+                quote = Some(c);
+                cur.push(c);
+                i += 1;
+                continue;
+            }
+            if c == '\\' {
+                cur.push(c);
+                if let Some(n) = next {
+                    cur.push(n);
+                    i += 1;
+                }
+                i += 1;
+                continue;
+            }
+            if c.is_whitespace() {
+                if !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                }
+                i += 1;
+                continue;
+            }
+        }
+        let opener = ['{', '{', '{'];
+        let closers = [('{', '}', '}'), ('%', '%', '}'), ('#', '#', '}')];
+        let mut stepped = false;
+        for (k, (open2, close1, close2)) in closers.iter().enumerate() {
+            if c == opener[k] && next == Some(*open2) {
+                depth[k] += 1;
+                stepped = true;
+            } else if c == *close1 && next == Some(*close2) && depth[k] > 0 {
+                depth[k] -= 1;
+                stepped = true;
+            }
+            if stepped {
+                cur.push(c);
+                cur.push(next.unwrap_or_default());
+                i += 2;
+                break;
+            }
+        }
+        if !stepped {
+            cur.push(c);
+            i += 1;
+        }
+    }
+    if quote.is_some() || depth.iter().any(|d| *d > 0) {
+        return None;
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    Some(words)
+}
+
+/// The value without the matching quotes around it, as Ansible's `unquote`.
+fn unquote(v: &str) -> &str {
+    for q in ['"', '\''] {
+        if v.len() >= 2 && v.starts_with(q) && v.ends_with(q) {
+            return &v[1..v.len() - 1];
+        }
+    }
+    v
+}
+
+/// Python's string escapes in a `k=v` word (`\n`, `\t`, `\\`, `\"`, `\xHH`, `\uHHHH`...),
+/// as ansible-core decodes them; other backslashes are kept.
+fn decode_escapes(w: &str) -> String {
+    let mut out = String::with_capacity(w.len());
+    let mut it = w.chars().peekable();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let simple = match it.peek() {
+            Some('\\') => Some('\\'),
+            Some('\'') => Some('\''),
+            Some('"') => Some('"'),
+            Some('a') => Some('\u{7}'),
+            Some('b') => Some('\u{8}'),
+            Some('f') => Some('\u{c}'),
+            Some('n') => Some('\n'),
+            Some('r') => Some('\r'),
+            Some('t') => Some('\t'),
+            Some('v') => Some('\u{b}'),
+            _ => None,
+        };
+        if let Some(d) = simple {
+            it.next();
+            out.push(d);
+            continue;
+        }
+        let width = match it.peek() {
+            Some('x') => 2,
+            Some('u') => 4,
+            Some('U') => 8,
+            _ => 0,
+        };
+        if width > 0 {
+            let rest: String = it.clone().skip(1).take(width).collect();
+            if rest.len() == width && rest.chars().all(|h| h.is_ascii_hexdigit()) {
+                if let Some(d) = u32::from_str_radix(&rest, 16).ok().and_then(char::from_u32) {
+                    for _ in 0..=width {
+                        it.next();
+                    }
+                    out.push(d);
+                    continue;
+                }
+            }
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The parameters `command`/`shell` accept inline in their free-form string.
@@ -419,5 +598,19 @@ mod tests {
         let m = parse_kv("path=/tmp/a state=directory msg=\"a b\"", &pos).unwrap();
         assert_eq!(m["msg"], "a b");
         assert!(parse_kv("oops", &pos).is_err());
+        // Spaces inside template delimiters do not split a word.
+        let m = parse_kv(
+            "path={{ base }}/{{ item | default('x y') }} mode=0755",
+            &pos,
+        )
+        .unwrap();
+        assert_eq!(m["path"], "{{ base }}/{{ item | default('x y') }}");
+        assert_eq!(m["mode"], "0755");
+        let m = parse_kv(r#"msg='a "b"' line="x\ty" k=a\=b"#, &pos).unwrap();
+        assert_eq!(m["msg"], "a \"b\"");
+        assert_eq!(m["line"], "x\ty");
+        assert_eq!(m["k"], "a\\=b");
+        assert!(parse_kv("path={{ base", &pos).is_err());
+        assert!(parse_kv("msg='open", &pos).is_err());
     }
 }

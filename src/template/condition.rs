@@ -7,7 +7,8 @@
 //! playbook, the inventory, `-e`: `cond: "x == 1"` and `when: "{{ cond }}"`), which the caller
 //! decides; a string that came from a host or was computed is an error, never code; anything
 //! else (a number, a list, none) is an error too. Nothing a template renders to is ever parsed
-//! unless the caller vouches for it.
+//! unless the caller vouches for it. A bare expression must come to a boolean too: a string,
+//! number, list or none is an error, not a truth value.
 
 use minijinja::value::ValueKind;
 use minijinja::Value;
@@ -50,7 +51,7 @@ impl Templar {
             let mut warnings = Vec::new();
             let value = self.eval_expr(text, cond, ctx, &mut warnings)?;
             return Ok(Verdict {
-                holds: value.is_true(),
+                holds: boolean_result(cond, &value)?,
                 warnings,
             });
         }
@@ -111,7 +112,7 @@ impl Templar {
                 let mut warnings = Vec::new();
                 let v = self.eval_expr(s, cond, ctx, &mut warnings)?;
                 Ok(Verdict {
-                    holds: v.is_true(),
+                    holds: boolean_result(cond, &v)?,
                     warnings,
                 })
             }
@@ -173,6 +174,29 @@ impl Templar {
         }
         Ok(value)
     }
+}
+
+/// An expression's result as a condition: ansible-core 2.19 takes only a boolean and fails
+/// on anything else (a string such as "yes", a number, a list, none), naming what it was and
+/// what its truth value would have been.
+fn boolean_result(cond: &str, value: &Value) -> Result<bool, TemplateError> {
+    if value.kind() == ValueKind::Bool {
+        return Ok(value.is_true());
+    }
+    let kind = match value.kind() {
+        ValueKind::String => "a string",
+        ValueKind::None | ValueKind::Undefined => "none",
+        k => kind_name(k),
+    };
+    let truth = if value.is_true() { "True" } else { "False" };
+    Err(condition_error(
+        cond,
+        &format!(
+            "the condition's result is {kind} (its truth value would be {truth}), not a \
+             boolean; conditions must have a boolean result, as in ansible-core 2.19: \
+             compare or test it (`x | length > 0`, `x is defined`, `x | bool`)"
+        ),
+    ))
 }
 
 fn condition_error(cond: &str, message: &str) -> TemplateError {
@@ -266,6 +290,25 @@ mod tests {
         let e = message(cond("{{ host }} == 'x'", false).unwrap_err());
         assert!(e.contains("delimiters"), "{e}");
         assert_eq!(cond("num == 3", false).unwrap(), (true, 0));
-        assert_eq!(cond("host", false).unwrap(), (true, 0));
+        assert_eq!(cond("host == host", false).unwrap(), (true, 0));
+    }
+
+    #[test]
+    fn bare_conditions_must_be_booleans_as_in_ansible_core_2_19() {
+        assert_eq!(cond("flag", false).unwrap(), (true, 0));
+        for (c, what) in [
+            ("host", "a string"),
+            ("no_word", "a string"),
+            ("num", "a number"),
+            ("list", "a list"),
+            ("nothing", "none"),
+            ("1 if false", "none"),
+        ] {
+            let e = message(cond(c, false).unwrap_err());
+            assert!(e.contains(what) && e.contains("boolean"), "{c}: {e}");
+        }
+        // A trusted string named indirectly must come to a boolean as well.
+        let e = message(cond("{{ no_word }}", true).unwrap_err());
+        assert!(e.contains("undefined") || e.contains("boolean"), "{e}");
     }
 }

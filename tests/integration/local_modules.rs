@@ -338,13 +338,16 @@ fn command_bad_parameter_is_refused() {
 }
 
 #[test]
-fn read_only_command_runs_in_check_mode_and_registers() {
+fn read_only_command_is_skipped_in_check_mode_unless_check_mode_false() {
+    // As in Ansible: `changed_when: false` does not make a command run in check mode; only
+    // `check_mode: false` does.
     let fx = Fx::new();
-    fx.play("    - name: read\n      command: echo hello\n      register: r\n      changed_when: false\n    - name: show\n      debug:\n        msg: \"got {{ r.stdout }}\"\n");
+    fx.play("    - name: read\n      command: echo hello\n      register: r\n      changed_when: false\n    - name: read for real\n      command: echo real\n      register: q\n      changed_when: false\n      check_mode: false\n    - name: show\n      debug:\n        msg: \"got [{{ r.stdout }}] {{ q.stdout }}\"\n");
     let out = fx.apply(&["--check", "-v"]);
     out.expect(0);
-    assert_eq!(out.status_of("read"), "ok");
-    assert!(out.stdout.contains("got hello"), "{}", out.stdout);
+    assert_eq!(out.status_of("read"), "skipped");
+    assert_eq!(out.status_of("read for real"), "ok");
+    assert!(out.stdout.contains("got [] real"), "{}", out.stdout);
 }
 
 #[test]

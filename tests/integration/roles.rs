@@ -307,7 +307,7 @@ fn role_when_and_tags_reach_every_task_of_the_role() {
         &play_head(
             &fx,
             concat!(
-                "  roles:\n    - role: r\n      when: enabled | default(false)\n      tags: [rtag]\n",
+                "  roles:\n    - role: r\n      when: enabled | default(false) | bool\n      tags: [rtag]\n",
                 "  tasks:\n    - name: other\n      debug:\n        msg: x\n",
             ),
         ),
