@@ -65,31 +65,30 @@ fn a_once_step_retried_three_times_appends_one_line() {
 #[test]
 fn two_runs_at_once_append_once_and_the_other_reports_the_lock() {
     let fleet = Fleet::start(1, "fpuser");
-    // The step holds the lock long enough for the two runs to overlap.
+    let base = fleet.base(&fleet.hosts[0]);
+    // The step holds the lock until the test releases it (bounded: 60 s), so the second run
+    // certainly meets the first one's lock.
     fleet.play(concat!(
         "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
-        "    - name: append\n      shell: echo line >> {{ base }}/log; sleep 2\n      once: append-v1\n",
+        "    - name: append\n      shell: echo line >> {{ base }}/log; for i in $(seq 600); do test -e {{ base }}/release && break; sleep 0.1; done\n      once: append-v1\n",
     ));
     let a = fleet.spawn_apply(&[], Stdio::null());
-    let b = fleet.spawn_apply(&[], Stdio::null());
-    let (a, b) = (output(a), output(b));
-    let mut codes = [a.code, b.code];
-    codes.sort();
-    assert_eq!(
-        codes,
-        [0, 1],
-        "one succeeds, one is locked out:\n{}\n{}",
-        a.stdout,
-        b.stdout
-    );
-    let loser = if a.code == 1 { &a } else { &b };
-    assert!(loser.stdout.contains("locked by run"), "{}", loser.stdout);
-    assert!(
-        loser.stdout.contains("playbook site.yml"),
-        "{}",
-        loser.stdout
-    );
-    assert_eq!(lines(&fleet.base(&fleet.hosts[0]).join("log")), 1);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !base.join("log").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the first run never reached its step"
+        );
+        std::thread::yield_now();
+    }
+    let b = output(fleet.spawn_apply(&[], Stdio::null()));
+    std::fs::write(base.join("release"), "").unwrap();
+    let a = output(a);
+    assert_eq!(a.code, 0, "{}", a.stdout);
+    assert_eq!(b.code, 1, "the second run is locked out:\n{}", b.stdout);
+    assert!(b.stdout.contains("locked by run"), "{}", b.stdout);
+    assert!(b.stdout.contains("playbook site.yml"), "{}", b.stdout);
+    assert_eq!(lines(&base.join("log")), 1);
 }
 
 #[test]
