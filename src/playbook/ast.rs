@@ -299,6 +299,10 @@ pub enum LoopKind {
     Together,
     /// `with_subelements`: `[element, sub]` for each entry of a list under each element.
     Subelements,
+    /// `with_first_found`: the first file of the list that exists, searched (as in
+    /// ansible-core) in this subdirectory of each search directory first: `vars` for
+    /// `include_vars`, `templates` for `template`, `files` otherwise.
+    FirstFound(&'static str),
 }
 
 impl LoopKind {
@@ -313,6 +317,7 @@ impl LoopKind {
         ("with_nested", LoopKind::Nested),
         ("with_together", LoopKind::Together),
         ("with_subelements", LoopKind::Subelements),
+        ("with_first_found", LoopKind::FirstFound("files")),
     ];
 }
 

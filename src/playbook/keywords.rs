@@ -135,6 +135,7 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "with_nested",
     "with_together",
     "with_subelements",
+    "with_first_found",
     "loop_control",
     "register",
     "notify",

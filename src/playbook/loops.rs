@@ -1,6 +1,6 @@
 //! Ansible's `with_*` loops: turning the rendered value of `loop`, `with_items`, `with_dict`,
-//! `with_fileglob`, `with_sequence`, `with_nested`, `with_together` or `with_subelements` into
-//! the list of items a task runs over.
+//! `with_fileglob`, `with_sequence`, `with_nested`, `with_together`, `with_subelements` or
+//! `with_first_found` into the list of items a task runs over.
 //!
 //! The loader only records which keyword a task used (`ast::LoopKind`); the engine calls
 //! `expand` on the rendered value, host by host.
@@ -9,8 +9,8 @@ use super::ast::LoopKind;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 
-/// The items of a loop from its rendered value. `search` is where `with_fileglob` looks for
-/// relative patterns (the role, then the playbook directory).
+/// The items of a loop from its rendered value. `search` is where `with_fileglob` and
+/// `with_first_found` look for relative names (the role, then the playbook directory).
 pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Value>, String> {
     let list = |v: Value, what: &str| -> Result<Vec<Value>, String> {
         match v {
@@ -42,6 +42,14 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
                 short(&other)
             )),
         },
+        LoopKind::FirstFound(subdir) => {
+            crate::template::first_found_file(&value, Some(subdir), search).map(|found| {
+                found
+                    .map(|p| Value::String(p.display().to_string()))
+                    .into_iter()
+                    .collect()
+            })
+        }
         LoopKind::Fileglob => {
             let patterns = match value {
                 Value::String(s) => vec![s],
@@ -137,16 +145,27 @@ fn subelements(value: Value) -> Result<Vec<Value>, String> {
         _ => return Err(bad()),
     };
     let mut out = Vec::new();
-    for e in elements {
-        // A dotted key reaches into nested mappings, as in Ansible.
-        let mut sub = Some(&e);
-        for part in key.split('.') {
-            sub = sub.and_then(|s| s.get(part));
+    for mut e in elements {
+        // A dotted key reaches into nested mappings, as in Ansible, which takes the list out
+        // of the element: `item.0` is the element without it.
+        let (path, last) = key
+            .rsplit_once('.')
+            .map_or(("", key.as_str()), |(p, l)| (p, l));
+        let mut parent = Some(&mut e);
+        for part in path.split('.').filter(|p| !p.is_empty()) {
+            parent = parent.and_then(|s| s.get_mut(part));
         }
+        let sub = match parent {
+            Some(Value::Object(m)) if matches!(m.get(last), Some(Value::Array(_))) => {
+                m.remove(last)
+            }
+            Some(p) => p.get(last).cloned(),
+            None => None,
+        };
         match sub {
             Some(Value::Array(subs)) => {
                 for s in subs {
-                    out.push(json!([e.clone(), s.clone()]));
+                    out.push(json!([e.clone(), s]));
                 }
             }
             None if skip_missing => {}
@@ -158,7 +177,7 @@ fn subelements(value: Value) -> Result<Vec<Value>, String> {
             Some(other) => {
                 return Err(format!(
                     "`with_subelements`: `{key}` must be a list, found {}",
-                    short(other)
+                    short(&other)
                 ))
             }
         }
@@ -380,6 +399,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(subs.len(), 2);
-        assert_eq!(subs[1][1], "k2");
+        assert_eq!(subs[1], json!([{"name": "u"}, "k2"]));
+        // A dotted key takes the list out of the nested mapping.
+        let deep = json!([{"n": 1, "a": {"b": [7], "c": 2}}]);
+        let subs = expand(LoopKind::Subelements, json!([deep, "a.b"]), &[]).unwrap();
+        assert_eq!(subs, [json!([{"n": 1, "a": {"c": 2}}, 7])]);
     }
 }

@@ -1,7 +1,7 @@
 //! One task entry -> `Task`: the module and its arguments (mapping, `k=v` or free-form
 //! command), `local_action`, and the task keywords.
 
-use super::ast::{Inherited, Task};
+use super::ast::{Inherited, LoopKind, Task};
 use super::keywords::{
     become_method_of, bool_of, check_keys, check_var_name, conditions_of, env_of, flag_of, loop_of,
     map_of, short_name, string_of, strings_of, vars_of, Flag, TASK_KEYS, TASK_KEYS_NOT_YET,
@@ -209,7 +209,14 @@ pub(crate) fn load_task(
             .transpose()?
             .unwrap_or_default(),
         loop_items: lp.items,
-        loop_kind: lp.kind,
+        loop_kind: match lp.kind {
+            // ansible-core picks the subdirectory from the action's name.
+            LoopKind::FirstFound(_) if module.contains("template") => {
+                LoopKind::FirstFound("templates")
+            }
+            LoopKind::FirstFound(_) if module.contains("var") => LoopKind::FirstFound("vars"),
+            other => other,
+        },
         loop_var: lp.var,
         index_var: lp.index_var,
         loop_label,

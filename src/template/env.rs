@@ -60,22 +60,32 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
         });
     }
     env.add_function(CHAIN_FN, chain_lookup);
+    env.add_function("now", |args: Rest<Value>| super::now::now(&args));
     add_filters(&mut env);
     add_tests(&mut env);
     env
 }
 
-/// Loads an included template from the first search directory that has it.
+/// Loads an included template from the first search directory that has it. Its one trailing
+/// newline is dropped, as Jinja does for every template under Ansible (which puts the newlines
+/// back only at the end of the whole output): `a {% include 'b' %} c` stays on one line.
 fn load_from_dirs(dirs: &[PathBuf], name: &str) -> Result<Option<String>, Error> {
     for dir in dirs {
         let path = dir.join(name);
         if path.is_file() {
-            return std::fs::read_to_string(&path).map(Some).map_err(|e| {
+            let mut text = std::fs::read_to_string(&path).map_err(|e| {
                 Error::new(
                     ErrorKind::InvalidOperation,
                     format!("cannot read template {}: {e}", path.display()),
                 )
-            });
+            })?;
+            if text.ends_with('\n') {
+                text.pop();
+                if text.ends_with('\r') {
+                    text.pop();
+                }
+            }
+            return Ok(Some(text));
         }
     }
     Ok(None)
@@ -118,7 +128,8 @@ mod tests {
         let out = t
             .render_file("main.j2", "main\n{% include 'part.j2' %}", &vars())
             .unwrap();
-        assert_eq!(out, "main\npart a\n");
+        // The included file's trailing newline is dropped, as under Ansible.
+        assert_eq!(out, "main\npart a");
         let e = t
             .render_file("main.j2", "{% include 'broken.j2' %}", &vars())
             .unwrap_err();

@@ -10,7 +10,7 @@ use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Environment, Error, Value};
 
 use super::filters::collections::unique_items;
-use super::filters::regex::{cached_regex, regex_flags};
+use super::filters::regex::{cached_regex, match_err, regex_flags};
 use super::filters::types::filter_bool;
 use super::pyrepr::py_string;
 use super::value::{defined, op_err};
@@ -38,6 +38,13 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
     env.add_test("superset", test_superset);
     env.add_test("truthy", test_truthy);
     env.add_test("falsy", test_falsy);
+    // Python's `any()` and `all()` over the items' truth.
+    env.add_test("any", |v: &Value| -> Result<bool, Error> {
+        Ok(defined(v)?.try_iter()?.any(|x| x.is_true()))
+    });
+    env.add_test("all", |v: &Value| -> Result<bool, Error> {
+        Ok(defined(v)?.try_iter()?.all(|x| x.is_true()))
+    });
     env.add_test("file", |p: &str| Path::new(p).is_file());
     env.add_test("directory", |p: &str| Path::new(p).is_dir());
     env.add_test("exists", |p: &str| Path::new(p).exists());
@@ -106,7 +113,9 @@ fn regex_test(
         "search" => pattern.to_string(),
         other => return Err(op_err(format!("regex test: unknown match_type {other:?}"))),
     };
-    Ok(cached_regex(&anchored, ignorecase, multiline)?.is_match(&text))
+    cached_regex(&anchored, ignorecase, multiline)?
+        .is_match(&text)
+        .map_err(|e| match_err(&anchored, e))
 }
 
 fn test_match(value: &Value, pattern: String, kwargs: Kwargs) -> Result<bool, Error> {
@@ -279,5 +288,9 @@ mod tests {
         assert!(truth("'/' is exists"));
         assert!(!truth("'/definitely/not/here' is file"));
         assert!(truth("'/etc' is abs"));
+        assert!(truth("[0, 'x'] is any and not ([0, 'x'] is all)"));
+        assert!(truth("[] is all and not ([] is any)"));
+        assert!(truth("'aa' is search('(a)\\\\1')"));
+        assert!(truth("'ab' is match('a(?=b)')"));
     }
 }

@@ -5,7 +5,7 @@
 //! (`env`), rewriting the source before minijinja sees it (`rewrite`), bare expressions with
 //! templates inside string constants (`expr`), conditions as ansible-core 2.19 evaluates them
 //! (`condition`), naming undefined variables in errors (`undefined`, `error`), filters, Jinja
-//! tests, lookups, Python-style printing (`pyrepr`) and the JSON/YAML emitters (`output`).
+//! tests, lookups, `now()`, Python-style printing (`pyrepr`) and the JSON/YAML emitters (`output`).
 //!
 //! What a template renders to is a value, never template or code again: nothing here renders a
 //! rendered string a second time, and values marked `!unsafe` (`yaml::mark`) are not rendered
@@ -23,6 +23,7 @@ mod expr;
 mod filters;
 mod jinja_tests;
 mod lookups;
+mod now;
 mod output;
 mod pyrepr;
 mod rewrite;
@@ -42,8 +43,11 @@ pub use condition::Verdict;
 use env::build_env;
 pub use error::TemplateError;
 use error::{label_for_text, syntax_error};
-pub use lookups::fileglob;
-use rewrite::{block_end, closes_block, rewrite_chains, rewrite_code};
+pub use lookups::{fileglob, first_found_file};
+use rewrite::{
+    block_end, closes_block, escape_backslashes, escape_backslashes_in_code, rewrite_chains,
+    rewrite_code,
+};
 use undefined::{convert_error, is_silent_undefined, undefined_result, Source};
 use value::value_to_json;
 
@@ -108,13 +112,14 @@ impl Templar {
 
     /// Render one string value. A string that is (trimmed) a single `{{ expr }}` yields the
     /// expression's native value (list, dict, number, bool), as Ansible does for
-    /// `loop: "{{ users }}"`; anything else renders to a string.
+    /// `loop: "{{ users }}"`; anything else renders to a string. As in ansible-core, a
+    /// backslash inside a string constant of a `{{ }}` block is literal (`escape_backslashes`).
     pub fn render_str(&self, s: &str, ctx: &Value) -> Result<Json, TemplateError> {
         if !Self::is_template(s) {
             return Ok(Json::String(s.to_string()));
         }
         if let Some(expr) = single_expression(s) {
-            let code = rewrite_code(expr);
+            let code = rewrite_code(&escape_backslashes_in_code(expr));
             // Not every `{{ ... }}` is one expression (`{{ a }} and {{ b }}` is not): only
             // when the inner text compiles on its own is it evaluated natively.
             if let Ok(compiled) = self.env.compile_expression_owned(code.clone()) {
@@ -130,7 +135,7 @@ impl Templar {
                 });
             }
         }
-        self.render_text(s, &label_for_text(s), ctx)
+        self.render_text(&escape_backslashes(s), &label_for_text(s), ctx)
             .map(Json::String)
     }
 
@@ -207,6 +212,20 @@ impl Templar {
     /// Render a whole template file's text (the `template` module). A first line of the form
     /// `#jinja2: trim_blocks: False, lstrip_blocks: True` overrides the options, as in Ansible.
     pub fn render_file(
+        &self,
+        name_for_errors: &str,
+        source: &str,
+        ctx: &Value,
+    ) -> Result<String, TemplateError> {
+        let rendered = self.render_file_text(name_for_errors, source, ctx)?;
+        // As ansible-core, end with at least as many newlines as the source does: a template
+        // that `{% extends %}` another (whose own last newline Jinja drops) still ends its line.
+        let trailing = |t: &str| t.len() - t.trim_end_matches('\n').len();
+        let missing = trailing(source).saturating_sub(trailing(&rendered));
+        Ok(rendered + &"\n".repeat(missing))
+    }
+
+    fn render_file_text(
         &self,
         name_for_errors: &str,
         source: &str,
@@ -549,7 +568,9 @@ mod tests {
         let out = t
             .render_file("x", "  {% if true %}\nyes\n  {% endif %}\n", &c)
             .unwrap();
-        assert_eq!(out, "  yes\n  ");
+        // trim_blocks eats the newline after `endif`; as ansible-core, the source's last
+        // newline is put back.
+        assert_eq!(out, "  yes\n  \n");
     }
 
     #[test]

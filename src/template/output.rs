@@ -206,8 +206,8 @@ fn yaml_scalar_str(s: &str, in_flow: bool) -> String {
         return "''".into();
     }
     let single = || format!("'{}'", s.replace('\'', "''"));
-    // PyYAML's dumper also quotes what its resolver reads as a timestamp (`2024-01-01`) or a
-    // base-60 number (`1:30`), which fixpoint's resolver leaves as strings.
+    // PyYAML's dumper also quotes what its resolver reads as a timestamp (`2024-01-01`), which
+    // fixpoint's resolver leaves a string (base 60, `1:30`, it reads as a number too).
     let looks_typed = pyyaml_timestamp_or_base60().is_match(s);
     if s.contains('\n') || s.chars().any(|c| c.is_control() || !yaml_printable(c)) {
         return double_quoted(s);
@@ -215,7 +215,8 @@ fn yaml_scalar_str(s: &str, in_flow: bool) -> String {
     // Plain only where the text is not YAML syntax and the resolver reads it back as this
     // string: `yes`, `0x1F`, `~`, `1_000` would come back as true, 31, null and 1000.
     let plain = plain_allowed(s) && matches!(resolve_plain(s), Kind::Str(_));
-    if plain && !looks_typed && !(in_flow && s.contains([',', '[', ']', '{', '}'])) {
+    // In a flow collection PyYAML's emitter also quotes any `:` and `?` (`['01:30']`).
+    if plain && !looks_typed && !(in_flow && s.contains([',', '?', ':', '[', ']', '{', '}'])) {
         return s.to_string();
     }
     single()

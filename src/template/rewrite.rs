@@ -6,6 +6,10 @@
 //! rewritten to `__fp_chain(item, "opts", "mode")`, which yields undefined instead of failing.
 //! The rewrite keeps every newline, so line numbers in errors stay right.
 //!
+//! Filters and tests named the collection way (`| ansible.builtin.to_json`,
+//! `is ansible.builtin.match`, also `ansible.legacy.`) lose that prefix here: fixpoint's
+//! filters and tests are `ansible.builtin`'s.
+//!
 //! Also here: the small scanners of template source the rest of the folder shares (where a
 //! `{{ }}` block ends, string literals masked out).
 
@@ -62,7 +66,9 @@ fn chain_re() -> &'static Regex {
 /// Rewrites chained lookups in every `{{ }}` / `{% %}` block of a template.
 pub(super) fn rewrite_chains(src: &str) -> String {
     static HINT: OnceLock<Regex> = OnceLock::new();
-    let hint = HINT.get_or_init(|| Regex::new(r"default|defined|\|\s*d\b").expect("valid regex"));
+    let hint = HINT.get_or_init(|| {
+        Regex::new(r"default|defined|\|\s*d\b|ansible\.(?:builtin|legacy)\.").expect("valid regex")
+    });
     if !hint.is_match(src) {
         return src.to_string();
     }
@@ -77,8 +83,10 @@ pub(super) fn rewrite_chains(src: &str) -> String {
     out
 }
 
-/// Rewrites chained lookups in one piece of expression code.
+/// Rewrites chained lookups (and collection-style filter and test names) in one piece of
+/// expression code.
 pub(super) fn rewrite_code(code: &str) -> String {
+    let code = &strip_builtin_prefix(code);
     let masked = mask_strings(code);
     let mut out = String::with_capacity(code.len() + 16);
     let mut last = 0;
@@ -90,6 +98,88 @@ pub(super) fn rewrite_code(code: &str) -> String {
         out.push_str(&code[last..path.start()]);
         out.push_str(&call);
         last = path.end();
+    }
+    out.push_str(&code[last..]);
+    out
+}
+
+/// ansible-core's `escape_backslashes` for template strings from YAML: a backslash inside a
+/// string constant of a `{{ }}` block is itself, not the start of an escape sequence, so
+/// `regex_replace('(\w+)', '\1')` written once in a double-quoted YAML string works as in
+/// Ansible. `{% %}` statements, template files and bare expressions are left as they are.
+pub(super) fn escape_backslashes(src: &str) -> String {
+    if !src.contains('\\') {
+        return src.to_string();
+    }
+    let mut out = String::with_capacity(src.len() + 8);
+    let mut last = 0;
+    for region in code_regions(src) {
+        if !src[..region.start].ends_with("{{") {
+            continue;
+        }
+        out.push_str(&src[last..region.start]);
+        out.push_str(&escape_backslashes_in_code(&src[region.clone()]));
+        last = region.end;
+    }
+    out.push_str(&src[last..]);
+    out
+}
+
+/// The code of one `{{ }}` block with each string constant's backslashes made literal: the
+/// constant is found as Jinja's lexer finds it (a backslash skips the next character), and
+/// written back so that minijinja reads exactly the characters between the quotes.
+pub(super) fn escape_backslashes_in_code(code: &str) -> String {
+    if !code.contains('\\') {
+        return code.to_string();
+    }
+    let mut out = String::with_capacity(code.len() + 8);
+    let mut chars = code.chars();
+    while let Some(c) = chars.next() {
+        if c != '\'' && c != '"' {
+            out.push(c);
+            continue;
+        }
+        let mut inner = String::new();
+        let mut closed = false;
+        while let Some(d) = chars.next() {
+            if d == c {
+                closed = true;
+                break;
+            }
+            inner.push(d);
+            if d == '\\' {
+                if let Some(e) = chars.next() {
+                    inner.push(e);
+                }
+            }
+        }
+        out.push(c);
+        if closed {
+            let q = c.to_string();
+            out.push_str(&inner.replace('\\', "\\\\").replace(&q, &format!("\\{q}")));
+            out.push(c);
+        } else {
+            // An unterminated constant: left for the parser to report.
+            out.push_str(&inner);
+        }
+    }
+    out
+}
+
+/// `x | ansible.builtin.f` → `x | f`, and the same after `is` / `is not`.
+fn strip_builtin_prefix(code: &str) -> String {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"(?:\||\bis(?:\s+not)?)\s*(ansible\.(?:builtin|legacy)\.)[A-Za-z_]")
+            .expect("valid regex")
+    });
+    let masked = mask_strings(code);
+    let mut out = String::with_capacity(code.len());
+    let mut last = 0;
+    for caps in re.captures_iter(&masked) {
+        let prefix = caps.get(1).expect("group exists");
+        out.push_str(&code[last..prefix.start()]);
+        last = prefix.end();
     }
     out.push_str(&code[last..]);
     out
@@ -283,6 +373,28 @@ mod tests {
     }
 
     #[test]
+    fn backslashes_in_string_constants_are_literal() {
+        use super::{escape_backslashes, escape_backslashes_in_code};
+        assert_eq!(escape_backslashes_in_code(r"'\1' ~ x"), r"'\\1' ~ x");
+        assert_eq!(escape_backslashes_in_code(r"'it\'s'"), r"'it\\\'s'");
+        assert_eq!(
+            escape_backslashes_in_code(r#""a\"b" ~ 'c'"#),
+            r#""a\\\"b" ~ 'c'"#
+        );
+        assert_eq!(
+            escape_backslashes(r"{{ '\d' }} \n {% set y = '\n' %}"),
+            r"{{ '\\d' }} \n {% set y = '\n' %}"
+        );
+        assert_eq!(
+            render(r"{{ 'abc-123' | regex_replace('(\w+)-(\d+)', '\2-\1') }}"),
+            json!("123-abc")
+        );
+        assert_eq!(render(r"x={{ 'a\nb' }}"), json!(r"x=a\nb"));
+        // Bare expressions keep Jinja's escapes, as in ansible-core.
+        assert_eq!(eval(r"'a\tb'"), json!("a\tb"));
+    }
+
+    #[test]
     fn rewrite_keeps_lines_and_strings() {
         let src = "a\n{{ x.y | default('q.r | default') }}\n{# c.d | default #}{{ 'e' }}";
         let out = rewrite_chains(src);
@@ -294,6 +406,18 @@ mod tests {
         assert!(out.contains("{# c.d | default #}"), "{out}");
         assert_eq!(rewrite_code("a[1:] | default([])"), "a[1:] | default([])");
         assert_eq!(rewrite_code("f(a).b | d"), "f(a).b | d");
+        assert_eq!(
+            rewrite_code("x | ansible.builtin.to_json is ansible.legacy.match('a')"),
+            "x | to_json is match('a')"
+        );
+        assert_eq!(
+            rewrite_code("'| ansible.builtin.x' ~ y is not ansible.builtin.defined"),
+            "'| ansible.builtin.x' ~ y is not defined"
+        );
+        assert_eq!(
+            render("{{ users | ansible.builtin.first }} {{ x is ansible.builtin.defined }}"),
+            json!("alice True")
+        );
         assert_eq!(
             rewrite_code("not a.b['c'] is defined"),
             "not __fp_chain(a, \"b\", ('c')) is defined"

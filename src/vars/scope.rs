@@ -255,6 +255,11 @@ impl Scope {
             .collect()
     }
 
+    /// Whether any layer sets `name` (whatever its value).
+    pub fn defines(&self, name: &str) -> bool {
+        self.layers.iter().any(|l| l.vars.contains_key(name))
+    }
+
     pub fn templar(&self) -> &Arc<Templar> {
         &self.templar
     }

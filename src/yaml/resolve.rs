@@ -21,7 +21,9 @@ pub fn resolve_plain(s: &str) -> Kind {
     }
     // PyYAML's implicit int and float patterns; anything else is a string: `0o17` (YAML 1.2
     // octal), `12e4567` and `1e3` (a float needs a dot, and a sign on its exponent), `_1`.
-    // (PyYAML's sexagesimal `1:30` forms are not handled.)
+    if let Some(kind) = sexagesimal(s) {
+        return kind;
+    }
     static INT: OnceLock<Regex> = OnceLock::new();
     static FLOAT: OnceLock<Regex> = OnceLock::new();
     // Fixed patterns, tested below: they compile.
@@ -67,6 +69,43 @@ pub fn resolve_plain(s: &str) -> Kind {
         }
     }
     Kind::Str(s.to_string())
+}
+
+/// YAML 1.1's base 60: `1:30` is the int 90, `1:00:00` 3600, `1:30.5` the float 90.5 (PyYAML's
+/// patterns: a first part without a leading zero for ints, then parts `[0-5]?[0-9]`).
+fn sexagesimal(s: &str) -> Option<Kind> {
+    static INT: OnceLock<Regex> = OnceLock::new();
+    static FLOAT: OnceLock<Regex> = OnceLock::new();
+    if !s.contains(':') {
+        return None;
+    }
+    // Fixed patterns, tested below: they compile.
+    let int_re = INT.get_or_init(|| Regex::new(r"^[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+$").unwrap());
+    let float_re =
+        FLOAT.get_or_init(|| Regex::new(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*$").unwrap());
+    let is_int = int_re.is_match(s);
+    if !is_int && !float_re.is_match(s) {
+        return None;
+    }
+    let t = s.replace('_', "");
+    let (sign, digits) = match t.strip_prefix('-') {
+        Some(rest) => (-1.0, rest),
+        None => (1.0, t.strip_prefix('+').unwrap_or(&t)),
+    };
+    if is_int {
+        let mut value: i64 = 0;
+        for part in digits.split(':') {
+            value = value
+                .checked_mul(60)?
+                .checked_add(part.parse::<i64>().ok()?)?;
+        }
+        return Some(Kind::Int(if sign < 0.0 { -value } else { value }));
+    }
+    let mut value = 0.0;
+    for part in digits.split(':') {
+        value = value * 60.0 + part.parse::<f64>().ok()?;
+    }
+    Some(Kind::Float(sign * value))
 }
 
 /// A plain scalar of a JSON document: `1e3` is the float 1000 there, as Python's `json` reads it,
@@ -130,6 +169,26 @@ mod tests {
         assert_eq!(j["m"], Value::from("0X1F"));
         assert_eq!(j["n"], Value::from("1.0e3"));
         assert_eq!(j["o"], Value::from(-31));
+    }
+
+    #[test]
+    fn base_60_like_pyyaml() {
+        let n = parse(concat!(
+            "a: 1:30\nb: 1:00:00\nc: -1:30\nd: 1:30.5\ne: 01:30\nf: 1:60\ng: 1:3:5\n",
+            "h: 0:30.0\ni: '1:30'\nj: 12:30:x\nk: 1_0:30\n",
+        ));
+        let j = n.to_json();
+        assert_eq!(j["a"], Value::from(90));
+        assert_eq!(j["b"], Value::from(3600));
+        assert_eq!(j["c"], Value::from(-90));
+        assert_eq!(j["d"], Value::from(90.5));
+        assert_eq!(j["e"], Value::from("01:30"));
+        assert_eq!(j["f"], Value::from("1:60"));
+        assert_eq!(j["g"], Value::from(3785));
+        assert_eq!(j["h"], Value::from(30.0));
+        assert_eq!(j["i"], Value::from("1:30"));
+        assert_eq!(j["j"], Value::from("12:30:x"));
+        assert_eq!(j["k"], Value::from(630));
     }
 
     #[test]

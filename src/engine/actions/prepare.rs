@@ -9,7 +9,7 @@ use crate::playbook::actions::{
 };
 use crate::playbook::files::looked_in;
 use crate::vars::magic::OMIT;
-use crate::vars::Scope;
+use crate::vars::{Layer, Scope};
 use fixpoint_modules::params::Bool;
 use fixpoint_modules::{Outcome, ParamError};
 use serde_json::{json, Map, Value};
@@ -139,6 +139,53 @@ fn display_value(v: &Value) -> String {
     }
 }
 
+/// Renders a `template` source as ansible-core's template action does: `{% include %}`,
+/// `{% import %}` and `{% extends %}` find files in each search directory's `templates/`, then
+/// the directory itself (the role's, the playbook's, then the source's own directory), and the
+/// template sees `ansible_managed` (unless a variable sets it) and the `template_*` variables.
+fn render_template_file(
+    path: &Path,
+    src: &str,
+    dirs: &[PathBuf],
+    scope: &Arc<Scope>,
+    dest: Option<&Value>,
+) -> Result<String, Failure> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?;
+    let fullpath = crate::vars::magic::abs(path);
+    let mut search = Vec::new();
+    for d in dirs
+        .iter()
+        .cloned()
+        .chain(Path::new(&fullpath).parent().map(Path::to_path_buf))
+    {
+        search.push(d.join("templates"));
+        search.push(d);
+    }
+    let mut vars = Map::new();
+    vars.insert("template_path".into(), json!(src));
+    vars.insert("template_fullpath".into(), json!(fullpath));
+    vars.insert(
+        "template_destpath".into(),
+        dest.cloned().unwrap_or(Value::Null),
+    );
+    if let Ok(host) = nix::unistd::gethostname() {
+        vars.insert("template_host".into(), json!(host.to_string_lossy()));
+    }
+    if !scope.defines("ansible_managed") {
+        // ansible-core's default `ansible_managed` (its DEFAULT_MANAGED_STR).
+        vars.insert("ansible_managed".into(), json!("Ansible managed"));
+    }
+    let scope = scope.with(Layer::data(vars));
+    scope
+        .templar()
+        .as_ref()
+        .clone()
+        .with_search_path(search)
+        .render_file(&path.display().to_string(), &source, &scope.ctx())
+        .map_err(|e| Failure::msg(e.to_string()))
+}
+
 /// Turn a rendered task into agent work, or run it here.
 pub fn prepare(
     module: &'static str,
@@ -192,12 +239,7 @@ pub fn prepare(
         "template" => {
             let p: TemplateParams = parse(&params).map_err(|e| Failure::msg(e.to_string()))?;
             let path = find_file(dirs, "templates", &p.src).map_err(Failure::msg)?;
-            let source = std::fs::read_to_string(&path)
-                .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?;
-            let rendered = scope
-                .templar()
-                .render_file(&path.display().to_string(), &source, &scope.ctx())
-                .map_err(|e| Failure::msg(e.to_string()))?;
+            let rendered = render_template_file(&path, &p.src, dirs, scope, params.get("dest"))?;
             // The same mapping as above.
             let obj = params.as_object_mut().expect("mapping");
             for k in ["src", "trim_blocks", "lstrip_blocks", "newline_sequence"] {

@@ -36,18 +36,20 @@ pub(super) fn filter_b64decode(value: &str) -> Result<String, Error> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// `hash('sha256')`; only the SHA-2 family is available.
+/// `hash('sha256')`: sha1 (Ansible's default), md5 and the SHA-2 family.
 pub(super) fn filter_hash(value: &Value, algorithm: Option<String>) -> Result<String, Error> {
     let s = py_string(defined(value)?)?;
-    let algo = algorithm.unwrap_or_else(|| "sha256".into());
+    let algo = algorithm.unwrap_or_else(|| "sha1".into());
     let digest: Vec<u8> = match algo.as_str() {
+        "sha1" => sha1::Sha1::digest(s.as_bytes()).to_vec(),
+        "md5" => md5::Md5::digest(s.as_bytes()).to_vec(),
         "sha224" => sha2::Sha224::digest(s.as_bytes()).to_vec(),
         "sha256" => sha2::Sha256::digest(s.as_bytes()).to_vec(),
         "sha384" => sha2::Sha384::digest(s.as_bytes()).to_vec(),
         "sha512" => sha2::Sha512::digest(s.as_bytes()).to_vec(),
         other => {
             return Err(op_err(format!(
-                "hash: unsupported algorithm {other:?} (use sha224, sha256, sha384 or sha512)"
+                "hash: unsupported algorithm {other:?} (use sha1, md5, sha224, sha256, sha384 or sha512)"
             )))
         }
     };
@@ -77,6 +79,14 @@ mod tests {
             eval("'abc' | hash('sha256')"),
             json!("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         );
-        assert!(Templar::new().eval("'abc' | hash('md5')", &vars()).is_err());
+        assert_eq!(
+            eval("'hello' | hash"),
+            json!("aaf4c61ddcc5e8a2dabede0f3b482cd9aea9434d")
+        );
+        assert_eq!(
+            eval("'hello' | hash('md5')"),
+            json!("5d41402abc4b2a76b9719d911017c592")
+        );
+        assert!(Templar::new().eval("'abc' | hash('crc')", &vars()).is_err());
     }
 }

@@ -8,8 +8,10 @@ pub(in crate::template) mod collections;
 mod dicts;
 mod encoding;
 mod paths;
+mod random;
 pub(in crate::template) mod regex;
 mod serialize;
+mod text;
 pub(in crate::template) mod types;
 
 use minijinja::Environment;
@@ -18,8 +20,10 @@ use self::collections::*;
 use self::dicts::*;
 use self::encoding::*;
 use self::paths::*;
+use self::random::*;
 use self::regex::*;
 use self::serialize::*;
+use self::text::*;
 use self::types::*;
 
 pub(super) fn add_filters(env: &mut Environment<'static>) {
@@ -59,6 +63,10 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("symmetric_difference", filter_symmetric_difference);
     env.add_filter("extract", filter_extract);
     env.add_filter("type_debug", filter_type_debug);
+    env.add_filter("comment", filter_comment);
+    env.add_filter("urlsplit", filter_urlsplit);
+    env.add_filter("random", filter_random);
+    env.add_filter("shuffle", filter_shuffle);
 }
 
 #[cfg(test)]

@@ -1,13 +1,15 @@
 //! Regular-expression filters with Python `re` semantics: `regex_replace`, `regex_search`,
 //! `regex_findall`, `regex_escape`; the compiled-pattern cache is shared with the regex tests.
+//! Patterns are compiled by `fancy-regex`, which takes Python's syntax beyond the `regex`
+//! crate's: look-ahead and look-behind, back-references (`\1`, `(?P=name)`), atomic groups.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock};
 
+use fancy_regex::{Captures, Regex, RegexBuilder};
 use minijinja::value::{Kwargs, Rest};
 use minijinja::{Error, Value};
-use regex::{Regex, RegexBuilder};
 
 use crate::template::pyrepr::py_string;
 use crate::template::value::{defined, op_err, split_kwargs};
@@ -43,6 +45,11 @@ pub(in crate::template) fn regex_flags(kwargs: &Kwargs) -> Result<(bool, bool), 
     let ignorecase: Option<bool> = kwargs.get("ignorecase")?;
     let multiline: Option<bool> = kwargs.get("multiline")?;
     Ok((ignorecase.unwrap_or(false), multiline.unwrap_or(false)))
+}
+
+/// A failure while matching (the backtracking limit of a pathological pattern).
+pub(in crate::template) fn match_err(pattern: &str, e: fancy_regex::Error) -> Error {
+    op_err(format!("regular expression {pattern:?} failed: {e}"))
 }
 
 /// Translates a Python `re.sub` replacement (`\1`, `\g<name>`, `\\`) to the regex crate's
@@ -109,12 +116,12 @@ pub(super) fn filter_regex_replace(
     let count: Option<usize> = kwargs.get("count")?;
     kwargs.assert_all_used()?;
     let text = py_string(defined(value)?)?;
-    let re = cached_regex(&pattern.unwrap_or_default(), ignorecase, multiline)?;
+    let pattern = pattern.unwrap_or_default();
+    let re = cached_regex(&pattern, ignorecase, multiline)?;
     let repl = python_replacement(&replacement.unwrap_or_default());
-    Ok(Value::from(
-        re.replacen(&text, count.unwrap_or(0), repl.as_str())
-            .into_owned(),
-    ))
+    re.try_replacen(&text, count.unwrap_or(0), repl.as_str())
+        .map(|out| Value::from(out.into_owned()))
+        .map_err(|e| match_err(&pattern, e))
 }
 
 /// Ansible's `regex_search(pattern, '\\1', '\\g<name>', ...)`: the match, the listed groups,
@@ -129,7 +136,7 @@ pub(super) fn filter_regex_search(
     kwargs.assert_all_used()?;
     let text = py_string(defined(value)?)?;
     let re = cached_regex(&pattern, ignorecase, multiline)?;
-    let Some(caps) = re.captures(&text) else {
+    let Some(caps) = re.captures(&text).map_err(|e| match_err(&pattern, e))? else {
         return Ok(Value::from(()));
     };
     if groups.is_empty() {
@@ -167,17 +174,19 @@ pub(super) fn filter_regex_findall(
     let text = py_string(defined(value)?)?;
     let re = cached_regex(&pattern, ignorecase, multiline)?;
     let groups = re.captures_len() - 1;
+    let found = |caps: Captures<'_, str>| {
+        let group = |i: usize| Value::from(caps.get(i).map_or("", |m| m.as_str()));
+        match groups {
+            0 => group(0),
+            1 => group(1),
+            n => Value::from((1..=n).map(group).collect::<Vec<_>>()),
+        }
+    };
     let out: Vec<Value> = re
-        .captures_iter(&text)
-        .map(|caps| {
-            let group = |i: usize| Value::from(caps.get(i).map_or("", |m| m.as_str()));
-            match groups {
-                0 => group(0),
-                1 => group(1),
-                n => Value::from((1..=n).map(group).collect::<Vec<_>>()),
-            }
-        })
-        .collect();
+        .captures_iter(text.as_str())
+        .map(|caps| caps.map(found))
+        .collect::<Result<_, _>>()
+        .map_err(|e| match_err(&pattern, e))?;
     Ok(Value::from(out))
 }
 
@@ -227,6 +236,19 @@ mod tests {
             json!([["a", "1"], ["b", "2"]])
         );
         assert_eq!(eval("'a.b' | regex_escape"), json!("a\\.b"));
+        // Python syntax the `regex` crate lacks: look-around and back-references.
+        assert_eq!(
+            eval("'price: 100USD 7EUR' | regex_findall('\\\\d+(?=USD)')"),
+            json!(["100"])
+        );
+        assert_eq!(
+            eval("'aa bb cd' | regex_replace('(\\\\w)\\\\1', '<\\\\1>')"),
+            json!("<a> <b> cd")
+        );
+        assert_eq!(
+            eval("'x=1' | regex_search('(?<=x=)(?P<n>\\\\d)(?!\\\\d)', '\\\\g<n>')"),
+            json!(["1"])
+        );
         assert_eq!(
             python_replacement(r"\1-\g<name>-\\-$"),
             "${1}-${name}-\\-$$"

@@ -162,6 +162,16 @@ mod tests {
             eval("['yes', '0x1F', '~', '1_000'] | to_nice_yaml"),
             json!("-   'yes'\n-   '0x1F'\n-   '~'\n-   '1_000'\n")
         );
+        // Base 60 reads back as a number, so `1:30` is quoted; in a flow collection PyYAML
+        // quotes any `:`, in block style only what would read back typed.
+        assert_eq!(
+            eval("['1:30', '01:30'] | to_yaml"),
+            json!("['1:30', '01:30']\n")
+        );
+        assert_eq!(
+            eval("['1:30', '01:30', 'a?b'] | to_nice_yaml"),
+            json!("-   '1:30'\n-   01:30\n-   a?b\n")
+        );
         // And they come back as the same strings.
         assert_eq!(
             eval("['yes', '0x1F', '~', '1_000'] | to_yaml | from_yaml"),

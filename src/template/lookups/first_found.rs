@@ -8,11 +8,12 @@ use minijinja::{Error, Value};
 use crate::template::pyrepr::py_string;
 use crate::template::value::defined;
 
-/// `first_found`: terms are names or lists of names, or mappings with `files` and `paths`.
+/// `first_found`: terms are names or lists of names (a name may list several, split at `,`
+/// and `;`), or mappings with `files` and `paths`.
 pub(super) fn first_found(
     terms: &[Value],
     kwargs: &Kwargs,
-    find: &dyn Fn(&str, &str) -> Option<PathBuf>,
+    find: &dyn Fn(&str) -> Option<PathBuf>,
 ) -> Result<Option<PathBuf>, Error> {
     let mut files: Vec<String> = Vec::new();
     let mut paths: Vec<String> = Vec::new();
@@ -42,10 +43,10 @@ pub(super) fn first_found(
         match v.try_iter() {
             Ok(it) if v.as_str().is_none() => {
                 for x in it {
-                    files.push(py_string(&x)?);
+                    files.extend(strings(&x)?);
                 }
             }
-            _ => files.push(py_string(v)?),
+            _ => files.extend(strings(v)?),
         }
         Ok(())
     };
@@ -60,13 +61,13 @@ pub(super) fn first_found(
     }
     for f in &files {
         if paths.is_empty() {
-            if let Some(p) = find("files", f) {
+            if let Some(p) = find(f) {
                 return Ok(Some(p));
             }
         }
         for dir in &paths {
             let joined = Path::new(dir).join(f);
-            if let Some(p) = find("files", &joined.display().to_string()) {
+            if let Some(p) = find(&joined.display().to_string()) {
                 return Ok(Some(p));
             }
         }

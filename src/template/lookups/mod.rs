@@ -1,5 +1,5 @@
 //! The `lookup()`/`query()` plugins that run on the controller: `env`, `file`, `template`,
-//! `vars`, `first_found`, `fileglob` and `lines`.
+//! `vars`, `varnames`, `first_found`, `fileglob` and `lines`.
 //!
 //! Lookups see only the expression's variables (through minijinja's `State`) and the template
 //! search path; they know nothing of hosts, connections or how variables were gathered.
@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use minijinja::value::Kwargs;
 use minijinja::{Error, ErrorKind, State, Value};
 
+use super::filters::regex::{cached_regex, match_err};
 use super::pyrepr::py_string;
 use super::rewrite::rewrite_chains;
 use super::value::{defined, op_err, split_kwargs};
@@ -31,7 +32,13 @@ pub(super) fn run_lookup(
     let Some((plugin, terms)) = pos.split_first() else {
         return Err(op_err("lookup needs a plugin name"));
     };
-    let plugin = plugin.as_str().unwrap_or_default().to_string();
+    let plugin = plugin.as_str().unwrap_or_default();
+    // `ansible.builtin.env` is `env`: fixpoint's lookups are ansible.builtin's.
+    let plugin = ["ansible.builtin.", "ansible.legacy."]
+        .iter()
+        .find_map(|p| plugin.strip_prefix(p))
+        .unwrap_or(plugin)
+        .to_string();
     // Where relative names are found: the task's `ansible_search_path` (its role, then the
     // playbook's directory), each with `files/` or `templates/` first, then the given dirs.
     let mut search: Vec<PathBuf> = match state.lookup("ansible_search_path") {
@@ -42,24 +49,17 @@ pub(super) fn run_lookup(
         _ => Vec::new(),
     };
     search.extend(dirs.iter().cloned());
-    let find = |sub: &str, term: &str| -> Option<PathBuf> {
-        let p = Path::new(term);
-        if p.is_absolute() {
-            return p.exists().then(|| p.to_path_buf());
-        }
-        search
-            .iter()
-            .flat_map(|d| [d.join(sub).join(term), d.join(term)])
-            .chain(std::iter::once(PathBuf::from(term)))
-            .find(|c| c.exists())
-    };
+    let find = |sub: &str, term: &str| find_in(&search, Some(sub), term);
     if plugin == "first_found" {
-        let found = first_found(terms, &kwargs, &find)?;
+        // Called as a lookup, ansible-core 2.19 looks in no subdirectory (`with_first_found`
+        // looks in `files/`, `vars/` or `templates/`).
+        let found = first_found(terms, &kwargs, &|term| find_in(&search, None, term))?;
+        let skip = kwargs_skip(&kwargs);
         kwargs.assert_all_used()?;
         return match (found, &default) {
             (Some(p), _) => Ok((vec![Value::from(p.display().to_string())], false)),
             (None, Some(d)) => Ok((vec![d.clone()], false)),
-            (None, None) if kwargs_skip(&kwargs) => Ok((Vec::new(), true)),
+            (None, None) if skip => Ok((Vec::new(), true)),
             (None, None) => Err(op_err("lookup('first_found'): none of the files was found")),
         };
     }
@@ -133,6 +133,26 @@ pub(super) fn run_lookup(
                 // Ansible strips the trailing newline (rstrip=True).
                 Value::from(text.trim_end_matches(['\n', '\r']).to_string())
             }
+            "varnames" => {
+                // The names of the variables (not the environment's functions) that the
+                // Python regex `term` finds something in, sorted.
+                let re = cached_regex(&term, false, false)?;
+                let globals: Vec<&str> = state.env().globals().map(|(k, _)| k).collect();
+                let mut names: Vec<String> = state
+                    .known_variables()
+                    .into_iter()
+                    .filter(|n| !globals.contains(&n.as_ref()))
+                    .map(|n| n.into_owned())
+                    .collect();
+                names.sort();
+                names.dedup();
+                for name in names {
+                    if re.is_match(&name).map_err(|e| match_err(&term, e))? {
+                        out.push(Value::from(name));
+                    }
+                }
+                continue;
+            }
             "vars" => match state.lookup(&term) {
                 Some(v) if !v.is_undefined() => v,
                 _ => match &default {
@@ -147,13 +167,56 @@ pub(super) fn run_lookup(
             },
             other => {
                 return Err(op_err(format!(
-                    "lookup plugin `{other}` is not supported (env, file, template, vars, first_found, fileglob and lines are)"
+                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob and lines are)"
                 )))
             }
         });
     }
     kwargs.assert_all_used()?;
     Ok((out, wantlist.unwrap_or(false)))
+}
+
+/// Where a relative name is found, as ansible-core's `path_dwim_relative_stack` looks: in each
+/// search directory's `sub`directory (unless the name already starts with it), then in the
+/// directory itself; then relative to the working directory.
+fn find_in(search: &[PathBuf], sub: Option<&str>, term: &str) -> Option<PathBuf> {
+    let p = Path::new(term);
+    if p.is_absolute() {
+        return p.exists().then(|| p.to_path_buf());
+    }
+    let sub = sub.filter(|s| term.split('/').next() != Some(*s));
+    search
+        .iter()
+        .flat_map(|d| [sub.map(|s| d.join(s).join(term)), Some(d.join(term))])
+        .flatten()
+        .chain(std::iter::once(PathBuf::from(term)))
+        .find(|c| c.exists())
+}
+
+/// `with_first_found`: the first of the names in `terms` (strings, lists, `{files, paths}`
+/// mappings) found in `search`, each directory's `subdir` first. None when nothing is found
+/// and a mapping said `skip: true`.
+pub fn first_found_file(
+    terms: &serde_json::Value,
+    subdir: Option<&str>,
+    search: &[PathBuf],
+) -> Result<Option<PathBuf>, String> {
+    let terms = match terms {
+        serde_json::Value::Array(a) => a.iter().map(Value::from_serialize).collect(),
+        other => vec![Value::from_serialize(other)],
+    };
+    let kwargs = Kwargs::from_iter(Vec::<(String, Value)>::new());
+    let found = first_found(&terms, &kwargs, &|term| find_in(search, subdir, term))
+        .map_err(|e| format!("with_first_found: {e}"))?;
+    let skip = terms.iter().any(|t| {
+        t.get_attr("skip")
+            .is_ok_and(|v| !v.is_undefined() && v.is_true())
+    });
+    match found {
+        Some(p) => Ok(Some(std::path::absolute(&p).unwrap_or(p))),
+        None if skip => Ok(None),
+        None => Err("with_first_found: none of the files was found".into()),
+    }
 }
 
 fn kwargs_skip(kwargs: &Kwargs) -> bool {
@@ -197,6 +260,14 @@ mod tests {
             json!("a,yes")
         );
         assert!(t.eval("lookup('file', 'missing.txt')", &c).is_err());
+        assert_eq!(
+            t.eval("query('varnames', '^u', 'ou')", &c).unwrap(),
+            json!(["user", "users", "count"])
+        );
+        assert_eq!(
+            t.eval("lookup('ansible.builtin.vars', 'x')", &c).unwrap(),
+            json!("a")
+        );
         let e = t.eval("lookup('pipe', 'ls')", &c).unwrap_err();
         assert!(e.to_string().contains("not supported"), "{e}");
     }
