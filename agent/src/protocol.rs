@@ -79,7 +79,18 @@ pub enum Request {
     },
     /// Operator access to the journal (`fixpoint journal`).
     Journal { action: JournalOp },
+    /// One chunk of content the agent asked for with `NeedContent`, at `offset`, base64. The
+    /// chunks come in order; the last one completes the upload, whose sha256 the agent checks.
+    Upload {
+        sha256: String,
+        offset: u64,
+        data: String,
+    },
 }
+
+/// The bytes of content in one `Upload` request (before base64): a frame stays near 6 MiB, and
+/// each chunk costs one round trip.
+pub const UPLOAD_CHUNK: usize = 4 * 1024 * 1024;
 
 /// A `once:` key for a `Run` request: the journal makes the step happen at most once.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -155,6 +166,12 @@ pub enum Response {
     Ack,
     Journal {
         data: Value,
+    },
+    /// The host's file differs from a controller file known by its sha256: send its content
+    /// (`Upload`), then repeat the request. The agent has staged a temp file for it.
+    NeedContent {
+        sha256: String,
+        size: u64,
     },
 }
 

@@ -117,7 +117,25 @@ pub fn serve() -> ExitCode {
             return ExitCode::from(1);
         }
     }
+    // An upload the controller did not complete leaves no temp file behind.
+    fixpoint_modules::fs::stage::discard();
     ExitCode::SUCCESS
+}
+
+/// One chunk of an upload (see `fixpoint_modules::fs::stage`).
+fn upload(sha256: &str, offset: u64, data: &str) -> Response {
+    use base64::Engine as _;
+    let bytes = match base64::engine::general_purpose::STANDARD.decode(data) {
+        Ok(b) => b,
+        Err(e) => {
+            fixpoint_modules::fs::stage::discard();
+            return failed(format!("an upload chunk is not valid base64: {e}"));
+        }
+    };
+    match fixpoint_modules::fs::stage::write_chunk(sha256, offset, &bytes) {
+        Ok(()) => Response::Ack,
+        Err(e) => failed(e.to_string()),
+    }
 }
 
 /// The agent's state across requests: the state directory and its lock, once `Begin` opened them.
@@ -189,6 +207,11 @@ impl Session {
                 None => Response::Ack,
             },
             Request::Journal { action } => self.journal(action),
+            Request::Upload {
+                sha256,
+                offset,
+                data,
+            } => upload(&sha256, offset, &data),
         }
     }
 
@@ -274,6 +297,12 @@ impl Session {
                 outbox_written,
             },
             Err(ModuleError::Failed { msg, result }) => Response::Failed { msg, result },
+            Err(ModuleError::NeedContent { dir, sha256, size }) => {
+                match fixpoint_modules::fs::stage::begin(&dir, &sha256, size) {
+                    Ok(()) => Response::NeedContent { sha256, size },
+                    Err(e) => failed(e.to_string()),
+                }
+            }
             Err(e) => failed(e.to_string()),
         }
     }
@@ -360,6 +389,20 @@ impl Session {
             return failed(e);
         }
         let response = self.run(module, params, ctx, notify, note);
+        if matches!(response, Response::NeedContent { .. }) {
+            // Nothing happened yet: the step runs when the request is repeated with the content
+            // there, so the record goes back to what it was. (`self.run` leaves `self.state`
+            // as it was: Some.)
+            let st = self.state.as_ref().expect("checked above");
+            let restored = match &existing {
+                Some(old) => st.write_record(old),
+                None => st.remove_record(&rec),
+            };
+            return match restored {
+                Ok(()) => response,
+                Err(e) => failed(e),
+            };
+        }
         if self.stopped.as_ref().is_some_and(|w| w.stopped().is_some()) {
             // Killed part way: whether its effect happened is unknown, and the `started`
             // record already says so. Writing `failed` would let the next run repeat it.

@@ -1,6 +1,7 @@
 //! The `command` and `shell` modules: run a program (directly, or through a shell) unless its
 //! `creates`/`removes`/`unless`/`onlyif` guards say the work is already done; Ansible's return values.
 
+use crate::capture::{read_capped, Captured};
 use crate::fs::expand_user_with;
 use crate::params::{de_opt_string, is_template, Bool, StringList};
 use crate::time::format_datetime;
@@ -580,8 +581,18 @@ fn execute(inv: &Invocation) -> Result<Map<String, Value>, ModuleError> {
         }
         _ => None,
     };
-    let output = child
-        .wait_with_output()
+    // Both pipes are drained at once (a child blocked on a full stderr pipe would never close
+    // stdout), each into a bounded capture.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        pipe.map(|p| std::thread::spawn(move || read_capped(p, OUTPUT_CAP)))
+    };
+    let readers = [
+        drain(child.stdout.take().map(|p| Box::new(p) as _)),
+        drain(child.stderr.take().map(|p| Box::new(p) as _)),
+    ];
+    let status = child.wait();
+    let [out_cap, err_cap] = readers.map(|r| r.and_then(|t| t.join().ok()).unwrap_or_default());
+    let status = status
         .map_err(|e| ModuleError::failed(format!("waiting for `{}` failed: {e}", inv.argv[0])))?;
     if let Some(f) = feeder {
         let _ = f.join();
@@ -590,12 +601,12 @@ fn execute(inv: &Invocation) -> Result<Map<String, Value>, ModuleError> {
     let end = start + delta;
 
     // Python reports death by signal N as rc -N.
-    let rc = output.status.code().unwrap_or_else(|| {
+    let rc = status.code().unwrap_or_else(|| {
         use std::os::unix::process::ExitStatusExt;
-        -output.status.signal().unwrap_or(0)
+        -status.signal().unwrap_or(0)
     });
-    let mut stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let mut stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let mut stdout = capped_text(&out_cap);
+    let mut stderr = capped_text(&err_cap);
     if inv.strip_empty_ends {
         stdout.truncate(stdout.trim_end_matches(['\r', '\n']).len());
         stderr.truncate(stderr.trim_end_matches(['\r', '\n']).len());
@@ -606,6 +617,17 @@ fn execute(inv: &Invocation) -> Result<Map<String, Value>, ModuleError> {
     out.insert("start".into(), json!(format_datetime(start)));
     out.insert("end".into(), json!(format_datetime(end)));
     out.insert("delta".into(), json!(format_timedelta(delta)));
+    for (key, cap) in [
+        ("stdout_truncated", &out_cap),
+        ("stderr_truncated", &err_cap),
+    ] {
+        if cap.omitted() > 0 {
+            out.insert(
+                key.into(),
+                json!({"total_bytes": cap.total, "omitted_bytes": cap.omitted(), "cap_bytes": OUTPUT_CAP}),
+            );
+        }
+    }
     if rc != 0 {
         out.insert("changed".into(), json!(true));
         return Err(ModuleError::Failed {
@@ -614,6 +636,26 @@ fn execute(inv: &Invocation) -> Result<Map<String, Value>, ModuleError> {
         });
     }
     Ok(out)
+}
+
+/// How much of each of stdout and stderr a command keeps: the first and the last MiB. The result
+/// carries each stream twice (`stdout` and `stdout_lines`), and a byte becomes at most 6 in JSON
+/// (`\u0001`), so the two streams stay under 48 MiB on the wire, inside the controller's 64 MiB
+/// answer limit (`fixpoint_agent::protocol::MAX_RESPONSE_FRAME`).
+pub const OUTPUT_CAP: usize = 2 * 1024 * 1024;
+
+/// A captured stream as text, with a line saying how much was cut from its middle.
+fn capped_text(c: &Captured) -> String {
+    let mut s = String::from_utf8_lossy(&c.head).into_owned();
+    if c.omitted() > 0 {
+        s.push_str(&format!(
+            "\n[fixpoint: {} bytes omitted here; output is capped at {OUTPUT_CAP} bytes per stream, the first and last {} kept]\n",
+            c.omitted(),
+            OUTPUT_CAP / 2
+        ));
+    }
+    s.push_str(&String::from_utf8_lossy(&c.tail));
+    s
 }
 
 /// Ansible reports a program that cannot be started with Python's OSError text and the errno as rc.
@@ -700,6 +742,48 @@ mod tests {
             Err(ModuleError::Failed { msg, result }) => (msg, result),
             other => panic!("expected a failure, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn huge_output_is_capped_keeping_head_and_tail_and_says_so() {
+        // 5 MB on each stream, well past the cap; the start and the end must survive.
+        let out = sh(
+            json!({"cmd": "printf START; head -c 5000000 /dev/zero | tr '\\0' x; echo END; \
+                                    (printf ESTART; head -c 5000000 /dev/zero | tr '\\0' y; echo EEND) >&2"}),
+        );
+        let r = &out.result;
+        for (key, first, last, fill) in [
+            ("stdout", "START", "xEND", 'x'),
+            ("stderr", "ESTART", "yEEND", 'y'),
+        ] {
+            let text = r[key].as_str().unwrap();
+            assert!(text.starts_with(first), "{key} keeps its head");
+            assert!(text.ends_with(last), "{key} keeps its tail");
+            assert!(
+                text.len() <= OUTPUT_CAP + 1024,
+                "{key}: {} bytes",
+                text.len()
+            );
+            assert!(
+                text.contains("bytes omitted"),
+                "{key} says where it was cut"
+            );
+            assert!(text.chars().filter(|c| *c == fill).count() > OUTPUT_CAP / 2);
+            let t = &r[format!("{key}_truncated").as_str()];
+            let total = 5_000_000 + first.len() as u64 + last.len() as u64;
+            assert_eq!(t["total_bytes"], json!(total), "{key}: {t}");
+            assert_eq!(t["cap_bytes"], json!(OUTPUT_CAP), "{key}: {t}");
+            assert_eq!(
+                t["omitted_bytes"],
+                json!(total - OUTPUT_CAP as u64),
+                "{key}: {t}"
+            );
+        }
+        // Output under the cap is whole and carries no such key.
+        let small = sh(json!({"cmd": "echo hi"}));
+        assert_eq!(small.result["stdout"], json!("hi"));
+        assert!(small.result.get("stdout_truncated").is_none());
+        assert!(small.result.get("stderr_truncated").is_none());
     }
 
     #[test]

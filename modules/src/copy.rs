@@ -18,12 +18,12 @@
 //! regular file (its target is left alone); with `follow: true` the link's target is written.
 
 use crate::fs::{
-    atomic_write, backup_file, current_umask, expand_user, group_name, id_of, locate, lookup_gid,
-    lookup_uid, lstat, meta_info, missing_ancestors, mkdir_at, mode_str, parent_of, path_info,
-    resolve, set_attrs_at, user_name, Attrs, Loc,
+    atomic_write, atomic_write_from, backup_file, current_umask, expand_user, group_name, id_of,
+    install_staged, locate, lookup_gid, lookup_uid, lstat, meta_info, missing_ancestors, mkdir_at,
+    mode_str, parent_of, path_info, resolve, set_attrs_at, stage, user_name, Attrs, Loc,
 };
 use crate::params::{de_opt_string, Bool, ModeSpec};
-use crate::text::diff_text;
+use crate::text::{diff_skipped, diff_text, MAX_DIFF_SIZE};
 use crate::{ContentDiff, Ctx, Module, ModuleError, Plan};
 use base64::Engine as _;
 use serde::Deserialize;
@@ -50,6 +50,13 @@ pub struct Params {
     /// The bytes of a controller-side `src`, base64; set by the controller.
     #[serde(default, rename = "_content_b64")]
     pub content_b64: Option<String>,
+    /// The sha256 (hex) of a controller-side `src`, sent instead of its bytes: the content only
+    /// travels when the host's file differs (see `fs::stage`); set by the controller.
+    #[serde(default, rename = "_src_sha256")]
+    pub src_sha256: Option<String>,
+    /// The size of that controller-side `src`.
+    #[serde(default, rename = "_src_size")]
+    pub src_size: Option<u64>,
     /// The file name of the controller-side `src`, used when `dest` is a directory.
     #[serde(default, rename = "_src_name")]
     pub src_name: Option<String>,
@@ -125,16 +132,21 @@ pub struct Probed {
     pub dest: PathBuf,
     /// Directories to create first (`dest` ended with `/` and does not exist), outermost first.
     pub new_dirs: Vec<PathBuf>,
-    /// The new content.
-    pub data: Vec<u8>,
+    /// The new content, or where it comes from.
+    pub data: Data,
+    /// sha256 (hex) and size of the new content.
+    pub sha256: String,
+    pub size: u64,
     /// Mode of the source file (controller's `_src_mode`, or the host file with `remote_src`).
     pub src_mode: Option<u32>,
     /// lstat of `dest`.
     pub prev: Option<Metadata>,
     /// `dest` is a symlink that is not followed: it is replaced by a regular file.
     pub replace_link: bool,
-    /// The current content of `dest` when it is a regular file.
-    pub before: Option<Vec<u8>>,
+    /// sha256 (hex) and size of `dest` when it is a regular file, hashed as it is read.
+    pub before: Option<(String, u64)>,
+    /// Its text for `--diff` (summarised when large or binary).
+    pub before_text: Option<String>,
     /// `force: false` and `dest` exists: nothing to do.
     pub skip: bool,
     pub uid: Option<u32>,
@@ -159,16 +171,24 @@ impl Module for Copy {
         if has_content && p.content_b64.is_some() {
             return bad("`content` and `_content_b64` are mutually exclusive");
         }
+        if p.src_sha256.is_some() != p.src_size.is_some() {
+            return bad("`_src_sha256` and `_src_size` come together");
+        }
+        if p.src_sha256.is_some() && (has_content || p.content_b64.is_some() || p.remote_src.0) {
+            return bad(
+                "`_src_sha256` names a controller file: no `content` or `remote_src` with it",
+            );
+        }
         if has_content && p.src.is_some() {
             return bad("`src` and `content` are mutually exclusive: give one of them");
         }
-        if !has_content && p.content_b64.is_none() && p.src.is_none() {
+        if !has_content && p.content_b64.is_none() && p.src_sha256.is_none() && p.src.is_none() {
             return bad("copy needs `src` (a file to copy) or `content` (the text to write)");
         }
         if p.remote_src.0 && p.src.is_none() {
             return bad("`remote_src: true` needs `src`: the file on the host to copy");
         }
-        if p.remote_src.0 && (has_content || p.content_b64.is_some()) {
+        if p.remote_src.0 && (has_content || p.content_b64.is_some() || p.src_sha256.is_some()) {
             return bad(
                 "`remote_src: true` copies `src` from the host; it cannot be used with `content`",
             );
@@ -192,6 +212,8 @@ impl Module for Copy {
     fn probe(p: &Params, ctx: &Ctx) -> Result<Probed, ModuleError> {
         let Source {
             data,
+            sha256,
+            size,
             mode: src_mode,
             name: src_name,
         } = source(p)?;
@@ -283,7 +305,7 @@ impl Module for Copy {
         }
         let before = match &prev {
             Some(_) if replace_link || skip => None,
-            Some(m) if m.is_file() => Some(fs::read(&dest).map_err(|e| ModuleError::io(&dest, e))?),
+            Some(m) if m.is_file() => Some(sha256_of_file(&dest)?),
             Some(m) if m.is_dir() => {
                 return Err(ModuleError::failed(format!(
                     "dest {} is a directory; give the path of the file to write",
@@ -299,6 +321,14 @@ impl Module for Copy {
             None => None,
         };
 
+        let before_text = match &before {
+            Some((_, n)) if ctx.diff && *n > MAX_DIFF_SIZE => Some(diff_skipped(*n)),
+            Some(_) if ctx.diff => Some(diff_text(
+                &fs::read(&dest).map_err(|e| ModuleError::io(&dest, e))?,
+            )),
+            _ => None,
+        };
+
         // A new file's group: the directory's when it is setgid, else ours.
         let dir_meta = fs::metadata(parent_of(&dest)).ok();
         let new_gid = match dir_meta {
@@ -310,10 +340,13 @@ impl Module for Copy {
             dest,
             new_dirs,
             data,
+            sha256,
+            size,
             src_mode,
             prev,
             replace_link,
             before,
+            before_text,
             skip,
             uid: p.owner.as_deref().map(lookup_uid).transpose()?,
             gid: p.group.as_deref().map(lookup_gid).transpose()?,
@@ -376,7 +409,11 @@ impl Module for Copy {
             Some(spec) => spec.resolve(cur_mode, false).map_err(ModuleError::Params)?,
         };
 
-        let content_changes = cur.is_none() || st.before.as_deref() != Some(&st.data[..]);
+        let content_changes = cur.is_none()
+            || st
+                .before
+                .as_ref()
+                .is_none_or(|(sum, n)| *sum != st.sha256 || *n != st.size);
         let mut attrs = Attrs::default();
         match cur {
             Some(m) => {
@@ -431,19 +468,31 @@ impl Module for Copy {
         if content_changes {
             plan.diff.content.push(ContentDiff {
                 path: shown.clone(),
-                before: match (&st.before, ctx.diff) {
-                    (Some(b), true) => diff_text(b),
-                    _ => String::new(),
-                },
-                after: if ctx.diff {
-                    diff_text(&st.data)
-                } else {
-                    String::new()
+                before: st.before_text.clone().unwrap_or_default(),
+                // A controller file's text is filled in by the controller, which has it.
+                after: match &st.data {
+                    _ if !ctx.diff => String::new(),
+                    Data::Bytes(b) => diff_text(b),
+                    Data::Host(_) if st.size > MAX_DIFF_SIZE => diff_skipped(st.size),
+                    Data::Host(path) => {
+                        diff_text(&fs::read(path).map_err(|e| ModuleError::io(path, e))?)
+                    }
+                    Data::Controller => String::new(),
                 },
             });
+            let at = locate(&st.dest, st.prev.as_ref().map(id_of))?;
+            // The bytes of a controller file are needed now: the agent stages an upload where
+            // the file goes and the controller repeats the request once it is complete.
+            if !ctx.check && matches!(st.data, Data::Controller) && !stage::ready(&st.sha256) {
+                return Err(ModuleError::NeedContent {
+                    dir: at.dir.clone(),
+                    sha256: st.sha256.clone(),
+                    size: st.size,
+                });
+            }
             plan.actions.push(Action::Write {
                 path: st.dest.clone(),
-                at: locate(&st.dest, st.prev.as_ref().map(id_of))?,
+                at,
                 attrs,
                 backup: p.backup.0 && st.before.is_some(),
                 validate: p.validate.clone(),
@@ -463,11 +512,8 @@ impl Module for Copy {
             }
         }
         r.insert("state".into(), "file".into());
-        r.insert(
-            "checksum".into(),
-            hex::encode(sha2::Sha256::digest(&st.data)).into(),
-        );
-        r.insert("size".into(), st.data.len().into());
+        r.insert("checksum".into(), st.sha256.clone().into());
+        r.insert("size".into(), st.size.into());
         r.insert("changed".into(), (!plan.actions.is_empty()).into());
         Ok(plan)
     }
@@ -494,7 +540,22 @@ impl Module for Copy {
                     if *want_backup {
                         backup = Some(backup_file(at)?);
                     }
-                    atomic_write(at, &st.data, attrs, validate.as_deref())?;
+                    let validate = validate.as_deref();
+                    match &st.data {
+                        Data::Bytes(b) => atomic_write(at, b, attrs, validate)?,
+                        Data::Host(path) => {
+                            let mut f =
+                                fs::File::open(path).map_err(|e| ModuleError::io(path, e))?;
+                            atomic_write_from(at, &mut f, attrs, validate)?
+                        }
+                        Data::Controller => {
+                            // `plan` checked it is staged; nothing else takes it in between.
+                            let staged = stage::take(&st.sha256).ok_or_else(|| {
+                                ModuleError::failed("the uploaded content is no longer staged")
+                            })?;
+                            install_staged(at, staged, attrs, validate)?
+                        }
+                    }
                 }
                 Action::SetAttrs { at, attrs, .. } => set_attrs_at(at, attrs)?,
             }
@@ -508,40 +569,83 @@ impl Module for Copy {
     }
 }
 
+/// The new content, or where to get it.
+#[derive(Debug)]
+pub enum Data {
+    /// Given in the request (`content`, `_content_b64`, a rendered template).
+    Bytes(Vec<u8>),
+    /// A file on the host (`remote_src`), streamed when written.
+    Host(PathBuf),
+    /// A controller file known by its sha256: its bytes are uploaded only when needed.
+    Controller,
+}
+
 /// Where the new content comes from.
 struct Source {
-    data: Vec<u8>,
+    data: Data,
+    sha256: String,
+    size: u64,
     /// The source file's permission bits, when there is a source file.
     mode: Option<u32>,
     /// The file name used when `dest` is a directory.
     name: Option<String>,
 }
 
-/// Read the new content from `content`, `_content_b64` or (with `remote_src`) the host file `src`.
+/// sha256 (hex) and size of a file, read in chunks: memory stays flat whatever its size.
+fn sha256_of_file(path: &Path) -> Result<(String, u64), ModuleError> {
+    let mut f = fs::File::open(path).map_err(|e| ModuleError::io(path, e))?;
+    let mut h = sha2::Sha256::new();
+    let n = std::io::copy(&mut f, &mut h).map_err(|e| ModuleError::io(path, e))?;
+    Ok((hex::encode(h.finalize()), n))
+}
+
+fn bytes_source(data: Vec<u8>, mode: Option<u32>, name: Option<String>) -> Source {
+    Source {
+        sha256: hex::encode(sha2::Sha256::digest(&data)),
+        size: data.len() as u64,
+        data: Data::Bytes(data),
+        mode,
+        name,
+    }
+}
+
+/// The new content from `content`, `_content_b64`, `_src_sha256` or (with `remote_src`) the
+/// host file `src`.
 fn source(p: &Params) -> Result<Source, ModuleError> {
     if let Some(content) = &p.content {
         let text = match content {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        return Ok(Source {
-            data: text.into_bytes(),
-            mode: p.src_mode,
-            name: p.src_name.clone(),
-        });
+        return Ok(bytes_source(
+            text.into_bytes(),
+            p.src_mode,
+            p.src_name.clone(),
+        ));
     }
+    let src_name = || {
+        p.src_name
+            .clone()
+            .or_else(|| p.src.as_deref().and_then(base_name))
+    };
     if let Some(b64) = &p.content_b64 {
         let data = base64::engine::general_purpose::STANDARD
             .decode(b64.trim())
             .map_err(|e| ModuleError::Params(format!("`_content_b64` is not valid base64: {e}")))?;
-        let name = p
-            .src_name
-            .clone()
-            .or_else(|| p.src.as_deref().and_then(base_name));
+        return Ok(bytes_source(data, p.src_mode, src_name()));
+    }
+    if let (Some(sha256), Some(size)) = (&p.src_sha256, p.src_size) {
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ModuleError::Params(format!(
+                "`_src_sha256` is not a sha256 in hex: {sha256}"
+            )));
+        }
         return Ok(Source {
-            data,
+            data: Data::Controller,
+            sha256: sha256.to_ascii_lowercase(),
+            size,
             mode: p.src_mode,
-            name,
+            name: src_name(),
         });
     }
     let src = p.src.as_deref().unwrap_or_default();
@@ -575,9 +679,11 @@ fn source(p: &Params) -> Result<Source, ModuleError> {
             "Cannot copy invalid source '{src}': not a file"
         )));
     }
-    let data = fs::read(&path).map_err(|e| ModuleError::io(&path, e))?;
+    let (sha256, size) = sha256_of_file(&path)?;
     Ok(Source {
-        data,
+        data: Data::Host(path),
+        sha256,
+        size,
         mode: Some(meta.mode() & 0o7777),
         name: base_name(src),
     })

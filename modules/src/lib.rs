@@ -6,6 +6,7 @@
 //! `text`, `params` and `time` hold what several modules share.
 
 pub mod blockinfile;
+pub mod capture;
 pub mod children;
 pub mod command;
 pub mod copy;
@@ -37,6 +38,14 @@ pub enum ModuleError {
     /// A filesystem operation failed; the message names the path.
     #[error("{path}: {msg}")]
     Io { path: String, msg: String },
+    /// `copy` of a controller file whose content the host lacks: the agent stages an upload in
+    /// `dir` (see `fs::stage`), the controller sends the content, then repeats the request.
+    #[error("the content {sha256} ({size} bytes) must be uploaded first")]
+    NeedContent {
+        dir: std::path::PathBuf,
+        sha256: String,
+        size: u64,
+    },
     /// Anything else the module reports as a failure (non-zero exit, failed validation...).
     #[error("{msg}")]
     Failed {

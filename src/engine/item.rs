@@ -72,10 +72,14 @@ impl Shared<'_> {
             &environment,
         )
         .map_err(|f| (false, f.msg))?;
-        let (module, params) = match prepared {
+        let (module, params, upload) = match prepared {
             Prepared::Done(Ok(outcome)) => return Ok(ItemResult::done(outcome)),
             Prepared::Done(Err(f)) => return Ok(ItemResult::failed(f.msg, f.result)),
-            Prepared::Agent { module, params } => (module, params),
+            Prepared::Agent {
+                module,
+                params,
+                upload,
+            } => (module, params, upload),
         };
         // Templated parameters are checked now that they have values.
         if let Err(e) = fixpoint_modules::check_params(module, &params) {
@@ -133,13 +137,40 @@ impl Shared<'_> {
             notify,
         };
         let timeout = task.timeout.map(Duration::from_secs);
-        match conn.call(&req, timeout).await {
+        let mut answer = conn.call(&req, timeout).await;
+        let mut sent = None;
+        // The host's file differs from the controller's: send the content, then ask again.
+        if let (Ok(Response::NeedContent { sha256, .. }), Some(up)) = (&answer, &upload) {
+            if *sha256 == up.sha256 {
+                answer = match up.send(conn, timeout).await {
+                    Ok(Ok(n)) => {
+                        sent = Some(n);
+                        conn.call(&req, timeout).await
+                    }
+                    Ok(Err(msg)) => Ok(Response::Failed {
+                        msg,
+                        result: Map::new(),
+                    }),
+                    Err(e) => Err(e),
+                };
+            }
+        }
+        match answer {
             Ok(Response::Done {
-                outcome,
+                mut outcome,
                 note,
                 outbox_written,
             }) => Ok(ItemResult {
-                note,
+                note: {
+                    if let Some(up) = &upload {
+                        up.fill_diff(&mut outcome, diff);
+                    }
+                    let sent = sent.map(|n| format!("content sent: {n} bytes"));
+                    match (note, sent) {
+                        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                        (a, b) => a.or(b),
+                    }
+                },
                 outbox_written: outbox_written.then_some(conn_key(h, &spec)),
                 delegated_to: conn_key(h, &spec).0,
                 ..ItemResult::done(outcome)

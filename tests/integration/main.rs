@@ -16,6 +16,7 @@ mod journal;
 mod keywords;
 mod local_engine;
 mod local_modules;
+mod memory;
 mod no_log;
 mod roles;
 mod secrets;

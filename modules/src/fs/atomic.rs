@@ -4,9 +4,11 @@
 
 use super::attrs::{current_umask, Attrs};
 use super::dirfd::{Dir, Loc};
+use super::stage::Staged;
 use crate::ModuleError;
+use nix::sys::stat::FileStat;
 use std::fs;
-use std::io::Write;
+use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -36,55 +38,116 @@ pub fn atomic_write(
     attrs: &Attrs,
     validate: Option<&str>,
 ) -> Result<(), ModuleError> {
+    atomic_write_from(dest, &mut &data[..], attrs, validate)
+}
+
+/// [`atomic_write`] of what `src` yields, streamed (a host file for `remote_src`): memory stays
+/// flat whatever the size.
+pub fn atomic_write_from(
+    dest: &Loc,
+    src: &mut dyn Read,
+    attrs: &Attrs,
+    validate: Option<&str>,
+) -> Result<(), ModuleError> {
     let dir = Dir::open(&dest.dir)?;
-    let path = dir.at(&dest.name);
+    let existing = still_as_probed(&dir, dest)?;
+    let (mut tmp, tmp_name) = dir.create_temp(".fixpoint.", ".tmp")?;
+    // Whatever fails from here on, the temp file must not stay behind.
+    let result = std::io::copy(src, &mut tmp)
+        .map_err(|e| ModuleError::io(dir.at(&tmp_name), e))
+        .and_then(|_| finish(&dir, &tmp, &tmp_name, &dir, dest, existing, attrs, validate));
+    if let Err(e) = result {
+        let _ = dir.unlink(&tmp_name);
+        return Err(e);
+    }
+    dir.fsync()
+}
+
+/// Install content staged by an upload (see `stage`): its temp file, already verified against
+/// the announced sha256, gets the attributes and is renamed over the destination, as
+/// [`atomic_write`] does with its own temp file.
+pub fn install_staged(
+    dest: &Loc,
+    staged: Staged,
+    attrs: &Attrs,
+    validate: Option<&str>,
+) -> Result<(), ModuleError> {
+    let result = Dir::open(&dest.dir).and_then(|dir| {
+        let existing = still_as_probed(&dir, dest)?;
+        finish(
+            &staged.dir,
+            &staged.file,
+            &staged.name,
+            &dir,
+            dest,
+            existing,
+            attrs,
+            validate,
+        )?;
+        dir.fsync()
+    });
+    if let Err(e) = result {
+        let _ = staged.dir.unlink(&staged.name);
+        return Err(e);
+    }
+    // The temp file's name left this directory when it is not the destination's.
+    staged.dir.fsync()
+}
+
+/// What is at the destination must still be what the probe saw (`dest.id`; `None`: nothing).
+fn still_as_probed(dir: &Dir, dest: &Loc) -> Result<Option<FileStat>, ModuleError> {
     let existing = dir.entry(&dest.name)?;
     match (&existing, dest.id) {
         (Some(h), Some(id)) if h.id() == id => {}
         (None, None) => {}
         _ => {
             return Err(ModuleError::io(
-                &path,
+                dir.at(&dest.name),
                 "changed since it was examined (created, removed or replaced); nothing was \
                  written, run again",
             ))
         }
     }
-    let existing = existing.map(|h| *h.stat());
-    let (mut tmp, tmp_name) = dir.create_temp(".fixpoint.", ".tmp")?;
-    // Whatever fails from here on, the temp file must not stay behind.
-    let result = (|| {
-        let tmp_path = dir.at(&tmp_name);
-        tmp.write_all(data)
-            .map_err(|e| ModuleError::io(&tmp_path, e))?;
-        let mode = attrs
-            .mode
-            .or_else(|| existing.map(|m| m.st_mode & 0o7777))
-            .unwrap_or_else(|| 0o666 & !current_umask());
-        let uid = attrs.uid.or_else(|| existing.map(|m| m.st_uid));
-        let gid = attrs.gid.or_else(|| existing.map(|m| m.st_gid));
-        if uid.is_some() || gid.is_some() {
-            nix::unistd::fchown(
-                tmp.as_raw_fd(),
-                uid.map(nix::unistd::Uid::from_raw),
-                gid.map(nix::unistd::Gid::from_raw),
-            )
-            .map_err(|e| ModuleError::io(&path, format!("cannot set owner/group: {e}")))?;
-        }
-        // chmod after chown: chown clears setuid/setgid bits.
-        tmp.set_permissions(fs::Permissions::from_mode(mode))
-            .map_err(|e| ModuleError::io(&tmp_path, e))?;
-        tmp.sync_all().map_err(|e| ModuleError::io(&tmp_path, e))?;
-        if let Some(cmd) = validate {
-            run_validate(cmd, &tmp_path)?;
-        }
-        dir.rename(&tmp_name, &dest.name)
-    })();
-    if let Err(e) = result {
-        let _ = dir.unlink(&tmp_name);
-        return Err(e);
+    Ok(existing.map(|h| *h.stat()))
+}
+
+/// Give the filled temp file its owner, group and mode, make it durable, validate it, and
+/// rename it over the destination.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    tmp_dir: &Dir,
+    tmp: &fs::File,
+    tmp_name: &std::ffi::OsStr,
+    dir: &Dir,
+    dest: &Loc,
+    existing: Option<FileStat>,
+    attrs: &Attrs,
+    validate: Option<&str>,
+) -> Result<(), ModuleError> {
+    let path = dir.at(&dest.name);
+    let tmp_path = tmp_dir.at(tmp_name);
+    let mode = attrs
+        .mode
+        .or_else(|| existing.map(|m| m.st_mode & 0o7777))
+        .unwrap_or_else(|| 0o666 & !current_umask());
+    let uid = attrs.uid.or_else(|| existing.map(|m| m.st_uid));
+    let gid = attrs.gid.or_else(|| existing.map(|m| m.st_gid));
+    if uid.is_some() || gid.is_some() {
+        nix::unistd::fchown(
+            tmp.as_raw_fd(),
+            uid.map(nix::unistd::Uid::from_raw),
+            gid.map(nix::unistd::Gid::from_raw),
+        )
+        .map_err(|e| ModuleError::io(&path, format!("cannot set owner/group: {e}")))?;
     }
-    dir.fsync()
+    // chmod after chown: chown clears setuid/setgid bits.
+    tmp.set_permissions(fs::Permissions::from_mode(mode))
+        .map_err(|e| ModuleError::io(&tmp_path, e))?;
+    tmp.sync_all().map_err(|e| ModuleError::io(&tmp_path, e))?;
+    if let Some(cmd) = validate {
+        run_validate(cmd, &tmp_path)?;
+    }
+    tmp_dir.rename_to(tmp_name, dir, &dest.name)
 }
 
 /// [`atomic_write`] to `path` as it is now, whatever is there (for files that no probe looked at,

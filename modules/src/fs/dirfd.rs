@@ -347,6 +347,17 @@ impl Dir {
             .map_err(|e| ModuleError::io(self.at(to), format!("cannot replace: {e}")))
     }
 
+    /// Rename `from` in this directory to `to` in `other` (the same filesystem).
+    pub fn rename_to(&self, from: &OsStr, other: &Dir, to: &OsStr) -> Result<(), ModuleError> {
+        nix::fcntl::renameat(
+            Some(self.fd.as_raw_fd()),
+            from,
+            Some(other.fd.as_raw_fd()),
+            to,
+        )
+        .map_err(|e| ModuleError::io(other.at(to), format!("cannot replace: {e}")))
+    }
+
     /// Create a new file with an unpredictable name starting with `prefix`, exclusively
     /// (`O_EXCL | O_NOFOLLOW`: nothing already there, link or file, is ever opened), mode 0600.
     pub fn create_temp(&self, prefix: &str, suffix: &str) -> Result<(File, OsString), ModuleError> {

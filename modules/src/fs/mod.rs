@@ -10,9 +10,11 @@ mod atomic;
 mod attrs;
 mod dirfd;
 mod paths;
+pub mod stage;
 
 pub use atomic::{
-    atomic_write, atomic_write_path, backup_file, fsync_dir, run_validate, shell_quote,
+    atomic_write, atomic_write_from, atomic_write_path, backup_file, fsync_dir, install_staged,
+    run_validate, shell_quote,
 };
 pub use attrs::{
     current_umask, group_name, lookup_gid, lookup_uid, meta_info, mode_str, path_info, plan_attrs,

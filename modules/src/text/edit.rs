@@ -100,6 +100,15 @@ pub fn diff_text(data: &[u8]) -> String {
     }
 }
 
+/// Above this size a file's content is not shown in a diff (Ansible's default
+/// `MAX_FILE_SIZE_FOR_DIFF`, 104448 bytes), and `copy` does not read it for one.
+pub const MAX_DIFF_SIZE: u64 = 104_448;
+
+/// What a diff shows instead of the content of a file larger than [`MAX_DIFF_SIZE`].
+pub fn diff_skipped(size: u64) -> String {
+    format!("<{size} bytes, larger than {MAX_DIFF_SIZE}: diff skipped>\n")
+}
+
 /// Python's `line.rstrip(b'\r\n')`.
 pub(crate) fn strip_eol(line: &[u8]) -> &[u8] {
     let end = line

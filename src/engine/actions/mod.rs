@@ -2,6 +2,7 @@
 //! they change the host's variables; `prepare` turns the others into an outcome or a request.
 
 pub mod prepare;
+pub mod upload;
 
 use super::facts::facts_vars;
 use super::result::ItemResult;

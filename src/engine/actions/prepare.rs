@@ -103,8 +103,12 @@ pub fn raw_param_keys(module: &str) -> &'static [&'static str] {
 
 /// What to run for a task after its parameters were rendered.
 pub enum Prepared {
-    /// Send to the agent.
-    Agent { module: &'static str, params: Value },
+    /// Send to the agent; with `upload`, a controller file the agent may ask for.
+    Agent {
+        module: &'static str,
+        params: Value,
+        upload: Option<super::upload::Upload>,
+    },
     /// Already decided on the controller.
     Done(Result<Outcome, Failure>),
 }
@@ -200,6 +204,7 @@ pub fn prepare(
     let obj = params.as_object_mut().expect("parameters are a mapping");
     match module {
         "copy" => {
+            let mut upload = None;
             let remote = obj
                 .get("remote_src")
                 .and_then(|v| serde_json::from_value::<Bool>(v.clone()).ok())
@@ -212,14 +217,13 @@ pub fn prepare(
                             "`{src}` is a directory; copying directories is not supported yet"
                         )));
                     }
-                    let bytes = std::fs::read(&path)
-                        .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?;
-                    use base64::Engine;
-                    obj.insert(
-                        "_content_b64".into(),
-                        Value::String(base64::engine::general_purpose::STANDARD.encode(&bytes)),
-                    );
+                    // Only the file's hash goes with the request: the agent asks for the
+                    // content when the host's file differs, and it is then streamed.
+                    let up = super::upload::Upload::of(&path).map_err(Failure::msg)?;
+                    obj.insert("_src_sha256".into(), json!(up.sha256));
+                    obj.insert("_src_size".into(), json!(up.size));
                     obj.insert("_src_name".into(), json!(basename(&src)));
+                    upload = Some(up);
                     if obj.get("mode").and_then(Value::as_str) == Some("preserve") {
                         use std::os::unix::fs::PermissionsExt;
                         let m = std::fs::metadata(&path)
@@ -234,6 +238,7 @@ pub fn prepare(
             Ok(Prepared::Agent {
                 module: "copy",
                 params,
+                upload,
             })
         }
         "template" => {
@@ -253,13 +258,18 @@ pub fn prepare(
             Ok(Prepared::Agent {
                 module: "copy",
                 params,
+                upload: None,
             })
         }
         "command" | "shell" => {
             if !environment.is_empty() {
                 obj.insert("_env".into(), Value::Object(environment.clone()));
             }
-            Ok(Prepared::Agent { module, params })
+            Ok(Prepared::Agent {
+                module,
+                params,
+                upload: None,
+            })
         }
         "debug" => Ok(Prepared::Done(debug(&params, scope))),
         "assert" => Ok(Prepared::Done(assert(&params, scope))),
@@ -285,6 +295,7 @@ pub fn prepare(
         other => Ok(Prepared::Agent {
             module: fixpoint_modules::canonical_name(other).unwrap_or("unknown"),
             params,
+            upload: None,
         }),
     }
 }

@@ -1,0 +1,181 @@
+//! Content uploaded by the controller for one `copy`, staged in a temp file before it is installed.
+//!
+//! A `copy` of a controller file sends only the file's sha256 and size. When the host's file
+//! differs, the module answers "need content" (`ModuleError::NeedContent`); the agent then
+//! `begin`s a stage: a temp file created exclusively (0600, unpredictable name) in the
+//! destination's directory, or its nearest existing ancestor when `dest/` directories are still
+//! to be created. The controller streams the bytes in chunks (`write_chunk`), which are hashed as
+//! they are written; the stage is complete only when the size and the sha256 match what was
+//! announced. The controller then repeats the `copy`, whose apply `take`s the complete stage and
+//! renames it into place (`atomic::install_staged`), so the destination only ever holds the old
+//! content or the whole verified new one.
+//!
+//! One stage exists at a time (the agent serves one request at a time). A stage that is not
+//! taken is removed by the next `begin` or by `discard` when the agent's session ends; an agent
+//! killed mid-upload leaves its temp file behind, as an interrupted atomic write does.
+
+use super::dirfd::Dir;
+use crate::ModuleError;
+use sha2::Digest as _;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+/// A temp file receiving (or holding) uploaded content.
+pub struct Staged {
+    pub dir: Dir,
+    pub name: OsString,
+    pub file: File,
+    pub sha256: String,
+    pub size: u64,
+    written: u64,
+    hasher: sha2::Sha256,
+    complete: bool,
+}
+
+static STAGE: Mutex<Option<Staged>> = Mutex::new(None);
+
+/// The stage is one value replaced whole: a poisoned lock is used as is.
+fn stage() -> MutexGuard<'static, Option<Staged>> {
+    STAGE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Remove a stage's temp file.
+fn unlink(s: Staged) {
+    let _ = s.dir.unlink(&s.name);
+}
+
+/// The deepest directory of `dir` that exists (a `dest/` whose directories the copy creates).
+fn existing_ancestor(dir: &Path) -> PathBuf {
+    let mut cur = dir;
+    loop {
+        if cur.is_dir() {
+            return cur.to_path_buf();
+        }
+        match cur.parent() {
+            Some(p) => cur = p,
+            None => return PathBuf::from("/"),
+        }
+    }
+}
+
+/// Start receiving content with this sha256 and size, for a file that goes into `dir`.
+pub fn begin(dir: &Path, sha256: &str, size: u64) -> Result<(), ModuleError> {
+    let mut g = stage();
+    if let Some(old) = g.take() {
+        unlink(old);
+    }
+    let dir = Dir::open(&existing_ancestor(dir))?;
+    let (file, name) = dir.create_temp(".fixpoint.", ".upload")?;
+    *g = Some(Staged {
+        dir,
+        name,
+        file,
+        sha256: sha256.to_string(),
+        size,
+        written: 0,
+        hasher: sha2::Sha256::new(),
+        complete: size == 0,
+    });
+    if size == 0 {
+        // Nothing will arrive: the empty file is the content, if it is the content announced.
+        if let Some(s) = g.as_mut() {
+            if hex::encode(sha2::Sha256::digest(b"")) != s.sha256 {
+                let s = g.take().expect("just set");
+                unlink(s);
+                return Err(ModuleError::failed(
+                    "the announced content is empty but its sha256 is not that of empty content",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Write the chunk at `offset` of the content `sha256`. Chunks arrive in order; after the last
+/// one the size and hash are checked, and a mismatch discards the stage.
+pub fn write_chunk(sha256: &str, offset: u64, data: &[u8]) -> Result<(), ModuleError> {
+    let mut g = stage();
+    let Some(s) = g.as_mut().filter(|s| s.sha256 == sha256 && !s.complete) else {
+        return Err(ModuleError::failed(format!(
+            "no upload of content {sha256} is in progress on this host"
+        )));
+    };
+    let fits = s
+        .written
+        .checked_add(data.len() as u64)
+        .is_some_and(|end| end <= s.size);
+    if offset != s.written || !fits {
+        let msg = format!(
+            "upload out of step: a chunk of {} bytes at offset {offset}, while {} of {} bytes were written",
+            data.len(),
+            s.written,
+            s.size
+        );
+        let s = g.take().expect("matched above");
+        unlink(s);
+        return Err(ModuleError::failed(msg));
+    }
+    let path = s.dir.at(&s.name);
+    // Runs of zeros are skipped rather than written: the file stays as sparse as its source.
+    let res = if data.iter().all(|b| *b == 0) {
+        s.file
+            .seek(SeekFrom::Current(data.len() as i64))
+            .map(|_| ())
+    } else {
+        s.file.write_all(data)
+    };
+    if let Err(e) = res {
+        let s = g.take().expect("matched above");
+        unlink(s);
+        return Err(ModuleError::io(path, e));
+    }
+    s.hasher.update(data);
+    s.written += data.len() as u64;
+    if s.written == s.size {
+        let got = hex::encode(std::mem::take(&mut s.hasher).finalize());
+        let len = s.file.set_len(s.size);
+        if got != s.sha256 || len.is_err() {
+            let msg = match len {
+                Err(e) => format!("{}: {e}", path.display()),
+                Ok(()) => format!(
+                    "the uploaded content has sha256 {got}, not the {} announced (the file changed on the controller while it was sent?); nothing was written",
+                    s.sha256
+                ),
+            };
+            let s = g.take().expect("matched above");
+            unlink(s);
+            return Err(ModuleError::failed(msg));
+        }
+        s.complete = true;
+    }
+    Ok(())
+}
+
+/// Whether complete content `sha256` is staged.
+pub fn ready(sha256: &str) -> bool {
+    stage()
+        .as_ref()
+        .is_some_and(|s| s.complete && s.sha256 == sha256)
+}
+
+/// Take the complete stage of content `sha256` (its temp file now belongs to the caller).
+pub fn take(sha256: &str) -> Option<Staged> {
+    let mut g = stage();
+    if g.as_ref().is_some_and(|s| s.complete && s.sha256 == sha256) {
+        g.take()
+    } else {
+        None
+    }
+}
+
+/// Remove whatever is staged (the session ends, or a stage was not used).
+pub fn discard() {
+    if let Some(s) = stage().take() {
+        unlink(s);
+    }
+}

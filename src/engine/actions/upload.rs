@@ -1,0 +1,135 @@
+//! A controller file for `copy src:`: its sha256 and size go with the request, and its content
+//! travels, streamed in chunks, only when the agent answers that the host's file differs.
+//!
+//! The four questions: after a timeout the controller repeats the whole `copy` (which sends the
+//! hash again, never content blindly); the host recognises the content by its sha256; the
+//! effect is the rename of a temp file whose hash the agent checked, which is also the only
+//! "done" marker the destination needs (its content hash is the state); a run that dies
+//! mid-upload leaves the destination untouched and the staged temp file is removed when the
+//! agent's session ends.
+
+use crate::connection::{AgentConn, TransportError};
+use fixpoint_agent::protocol::{Request, Response, UPLOAD_CHUNK};
+use fixpoint_modules::text::{diff_skipped, diff_text, MAX_DIFF_SIZE};
+use fixpoint_modules::Outcome;
+use sha2::Digest as _;
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+
+/// A controller file a `copy` may have to send.
+#[derive(Clone, Debug)]
+pub struct Upload {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// The file's identity and version: (device, inode, size, mtime s, mtime ns).
+type Version = (u64, u64, u64, i64, i64);
+
+/// Hashes already computed this run: a file copied to many hosts is read once, not per host.
+static HASHES: Mutex<Option<HashMap<(PathBuf, Version), String>>> = Mutex::new(None);
+
+/// How long one chunk may take when the task has no `timeout`.
+const CHUNK_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl Upload {
+    /// Hash `path` (streamed; memory stays flat whatever its size).
+    pub fn of(path: &Path) -> Result<Upload, String> {
+        let err = |e: std::io::Error| format!("{}: {e}", path.display());
+        let mut f = std::fs::File::open(path).map_err(err)?;
+        let m = f.metadata().map_err(err)?;
+        let version = (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
+        let key = (path.to_path_buf(), version);
+        // A map of finished hashes cannot be left half-updated: a poisoned lock is used as is.
+        let lock = || HASHES.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(sum) = lock().get_or_insert_with(HashMap::new).get(&key) {
+            return Ok(Upload {
+                path: path.to_path_buf(),
+                sha256: sum.clone(),
+                size: m.size(),
+            });
+        }
+        let mut h = sha2::Sha256::new();
+        let size = std::io::copy(&mut f, &mut h).map_err(err)?;
+        let sha256 = hex::encode(h.finalize());
+        lock()
+            .get_or_insert_with(HashMap::new)
+            .insert(key, sha256.clone());
+        Ok(Upload {
+            path: path.to_path_buf(),
+            sha256,
+            size,
+        })
+    }
+
+    /// Stream the content to the agent, which asked for it (`NeedContent`). Returns the bytes
+    /// sent, or why the agent refused them; a transport error leaves the channel unusable.
+    pub async fn send(
+        &self,
+        conn: &mut AgentConn,
+        timeout: Option<Duration>,
+    ) -> Result<Result<u64, String>, TransportError> {
+        use base64::Engine as _;
+        let mut f = match tokio::fs::File::open(&self.path).await {
+            Ok(f) => f,
+            Err(e) => return Ok(Err(format!("{}: {e}", self.path.display()))),
+        };
+        let mut buf = vec![0u8; UPLOAD_CHUNK];
+        let mut offset = 0u64;
+        while offset < self.size {
+            let want = usize::try_from(self.size - offset)
+                .unwrap_or(usize::MAX)
+                .min(UPLOAD_CHUNK);
+            if let Err(e) = f.read_exact(&mut buf[..want]).await {
+                return Ok(Err(format!(
+                    "{}: {e} (the file changed while it was sent?)",
+                    self.path.display()
+                )));
+            }
+            let req = Request::Upload {
+                sha256: self.sha256.clone(),
+                offset,
+                data: base64::engine::general_purpose::STANDARD.encode(&buf[..want]),
+            };
+            match conn
+                .call(&req, Some(timeout.unwrap_or(CHUNK_TIMEOUT)))
+                .await?
+            {
+                Response::Ack => {}
+                Response::Failed { msg, .. } => return Ok(Err(msg)),
+                other => {
+                    return Err(TransportError::Protocol(format!(
+                        "the agent answered an upload with {other:?}"
+                    )))
+                }
+            }
+            offset += want as u64;
+        }
+        Ok(Ok(offset))
+    }
+
+    /// The agent cannot show the new text of a controller file it never received: fill it in.
+    pub fn fill_diff(&self, outcome: &mut Outcome, diff: bool) {
+        if !diff {
+            return;
+        }
+        for c in &mut outcome.diff.content {
+            if !c.after.is_empty() {
+                continue;
+            }
+            c.after = if self.size > MAX_DIFF_SIZE {
+                diff_skipped(self.size)
+            } else {
+                match std::fs::read(&self.path) {
+                    Ok(b) => diff_text(&b),
+                    Err(e) => format!("<{}: {e}>\n", self.path.display()),
+                }
+            };
+        }
+    }
+}
