@@ -5,13 +5,13 @@ use serde_json::{Map, Value};
 
 /// A `[g:vars]` value: Python-literal evaluated like Ansible (`2222` → int, `'x'` → string),
 /// with `true`/`false` also taken as booleans; anything else is the string itself.
-pub(super) fn parse_value(v: &str) -> Value {
+pub fn parse_value(v: &str) -> Value {
     parse_literal(v).unwrap_or_else(|| Value::String(v.to_string()))
 }
 
 /// An inline host variable value after shell splitting: quoted scalars stay strings
 /// (`port="22"`), quoted lists/dicts are still structures, unquoted text is literal-evaluated.
-pub(super) fn parse_inline_value(v: &str, quoted: bool) -> Value {
+pub fn parse_inline_value(v: &str, quoted: bool) -> Value {
     if quoted {
         if v.starts_with(['[', '{']) {
             if let Some(x @ (Value::Array(_) | Value::Object(_))) = parse_literal(v) {
