@@ -57,11 +57,39 @@ fn split_host_port(entry: &str) -> Result<(String, Option<u16>), String> {
     }
 }
 
+/// The most hosts one entry may expand to. Ansible has no limit, and `web[0:99999999999]`
+/// makes it build the list until memory runs out; here such an entry (a typo, or an inventory
+/// written to exhaust the controller) is refused before anything is built.
+const MAX_RANGE_HOSTS: u64 = 100_000;
+
 /// Expand `[a:b]` / `[a:b:step]` ranges (numeric, zero padding kept, or single letters).
 fn expand_ranges(name: &str) -> Result<Vec<String>, String> {
+    expand_limited(name, MAX_RANGE_HOSTS).map_err(|e| match e {
+        Expand::Bad(msg) => msg,
+        Expand::TooMany => format!(
+            "host entry `{name}` expands to more than {MAX_RANGE_HOSTS} hosts; \
+             split it into several entries"
+        ),
+    })
+}
+
+enum Expand {
+    Bad(String),
+    /// More names than the budget: reported once, about the whole entry.
+    TooMany,
+}
+
+impl From<String> for Expand {
+    fn from(msg: String) -> Self {
+        Expand::Bad(msg)
+    }
+}
+
+/// `expand_ranges` giving up as soon as the entry would yield more than `budget` names.
+fn expand_limited(name: &str, budget: u64) -> Result<Vec<String>, Expand> {
     let Some(open) = name.find('[') else {
         if name.contains(']') {
-            return Err(format!("unmatched `]` in host name `{name}`"));
+            return Err(format!("unmatched `]` in host name `{name}`").into());
         }
         return Ok(vec![name.to_string()]);
     };
@@ -74,14 +102,13 @@ fn expand_ranges(name: &str) -> Result<Vec<String>, String> {
     if parts.len() != 2 && parts.len() != 3 {
         return Err(format!(
             "host range `[{inner}]` in `{name}` must be [start:end] or [start:end:step]"
-        ));
+        )
+        .into());
     }
     let beg = if parts[0].is_empty() { "0" } else { parts[0] };
     let end = parts[1];
     if end.is_empty() {
-        return Err(format!(
-            "host range `[{inner}]` in `{name}` has no end value"
-        ));
+        return Err(format!("host range `[{inner}]` in `{name}` has no end value").into());
     }
     let step: usize = match parts.get(2) {
         None => 1,
@@ -95,9 +122,12 @@ fn expand_ranges(name: &str) -> Result<Vec<String>, String> {
         LETTERS.find(end).filter(|_| end.len() == 1),
     ) {
         if b > e {
-            return Err(format!(
-                "host range `[{inner}]` in `{name}` must have start <= end"
-            ));
+            return Err(
+                format!("host range `[{inner}]` in `{name}` must have start <= end").into(),
+            );
+        }
+        if ((e - b) / step + 1) as u64 > budget {
+            return Err(Expand::TooMany);
         }
         LETTERS[b..=e]
             .chars()
@@ -108,19 +138,24 @@ fn expand_ranges(name: &str) -> Result<Vec<String>, String> {
         let (Ok(b), Ok(e)) = (beg.parse::<u64>(), end.parse::<u64>()) else {
             return Err(format!(
                 "host range `[{inner}]` in `{name}` must be numbers (`[01:20]`) or single letters (`[a:f]`)"
-            ));
+            ).into());
         };
         if b > e {
-            return Err(format!(
-                "host range `[{inner}]` in `{name}` must have start <= end"
-            ));
+            return Err(
+                format!("host range `[{inner}]` in `{name}` must have start <= end").into(),
+            );
+        }
+        // Counted before anything is built: `[0:18446744073709551615]` is one line of text.
+        let count = ((e - b) / step as u64).saturating_add(1);
+        if count > budget {
+            return Err(Expand::TooMany);
         }
         // `01` pads every number to the width of the bounds.
         let width = if beg.len() > 1 && beg.starts_with('0') {
             if beg.len() != end.len() {
                 return Err(format!(
                     "host range `[{inner}]` in `{name}`: a zero-padded start needs an end of the same width"
-                ));
+                ).into());
             }
             beg.len()
         } else {
@@ -131,7 +166,8 @@ fn expand_ranges(name: &str) -> Result<Vec<String>, String> {
             .map(|n| format!("{n:0width$}"))
             .collect()
     };
-    let tails = expand_ranges(tail)?;
+    // The names so far multiply with the tail's: it gets what is left of the budget.
+    let tails = expand_limited(tail, budget / items.len().max(1) as u64)?;
     Ok(items
         .iter()
         .flat_map(|i| tails.iter().map(move |t| format!("{head}{i}{t}")))
@@ -171,5 +207,16 @@ mod tests {
         assert!(expand_ranges("web[01:100]").is_err());
         assert!(expand_ranges("web[5:1]").is_err());
         assert!(expand_ranges("web[1:3").is_err());
+    }
+
+    #[test]
+    fn ranges_past_the_host_limit_are_refused_before_expanding() {
+        assert_eq!(expand_ranges("h[1:100000]").unwrap().len(), 100_000);
+        let e = expand_ranges("h[0:100000]").unwrap_err();
+        assert!(e.contains("more than 100000 hosts"), "{e}");
+        // A product of ranges counts too, and a huge one is refused without being built.
+        assert!(expand_ranges("a[1:1000]b[1:1000]").is_err());
+        assert!(expand_ranges("h[0:18446744073709551615]").is_err());
+        assert!(expand_ranges("a[0:9]b[0:18446744073709551615:2]c[a:z]").is_err());
     }
 }

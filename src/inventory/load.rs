@@ -35,8 +35,30 @@ impl Inventory {
                 _ => PathBuf::from("."),
             }
         };
+        inv.check_and_finalize(pending)?;
+        inv.load_vars_dir(&vars_dir)?;
+        Ok(inv)
+    }
+
+    /// One inventory file's text read as INI (`yaml` false) or YAML, checked and finalised as
+    /// `load` does, without reading the disk (no `group_vars/`): what the fuzz targets call.
+    pub fn parse_text(path: &Path, text: &str, yaml: bool) -> Result<Inventory, InventoryError> {
+        let mut inv = Inventory::empty(path);
+        let mut pending = PendingVars::new();
+        if yaml {
+            let doc = parse_yaml(path, text)?;
+            inv.parse_yaml_inventory(&doc)?;
+        } else {
+            inv.parse_ini(path, text, &mut pending)?;
+        }
+        inv.check_and_finalize(pending)?;
+        Ok(inv)
+    }
+
+    /// Refuses `[g:vars]` sections of groups no source defined, then finalises the groups.
+    fn check_and_finalize(&mut self, pending: PendingVars) -> Result<(), InventoryError> {
         for (group, loc) in pending {
-            if !inv.groups.get(&group).is_some_and(|g| g.declared) {
+            if !self.groups.get(&group).is_some_and(|g| g.declared) {
                 return Err(InventoryError::new(
                     &loc.file,
                     loc.line,
@@ -48,9 +70,7 @@ impl Inventory {
                 ));
             }
         }
-        inv.finalize()?;
-        inv.load_vars_dir(&vars_dir)?;
-        Ok(inv)
+        self.finalize()
     }
 
     /// Every inventory file of a directory (recursively, in name order), as Ansible does.

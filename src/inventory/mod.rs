@@ -24,3 +24,5 @@ mod yaml;
 mod testutil;
 
 pub use model::{Inventory, InventoryError, Vars};
+/// The `literal_eval` reader of INI values, public for the fuzz targets (`fuzz/`).
+pub use pyliteral::{parse_inline_value, parse_value};

@@ -5,13 +5,13 @@ use serde_json::{Map, Value};
 
 /// A `[g:vars]` value: Python-literal evaluated like Ansible (`2222` → int, `'x'` → string),
 /// with `true`/`false` also taken as booleans; anything else is the string itself.
-pub(super) fn parse_value(v: &str) -> Value {
+pub fn parse_value(v: &str) -> Value {
     parse_literal(v).unwrap_or_else(|| Value::String(v.to_string()))
 }
 
 /// An inline host variable value after shell splitting: quoted scalars stay strings
 /// (`port="22"`), quoted lists/dicts are still structures, unquoted text is literal-evaluated.
-pub(super) fn parse_inline_value(v: &str, quoted: bool) -> Value {
+pub fn parse_inline_value(v: &str, quoted: bool) -> Value {
     if quoted {
         if v.starts_with(['[', '{']) {
             if let Some(x @ (Value::Array(_) | Value::Object(_))) = parse_literal(v) {
@@ -30,16 +30,22 @@ fn parse_literal(s: &str) -> Option<Value> {
         s: s.as_bytes(),
         src: s,
         i: 0,
+        depth: 0,
     };
     let v = p.value()?;
     p.ws();
     (p.i == p.s.len()).then_some(v)
 }
 
+/// The deepest bracket nesting Python's parser accepts.
+const MAX_NESTING: usize = 200;
+
 struct Lit<'a> {
     s: &'a [u8],
     src: &'a str,
     i: usize,
+    /// Brackets open around the current position.
+    depth: usize,
 }
 
 impl Lit<'_> {
@@ -67,17 +73,22 @@ impl Lit<'_> {
         self.ws();
         match *self.s.get(self.i)? {
             b'\'' | b'"' => self.string().map(Value::String),
-            b'[' => {
+            open @ (b'[' | b'(' | b'{') => {
+                // Python's parser refuses more than 200 nested brackets ("too many nested
+                // parentheses"), so Ansible keeps such a value as text. The bound also keeps
+                // this recursion well inside the stack.
+                if self.depth == MAX_NESTING {
+                    return None;
+                }
+                self.depth += 1;
                 self.i += 1;
-                self.seq(b']').map(Value::Array)
-            }
-            b'(' => {
-                self.i += 1;
-                self.seq(b')').map(Value::Array)
-            }
-            b'{' => {
-                self.i += 1;
-                self.dict()
+                let v = match open {
+                    b'[' => self.seq(b']').map(Value::Array),
+                    b'(' => self.seq(b')').map(Value::Array),
+                    _ => self.dict(),
+                };
+                self.depth -= 1;
+                v
             }
             b'-' | b'+' | b'.' | b'0'..=b'9' => self.number(),
             _ => {
@@ -256,5 +267,20 @@ mod tests {
         for bad in ["1__0", "1_", "_1", "1_.5", "1._5", "0x__1", "1e_5"] {
             assert_eq!(parse_literal(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn nesting_deeper_than_python_allows_is_text() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(parse_value(&nested(200)).is_array());
+        // ast.literal_eval: "too many nested parentheses"; Ansible keeps the text.
+        assert_eq!(parse_value(&nested(201)), Value::String(nested(201)));
+        assert_eq!(
+            parse_value(&"({1: ".repeat(300)),
+            Value::String("({1: ".repeat(300))
+        );
+        // Through the literal_eval fuzz target, this overflowed the stack.
+        let deep = "[".repeat(100_000);
+        assert_eq!(parse_value(&deep), Value::String(deep.clone()));
     }
 }

@@ -84,6 +84,18 @@ impl Templar {
         }
     }
 
+    /// An engine for text nobody vouches for (the fuzz targets in `fuzz/`): the lookups, which
+    /// run commands (`lines`) and read the controller's files, are gone, and a render stops
+    /// with an error after `fuel` instructions, so that no input can hang it.
+    pub fn untrusted(fuel: u64) -> Templar {
+        let mut env = build_env(None);
+        for name in ["lookup", "query", "q"] {
+            env.remove_global(name);
+        }
+        env.set_fuel(Some(fuel));
+        Templar { env: Arc::new(env) }
+    }
+
     /// True when a string contains `{{`, `{%` or `{#`.
     pub fn is_template(s: &str) -> bool {
         fixpoint_modules::params::is_template(s)
@@ -594,6 +606,32 @@ mod tests {
         assert!(
             matches!(e, TemplateError::Syntax { line: Some(1), .. }),
             "{e:?}"
+        );
+    }
+
+    #[test]
+    fn untrusted_engine_has_no_lookups_and_runs_out_of_fuel() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let t = Templar::untrusted(10_000);
+        let c = vars();
+        for call in ["lookup", "query", "q"] {
+            let src = format!("{{{{ {call}('lines', 'touch {}') }}}}", marker.display());
+            assert!(t.render_str(&src, &c).is_err(), "{src}");
+        }
+        assert!(!marker.exists(), "a lookup ran a command");
+        // Ten billion iterations: without the fuel bound this would not return.
+        let e = t
+            .render_str(
+                "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+                &c,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("fuel"), "{e}");
+        // Ordinary templates still render.
+        assert_eq!(
+            t.render_str("{{ count + 1 }}", &c).unwrap(),
+            serde_json::json!(4)
         );
     }
 }

@@ -18,11 +18,19 @@ enum Frame {
     Map(Node, usize, bool, Option<(String, Pos)>),
 }
 
+/// The most nodes aliases may copy into one text. Each alias is a copy here (PyYAML shares the
+/// object), so nine aliases of nine aliases of ... ("billion laughs") grow exponentially from a
+/// few hundred bytes; real files use a few small anchors.
+const MAX_ALIAS_NODES: usize = 100_000;
+
 /// Receives the parser's events and assembles the documents.
 pub(super) struct Builder {
     file: Arc<PathBuf>,
     stack: Vec<Frame>,
-    anchors: HashMap<usize, Node>,
+    /// Each anchored node with its number of nodes.
+    anchors: HashMap<usize, (Node, usize)>,
+    /// Nodes copied in by aliases so far (see `MAX_ALIAS_NODES`).
+    alias_nodes: usize,
     docs: Vec<Node>,
     error: Option<Diagnostic>,
     /// The whole text is JSON: plain scalars are JSON literals, not YAML 1.1 ones.
@@ -36,6 +44,7 @@ impl Builder {
             file,
             stack: Vec::new(),
             anchors: HashMap::new(),
+            alias_nodes: 0,
             docs: Vec::new(),
             error: None,
             json,
@@ -152,6 +161,16 @@ fn unsafe_node(node: Node) -> Node {
     }
 }
 
+/// How many nodes a tree holds (itself included).
+fn size(node: &Node) -> usize {
+    1 + match &node.kind {
+        Kind::Seq(items) => items.iter().map(size).sum(),
+        Kind::Map(entries) => entries.iter().map(|(_, _, v)| size(v)).sum(),
+        Kind::Unsafe(inner) => size(inner),
+        _ => 0,
+    }
+}
+
 fn is_unsafe_tag(tag: &Option<Tag>) -> bool {
     tag.as_ref()
         .is_some_and(|t| t.handle == "!" && t.suffix == "unsafe")
@@ -186,7 +205,7 @@ impl MarkedEventReceiver for Builder {
                     node
                 };
                 if anchor > 0 {
-                    self.anchors.insert(anchor, node.clone());
+                    self.anchors.insert(anchor, (node.clone(), 1));
                 }
                 self.push_value(node);
             }
@@ -216,12 +235,30 @@ impl MarkedEventReceiver for Builder {
                     None => return,
                 };
                 if anchor > 0 {
-                    self.anchors.insert(anchor, node.clone());
+                    self.anchors.insert(anchor, (node.clone(), size(&node)));
                 }
                 self.push_value(node);
             }
-            Event::Alias(id) => match self.anchors.get(&id).cloned() {
-                Some(node) => self.push_value(node),
+            Event::Alias(id) => match self.anchors.get(&id) {
+                Some((_, n)) if self.alias_nodes.saturating_add(*n) > MAX_ALIAS_NODES => {
+                    // The first error is kept; later events change nothing.
+                    if self.error.is_none() {
+                        self.error = Some(
+                            Diagnostic::at(
+                                &pos,
+                                format!(
+                                    "aliases expand to more than {MAX_ALIAS_NODES} values in this file"
+                                ),
+                            )
+                            .help("use fewer or smaller aliases (`*name`)"),
+                        );
+                    }
+                }
+                Some((node, n)) => {
+                    self.alias_nodes += n;
+                    let node = node.clone();
+                    self.push_value(node);
+                }
                 None => self.error = Some(Diagnostic::at(&pos, "alias to an unknown anchor")),
             },
             _ => {}
@@ -281,5 +318,26 @@ mod tests {
         assert_eq!(j["other"]["x"], Value::from(1));
         assert_eq!(j["other"]["y"], Value::from(3));
         assert_eq!(j["list"][0]["y"], Value::from(2));
+    }
+
+    #[test]
+    fn aliases_of_aliases_are_bounded() {
+        // "Billion laughs": nine aliases of nine aliases, 9^8 strings from 300 bytes. Through the
+        // yaml_loader fuzz target this ran out of memory.
+        let mut text = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");
+        for (prev, name) in ["a", "b", "c", "d", "e", "f", "g", "h"]
+            .iter()
+            .zip("bcdefghi".chars())
+        {
+            let refs = vec![format!("*{prev}"); 9].join(", ");
+            text.push_str(&format!("{name}: &{name} [{refs}]\n"));
+        }
+        let e = parse_str(&text, Path::new("t.yml")).unwrap_err();
+        assert!(e.msg.contains("aliases expand to more than"), "{}", e.msg);
+        // Ordinary use is untouched.
+        assert_eq!(
+            parse("d: &d {k: 1}\nuse: [*d, *d]\n").to_json(),
+            json!({"d": {"k": 1}, "use": [{"k": 1}, {"k": 1}]})
+        );
     }
 }
