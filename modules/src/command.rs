@@ -514,13 +514,23 @@ fn plan(state: &Probed, ctx: &Ctx) -> Plan<Action> {
             plan.msg = Some(why.clone());
         }
         None => {
-            plan.actions.push(Action::Run);
+            let guarded = state.inv.creates.is_some()
+                || state.inv.removes.is_some()
+                || state.inv.unless.is_some()
+                || state.inv.onlyif.is_some();
             if ctx.check {
                 output_fields(&mut plan.result, 0, "", "");
                 for k in ["start", "end", "delta"] {
                     plan.result.insert(k.into(), Value::Null);
                 }
                 plan.msg = Some("Command would have run if not in check mode".into());
+            }
+            if ctx.check && !guarded {
+                // As Ansible: with no guard to consult, check mode cannot say whether the
+                // command would change anything, so it is skipped (a handler's command).
+                plan.result.insert("skipped".into(), json!(true));
+            } else {
+                plan.actions.push(Action::Run);
             }
         }
     }
@@ -842,6 +852,31 @@ mod tests {
             Some("Command would have run if not in check mode")
         );
         assert!(!marker.exists());
+    }
+
+    #[test]
+    fn a_command_without_any_guard_is_skipped_in_check_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("m");
+        let check = Ctx {
+            check: true,
+            diff: false,
+        };
+        let cmd = format!("touch {}", marker.display());
+        let out = run::<Command>(&json!({ "cmd": cmd }), &check).unwrap();
+        assert!(!out.changed);
+        assert_eq!(out.result["skipped"], json!(true));
+        assert_eq!(out.result["rc"], json!(0));
+        assert_eq!(
+            out.msg.as_deref(),
+            Some("Command would have run if not in check mode")
+        );
+        assert!(!marker.exists());
+        // With `creates`, check mode says it would run (changed), as Ansible does.
+        let creates = dir.path().join("c").display().to_string();
+        let out = run::<Command>(&json!({"cmd": cmd, "creates": creates}), &check).unwrap();
+        assert!(out.changed);
+        assert!(out.result.get("skipped").is_none());
     }
 
     #[test]
