@@ -945,6 +945,31 @@ mod tests {
     }
 
     #[test]
+    fn a_command_without_any_guard_is_skipped_in_check_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("m");
+        let check = Ctx {
+            check: true,
+            diff: false,
+        };
+        let cmd = format!("touch {}", marker.display());
+        let out = run::<Command>(&json!({ "cmd": cmd }), &check).unwrap();
+        assert!(!out.changed);
+        assert_eq!(out.result["skipped"], json!(true));
+        assert_eq!(out.result["rc"], json!(0));
+        assert_eq!(
+            out.msg.as_deref(),
+            Some("Command would have run if not in check mode")
+        );
+        assert!(!marker.exists());
+        // With `creates`, check mode says it would run (changed), as Ansible does.
+        let creates = dir.path().join("c").display().to_string();
+        let out = run::<Command>(&json!({"cmd": cmd, "creates": creates}), &check).unwrap();
+        assert!(out.changed);
+        assert!(out.result.get("skipped").is_none());
+    }
+
+    #[test]
     fn chdir_applies_to_command_and_relative_creates() {
         let dir = tempfile::tempdir().unwrap();
         let real = fs::canonicalize(dir.path()).unwrap();

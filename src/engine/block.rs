@@ -5,8 +5,9 @@ use super::Engine;
 use crate::playbook::Block;
 
 impl Engine {
-    /// `block` / `rescue` / `always`: hosts that fail in the block run the rescue (and count
-    /// as rescued, not failed, when it succeeds); every host that entered runs the always part.
+    /// `block` / `rescue` / `always`: hosts that fail in the block run the rescue, and count as
+    /// rescued instead of failed as they enter it (as Ansible does: a failing rescue adds its
+    /// own failure); every host that entered runs the always part.
     pub(super) async fn run_block(&mut self, ctx: &PlayCtx<'_>, block: &Block, entered: &[String]) {
         for h in entered {
             self.hosts.get_mut(h).expect("host state").last_failure = None;
@@ -31,17 +32,12 @@ impl Engine {
                 let hs = self.hosts.get_mut(h).expect("host state");
                 hs.failed = false;
                 hs.stats.failed = hs.stats.failed.saturating_sub(1);
+                hs.stats.rescued += 1;
                 let (task, result) = hs.last_failure.clone().unwrap_or_default();
                 hs.host_vars.insert("ansible_failed_task".into(), task);
                 hs.host_vars.insert("ansible_failed_result".into(), result);
             }
             self.run_steps(ctx, &block.rescue, &to_rescue).await;
-            for h in &to_rescue {
-                let hs = self.hosts.get_mut(h).expect("host state");
-                if !hs.failed && !hs.unreachable {
-                    hs.stats.rescued += 1;
-                }
-            }
         }
         if !block.always.is_empty() && !self.play_ended {
             // Hosts that failed in the block (and were not rescued) run `always` and stay failed.

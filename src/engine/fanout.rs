@@ -2,6 +2,7 @@
 //! results in host order, count them for the recap, record notifications, and share a
 //! `run_once` result with the other hosts.
 
+use super::handlers::{handler_key, notified_handlers};
 use super::result::Event;
 use super::state::PlayCtx;
 use super::{shown_name, Engine, Shared};
@@ -176,18 +177,18 @@ impl Engine {
             }
             if any_changed && !task.notify.is_empty() {
                 for n in &task.notify {
-                    let known = ctx
-                        .handlers
-                        .iter()
-                        .any(|h| h.name.as_deref() == Some(n) || h.listen.contains(n));
-                    if !known {
+                    let reached = notified_handlers(&ctx.handlers, n);
+                    if reached.is_empty() {
                         self.reporter.warn(&format!(
                             "task \"{name}\" ({location}) notifies `{n}`, but no handler has that name or listens to it"
                         ));
                         continue;
                     }
-                    if !hs.notified.contains(n) {
-                        hs.notified.push(n.clone());
+                    for h in reached {
+                        let key = handler_key(h);
+                        if !hs.notified.contains(&key) {
+                            hs.notified.push(key);
+                        }
                     }
                 }
             }

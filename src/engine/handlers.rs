@@ -43,17 +43,14 @@ impl Engine {
         let handlers = self.handlers.clone();
         for handler in handlers.iter() {
             let name = handler.name.clone().unwrap_or_default();
+            let key = handler_key(handler);
             let force = self.cfg.force_handlers || ctx.play.force_handlers;
             let targets: Vec<String> = ctx
                 .hosts
                 .iter()
                 .filter(|h| {
                     let hs = &self.hosts[*h];
-                    (hs.active() || (force && !hs.unreachable))
-                        && hs
-                            .notified
-                            .iter()
-                            .any(|n| *n == name || handler.listen.contains(n))
+                    (hs.active() || (force && !hs.unreachable)) && hs.notified.contains(&key)
                 })
                 .cloned()
                 .collect();
@@ -67,8 +64,7 @@ impl Engine {
             }
             for h in &targets {
                 let hs = self.hosts.get_mut(h).expect("host state");
-                hs.notified
-                    .retain(|n| *n != name && !handler.listen.contains(n));
+                hs.notified.retain(|n| *n != key);
             }
             self.run_task(ctx, handler, &targets, true).await;
             // Delivered: remove the outbox entry on every agent of the hosts where it succeeded.
@@ -132,6 +128,24 @@ impl Shared<'_> {
             }
         }
     }
+}
+
+/// What a host's `notified` list holds for a handler: its name, or where it is defined when it
+/// has none (it can still be notified through `listen`).
+pub(super) fn handler_key(h: &Task) -> String {
+    match &h.name {
+        Some(n) => n.clone(),
+        None => format!("\0{}", h.pos),
+    }
+}
+
+/// The handlers a task's `notify` reaches, directly or through `listen`: every handler that
+/// has that name or listens to it runs, as in Ansible.
+pub(super) fn notified_handlers<'a>(handlers: &'a [Task], n: &str) -> Vec<&'a Task> {
+    handlers
+        .iter()
+        .filter(|h| h.name.as_deref() == Some(n) || h.listen.iter().any(|l| l == n))
+        .collect()
 }
 
 /// The handlers (by name) that a task's `notify` reaches, directly or through `listen`.

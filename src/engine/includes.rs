@@ -4,11 +4,17 @@
 use super::state::PlayCtx;
 use super::{display, Engine, Shared};
 use crate::playbook::{Include, IncludeSource};
+use crate::report::{Status, TaskEvent};
 use crate::vars::{Layer, VarSrc};
 use serde_json::{json, Map, Value};
 
 /// Hosts that include the same file (None: the include's loaded steps) with the same parameters.
 type IncludeGroup = (Option<String>, Map<String, Value>, Vec<String>);
+
+/// One loop item (its label) of the include on a host: included (ok) or skipped.
+type ItemReport = (Option<String>, Status);
+/// What one host reports for the include itself, item by item.
+type IncludeReport = (String, Vec<ItemReport>);
 
 impl Engine {
     /// `include_tasks` / `include_role`: evaluated per host (and loop item); hosts that
@@ -25,7 +31,9 @@ impl Engine {
         let mut groups: Vec<IncludeGroup> = Vec::new();
         let mut failures: Vec<(String, String)> = Vec::new();
         let mut warnings: Vec<String> = Vec::new();
+        let mut reports: Vec<IncludeReport> = Vec::new();
         for host in targets {
+            let mut report = Vec::new();
             let h = &self.hosts[host];
             let scope = shared.scope_with(
                 &snap,
@@ -77,7 +85,9 @@ impl Engine {
                         }
                     }
                 }
+                let label = item.as_ref().map(|(_, v)| display(v));
                 if !ok {
+                    report.push((label, Status::Skipped));
                     continue;
                 }
                 match s.render(&Value::Object(inc.vars.clone())) {
@@ -115,6 +125,10 @@ impl Engine {
                     }
                     None => groups.push((file, params, vec![host.clone()])),
                 }
+                report.push((label, Status::Ok));
+            }
+            if !failures.iter().any(|(h, _)| h == host) {
+                reports.push((host.clone(), report));
             }
             for w in scope.take_warnings() {
                 if !warnings.contains(&w) {
@@ -123,11 +137,34 @@ impl Engine {
             }
         }
         let location = inc.pos.to_string();
-        let name = inc.name.clone().unwrap_or_else(|| inc.action.to_string());
+        let name = inc.shown.clone();
         for w in warnings {
             self.reporter
                 .warn(&format!("{} ({location}): {w}", inc.action));
         }
+        // Files and roles chosen at run time are loaded before the include is counted: a host
+        // whose file cannot load reports the include ok, then failed, and the recap counts only
+        // the failure (as Ansible does).
+        let mut loaded_groups = Vec::new();
+        let mut load_failures: Vec<(String, String)> = Vec::new();
+        for (file, params, hosts) in groups {
+            let steps = match (&inc.source, &file) {
+                (IncludeSource::Loaded(_), _) => None,
+                (source, Some(f)) => match self.load_include(ctx, inc, source, f) {
+                    Ok(steps) => Some(steps),
+                    Err(e) => {
+                        for h in &hosts {
+                            load_failures.push((h.clone(), e.clone()));
+                        }
+                        continue;
+                    }
+                },
+                (_, None) => continue,
+            };
+            loaded_groups.push((params, hosts, steps));
+        }
+        let uncounted: Vec<&str> = load_failures.iter().map(|(h, _)| h.as_str()).collect();
+        self.report_include(inc, &name, &location, reports, &uncounted);
         for (host, msg) in failures {
             self.fail_host(
                 &host,
@@ -137,64 +174,120 @@ impl Engine {
                 format!("{msg} (at {location})"),
             );
         }
-        for (file, params, hosts) in groups {
+        for (host, e) in load_failures {
+            self.fail_host(
+                &host,
+                &name,
+                inc.action,
+                &location,
+                format!("{e} (included at {location})"),
+            );
+        }
+        for (params, hosts, steps) in loaded_groups {
             let sub = ctx.with_params(params);
-            let (source, file) = match (&inc.source, file) {
-                (IncludeSource::Loaded(steps), _) => {
-                    self.run_steps(&sub, steps, &hosts).await;
-                    continue;
-                }
-                (source, Some(file)) => (source, file),
-                (_, None) => continue,
-            };
-            let mut loader = crate::playbook::Loader::new(&ctx.play.dir, &ctx.book.roles_path);
-            let loaded = match source {
-                IncludeSource::TasksFile {
-                    search, inherit, ..
-                } => match crate::playbook::find_in(search, &file) {
-                    Some(path) => loader
-                        .task_file(&path, &inc.pos, inherit)
-                        .map_err(|d| d.to_string()),
-                    None => Err(format!(
-                        "task file `{file}` not found; looked in {}",
-                        search
-                            .iter()
-                            .map(|d| d.display().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )),
-                },
-                IncludeSource::Role {
-                    from,
-                    params,
-                    inherit,
-                    ..
-                } => loader
-                    .runtime_role(&file, &inc.pos, from, params.clone(), inherit)
-                    .map_err(|d| d.to_string()),
-                // The first match of the loop ran these and went on to the next group.
-                IncludeSource::Loaded(_) => unreachable!("run above"),
-            };
-            match loaded {
-                Ok(steps) => {
-                    self.add_handlers(std::mem::take(&mut loader.role_handlers));
+            match (&inc.source, steps) {
+                (IncludeSource::Loaded(steps), _) => self.run_steps(&sub, steps, &hosts).await,
+                (_, Some(steps)) => {
                     let sub = PlayCtx {
                         handlers: self.handlers.clone(),
                         ..sub
                     };
                     self.run_steps(&sub, &steps, &hosts).await;
                 }
-                Err(e) => {
-                    for h in &hosts {
-                        self.fail_host(
-                            h,
-                            &name,
-                            inc.action,
-                            &location,
-                            format!("{e} (included at {location})"),
-                        );
-                    }
-                }
+                (_, None) => {}
+            }
+        }
+    }
+
+    /// Load the task file or role an include names at run time; the role's handlers join the
+    /// play's.
+    fn load_include(
+        &mut self,
+        ctx: &PlayCtx<'_>,
+        inc: &Include,
+        source: &IncludeSource,
+        file: &str,
+    ) -> Result<Vec<crate::playbook::Step>, String> {
+        let mut loader = crate::playbook::Loader::new(&ctx.play.dir, &ctx.book.roles_path);
+        let steps = match source {
+            IncludeSource::TasksFile {
+                search, inherit, ..
+            } => match crate::playbook::find_in(search, file) {
+                Some(path) => loader
+                    .task_file(&path, &inc.pos, inherit)
+                    .map_err(|d| d.to_string()),
+                None => Err(format!(
+                    "task file `{file}` not found; looked in {}",
+                    search
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            },
+            IncludeSource::Role {
+                from,
+                params,
+                inherit,
+                ..
+            } => loader
+                .runtime_role(file, &inc.pos, from, params.clone(), inherit)
+                .map_err(|d| d.to_string()),
+            IncludeSource::Loaded(steps) => Ok(steps.clone()),
+        }?;
+        self.add_handlers(std::mem::take(&mut loader.role_handlers));
+        Ok(steps)
+    }
+}
+
+impl Engine {
+    /// The include's own result, as Ansible reports it: ok for each item included, skipped
+    /// when `when` is false (or the loop is empty). The recap counts each included item as ok,
+    /// or the include once as skipped when it included nothing; hosts in `uncounted` (their
+    /// file failed to load) count only that failure.
+    fn report_include(
+        &mut self,
+        inc: &Include,
+        name: &str,
+        location: &str,
+        reports: Vec<IncludeReport>,
+        uncounted: &[&str],
+    ) {
+        if reports.is_empty() {
+            return;
+        }
+        self.reporter.task_start(name, false);
+        for (host, mut report) in reports {
+            if report.is_empty() {
+                // A loop over nothing.
+                report.push((None, Status::Skipped));
+            }
+            for (item, status) in &report {
+                self.reporter.task(&TaskEvent {
+                    host: &host,
+                    task: name,
+                    module: inc.action,
+                    location,
+                    status: *status,
+                    item: item.as_deref(),
+                    diff: None,
+                    msg: None,
+                    result: None,
+                    ignored: false,
+                    censored: false,
+                    note: None,
+                    delegated_to: None,
+                });
+            }
+            let included = report.iter().filter(|(_, s)| *s == Status::Ok).count();
+            if uncounted.contains(&host.as_str()) {
+                continue;
+            }
+            let hs = self.hosts.get_mut(&host).expect("host state");
+            if included == 0 {
+                hs.stats.skipped += 1;
+            } else {
+                hs.stats.ok += included as u32;
             }
         }
     }

@@ -32,7 +32,8 @@ impl ItemResult {
         })
     }
 
-    /// A module's outcome: changed or ok, its message shown.
+    /// A module's outcome: changed or ok (skipped when the module says so, as a command
+    /// without a guard in check mode), its message shown.
     pub(super) fn done(outcome: Outcome) -> ItemResult {
         ItemResult {
             status: if outcome.result.get("skipped") == Some(&Value::Bool(true)) {
@@ -40,6 +41,8 @@ impl ItemResult {
                 Status::Skipped
             } else if outcome.changed {
                 Status::Changed
+            } else if outcome.result.get("skipped") == Some(&Value::Bool(true)) {
+                Status::Skipped
             } else {
                 Status::Ok
             },

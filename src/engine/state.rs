@@ -26,6 +26,7 @@ pub(super) struct HostState {
     pub(super) conns: Conns,
     pub(super) failed: bool,
     pub(super) unreachable: bool,
+    /// The handlers notified on this host and not run yet (`handlers::handler_key`).
     pub(super) notified: Vec<String>,
     /// Handler notifications left in the host's outbox by earlier runs, not yet delivered.
     pub(super) pending: Vec<OutboxEntry>,

@@ -46,6 +46,9 @@ pub struct Block {
 #[derive(Debug, Clone)]
 pub struct Include {
     pub name: Option<String>,
+    /// The name its result is reported under: `name`, else `include_tasks`, or
+    /// `include_role : <role>` as Ansible shows it.
+    pub shown: String,
     pub pos: Pos,
     pub when: Conditions,
     pub loop_items: Option<Value>,
@@ -145,6 +148,8 @@ pub struct Inherited {
     pub environment: Map<String, Value>,
     pub delegate_to: Option<String>,
     pub run_once: Option<bool>,
+    /// A block's `notify`: for its tasks that name none of their own (as in Ansible).
+    pub notify: Vec<String>,
     pub role: Option<Arc<RoleCtx>>,
 }
 
@@ -185,6 +190,9 @@ impl Inherited {
         t.environment = env;
         t.run_once = t.run_once || self.run_once.unwrap_or(false);
         t.delegate_to = t.delegate_to.take().or_else(|| self.delegate_to.clone());
+        if t.notify.is_empty() {
+            t.notify = self.notify.clone();
+        }
         if t.role.is_none() {
             t.role = self.role.clone();
         }

@@ -193,6 +193,7 @@ impl<'a> Loader<'a> {
                 let node = yaml::load_file(&f)?;
                 let mut handler_inh = inner.clone();
                 handler_inh.when.clear();
+                handler_inh.notify.clear();
                 for s in self.steps_of(&node, "handlers", true, &handler_inh, &dir_of(&f))? {
                     if let Step::Task(t) = s {
                         self.role_handlers.push(*t);
@@ -231,7 +232,7 @@ impl<'a> Loader<'a> {
             let keys: Vec<&str> = INHERITED_KEYS
                 .iter()
                 .copied()
-                .chain(["block", "rescue", "always"])
+                .chain(["block", "rescue", "always", "notify"])
                 .collect();
             check_keys(entries, &keys, TASK_KEYS_NOT_YET, "a block", |_| false)?;
             let inner = inh.with_keywords(node)?;
@@ -358,16 +359,17 @@ impl<'a> Loader<'a> {
                 )?;
                 let file = file_arg(arg, key)?;
                 let search = self.task_search(file_dir, inh);
+                let applied = with_apply(arg, inh)?;
                 let source = if is_template(&file) {
                     IncludeSource::TasksFile {
                         file,
                         search,
-                        inherit: Box::new(inh.clone()),
+                        inherit: Box::new(applied),
                     }
                 } else {
                     let path = find_in(&search, &file)
                         .ok_or_else(|| not_found(arg, "task file", &file, &search))?;
-                    IncludeSource::Loaded(self.task_file(&path, &arg.pos, inh)?)
+                    IncludeSource::Loaded(self.task_file(&path, &arg.pos, &applied)?)
                 };
                 Ok(vec![Step::Include(Box::new(include_of(
                     node,
@@ -391,15 +393,17 @@ impl<'a> Loader<'a> {
                     is_action,
                 )?;
                 let am = map_of(arg, &format!("`{short}`"))?;
+                let arg_keys: &[&str] = &[
+                    "name",
+                    "tasks_from",
+                    "vars_from",
+                    "defaults_from",
+                    "handlers_from",
+                    "apply",
+                ];
                 check_keys(
                     am,
-                    &[
-                        "name",
-                        "tasks_from",
-                        "vars_from",
-                        "defaults_from",
-                        "handlers_from",
-                    ],
+                    &arg_keys[..arg_keys.len() - usize::from(!include)],
                     &["apply", "rolespec_validate", "allow_duplicates", "public"],
                     &format!("`{short}`"),
                     |_| false,
@@ -423,6 +427,8 @@ impl<'a> Loader<'a> {
                     None => Map::new(),
                 };
                 let templated_name = name.as_str().is_some_and(is_template);
+                // An unnamed include_role is reported as Ansible names it.
+                let shown = format!("include_role : {}", string_of(name, "name")?);
                 if include && templated_name {
                     // The role is known only when a host reaches the include (e.g. a loop
                     // over role names): it is loaded then.
@@ -430,18 +436,24 @@ impl<'a> Loader<'a> {
                         name: string_of(name, "name")?,
                         from: opts.from,
                         params,
-                        inherit: Box::new(inh.clone()),
+                        inherit: Box::new(with_apply(arg, inh)?),
                     };
                     let mut inc = include_of(node, inh, "include_role", source)?;
                     inc.vars = Map::new();
+                    if inc.name.is_none() {
+                        inc.shown = shown;
+                    }
                     Ok(vec![Step::Include(Box::new(inc))])
                 } else if include {
                     // The include's own keywords decide whether it runs; they do not reach
                     // the role's tasks (Ansible needs `apply:` for that).
-                    let steps = self.role(name, params, inh, &opts)?;
+                    let steps = self.role(name, params, &with_apply(arg, inh)?, &opts)?;
                     let mut inc =
                         include_of(node, inh, "include_role", IncludeSource::Loaded(steps))?;
                     inc.vars = Map::new();
+                    if inc.name.is_none() {
+                        inc.shown = shown;
+                    }
                     Ok(vec![Step::Include(Box::new(inc))])
                 } else {
                     let mut inner = inh.with_keywords(node)?;
@@ -455,13 +467,17 @@ impl<'a> Loader<'a> {
     }
 }
 
-/// The file of `import_tasks`/`include_tasks`: a name, or a mapping with `file:`.
+/// The file of `import_tasks`/`include_tasks`: a name, or a mapping with `file:` (and, for
+/// `include_tasks`, `apply:`).
 fn file_arg(arg: &Node, key: &str) -> Result<String, Diagnostic> {
     match &arg.kind {
         Kind::Map(entries) => {
-            check_keys(entries, &["file"], &["apply"], &format!("`{key}`"), |_| {
-                false
-            })?;
+            let keys: &[&str] = if short_name(key) == "include_tasks" {
+                &["file", "apply"]
+            } else {
+                &["file"]
+            };
+            check_keys(entries, keys, &["apply"], &format!("`{key}`"), |_| false)?;
             let f = arg
                 .get("file")
                 .ok_or_else(|| arg.err(format!("`{key}` needs `file:`")))?;
@@ -469,6 +485,23 @@ fn file_arg(arg: &Node, key: &str) -> Result<String, Diagnostic> {
         }
         _ => string_of(arg, key),
     }
+}
+
+/// `apply:` of `include_tasks`/`include_role`: keywords given to the included tasks, as if a
+/// block with them held those tasks (the include's own keywords only decide whether it runs).
+fn with_apply(arg: &Node, inh: &Inherited) -> Result<Inherited, Diagnostic> {
+    let Some(apply) = arg.get("apply") else {
+        return Ok(inh.clone());
+    };
+    let entries = map_of(apply, "`apply`")?;
+    let keys: Vec<&str> = INHERITED_KEYS
+        .iter()
+        .copied()
+        .filter(|k| *k != "name")
+        .chain(["notify"])
+        .collect();
+    check_keys(entries, &keys, TASK_KEYS_NOT_YET, "`apply`", |_| false)?;
+    inh.with_keywords(apply)
 }
 
 fn not_found(at: &Node, what: &str, file: &str, dirs: &[PathBuf]) -> Diagnostic {
@@ -493,10 +526,13 @@ fn include_of(
             .transpose()?
             .unwrap_or_default(),
     );
+    let name = node.get("name").map(|n| string_of(n, "name")).transpose()?;
+    let shown = name.clone().unwrap_or_else(|| action.to_string());
     Ok(Include {
         role: inh.role.clone(),
         inherited_vars: inh.vars.clone(),
-        name: node.get("name").map(|n| string_of(n, "name")).transpose()?,
+        name,
+        shown,
         pos: node.pos.clone(),
         when: node
             .get("when")

@@ -118,6 +118,10 @@ impl Inherited {
         if let Some(n) = node.get("delegate_to") {
             out.delegate_to = Some(string_of(n, "delegate_to")?);
         }
+        // Only blocks accept `notify` (their key check says so); an inner one replaces it.
+        if let Some(n) = node.get("notify") {
+            out.notify = strings_of(n, "notify")?;
+        }
         Ok(out)
     }
 }

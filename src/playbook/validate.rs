@@ -94,7 +94,8 @@ pub(crate) fn check_module_params(
     }
 }
 
-/// The idempotency rule: a raw command must say how a second run recognises it is done.
+/// The idempotency rule: a raw command must say how a second run recognises it is done (not
+/// asked of handlers: the notification that runs them is their guard).
 pub(crate) fn check_guard(task: &Task, mod_pos: &Pos) -> Result<(), Diagnostic> {
     if task.module != "command" && task.module != "shell" {
         return Ok(());

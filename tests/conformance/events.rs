@@ -125,7 +125,11 @@ pub fn parse(tool: Tool, stdout: &str) -> Result<Outcome, String> {
 pub fn strip_role_prefix(o: &mut Outcome) -> bool {
     let mut any = false;
     for t in o.hosts.values_mut().flatten() {
-        if let Some((_, name)) = t.name.split_once(" : ") {
+        if let Some((prefix, name)) = t.name.split_once(" : ") {
+            // `include_role : r` is the include's own name (both tools say it), not a role task.
+            if prefix == "include_role" {
+                continue;
+            }
             t.name = name.to_string();
             any = true;
         }

@@ -95,8 +95,10 @@ fn a_failing_rescue_fails_the_host_and_nested_blocks_pass_failures_out() {
         "inner breaks"
     );
     let r = recap(&out);
+    // As ansible-core: entering the rescue counts the host rescued; the rescue's own failure
+    // then counts as failed.
     assert_eq!(r["failed"], 1, "{r}");
-    assert_eq!(r["rescued"], 0, "{r}");
+    assert_eq!(r["rescued"], 1, "{r}");
 }
 
 #[test]

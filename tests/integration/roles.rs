@@ -471,10 +471,10 @@ fn include_role_with_a_templated_name_loads_at_run_time_with_its_handlers() {
     );
     let out = fx.apply(&[]);
     out.expect(1);
-    let msg = out.task_events("inc")[0]["msg"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    // As ansible-core: the include is reported ok, then failed when its role cannot load.
+    let evs = out.task_events("inc");
+    assert_eq!(evs[0]["status"], "ok");
+    let msg = evs[1]["msg"].as_str().unwrap().to_string();
     assert!(msg.contains("role `green` not found"), "{msg}");
 }
 
