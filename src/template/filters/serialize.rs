@@ -58,25 +58,28 @@ pub(super) fn filter_from_yaml(value: &str) -> Result<Value, Error> {
 
 /// Ansible's `to_yaml`: PyYAML's default style (collections of scalars inline), keys sorted.
 pub(super) fn filter_to_yaml(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
-    let indent: Option<usize> = kwargs.get("indent")?;
-    kwargs.assert_all_used()?;
-    let json = value_to_json(defined(value)?)?;
-    Ok(Value::from(yaml_dump(
-        &json,
-        indent.unwrap_or(2).max(2),
-        true,
-    )))
+    yaml_filter(value, kwargs, 2, true)
 }
 
 /// Ansible's `to_nice_yaml`: block style, indent 4, keys sorted.
 pub(super) fn filter_to_nice_yaml(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    yaml_filter(value, kwargs, 4, false)
+}
+
+/// Both YAML filters: an `indent` keyword (at least 2), then the emitter in the given style.
+fn yaml_filter(
+    value: &Value,
+    kwargs: Kwargs,
+    default_indent: usize,
+    flow_leaves: bool,
+) -> Result<Value, Error> {
     let indent: Option<usize> = kwargs.get("indent")?;
     kwargs.assert_all_used()?;
     let json = value_to_json(defined(value)?)?;
     Ok(Value::from(yaml_dump(
         &json,
-        indent.unwrap_or(4).max(2),
-        false,
+        indent.unwrap_or(default_indent).max(2),
+        flow_leaves,
     )))
 }
 
