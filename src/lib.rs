@@ -13,6 +13,7 @@ pub mod inventory;
 pub mod playbook;
 pub mod report;
 pub mod template;
+pub mod validate;
 pub mod vars;
 pub mod yaml;
 
@@ -92,19 +93,46 @@ fn inventory_diag(e: inventory::InventoryError) -> Diagnostic {
     Diagnostic::at(&pos, format!("invalid inventory: {}", e.msg))
 }
 
-/// Load every playbook, and the vars directories beside them, or say what is wrong.
+/// Load every playbook, and the vars directories beside them, or say everything that is wrong.
 fn load_all(
     paths: &[std::path::PathBuf],
     roles_path: &[std::path::PathBuf],
     inv: &mut inventory::Inventory,
-) -> Result<Vec<playbook::Playbook>, Diagnostic> {
+) -> Result<Vec<playbook::Playbook>, Vec<Diagnostic>> {
     let mut books = Vec::new();
+    let mut errors = Vec::new();
     for p in paths {
-        let book = playbook::load_playbook(p, roles_path)?;
-        inv.load_vars_dir(&book.dir).map_err(inventory_diag)?;
-        books.push(book);
+        let (book, load_errors) = playbook::load_playbook_all(p, roles_path);
+        errors.extend(load_errors);
+        if let Some(book) = book {
+            if let Err(e) = inv.load_vars_dir(&book.dir) {
+                errors.push(inventory_diag(e));
+            }
+            books.push(book);
+        }
     }
-    Ok(books)
+    // What is wrong in the books that loaded, found beside what is wrong in those that did not.
+    errors.extend(validate::validate(&books));
+    if errors.is_empty() {
+        Ok(books)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Print every problem (each once) and say that nothing ran: exit 2.
+fn invalid_all(problems: &[Diagnostic]) -> ExitCode {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut count = 0;
+    for d in problems {
+        let text = d.to_string();
+        if seen.insert(text.clone()) {
+            eprint!("{text}");
+            count += 1;
+        }
+    }
+    eprintln!("{count} problem(s) found; no host was touched");
+    ExitCode::from(EXIT_INVALID)
 }
 
 fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
@@ -117,16 +145,17 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         Ok(i) => i,
         Err(d) => return invalid(&d),
     };
+    // The same checks as `fixpoint validate`, all of them, before any host is touched.
     let books = match load_all(&cfg.playbooks, &cfg.roles_path, &mut inv) {
         Ok(b) => b,
-        Err(d) => return invalid(&d),
+        Err(problems) => return invalid_all(&problems),
     };
     if let Err(msg) = check_limit(&cfg, &inv) {
         eprintln!("error: {msg}");
         return ExitCode::from(EXIT_INVALID);
     }
     match cfg.listing {
-        Some(config::Listing::SyntaxCheck) => return validate_books(&books),
+        Some(config::Listing::SyntaxCheck) => return validated(&books),
         Some(what) => {
             return match report::listing::print(&books, &inv, &cfg, what) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -182,28 +211,14 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
         Err(d) => return invalid(&d),
     };
     let roles_path = config::roles_path(&args.roles_path);
-    let books = match load_all(&args.playbooks, &roles_path, &mut inv) {
-        Ok(b) => b,
-        Err(d) => return invalid(&d),
-    };
-    validate_books(&books)
+    match load_all(&args.playbooks, &roles_path, &mut inv) {
+        Ok(books) => validated(&books),
+        Err(problems) => invalid_all(&problems),
+    }
 }
 
-/// Check the templates of every task and print a summary (`validate`, `--syntax-check`).
-fn validate_books(books: &[playbook::Playbook]) -> ExitCode {
-    let templar = template::Templar::new();
-    for book in books {
-        for play in &book.plays {
-            for task in play.all_tasks() {
-                if let Err(msg) = check_task_templates(&templar, task) {
-                    return invalid(
-                        &Diagnostic::at(&task.pos, msg)
-                            .help("fix the Jinja2 syntax of this task's templates"),
-                    );
-                }
-            }
-        }
-    }
+/// The summary of playbooks `load_all` found nothing wrong with (`validate`, `--syntax-check`).
+fn validated(books: &[playbook::Playbook]) -> ExitCode {
     let plays: usize = books.iter().map(|b| b.plays.len()).sum();
     let tasks: usize = books
         .iter()
@@ -215,37 +230,6 @@ fn validate_books(books: &[playbook::Playbook]) -> ExitCode {
         books.len()
     );
     ExitCode::SUCCESS
-}
-
-/// Check the syntax of every template string in a task (without rendering: no host values yet).
-fn check_task_templates(templar: &template::Templar, task: &playbook::Task) -> Result<(), String> {
-    fn walk(templar: &template::Templar, v: &serde_json::Value) -> Result<(), String> {
-        match v {
-            serde_json::Value::String(s) if template::Templar::is_template(s) => templar
-                .check_syntax(s)
-                .map_err(|e| format!("template syntax error in `{s}`: {e}")),
-            serde_json::Value::Array(a) => a.iter().try_for_each(|x| walk(templar, x)),
-            serde_json::Value::Object(m) => m.values().try_for_each(|x| walk(templar, x)),
-            _ => Ok(()),
-        }
-    }
-    walk(templar, &task.params)?;
-    for cond in task
-        .when
-        .iter()
-        .chain(task.changed_when.iter().flatten())
-        .chain(task.failed_when.iter().flatten())
-    {
-        let wrapped = if template::Templar::is_template(cond) {
-            cond.clone()
-        } else {
-            format!("{{{{ {cond} }}}}")
-        };
-        templar
-            .check_syntax(&wrapped)
-            .map_err(|e| format!("syntax error in condition `{cond}`: {e}"))?;
-    }
-    Ok(())
 }
 
 fn journal_cmd(args: cli::JournalArgs) -> ExitCode {

@@ -38,6 +38,10 @@ pub struct Loader<'a> {
     pub role_handlers: Vec<Task>,
     /// Roles whose defaults and vars the whole play sees, in the order they were loaded.
     pub(crate) exported_roles: Vec<Arc<RoleCtx>>,
+    /// When set (loading a playbook), a task entry that is wrong is recorded here and left
+    /// out, so that one load reports every wrong entry; when not (a host reaching a run-time
+    /// include), the first error is returned.
+    collected: Option<Vec<Diagnostic>>,
 }
 
 impl<'a> Loader<'a> {
@@ -51,7 +55,33 @@ impl<'a> Loader<'a> {
             handler_files: Vec::new(),
             role_handlers: Vec::new(),
             exported_roles: Vec::new(),
+            collected: None,
         }
+    }
+
+    /// This loader records each wrong task entry and goes on (see `take_collected`).
+    pub fn collecting(mut self) -> Self {
+        self.collected = Some(Vec::new());
+        self
+    }
+
+    /// Record an error and go on when collecting; return it otherwise.
+    pub fn record(&mut self, d: Diagnostic) -> Result<(), Diagnostic> {
+        match &mut self.collected {
+            Some(errors) => {
+                errors.push(d);
+                Ok(())
+            }
+            None => Err(d),
+        }
+    }
+
+    /// The errors recorded so far by a collecting loader.
+    pub fn take_collected(&mut self) -> Vec<Diagnostic> {
+        self.collected
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// A list of tasks (a play section, a block, a task file).
@@ -75,7 +105,10 @@ impl<'a> Loader<'a> {
         };
         let mut out = Vec::new();
         for t in items {
-            out.extend(self.step(t, handlers, inh, file_dir)?);
+            match self.step(t, handlers, inh, file_dir) {
+                Ok(steps) => out.extend(steps),
+                Err(d) => self.record(d)?,
+            }
         }
         Ok(out)
     }

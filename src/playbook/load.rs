@@ -21,16 +21,38 @@ use serde_json::Map;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Load and check a playbook file, with the playbooks it imports.
+/// Load and check a playbook file, with the playbooks it imports: the first error.
 pub fn load_playbook(path: &Path, roles_path: &[PathBuf]) -> Result<Playbook, Diagnostic> {
+    match load_playbook_all(path, roles_path) {
+        (Some(book), errors) if errors.is_empty() => Ok(book),
+        (_, mut errors) => Err(errors.remove(0)),
+    }
+}
+
+/// Load and check a playbook file, with the playbooks it imports, and return every error
+/// found: each play and each task entry is checked, a wrong one recorded and left out, and
+/// the load goes on. The playbook (what of it loaded) is there unless the file itself could
+/// not be read as a list of plays; with errors it is for further checks only, never to run.
+pub fn load_playbook_all(
+    path: &Path,
+    roles_path: &[PathBuf],
+) -> (Option<Playbook>, Vec<Diagnostic>) {
     let mut stack = Vec::new();
-    let plays = load_plays(path, roles_path, &mut stack)?;
-    Ok(Playbook {
+    let mut errors = Vec::new();
+    let plays = match load_plays(path, roles_path, &mut stack, &mut errors) {
+        Ok(plays) => plays,
+        Err(d) => {
+            errors.push(d);
+            return (None, errors);
+        }
+    };
+    let book = Playbook {
         path: path.to_path_buf(),
         dir: dir_of(path),
         plays,
         roles_path: roles_path.to_vec(),
-    })
+    };
+    (Some(book), errors)
 }
 
 /// The plays of one playbook file, with those of its `import_playbook`s in place. `stack`:
@@ -39,6 +61,7 @@ fn load_plays(
     path: &Path,
     roles_path: &[PathBuf],
     stack: &mut Vec<PathBuf>,
+    errors: &mut Vec<Diagnostic>,
 ) -> Result<Vec<Play>, Diagnostic> {
     let root = yaml::load_file(path)?;
     let dir = dir_of(path);
@@ -65,7 +88,13 @@ fn load_plays(
                 .find(|(k, _, _)| short_name(k) == "import_playbook")
         });
         let Some((key, _, target)) = import else {
-            plays.push(load_play(item, &dir, roles_path)?);
+            let mut loader = Loader::new(&dir, roles_path).collecting();
+            let play = load_play(item, &dir, &mut loader);
+            errors.extend(loader.take_collected());
+            match play {
+                Ok(p) => plays.push(p),
+                Err(d) => errors.push(d),
+            }
             continue;
         };
         let entries = map_of(item, "an import_playbook")?;
@@ -93,7 +122,7 @@ fn load_plays(
             return Err(target.err(format!("{file} imports itself")));
         }
         stack.push(canon);
-        let imported = load_plays(&file_path, roles_path, stack);
+        let imported = load_plays(&file_path, roles_path, stack, errors);
         stack.pop();
         for mut play in imported? {
             let mut vars = around.vars.clone();
@@ -157,7 +186,7 @@ fn wrap_task(t: &mut Task, when: &[String], tags: &[String]) {
 }
 
 /// One play: its keywords, its sections loaded in run order, its roles' variables merged.
-fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Diagnostic> {
+fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagnostic> {
     let entries = map_of(node, "a play")?;
     check_keys(entries, PLAY_KEYS, PLAY_KEYS_NOT_YET, "a play", |_| false)?;
     let hosts = match node.get("hosts") {
@@ -187,26 +216,28 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
     for key in ["no_log", "ignore_errors", "check_mode", "diff"] {
         base.set_flag(node, key)?;
     }
-    let mut loader = Loader::new(dir, roles_path);
     let section = |loader: &mut Loader, key: &str, handlers: bool| match node.get(key) {
         Some(list) => loader.steps_of(list, &format!("`{key}`"), handlers, &base, dir),
         None => Ok(Vec::new()),
     };
-    let pre_tasks = section(&mut loader, "pre_tasks", false)?;
+    let pre_tasks = section(loader, "pre_tasks", false)?;
     let mut roles = Vec::new();
     if let Some(list) = node.get("roles") {
         match &list.kind {
             Kind::Seq(items) => {
                 for entry in items {
-                    roles.extend(loader.roles_entry(entry, &base)?);
+                    match loader.roles_entry(entry, &base) {
+                        Ok(steps) => roles.extend(steps),
+                        Err(d) => loader.record(d)?,
+                    }
                 }
             }
             Kind::Null => {}
             _ => return Err(list.err("`roles` must be a list of roles")),
         }
     }
-    let tasks = section(&mut loader, "tasks", false)?;
-    let post_tasks = section(&mut loader, "post_tasks", false)?;
+    let tasks = section(loader, "tasks", false)?;
+    let post_tasks = section(loader, "post_tasks", false)?;
     let mut role_defaults = Map::new();
     let mut role_vars = Map::new();
     for r in &loader.exported_roles {
@@ -214,7 +245,7 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
         role_vars.extend((*r.vars).clone());
     }
     let mut handlers = std::mem::take(&mut loader.role_handlers);
-    for s in section(&mut loader, "handlers", true)? {
+    for s in section(loader, "handlers", true)? {
         if let Step::Task(t) = s {
             handlers.push(*t);
         }

@@ -4,7 +4,8 @@
 //! This folder owns everything between a template string and its value: the environment
 //! (`env`), rewriting the source before minijinja sees it (`rewrite`), bare expressions with
 //! templates inside string constants (`expr`), conditions as ansible-core 2.19 evaluates them
-//! (`condition`), naming undefined variables in errors (`undefined`, `error`), filters, Jinja
+//! (`condition`), what `fixpoint validate` reads from a template without rendering it
+//! (`scan`), naming undefined variables in errors (`undefined`, `error`), filters, Jinja
 //! tests, lookups, `now()`, Python-style printing (`pyrepr`) and the JSON/YAML emitters (`output`).
 //!
 //! What a template renders to is a value, never template or code again: nothing here renders a
@@ -27,6 +28,7 @@ mod now;
 mod output;
 mod pyrepr;
 mod rewrite;
+mod scan;
 #[cfg(test)]
 mod test_support;
 mod undefined;
@@ -48,6 +50,7 @@ use rewrite::{
     block_end, closes_block, escape_backslashes, escape_backslashes_in_code, rewrite_chains,
     rewrite_code,
 };
+pub use scan::{Problem, Reference, Scan, ScanAs};
 use undefined::{convert_error, is_silent_undefined, undefined_result, Source};
 use value::value_to_json;
 

@@ -19,6 +19,18 @@ use super::value::{defined, op_err, split_kwargs};
 pub use fileglob::fileglob;
 use first_found::first_found;
 
+/// The lookup plugins `run_lookup` knows (`fixpoint validate` refuses the others).
+pub(crate) const NAMES: &[&str] = &[
+    "env",
+    "file",
+    "template",
+    "vars",
+    "varnames",
+    "first_found",
+    "fileglob",
+    "lines",
+];
+
 /// The lookups that need nothing but the controller: `env`, `file` (searched like templates,
 /// then relative to the working directory) and `vars`. Returns the values and `wantlist`.
 pub(super) fn run_lookup(

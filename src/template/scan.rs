@@ -1,0 +1,377 @@
+//! What `fixpoint validate` learns from a template without rendering it: its syntax, the
+//! filters, tests, functions and lookups it names that fixpoint does not have, and the other
+//! template files it reaches (`{% include %}`, `{% import %}`, `{% extends %}`,
+//! `lookup('template', …)`).
+//!
+//! Filters, tests and functions are read from minijinja's compiled instructions (exact, and
+//! blind to comments and string constants); lookup plugins and the names of reached files are
+//! string arguments, so they are read from the source text. The template is compiled the way
+//! the engine compiles it (`rewrite`), so both agree on every name.
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+use minijinja::machinery::{get_compiled_template, Instruction, Instructions};
+use regex::Regex;
+
+use super::rewrite::{escape_backslashes, rewrite_chains, rewrite_code};
+use super::{lookups, parse_jinja2_header, Templar};
+
+/// One thing wrong in a template, at a 1-based line and column of its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub line: usize,
+    pub col: usize,
+    pub msg: String,
+    pub help: String,
+}
+
+/// Another template file a template reaches, by the name written in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    pub name: String,
+    pub line: usize,
+    pub col: usize,
+    /// `{% include … ignore missing %}`: a missing file is not an error.
+    pub optional: bool,
+    /// `lookup('template', …)` (searched in `templates/`), not a statement of a template file.
+    pub lookup: bool,
+}
+
+/// What a scan found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub problems: Vec<Problem>,
+    pub refs: Vec<Reference>,
+}
+
+/// How the text is used, which decides how it is compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanAs {
+    /// A string of the playbook rendered as a template (module parameters, names, `vars`).
+    Text,
+    /// A bare expression (`when`, `changed_when`, `failed_when`, `until`).
+    Condition,
+    /// A template file (`template` module, included or looked up): `#jinja2:` header allowed.
+    File,
+}
+
+/// Names a template may call that are not globals: its own macros and Jinja's specials.
+const SPECIAL_CALLS: &[&str] = &["super", "loop", "caller", "varargs", "kwargs", "self"];
+
+impl Templar {
+    /// Compile `source` as the engine would and report what cannot work whatever the host's
+    /// values: syntax errors, unknown filters, tests, functions and lookup plugins.
+    pub fn scan(&self, source: &str, how: ScanAs) -> Scan {
+        let mut scan = Scan::default();
+        // Lines dropped before the compiled text starts (the `#jinja2:` header), and columns
+        // added before it on its first line (the `{{ ` around a bare condition).
+        let (code, line_shift, col_shift) = match how {
+            ScanAs::Text => (rewrite_chains(&escape_backslashes(source)), 0, 0),
+            ScanAs::Condition if Templar::is_template(source) => {
+                (rewrite_chains(&escape_backslashes(source)), 0, 0)
+            }
+            ScanAs::Condition => (format!("{{{{ {} }}}}", rewrite_code(source)), 0, 3),
+            ScanAs::File => match parse_jinja2_header(source) {
+                Some((_, body)) => (rewrite_chains(body), 1, 0),
+                None => (rewrite_chains(source), 0, 0),
+            },
+        };
+        let at = |line: usize, col: usize| {
+            let col = if line == 1 {
+                col.saturating_sub(col_shift).max(1)
+            } else {
+                col
+            };
+            (line + line_shift, col)
+        };
+        let env: &minijinja::Environment<'_> = &self.env;
+        let tmpl = match env.template_from_named_str("<scan>", &code) {
+            Ok(t) => t,
+            Err(e) => {
+                let (line, col) = match e.range() {
+                    Some(r) => line_col(&code, r.start),
+                    None => (e.line().unwrap_or(1), 1),
+                };
+                let (line, col) = at(line, col);
+                scan.problems.push(Problem {
+                    line,
+                    col,
+                    msg: format!(
+                        "template syntax error: {}",
+                        e.detail().unwrap_or("invalid syntax")
+                    ),
+                    help: "fix the Jinja2 syntax here".into(),
+                });
+                return scan;
+            }
+        };
+        let compiled = get_compiled_template(&tmpl);
+        let mut lists: Vec<&Instructions<'_>> = vec![&compiled.instructions];
+        lists.extend(compiled.blocks.values());
+        let locals: BTreeSet<&str> = lists
+            .iter()
+            .flat_map(|ins| (0..ins.len() as u32).filter_map(|i| ins.get(i)))
+            .filter_map(|i| match i {
+                Instruction::StoreLocal(n) | Instruction::BuildMacro(n, _, _) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        let mut seen = BTreeSet::new();
+        for ins in lists {
+            for idx in 0..ins.len() as u32 {
+                let (kind, name) = match ins.get(idx) {
+                    Some(Instruction::ApplyFilter(n, _, _)) => ("filter", *n),
+                    Some(Instruction::PerformTest(n, _, _)) => ("test", *n),
+                    Some(Instruction::CallFunction(n, _)) => ("function", *n),
+                    _ => continue,
+                };
+                let name: String = name.chars().filter(|c| !c.is_whitespace()).collect();
+                let known = match kind {
+                    "function" => {
+                        // Macros of a template file may come from the template including it.
+                        how == ScanAs::File
+                            || locals.contains(name.as_str())
+                            || SPECIAL_CALLS.contains(&name.as_str())
+                            || self.env.globals().any(|(g, _)| g == name)
+                    }
+                    _ => self.has(kind, &name),
+                };
+                if known || !seen.insert((kind, name.clone())) {
+                    continue;
+                }
+                let line = ins.get_line(idx).unwrap_or(1);
+                let col = find_word(&code, line, &name).unwrap_or(1);
+                let (line, col) = at(line, col);
+                scan.problems.push(Problem {
+                    line,
+                    col,
+                    msg: format!("unknown {kind} `{name}`"),
+                    help: format!(
+                        "fixpoint has no {kind} of that name (README, \"Templating\", lists \
+                         those it has); a run would fail here"
+                    ),
+                });
+            }
+        }
+        // Comments hold no lookups or includes.
+        let code = blank_comments(&code);
+        for caps in lookup_re().captures_iter(&code) {
+            let m = caps.get(1).expect("group exists");
+            let plugin = caps[2].trim();
+            let plugin = ["ansible.builtin.", "ansible.legacy."]
+                .iter()
+                .find_map(|p| plugin.strip_prefix(p))
+                .unwrap_or(plugin);
+            let (line, col) = line_col(&code, m.start());
+            let (line, col) = at(line, col);
+            if !lookups::NAMES.contains(&plugin) {
+                scan.problems.push(Problem {
+                    line,
+                    col,
+                    msg: format!("unknown lookup plugin `{plugin}`"),
+                    help: format!(
+                        "fixpoint's lookups are {}; a run would fail here",
+                        lookups::NAMES.join(", ")
+                    ),
+                });
+            } else if plugin == "template" {
+                if let Some(file) = caps.get(3) {
+                    let (line, col) = line_col(&code, file.start());
+                    let (line, col) = at(line, col);
+                    scan.refs.push(Reference {
+                        name: file.as_str().to_string(),
+                        line,
+                        col,
+                        optional: false,
+                        lookup: true,
+                    });
+                }
+            }
+        }
+        if how == ScanAs::File {
+            for caps in include_re().captures_iter(&code) {
+                let m = caps.get(2).expect("group exists");
+                let (line, col) = line_col(&code, m.start());
+                let (line, col) = at(line, col);
+                scan.refs.push(Reference {
+                    name: m.as_str().to_string(),
+                    line,
+                    col,
+                    optional: caps[3].contains("ignore missing"),
+                    lookup: false,
+                });
+            }
+        }
+        scan
+    }
+
+    /// Whether the environment has a filter (`kind` "filter") or test ("test") of this name,
+    /// asked through Jinja's own `is filter` / `is test`.
+    fn has(&self, kind: &str, name: &str) -> bool {
+        let src = format!("{{{{ n is {kind} }}}}");
+        match self.env.render_str(&src, minijinja::context! { n => name }) {
+            Ok(out) => out.eq_ignore_ascii_case("true"),
+            // Cannot tell: leave it to the run.
+            Err(_) => true,
+        }
+    }
+}
+
+/// `lookup('name', 'arg'…)`, `query(…)`, `q(…)` with a constant plugin name (group 2) and,
+/// when constant too, its first term (group 3).
+fn lookup_re() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r#"(?:^|[^\w.])(lookup|query|q)\s*\(\s*['"]([^'"]*)['"]\s*(?:,\s*['"]([^'"]*)['"])?"#,
+        )
+        .expect("valid regex")
+    })
+}
+
+/// `{% include 'x' %}`, `{% import 'x' as y %}`, `{% from 'x' import y %}`,
+/// `{% extends 'x' %}` with a constant name (group 2) and the rest of the statement (group 3).
+fn include_re() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r#"\{%[-+]?\s*(include|import|from|extends)\s+['"]([^'"]+)['"]([^%]*)%\}"#)
+            .expect("valid regex")
+    })
+}
+
+/// The text with each `{# … #}` comment replaced by spaces (newlines kept, so places stay).
+fn blank_comments(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(start) = rest.find("{#") {
+        let end = rest[start..]
+            .find("#}")
+            .map_or(rest.len(), |e| start + e + 2);
+        out.push_str(&rest[..start]);
+        out.extend(
+            rest[start..end]
+                .chars()
+                .map(|c| if c == '\n' { '\n' } else { ' ' }),
+        );
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The 1-based line and column (in characters) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[start..].chars().count() + 1)
+}
+
+/// The 1-based column where `word` first appears as a whole name on `line` of `text`.
+fn find_word(text: &str, line: usize, word: &str) -> Option<usize> {
+    let l = text.lines().nth(line.checked_sub(1)?)?;
+    let bytes = l.as_bytes();
+    let is_name = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.';
+    let mut from = 0;
+    while let Some(i) = l[from..].find(word) {
+        let s = from + i;
+        let e = s + word.len();
+        if (s == 0 || !is_name(bytes[s - 1])) && (e == bytes.len() || !is_name(bytes[e])) {
+            return Some(l[..s].chars().count() + 1);
+        }
+        from = e;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(src: &str, how: ScanAs) -> Vec<(usize, usize, String)> {
+        Templar::new()
+            .scan(src, how)
+            .problems
+            .into_iter()
+            .map(|p| (p.line, p.col, p.msg))
+            .collect()
+    }
+
+    #[test]
+    fn known_names_pass() {
+        let ok = [
+            "{{ x | default('a') | to_json }}",
+            "{{ x is defined and y is ansible.builtin.match('a') }}",
+            "{{ lookup('env', 'HOME') }} {{ query('ansible.builtin.fileglob', '*') }}",
+            "{% macro m() %}x{% endmacro %}{{ m() }}{{ range(3) | list }}{{ now() }}",
+            "{# lookup('nosuch') is a comment #}{{ 'x' }}",
+        ];
+        for src in ok {
+            assert_eq!(problems(src, ScanAs::Text), vec![], "{src}");
+        }
+        assert_eq!(
+            problems("x | bool and item.a is defined", ScanAs::Condition),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn unknown_names_are_found_with_their_place() {
+        assert_eq!(
+            problems("a\n{{ x | nosuch_filter }}", ScanAs::File),
+            vec![(2, 8, "unknown filter `nosuch_filter`".to_string())]
+        );
+        assert_eq!(
+            problems("x is nosuch_test", ScanAs::Condition),
+            vec![(1, 6, "unknown test `nosuch_test`".to_string())]
+        );
+        assert_eq!(
+            problems("{{ lookup('nosuch', 'a') }}", ScanAs::Text),
+            vec![(1, 4, "unknown lookup plugin `nosuch`".to_string())]
+        );
+        assert_eq!(
+            problems("{{ nosuch_fn(1) }}", ScanAs::Text),
+            vec![(1, 4, "unknown function `nosuch_fn`".to_string())]
+        );
+        assert_eq!(
+            problems("{{ x | community.general.json_query('a') }}", ScanAs::Text)[0].2,
+            "unknown filter `community.general.json_query`"
+        );
+    }
+
+    #[test]
+    fn syntax_errors_point_into_the_text() {
+        let p = problems(
+            "#jinja2: trim_blocks: False\nok\n{% if x %}\n",
+            ScanAs::File,
+        );
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].2.starts_with("template syntax error"), "{p:?}");
+        let p = problems("line\n{{ x | }}", ScanAs::Text);
+        assert_eq!((p[0].0, p[0].2.contains("syntax")), (2, true), "{p:?}");
+    }
+
+    #[test]
+    fn references_to_other_templates() {
+        let s = Templar::new().scan(
+            "{% include 'a.j2' %}\n{% import \"m.j2\" as m %}{% include 'b.j2' ignore missing %}\n{{ lookup('template', 'c.j2') }}",
+            ScanAs::File,
+        );
+        let refs: Vec<(&str, usize, bool, bool)> = s
+            .refs
+            .iter()
+            .map(|r| (r.name.as_str(), r.line, r.optional, r.lookup))
+            .collect();
+        assert_eq!(
+            refs,
+            vec![
+                ("c.j2", 3, false, true),
+                ("a.j2", 1, false, false),
+                ("m.j2", 2, false, false),
+                ("b.j2", 2, true, false),
+            ]
+        );
+    }
+}

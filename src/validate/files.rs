@@ -1,0 +1,229 @@
+//! The files a playbook reaches besides its YAML: template files (a `template` source, each
+//! existing candidate of its `with_first_found`, what they include, import or extend, and
+//! `lookup('template', …)`), the vars files `include_vars` may pick through `with_first_found`,
+//! and the task files a templated `include_tasks` name can stand for.
+
+use super::Validator;
+use crate::diag::{Diagnostic, Pos};
+use crate::playbook::{load_vars_file, Inherited, Loader, LoopKind, Play, Task};
+use crate::template::{Reference, ScanAs};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+impl Validator<'_> {
+    /// The template and vars files a task names.
+    pub(super) fn task_files(&mut self, t: &Task, play: &Play) {
+        let dirs = t.search_dirs(&play.dir);
+        let src = t.params.get("src").and_then(Value::as_str);
+        match (t.module, t.loop_kind) {
+            ("template", LoopKind::FirstFound(sub)) => {
+                for path in self.first_found_candidates(t, sub, &dirs) {
+                    self.template_file(&path, &dirs);
+                }
+            }
+            ("template", _) => {
+                if let Some(src) = src.filter(|s| !crate::template::Templar::is_template(s)) {
+                    // A missing source was refused by the loader already.
+                    if let Ok(path) = crate::playbook::actions::find_file(&dirs, "templates", src) {
+                        self.template_file(&path, &dirs);
+                    }
+                }
+            }
+            ("include_vars", LoopKind::FirstFound(sub)) => {
+                for path in self.first_found_candidates(t, sub, &dirs) {
+                    if let Err(d) = load_vars_file(&path, &t.pos) {
+                        self.out.push(d);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every file of a `with_first_found` list that exists (each may be the one a host picks),
+    /// found as the loop finds it.
+    fn first_found_candidates(&self, t: &Task, sub: &str, dirs: &[PathBuf]) -> Vec<PathBuf> {
+        let Some(items) = &t.loop_items else {
+            return Vec::new();
+        };
+        let mut terms: Vec<(String, Value)> = Vec::new();
+        let mut add_files = |v: &Value, paths: &Value| match v {
+            Value::String(s) => {
+                for f in s.split([',', ';']) {
+                    terms.push((f.trim().to_string(), paths.clone()));
+                }
+            }
+            Value::Array(a) => {
+                for f in a.iter().filter_map(Value::as_str) {
+                    terms.push((f.to_string(), paths.clone()));
+                }
+            }
+            _ => {}
+        };
+        let list = match items {
+            Value::Array(a) => a.clone(),
+            other => vec![other.clone()],
+        };
+        for item in &list {
+            match item {
+                Value::Object(m) => add_files(
+                    m.get("files").unwrap_or(&Value::Null),
+                    m.get("paths").unwrap_or(&json!([])),
+                ),
+                other => add_files(other, &json!([])),
+            }
+        }
+        let mut out = Vec::new();
+        for (file, paths) in terms {
+            if crate::template::Templar::is_template(&file)
+                || paths.as_array().is_some_and(|p| {
+                    p.iter()
+                        .any(|x| x.as_str().is_some_and(|s| s.contains("{{")))
+                })
+            {
+                continue;
+            }
+            let one = json!([{"files": [file], "paths": paths, "skip": true}]);
+            if let Ok(Some(p)) = crate::template::first_found_file(&one, Some(sub), dirs) {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
+    /// A template file: its syntax and names, then every template it reaches.
+    pub(super) fn template_file(&mut self, path: &Path, dirs: &[PathBuf]) {
+        // Positions read better relative to where fixpoint runs, as the loader's are.
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let path = path.strip_prefix(&cwd).unwrap_or(path);
+        let canon = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
+        if !self.files_seen.insert(canon) {
+            return;
+        }
+        let file = Arc::new(path.to_path_buf());
+        let source = match std::fs::read_to_string(path) {
+            Ok(s) => s,
+            Err(e) => {
+                self.out.push(Diagnostic::at(
+                    &Pos::file_only(path),
+                    format!("cannot read template {}: {e}", path.display()),
+                ));
+                return;
+            }
+        };
+        let scan = self.templar.scan(&source, ScanAs::File);
+        for p in scan.problems {
+            self.out
+                .push(Diagnostic::at(&Pos::new(&file, p.line, p.col), p.msg).help(p.help));
+        }
+        // `{% include %}` and the like: each search directory's `templates/`, then the
+        // directory itself, then the template's own directory (as the engine renders it).
+        let mut search: Vec<PathBuf> = Vec::new();
+        for d in dirs
+            .iter()
+            .cloned()
+            .chain(path.parent().map(Path::to_path_buf))
+        {
+            search.push(d.join("templates"));
+            search.push(d);
+        }
+        for r in scan.refs {
+            let at = Pos::new(&file, r.line, r.col);
+            if r.lookup {
+                self.reference(&r, &at, dirs);
+                continue;
+            }
+            match search.iter().map(|d| d.join(&r.name)).find(|c| c.is_file()) {
+                Some(found) => self.template_file(&found, dirs),
+                None if r.optional => {}
+                None => self.out.push(
+                    Diagnostic::at(&at, format!("template `{}` not found", r.name))
+                        .help(format!("looked in {}", crate::playbook::looked_in(&search))),
+                ),
+            }
+        }
+    }
+
+    /// `lookup('template', name)` in a string of the task being checked.
+    pub(super) fn lookup_template(&mut self, r: &Reference, at: &Pos) {
+        let dirs = self.dirs.clone();
+        self.reference(r, at, &dirs);
+    }
+
+    /// A `lookup('template', …)` file, searched as the lookup searches it; a missing one is
+    /// left to the run (the lookup may sit behind a condition).
+    fn reference(&mut self, r: &Reference, _at: &Pos, dirs: &[PathBuf]) {
+        let p = Path::new(&r.name);
+        let found = if p.is_absolute() {
+            p.is_file().then(|| p.to_path_buf())
+        } else {
+            dirs.iter()
+                .flat_map(|d| [d.join("templates").join(p), d.join(p)])
+                .find(|c| c.is_file())
+        };
+        if let Some(f) = found {
+            self.template_file(&f, dirs);
+        }
+    }
+
+    /// `include_tasks: "{{ ansible_os_family }}.yml"`: every file the name can stand for
+    /// (each `{{ … }}` read as `*`) in the first search directory that has any, loaded and
+    /// checked as if a host included it.
+    pub(super) fn include_candidates(
+        &mut self,
+        file: &str,
+        search: &[PathBuf],
+        inherit: &Inherited,
+        at: &Pos,
+        play: &Play,
+    ) {
+        static RE: OnceLock<regex::Regex> = OnceLock::new();
+        let re = RE.get_or_init(|| regex::Regex::new(r"\{\{.*?\}\}").expect("valid regex"));
+        let pattern = re.replace_all(file, "*").to_string();
+        // A name that is all template (`"{{ x }}"`) could be any file: nothing to list.
+        if pattern.contains("{%") || !pattern.chars().any(|c| c.is_alphanumeric()) {
+            return;
+        }
+        let mut found: Vec<PathBuf> = Vec::new();
+        for dir in search {
+            let full = dir.join(&pattern);
+            let Some(full) = full.to_str() else { continue };
+            let escaped: Vec<String> = full.split('*').map(glob::Pattern::escape).collect();
+            let Ok(paths) = glob::glob(&escaped.join("*")) else {
+                continue;
+            };
+            found = paths.flatten().filter(|p| p.is_file()).collect();
+            if !found.is_empty() {
+                break;
+            }
+        }
+        found.sort();
+        for path in found {
+            let canon = std::fs::canonicalize(&path).unwrap_or(path.clone());
+            if self.playbooks.contains(&canon) || !self.files_seen.insert(canon) {
+                continue;
+            }
+            let roles_path = self.roles_path.clone();
+            let mut loader = Loader::new(&play.dir, &roles_path);
+            let loaded = loader.task_file(&path, at, inherit);
+            let handlers = std::mem::take(&mut loader.role_handlers);
+            match loaded {
+                Ok(steps) => {
+                    let saved = self.dirs.clone();
+                    self.steps(&steps, play);
+                    for h in &handlers {
+                        self.task(h, play);
+                    }
+                    self.dirs = saved;
+                }
+                Err(mut d) => {
+                    d.msg = format!("{} (a file the templated include at {at} may name)", d.msg);
+                    self.out.push(d);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! validate/: everything wrong with loaded playbooks that can be found without a host, all of
+//! it at once — `fixpoint validate`, `--syntax-check`, and the first step of `apply`/`check`
+//! (which touch no host when anything is found).
+//!
+//! The loader (`playbook/`) already refused what is wrong in the YAML, the keywords, the
+//! modules and their plain parameters, and unguarded commands. This folder reads what the
+//! loader keeps as text: every template and bare expression of every task (syntax, and the
+//! filters, tests, functions and lookups fixpoint lacks, through `template::Templar::scan`),
+//! every template file the playbook can reach (`files`: `template` sources, the candidates of
+//! `with_first_found`, `{% include %}`/`{% import %}`/`{% extends %}` targets and
+//! `lookup('template', …)`), and the task files a templated `include_tasks` name can stand
+//! for (`files`), each loaded and checked as if it were included.
+//!
+//! It must not render anything: no variable has a value here.
+
+mod files;
+
+use crate::diag::{Diagnostic, Pos};
+use crate::playbook::{IncludeSource, Play, Playbook, Step, Task};
+use crate::template::{ScanAs, Templar};
+use crate::yaml::mark;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+/// Every problem in these playbooks, in the order found, each once.
+pub fn validate(books: &[Playbook]) -> Vec<Diagnostic> {
+    let templar = Templar::new();
+    let mut v = Validator {
+        templar: &templar,
+        out: Vec::new(),
+        files_seen: BTreeSet::new(),
+        playbooks: books
+            .iter()
+            .map(|b| std::fs::canonicalize(&b.path).unwrap_or(b.path.clone()))
+            .collect(),
+        roles_path: Vec::new(),
+        dirs: Vec::new(),
+    };
+    for book in books {
+        v.roles_path = book.roles_path.clone();
+        for play in &book.plays {
+            v.play(play);
+        }
+    }
+    let mut seen = BTreeSet::new();
+    v.out
+        .into_iter()
+        .filter(|d| seen.insert(d.to_string()))
+        .collect()
+}
+
+struct Validator<'a> {
+    templar: &'a Templar,
+    out: Vec<Diagnostic>,
+    /// Template and task files already checked (canonical paths).
+    files_seen: BTreeSet<PathBuf>,
+    /// The playbooks themselves: never a candidate of a templated `include_tasks`.
+    playbooks: Vec<PathBuf>,
+    roles_path: Vec<PathBuf>,
+    /// Where the task being checked finds its files (its role, then the playbook's directory).
+    dirs: Vec<PathBuf>,
+}
+
+impl Validator<'_> {
+    fn play(&mut self, play: &Play) {
+        self.dirs = vec![play.dir.clone()];
+        for (k, val) in &play.vars {
+            self.value(val, &play.pos, &format!("play variable `{k}`"));
+        }
+        for section in [&play.pre_tasks, &play.roles, &play.tasks, &play.post_tasks] {
+            self.steps(section, play);
+        }
+        for h in &play.handlers {
+            self.task(h, play);
+        }
+    }
+
+    fn steps(&mut self, steps: &[Step], play: &Play) {
+        for s in steps {
+            match s {
+                Step::Task(t) => self.task(t, play),
+                Step::Block(b) => {
+                    self.steps(&b.block, play);
+                    self.steps(&b.rescue, play);
+                    self.steps(&b.always, play);
+                }
+                Step::Meta(m) => self.conditions(&m.when, &m.pos, "when"),
+                Step::Include(i) => {
+                    self.conditions(&i.when, &i.pos, "when");
+                    if let Some(items) = &i.loop_items {
+                        self.value(items, &i.pos, "loop");
+                    }
+                    for (k, val) in &i.vars {
+                        self.value(val, &i.pos, &format!("variable `{k}`"));
+                    }
+                    match &i.source {
+                        IncludeSource::Loaded(steps) => self.steps(steps, play),
+                        IncludeSource::TasksFile {
+                            file,
+                            search,
+                            inherit,
+                        } => {
+                            self.text(file, &i.pos, i.action);
+                            self.include_candidates(file, search, inherit, &i.pos, play);
+                        }
+                        IncludeSource::Role { name, params, .. } => {
+                            self.text(name, &i.pos, "name");
+                            for (k, val) in params {
+                                self.value(val, &i.pos, &format!("role parameter `{k}`"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn task(&mut self, t: &Task, play: &Play) {
+        let at = &t.pos;
+        self.dirs = t.search_dirs(&play.dir);
+        if let Some(n) = &t.name {
+            self.text(n, at, "name");
+        }
+        self.module_params(t, play);
+        self.conditions(&t.when, at, "when");
+        for (what, conds) in [
+            ("changed_when", &t.changed_when),
+            ("failed_when", &t.failed_when),
+            ("until", &t.until),
+        ] {
+            if let Some(c) = conds {
+                self.conditions(c, at, what);
+            }
+        }
+        if let Some(items) = &t.loop_items {
+            self.value(items, at, "loop");
+        }
+        for (k, val) in &t.vars {
+            self.value(val, at, &format!("variable `{k}`"));
+        }
+        for (k, val) in &t.environment {
+            self.value(val, at, &format!("environment `{k}`"));
+        }
+        for (k, tmpl) in &t.templated {
+            self.text(tmpl, at, k);
+        }
+        for (what, s) in [("delegate_to", &t.delegate_to), ("label", &t.loop_label)] {
+            if let Some(s) = s {
+                self.text(s, at, what);
+            }
+        }
+        self.task_files(t, play);
+    }
+
+    /// Module parameters: templates, except those a module reads as bare expressions.
+    fn module_params(&mut self, t: &Task, _play: &Play) {
+        let Some(params) = t.params.as_object() else {
+            return;
+        };
+        for (k, val) in params {
+            let what = format!("`{}` parameter `{k}`", t.module);
+            match (t.module, k.as_str()) {
+                ("assert", "that") => match val {
+                    Value::String(s) => self.condition(s, &t.pos, &what),
+                    Value::Array(a) => {
+                        for c in a.iter().filter_map(Value::as_str) {
+                            self.condition(c, &t.pos, &what);
+                        }
+                    }
+                    _ => {}
+                },
+                ("debug", "var") => {
+                    if let Some(s) = val.as_str() {
+                        self.condition(s, &t.pos, &what);
+                    }
+                }
+                _ => self.value(val, &t.pos, &what),
+            }
+        }
+    }
+
+    fn conditions(&mut self, conds: &[String], at: &Pos, what: &str) {
+        for c in conds {
+            self.condition(c, at, what);
+        }
+    }
+
+    fn condition(&mut self, cond: &str, at: &Pos, what: &str) {
+        self.scan(cond, ScanAs::Condition, at, what);
+    }
+
+    /// Every template string inside a value (keys of mappings too); `!unsafe` values are
+    /// never rendered, so never checked.
+    fn value(&mut self, v: &Value, at: &Pos, what: &str) {
+        if mark::literal_of(v).is_some() {
+            return;
+        }
+        match v {
+            Value::String(s) => self.text(s, at, what),
+            Value::Array(a) => a.iter().for_each(|x| self.value(x, at, what)),
+            Value::Object(m) => {
+                for (k, x) in m {
+                    self.text(k, at, what);
+                    self.value(x, at, what);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn text(&mut self, s: &str, at: &Pos, what: &str) {
+        if Templar::is_template(s) {
+            self.scan(s, ScanAs::Text, at, what);
+        }
+    }
+
+    /// Scan one string of the playbook; problems point at the task (or play) that holds it,
+    /// naming the keyword and, for a text of several lines, the line inside it.
+    fn scan(&mut self, s: &str, how: ScanAs, at: &Pos, what: &str) {
+        let scan = self.templar.scan(s, how);
+        for p in scan.problems {
+            let inside = if s.contains('\n') {
+                format!(" (line {} of the text)", p.line)
+            } else {
+                String::new()
+            };
+            let shown: String = s.chars().take(60).collect();
+            let cut = if shown.len() < s.len() { "…" } else { "" };
+            self.out.push(
+                Diagnostic::at(at, format!("{}, in {what} `{shown}{cut}`{inside}", p.msg))
+                    .help(p.help),
+            );
+        }
+        for r in scan.refs {
+            self.lookup_template(&r, at);
+        }
+    }
+}
