@@ -99,6 +99,7 @@ impl Validator<'_> {
         // Positions read better relative to where fixpoint runs, as the loader's are.
         let cwd = std::env::current_dir().unwrap_or_default();
         let path = path.strip_prefix(&cwd).unwrap_or(path);
+        let path = path.strip_prefix(".").unwrap_or(path);
         let canon = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
         if !self.files_seen.insert(canon) {
             return;

@@ -22,5 +22,6 @@ mod roles;
 mod secrets;
 mod ssh;
 mod timeouts;
+mod validate;
 mod variables;
 mod yaml_typing;

@@ -1,0 +1,229 @@
+//! `fixpoint validate` finds every problem it can without a host, all in one run, each at its
+//! `file:line:col`; `apply` and `check` refuse the same input with the same message before they
+//! connect to any host (exit 2, nothing changed, no login on the sshd host).
+
+use crate::ssh::Fleet;
+
+/// One kind of bad input: extra files, the tasks after the marker task, what the message
+/// says and where it points.
+struct Case {
+    what: &'static str,
+    files: &'static [(&'static str, &'static str)],
+    tasks: &'static str,
+    message: &'static str,
+    at: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        what: "YAML syntax",
+        files: &[],
+        tasks: "    - debug: {msg: [unclosed\n",
+        message: "",
+        at: "site.yml:",
+    },
+    Case {
+        what: "unknown keyword",
+        files: &[],
+        tasks: "    - debug: msg=x\n      whne: true\n",
+        message: "`whne` is neither a task keyword nor a module",
+        at: "site.yml:8:7",
+    },
+    Case {
+        what: "unknown module",
+        files: &[],
+        tasks: "    - frobnicate_the_host: {a: 1}\n",
+        message: "frobnicate_the_host",
+        at: "site.yml:7:",
+    },
+    Case {
+        what: "unguarded command",
+        files: &[],
+        tasks: "    - command: touch /tmp/never\n",
+        message: "unguarded `command` task",
+        at: "site.yml:7:7",
+    },
+    Case {
+        what: "bad module parameter",
+        files: &[],
+        tasks: "    - copy: {dest: /tmp/never, content: x, bogus: 1}\n",
+        message: "invalid parameters for module `copy`",
+        at: "site.yml:7:",
+    },
+    Case {
+        what: "template syntax in a parameter",
+        files: &[],
+        tasks: "    - debug:\n        msg: \"{{ x | }}\"\n",
+        message: "template syntax error",
+        at: "site.yml:7:7",
+    },
+    Case {
+        what: "unknown filter in a condition",
+        files: &[],
+        tasks: "    - debug: msg=x\n      when: x | no_such_filter\n",
+        message: "unknown filter `no_such_filter`, in when",
+        at: "site.yml:7:7",
+    },
+    Case {
+        what: "unknown test",
+        files: &[],
+        tasks: "    - debug: msg=x\n      when: x is no_such_test\n",
+        message: "unknown test `no_such_test`",
+        at: "site.yml:7:7",
+    },
+    Case {
+        what: "unknown lookup",
+        files: &[],
+        tasks: "    - debug:\n        msg: \"{{ lookup('no_such_lookup', 'a') }}\"\n",
+        message: "unknown lookup plugin `no_such_lookup`",
+        at: "site.yml:7:7",
+    },
+    Case {
+        what: "template file syntax",
+        files: &[("templates/a.j2", "one\n{% if x %}\ntwo\n")],
+        tasks: "    - template: {src: a.j2, dest: \"{{ base }}/a\"}\n",
+        message: "template syntax error",
+        at: "--> templates/a.j2:3:",
+    },
+    Case {
+        what: "unknown filter in an included template",
+        files: &[
+            ("templates/b.j2", "b\n{% include 'part.j2' %}\n"),
+            ("templates/part.j2", "x\n  {{ y | no_such_filter }}\n"),
+        ],
+        tasks: "    - template: {src: b.j2, dest: \"{{ base }}/b\"}\n",
+        message: "unknown filter `no_such_filter`",
+        at: "--> templates/part.j2:2:10",
+    },
+    Case {
+        what: "missing included template",
+        files: &[("templates/c.j2", "c\n{% include 'gone.j2' %}\n")],
+        tasks: "    - template: {src: c.j2, dest: \"{{ base }}/c\"}\n",
+        message: "template `gone.j2` not found",
+        at: "--> templates/c.j2:2:13",
+    },
+    Case {
+        what: "template reached only through with_first_found",
+        files: &[("templates/default.j2", "{{ z | no_such_ff_filter }}\n")],
+        tasks: "    - template: {src: \"{{ item }}\", dest: \"{{ base }}/d\"}\n      with_first_found:\n        - \"{{ os }}.j2\"\n        - default.j2\n",
+        message: "unknown filter `no_such_ff_filter`",
+        at: "--> templates/default.j2:1:8",
+    },
+    Case {
+        what: "candidate of a templated include_tasks",
+        files: &[("Debian.yml", "- name: in Debian.yml\n  copy: {dest: /tmp/never, content: x, bogus: 1}\n")],
+        tasks: "    - include_tasks: \"{{ os }}.yml\"\n",
+        message: "invalid parameters for module `copy`",
+        at: "Debian.yml:2:",
+    },
+];
+
+#[test]
+fn every_kind_of_problem_is_refused_by_validate_apply_and_check_before_any_host_is_touched() {
+    let fleet = Fleet::start(1, "fpuser");
+    let fx = &fleet.fx;
+    let marker = fx.path("t/marker");
+    let config = fleet.config.to_str().unwrap().to_string();
+    for case in CASES {
+        for (rel, text) in case.files {
+            fx.write(rel, text);
+        }
+        // The first task would create the marker on the host, were anything run.
+        fx.write(
+            "site.yml",
+            &format!(
+                "- hosts: fleet\n  gather_facts: false\n  vars:\n    base: {}\n  tasks:\n    - file: path={{{{ base }}}}/marker state=touch\n{}",
+                fx.path("t").display(),
+                case.tasks
+            ),
+        );
+        let validate = fx.run(&["validate", "site.yml"]);
+        let mut outs = vec![("validate", validate)];
+        for cmd in ["apply", "check"] {
+            outs.push((
+                cmd,
+                fx.run(&[cmd, "-i", "hosts.ini", "--ssh-config", &config, "site.yml"]),
+            ));
+        }
+        let first = outs[0].1.stderr.clone();
+        for (cmd, out) in &outs {
+            assert_eq!(out.code, 2, "{}: `{cmd}` exit:\n{}", case.what, out.stderr);
+            assert!(
+                out.stderr.contains(case.message) && out.stderr.contains(case.at),
+                "{}: `{cmd}` should say `{}` at `{}`:\n{}",
+                case.what,
+                case.message,
+                case.at,
+                out.stderr
+            );
+            assert!(
+                out.stderr.contains("no host was touched"),
+                "{}: {}",
+                case.what,
+                out.stderr
+            );
+            assert_eq!(
+                out.stderr, first,
+                "{}: `{cmd}` and `validate` should say the same",
+                case.what
+            );
+        }
+        assert!(!marker.exists(), "{}: a task ran", case.what);
+        for (rel, _) in case.files {
+            std::fs::remove_file(fx.path(rel)).unwrap();
+        }
+    }
+    let log = fleet.hosts[0].log();
+    assert!(
+        !log.contains("Accepted publickey"),
+        "a run logged in to the host:\n{log}"
+    );
+}
+
+#[test]
+fn validate_reports_every_problem_of_a_role_in_one_run() {
+    let fx = crate::fx::Fx::new();
+    fx.write(
+        "site.yml",
+        "- hosts: localhost\n  gather_facts: false\n  roles:\n    - web\n  tasks:\n    - debug: msg=x\n      whne: true\n    - command: echo unguarded\n",
+    );
+    fx.write(
+        "roles/web/tasks/main.yml",
+        concat!(
+            "- template: src=filter.j2 dest=/tmp/never-a\n",
+            "- template: src=syntax.j2 dest=/tmp/never-b\n",
+            "- template:\n    src: \"{{ item }}\"\n    dest: /tmp/never-c\n",
+            "  with_first_found:\n    - \"{{ ansible_os_family }}.j2\"\n    - fallback.j2\n",
+        ),
+    );
+    fx.write(
+        "roles/web/templates/filter.j2",
+        "# managed\nport={{ port | no_such_filter }}\n",
+    );
+    fx.write("roles/web/templates/syntax.j2", "a\nb {{ x + }}\n");
+    fx.write(
+        "roles/web/templates/fallback.j2",
+        "{% for x in y %}\n{{ x is no_such_test }}\n{% endfor %}\n",
+    );
+    let out = fx.run(&["validate", "site.yml"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    for (msg, at) in [
+        ("`whne` is neither", "site.yml:7:7"),
+        ("unguarded `command`", "site.yml:8:7"),
+        (
+            "unknown filter `no_such_filter`",
+            "roles/web/templates/filter.j2:2:16",
+        ),
+        ("template syntax error", "roles/web/templates/syntax.j2:2:"),
+        (
+            "unknown test `no_such_test`",
+            "roles/web/templates/fallback.j2:2:9",
+        ),
+    ] {
+        let found = format!("\n{}", out.stderr)
+            .split("\nerror: ")
+            .any(|d| d.starts_with(msg) && d.contains(&format!("--> {at}")));
+        assert!(found, "`{msg}` at `{at}` missing:\n{}", out.stderr);
+    }
+    assert!(out.stderr.contains("5 problem(s) found"), "{}", out.stderr);
+}
