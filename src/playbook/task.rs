@@ -69,6 +69,14 @@ pub(crate) fn load_task(
                 }
                 module = Some((m, v, kpos));
             }
+            None if matches!(k.as_str(), "include" | "ansible.builtin.include") => {
+                // As ansible-core 2.19 refuses it.
+                return Err(Diagnostic::at(
+                    kpos,
+                    format!("`{k}` was removed from ansible-core (2.16)"),
+                )
+                .help("use `include_tasks` (at run time) or `import_tasks` (at load time)"));
+            }
             None => {
                 let all = TASK_KEYS
                     .iter()

@@ -76,17 +76,47 @@ impl Validator<'_> {
         }
         let mut out = Vec::new();
         for (file, paths) in terms {
-            if crate::template::Templar::is_template(&file)
-                || paths.as_array().is_some_and(|p| {
-                    p.iter()
-                        .any(|x| x.as_str().is_some_and(|s| s.contains("{{")))
+            let paths: Vec<String> = paths
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
                 })
+                .unwrap_or_default();
+            if paths
+                .iter()
+                .any(|p| crate::template::Templar::is_template(p))
             {
                 continue;
             }
-            let one = json!([{"files": [file], "paths": paths, "skip": true}]);
-            if let Ok(Some(p)) = crate::template::first_found_file(&one, Some(sub), dirs) {
-                if !out.contains(&p) {
+            let found: Vec<PathBuf> = if crate::template::Templar::is_template(&file) {
+                // `"{{ ansible_os_family }}.yml"`: every file the name can stand for, where
+                // the loop would look for it.
+                let mut roots: Vec<PathBuf> = Vec::new();
+                for d in dirs {
+                    if paths.is_empty() {
+                        roots.extend([d.join(sub), d.clone()]);
+                    } else {
+                        roots.extend(paths.iter().map(|p| d.join(p)));
+                    }
+                }
+                roots.iter().flat_map(|r| candidates(r, &file)).collect()
+            } else {
+                let one = json!([{"files": [file], "paths": paths, "skip": true}]);
+                crate::template::first_found_file(&one, Some(sub), dirs)
+                    .ok()
+                    .flatten()
+                    .into_iter()
+                    .collect()
+            };
+            for p in found {
+                let canon = std::fs::canonicalize(&p).unwrap_or(p.clone());
+                if !out
+                    .iter()
+                    .any(|o: &PathBuf| std::fs::canonicalize(o).unwrap_or(o.clone()) == canon)
+                {
                     out.push(p);
                 }
             }
@@ -181,22 +211,9 @@ impl Validator<'_> {
         at: &Pos,
         play: &Play,
     ) {
-        static RE: OnceLock<regex::Regex> = OnceLock::new();
-        let re = RE.get_or_init(|| regex::Regex::new(r"\{\{.*?\}\}").expect("valid regex"));
-        let pattern = re.replace_all(file, "*").to_string();
-        // A name that is all template (`"{{ x }}"`) could be any file: nothing to list.
-        if pattern.contains("{%") || !pattern.chars().any(|c| c.is_alphanumeric()) {
-            return;
-        }
         let mut found: Vec<PathBuf> = Vec::new();
         for dir in search {
-            let full = dir.join(&pattern);
-            let Some(full) = full.to_str() else { continue };
-            let escaped: Vec<String> = full.split('*').map(glob::Pattern::escape).collect();
-            let Ok(paths) = glob::glob(&escaped.join("*")) else {
-                continue;
-            };
-            found = paths.flatten().filter(|p| p.is_file()).collect();
+            found = candidates(dir, file);
             if !found.is_empty() {
                 break;
             }
@@ -227,4 +244,26 @@ impl Validator<'_> {
             }
         }
     }
+}
+
+/// The files in `dir` a templated file name can stand for, each `{{ … }}` read as `*`; none
+/// when the name is all template (`"{{ x }}"` could be any file).
+fn candidates(dir: &Path, name: &str) -> Vec<PathBuf> {
+    static RE: OnceLock<regex::Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| regex::Regex::new(r"\{\{.*?\}\}").expect("valid regex"));
+    let pattern = re.replace_all(name, "*").to_string();
+    if pattern.contains("{%") || !pattern.chars().any(|c| c.is_alphanumeric()) {
+        return Vec::new();
+    }
+    let full = dir.join(&pattern);
+    let Some(full) = full.to_str() else {
+        return Vec::new();
+    };
+    let escaped: Vec<String> = full.split('*').map(glob::Pattern::escape).collect();
+    let mut out: Vec<PathBuf> = match glob::glob(&escaped.join("*")) {
+        Ok(paths) => paths.flatten().filter(|p| p.is_file()).collect(),
+        Err(_) => Vec::new(),
+    };
+    out.sort();
+    out
 }

@@ -110,6 +110,13 @@ const CASES: &[Case] = &[
         at: "--> templates/default.j2:1:8",
     },
     Case {
+        what: "vars file a templated with_first_found name can stand for",
+        files: &[("vars/Debian.yml", "a: [unclosed\n")],
+        tasks: "    - include_vars: \"{{ item }}\"\n      with_first_found:\n        - \"{{ os }}.yml\"\n",
+        message: "",
+        at: "--> vars/Debian.yml:",
+    },
+    Case {
         what: "candidate of a templated include_tasks",
         files: &[("Debian.yml", "- name: in Debian.yml\n  copy: {dest: /tmp/never, content: x, bogus: 1}\n")],
         tasks: "    - include_tasks: \"{{ os }}.yml\"\n",
