@@ -97,12 +97,29 @@ impl Validator<'_> {
                 let mut roots: Vec<PathBuf> = Vec::new();
                 for d in dirs {
                     if paths.is_empty() {
-                        roots.extend([d.join(sub), d.clone()]);
+                        roots.push(d.join(sub));
+                        // A bare directory (a role's, the playbook's) holds all sorts of
+                        // files: listed only for a name that says which subdirectory.
+                        if file.contains('/') {
+                            roots.push(d.clone());
+                        }
                     } else {
                         roots.extend(paths.iter().map(|p| d.join(p)));
                     }
                 }
-                roots.iter().flat_map(|r| candidates(r, &file)).collect()
+                // The first place that has any is where the loop would find them; the
+                // playbooks themselves are never vars or template files.
+                roots
+                    .iter()
+                    .map(|r| candidates(r, &file))
+                    .find(|c| !c.is_empty())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|p| {
+                        let canon = std::fs::canonicalize(p).unwrap_or(p.clone());
+                        !self.playbooks.contains(&canon)
+                    })
+                    .collect()
             } else {
                 let one = json!([{"files": [file], "paths": paths, "skip": true}]);
                 crate::template::first_found_file(&one, Some(sub), dirs)
@@ -221,7 +238,10 @@ impl Validator<'_> {
         found.sort();
         for path in found {
             let canon = std::fs::canonicalize(&path).unwrap_or(path.clone());
-            if self.playbooks.contains(&canon) || !self.files_seen.insert(canon) {
+            if self.playbooks.contains(&canon)
+                || is_playbook(&path)
+                || !self.files_seen.insert(canon)
+            {
                 continue;
             }
             let roles_path = self.roles_path.clone();
@@ -266,4 +286,18 @@ fn candidates(dir: &Path, name: &str) -> Vec<PathBuf> {
     };
     out.sort();
     out
+}
+
+/// Whether a YAML file is a playbook (a list of plays), which a wildcard beside the playbooks
+/// may match but no include means.
+fn is_playbook(path: &Path) -> bool {
+    let Ok(node) = crate::yaml::load_file(path) else {
+        return false;
+    };
+    match &node.kind {
+        crate::yaml::Kind::Seq(items) => items
+            .iter()
+            .any(|i| i.get("hosts").is_some() || i.get("import_playbook").is_some()),
+        _ => false,
+    }
 }
