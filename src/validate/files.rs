@@ -23,9 +23,16 @@ impl Validator<'_> {
                 }
             }
             ("template", _) => {
-                if let Some(src) = src.filter(|s| !crate::template::Templar::is_template(s)) {
-                    // A missing source was refused by the loader already.
-                    if let Ok(path) = crate::playbook::actions::find_file(&dirs, "templates", src) {
+                let names = match src {
+                    Some(s) if !crate::template::Templar::is_template(s) => vec![s.to_string()],
+                    Some(s) => loop_sources(t, s),
+                    None => Vec::new(),
+                };
+                for name in names {
+                    // A missing plain source was refused by the loader already; one from a
+                    // loop item is left to the run (a condition may skip that item).
+                    if let Ok(path) = crate::playbook::actions::find_file(&dirs, "templates", &name)
+                    {
                         self.template_file(&path, &dirs);
                     }
                 }
@@ -300,4 +307,33 @@ fn is_playbook(path: &Path) -> bool {
             .any(|i| i.get("hosts").is_some() || i.get("import_playbook").is_some()),
         _ => false,
     }
+}
+
+/// The sources a `src: "{{ item }}"` (or `"{{ item.src }}"`) names, read from a loop written
+/// out in the playbook (`loop: [a.j2, b.j2]`, `loop: [{src: a.j2, dest: …}]`).
+fn loop_sources(t: &Task, src: &str) -> Vec<String> {
+    let Some(code) = crate::template::Templar::single_expression_code(src) else {
+        return Vec::new();
+    };
+    let code = code.trim();
+    let field = match code.strip_prefix(t.loop_var.as_str()) {
+        Some("") => None,
+        Some(rest) => match rest.strip_prefix('.') {
+            Some(f) if f.chars().all(|c| c.is_alphanumeric() || c == '_') => Some(f),
+            _ => return Vec::new(),
+        },
+        None => return Vec::new(),
+    };
+    let Some(Value::Array(items)) = &t.loop_items else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .filter_map(|i| match field {
+            None => i.as_str(),
+            Some(f) => i.get(f).and_then(Value::as_str),
+        })
+        .filter(|s| !crate::template::Templar::is_template(s))
+        .map(str::to_string)
+        .collect()
 }

@@ -96,6 +96,13 @@ const CASES: &[Case] = &[
         at: "--> templates/part.j2:2:10",
     },
     Case {
+        what: "template named by a loop item",
+        files: &[("templates/e.j2", "{{ e | no_such_loop_filter }}\n")],
+        tasks: "    - template: {src: \"{{ item.src }}\", dest: \"{{ base }}/e\"}\n      loop:\n        - {src: e.j2}\n",
+        message: "unknown filter `no_such_loop_filter`",
+        at: "--> templates/e.j2:1:8",
+    },
+    Case {
         what: "missing included template",
         files: &[("templates/c.j2", "c\n{% include 'gone.j2' %}\n")],
         tasks: "    - template: {src: c.j2, dest: \"{{ base }}/c\"}\n",
