@@ -112,7 +112,11 @@ fn load_all(
         }
     }
     // What is wrong in the books that loaded, found beside what is wrong in those that did not.
-    errors.extend(validate::validate(&books));
+    let found = validate::validate(&books);
+    errors.extend(found.errors);
+    for w in &found.warnings {
+        eprint!("{}", w.to_string().replacen("error:", "warning:", 1));
+    }
     if errors.is_empty() {
         Ok(books)
     } else {

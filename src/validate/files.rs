@@ -243,6 +243,8 @@ impl Validator<'_> {
             }
         }
         found.sort();
+        // Whatever these files hold is found here but only warned about (module comment).
+        let first_new = self.out.len();
         for path in found {
             let canon = std::fs::canonicalize(&path).unwrap_or(path.clone());
             if self.playbooks.contains(&canon)
@@ -264,12 +266,17 @@ impl Validator<'_> {
                     }
                     self.dirs = saved;
                 }
-                Err(mut d) => {
-                    d.msg = format!("{} (a file the templated include at {at} may name)", d.msg);
-                    self.out.push(d);
-                }
+                Err(d) => self.out.push(d),
             }
         }
+        let found_here: Vec<Diagnostic> = self.out.drain(first_new..).collect();
+        self.warnings.extend(found_here.into_iter().map(|mut d| {
+            d.msg = format!(
+                "{} (in a file the templated include at {at} may name: an error only if a host includes it)",
+                d.msg
+            );
+            d
+        }));
     }
 }
 
