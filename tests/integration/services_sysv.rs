@@ -406,3 +406,33 @@ fn bad_service_parameters_are_refused_at_load_time() {
     fx.play("    - systemd: { name: 'a*', state: started }\n");
     fx.apply(&[]).expect(2);
 }
+
+/// Enabling a script that `disable` left with stop links converges (Ansible's `sysvinit` runs
+/// only `update-rc.d defaults`, which keeps it disabled and reports a change forever).
+#[test]
+fn sysvinit_reenables_a_disabled_script() {
+    let _g = lock();
+    let fx = Fx::new();
+    let s = Script::install(&fx, "reen");
+    let name = s.name.clone();
+    fx.play(&format!(
+        "    - sysvinit: {{ name: {name}, enabled: true }}\n    - sysvinit: {{ name: {name}, enabled: false }}\n"
+    ));
+    fx.apply(&[]).expect(0);
+    assert!(
+        links(&name).iter().all(|l| l.contains("/K")),
+        "{:?}",
+        links(&name)
+    );
+    let observe = || format!("{:?}", links(&s.name));
+    converge(
+        &fx,
+        &format!("    - name: again\n      sysvinit: {{ name: {name}, enabled: true }}\n"),
+        &observe,
+    );
+    assert!(
+        links(&name).iter().any(|l| l.contains("/etc/rc2.d/S")),
+        "{:?}",
+        links(&name)
+    );
+}

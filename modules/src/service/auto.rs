@@ -112,7 +112,7 @@ impl Module for Service {
                 plan
             }
             Probed::Sysvinit(sp, st) => wrap(sysv::Sysvinit::plan(sp, st, ctx)?, Action::Sysvinit),
-            Probed::Legacy(st) => wrap(legacy::plan(p, st)?, Action::Legacy),
+            Probed::Legacy(st) => wrap(legacy::plan(p, st, ctx)?, Action::Legacy),
         })
     }
 

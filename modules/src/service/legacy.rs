@@ -147,7 +147,7 @@ pub fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
     })
 }
 
-pub fn plan(p: &Params, s: &Probed) -> Result<Plan<Action>, ModuleError> {
+pub fn plan(p: &Params, s: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
     let mut plan = Plan::new();
     plan.result.insert("name".into(), json!(p.name));
     if let Some(want) = p.enabled {
@@ -191,6 +191,11 @@ pub fn plan(p: &Params, s: &Probed) -> Result<Plan<Action>, ModuleError> {
             "started"
         };
         plan.result.insert("state".into(), json!(shown));
+        if ctx.check && plan.actions.iter().any(|a| matches!(a, Action::Control(_))) {
+            // Ansible's module stops there in check mode and says only this.
+            plan.result = Map::new();
+            plan.msg = Some("service state changed".into());
+        }
     }
     Ok(plan)
 }

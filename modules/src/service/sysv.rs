@@ -1,7 +1,7 @@
 //! The `sysvinit` module: start, stop, restart or reload a SysV init script and enable it at
 //! boot with `update-rc.d`, with Ansible's status heuristics and its `status` return dict.
 //!
-//! Not supported (refused at load time): `chkconfig`/`insserv` hosts (only `update-rc.d` enables).
+//! Hosts without `update-rc.d` (chkconfig, insserv) fail with a message saying so.
 //! `daemonize` is accepted: the script's output always goes to files, so a daemon that keeps
 //! it open never holds the task (what Ansible's `daemonize` is for).
 
@@ -306,7 +306,17 @@ pub fn update_rc_d(
     })?;
     let mut args = vec![name];
     match (on, runlevels) {
-        (true, None) => args.push("defaults"),
+        (true, None) => {
+            // `defaults` adds links only to a script that has none: after a `disable` (stop
+            // links everywhere) it changes nothing, and Ansible's module reports a change on
+            // every run. `enable` then turns existing stop links into start links, so the
+            // service really is enabled (tests/conformance/DEVIATIONS.md).
+            let first = run(&tool, &[name, "defaults"])?;
+            if first.rc != 0 {
+                return Ok(first);
+            }
+            args.push("enable");
+        }
         (false, None) => args.push("disable"),
         (on, Some(rls)) => {
             args.push(if on { "enable" } else { "disable" });
