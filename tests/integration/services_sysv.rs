@@ -436,3 +436,41 @@ fn sysvinit_reenables_a_disabled_script() {
         links(&name)
     );
 }
+
+/// Over SSH as an unprivileged user with `become`: the agent runs the init script and
+/// update-rc.d as root; without `become` the same task fails and changes nothing.
+#[test]
+fn service_over_ssh_with_become() {
+    let _g = lock();
+    let fleet = crate::ssh::Fleet::start(1, "fpsudo");
+    let s = Script::install(&fleet.fx, "become");
+    let name = s.name.clone();
+    fleet.play(&format!(
+        "    - name: as user\n      service: {{ name: {name}, enabled: true }}\n      ignore_errors: true\n"
+    ));
+    let out = fleet.apply(&[]);
+    out.expect(0);
+    assert_eq!(out.status_of("as user"), "failed", "{}", out.stdout);
+    assert!(links(&name).is_empty(), "{:?}", links(&name));
+    // The agent's state directory must belong to the user it runs as: root's own from here.
+    let state = fleet.fx.path("root.state");
+    fleet.fx.write(
+        "hosts.ini",
+        &format!(
+            "[fleet]\n{} fixpoint_state_dir={}\n",
+            fleet.hosts[0].alias(),
+            state.display()
+        ),
+    );
+    fleet.play(&format!(
+        "    - name: as root\n      service: {{ name: {name}, state: started, enabled: true }}\n      become: true\n"
+    ));
+    assert_eq!(fleet.apply(&[]).expect(0).status_of("as root"), "changed");
+    assert!(s.running());
+    assert!(
+        links(&name).iter().any(|l| l.contains("/etc/rc2.d/S")),
+        "{:?}",
+        links(&name)
+    );
+    assert_eq!(fleet.apply(&[]).expect(0).status_of("as root"), "ok");
+}
