@@ -444,6 +444,16 @@ fn systemd_units_in_a_booted_debian() {
         &observe,
     );
 
+    // daemon_reexec alone re-executes systemd and reports no change, as in Ansible.
+    play(
+        &fx,
+        "    - name: reexec\n      systemd: { daemon_reexec: true }\n",
+    );
+    assert_eq!(h.apply(&fx, &[]).expect(0).status_of("reexec"), "ok");
+    poll("systemd running again after the re-exec", 30, || {
+        (h.nsenter(&["systemctl", "is-system-running"]).trim() == "running").then_some(())
+    });
+
     // `service` picks systemd here (PID 1), as the `service_mgr` fact says.
     fx.write(
         "site.yml",
