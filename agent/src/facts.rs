@@ -117,6 +117,10 @@ pub fn facts() -> Map<String, Value> {
     );
     put("memtotal_mb", json!(memtotal_mb));
     put("default_ipv4", default_ipv4());
+    put(
+        "service_mgr",
+        json!(fixpoint_modules::service::service_mgr()),
+    );
     facts
 }
 

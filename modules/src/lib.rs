@@ -15,6 +15,7 @@ pub mod fs;
 pub mod lineinfile;
 pub mod params;
 pub mod registry;
+pub mod service;
 pub mod stat;
 #[cfg(test)]
 mod swap_tests;

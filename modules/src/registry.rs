@@ -1,5 +1,6 @@
 //! The one place that maps module names (`copy`, `ansible.builtin.copy`) to module implementations.
 
+use crate::service::{auto, facts, systemd, sysv};
 use crate::{
     blockinfile, command, copy, file, lineinfile, parse_params, run_hooked, stat, Ctx, Module,
 };
@@ -16,6 +17,11 @@ pub const AGENT_MODULES: &[&str] = &[
     "stat",
     "command",
     "shell",
+    "service",
+    "systemd_service",
+    "systemd",
+    "sysvinit",
+    "service_facts",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -28,6 +34,11 @@ pub const ALL_MODULES: &[&str] = &[
     "stat",
     "command",
     "shell",
+    "service",
+    "systemd_service",
+    "systemd",
+    "sysvinit",
+    "service_facts",
     "debug",
     "assert",
     "set_fact",
@@ -73,6 +84,10 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "stat" => check::<stat::Stat>(params),
         "command" => check::<command::Command>(params),
         "shell" => check::<command::Shell>(params),
+        "service" => check::<auto::Service>(params),
+        "systemd_service" | "systemd" => check::<systemd::SystemdService>(params),
+        "sysvinit" => check::<sysv::Sysvinit>(params),
+        "service_facts" => check::<facts::ServiceFacts>(params),
         _ => Ok(()),
     }
 }
@@ -97,6 +112,12 @@ pub fn run_module_hooked(
         "stat" => run_hooked::<stat::Stat>(params, ctx, before_apply),
         "command" => run_hooked::<command::Command>(params, ctx, before_apply),
         "shell" => run_hooked::<command::Shell>(params, ctx, before_apply),
+        "service" => run_hooked::<auto::Service>(params, ctx, before_apply),
+        "systemd_service" | "systemd" => {
+            run_hooked::<systemd::SystemdService>(params, ctx, before_apply)
+        }
+        "sysvinit" => run_hooked::<sysv::Sysvinit>(params, ctx, before_apply),
+        "service_facts" => run_hooked::<facts::ServiceFacts>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

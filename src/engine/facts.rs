@@ -104,3 +104,17 @@ pub(super) fn facts_vars(facts: Map<String, Value>) -> Map<String, Value> {
     all.insert("ansible_facts".into(), Value::Object(facts));
     all
 }
+
+/// Facts a module returned (`service_facts`), added to the host's: `ansible_<name>` and
+/// `ansible_facts.<name>`, as a module's `ansible_facts` are in Ansible.
+pub(super) fn merge_facts(host: &mut Map<String, Value>, new: &Map<String, Value>) {
+    for (k, v) in new {
+        host.insert(format!("ansible_{k}"), v.clone());
+    }
+    match host.get_mut("ansible_facts") {
+        Some(Value::Object(all)) => all.extend(new.clone()),
+        _ => {
+            host.insert("ansible_facts".into(), Value::Object(new.clone()));
+        }
+    }
+}

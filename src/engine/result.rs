@@ -134,6 +134,8 @@ impl Shared<'_> {
                 for (k, v) in facts {
                     h.host_vars.insert(k.clone(), v.clone());
                 }
+            } else if task.module == "service_facts" {
+                super::facts::merge_facts(&mut h.facts, facts);
             }
         }
         // changed_when / failed_when see the result under its registered name and as plain names.

@@ -20,6 +20,8 @@ mod memory;
 mod no_log;
 mod roles;
 mod secrets;
+mod services_systemd;
+mod services_sysv;
 mod ssh;
 mod timeouts;
 mod validate;
