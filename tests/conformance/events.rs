@@ -155,6 +155,11 @@ fn summarise_loop(rec: &mut TaskRecord) {
     }
     .to_string();
     rec.ignored = items.iter().any(|i| i.ignored && i.status == "failed");
+    // Ansible's callback hears of an ignored failure on the task only, never on an item, so
+    // an item's flag is not compared.
+    for i in rec.items.iter_mut().flatten() {
+        i.ignored = false;
+    }
 }
 
 fn task_record(ev: &Value) -> TaskRecord {
@@ -208,7 +213,14 @@ fn debug_output(ev: &Value, status: &str) -> Option<Value> {
     if short_module(ev) != "debug" || !matches!(status, "ok" | "changed") {
         return None;
     }
-    let result = ev["result"].as_object()?;
+    let Some(result) = ev["result"].as_object() else {
+        // fixpoint hides a `no_log` result entirely and says why in `msg`; Ansible's result is
+        // `{"censored": <the same words>}`.
+        return ev["msg"]
+            .as_str()
+            .filter(|m| m.contains("'no_log: true'"))
+            .map(|m| serde_json::json!({ "censored": m }));
+    };
     // Ansible's item result also carries the loop and index variables under their own names.
     let loop_vars: Vec<&str> = ["ansible_loop_var", "ansible_index_var"]
         .iter()

@@ -163,7 +163,7 @@ mod tests {
         );
         assert_eq!(
             eval("['yes', '0x1F', '~', '1_000'] | to_nice_yaml"),
-            json!("-   'yes'\n-   '0x1F'\n-   '~'\n-   '1_000'\n")
+            json!("- 'yes'\n- '0x1F'\n- '~'\n- '1_000'\n")
         );
         // Base 60 reads back as a number, so `1:30` is quoted; in a flow collection PyYAML
         // quotes any `:`, in block style only what would read back typed.
@@ -173,7 +173,7 @@ mod tests {
         );
         assert_eq!(
             eval("['1:30', '01:30', 'a?b'] | to_nice_yaml"),
-            json!("-   '1:30'\n-   01:30\n-   a?b\n")
+            json!("- '1:30'\n- 01:30\n- a?b\n")
         );
         // And they come back as the same strings.
         assert_eq!(
