@@ -117,6 +117,16 @@ pub fn parse(tool: Tool, stdout: &str) -> Result<Outcome, String> {
             _ => {}
         }
     }
+    // Ansible's callback hears of an ignored failure on the task only, never on an item, so
+    // an item's flag (already summed up into its task's) is not compared.
+    for i in out
+        .hosts
+        .values_mut()
+        .flatten()
+        .flat_map(|t| t.items.iter_mut().flatten())
+    {
+        i.ignored = false;
+    }
     Ok(out)
 }
 
@@ -155,11 +165,6 @@ fn summarise_loop(rec: &mut TaskRecord) {
     }
     .to_string();
     rec.ignored = items.iter().any(|i| i.ignored && i.status == "failed");
-    // Ansible's callback hears of an ignored failure on the task only, never on an item, so
-    // an item's flag is not compared.
-    for i in rec.items.iter_mut().flatten() {
-        i.ignored = false;
-    }
 }
 
 fn task_record(ev: &Value) -> TaskRecord {
@@ -239,6 +244,12 @@ fn debug_output(ev: &Value, status: &str) -> Option<Value> {
 /// (fixpoint renders `loop_control.label` to text, Ansible keeps the rendered value's type).
 pub fn label(v: &Value) -> String {
     match v {
+        // fixpoint gives a structured item as JSON text, its keys in the order they were
+        // written; compared with the keys sorted, as Ansible's structured label is.
+        Value::String(s) if s.starts_with(['[', '{']) => match serde_json::from_str::<Value>(s) {
+            Ok(parsed @ (Value::Array(_) | Value::Object(_))) => canonical(&parsed),
+            _ => s.clone(),
+        },
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => canonical(other),

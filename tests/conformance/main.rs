@@ -8,7 +8,8 @@
 //! fail once they agree (the bug is fixed; move the case up). ansible-core comes from
 //! `FIXPOINT_ANSIBLE` (the `bin` of its virtualenv); without it the test fails saying what to
 //! install. `CONFORMANCE_CASES=a,b` runs only those cases (for working on them), and
-//! `CONFORMANCE_SHOW=1` prints what ansible-core did in each (with `--nocapture`).
+//! `CONFORMANCE_SHOW=1` prints what ansible-core did in each (with `--nocapture`). What
+//! ansible-core did is cached (`cache.rs`), so a rerun only runs fixpoint.
 
 mod cache;
 mod case;

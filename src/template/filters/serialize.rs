@@ -93,7 +93,16 @@ mod tests {
     fn json_filters() {
         assert_eq!(
             eval("user | to_json"),
-            json!(r#"{"groups": ["wheel"], "name": "bob", "uid": 1000}"#)
+            json!(r#"{"name": "bob", "uid": 1000, "groups": ["wheel"]}"#)
+        );
+        // Keys keep the order they were written in, as Python's dicts do; `sort_keys` sorts.
+        assert_eq!(
+            eval("{'b': 1, 'a': 2} | to_json"),
+            json!(r#"{"b": 1, "a": 2}"#)
+        );
+        assert_eq!(
+            eval("{'b': 1, 'a': 2} | to_json(sort_keys=true)"),
+            json!(r#"{"a": 2, "b": 1}"#)
         );
         assert_eq!(eval("'héllo' | to_json"), json!(r#""h\u00e9llo""#));
         assert_eq!(
