@@ -228,7 +228,7 @@ fn load_play(node: &Node, dir: &Path, roles_path: &[PathBuf]) -> Result<Play, Di
                     match &i.kind {
                         // A list inside the list: the first of its files that exists, as
                         // in Ansible.
-                        Kind::Seq(alts) => vars_files.push(first_vars_file(i, alts, &dir)?),
+                        Kind::Seq(alts) => vars_files.push(first_vars_file(i, alts, dir)?),
                         _ => vars_files.push((string_of(i, "vars_files")?, i.pos.clone())),
                     }
                 }
