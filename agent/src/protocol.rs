@@ -44,6 +44,9 @@ pub struct ResponseFrame {
 }
 
 /// What the controller asks of the agent.
+// `Run` is large since JSON mappings keep their order (an index map each); a request is built
+// once per task and moved a few times, so boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {

@@ -53,6 +53,10 @@ pub struct Params {
     pub unless: Option<String>,
     #[serde(default, deserialize_with = "de_opt_string")]
     pub onlyif: Option<String>,
+    /// Accepted and ignored, as ansible-core's command does since 2.4 (it warns and runs the
+    /// program directly): playbooks written for older Ansible still carry it.
+    #[serde(default, deserialize_with = "de_opt_string")]
+    pub executable: Option<String>,
     /// Environment from the play/task `environment`, passed by the controller.
     #[serde(default, rename = "_env")]
     pub env: Option<Map<String, Value>>,
@@ -838,7 +842,14 @@ mod tests {
         let out = run_module("command", &json!({"cmd": "echo $((1+2))"}), &Ctx::default()).unwrap();
         assert_eq!(out.result["stdout"], json!("$((1+2))"));
         check_params("shell", &json!({"cmd": "x", "executable": "/bin/bash"})).unwrap();
-        assert!(check_params("command", &json!({"cmd": "x", "executable": "/bin/bash"})).is_err());
+        // command takes `executable` and ignores it, as ansible-core does: no shell runs.
+        let out = run_module(
+            "command",
+            &json!({"cmd": "echo $0", "executable": "/bin/bash"}),
+            &Ctx::default(),
+        )
+        .unwrap();
+        assert_eq!(out.result["stdout"], json!("$0"));
     }
 
     #[test]

@@ -84,6 +84,7 @@ impl Engine {
             changed_log: Vec::new(),
             run_id: self.run_id.clone(),
             play_ended: false,
+            playbook_stopped: false,
             started: self.started,
             rescue_depth: 0,
             failed_before: Vec::new(),

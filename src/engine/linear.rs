@@ -92,6 +92,7 @@ impl Engine {
                 ctx.play.name
             ));
             self.play_ended = true;
+            self.playbook_stopped = true;
             // The hosts that did not fail did not finish the play either: the run fails.
             for h in &ctx.hosts {
                 let hs = self.hosts.get_mut(h).expect("host state");

@@ -81,6 +81,9 @@ pub struct Engine {
     run_id: String,
     /// `meta: end_play` was reached in the current play (or a failure limit).
     play_ended: bool,
+    /// A failure limit was hit, or every host of a batch failed: as in ansible-core, no
+    /// later play of the playbook runs.
+    playbook_stopped: bool,
     /// False until `--start-at-task`'s task is reached.
     started: bool,
     /// Blocks with a `rescue` being run: failures inside may still be rescued.
@@ -111,6 +114,7 @@ impl Engine {
             changed_log: Vec::new(),
             run_id: new_run_id(),
             play_ended: false,
+            playbook_stopped: false,
             started: true,
             rescue_depth: 0,
             failed_before: Vec::new(),

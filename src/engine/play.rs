@@ -101,7 +101,16 @@ impl Engine {
                     break;
                 }
             }
-            if self.play_ended {
+            // ansible-core stops the playbook when every host of a batch failed in it: later
+            // batches and later plays do not run.
+            let batch_failed = batch.iter().all(|h| {
+                let hs = &self.hosts[h];
+                (hs.failed || hs.unreachable) && !self.failed_before.contains(h)
+            });
+            if batch_failed {
+                self.playbook_stopped = true;
+            }
+            if self.play_ended || batch_failed {
                 break;
             }
         }

@@ -145,9 +145,11 @@ impl Shared<'_> {
                 layer.insert(reg.clone(), Value::Object(result.clone()));
             }
             let s = scope.with(Layer::data(layer));
+            let mut failed_when_result = None;
             if let Some(conds) = &task.failed_when {
                 match all_hold(&s, conds) {
                     Ok(failed) => {
+                        failed_when_result = Some(failed);
                         r.status = if failed {
                             Status::Failed
                         } else if r.outcome.changed {
@@ -183,6 +185,10 @@ impl Shared<'_> {
             }
             result.insert("changed".into(), json!(r.status == Status::Changed));
             result.insert("failed".into(), json!(r.status == Status::Failed));
+            // ansible-core records what failed_when gave in the result (and so in `register`).
+            if let Some(f) = failed_when_result {
+                result.insert("failed_when_result".into(), json!(f));
+            }
         }
         if let Some(reg) = &task.register {
             if task.loop_items.is_none() {

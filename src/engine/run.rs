@@ -25,11 +25,15 @@ impl Engine {
             self.started = self.cfg.start_at_task.is_none();
             self.changed_log.clear();
             'books: for book in books {
+                self.playbook_stopped = false;
                 for play in &book.plays {
                     if self.interrupt.requested() {
                         break 'books;
                     }
                     self.run_play(book, play, pass).await;
+                    if self.playbook_stopped {
+                        break;
+                    }
                 }
             }
             let stats: BTreeMap<String, Stats> = self

@@ -44,7 +44,10 @@ impl Shared<'_> {
                         task.pos
                     )),
                     result: Map::new(),
-                    ignored: false,
+                    // ansible-core decides on the keyword as written when its value cannot be
+                    // worked out: a template is a non-empty string, so truthy, and the failure
+                    // is ignored whatever the template would have given.
+                    ignored: task.ignore_errors || task.templated.contains_key("ignore_errors"),
                     note: None,
                     delegated_to: None,
                 };

@@ -256,7 +256,12 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
         match &vf.kind {
             Kind::Seq(items) => {
                 for i in items {
-                    vars_files.push((string_of(i, "vars_files")?, i.pos.clone()));
+                    match &i.kind {
+                        // A list inside the list: the first of its files that exists, as
+                        // in Ansible.
+                        Kind::Seq(alts) => vars_files.push(first_vars_file(i, alts, dir)?),
+                        _ => vars_files.push((string_of(i, "vars_files")?, i.pos.clone())),
+                    }
                 }
             }
             Kind::Null => {}
@@ -377,4 +382,35 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
         }
     }
     Ok(play)
+}
+
+/// A `vars_files` entry that is itself a list: the first of its paths whose file exists.
+/// Templated paths in such a list are refused (they would have to be tried on each host).
+fn first_vars_file(
+    entry: &Node,
+    alts: &[Node],
+    dir: &Path,
+) -> Result<(String, crate::diag::Pos), Diagnostic> {
+    let mut paths = Vec::new();
+    for a in alts {
+        let p = string_of(a, "vars_files")?;
+        if is_template(&p) {
+            return Err(a.err(
+                "a templated path in a list of alternative `vars_files` is not supported by \
+                 fixpoint yet",
+            ));
+        }
+        paths.push((p, a.pos.clone()));
+    }
+    paths
+        .iter()
+        .find(|(p, _)| dir.join(p).is_file())
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<&str> = paths.iter().map(|(p, _)| p.as_str()).collect();
+            entry.err(format!(
+                "none of the `vars_files` alternatives exists: {}",
+                names.join(", ")
+            ))
+        })
 }

@@ -49,6 +49,25 @@ pub(crate) struct RoleEntry<'n> {
     pub keywords: Option<Inherited>,
 }
 
+/// Keywords ansible-core reads on a role entry (its `Role` attributes) that fixpoint does not
+/// implement there: refused, because taking them as role parameters (the other keys) would
+/// silently change what the role sees (`port: 8080` would override the role's `port` variable).
+const ROLE_KEYS_NOT_YET: &[&str] = &[
+    "connection",
+    "port",
+    "remote_user",
+    "module_defaults",
+    "ignore_unreachable",
+    "any_errors_fatal",
+    "throttle",
+    "timeout",
+    "debugger",
+    "become_flags",
+    "become_exe",
+    "collections",
+    "delegate_facts",
+];
+
 /// One entry of `roles:`: a name, or a mapping with `role:` and keywords; other keys are
 /// role parameters, as in Ansible.
 pub(crate) fn read_entry<'n>(
@@ -79,6 +98,18 @@ pub(crate) fn read_entry<'n>(
                         kpos,
                         format!("`{k}` is not supported by fixpoint yet"),
                     ));
+                }
+                if ROLE_KEYS_NOT_YET.contains(&k.as_str()) {
+                    return Err(Diagnostic::at(
+                        kpos,
+                        format!(
+                            "`{k}` on a role entry is an Ansible keyword, not a role parameter, \
+                             and fixpoint does not support it there yet"
+                        ),
+                    )
+                    .help(format!(
+                        "to pass a parameter named `{k}`, put it under the entry's `vars:`"
+                    )));
                 }
                 check_var_name(k, kpos)?;
                 params.insert(k.clone(), v.to_json());

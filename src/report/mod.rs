@@ -179,6 +179,19 @@ impl Reporter {
     }
 
     pub fn recap(&mut self, stats: &BTreeMap<String, Stats>, pass: u8, twice: bool) {
+        // As in Ansible, a host that no result was counted for (only in plays whose tasks all
+        // ran once on another host, say) is not in the recap.
+        let counted: BTreeMap<String, Stats>;
+        let stats = if stats.values().any(|s| *s == Stats::default()) {
+            counted = stats
+                .iter()
+                .filter(|(_, s)| **s != Stats::default())
+                .map(|(h, s)| (h.clone(), *s))
+                .collect();
+            &counted
+        } else {
+            stats
+        };
         if self.json {
             self.emit(json::recap(stats, pass, twice));
         } else {

@@ -57,7 +57,7 @@ impl Reporter {
                 let tail = if ev.ignored { "\n...ignoring" } else { "" };
                 format!(
                     "{head} => {}\n  task: {}{tail}",
-                    Value::Object(body),
+                    keys_sorted(Value::Object(body)),
                     ev.location
                 )
             }
@@ -80,7 +80,7 @@ impl Reporter {
                         if !shown.is_empty() {
                             t.push_str(" => ");
                             t.push_str(
-                                &serde_json::to_string_pretty(&Value::Object(shown))
+                                &serde_json::to_string_pretty(&keys_sorted(Value::Object(shown)))
                                     .unwrap_or_default(),
                             );
                         }
@@ -158,5 +158,24 @@ impl Reporter {
             self.line(&format!("  - [{host}] {task} ({loc})"));
             self.diff(diff);
         }
+    }
+}
+
+/// `v` with every mapping's keys sorted, as Ansible's default output shows results (mappings
+/// keep the order they were written in everywhere else).
+fn keys_sorted(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(String, Value)> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, keys_sorted(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(keys_sorted).collect()),
+        other => other,
     }
 }

@@ -45,6 +45,13 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
     env.add_test("all", |v: &Value| -> Result<bool, Error> {
         Ok(defined(v)?.try_iter()?.all(|x| x.is_true()))
     });
+    // Jinja2's `sequence` asks for a length and indexing, so strings and mappings pass too.
+    env.add_test("sequence", |v: &Value| {
+        matches!(
+            v.kind(),
+            ValueKind::String | ValueKind::Seq | ValueKind::Map | ValueKind::Iterable
+        ) && !v.is_undefined()
+    });
     env.add_test("file", |p: &str| Path::new(p).is_file());
     env.add_test("directory", |p: &str| Path::new(p).is_dir());
     env.add_test("exists", |p: &str| Path::new(p).exists());

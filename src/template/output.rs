@@ -81,8 +81,8 @@ fn ascii_json_string(s: &str) -> String {
     out
 }
 
-/// A small YAML emitter mimicking PyYAML's layout (`-   item` with indent 4, sequences not
-/// indented under their key), which serde_yaml cannot be configured to produce.
+/// A small YAML emitter mimicking PyYAML's layout (`- scalar`, `-   key: v` for a nested
+/// collection with indent 4, sequences not indented under their key), which serde_yaml cannot be configured to produce.
 pub(super) fn yaml_dump(v: &Json, indent: usize, flow_leaves: bool) -> String {
     let mut out = String::new();
     match v {
@@ -163,14 +163,22 @@ fn yaml_seq(a: &[Json], col: usize, prefixed: bool, indent: usize, fl: bool, out
             out.extend(std::iter::repeat_n(' ', col));
         }
         out.push('-');
-        out.extend(std::iter::repeat_n(' ', indent - 1));
         match v {
+            // PyYAML puts one space after the dash of a value on that line, and pads to the
+            // indent only before a nested block collection.
             _ if yaml_is_inline(v, fl) => {
+                out.push(' ');
                 out.push_str(&yaml_inline(v, false));
                 out.push('\n');
             }
-            Json::Object(inner) => yaml_map(inner, col + indent, true, indent, fl, out),
-            Json::Array(items) => yaml_seq(items, col + indent, true, indent, fl, out),
+            Json::Object(inner) => {
+                out.extend(std::iter::repeat_n(' ', indent - 1));
+                yaml_map(inner, col + indent, true, indent, fl, out)
+            }
+            Json::Array(items) => {
+                out.extend(std::iter::repeat_n(' ', indent - 1));
+                yaml_seq(items, col + indent, true, indent, fl, out)
+            }
             // Scalars were written inline by the first arm.
             _ => unreachable!("scalars are inline"),
         }

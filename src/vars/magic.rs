@@ -39,10 +39,9 @@ pub fn play_magic(
     magic.insert("play_hosts".into(), json!(ctx.batch));
     magic.insert("ansible_play_batch".into(), json!(ctx.batch));
     magic.insert("ansible_play_name".into(), json!(play.name));
-    magic.insert(
-        "ansible_check_mode".into(),
-        json!(src.check_mode.unwrap_or(cfg.check)),
-    );
+    // As in ansible-core, the command line's `--check` only: a `check_mode` keyword on the
+    // play, block or task does not change it.
+    magic.insert("ansible_check_mode".into(), json!(cfg.check));
     let mut search_path = Vec::new();
     if let Some(r) = src.role {
         magic.insert("role_path".into(), json!(abs(&r.path)));

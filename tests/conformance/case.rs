@@ -34,6 +34,7 @@ const SHARED_FLAGS: &[(&str, bool)] = &[
     ("--tags", true),
     ("--skip-tags", true),
     ("--limit", true),
+    ("--force-handlers", false),
 ];
 
 #[derive(Debug, Clone)]

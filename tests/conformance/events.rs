@@ -117,6 +117,16 @@ pub fn parse(tool: Tool, stdout: &str) -> Result<Outcome, String> {
             _ => {}
         }
     }
+    // Ansible's callback hears of an ignored failure on the task only, never on an item, so
+    // an item's flag (already summed up into its task's) is not compared.
+    for i in out
+        .hosts
+        .values_mut()
+        .flatten()
+        .flat_map(|t| t.items.iter_mut().flatten())
+    {
+        i.ignored = false;
+    }
     Ok(out)
 }
 
@@ -208,7 +218,14 @@ fn debug_output(ev: &Value, status: &str) -> Option<Value> {
     if short_module(ev) != "debug" || !matches!(status, "ok" | "changed") {
         return None;
     }
-    let result = ev["result"].as_object()?;
+    let Some(result) = ev["result"].as_object() else {
+        // fixpoint hides a `no_log` result entirely and says why in `msg`; Ansible's result is
+        // `{"censored": <the same words>}`.
+        return ev["msg"]
+            .as_str()
+            .filter(|m| m.contains("'no_log: true'"))
+            .map(|m| serde_json::json!({ "censored": m }));
+    };
     // Ansible's item result also carries the loop and index variables under their own names.
     let loop_vars: Vec<&str> = ["ansible_loop_var", "ansible_index_var"]
         .iter()
@@ -227,6 +244,12 @@ fn debug_output(ev: &Value, status: &str) -> Option<Value> {
 /// (fixpoint renders `loop_control.label` to text, Ansible keeps the rendered value's type).
 pub fn label(v: &Value) -> String {
     match v {
+        // fixpoint gives a structured item as JSON text, its keys in the order they were
+        // written; compared with the keys sorted, as Ansible's structured label is.
+        Value::String(s) if s.starts_with(['[', '{']) => match serde_json::from_str::<Value>(s) {
+            Ok(parsed @ (Value::Array(_) | Value::Object(_))) => canonical(&parsed),
+            _ => s.clone(),
+        },
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => canonical(other),

@@ -8,8 +8,10 @@
 //! fail once they agree (the bug is fixed; move the case up). ansible-core comes from
 //! `FIXPOINT_ANSIBLE` (the `bin` of its virtualenv); without it the test fails saying what to
 //! install. `CONFORMANCE_CASES=a,b` runs only those cases (for working on them), and
-//! `CONFORMANCE_SHOW=1` prints what ansible-core did in each (with `--nocapture`).
+//! `CONFORMANCE_SHOW=1` prints what ansible-core did in each (with `--nocapture`). What
+//! ansible-core did is cached (`cache.rs`), so a rerun only runs fixpoint.
 
+mod cache;
 mod case;
 mod compare;
 mod deviations;
@@ -126,22 +128,27 @@ fn judge(tools: &Tools, case: &Case, devs: &[Deviation]) -> Verdict {
         Err(e) => return Verdict::Fails(format!("temp dir: {e}")),
     };
     let run = |tool| tools::run(tools, case, tool, scratch.path());
-    let (a_run, f_run) = match (run(Tool::Ansible), run(Tool::Fixpoint)) {
-        (Ok(a), Ok(f)) => (a, f),
-        (Err(e), _) | (_, Err(e)) => return Verdict::Fails(e),
+    let (a_run, a_tree) = match ansible_run(case, &run) {
+        Ok(r) => r,
+        Err(e) => return Verdict::Fails(e),
     };
-    let outcome = |tool, run: &Run| -> Result<events::Outcome, String> {
+    let f_run = match run(Tool::Fixpoint) {
+        Ok(f) => f,
+        Err(e) => return Verdict::Fails(e),
+    };
+    let outcome = |tool, run: &Run, tree: Vec<String>| -> Result<events::Outcome, String> {
         let mut o = events::parse(tool, &run.stdout)?;
         o.exit = match tool {
             Tool::Ansible => events::ansible_exit(run.exit, o.recap.is_some()),
             Tool::Fixpoint => run.exit,
         };
-        o.tree = tree::snapshot(&run.root.join("base"));
+        o.tree = tree;
         Ok(o)
     };
+    let f_tree = tree::snapshot(&f_run.root.join("base"));
     let (a, f) = match (
-        outcome(Tool::Ansible, &a_run),
-        outcome(Tool::Fixpoint, &f_run),
+        outcome(Tool::Ansible, &a_run, a_tree),
+        outcome(Tool::Fixpoint, &f_run, f_tree),
     ) {
         (Ok(a), Ok(f)) => (a, f),
         (Err(e), _) | (_, Err(e)) => return Verdict::Fails(e),
@@ -215,6 +222,25 @@ fn judge(tools: &Tools, case: &Case, devs: &[Deviation]) -> Verdict {
         ),
         (false, false) => Verdict::Fails(describe(&unexplained, (&a_run, &a), (&f_run, &f))),
     }
+}
+
+/// ansible-core's run of `case` and the tree it left, from the cache (`cache.rs`) when it has
+/// them, else by running it (and keeping the result there).
+fn ansible_run(
+    case: &Case,
+    run: &dyn Fn(Tool) -> Result<Run, String>,
+) -> Result<(Run, Vec<String>), String> {
+    let dir = cache::dir();
+    let key = cache::key(case);
+    if let Some(hit) = dir.as_deref().and_then(|d| cache::load(d, &key)) {
+        return Ok((hit.run, hit.tree));
+    }
+    let a_run = run(Tool::Ansible)?;
+    let tree = tree::snapshot(&a_run.root.join("base"));
+    if let Some(d) = &dir {
+        cache::store(d, &key, &a_run, &tree);
+    }
+    Ok((a_run, tree))
 }
 
 /// The first difference as a unified diff, and what else differs. When the exit differs, the

@@ -33,6 +33,8 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("bool", filter_bool);
     env.add_filter("int", filter_int);
     env.add_filter("float", filter_float);
+    env.add_filter("round", filter_round);
+    env.add_filter("wordcount", filter_wordcount);
     env.add_filter("string", filter_string);
     env.add_filter("to_json", filter_to_json);
     env.add_filter("to_nice_json", filter_to_nice_json);

@@ -93,7 +93,16 @@ mod tests {
     fn json_filters() {
         assert_eq!(
             eval("user | to_json"),
-            json!(r#"{"groups": ["wheel"], "name": "bob", "uid": 1000}"#)
+            json!(r#"{"name": "bob", "uid": 1000, "groups": ["wheel"]}"#)
+        );
+        // Keys keep the order they were written in, as Python's dicts do; `sort_keys` sorts.
+        assert_eq!(
+            eval("{'b': 1, 'a': 2} | to_json"),
+            json!(r#"{"b": 1, "a": 2}"#)
+        );
+        assert_eq!(
+            eval("{'b': 1, 'a': 2} | to_json(sort_keys=true)"),
+            json!(r#"{"a": 2, "b": 1}"#)
         );
         assert_eq!(eval("'héllo' | to_json"), json!(r#""h\u00e9llo""#));
         assert_eq!(
@@ -163,7 +172,7 @@ mod tests {
         );
         assert_eq!(
             eval("['yes', '0x1F', '~', '1_000'] | to_nice_yaml"),
-            json!("-   'yes'\n-   '0x1F'\n-   '~'\n-   '1_000'\n")
+            json!("- 'yes'\n- '0x1F'\n- '~'\n- '1_000'\n")
         );
         // Base 60 reads back as a number, so `1:30` is quoted; in a flow collection PyYAML
         // quotes any `:`, in block style only what would read back typed.
@@ -173,7 +182,7 @@ mod tests {
         );
         assert_eq!(
             eval("['1:30', '01:30', 'a?b'] | to_nice_yaml"),
-            json!("-   '1:30'\n-   01:30\n-   a?b\n")
+            json!("- '1:30'\n- 01:30\n- a?b\n")
         );
         // And they come back as the same strings.
         assert_eq!(

@@ -86,6 +86,14 @@ pub(super) fn filter_comment(
 
 /// Python's `urlsplit`: `scheme`, `netloc`, `path`, `query`, `fragment`, `username`,
 /// `password`, `hostname` (lower case) and `port` (a number), or the one part asked for.
+/// Jinja2's `wordcount`: how many runs of word characters (`\w+`, Unicode) the text has.
+pub(super) fn filter_wordcount(value: &Value) -> Result<Value, Error> {
+    static WORD: std::sync::LazyLock<::regex::Regex> =
+        std::sync::LazyLock::new(|| ::regex::Regex::new(r"\w+").expect("valid regex"));
+    let text = py_string(defined(value)?)?;
+    Ok(Value::from(WORD.find_iter(&text).count()))
+}
+
 pub(super) fn filter_urlsplit(value: &str, query: Option<String>) -> Result<Value, Error> {
     let parts = urlsplit(value)?;
     match query.filter(|q| !q.is_empty()) {

@@ -105,6 +105,49 @@ pub(super) fn filter_float(value: &Value, args: Rest<Value>) -> Result<Value, Er
     })
 }
 
+/// Jinja2's `round(precision=0, method='common')`: `common` is Python's `round()` (the exact
+/// binary value rounded, ties to even; an integer stays an integer), `floor` and `ceil` work
+/// on `value * 10**precision` and give a float.
+pub(super) fn filter_round(value: &Value, args: Rest<Value>) -> Result<Value, Error> {
+    let (pos, kwargs) = split_kwargs(&args)?;
+    let kw_precision: Option<i32> = kwargs.get("precision")?;
+    let kw_method: Option<String> = kwargs.get("method")?;
+    kwargs.assert_all_used()?;
+    let precision = match pos.first() {
+        Some(p) => i32::try_from(p.clone())?,
+        None => kw_precision.unwrap_or(0),
+    };
+    let method = match pos.get(1) {
+        Some(m) => m.as_str().unwrap_or_default().to_string(),
+        None => kw_method.unwrap_or_else(|| "common".into()),
+    };
+    if defined(value)?.kind() != ValueKind::Number {
+        return Err(op_err(format!(
+            "round expects a number, got {}",
+            filter_type_debug(value)
+        )));
+    }
+    let is_int = value.as_i64().is_some() && !value.to_string().contains('.');
+    let x = f64::try_from(value.clone())?;
+    let scale = 10f64.powi(precision);
+    match method.as_str() {
+        "common" if is_int => Ok(value.clone()),
+        // Rust's fixed-precision formatting rounds the exact binary value half to even, as
+        // Python's round() does.
+        "common" if precision >= 0 => Ok(Value::from(
+            format!("{x:.*}", precision as usize)
+                .parse::<f64>()
+                .unwrap_or(x),
+        )),
+        "common" => Ok(Value::from((x * scale).round_ties_even() / scale)),
+        "floor" => Ok(Value::from((x * scale).floor() / scale)),
+        "ceil" => Ok(Value::from((x * scale).ceil() / scale)),
+        other => Err(op_err(format!(
+            "round: method must be common, floor or ceil, not `{other}`"
+        ))),
+    }
+}
+
 /// Python's `str()`: `True`, `None`, `['a']`.
 pub(super) fn filter_string(value: &Value) -> Result<Value, Error> {
     py_string(defined(value)?).map(Value::from)

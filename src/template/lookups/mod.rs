@@ -98,9 +98,14 @@ pub(super) fn run_lookup(
                     }
                 }
                 let code = rewrite_chains(&source);
-                let rendered = state
+                let mut rendered = state
                     .env()
                     .render_named_str(&path.display().to_string(), &code, Value::from(vars))?;
+                // As the template module (`Templar::render_file`): at least as many trailing
+                // newlines as the source, so `{% endfor %}` on the last line keeps its line end.
+                let trailing = |t: &str| t.len() - t.trim_end_matches('\n').len();
+                let missing = trailing(&source).saturating_sub(trailing(&rendered));
+                rendered.push_str(&"\n".repeat(missing));
                 Value::from(rendered)
             }
             "fileglob" => {
