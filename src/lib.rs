@@ -11,6 +11,7 @@ pub mod diag;
 pub mod engine;
 pub mod inventory;
 pub mod playbook;
+pub mod pymod;
 pub mod report;
 pub mod template;
 pub mod vars;
