@@ -187,7 +187,11 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
         Ok(b) => b,
         Err(d) => return invalid(&d),
     };
-    validate_books(&books)
+    let status = validate_books(&books);
+    if args.modules || args.verbose > 0 {
+        print!("{}", pymod::listing::modules_table(&books));
+    }
+    status
 }
 
 /// Check the templates of every task and print a summary (`validate`, `--syntax-check`).

@@ -90,6 +90,7 @@ impl Engine {
                 censored: false,
                 note: None,
                 delegated_to: None,
+                python: false,
             });
         }
     }

@@ -134,6 +134,20 @@ impl Shared<'_> {
                 for (k, v) in facts {
                     h.host_vars.insert(k.clone(), v.clone());
                 }
+            } else if task.python.is_some() {
+                // A module's facts (`getent_passwd`) join the host's facts, as plain names and
+                // under `ansible_facts` (without an `ansible_` prefix), as in Ansible.
+                for (k, v) in facts {
+                    h.facts.insert(k.clone(), v.clone());
+                    let short = k.strip_prefix("ansible_").unwrap_or(k);
+                    if let Value::Object(all) = h
+                        .facts
+                        .entry("ansible_facts")
+                        .or_insert_with(|| Value::Object(Map::new()))
+                    {
+                        all.insert(short.to_string(), v.clone());
+                    }
+                }
             }
         }
         // changed_when / failed_when see the result under its registered name and as plain names.

@@ -8,6 +8,7 @@
 //! time. This folder must not know the engine or the connection; the engine calls it.
 
 pub mod doc;
+pub mod listing;
 pub mod locate;
 pub mod package;
 pub mod result;

@@ -157,6 +157,22 @@ pub fn convert(stdout: &str, stderr: &str, rc: i32, keep_diff: bool) -> PyResult
             .get("rc")
             .is_some_and(|rc| !(rc == &json!(0) || rc == &json!("0"))),
     };
+    // ansible-core turns a failure's `exception` (a structured summary from 2.19's modules, or
+    // a traceback string) into the traceback text, "(traceback unavailable)" without one.
+    let exception = data.remove("exception");
+    if failed || exception.as_ref().is_some_and(truthy_value) {
+        let text = match &exception {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(Value::Object(o)) => o
+                .get("event")
+                .and_then(|e| e.get("formatted_traceback"))
+                .and_then(Value::as_str)
+                .unwrap_or("(traceback unavailable)")
+                .to_string(),
+            _ => "(traceback unavailable)".to_string(),
+        };
+        data.insert("exception".into(), json!(text));
+    }
     let changed = data.get("changed").is_some_and(truthy);
     let diff = data.get("diff").map(diff_of).unwrap_or_default();
     if !keep_diff {
@@ -174,6 +190,18 @@ pub fn convert(stdout: &str, stderr: &str, rc: i32, keep_diff: bool) -> PyResult
             msg,
         },
         warnings,
+    }
+}
+
+/// Python's truth of a JSON value.
+fn truthy_value(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
     }
 }
 
