@@ -33,6 +33,19 @@ impl Shared<'_> {
         params: Value,
         environment: Map<String, Value>,
     ) -> Result<ItemResult, (bool, String)> {
+        let mut params = params;
+        if let Value::Object(m) = &params {
+            pymod::doc::check_action(py, m).map_err(|e| (false, e.msg))?;
+        }
+        // `package`: ansible-core's action plugin runs the module of the host's package
+        // manager (`use:`, else the `pkg_mgr` fact); so does this.
+        let backend;
+        let py = if py.fqn == "ansible.modules.package" {
+            backend = self.package_backend(ctx, scope, &mut params)?;
+            backend.as_ref()
+        } else {
+            py
+        };
         let check = self.effective_check(Some(task));
         let user_diff = task.diff.unwrap_or(self.cfg.diff);
         let diff = user_diff || self.cfg.twice;
@@ -175,6 +188,45 @@ impl Shared<'_> {
                 h.conns.remove(&key);
                 Err((false, e.to_string()))
             }
+        }
+    }
+
+    /// The module `package` stands for on this host.
+    fn package_backend(
+        &self,
+        ctx: &PlayCtx<'_>,
+        scope: &Arc<Scope>,
+        params: &mut Value,
+    ) -> Result<Arc<PyModule>, (bool, String)> {
+        let given = params
+            .as_object_mut()
+            .and_then(|m| m.remove("use"))
+            .and_then(|v| v.as_str().map(String::from))
+            .filter(|u| u != "auto");
+        let fact = || {
+            ["ansible_pkg_mgr", "ansible_facts.pkg_mgr"]
+                .iter()
+                .find_map(|v| match scope.eval(v) {
+                    Ok(Value::String(s)) if !s.is_empty() && s != "unknown" => Some(s),
+                    _ => None,
+                })
+        };
+        let Some(name) = given.or_else(fact) else {
+            return Err((
+                false,
+                "`package` runs the module of the host's package manager, named by the \
+                 `pkg_mgr` fact, which fixpoint does not gather: set `use:` (e.g. `use: apt`) \
+                 or the variable `ansible_pkg_mgr`"
+                    .into(),
+            ));
+        };
+        match pymod::find(&name, &ctx.play.dir) {
+            Ok(Some(m)) => Ok(m),
+            Ok(None) => Err((
+                false,
+                format!("`package`: no module `{name}` for this host's package manager"),
+            )),
+            Err(why) => Err((false, format!("`package`: {why}"))),
         }
     }
 }

@@ -142,17 +142,29 @@ pub(crate) fn check_python_params(
     raw: &Node,
     mod_pos: &Pos,
 ) -> Result<(), Diagnostic> {
-    crate::pymod::doc::check(py, static_params, templated).map_err(|e| {
-        let pos = e
-            .param
-            .as_deref()
-            .and_then(|p| param_pos(raw, p))
-            .unwrap_or_else(|| mod_pos.clone());
-        Diagnostic::at(&pos, format!("invalid parameters: {}", e.msg)).help(format!(
-            "`{}` is Ansible's module code ({}): see its documentation (`ansible-doc {}`)",
-            py.name,
-            py.path.display(),
-            py.name
-        ))
-    })
+    let mut literal = static_params.clone();
+    // A templated value is checked once rendered (by the engine).
+    for t in templated {
+        literal.insert(t.clone(), Value::String("{{ templated }}".into()));
+    }
+    let action = if templated.iter().any(|t| t == "remote_src") {
+        Ok(())
+    } else {
+        crate::pymod::doc::check_action(py, &literal)
+    };
+    action
+        .and_then(|()| crate::pymod::doc::check(py, static_params, templated))
+        .map_err(|e| {
+            let pos = e
+                .param
+                .as_deref()
+                .and_then(|p| param_pos(raw, p))
+                .unwrap_or_else(|| mod_pos.clone());
+            Diagnostic::at(&pos, format!("invalid parameters: {}", e.msg)).help(format!(
+                "`{}` is Ansible's module code ({}): see its documentation (`ansible-doc {}`)",
+                py.name,
+                py.path.display(),
+                py.name
+            ))
+        })
 }

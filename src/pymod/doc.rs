@@ -218,17 +218,11 @@ pub fn check(
             }
             None => {}
             Some((name, o)) => {
-                let in_choices = |c: &Value| match (c, v) {
-                    (Value::String(a), Value::String(b)) => a == b,
-                    (Value::Bool(a), Value::Bool(b)) => a == b,
-                    (Value::Number(a), Value::Number(b)) => a == b,
-                    (a, b) => a.to_string() == b.to_string(),
-                };
                 let scalar_choices = o.choices.iter().all(|c| c.is_string());
                 if !o.choices.is_empty()
                     && scalar_choices
                     && v.is_string()
-                    && !o.choices.iter().any(in_choices)
+                    && !o.choices.iter().any(|c| c == v)
                 {
                     let listed: Vec<String> = o.choices.iter().map(shown).collect();
                     return Err(DocError {
@@ -265,5 +259,34 @@ fn shown(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+/// The conditions under which a module with an ansible-core action plugin runs as its module
+/// alone (see `locate::HOST_ONLY_ACTIONS`); checked at load time on literal values and again on
+/// the rendered ones.
+pub fn check_action(m: &PyModule, params: &Map<String, Value>) -> Result<(), DocError> {
+    let short = m.fqn.strip_prefix("ansible.modules.").unwrap_or("");
+    let truthy = |v: Option<&Value>| match v {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => matches!(s.to_lowercase().as_str(), "yes" | "true" | "on" | "1"),
+        _ => false,
+    };
+    match short {
+        "uri" if params.contains_key("src") => Err(DocError {
+            param: Some("src".into()),
+            msg: "`uri` with `src` uploads a controller file through Ansible's action plugin, \
+                  which fixpoint does not implement; use `body` (e.g. with a lookup), or copy \
+                  the file first and use `remote_src: true`"
+                .into(),
+        }),
+        "unarchive" if !truthy(params.get("remote_src")) => Err(DocError {
+            param: Some("src".into()),
+            msg: "`unarchive` of a controller file goes through Ansible's action plugin, which \
+                  fixpoint does not implement; copy the archive to the host first and set \
+                  `remote_src: true`"
+                .into(),
+        }),
+        _ => Ok(()),
     }
 }

@@ -158,7 +158,12 @@ fn routing(runtime_yml: &Path, name: &str) -> Option<Result<String, String>> {
     let text = std::fs::read_to_string(runtime_yml).ok()?;
     let node = crate::yaml::parse_str(&text, runtime_yml).ok()?;
     let v = node.to_json();
-    let entry = v.get("plugin_routing")?.get("modules")?.get(name)?;
+    let routes = v.get("plugin_routing")?;
+    // A name may be routed as an action only (ansible-core 2.19's `yum` → `dnf`).
+    let entry = routes
+        .get("modules")
+        .and_then(|m| m.get(name))
+        .or_else(|| routes.get("action").and_then(|m| m.get(name)))?;
     if let Some(r) = entry.get("redirect").and_then(|r| r.as_str()) {
         return Some(Ok(r.to_string()));
     }
@@ -262,9 +267,21 @@ fn is_identifier(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// ansible-core modules whose action plugin only prepares the module run, so that running the
+/// module itself on the host is what Ansible does, under conditions `doc::check_action` and
+/// the engine check: `service` (the plugin picks a backend module; `service` itself drives
+/// systemd and the others), `uri` without `src` and `unarchive` with `remote_src: true` (the
+/// plugin only uploads a controller file), `package` (the plugin runs the module named by the
+/// host's package manager, which the engine picks the same way).
+pub const HOST_ONLY_ACTIONS: &[&str] = &["service", "uri", "unarchive", "package"];
+
 /// Refuse what is not a new-style Python module, or what Ansible runs through an action plugin
 /// on the controller.
 fn checked(m: PyModule, has_action_plugin: bool) -> Result<Arc<PyModule>, Refusal> {
+    let core_short = m.fqn.strip_prefix("ansible.modules.");
+    if has_action_plugin && core_short.is_some_and(|s| HOST_ONLY_ACTIONS.contains(&s)) {
+        return Ok(Arc::new(m));
+    }
     if has_action_plugin {
         return Err(Refusal::Refused(format!(
             "module `{}` runs through an action plugin on the controller in Ansible ({}), which \

@@ -32,7 +32,10 @@ pub struct PyModule {
 
 type Found = Result<Arc<PyModule>, String>;
 
-static FOUND: Mutex<Option<HashMap<(String, PathBuf), Option<Found>>>> = Mutex::new(None);
+/// Lookups already made, by (name, playbook directory).
+type FoundMap = HashMap<(String, PathBuf), Option<Found>>;
+
+static FOUND: Mutex<Option<FoundMap>> = Mutex::new(None);
 
 /// Look up a module fixpoint does not implement: `Ok(None)` when Ansible has no such module
 /// either, `Err` when it has one fixpoint cannot run (action plugin, PowerShell...).
