@@ -35,7 +35,11 @@ impl Shared<'_> {
     ) -> Result<ItemResult, (bool, String)> {
         let mut params = params;
         if let Value::Object(m) = &params {
-            pymod::doc::check_action(py, m).map_err(|e| (false, e.msg))?;
+            let local = task
+                .delegate_to
+                .as_deref()
+                .is_some_and(|d| d == "localhost" || d == "127.0.0.1");
+            pymod::doc::check_action(py, m, local).map_err(|e| (false, e.msg))?;
         }
         // `package`: ansible-core's action plugin runs the module of the host's package
         // manager (`use:`, else the `pkg_mgr` fact); so does this.

@@ -59,7 +59,11 @@ pub(crate) fn check_module_params(
         }
     }
     if let Some(py) = &task.python {
-        return check_python_params(py, &static_params, &templated, raw, mod_pos);
+        let local = task
+            .delegate_to
+            .as_deref()
+            .is_some_and(|d| d == "localhost" || d == "127.0.0.1");
+        return check_python_params(py, &static_params, &templated, raw, mod_pos, local);
     }
     let result = actions::check_params(task.module, &Value::Object(static_params), dirs);
     match result {
@@ -141,6 +145,7 @@ pub(crate) fn check_python_params(
     templated: &[String],
     raw: &Node,
     mod_pos: &Pos,
+    delegated_to_controller: bool,
 ) -> Result<(), Diagnostic> {
     let mut literal = static_params.clone();
     // A templated value is checked once rendered (by the engine).
@@ -150,7 +155,7 @@ pub(crate) fn check_python_params(
     let action = if templated.iter().any(|t| t == "remote_src") {
         Ok(())
     } else {
-        crate::pymod::doc::check_action(py, &literal)
+        crate::pymod::doc::check_action(py, &literal, delegated_to_controller)
     };
     action
         .and_then(|()| crate::pymod::doc::check(py, static_params, templated))

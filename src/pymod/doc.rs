@@ -265,7 +265,14 @@ fn shown(v: &Value) -> String {
 /// The conditions under which a module with an ansible-core action plugin runs as its module
 /// alone (see `locate::HOST_ONLY_ACTIONS`); checked at load time on literal values and again on
 /// the rendered ones.
-pub fn check_action(m: &PyModule, params: &Map<String, Value>) -> Result<(), DocError> {
+///
+/// `on_controller`: the task is delegated to the controller itself (`delegate_to: localhost`),
+/// where a "controller file" is already on the host the module runs on.
+pub fn check_action(
+    m: &PyModule,
+    params: &Map<String, Value>,
+    on_controller: bool,
+) -> Result<(), DocError> {
     let short = m.fqn.strip_prefix("ansible.modules.").unwrap_or("");
     let truthy = |v: Option<&Value>| match v {
         Some(Value::Bool(b)) => *b,
@@ -280,7 +287,7 @@ pub fn check_action(m: &PyModule, params: &Map<String, Value>) -> Result<(), Doc
                   the file first and use `remote_src: true`"
                 .into(),
         }),
-        "unarchive" if !truthy(params.get("remote_src")) => Err(DocError {
+        "unarchive" if !truthy(params.get("remote_src")) && !on_controller => Err(DocError {
             param: Some("src".into()),
             msg: "`unarchive` of a controller file goes through Ansible's action plugin, which \
                   fixpoint does not implement; copy the archive to the host first and set \
@@ -288,5 +295,22 @@ pub fn check_action(m: &PyModule, params: &Map<String, Value>) -> Result<(), Doc
                 .into(),
         }),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documentation_strings_are_found_at_line_starts_only() {
+        let src = "x = 'DOCUMENTATION = \"no\"'\nDOCUMENTATION = r'''\noptions:\n  path: {}\n'''\n\
+                   class ModuleDocFragment:\n    FILES = \"\"\"\noptions: {}\n\"\"\"\n";
+        assert_eq!(
+            string_var(src, "DOCUMENTATION").as_deref(),
+            Some("\noptions:\n  path: {}\n")
+        );
+        assert_eq!(string_var(src, "FILES").as_deref(), Some("\noptions: {}\n"));
+        assert_eq!(string_var(src, "EXAMPLES"), None);
     }
 }

@@ -272,8 +272,9 @@ fn is_identifier(s: &str) -> bool {
 /// the engine check: `service` (the plugin picks a backend module; `service` itself drives
 /// systemd and the others), `uri` without `src` and `unarchive` with `remote_src: true` (the
 /// plugin only uploads a controller file), `package` (the plugin runs the module named by the
-/// host's package manager, which the engine picks the same way).
-pub const HOST_ONLY_ACTIONS: &[&str] = &["service", "uri", "unarchive", "package"];
+/// host's package manager, which the engine picks the same way), `dnf` (the plugin picks dnf or
+/// dnf5 from facts; the `dnf` module itself runs, and says so on a host without dnf's Python).
+pub const HOST_ONLY_ACTIONS: &[&str] = &["service", "uri", "unarchive", "package", "dnf"];
 
 /// Refuse what is not a new-style Python module, or what Ansible runs through an action plugin
 /// on the controller.

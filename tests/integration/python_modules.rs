@@ -23,10 +23,35 @@ fn ansible_python() -> PathBuf {
     py
 }
 
+/// The `ansible` package's collections (community.general, ...) that `.ci/run` unpacks.
+fn ansible_collections() -> PathBuf {
+    let dir = std::env::var_os("FIXPOINT_ANSIBLE_COLLECTIONS")
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| {
+            panic!(
+                "FIXPOINT_ANSIBLE_COLLECTIONS is not set: these tests run community.general \
+                 modules; set it to a directory holding `ansible_collections/` (`.ci/run` runs \
+                 `pip install --no-deps --target DIR ansible==12.3.0`)"
+            )
+        });
+    let dir = PathBuf::from(dir);
+    assert!(
+        dir.join("ansible_collections/community/general").is_dir(),
+        "{} has no community.general",
+        dir.display()
+    );
+    dir
+}
+
 fn apply(fleet: &Fleet, extra: &[&str]) -> Out {
+    apply_env(fleet, extra, &[])
+}
+
+fn apply_env(fleet: &Fleet, extra: &[&str], env: &[(&str, PathBuf)]) -> Out {
     let out = Command::new(crate::fx::bin())
         .args(fleet.apply_args(extra))
         .current_dir(fleet.fx.dir.path())
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("NO_COLOR", "1")
         .env("FIXPOINT_ANSIBLE_PYTHON", ansible_python())
         .stdin(Stdio::null())
@@ -152,4 +177,37 @@ fn failures_no_log_timeouts_and_a_missing_python_are_reported() {
     assert!(msg.contains("/nonexistent/python3"), "{msg}");
     assert_eq!(event(&evs, "native after")["status"], "changed");
     assert_eq!(event(&evs, "registered failure")["status"], "ok");
+}
+
+#[test]
+fn collection_modules_run_from_ansible_collections_path() {
+    let fleet = Fleet::start(1, "fpsudo");
+    fleet.play_full(
+        "  gather_facts: false\n  become: true\n",
+        concat!(
+            "    - name: dir\n      file: {path: \"{{ base }}\", state: directory}\n",
+            // The short name goes through ansible-core's routing to community.general.
+            "    - name: ini\n      ini_file: {path: \"{{ base }}/app.ini\", section: main, option: port, value: \"8080\"}\n      register: i\n",
+            "    - name: limits\n      community.general.pam_limits: {domain: fpuser, limit_type: soft, limit_item: nofile, value: 4096, dest: \"{{ base }}/limits.conf\"}\n",
+            "    - name: registered\n      assert:\n        that: i.msg in ['section and option added', 'OK']\n",
+        ),
+    );
+    std::fs::create_dir_all(fleet.base(&fleet.hosts[0])).unwrap();
+    std::fs::write(fleet.base(&fleet.hosts[0]).join("limits.conf"), "").unwrap();
+    let env = [("ANSIBLE_COLLECTIONS_PATH", ansible_collections())];
+    // Check mode first: nothing is written.
+    let out = apply_env(&fleet, &["--check"], &env);
+    out.expect(0);
+    assert_eq!(out.status_of("ini"), "changed", "{}", out.stdout);
+    assert!(!fleet.base(&fleet.hosts[0]).join("app.ini").exists());
+    let out = apply_env(&fleet, &[], &env);
+    out.expect(0);
+    assert_eq!(out.status_of("ini"), "changed", "{}", out.stdout);
+    assert_eq!(out.status_of("limits"), "changed", "{}", out.stdout);
+    let ini = std::fs::read_to_string(fleet.base(&fleet.hosts[0]).join("app.ini")).unwrap();
+    assert_eq!(ini, "\n[main]\nport = 8080\n");
+    let limits = std::fs::read_to_string(fleet.base(&fleet.hosts[0]).join("limits.conf")).unwrap();
+    assert!(limits.contains("fpuser\tsoft\tnofile\t4096"), "{limits}");
+    // Converged: the second run (and --twice's second pass) changes nothing.
+    apply_env(&fleet, &["--twice"], &env).expect(0);
 }
