@@ -280,7 +280,11 @@ fn imports(text: &str, fqn: &str, is_pkg: bool) -> Vec<(Vec<String>, bool)> {
                 }
                 for name in names.split(',') {
                     let name = name.split_whitespace().next().unwrap_or("");
-                    if name.is_empty() || name == "*" {
+                    if name.is_empty() {
+                        // The trailing comma of `(a, b,)`.
+                        continue;
+                    }
+                    if name == "*" {
                         out.push((candidates(&base), indented));
                         continue;
                     }
