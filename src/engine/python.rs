@@ -47,6 +47,19 @@ impl Shared<'_> {
         let py = if py.fqn == "ansible.modules.package" {
             backend = self.package_backend(ctx, scope, &mut params)?;
             backend.as_ref()
+        } else if py.fqn == "ansible.modules.service" && pymod::doc::systemd_only(&params) {
+            // ansible-core's `service` plugin runs `systemd` on a systemd host, without the
+            // options systemd lacks; options only systemd has mean such a host.
+            if let Value::Object(m) = &mut params {
+                for k in ["pattern", "runlevel", "sleep", "arguments", "args", "use"] {
+                    m.remove(k);
+                }
+            }
+            backend = match pymod::find("systemd", &ctx.play.dir) {
+                Ok(Some(m)) => m,
+                _ => return Err((false, "`service`: the `systemd` module is not found".into())),
+            };
+            backend.as_ref()
         } else {
             py
         };

@@ -180,6 +180,25 @@ pub fn check(
     params: &Map<String, Value>,
     templated: &[String],
 ) -> Result<(), DocError> {
+    // `package` hands every parameter to the module of the host's package manager, which
+    // checks them when it runs; its own documentation lists only the common ones.
+    if m.fqn == "ansible.modules.package" {
+        return Ok(());
+    }
+    // `service` with options only `systemd` has runs the `systemd` module (see the engine):
+    // checked against that module's options.
+    let systemd;
+    let m = if m.fqn == "ansible.modules.service" && systemd_only(&Value::Object(params.clone())) {
+        match super::locate::find("systemd", std::path::Path::new(".")) {
+            Ok(sd) => {
+                systemd = sd;
+                systemd.as_ref()
+            }
+            Err(_) => m,
+        }
+    } else {
+        m
+    };
     let Some(spec) = argspec(m) else {
         return Ok(());
     };
@@ -296,6 +315,23 @@ pub fn check_action(
         }),
         _ => Ok(()),
     }
+}
+
+/// Options of `service` that only its `systemd` backend has.
+pub fn systemd_only(params: &Value) -> bool {
+    const ONLY: &[&str] = &[
+        "daemon_reload",
+        "daemon-reload",
+        "daemon_reexec",
+        "daemon-reexec",
+        "scope",
+        "no_block",
+        "force",
+        "masked",
+    ];
+    params
+        .as_object()
+        .is_some_and(|m| ONLY.iter().any(|k| m.contains_key(*k)))
 }
 
 #[cfg(test)]
