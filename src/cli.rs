@@ -122,6 +122,12 @@ pub struct ValidateArgs {
     pub inventory: Option<PathBuf>,
     #[arg(short = 'e', long = "extra-vars")]
     pub extra_vars: Vec<String>,
+    /// List the modules the playbooks use: native, or Ansible's Python code (and where found).
+    #[arg(long)]
+    pub modules: bool,
+    /// `-v`: also list the modules (as `--modules`).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ pub mod diag;
 pub mod engine;
 pub mod inventory;
 pub mod playbook;
+pub mod pymod;
 pub mod report;
 pub mod template;
 pub mod validate;
@@ -216,7 +217,12 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
     };
     let roles_path = config::roles_path(&args.roles_path);
     match load_all(&args.playbooks, &roles_path, &mut inv) {
-        Ok(books) => validated(&books),
+        Ok(books) => {
+            if args.modules || args.verbose > 0 {
+                print!("{}", pymod::listing::modules_table(&books));
+            }
+            validated(&books)
+        }
         Err(problems) => invalid_all(&problems),
     }
 }

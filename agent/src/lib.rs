@@ -10,5 +10,6 @@
 pub mod facts;
 pub mod journal;
 pub mod protocol;
+pub mod python;
 pub mod serve;
 pub mod watch;

@@ -63,6 +63,10 @@ pub enum Request {
         #[serde(default)]
         notify: Option<NotifySpec>,
     },
+    /// Run an Ansible module's own Python code (the "python" engine, for modules fixpoint
+    /// does not implement natively): the zip of the module and its support code is cached on the
+    /// host by its sha256 (`NeedContent` asks for it once), and run with the host's Python.
+    RunPython(Box<PythonRun>),
     /// Collect facts natively, in one round trip.
     Facts,
     /// Open the state directory, take the host lock for this run, prune old records, and
@@ -89,6 +93,31 @@ pub enum Request {
         offset: u64,
         data: String,
     },
+}
+
+/// One run of a Python module (see `Request::RunPython`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PythonRun {
+    /// The module's name as the task wrote it, for messages.
+    pub module: String,
+    /// Its Python module name inside the zip (`ansible.modules.replace`).
+    pub fqn: String,
+    pub zip_sha256: String,
+    pub zip_size: u64,
+    /// `ansible_python_interpreter`; None: discovered on the host.
+    #[serde(default)]
+    pub interpreter: Option<String>,
+    /// The Python that starts the module from the zip (argv: zip path, module name).
+    pub bootstrap: String,
+    /// The module's standard input: `{"ANSIBLE_MODULE_ARGS": {...}}`.
+    pub stdin: Value,
+    /// The task's `environment`.
+    #[serde(default)]
+    pub env: Map<String, Value>,
+    /// Check mode: nothing is recorded in the outbox (the module itself knows it is a check).
+    pub check: bool,
+    #[serde(default)]
+    pub notify: Option<NotifySpec>,
 }
 
 /// The bytes of content in one `Upload` request (before base64): a frame stays near 6 MiB, and
@@ -164,6 +193,16 @@ pub enum Response {
         state_dir: String,
         pending: Vec<crate::journal::OutboxEntry>,
         pruned: usize,
+    },
+    /// What a Python module printed and its exit status, with the interpreter that ran it;
+    /// the controller reads the result from `stdout` as ansible-core does.
+    PyDone {
+        stdout: String,
+        stderr: String,
+        rc: i32,
+        interpreter: String,
+        #[serde(default)]
+        outbox_written: bool,
     },
     /// A plain acknowledgement.
     Ack,

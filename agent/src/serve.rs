@@ -181,6 +181,7 @@ impl Session {
                     None => self.run(&module, &params, &ctx, notify.as_ref(), None),
                 }
             }
+            Request::RunPython(run) => self.run_python(&run),
             Request::Facts => Response::Facts { facts: facts() },
             Request::Begin {
                 run_id,
@@ -304,6 +305,48 @@ impl Session {
                 }
             }
             Err(e) => failed(e.to_string()),
+        }
+    }
+
+    /// Run a Python module. Its change cannot be seen before it happens, so the handlers it
+    /// notifies are recorded first (outside check mode); the controller clears them when the
+    /// module reports no change.
+    fn run_python(&mut self, run: &crate::protocol::PythonRun) -> Response {
+        let mut outbox_written = false;
+        if let (Some(n), Some(st), false) = (&run.notify, &self.state, run.check) {
+            for h in &n.handlers {
+                if let Err(e) = st.outbox_add(&OutboxEntry {
+                    playbook: n.playbook.clone(),
+                    play: n.play.clone(),
+                    handler: h.clone(),
+                    run_id: self.run_id.clone(),
+                    task: n.task.clone(),
+                    since: journal::now_text(),
+                }) {
+                    return failed(e);
+                }
+            }
+            outbox_written = !n.handlers.is_empty();
+        }
+        match crate::python::run(run) {
+            Ok(Response::PyDone {
+                stdout,
+                stderr,
+                rc,
+                interpreter,
+                ..
+            }) => Response::PyDone {
+                stdout,
+                stderr,
+                rc,
+                interpreter,
+                outbox_written,
+            },
+            Ok(other) => other,
+            Err(msg) => Response::Failed {
+                msg,
+                result: Map::new(),
+            },
         }
     }
 

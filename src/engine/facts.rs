@@ -90,6 +90,7 @@ impl Engine {
                 censored: false,
                 note: None,
                 delegated_to: None,
+                python: false,
             });
         }
     }
@@ -105,16 +106,18 @@ pub(super) fn facts_vars(facts: Map<String, Value>) -> Map<String, Value> {
     all
 }
 
-/// Facts a module returned (`service_facts`), added to the host's: `ansible_<name>` and
-/// `ansible_facts.<name>`, as a module's `ansible_facts` are in Ansible.
+/// Facts a module returned (`service_facts`, `getent`'s `getent_passwd`), added to the host's
+/// as ansible-core does: under their own name (no `ansible_` added) and in `ansible_facts`
+/// without an `ansible_` prefix.
 pub(super) fn merge_facts(host: &mut Map<String, Value>, new: &Map<String, Value>) {
     for (k, v) in new {
-        host.insert(format!("ansible_{k}"), v.clone());
-    }
-    match host.get_mut("ansible_facts") {
-        Some(Value::Object(all)) => all.extend(new.clone()),
-        _ => {
-            host.insert("ansible_facts".into(), Value::Object(new.clone()));
+        host.insert(k.clone(), v.clone());
+        let short = k.strip_prefix("ansible_").unwrap_or(k);
+        if let Value::Object(all) = host
+            .entry("ansible_facts")
+            .or_insert_with(|| Value::Object(Map::new()))
+        {
+            all.insert(short.to_string(), v.clone());
         }
     }
 }

@@ -133,6 +133,7 @@ impl Engine {
                     censored: no_log,
                     note: ev.note.as_deref(),
                     delegated_to: ev.delegated_to.as_deref(),
+                    python: task.python.is_some(),
                 });
             }
             // The recap counts a task once per host, like Ansible, whatever its loop length.
@@ -250,6 +251,7 @@ impl Engine {
             censored: false,
             note: None,
             delegated_to: None,
+            python: false,
         });
     }
 }

@@ -277,6 +277,7 @@ impl Engine {
                     censored: false,
                     note: None,
                     delegated_to: None,
+                    python: false,
                 });
             }
             let included = report.iter().filter(|(_, s)| *s == Status::Ok).count();

@@ -59,6 +59,11 @@ impl Shared<'_> {
             Ok(_) => Map::new(),
             Err(e) => return Err((false, format!("cannot render `environment`: {e}"))),
         };
+        if let Some(py) = &task.python {
+            return self
+                .run_python(ctx, task, h, scope, py, params, environment)
+                .await;
+        }
         match task.module {
             "include_vars" => return Ok(include_vars(ctx, task, h, &params)),
             "setup" => return self.setup(ctx, task, h, &params).await,

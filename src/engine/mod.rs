@@ -49,6 +49,7 @@ mod item;
 mod linear;
 mod meta;
 mod play;
+mod python;
 mod result;
 mod run;
 mod state;

@@ -134,7 +134,7 @@ impl Shared<'_> {
                 for (k, v) in facts {
                     h.host_vars.insert(k.clone(), v.clone());
                 }
-            } else if task.module == "service_facts" {
+            } else if task.module == "service_facts" || task.python.is_some() {
                 super::facts::merge_facts(&mut h.facts, facts);
             }
         }

@@ -374,6 +374,9 @@ pub struct Task {
     pub throttle: Option<usize>,
     /// The role this task comes from: its files, templates and variables.
     pub role: Option<Arc<RoleCtx>>,
+    /// A module fixpoint does not implement natively, run as Ansible's own Python code
+    /// (`crate::pymod`); `module` is then the name as the task wrote it.
+    pub python: Option<Arc<crate::pymod::PyModule>>,
     /// Run through this host's connection, with the original host's variables.
     pub delegate_to: Option<String>,
     pub run_once: bool,

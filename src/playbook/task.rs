@@ -35,6 +35,7 @@ pub(crate) fn load_task(
 ) -> Result<Task, Diagnostic> {
     let entries = map_of(node, "a task")?;
     let mut module: Option<(&'static str, &Node, &Pos)> = None;
+    let mut python: Option<std::sync::Arc<crate::pymod::PyModule>> = None;
     for (k, kpos, v) in entries {
         if TASK_KEYS.contains(&k.as_str()) {
             if k == "listen" && !handler {
@@ -56,7 +57,24 @@ pub(crate) fn load_task(
                 ),
             );
         }
-        match fixpoint_modules::canonical_name(k).or_else(|| controller_action(k)) {
+        // Native modules always win; any other name is looked up in the controller's Ansible.
+        let native = fixpoint_modules::canonical_name(k).or_else(|| controller_action(k));
+        let found =
+            match native {
+                Some(m) => Some(m),
+                None => match crate::pymod::find(k, play_dir) {
+                    Ok(Some(m)) => {
+                        python = Some(m);
+                        Some(crate::pymod::intern(k))
+                    }
+                    Ok(None) => None,
+                    Err(why) => return Err(Diagnostic::at(kpos, why).help(
+                        "use a module fixpoint implements (see README.md, \"Modules\"), or keep \
+                         this task on ansible-playbook",
+                    )),
+                },
+            };
+        match found {
             Some(m) => {
                 if let Some((prev, _, _)) = module {
                     return Err(Diagnostic::at(
@@ -89,8 +107,9 @@ pub(crate) fn load_task(
                 d = match suggest(k, all) {
                     Some(s) => d.help(format!("did you mean `{s}`?")),
                     None => d.help(format!(
-                        "modules: {}",
-                        fixpoint_modules::registry::ALL_MODULES.join(", ")
+                        "native modules: {}; Ansible modules were looked for in: {}",
+                        fixpoint_modules::registry::ALL_MODULES.join(", "),
+                        crate::pymod::locate::searched(play_dir)
                     )),
                 };
                 return Err(d);
@@ -280,6 +299,7 @@ pub(crate) fn load_task(
             None => None,
         },
         role: None,
+        python,
         throttle: match opt("throttle") {
             Some(n) => match n.kind {
                 Kind::Int(i) if i > 0 => Some(i as usize),

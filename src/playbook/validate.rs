@@ -58,6 +58,13 @@ pub(crate) fn check_module_params(
             static_params.remove(k);
         }
     }
+    if let Some(py) = &task.python {
+        let local = task
+            .delegate_to
+            .as_deref()
+            .is_some_and(|d| d == "localhost" || d == "127.0.0.1");
+        return check_python_params(py, &static_params, &templated, raw, mod_pos, local);
+    }
     let result = actions::check_params(task.module, &Value::Object(static_params), dirs);
     match result {
         Ok(()) => Ok(()),
@@ -128,4 +135,41 @@ pub(crate) fn check_guard(task: &Task, mod_pos: &Pos) -> Result<(), Diagnostic> 
          succeeds when needed>`, `once: <key>` (run once, recorded in the host journal), or \
          `changed_when: false` if the command only reads",
     ))
+}
+
+/// A task of a module run as Ansible's Python code: its untemplated parameters against the
+/// options the module documents (`crate::pymod::doc`), without running anything.
+pub(crate) fn check_python_params(
+    py: &crate::pymod::PyModule,
+    static_params: &serde_json::Map<String, Value>,
+    templated: &[String],
+    raw: &Node,
+    mod_pos: &Pos,
+    delegated_to_controller: bool,
+) -> Result<(), Diagnostic> {
+    let mut literal = static_params.clone();
+    // A templated value is checked once rendered (by the engine).
+    for t in templated {
+        literal.insert(t.clone(), Value::String("{{ templated }}".into()));
+    }
+    let action = if templated.iter().any(|t| t == "remote_src") {
+        Ok(())
+    } else {
+        crate::pymod::doc::check_action(py, &literal, delegated_to_controller)
+    };
+    action
+        .and_then(|()| crate::pymod::doc::check(py, static_params, templated))
+        .map_err(|e| {
+            let pos = e
+                .param
+                .as_deref()
+                .and_then(|p| param_pos(raw, p))
+                .unwrap_or_else(|| mod_pos.clone());
+            Diagnostic::at(&pos, format!("invalid parameters: {}", e.msg)).help(format!(
+                "`{}` is Ansible's module code ({}): see its documentation (`ansible-doc {}`)",
+                py.name,
+                py.path.display(),
+                py.name
+            ))
+        })
 }

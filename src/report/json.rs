@@ -48,6 +48,9 @@ pub(super) fn task(
     if let Some(d) = ev.delegated_to {
         o["delegated_to"] = json!(d);
     }
+    if ev.python {
+        o["engine"] = json!("python");
+    }
     if verbosity > 0 {
         o["result"] = json!(result);
     }

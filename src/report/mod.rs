@@ -69,6 +69,8 @@ pub struct TaskEvent<'a> {
     pub note: Option<&'a str>,
     /// `delegate_to`: the host it ran on, when not `host` itself.
     pub delegated_to: Option<&'a str>,
+    /// The module ran as Ansible's own Python code (`"engine":"python"`), not natively.
+    pub python: bool,
 }
 
 /// Prints events to stdout, as text or JSON lines (`--json`).

@@ -36,7 +36,10 @@ impl Reporter {
                 }
             })
             .unwrap_or_default();
-        let note = ev.note.map(|n| format!(" ({n})")).unwrap_or_default();
+        let mut note = ev.note.map(|n| format!(" ({n})")).unwrap_or_default();
+        if ev.python {
+            note.push_str(" [python]");
+        }
         // Ansible's `[web1 -> localhost]` for a delegated task.
         let host = match ev.delegated_to {
             Some(d) => format!("{} -> {d}", ev.host),
@@ -46,7 +49,7 @@ impl Reporter {
             Status::Failed => {
                 let mut body = Map::new();
                 if let Some(r) = result {
-                    for k in ["rc", "stdout", "stderr"] {
+                    for k in ["rc", "stdout", "stderr", "module_stdout", "module_stderr"] {
                         if let Some(v) = r.get(k) {
                             body.insert(k.into(), v.clone());
                         }

@@ -93,6 +93,14 @@ impl Scope {
         Scope::build(self.templar.clone(), layers, self.warnings.clone())
     }
 
+    /// Keep a warning to be shown once with the task's results (a Python module's warnings).
+    pub fn warn(&self, w: String) {
+        let mut g = self.warnings.lock().expect("scope warnings");
+        if !g.contains(&w) {
+            g.push(w);
+        }
+    }
+
     /// The warnings conditions evaluated in this scope (or one derived from it) gave, once.
     pub fn take_warnings(&self) -> Vec<String> {
         std::mem::take(&mut *self.warnings.lock().expect("scope warnings"))

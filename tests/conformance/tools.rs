@@ -176,6 +176,8 @@ pub fn run(tools: &Tools, case: &Case, tool: Tool, scratch: &Path) -> Result<Run
             c.args(&case.args);
             c.arg("playbook.yml");
             c.env("NO_COLOR", "1");
+            // Modules fixpoint lacks run as the code of the same ansible-core installation.
+            c.env("FIXPOINT_ANSIBLE_PYTHON", tools.ansible_bin.join("python"));
             c
         }
     };

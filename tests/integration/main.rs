@@ -18,6 +18,7 @@ mod local_engine;
 mod local_modules;
 mod memory;
 mod no_log;
+mod python_modules;
 mod roles;
 mod secrets;
 mod services_systemd;

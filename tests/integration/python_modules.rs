@@ -1,0 +1,213 @@
+//! Modules fixpoint does not implement, run as ansible-core's own Python code on loopback sshd
+//! hosts with become: changes, convergence, check mode, the zip cached on the host, failures,
+//! no_log, a task timeout, and a host whose Python is missing.
+
+use crate::fx::Out;
+use crate::ssh::Fleet;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// The Python of the ansible-core installation the tests use (the one `.ci/run` keeps).
+fn ansible_python() -> PathBuf {
+    let bin = std::env::var_os("FIXPOINT_ANSIBLE")
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| {
+            panic!(
+                "FIXPOINT_ANSIBLE is not set: these tests run ansible-core's module code; set it \
+                 to the bin directory of a virtualenv with ansible-core 2.19 (`.ci/run` makes \
+                 /var/cache/fixpoint-ci/ansible)"
+            )
+        });
+    let py = PathBuf::from(bin).join("python");
+    assert!(py.exists(), "{} does not exist", py.display());
+    py
+}
+
+/// The `ansible` package's collections (community.general, ...) that `.ci/run` unpacks.
+fn ansible_collections() -> PathBuf {
+    let dir = std::env::var_os("FIXPOINT_ANSIBLE_COLLECTIONS")
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| {
+            panic!(
+                "FIXPOINT_ANSIBLE_COLLECTIONS is not set: these tests run community.general \
+                 modules; set it to a directory holding `ansible_collections/` (`.ci/run` runs \
+                 `pip install --no-deps --target DIR ansible==12.3.0`)"
+            )
+        });
+    let dir = PathBuf::from(dir);
+    assert!(
+        dir.join("ansible_collections/community/general").is_dir(),
+        "{} has no community.general",
+        dir.display()
+    );
+    dir
+}
+
+fn apply(fleet: &Fleet, extra: &[&str]) -> Out {
+    apply_env(fleet, extra, &[])
+}
+
+fn apply_env(fleet: &Fleet, extra: &[&str], env: &[(&str, PathBuf)]) -> Out {
+    let out = Command::new(crate::fx::bin())
+        .args(fleet.apply_args(extra))
+        .current_dir(fleet.fx.dir.path())
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("NO_COLOR", "1")
+        .env("FIXPOINT_ANSIBLE_PYTHON", ansible_python())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run fixpoint");
+    Out::from(out)
+}
+
+fn event<'a>(evs: &'a [serde_json::Value], task: &str) -> &'a serde_json::Value {
+    evs.iter()
+        .find(|e| e["event"] == "task" && e["task"] == task)
+        .unwrap_or_else(|| panic!("no event for {task}"))
+}
+
+const PLAY: &str = concat!(
+    "    - name: dir\n      file: {path: \"{{ base }}\", state: directory, mode: \"0755\"}\n",
+    "    - name: conf\n      copy: {content: \"port=80\\nname=x\\n\", dest: \"{{ base }}/app.conf\", mode: \"0600\", force: false}\n",
+    "    - name: port\n      replace: {path: \"{{ base }}/app.conf\", regexp: '^port=80$', replace: 'port=8080'}\n      register: r\n",
+    "    - name: read as root (mode 0600, owner root)\n      ansible.builtin.slurp: {src: \"{{ base }}/app.conf\"}\n      register: s\n",
+    "    - name: who\n      getent: {database: passwd, key: root}\n",
+    "    - name: facts and registered values\n      when: not ansible_check_mode\n      assert:\n        that:\n          - (s.content | b64decode) == 'port=8080\\nname=x\\n'\n          - getent_passwd.root[1] == '0'\n          - r.rc == 0\n",
+);
+
+#[test]
+fn python_modules_change_then_converge_over_ssh_with_become() {
+    let fleet = Fleet::start(1, "fpsudo");
+    // The whole play becomes root (one agent, one state directory owned by root).
+    fleet.play_full("  gather_facts: false\n  become: true\n", PLAY);
+    // Start from a cold module cache for root (only module zips: they are a cache).
+    let root_cache = PathBuf::from("/root/.cache/fixpoint");
+    for e in std::fs::read_dir(&root_cache)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if e.file_name().to_string_lossy().starts_with("pymod-") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    let out = apply(&fleet, &[]);
+    out.expect(0);
+    let evs = out.events();
+    let port = event(&evs, "port");
+    assert_eq!(port["status"], "changed", "{}", out.stdout);
+    assert_eq!(port["engine"], "python", "{port}");
+    assert!(
+        event(&evs, "conf").get("engine").is_none(),
+        "native stays native"
+    );
+    // The module's code went to the host once, as a zip named by its hash.
+    assert!(
+        port["note"]
+            .as_str()
+            .unwrap_or("")
+            .contains("module code sent"),
+        "{port}"
+    );
+    let conf = fleet.base(&fleet.hosts[0]).join("app.conf");
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        "port=8080\nname=x\n"
+    );
+    // The second run changes nothing and sends no code: the host's cache has it.
+    let out = apply(&fleet, &["--twice"]);
+    out.expect(0);
+    let evs = out.events();
+    let port = event(&evs, "port");
+    assert_eq!(port["status"], "ok", "{}", out.stdout);
+    assert!(port.get("note").is_none(), "{port}");
+    // Check mode: the module plans a change, shows its diff, and writes nothing.
+    std::fs::write(&conf, "port=80\nname=x\n").unwrap();
+    let out = apply(&fleet, &["--check", "--diff"]);
+    out.expect(0);
+    let evs = out.events();
+    let port = event(&evs, "port");
+    assert_eq!(port["status"], "changed", "{}", out.stdout);
+    let diff = serde_json::to_string(&port["diff"]).unwrap();
+    assert!(diff.contains("port=8080"), "{diff}");
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), "port=80\nname=x\n");
+}
+
+#[test]
+fn failures_no_log_timeouts_and_a_missing_python_are_reported() {
+    let fleet = Fleet::start(1, "fpuser");
+    fleet.play(concat!(
+        "    - name: dir\n      file: {path: \"{{ base }}\", state: directory}\n",
+        "    - name: missing file\n      slurp: {src: \"{{ base }}/nope\"}\n      register: f\n      ignore_errors: true\n",
+        "    - name: secret\n      slurp: {src: /etc/hostname}\n      no_log: true\n",
+        "    - name: slow\n      wait_for: {path: \"{{ base }}/never\", timeout: 300}\n      timeout: 2\n      ignore_errors: true\n",
+        "    - name: no python\n      getent: {database: passwd, key: root}\n      vars: {ansible_python_interpreter: /nonexistent/python3}\n      ignore_errors: true\n",
+        "    - name: native after\n      copy: {content: ok, dest: \"{{ base }}/after\"}\n",
+        "    - name: registered failure\n      assert:\n        that:\n          - f.failed\n          - f.msg is search('nope')\n",
+    ));
+    let out = apply(&fleet, &["-v"]);
+    out.expect(0);
+    let evs = out.events();
+    let missing = event(&evs, "missing file");
+    assert_eq!(missing["status"], "failed", "{}", out.stdout);
+    assert_eq!(missing["ignored"], true);
+    // no_log: neither the result nor the message leaves the controller's reporter.
+    let secret = serde_json::to_string(event(&evs, "secret")).unwrap();
+    let hostname = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let encoded = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(hostname.as_bytes())
+    };
+    assert!(!secret.contains(&encoded), "{secret}");
+    assert!(secret.contains("no_log"), "{secret}");
+    // The task timeout kills the module (its process group) and says so.
+    let slow = event(&evs, "slow");
+    assert_eq!(slow["status"], "failed", "{slow}");
+    assert!(
+        slow["msg"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Timed out after 2 second(s)"),
+        "{slow}"
+    );
+    // No Python: a clear failure naming the module and the task; native tasks still run.
+    let nopy = event(&evs, "no python");
+    let msg = nopy["msg"].as_str().unwrap_or("");
+    assert!(msg.contains("getent") && msg.contains("no python"), "{msg}");
+    assert!(msg.contains("/nonexistent/python3"), "{msg}");
+    assert_eq!(event(&evs, "native after")["status"], "changed");
+    assert_eq!(event(&evs, "registered failure")["status"], "ok");
+}
+
+#[test]
+fn collection_modules_run_from_ansible_collections_path() {
+    let fleet = Fleet::start(1, "fpsudo");
+    fleet.play_full(
+        "  gather_facts: false\n  become: true\n",
+        concat!(
+            "    - name: dir\n      file: {path: \"{{ base }}\", state: directory}\n",
+            // The short name goes through ansible-core's routing to community.general.
+            "    - name: ini\n      ini_file: {path: \"{{ base }}/app.ini\", section: main, option: port, value: \"8080\"}\n      register: i\n",
+            "    - name: limits\n      community.general.pam_limits: {domain: fpuser, limit_type: soft, limit_item: nofile, value: 4096, dest: \"{{ base }}/limits.conf\"}\n",
+            "    - name: registered\n      assert:\n        that: i.msg in ['section and option added', 'OK']\n",
+        ),
+    );
+    std::fs::create_dir_all(fleet.base(&fleet.hosts[0])).unwrap();
+    std::fs::write(fleet.base(&fleet.hosts[0]).join("limits.conf"), "").unwrap();
+    let env = [("ANSIBLE_COLLECTIONS_PATH", ansible_collections())];
+    // Check mode first: nothing is written.
+    let out = apply_env(&fleet, &["--check"], &env);
+    out.expect(0);
+    assert_eq!(out.status_of("ini"), "changed", "{}", out.stdout);
+    assert!(!fleet.base(&fleet.hosts[0]).join("app.ini").exists());
+    let out = apply_env(&fleet, &[], &env);
+    out.expect(0);
+    assert_eq!(out.status_of("ini"), "changed", "{}", out.stdout);
+    assert_eq!(out.status_of("limits"), "changed", "{}", out.stdout);
+    let ini = std::fs::read_to_string(fleet.base(&fleet.hosts[0]).join("app.ini")).unwrap();
+    assert_eq!(ini, "\n[main]\nport = 8080\n");
+    let limits = std::fs::read_to_string(fleet.base(&fleet.hosts[0]).join("limits.conf")).unwrap();
+    assert!(limits.contains("fpuser\tsoft\tnofile\t4096"), "{limits}");
+    // Converged: the second run (and --twice's second pass) changes nothing.
+    apply_env(&fleet, &["--twice"], &env).expect(0);
+}
