@@ -1,9 +1,10 @@
 //! The `stat` module: report what is at a path (type, mode, owner, times, checksum) in Ansible's
 //! `stat` result shape. It never changes anything: its plan is always empty.
 //!
-//! `get_mime` and `get_attributes` are accepted for compatibility and ignored (no `mimetype`,
-//! `charset` or `attributes` keys). `checksum_algorithm` supports sha1 (the default, as in
-//! Ansible), sha224, sha256, sha384 and sha512; md5 is not offered.
+//! `get_mime` (default true, as in Ansible) adds `mimetype` and `charset` from the host's `file`
+//! command (`unknown` without it). `get_attributes` is accepted for compatibility and ignored
+//! (no `attributes` key). `checksum_algorithm` supports sha1 (the default, as in Ansible),
+//! sha224, sha256, sha384 and sha512; md5 is not offered.
 
 use crate::fs::{expand_user, mode_str, parent_of};
 use crate::params::Bool;
@@ -48,7 +49,7 @@ pub struct Params {
     pub get_checksum: Bool,
     #[serde(default, alias = "checksum", alias = "checksum_algo")]
     pub checksum_algorithm: Algorithm,
-    /// Accepted and ignored.
+    /// Add `mimetype` and `charset` (default true).
     #[serde(default, alias = "mime", alias = "mime_type", alias = "mime-type")]
     pub get_mime: Option<Bool>,
     /// Accepted and ignored.
@@ -118,6 +119,11 @@ impl Module for Stat {
                 Algorithm::Sha512 => hash_file::<sha2::Sha512>(&path)?,
             };
             out.insert("checksum".into(), sum.into());
+        }
+        if p.get_mime.is_none_or(|b| b.0) {
+            let (mimetype, charset) = mime_of(&path);
+            out.insert("mimetype".into(), mimetype.into());
+            out.insert("charset".into(), charset.into());
         }
         Ok(out)
     }
@@ -197,6 +203,46 @@ fn describe(path: &Path, m: &Metadata) -> Map<String, Value> {
 }
 
 /// Hex digest of a file, read in chunks so large files do not fill memory.
+/// The directories searched for `file` besides `PATH`, as Ansible's `get_bin_path` does.
+const SBIN_DIRS: &[&str] = &["/sbin", "/usr/sbin", "/usr/local/sbin"];
+
+/// `mimetype` and `charset` as `file --mime-type --mime-encoding` reports them, or `unknown`
+/// when the host has no `file` or it fails (as in Ansible).
+fn mime_of(path: &Path) -> (String, String) {
+    let unknown = || ("unknown".to_string(), "unknown".to_string());
+    let path_var = std::env::var_os("PATH").unwrap_or_default();
+    let Some(file) = std::env::split_paths(&path_var)
+        .chain(SBIN_DIRS.iter().map(Into::into))
+        .map(|d| d.join("file"))
+        .find(|p| p.is_file())
+    else {
+        return unknown();
+    };
+    let out = match std::process::Command::new(file)
+        .args(["--mime-type", "--mime-encoding"])
+        .arg(path)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+    {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        _ => return unknown(),
+    };
+    // `<path>: text/plain; charset=us-ascii`: the path itself may hold `:`, the answer does not.
+    let answer = out.trim_end().rsplit_once(':').map_or("", |(_, a)| a);
+    match answer.split_once(';') {
+        Some((mime, charset)) => (
+            mime.trim().to_string(),
+            charset
+                .split_once('=')
+                .map_or(charset, |(_, c)| c)
+                .trim()
+                .to_string(),
+        ),
+        None => unknown(),
+    }
+}
+
 fn hash_file<D: Digest>(path: &Path) -> Result<String, ModuleError> {
     let mut f = fs::File::open(path).map_err(|e| ModuleError::io(path, e))?;
     let mut hasher = D::new();
@@ -260,6 +306,13 @@ mod tests {
         );
         let s = stat_of(json!({"path": f, "get_checksum": false, "get_mime": true, "attr": "no"}));
         assert!(s.get("checksum").is_none());
+        // `file` is installed by .ci/run (the stat target of ansible-core checks these too).
+        assert_eq!(
+            (&s["mimetype"], &s["charset"]),
+            (&json!("text/plain"), &json!("us-ascii"))
+        );
+        let s = stat_of(json!({"path": f, "get_mime": false}));
+        assert!(s.get("mimetype").is_none() && s.get("charset").is_none());
 
         let after = fs::metadata(&f).unwrap();
         assert_eq!(

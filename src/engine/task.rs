@@ -5,6 +5,7 @@ use super::item::outbox_writer;
 use super::result::{skip_event, Event};
 use super::state::{HostState, PlayCtx};
 use super::{all_hold, display, Shared};
+use crate::playbook::ast::Templated;
 use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::{magic, Layer, Scope};
@@ -94,9 +95,23 @@ impl Shared<'_> {
             }
             return vec![self.run_until(ctx, task, h, scope, None).await];
         };
-        let items = match scope.render(items_raw).and_then(|v| {
-            crate::playbook::loops::expand(task.loop_kind, v, &task.search_dirs(&ctx.play.dir))
-        }) {
+        let rendered = match scope.render_noting_undefined(items_raw) {
+            Ok(v) => v,
+            Err((e, undefined)) => {
+                // As in ansible-core, a loop over an undefined variable is an error only if the
+                // task's `when`, decided without `item`, does not skip the task first.
+                if undefined && matches!(self.when_holds(task, scope), Ok(false)) {
+                    self.register_skip(task, h);
+                    return vec![skip_event(None)];
+                }
+                return vec![fail(format!("cannot expand the loop: {e}"))];
+            }
+        };
+        let items = match crate::playbook::loops::expand(
+            task.loop_kind,
+            rendered,
+            &task.search_dirs(&ctx.play.dir),
+        ) {
             Ok(items) => items,
             Err(e) => return vec![fail(format!("cannot expand the loop: {e}"))],
         };
@@ -200,6 +215,7 @@ impl Shared<'_> {
         item: Option<String>,
     ) -> Event {
         let mut attempt: u64 = 0;
+        let mut numbers: Option<(u64, Duration)> = None;
         loop {
             // `retries` may be any count the playbook gives: past u64::MAX attempts (never
             // reached) the count stays put rather than wrap round to "first attempt".
@@ -224,10 +240,31 @@ impl Shared<'_> {
             }
             match all_hold(&scope.with(Layer::data(layer)), until) {
                 Ok(true) => return ev,
-                Ok(false) if attempt <= task.retries => {
-                    tokio::time::sleep(Duration::from_secs(task.delay)).await;
-                }
                 Ok(false) => {
+                    // Rendered once, on the first retry: they may be templates (`retries:
+                    // "{{ n }}"`), seen in the task's (and item's) scope as ansible-core does.
+                    if numbers.is_none() {
+                        match until_numbers(task, scope) {
+                            Ok(n) => numbers = Some(n),
+                            Err(e) => {
+                                ev.status = Status::Failed;
+                                ev.diff = Diff::default();
+                                ev.msg = Some(format!(
+                                    "{e} (task \"{}\" at {})",
+                                    task.display_name(),
+                                    task.pos
+                                ));
+                                ev.ignored = task.ignore_errors;
+                                ev.result.insert("failed".into(), json!(true));
+                                return ev;
+                            }
+                        }
+                    }
+                    let (retries, delay) = numbers.unwrap_or_default();
+                    if attempt <= retries {
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
                     ev.status = Status::Failed;
                     ev.diff = Diff::default();
                     ev.msg = Some(format!(
@@ -305,4 +342,40 @@ fn resolve_flags(task: &Task, scope: &Arc<Scope>) -> Result<Task, String> {
         }
     }
     Ok(t)
+}
+
+/// `retries` and `delay` of an `until` task, rendered when they are templates.
+fn until_numbers(task: &Task, scope: &Arc<Scope>) -> Result<(u64, Duration), String> {
+    let render = |what: &str, t: &str| -> Result<Value, String> {
+        scope
+            .render(&json!(t))
+            .map_err(|e| format!("cannot render `{what}`: {e}"))
+    };
+    let retries = match &task.retries {
+        Templated::Fixed(n) => *n,
+        Templated::Template(t) => {
+            let v = render("retries", t)?;
+            match &v {
+                Value::Number(n) if n.as_u64().is_some() => n.as_u64().unwrap_or_default(),
+                Value::String(s) if s.trim().parse::<u64>().is_ok() => {
+                    s.trim().parse().unwrap_or_default()
+                }
+                other => return Err(format!("`retries` gave {other}, not a count")),
+            }
+        }
+    };
+    let secs = match &task.delay {
+        Templated::Fixed(f) => *f,
+        Templated::Template(t) => {
+            let v = render("delay", t)?;
+            match &v {
+                Value::Number(n) => n.as_f64().unwrap_or(-1.0),
+                Value::String(s) => s.trim().parse::<f64>().unwrap_or(-1.0),
+                _ => -1.0,
+            }
+        }
+    };
+    let delay = Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("`delay` must be a number of seconds, not {secs}"))?;
+    Ok((retries, delay))
 }

@@ -382,8 +382,17 @@ pub struct Task {
     pub run_once: bool,
     /// `until`: retry the task until these hold, `retries` times, `delay` seconds apart.
     pub until: Option<Conditions>,
-    pub retries: u64,
-    pub delay: u64,
+    pub retries: Templated<u64>,
+    /// Seconds; a fraction is allowed (`delay: 0.01`), as in Ansible.
+    pub delay: Templated<f64>,
+}
+
+/// A number keyword (`retries`, `delay`) that may also be a template, rendered on the host when
+/// the task runs (`retries: "{{ idx + 2 }}"`), as ansible-core templates every field.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Templated<T> {
+    Fixed(T),
+    Template(String),
 }
 
 impl Task {

@@ -73,6 +73,10 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
         }),
         LoopKind::Nested => {
             let lists = lists_of(value, "with_nested")?;
+            // ansible-core's wording: its own target checks for it.
+            if lists.is_empty() {
+                return Err("with_nested requires at least one element in the nested list".into());
+            }
             let mut out: Vec<Vec<Value>> = vec![Vec::new()];
             for l in lists {
                 out = out
@@ -90,6 +94,9 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
         }
         LoopKind::Together => {
             let lists = lists_of(value, "with_together")?;
+            if lists.is_empty() {
+                return Err("with_together requires at least one element in each list".into());
+            }
             let n = lists.iter().map(Vec::len).max().unwrap_or(0);
             Ok((0..n)
                 .map(|i| {
@@ -388,6 +395,10 @@ mod tests {
                 json!(["b", 2])
             ]
         );
+        for kind in [LoopKind::Nested, LoopKind::Together] {
+            let e = expand(kind, json!([]), &[]).unwrap_err();
+            assert!(e.contains("requires at least one element"), "{e}");
+        }
         let together = expand(LoopKind::Together, json!([["a", "b"], [1]]), &[]).unwrap();
         assert_eq!(together, [json!(["a", 1]), json!(["b", null])]);
         let users = json!([{"name": "u", "keys": ["k1", "k2"]}, {"name": "v"}]);

@@ -1,7 +1,7 @@
 //! One task entry -> `Task`: the module and its arguments (mapping, `k=v` or free-form
 //! command), `local_action`, and the task keywords.
 
-use super::ast::{Inherited, LoopKind, Task};
+use super::ast::{Inherited, LoopKind, Task, Templated};
 use super::keywords::{
     become_method_of, bool_of, check_keys, check_var_name, conditions_of, env_of, flag_of, loop_of,
     map_of, short_name, string_of, strings_of, vars_of, Flag, TASK_KEYS, TASK_KEYS_NOT_YET,
@@ -313,19 +313,26 @@ pub(crate) fn load_task(
             .map(|n| conditions_of(n, "until"))
             .transpose()?,
         retries: match opt("retries") {
-            Some(n) => match n.kind {
-                Kind::Int(i) if i >= 0 => i as u64,
-                _ => return Err(n.err("`retries` must be a number")),
+            Some(n) => match &n.kind {
+                Kind::Int(i) if *i >= 0 => Templated::Fixed(*i as u64),
+                Kind::Str(s) if s.contains("{{") => Templated::Template(s.clone()),
+                _ => return Err(n.err("`retries` must be a number (or a template giving one)")),
             },
             // Ansible's default when `until` is given.
-            None => 3,
+            None => Templated::Fixed(3),
         },
         delay: match opt("delay") {
-            Some(n) => match n.kind {
-                Kind::Int(i) if i >= 0 => i as u64,
-                _ => return Err(n.err("`delay` must be a number of seconds")),
+            Some(n) => match &n.kind {
+                Kind::Int(i) if *i >= 0 => Templated::Fixed(*i as f64),
+                Kind::Float(f) if *f >= 0.0 && f.is_finite() => Templated::Fixed(*f),
+                Kind::Str(s) if s.contains("{{") => Templated::Template(s.clone()),
+                _ => {
+                    return Err(n.err(
+                        "`delay` must be a number of seconds (or a template giving one)",
+                    ))
+                }
             },
-            None => 5,
+            None => Templated::Fixed(5.0),
         },
     };
     inh.apply(&mut task);

@@ -168,6 +168,15 @@ impl Scope {
             .map_err(|e| self.explain(e.to_string()))
     }
 
+    /// [`render`](Self::render), also telling whether it failed on an undefined variable
+    /// (ansible-core lets a task's `when` decide before it reports an undefined loop).
+    pub fn render_noting_undefined(self: &Arc<Self>, v: &Value) -> Result<Value, (String, bool)> {
+        self.templar.render_value(v, &self.ctx()).map_err(|e| {
+            let undefined = matches!(e, crate::template::TemplateError::Undefined { .. });
+            (self.explain(e.to_string()), undefined)
+        })
+    }
+
     /// Evaluate a condition (`when:`, `changed_when:`, `assert`'s `that`...) as ansible-core
     /// 2.19 does (see `template::condition`); its warnings are kept for `take_warnings`.
     pub fn eval_bool(self: &Arc<Self>, expr: &str) -> Result<bool, String> {

@@ -1,0 +1,300 @@
+//! The one edit the runner makes to a target, on fixpoint's copy only: a guard on each unguarded
+//! `command`/`shell` task, `unless: "false"`, which makes the command run every time, as it does
+//! under Ansible (README, "The idempotency rules"). Done on the text, so that everything else in
+//! the file (comments, quoting, YAML 1.1 scalars such as `mode: 0644`) stays byte for byte.
+
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::Marker;
+
+/// The module names whose tasks fixpoint refuses without a guard.
+const COMMANDS: &[&str] = &[
+    "command",
+    "shell",
+    "ansible.builtin.command",
+    "ansible.builtin.shell",
+    "ansible.legacy.command",
+    "ansible.legacy.shell",
+];
+
+/// Module parameters and task keywords that already count as a guard for fixpoint.
+const GUARDS: &[&str] = &["creates", "removes", "unless", "onlyif"];
+
+/// The guard added to a command's parameters: `false` fails, so the command always runs.
+const GUARD: &str = "unless: \"false\"";
+
+/// A parsed YAML node with the source positions the rewrite needs.
+enum Node {
+    Scalar {
+        value: String,
+        mark: Marker,
+    },
+    Seq(Vec<Node>),
+    Map {
+        mark: Marker,
+        entries: Vec<(Node, Node)>,
+    },
+    Alias,
+}
+
+/// Builds [`Node`]s from the parser's events.
+#[derive(Default)]
+struct Builder {
+    stack: Vec<(Node, Option<Node>)>,
+    docs: Vec<Node>,
+}
+
+impl Builder {
+    fn push(&mut self, node: Node) {
+        match self.stack.last_mut() {
+            None => self.docs.push(node),
+            Some((Node::Seq(items), _)) => items.push(node),
+            Some((Node::Map { entries, .. }, pending)) => match pending.take() {
+                None => *pending = Some(node),
+                Some(key) => entries.push((key, node)),
+            },
+            Some(_) => unreachable!("only collections are on the stack"),
+        }
+    }
+}
+
+impl MarkedEventReceiver for Builder {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        match ev {
+            Event::Scalar(value, ..) => self.push(Node::Scalar { value, mark }),
+            Event::Alias(_) => self.push(Node::Alias),
+            Event::SequenceStart(..) => self.stack.push((Node::Seq(Vec::new()), None)),
+            Event::MappingStart(..) => self.stack.push((
+                Node::Map {
+                    mark,
+                    entries: Vec::new(),
+                },
+                None,
+            )),
+            Event::SequenceEnd | Event::MappingEnd => {
+                if let Some((node, _)) = self.stack.pop() {
+                    self.push(node);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn key_of(k: &Node) -> Option<&str> {
+    match k {
+        Node::Scalar { value, .. } => Some(value),
+        _ => None,
+    }
+}
+
+fn get<'a>(entries: &'a [(Node, Node)], key: &str) -> Option<&'a (Node, Node)> {
+    entries.iter().find(|(k, _)| key_of(k) == Some(key))
+}
+
+/// Whether `changed_when` says the command only reads (fixpoint's read-only guard).
+fn read_only(entries: &[(Node, Node)]) -> bool {
+    matches!(
+        get(entries, "changed_when"),
+        Some((_, Node::Scalar { value, .. }))
+            if matches!(value.as_str(), "false" | "False" | "no" | "No" | "false|bool")
+    )
+}
+
+/// One insertion: `text` at character index `at` of the source.
+struct Insert {
+    at: usize,
+    text: String,
+}
+
+/// Where a guard goes into the mapping `map` (its parameters): first in a flow mapping (after
+/// `{`), or as a new first line of a block mapping, at its keys' column.
+fn into_mapping(src: &[char], map: &Node) -> Option<Insert> {
+    let Node::Map { mark, entries } = map else {
+        return None;
+    };
+    if src.get(mark.index()) == Some(&'{') {
+        let sep = if entries.is_empty() { "" } else { ", " };
+        return Some(Insert {
+            at: mark.index() + 1,
+            text: format!("{GUARD}{sep}"),
+        });
+    }
+    let (Node::Scalar { mark: first, .. }, _) = entries.first()? else {
+        return None;
+    };
+    Some(Insert {
+        at: first.index(),
+        text: format!("{GUARD}\n{}", " ".repeat(first.col())),
+    })
+}
+
+/// The guard for one task mapping, if it runs an unguarded command; `Err` when the task's shape
+/// leaves no place for one (then fixpoint refuses the task, and the report says so).
+fn guard_task(src: &[char], task: &Node) -> Result<Option<Insert>, String> {
+    let Node::Map { mark, entries } = task else {
+        return Ok(None);
+    };
+    let Some((module_key, params)) = entries
+        .iter()
+        .find(|(k, _)| key_of(k).is_some_and(|k| COMMANDS.contains(&k)))
+    else {
+        return Ok(None);
+    };
+    if read_only(entries) || entries.iter().any(|(k, _)| key_of(k) == Some("once")) {
+        return Ok(None);
+    }
+    let has_guard = |m: &Node| match m {
+        Node::Map { entries, .. } => GUARDS.iter().any(|g| get(entries, g).is_some()),
+        // Free form: `creates=/x` inside the command line.
+        Node::Scalar { value, .. } => GUARDS.iter().any(|g| {
+            value
+                .split_whitespace()
+                .any(|w| w.starts_with(&format!("{g}=")))
+        }),
+        _ => false,
+    };
+    let args = get(entries, "args").map(|(_, v)| v);
+    if has_guard(params) || args.is_some_and(has_guard) {
+        return Ok(None);
+    }
+    if matches!(params, Node::Map { .. }) {
+        return into_mapping(src, params)
+            .map(Some)
+            .ok_or_else(|| "its parameters are an empty block mapping".to_string());
+    }
+    if let Some(args) = args {
+        return into_mapping(src, args)
+            .map(Some)
+            .ok_or_else(|| "its `args` are not a mapping".to_string());
+    }
+    // Free form without `args`: a new `args` key beside the module's.
+    if src.get(mark.index()) == Some(&'{') {
+        return Ok(Some(Insert {
+            at: mark.index() + 1,
+            text: format!("args: {{{GUARD}}}, "),
+        }));
+    }
+    let Node::Scalar { mark: key_mark, .. } = module_key else {
+        return Err("its module key is not a plain scalar".into());
+    };
+    Ok(Some(Insert {
+        at: key_mark.index(),
+        text: format!("args: {{{GUARD}}}\n{}", " ".repeat(key_mark.col())),
+    }))
+}
+
+/// Walks every task list (a sequence of mappings, blocks' `block`/`rescue`/`always` included).
+fn walk(src: &[char], node: &Node, out: &mut Vec<Insert>, problems: &mut Vec<String>) {
+    match node {
+        Node::Seq(items) => {
+            for item in items {
+                match guard_task(src, item) {
+                    Ok(Some(ins)) => out.push(ins),
+                    Ok(None) => {}
+                    Err(why) => {
+                        if let Node::Map { mark, .. } = item {
+                            problems.push(format!("line {}: {why}", mark.line()));
+                        }
+                    }
+                }
+                walk(src, item, out, problems);
+            }
+        }
+        Node::Map { entries, .. } => {
+            for (_, v) in entries {
+                walk(src, v, out, problems);
+            }
+        }
+        Node::Scalar { .. } | Node::Alias => {}
+    }
+}
+
+/// The guarded text of a task file, the number of guards added, and the tasks that could not
+/// be guarded. A file that does not parse is returned unchanged (both tools then report it).
+pub fn guard_commands(text: &str) -> (String, usize, Vec<String>) {
+    let mut builder = Builder::default();
+    let mut parser = Parser::new_from_str(text);
+    if parser.load(&mut builder, true).is_err() {
+        return (text.to_string(), 0, Vec::new());
+    }
+    let src: Vec<char> = text.chars().collect();
+    let mut inserts = Vec::new();
+    let mut problems = Vec::new();
+    for doc in &builder.docs {
+        walk(&src, doc, &mut inserts, &mut problems);
+    }
+    inserts.sort_by_key(|i| std::cmp::Reverse(i.at));
+    let mut out = src;
+    let n = inserts.len();
+    for ins in inserts {
+        out.splice(ins.at..ins.at, ins.text.chars());
+    }
+    (out.into_iter().collect(), n, problems)
+}
+
+#[test]
+fn guards_each_unguarded_command_in_place() {
+    let text = "\
+# a comment stays
+- name: free form
+  command: echo hi
+  register: r
+
+- shell: echo there
+- name: with args
+  command: echo x
+  args:
+    chdir: /tmp
+- name: dict form
+  ansible.builtin.command:
+    cmd: echo y
+- name: flow
+  command: {cmd: echo z}
+- {name: all flow, shell: echo w}
+- name: guarded
+  command: touch /x creates=/x
+- name: read only
+  command: cat /x
+  changed_when: false
+- block:
+    - command: echo nested
+  rescue:
+    - file: path=/x mode=0644
+";
+    let (out, n, problems) = guard_commands(text);
+    assert_eq!(n, 7, "{out}");
+    assert!(problems.is_empty());
+    let want = "\
+# a comment stays
+- name: free form
+  args: {unless: \"false\"}
+  command: echo hi
+  register: r
+
+- args: {unless: \"false\"}
+  shell: echo there
+- name: with args
+  command: echo x
+  args:
+    unless: \"false\"
+    chdir: /tmp
+- name: dict form
+  ansible.builtin.command:
+    unless: \"false\"
+    cmd: echo y
+- name: flow
+  command: {unless: \"false\", cmd: echo z}
+- {args: {unless: \"false\"}, name: all flow, shell: echo w}
+- name: guarded
+  command: touch /x creates=/x
+- name: read only
+  command: cat /x
+  changed_when: false
+- block:
+    - args: {unless: \"false\"}
+      command: echo nested
+  rescue:
+    - file: path=/x mode=0644
+";
+    assert_eq!(out, want);
+}

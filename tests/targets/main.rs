@@ -1,0 +1,470 @@
+//! Ansible's own integration targets under fixpoint: each target of a module or feature fixpoint
+//! implements runs under ansible-core and under fixpoint, on a loopback sshd host with `become`,
+//! the way ansible-test runs a role target, and `CONFORMANCE.md` records how far fixpoint gets
+//! (README, "Development / Ansible's integration targets").
+//!
+//! The targets come from the ansible-core sdist, unpacked by `.ci/run`; `FIXPOINT_ANSIBLE_TARGETS`
+//! names its `test/integration/targets` directory (nothing of Ansible's is committed). For each
+//! target the runner writes the playbook ansible-test would (`hosts: testhost`, `output_dir`,
+//! the role), copies the target and the targets its `meta/main.yml` depends on, and, on
+//! fixpoint's copy only, guards unguarded commands (`guard.rs`). The task results of both runs
+//! are compared in order (name and status): the target passes when they are the same; otherwise
+//! the row says how many agreed before the first divergence. A row may not get worse than the
+//! committed table says, and when it gets better the test fails until the table is updated
+//! (`TARGETS_UPDATE=1` rewrites the measured columns). `TARGETS=a,b` runs only those targets.
+//! ansible-core's results are cached under `/var/cache/fixpoint-ci/targets-ansible/`, keyed by
+//! the content of everything it ran and its version; without the cache it runs again.
+
+#[path = "../conformance/case.rs"]
+#[allow(dead_code)]
+mod case;
+#[path = "../conformance/events.rs"]
+#[allow(dead_code)]
+mod events;
+mod guard;
+mod prepare;
+mod run;
+#[path = "../support/mod.rs"]
+mod support;
+mod table;
+#[path = "../conformance/tools.rs"]
+#[allow(dead_code)]
+mod tools;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::thread;
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+use prepare::Layout;
+use run::{Host, Measured};
+use table::Row;
+use tools::{Tool, Tools, ANSIBLE_VERSION};
+
+/// The targets of the modules and language features fixpoint implements, with whether
+/// ansible-test gathers facts for them (`gather_facts/no` in their `aliases`). Script targets
+/// (a `runme.sh` running its own playbooks with their own flags: `handlers`, `blocks`,
+/// `set_fact`, `debug`, ...) are not role targets and are listed in CONFORMANCE.md instead.
+const TARGETS: &[&str] = &[
+    "assert",
+    "blockinfile",
+    "changed_when",
+    "command_shell",
+    "copy",
+    "failed_when",
+    "file",
+    "filter_core",
+    "filter_mathstuff",
+    "include_import_tasks_nested",
+    "include_vars",
+    "include_with_templating",
+    "lineinfile",
+    "lookup_dict",
+    "lookup_file",
+    "lookup_first_found",
+    "lookup_indexed_items",
+    "lookup_items",
+    "lookup_lines",
+    "lookup_list",
+    "lookup_nested",
+    "lookup_sequence",
+    "lookup_subelements",
+    "lookup_template",
+    "lookup_together",
+    "lookup_vars",
+    "lookup_varnames",
+    "loop-until",
+    "loops",
+    "setup_nobody",
+    "setup_remote_tmp_dir",
+    "shell",
+    "special_vars",
+    "stat",
+    "template",
+    "templating",
+    "test_core",
+    "test_files",
+    "until",
+    "var_inheritance",
+];
+
+/// Bumped when what the runner does changes, so that cached ansible-core results are not reused.
+const CACHE_FORMAT: &str = "targets-2";
+const CACHE_DIR: &str = "/var/cache/fixpoint-ci/targets-ansible";
+
+/// Targets run one at a time, each tool after the other: targets touch fixed paths on the host
+/// and create files relative to the remote user's home, which is cleaned after each run.
+const WORKERS: usize = 1;
+
+fn targets_dir() -> PathBuf {
+    let hint = "set FIXPOINT_ANSIBLE_TARGETS to the test/integration/targets directory of the \
+                ansible-core 2.19.14 sdist: `.ci/run` downloads it (`pip download --no-binary \
+                :all: --no-deps ansible-core==2.19.14`) and unpacks it under \
+                /var/cache/fixpoint-ci/ansible-sdist/";
+    let dir = std::env::var_os("FIXPOINT_ANSIBLE_TARGETS")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("FIXPOINT_ANSIBLE_TARGETS is not set; {hint}"));
+    assert!(
+        dir.join("lineinfile/tasks/main.yml").is_file(),
+        "{} holds no lineinfile target; {hint}",
+        dir.display()
+    );
+    dir
+}
+
+/// Whether ansible-test gathers facts for the target.
+fn gathers_facts(targets: &Path, target: &str) -> bool {
+    let aliases = fs::read_to_string(targets.join(target).join("aliases")).unwrap_or_default();
+    !aliases.lines().any(|l| l.trim() == "gather_facts/no")
+}
+
+/// A digest of every file under `dir` (relative path and content), in order.
+fn tree_digest(dir: &Path, h: &mut Sha256) {
+    let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|r| r.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    entries.sort();
+    for p in entries {
+        h.update(p.file_name().unwrap().as_encoded_bytes());
+        h.update([0]);
+        if let Ok(target) = fs::read_link(&p) {
+            h.update(target.as_os_str().as_encoded_bytes());
+        } else if p.is_dir() {
+            h.update(b"/");
+            tree_digest(&p, h);
+        } else {
+            h.update(fs::read(&p).unwrap_or_default());
+        }
+        h.update([0]);
+    }
+}
+
+/// What one target gave under both tools.
+struct Outcome {
+    target: String,
+    ansible: Measured,
+    fixpoint: Measured,
+    from_cache: bool,
+    prepared: prepare::Prepared,
+}
+
+/// Runs one target under both tools in `scratch/<target>/`.
+fn run_target(
+    tools: &Tools,
+    targets: &Path,
+    target: &str,
+    host: &Host,
+    scratch: &Path,
+) -> Result<Outcome, String> {
+    let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
+    let mut measured = Vec::new();
+    let mut from_cache = false;
+    let mut fixpoint_prep = None;
+    for tool in [Tool::Ansible, Tool::Fixpoint] {
+        let dir = scratch.join(target).join(match tool {
+            Tool::Ansible => "ansible",
+            Tool::Fixpoint => "fixpoint",
+        });
+        let (output_dir, remote_tmp) = (dir.join("output"), dir.join("remote_tmp"));
+        fs::create_dir_all(&output_dir).map_err(|e| io(&output_dir, e))?;
+        let roles = dir.join("roles");
+        let prepared = prepare::copy_roles(targets, target, &roles, tool == Tool::Fixpoint)?;
+        let layout = Layout {
+            target,
+            gather_facts: gathers_facts(targets, target),
+            output_dir: &output_dir,
+            remote_tmp_dir: &remote_tmp,
+        };
+        let site = dir.join("site.yml");
+        fs::write(&site, prepare::playbook(&layout)).map_err(|e| io(&site, e))?;
+        if tool == Tool::Ansible {
+            // The cache key: what ansible-core runs, with this run's scratch paths left out.
+            let mut h = Sha256::new();
+            h.update(format!("{CACHE_FORMAT}\0{ANSIBLE_VERSION}\0{target}\0"));
+            h.update(prepare::playbook(&Layout {
+                output_dir: Path::new("OUTPUT"),
+                remote_tmp_dir: Path::new("REMOTE_TMP"),
+                ..layout
+            }));
+            tree_digest(&roles, &mut h);
+            let key = format!("{CACHE_DIR}/{target}-{}.json", hex::encode(h.finalize()));
+            let cached = fs::read(&key)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Measured>(&b).ok());
+            if let Some(m) = cached {
+                measured.push(m);
+                from_cache = true;
+                continue;
+            }
+            let m = run::run(tools, tool, &dir, targets, host)?;
+            // A cache that cannot be written only costs time next run; a killed run is not kept.
+            if m.exit.is_some() && fs::create_dir_all(CACHE_DIR).is_ok() {
+                let _ = fs::write(&key, serde_json::to_vec_pretty(&m).unwrap());
+            }
+            measured.push(m);
+        } else {
+            measured.push(run::run(tools, tool, &dir, targets, host)?);
+            fixpoint_prep = Some(prepared);
+        }
+    }
+    let fixpoint = measured.pop().unwrap();
+    let ansible = measured.pop().unwrap();
+    Ok(Outcome {
+        target: target.to_string(),
+        ansible,
+        fixpoint,
+        from_cache,
+        prepared: fixpoint_prep.unwrap_or_default(),
+    })
+}
+
+/// The measured row of one outcome (the reason column is left empty).
+fn measure(o: &Outcome) -> Row {
+    let (a, f) = (&o.ansible.results, &o.fixpoint.results);
+    let agree = a.iter().zip(f).take_while(|(x, y)| x == y).count();
+    let ansible = match o.ansible.exit {
+        Some(0) => a.len().to_string(),
+        other => format!(
+            "{} (exit {})",
+            a.len(),
+            other.map_or("killed".into(), |c| c.to_string())
+        ),
+    };
+    if agree == a.len() && f.len() == a.len() && o.ansible.exit == o.fixpoint.exit {
+        return Row {
+            target: o.target.clone(),
+            ansible,
+            fixpoint: "passes".into(),
+            divergence: String::new(),
+            reason: String::new(),
+        };
+    }
+    let divergence = match (a.get(agree), f.get(agree)) {
+        (Some(x), Some(y)) if x.name == y.name => format!(
+            "`{}`: ansible-core {}, fixpoint {}{}",
+            x.name,
+            x.status,
+            y.status,
+            failure_of(&o.fixpoint, &y.name)
+        ),
+        (Some(x), Some(y)) => format!(
+            "ansible-core ran `{}` ({}), fixpoint `{}` ({})",
+            x.name, x.status, y.name, y.status
+        ),
+        (Some(x), None) => format!(
+            "fixpoint stops before `{}` (exit {}): {}",
+            x.name,
+            o.fixpoint.exit.map_or("killed".into(), |c| c.to_string()),
+            short(
+                o.fixpoint
+                    .failures
+                    .last()
+                    .map_or(&o.fixpoint.stderr_tail, |f| f)
+            )
+        ),
+        (None, Some(y)) => format!("fixpoint goes on with `{}` ({})", y.name, y.status),
+        (None, None) => format!(
+            "same results, exit {:?} vs ansible-core {:?}",
+            o.fixpoint.exit, o.ansible.exit
+        ),
+    };
+    Row {
+        target: o.target.clone(),
+        ansible,
+        fixpoint: format!("{agree} of {}", a.len()),
+        divergence,
+        reason: String::new(),
+    }
+}
+
+/// fixpoint's failure message for the task named `name`, if it failed.
+fn failure_of(m: &Measured, name: &str) -> String {
+    m.failures
+        .iter()
+        .find(|f| {
+            f.split_once(" / ")
+                .is_some_and(|(_, rest)| rest.contains(name))
+        })
+        .map(|f| format!(": {}", short(f)))
+        .unwrap_or_default()
+}
+
+fn short(s: &str) -> String {
+    let one: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() > 160 {
+        format!("{}…", one.chars().take(160).collect::<String>())
+    } else {
+        one
+    }
+}
+
+#[test]
+fn ansible_integration_targets_under_fixpoint() {
+    let started = Instant::now();
+    let tools = tools::locate().unwrap_or_else(|e| panic!("{e}"));
+    let targets = targets_dir();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc_path = manifest.join("CONFORMANCE.md");
+    let doc = fs::read_to_string(&doc_path).unwrap_or_else(|e| panic!("CONFORMANCE.md: {e}"));
+    let (committed, _, _) = table::parse(&doc).unwrap_or_else(|e| panic!("{e}"));
+    let known: BTreeSet<&str> = TARGETS.iter().copied().collect();
+    for name in committed.keys() {
+        assert!(
+            known.contains(name.as_str()),
+            "CONFORMANCE.md has a row for `{name}`, which the runner does not run (TARGETS in \
+             tests/targets/main.rs)"
+        );
+    }
+    let mut selected: Vec<&str> = TARGETS.to_vec();
+    if let Ok(only) = std::env::var("TARGETS") {
+        let wanted: BTreeSet<&str> = only.split(',').map(str::trim).collect();
+        selected.retain(|t| wanted.contains(t));
+        assert!(!selected.is_empty(), "TARGETS={only} names no target");
+    }
+
+    let ssh = support::SshHost::start("fpsudo");
+    let scratch = tempfile::Builder::new()
+        .prefix("fp-targets-")
+        .tempdir()
+        .expect("scratch dir");
+    // TARGETS_KEEP=1 keeps every run's directory (playbook, roles, stdout, stderr) to look into.
+    let (scratch_path, _scratch) = if std::env::var_os("TARGETS_KEEP").is_some() {
+        let kept = scratch.keep();
+        println!("targets: runs kept in {}", kept.display());
+        (kept, None)
+    } else {
+        (scratch.path().to_path_buf(), Some(scratch))
+    };
+    // The remote user (before `become`) must be able to reach the scratch paths.
+    fs::set_permissions(&scratch_path, fs::Permissions::from_mode(0o755)).unwrap();
+    let config = scratch_path.join("ssh_config");
+    support::write_ssh_config(&[&ssh], &config);
+    let home = nix::unistd::User::from_name("fpsudo")
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
+        .expect("the home of fpsudo");
+    let host = Host {
+        alias: ssh.alias(),
+        ssh_config: &config,
+        home,
+    };
+
+    let queue = Mutex::new(selected.iter().copied().collect::<VecDeque<&str>>());
+    let outcomes = Mutex::new(Vec::new());
+    thread::scope(|s| {
+        for _ in 0..WORKERS {
+            s.spawn(|| loop {
+                let Some(t) = queue.lock().unwrap().pop_front() else {
+                    break;
+                };
+                let r = run_target(&tools, &targets, t, &host, &scratch_path);
+                outcomes.lock().unwrap().push((t, r));
+            });
+        }
+    });
+    let mut outcomes = outcomes.into_inner().unwrap();
+    outcomes.sort_by(|a, b| a.0.cmp(b.0));
+
+    let mut problems = Vec::new();
+    let mut measured: BTreeMap<String, Row> = BTreeMap::new();
+    for (t, r) in outcomes {
+        let o = match r {
+            Ok(o) => o,
+            Err(e) => {
+                problems.push(format!("{t}: {e}"));
+                continue;
+            }
+        };
+        let row = measure(&o);
+        println!(
+            "{t}: ansible-core {} results{} in {:.1}s, fixpoint {} in {:.1}s ({} guards added{}){}",
+            o.ansible.results.len(),
+            if o.from_cache { " (cached)" } else { "" },
+            o.ansible.seconds,
+            row.fixpoint,
+            o.fixpoint.seconds,
+            o.prepared.guards,
+            if o.prepared.unguardable.is_empty() {
+                String::new()
+            } else {
+                format!("; not guardable: {}", o.prepared.unguardable.join(", "))
+            },
+            if row.divergence.is_empty() {
+                String::new()
+            } else {
+                format!("\n    first divergence: {}", row.divergence)
+            }
+        );
+        let total = o.ansible.results.len();
+        match committed.get(t) {
+            None => problems.push(format!(
+                "{t}: no row in CONFORMANCE.md; add:\n{}",
+                row.render()
+            )),
+            Some(c) => {
+                let (was, now) = (c.reached(total), row.reached(total).unwrap());
+                if c.ansible != row.ansible {
+                    problems.push(format!(
+                        "{t}: ansible-core gave {} task results where CONFORMANCE.md says {}: \
+                         update the row (TARGETS_UPDATE=1)",
+                        row.ansible, c.ansible
+                    ));
+                } else if was.is_none_or(|w| now < w) {
+                    problems.push(format!(
+                        "{t}: fixpoint got WORSE: it reached {} where CONFORMANCE.md says {}; \
+                         first divergence: {}",
+                        row.fixpoint, c.fixpoint, row.divergence
+                    ));
+                } else if now > was.unwrap() || c.fixpoint != row.fixpoint {
+                    problems.push(format!(
+                        "{t}: fixpoint got better ({} where CONFORMANCE.md says {}): update the \
+                         table (TARGETS_UPDATE=1) and its reason",
+                        row.fixpoint, c.fixpoint
+                    ));
+                } else if c.divergence != row.divergence {
+                    problems.push(format!(
+                        "{t}: the first divergence is now `{}` where CONFORMANCE.md says `{}`: \
+                         update the row (TARGETS_UPDATE=1) and its reason",
+                        row.divergence, c.divergence
+                    ));
+                }
+            }
+        }
+        measured.insert(t.to_string(), row);
+    }
+
+    if std::env::var_os("TARGETS_UPDATE").is_some() {
+        let rows: Vec<Row> = TARGETS
+            .iter()
+            .filter_map(|t| {
+                let mut row = measured
+                    .get(*t)
+                    .cloned()
+                    .or_else(|| committed.get(*t).cloned())?;
+                row.reason = committed
+                    .get(*t)
+                    .map(|c| c.reason.clone())
+                    .unwrap_or_default();
+                Some(row)
+            })
+            .collect();
+        let text = table::rewrite(&doc, &rows).unwrap_or_else(|e| panic!("{e}"));
+        fs::write(&doc_path, text).expect("write CONFORMANCE.md");
+        println!("CONFORMANCE.md updated: check the reason of each row that changed");
+        problems.retain(|p| !p.contains("TARGETS_UPDATE"));
+    }
+    println!(
+        "targets: {} run in {:.0}s, {} pass under fixpoint",
+        measured.len(),
+        started.elapsed().as_secs_f64(),
+        measured.values().filter(|r| r.fixpoint == "passes").count()
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}

@@ -1,0 +1,223 @@
+//! Runs one prepared target under one tool against the loopback sshd host, and reads the task
+//! results it reported for `testhost` (through the conformance harness's event reader).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::sys::stat::{umask, Mode};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+use crate::events;
+use crate::tools::{Tool, Tools};
+
+/// How long a run may take before it is taken as stuck and killed. ansible-core needs about a
+/// second per task over ssh (`copy` has some 500 results); fixpoint is much faster.
+fn run_limit(tool: Tool) -> Duration {
+    match tool {
+        Tool::Ansible => Duration::from_secs(1800),
+        Tool::Fixpoint => Duration::from_secs(300),
+    }
+}
+
+/// The host both tools reach over ssh.
+pub struct Host<'a> {
+    /// The `Host` alias in `ssh_config`.
+    pub alias: &'a str,
+    pub ssh_config: &'a Path,
+    /// The remote user's home: the working directory of every module, where targets create
+    /// files with relative names (`dest: file.txt`).
+    pub home: PathBuf,
+}
+
+/// One task result as both tools report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Result1 {
+    pub name: String,
+    pub status: String,
+}
+
+/// What one tool did with one target.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Measured {
+    pub results: Vec<Result1>,
+    /// In fixpoint's terms (0 ok, 1 a host failed, 2 refused before running).
+    pub exit: Option<i32>,
+    /// The failure messages, in order (`host / task: msg`).
+    pub failures: Vec<String>,
+    /// The last lines of stderr (fixpoint's refusal, or a crash).
+    pub stderr_tail: String,
+    pub seconds: f64,
+}
+
+/// Runs `site.yml` in `dir` (beside `roles/`) under `tool`.
+pub fn run(
+    tools: &Tools,
+    tool: Tool,
+    dir: &Path,
+    targets: &Path,
+    host: &Host,
+) -> Result<Measured, String> {
+    let private = dir.join("private");
+    fs::create_dir_all(&private).map_err(|e| format!("{}: {e}", private.display()))?;
+    let mut cmd = match tool {
+        Tool::Ansible => {
+            let inv = format!(
+                "testhost ansible_host={} ansible_python_interpreter=/usr/bin/python3 \
+                 ansible_ssh_common_args='-F {}'\n",
+                host.alias,
+                host.ssh_config.display()
+            );
+            fs::write(dir.join("inventory"), inv).map_err(|e| e.to_string())?;
+            let cfg = private.join("ansible.cfg");
+            fs::write(&cfg, "").map_err(|e| e.to_string())?;
+            let mut c = clean_command(&tools.ansible_bin.join("ansible-playbook"));
+            c.args(["-i", "inventory", "site.yml"])
+                .env("ANSIBLE_CONFIG", &cfg)
+                .env("ANSIBLE_HOME", private.join("home"))
+                .env("ANSIBLE_LOCAL_TEMP", private.join("tmp"))
+                .env("ANSIBLE_ROLES_PATH", roles_path(dir, targets))
+                .env("ANSIBLE_CALLBACK_PLUGINS", &tools.callback_dir)
+                .env("ANSIBLE_STDOUT_CALLBACK", "fixpoint_events")
+                .env("ANSIBLE_NOCOLOR", "1")
+                .env("ANSIBLE_HOST_KEY_CHECKING", "1")
+                // One ssh round trip per task instead of three: the same modules, sooner.
+                .env("ANSIBLE_PIPELINING", "1")
+                .env("ANSIBLE_DEPRECATION_WARNINGS", "0");
+            c
+        }
+        Tool::Fixpoint => {
+            let inv = format!(
+                "testhost ansible_host={} ansible_python_interpreter=/usr/bin/python3 \
+                 fixpoint_state_dir={}\n",
+                host.alias,
+                private.join("state").display()
+            );
+            fs::write(dir.join("inventory"), inv).map_err(|e| e.to_string())?;
+            let mut c = clean_command(&tools.fixpoint);
+            c.args(["apply", "-i", "inventory", "--format", "json"])
+                .arg("--ssh-config")
+                .arg(host.ssh_config)
+                .arg("--roles-path")
+                .arg(roles_path(dir, targets))
+                .arg("site.yml")
+                .env("NO_COLOR", "1");
+            c
+        }
+    };
+    cmd.current_dir(dir)
+        .env("LC_ALL", "C.UTF-8")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: umask(2) is async-signal-safe and touches only the child's own state.
+    unsafe {
+        cmd.pre_exec(|| {
+            umask(Mode::from_bits_truncate(0o022));
+            Ok(())
+        });
+    }
+    let before = entries(&host.home);
+    let start = Instant::now();
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", tool.name()))?;
+    let pgid = Pid::from_raw(child.id() as i32);
+    let (done, watch) = mpsc::channel::<()>();
+    let limit = run_limit(tool);
+    let watchdog = thread::spawn(move || {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(limit) {
+            let _ = killpg(pgid, Signal::SIGKILL);
+            return true;
+        }
+        false
+    });
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("{}: {e}", tool.name()))?;
+    let _ = done.send(());
+    let killed = watchdog.join().unwrap_or(false);
+    let seconds = start.elapsed().as_secs_f64();
+    // What the run left in the home directory would be found by the next run (the other tool,
+    // or this target again): removed, so that each run starts from the same home.
+    for name in entries(&host.home).difference(&before) {
+        let p = host.home.join(name);
+        let _ = if p.is_dir() && !p.is_symlink() {
+            fs::remove_dir_all(&p)
+        } else {
+            fs::remove_file(&p)
+        };
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if killed {
+        stderr.push_str(&format!("\n[targets] killed after {}s\n", limit.as_secs()));
+    }
+    fs::write(private.join("stdout"), stdout.as_bytes()).map_err(|e| e.to_string())?;
+    fs::write(private.join("stderr"), &stderr).map_err(|e| e.to_string())?;
+    let mut o = events::parse(tool, &stdout)?;
+    events::strip_role_prefix(&mut o);
+    let exit = match tool {
+        Tool::Ansible => events::ansible_exit(out.status.code(), o.recap.is_some()),
+        Tool::Fixpoint => out.status.code(),
+    };
+    let results = o
+        .hosts
+        .remove("testhost")
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| Result1 {
+            name: t.name,
+            status: if t.ignored {
+                "failed (ignored)".into()
+            } else {
+                t.status
+            },
+        })
+        .collect();
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    // Messages name files under this run's scratch directory: shown relative to it, so that
+    // the table's text is the same on every run.
+    let here = format!("{}/", dir.display());
+    let relative = |s: &str| s.replace(&here, "");
+    Ok(Measured {
+        results,
+        exit,
+        failures: o.failures.iter().map(|f| relative(f)).collect(),
+        stderr_tail: relative(&lines[lines.len().saturating_sub(8)..].join("\n")),
+        seconds,
+    })
+}
+
+/// The names in a directory.
+fn entries(dir: &Path) -> BTreeSet<std::ffi::OsString> {
+    fs::read_dir(dir)
+        .map(|r| r.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default()
+}
+
+/// The copied roles first, then every target, as ansible-test's `ANSIBLE_ROLES_PATH`: a target
+/// may include another by name at run time (`special_vars` includes `include_parent_role_vars`).
+fn roles_path(dir: &Path, targets: &Path) -> String {
+    format!("{}:{}", dir.join("roles").display(), targets.display())
+}
+
+/// A command without the caller's Ansible settings or fixpoint's log level.
+fn clean_command(program: &PathBuf) -> Command {
+    let mut c = Command::new(program);
+    for (k, _) in std::env::vars_os() {
+        let k_text = k.to_string_lossy();
+        if k_text.starts_with("ANSIBLE_") || k_text == "FIXPOINT_LOG" {
+            c.env_remove(&k);
+        }
+    }
+    c
+}
