@@ -108,7 +108,10 @@ pub fn run(
                 .arg("--roles-path")
                 .arg(roles_path(dir, targets))
                 .arg("site.yml")
-                .env("NO_COLOR", "1");
+                .env("NO_COLOR", "1")
+                // Modules fixpoint lacks run as the code of the same ansible-core installation,
+                // as a user with Ansible installed would have them.
+                .env("FIXPOINT_ANSIBLE_PYTHON", tools.ansible_bin.join("python"));
             c
         }
     };
@@ -192,9 +195,25 @@ pub fn run(
         results,
         exit,
         failures: o.failures.iter().map(|f| relative(f)).collect(),
-        stderr_tail: relative(&lines[lines.len().saturating_sub(8)..].join("\n")),
+        stderr_tail: relative(&first_refusal(&lines)),
         seconds,
     })
+}
+
+/// What stderr says first: the first `error:` with the lines after it up to the next problem
+/// (fixpoint refuses with every problem at once, after any warnings), else the last lines (a
+/// crash).
+fn first_refusal(lines: &[&str]) -> String {
+    match lines.iter().position(|l| l.starts_with("error:")) {
+        Some(i) => {
+            let end = lines[i + 1..]
+                .iter()
+                .position(|l| l.starts_with("error:") || l.starts_with("warning:"))
+                .map_or(lines.len(), |n| i + 1 + n);
+            lines[i..end.min(i + 8)].join("\n")
+        }
+        None => lines[lines.len().saturating_sub(8)..].join("\n"),
+    }
 }
 
 /// The names in a directory.
