@@ -195,12 +195,8 @@ impl Session {
                 lock_timeout_secs,
                 retention_days,
             ),
-            Request::HandlerDone {
-                playbook,
-                play,
-                handler,
-            } => match &self.state {
-                Some(st) => match st.outbox_remove(&playbook, &play, &handler) {
+            Request::HandlerDone { handler } => match &self.state {
+                Some(st) => match st.outbox_remove(&me(), &handler) {
                     Ok(()) => Response::Ack,
                     Err(e) => failed(e),
                 },
@@ -242,11 +238,14 @@ impl Session {
         if let Err(e) = st.migrate_records() {
             return failed(e);
         }
+        if let Err(e) = st.migrate_outbox(&me()) {
+            return failed(e);
+        }
         let pruned = match st.prune(retention_days) {
             Ok(n) => n,
             Err(e) => return failed(e),
         };
-        let pending = match st.outbox_pending() {
+        let pending = match st.outbox_pending(&me()) {
             Ok(p) => p,
             Err(e) => return failed(e),
         };
@@ -281,6 +280,7 @@ impl Session {
                     playbook: n.playbook.clone(),
                     play: n.play.clone(),
                     handler: h.clone(),
+                    user: me(),
                     run_id: run_id.clone(),
                     task: n.task.clone(),
                     since: journal::now_text(),

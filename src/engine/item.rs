@@ -9,6 +9,7 @@ use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::{display, playbook_scope, Shared};
 use crate::connection::pool::ConnKey;
+use crate::connection::TransportError;
 use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::Scope;
@@ -183,6 +184,10 @@ impl Shared<'_> {
                 false,
                 format!("unexpected answer from the agent: {other:?}"),
             )),
+            Err(TransportError::TooLarge(msg)) => Ok(ItemResult {
+                delegated_to: conn_key(h, &spec).0,
+                ..ItemResult::failed(msg, Map::new())
+            }),
             Err(e) => {
                 // The channel is gone or out of step: drop it so nothing else uses it.
                 h.conns.remove(&conn_key(h, &spec));

@@ -295,3 +295,53 @@ fn a_key_names_one_operation_whichever_playbook_reaches_it() {
     assert_eq!(scoped.status_of("append"), "changed", "{}", scoped.stdout);
     assert_eq!(lines(&log), 2);
 }
+
+#[test]
+fn a_pending_handler_is_delivered_by_whichever_playbook_has_a_handler_of_that_name() {
+    let fleet = Fleet::start(1, "fpuser");
+    let handlers = |name: &str| {
+        format!(
+            "  gather_facts: false\n  handlers:\n    - name: {name}\n      shell: echo {name} >> {{{{ base }}}}/handler.log\n"
+        )
+    };
+    fleet.play_full(
+        &handlers("record"),
+        concat!(
+            "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+            "    - name: conf\n      copy:\n        content: v1\n        dest: \"{{ base }}/conf\"\n      notify: record\n",
+            "    - name: boom\n      fail:\n        msg: broken on purpose\n",
+        ),
+    );
+    let hlog = fleet.base(&fleet.hosts[0]).join("handler.log");
+    fleet.apply(&[]).expect(1);
+    assert_eq!(lines(&hlog), 0, "a failed host runs no handler");
+    // Another playbook (another file name, another play) without that handler leaves it pending.
+    let dir_only =
+        "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n";
+    fleet.play_full(&handlers("other"), dir_only);
+    apply_as(&fleet, "elsewhere.yml").expect(0);
+    assert_eq!(lines(&hlog), 0);
+    // One that has a handler of that name delivers it: the name is the operation.
+    fleet.play_full(&handlers("record"), dir_only);
+    let text = std::fs::read_to_string(fleet.fx.path("site.yml")).unwrap();
+    std::fs::write(
+        fleet.fx.path("site.yml"),
+        text.replace("- hosts: fleet\n", "- name: another play\n  hosts: fleet\n"),
+    )
+    .unwrap();
+    let delivered = apply_as(&fleet, "deploy.yml");
+    delivered.expect(0);
+    assert_eq!(std::fs::read_to_string(&hlog).unwrap(), "record\n");
+    assert!(
+        delivered
+            .events()
+            .iter()
+            .any(|n| n["event"] == "note" && n["msg"].as_str().unwrap().contains("pending since")),
+        "{}",
+        delivered.stdout
+    );
+    // Delivered once: neither playbook runs it again.
+    apply_as(&fleet, "deploy.yml").expect(0);
+    apply_as(&fleet, "elsewhere.yml").expect(0);
+    assert_eq!(lines(&hlog), 1);
+}

@@ -20,6 +20,7 @@ mod memory;
 mod no_log;
 mod roles;
 mod secrets;
+mod soak;
 mod ssh;
 mod timeouts;
 mod variables;
