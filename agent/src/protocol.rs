@@ -145,10 +145,11 @@ pub enum Response {
         /// Said about how the result came about ("replayed from the journal ...").
         #[serde(default)]
         note: Option<String>,
-        /// Outbox entries were written for this change (the controller clears them if it
-        /// decides, e.g. by `changed_when`, that nothing changed).
+        /// The handlers whose outbox entries this change created (the controller withdraws
+        /// them if it decides, e.g. by `changed_when`, that nothing changed). Entries that were
+        /// already pending are not listed: they are owed from earlier, whatever this task did.
         #[serde(default)]
-        outbox_written: bool,
+        outbox_written: Vec<String>,
     },
     /// The module failed; `result` keeps useful return values (rc, stdout...).
     Failed {

@@ -268,7 +268,7 @@ impl Session {
         notify: Option<&NotifySpec>,
         note: Option<String>,
     ) -> Response {
-        let mut outbox_written = false;
+        let mut outbox_written = Vec::new();
         let state = self.state.as_ref();
         let run_id = self.run_id.clone();
         let mut before_apply = || -> Result<(), ModuleError> {
@@ -276,18 +276,21 @@ impl Session {
                 return Ok(());
             };
             for h in &n.handlers {
-                st.outbox_add(&OutboxEntry {
-                    playbook: n.playbook.clone(),
-                    play: n.play.clone(),
-                    handler: h.clone(),
-                    user: me(),
-                    run_id: run_id.clone(),
-                    task: n.task.clone(),
-                    since: journal::now_text(),
-                })
-                .map_err(ModuleError::failed)?;
+                let created = st
+                    .outbox_add(&OutboxEntry {
+                        playbook: n.playbook.clone(),
+                        play: n.play.clone(),
+                        handler: h.clone(),
+                        user: me(),
+                        run_id: run_id.clone(),
+                        task: n.task.clone(),
+                        since: journal::now_text(),
+                    })
+                    .map_err(ModuleError::failed)?;
+                if created {
+                    outbox_written.push(h.clone());
+                }
             }
-            outbox_written = !n.handlers.is_empty();
             Ok(())
         };
         match run_module_hooked(module, params, ctx, &mut before_apply) {
@@ -347,7 +350,7 @@ impl Session {
                             once.key,
                             rec.finished_at.as_deref().unwrap_or("?")
                         )),
-                        outbox_written: false,
+                        outbox_written: Vec::new(),
                     };
                 }
                 OnceStatus::Started if !once.probe_guarded => {

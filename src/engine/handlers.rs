@@ -108,21 +108,22 @@ impl Engine {
 
 impl Shared<'_> {
     /// The agent recorded pending handlers before a change; when the task did not end up
-    /// `changed` (e.g. `changed_when`), nothing notifies them, so the entries are withdrawn.
+    /// `changed` (e.g. `changed_when`), nothing notifies them, so the entries this change
+    /// created are withdrawn (not those still pending from earlier: those are owed anyway).
     pub(super) async fn settle_outbox(
         &self,
-        ctx: &PlayCtx<'_>,
-        task: &Task,
         h: &mut HostState,
-        wrote: Option<ConnKey>,
+        wrote: Option<(ConnKey, Vec<String>)>,
         status: Status,
     ) {
-        let Some(agent) = wrote else { return };
+        let Some((agent, created)) = wrote else {
+            return;
+        };
         if status == Status::Changed {
             return;
         }
         if let Some(conn) = h.conns.get_mut(&agent) {
-            for handler in handler_names(&ctx.handlers, &task.notify) {
+            for handler in created {
                 let req = Request::HandlerDone { handler };
                 let _ = conn.call(&req, Some(self.cfg.connect_timeout)).await;
             }

@@ -172,7 +172,8 @@ impl Shared<'_> {
                         (a, b) => a.or(b),
                     }
                 },
-                outbox_written: outbox_written.then_some(conn_key(h, &spec)),
+                outbox_written: (!outbox_written.is_empty())
+                    .then(|| (conn_key(h, &spec), outbox_written)),
                 delegated_to: conn_key(h, &spec).0,
                 ..ItemResult::done(outcome)
             }),
@@ -197,7 +198,9 @@ impl Shared<'_> {
     }
 }
 
-/// Which agent wrote outbox entries for this result, if any.
-pub(super) fn outbox_writer(r: &Result<ItemResult, (bool, String)>) -> Option<ConnKey> {
+/// Which agent created outbox entries for this result, and for which handlers, if any.
+pub(super) fn outbox_writer(
+    r: &Result<ItemResult, (bool, String)>,
+) -> Option<(ConnKey, Vec<String>)> {
     r.as_ref().ok().and_then(|i| i.outbox_written.clone())
 }

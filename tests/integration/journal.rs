@@ -345,3 +345,39 @@ fn a_pending_handler_is_delivered_by_whichever_playbook_has_a_handler_of_that_na
     apply_as(&fleet, "elsewhere.yml").expect(0);
     assert_eq!(lines(&hlog), 1);
 }
+
+#[test]
+fn a_change_that_counts_as_unchanged_withdraws_only_the_notifications_it_created() {
+    let fleet = Fleet::start(1, "fpuser");
+    fleet.play_full(
+        concat!(
+            "  gather_facts: false\n",
+            "  handlers:\n    - name: record\n      shell: echo ran >> {{ base }}/handler.log\n",
+        ),
+        concat!(
+            "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+            "    - name: conf\n      copy:\n        content: \"{{ v }}\"\n        dest: \"{{ base }}/conf\"\n      notify: record\n      register: r\n      changed_when: r.changed and not (quiet | default(false) | bool)\n",
+            "    - name: boom\n      fail:\n        msg: broken on purpose\n      when: fail_now | default(false) | bool\n",
+        ),
+    );
+    let hlog = fleet.base(&fleet.hosts[0]).join("handler.log");
+    // A change, then the run fails before its handlers: the notification is pending.
+    fleet.apply(&["-e", "v=1", "-e", "fail_now=true"]).expect(1);
+    // Another write that `changed_when` calls no change, and again a failure: the notification
+    // still pending from the first run is not this task's to withdraw.
+    let quiet = fleet.apply(&["-e", "v=2", "-e", "quiet=true", "-e", "fail_now=true"]);
+    quiet.expect(1);
+    assert_eq!(quiet.status_of("conf"), "ok", "{}", quiet.stdout);
+    assert_eq!(lines(&hlog), 0);
+    let third = fleet.apply(&["-e", "v=2"]);
+    third.expect(0);
+    assert_eq!(
+        lines(&hlog),
+        1,
+        "the first run's notification was delivered"
+    );
+    // A quiet change with nothing pending leaves nothing behind.
+    fleet.apply(&["-e", "v=3", "-e", "quiet=true"]).expect(0);
+    fleet.apply(&["-e", "v=3"]).expect(0);
+    assert_eq!(lines(&hlog), 1, "the quiet change notified nothing");
+}

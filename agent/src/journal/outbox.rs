@@ -30,14 +30,15 @@ impl StateDir {
             .join(format!("{}.json", hash_id(&["outbox/v2", user, handler])))
     }
 
-    /// Record a pending notification durably (before the change that triggers it).
-    pub fn outbox_add(&self, e: &OutboxEntry) -> Result<(), String> {
+    /// Record a pending notification durably (before the change that triggers it). Returns
+    /// whether it is new: false when the handler was still pending from earlier (the original
+    /// "since" is kept).
+    pub fn outbox_add(&self, e: &OutboxEntry) -> Result<bool, String> {
         let p = self.outbox_path(&e.user, &e.handler);
         if p.exists() {
-            // Still pending from earlier: keep the original "since".
-            return Ok(());
+            return Ok(false);
         }
-        write_json(&p, e)
+        write_json(&p, e).map(|()| true)
     }
 
     /// The handler ran: its notification is delivered.
@@ -136,8 +137,8 @@ mod tests {
     fn outbox_keeps_the_first_since_and_removes_idempotently() {
         let d = tempfile::tempdir().unwrap();
         let s = StateDir::open(Some(d.path().join("st").to_str().unwrap())).unwrap();
-        s.outbox_add(&entry("p", "play", "first")).unwrap();
-        s.outbox_add(&entry("p", "play", "second")).unwrap();
+        assert!(s.outbox_add(&entry("p", "play", "first")).unwrap());
+        assert!(!s.outbox_add(&entry("p", "play", "second")).unwrap());
         assert_eq!(s.outbox_pending("u").unwrap()[0].since, "first");
         s.outbox_remove("u", "h").unwrap();
         s.outbox_remove("u", "h").unwrap();
