@@ -85,6 +85,8 @@ struct Arm {
     cut: Option<Cut>,
     controller: Option<i32>,
     fired: bool,
+    /// How long after the cut's bytes are passed on the agent is killed.
+    kill_delay: Duration,
     /// Why a cut that fired did not cut anything.
     note: Option<&'static str>,
     /// Bytes the current run's connections carried.
@@ -100,7 +102,7 @@ struct Proxy {
 impl Proxy {
     /// Listen on 127.0.0.1 and forward every connection to `to`. `reaper`: the sshd's reaper pid,
     /// below which the host's agent runs.
-    fn start(to: std::net::SocketAddrV4, reaper: i32) -> Proxy {
+    fn start(to: std::net::SocketAddrV4, reaper: i32, lock_json: PathBuf) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let arm = Arc::new(Mutex::new(Arm::default()));
@@ -122,7 +124,10 @@ impl Proxy {
                     (server, client),
                 ] {
                     let arm = shared.clone();
-                    std::thread::spawn(move || pump(from, into, &arm, generation, reaper));
+                    let lock_json = lock_json.clone();
+                    std::thread::spawn(move || {
+                        pump(from, into, &arm, generation, reaper, &lock_json)
+                    });
                 }
             }
         });
@@ -130,9 +135,10 @@ impl Proxy {
     }
 
     /// A new run: its connections count from now on; `cut` happens after `budget` bytes.
-    fn arm(&self, budget: Option<u64>, cut: Option<Cut>) {
+    fn arm(&self, budget: Option<u64>, cut: Option<Cut>, kill_delay: Duration) {
         let mut a = self.arm.lock().unwrap();
         a.generation += 1;
+        a.kill_delay = kill_delay;
         a.budget = budget;
         a.cut = cut;
         a.controller = None;
@@ -153,7 +159,14 @@ impl Proxy {
     }
 }
 
-fn pump(mut from: TcpStream, mut into: TcpStream, arm: &Mutex<Arm>, generation: u64, reaper: i32) {
+fn pump(
+    mut from: TcpStream,
+    mut into: TcpStream,
+    arm: &Mutex<Arm>,
+    generation: u64,
+    reaper: i32,
+    lock_json: &Path,
+) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -177,33 +190,80 @@ fn pump(mut from: TcpStream, mut into: TcpStream, arm: &Mutex<Arm>, generation: 
                                 }
                                 return;
                             }
+                            // A kill comes after the bytes are passed on: a request the cut
+                            // completes reaches the agent, which is killed while it works on it.
                             Cut::KillAgent => {
-                                if !kill_agents(reaper) {
+                                let _ = into.write_all(&buf[..n]);
+                                // The agent needs a few milliseconds to receive a request and
+                                // record it: a random wait lets the kill land anywhere in it.
+                                std::thread::sleep(a.kill_delay);
+                                if !kill_agent(lock_json, reaper) {
                                     a.note = Some("no agent running yet");
                                 }
                             }
                             Cut::KillController => {
+                                let _ = into.write_all(&buf[..n]);
                                 if let Some(pid) = a.controller {
                                     let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
                                 }
                             }
                         }
-                        send = n;
+                        send = 0;
                     } else {
                         a.budget = Some(left - n as u64);
                     }
                 }
             }
         }
-        if into.write_all(&buf[..send]).is_err() {
+        if send > 0 && into.write_all(&buf[..send]).is_err() {
             break;
         }
     }
     let _ = into.shutdown(Shutdown::Write);
 }
 
-/// SIGKILL every agent process below this host's sshd; false when there was none.
-fn kill_agents(reaper: i32) -> bool {
+/// Whether `pid` runs below `root` (a few parent links up: sshd, the session, the shell).
+fn is_below(pid: i32, root: i32) -> bool {
+    let mut p = pid;
+    for _ in 0..16 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            return false;
+        };
+        let Some(ppid) = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|x| x.parse::<i32>().ok())
+        else {
+            return false;
+        };
+        if ppid == root {
+            return true;
+        }
+        if ppid <= 1 {
+            return false;
+        }
+        p = ppid;
+    }
+    false
+}
+
+/// SIGKILL the host's agent; false when there was none. The lock holder's pid (`lock.json`) is
+/// read first, which is quick enough to land inside a step; before the agent has taken the lock,
+/// every agent below this host's sshd is looked for.
+fn kill_agent(lock_json: &Path, reaper: i32) -> bool {
+    let holder = std::fs::read_to_string(lock_json)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["pid"].as_i64());
+    if let Some(pid) = holder {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.starts_with("fixpoint-agent")
+            && is_below(pid as i32, reaper)
+            && kill(Pid::from_raw(pid as i32), Signal::SIGKILL).is_ok()
+        {
+            return true;
+        }
+    }
     let mut any = false;
     for pid in crate::support::descendants(reaper) {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
@@ -293,7 +353,10 @@ struct Tally {
     /// (how, after which reported task) → runs
     cut_at: BTreeMap<(String, String), u64>,
     in_doubt: BTreeMap<String, u64>,
-    temp_left: u64,
+    /// Temp files left beside the managed file (a killed agent cannot remove its own).
+    temp_left: BTreeSet<String>,
+    /// The longest a cut run's agent kept the lock after its controller was done.
+    lock_wait: Duration,
 }
 
 #[test]
@@ -317,9 +380,11 @@ fn soak_runs_cut_at_random_points_do_nothing_twice_tear_nothing_and_lose_no_hand
     let fleet = Fleet::start(1, "fpuser");
     let host = &fleet.hosts[0];
     let alias = host.alias().to_string();
+    let state: PathBuf = fleet.fx.path("t").join(format!("{alias}.state"));
     let proxy = Proxy::start(
         std::net::SocketAddrV4::new(host.addr(), host.port()),
         host.reaper_pid().unwrap(),
+        state.join("lock.json"),
     );
     // The client reaches the host through the proxy (and knows its key under that address).
     let block = host
@@ -340,7 +405,6 @@ fn soak_runs_cut_at_random_points_do_nothing_twice_tear_nothing_and_lose_no_hand
     fleet.play_full("  gather_facts: false\n", TASKS);
     fleet.fx.write("templates/app.conf.j2", TEMPLATE);
     let base = fleet.base(host);
-    let state: PathBuf = fleet.fx.path("t").join(format!("{alias}.state"));
     let versions: BTreeMap<String, u64> = (0..=runs / RUNS_PER_VERSION + 1)
         .chain([PROFILE_VERSION])
         .map(|v| (conf_text(v), v))
@@ -400,9 +464,9 @@ fn soak_runs_cut_at_random_points_do_nothing_twice_tear_nothing_and_lose_no_hand
     // Clean runs first: the first caches the agent (if no test did yet) and does the one-off
     // step; the second changes the file (a version no soak run uses) and runs the handler, and
     // is the profile: how many bytes a run has carried when each step is done.
-    proxy.arm(None, None);
+    proxy.arm(None, None, Duration::ZERO);
     run_once(0, PROFILE_VERSION, &[]).expect(0);
-    proxy.arm(None, None);
+    proxy.arm(None, None, Duration::ZERO);
     let (out, marks) = run_marked(0, 0, &[]);
     out.expect(0);
     let (_, whole) = proxy.outcome();
@@ -430,11 +494,12 @@ fn soak_runs_cut_at_random_points_do_nothing_twice_tear_nothing_and_lose_no_hand
         };
         let phase = rng.below(phases.len() as u64 - 1) as usize;
         let budget = phases[phase] + rng.below(phases[phase + 1] - phases[phase]);
-        proxy.arm(Some(budget), Some(cut));
+        let delay = Duration::from_micros(rng.below(20_000));
+        proxy.arm(Some(budget), Some(cut), delay);
         // A cut agent may still be exiting when the next run connects: wait for the lock.
         let out = run_once(run, version, &["--lock-timeout", "60"]);
         let (fired, _) = proxy.outcome();
-        proxy.arm(None, None);
+        proxy.arm(None, None, Duration::ZERO);
         if fired {
             *tally
                 .cut_at
@@ -442,7 +507,11 @@ fn soak_runs_cut_at_random_points_do_nothing_twice_tear_nothing_and_lose_no_hand
                 .or_default() += 1;
         } else {
             tally.not_cut += 1;
-            out.expect(0);
+            assert_eq!(
+                out.code, 0,
+                "run {run} was not cut ({cut:?} after {budget} bytes, seed {seed}) but failed\n{}\n{}",
+                out.stdout, out.stderr
+            );
         }
         assert!(
             [0, 1, -1].contains(&out.code),
@@ -479,14 +548,17 @@ fn soak_runs_cut_at_random_points_do_nothing_twice_tear_nothing_and_lose_no_hand
         );
         assert!(read_lines(&base.join("migrate.log")).len() <= 1);
         if let Ok(dir) = std::fs::read_dir(&base) {
-            tally.temp_left += dir
-                .flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
-                .count() as u64;
+            tally.temp_left.extend(
+                dir.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with('.')),
+            );
         }
 
         // In doubt: the operator looks at the effect and tells the journal what happened.
+        let waited = Instant::now();
         wait_lock_free(&state);
+        tally.lock_wait = tally.lock_wait.max(waited.elapsed());
         for (k, status) in records(&state) {
             if status != "started" {
                 continue;
@@ -524,7 +596,7 @@ fn soak_runs_cut_at_random_points_do_nothing_twice_tear_nothing_and_lose_no_hand
 
     // The final clean run: same version as the last one, a lock free at once (timeout 0).
     let last_version = runs / RUNS_PER_VERSION + 1;
-    proxy.arm(None, None);
+    proxy.arm(None, None, Duration::ZERO);
     let fin = run_once(runs + 1, last_version, &[]);
     fin.expect(0);
 
@@ -579,7 +651,7 @@ fn soak_runs_cut_at_random_points_do_nothing_twice_tear_nothing_and_lose_no_hand
         .unwrap_or(0);
     assert_eq!(pending, 0, "no handler left pending");
     // And the next run changes nothing.
-    proxy.arm(None, None);
+    proxy.arm(None, None, Duration::ZERO);
     let again = run_once(runs + 1, last_version, &[]);
     again.expect(0);
     assert_eq!(again.recap()["hosts"][alias.as_str()]["changed"], 0);
@@ -596,7 +668,8 @@ fn soak_runs_cut_at_random_points_do_nothing_twice_tear_nothing_and_lose_no_hand
         eprintln!("soak:   in doubt: {what}: {n}");
     }
     eprintln!(
-        "soak:   temp files seen left in the managed directory: {}",
-        tally.temp_left
+        "soak:   temp files left beside the managed file: {}; longest wait for a cut run's lock: {:?}",
+        tally.temp_left.len(),
+        tally.lock_wait
     );
 }
