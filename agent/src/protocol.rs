@@ -16,9 +16,12 @@ use std::io::Read;
 /// message, a motd or sudo's lecture) is now speaking.
 pub const AGENT_MAGIC: &[u8; 8] = b"FXPAGNT1";
 
-/// Requests larger than this are refused by the agent: a corrupt length must not make it
-/// allocate gigabytes. Requests carry whole file contents (`copy content:`), hence the room.
-pub const MAX_FRAME: usize = 256 * 1024 * 1024;
+/// Requests larger than this are refused by the agent (a corrupt length must not make it
+/// allocate much), and never sent by the controller, which fails the task instead. The largest
+/// requests are an `Upload` chunk (4 MiB, base64: under 6 MiB) and a `Run` whose parameters
+/// carry a file's text (`copy content:`, a rendered `template`): those may reach this limit
+/// (README, copy). Files beyond it go through `copy src:`, which streams.
+pub const MAX_FRAME: usize = 16 * 1024 * 1024;
 
 /// Answers larger than this fail the host on the controller, which holds one answer per host
 /// at a time: a hostile or broken agent must not make it allocate 256 MiB for each of its hosts.
@@ -70,7 +73,7 @@ pub enum Request {
     /// Collect facts natively, in one round trip.
     Facts,
     /// Open the state directory, take the host lock for this run, prune old records, and
-    /// return the pending handler notifications of this playbook.
+    /// return the remote user's pending handler notifications (whichever playbook wrote them).
     Begin {
         run_id: String,
         playbook: String,
@@ -78,12 +81,8 @@ pub enum Request {
         lock_timeout_secs: u64,
         retention_days: u64,
     },
-    /// A handler ran: remove its outbox entry.
-    HandlerDone {
-        playbook: String,
-        play: String,
-        handler: String,
-    },
+    /// A handler ran: remove its outbox entry (one per handler name and remote user).
+    HandlerDone { handler: String },
     /// Operator access to the journal (`fixpoint journal`).
     Journal { action: JournalOp },
     /// One chunk of content the agent asked for with `NeedContent`, at `offset`, base64. The
@@ -123,6 +122,9 @@ pub struct PythonRun {
 /// The bytes of content in one `Upload` request (before base64): a frame stays near 6 MiB, and
 /// each chunk costs one round trip.
 pub const UPLOAD_CHUNK: usize = 4 * 1024 * 1024;
+
+// An upload chunk, base64 and in its frame, fits a request with room to spare.
+const _: () = assert!(UPLOAD_CHUNK / 3 * 4 + 4096 < MAX_FRAME);
 
 /// A `once:` key for a `Run` request: the journal makes the step happen at most once.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -175,10 +177,11 @@ pub enum Response {
         /// Said about how the result came about ("replayed from the journal ...").
         #[serde(default)]
         note: Option<String>,
-        /// Outbox entries were written for this change (the controller clears them if it
-        /// decides, e.g. by `changed_when`, that nothing changed).
+        /// The handlers whose outbox entries this change created (the controller withdraws
+        /// them if it decides, e.g. by `changed_when`, that nothing changed). Entries that were
+        /// already pending are not listed: they are owed from earlier, whatever this task did.
         #[serde(default)]
-        outbox_written: bool,
+        outbox_written: Vec<String>,
     },
     /// The module failed; `result` keeps useful return values (rc, stdout...).
     Failed {
@@ -201,8 +204,9 @@ pub enum Response {
         stderr: String,
         rc: i32,
         interpreter: String,
+        /// The handlers whose outbox entries this request created (as in `Done`).
         #[serde(default)]
-        outbox_written: bool,
+        outbox_written: Vec<String>,
     },
     /// A plain acknowledgement.
     Ack,
@@ -290,14 +294,16 @@ mod tests {
 
     #[test]
     fn a_lying_or_oversized_length_is_refused_without_allocating_it() {
-        // Announces 200 MiB (under the request limit) and ends after three bytes.
-        let mut short = (200u32 * 1024 * 1024).to_be_bytes().to_vec();
+        // Announces 12 MiB (under the request limit) and ends after three bytes.
+        let mut short = (12u32 * 1024 * 1024).to_be_bytes().to_vec();
         short.extend_from_slice(b"{}x");
         let e = read_frame_sync(&mut &short[..]).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{e}");
         let huge = u32::MAX.to_be_bytes();
         let e = read_frame_sync(&mut &huge[..]).unwrap_err();
         assert!(e.to_string().contains("larger than the limit"), "{e}");
+        let over = ((MAX_FRAME + 1) as u32).to_be_bytes();
+        assert!(read_frame_sync(&mut &over[..]).is_err());
         let e = frame_len(
             ((MAX_RESPONSE_FRAME + 1) as u32).to_be_bytes(),
             MAX_RESPONSE_FRAME,

@@ -209,6 +209,6 @@ pub fn run(run: &PythonRun) -> Result<Response, String> {
         stderr: text(&err),
         rc,
         interpreter: python.display().to_string(),
-        outbox_written: false,
+        outbox_written: Vec::new(),
     })
 }

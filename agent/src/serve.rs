@@ -196,12 +196,8 @@ impl Session {
                 lock_timeout_secs,
                 retention_days,
             ),
-            Request::HandlerDone {
-                playbook,
-                play,
-                handler,
-            } => match &self.state {
-                Some(st) => match st.outbox_remove(&playbook, &play, &handler) {
+            Request::HandlerDone { handler } => match &self.state {
+                Some(st) => match st.outbox_remove(&me(), &handler) {
                     Ok(()) => Response::Ack,
                     Err(e) => failed(e),
                 },
@@ -243,11 +239,14 @@ impl Session {
         if let Err(e) = st.migrate_records() {
             return failed(e);
         }
+        if let Err(e) = st.migrate_outbox(&me()) {
+            return failed(e);
+        }
         let pruned = match st.prune(retention_days) {
             Ok(n) => n,
             Err(e) => return failed(e),
         };
-        let pending = match st.outbox_pending() {
+        let pending = match st.outbox_pending(&me()) {
             Ok(p) => p,
             Err(e) => return failed(e),
         };
@@ -270,7 +269,7 @@ impl Session {
         notify: Option<&NotifySpec>,
         note: Option<String>,
     ) -> Response {
-        let mut outbox_written = false;
+        let mut outbox_written = Vec::new();
         let state = self.state.as_ref();
         let run_id = self.run_id.clone();
         let mut before_apply = || -> Result<(), ModuleError> {
@@ -278,17 +277,21 @@ impl Session {
                 return Ok(());
             };
             for h in &n.handlers {
-                st.outbox_add(&OutboxEntry {
-                    playbook: n.playbook.clone(),
-                    play: n.play.clone(),
-                    handler: h.clone(),
-                    run_id: run_id.clone(),
-                    task: n.task.clone(),
-                    since: journal::now_text(),
-                })
-                .map_err(ModuleError::failed)?;
+                let created = st
+                    .outbox_add(&OutboxEntry {
+                        playbook: n.playbook.clone(),
+                        play: n.play.clone(),
+                        handler: h.clone(),
+                        user: me(),
+                        run_id: run_id.clone(),
+                        task: n.task.clone(),
+                        since: journal::now_text(),
+                    })
+                    .map_err(ModuleError::failed)?;
+                if created {
+                    outbox_written.push(h.clone());
+                }
             }
-            outbox_written = !n.handlers.is_empty();
             Ok(())
         };
         match run_module_hooked(module, params, ctx, &mut before_apply) {
@@ -312,21 +315,23 @@ impl Session {
     /// notifies are recorded first (outside check mode); the controller clears them when the
     /// module reports no change.
     fn run_python(&mut self, run: &crate::protocol::PythonRun) -> Response {
-        let mut outbox_written = false;
+        let mut outbox_written = Vec::new();
         if let (Some(n), Some(st), false) = (&run.notify, &self.state, run.check) {
             for h in &n.handlers {
-                if let Err(e) = st.outbox_add(&OutboxEntry {
+                match st.outbox_add(&OutboxEntry {
                     playbook: n.playbook.clone(),
                     play: n.play.clone(),
                     handler: h.clone(),
+                    user: me(),
                     run_id: self.run_id.clone(),
                     task: n.task.clone(),
                     since: journal::now_text(),
                 }) {
-                    return failed(e);
+                    Ok(true) => outbox_written.push(h.clone()),
+                    Ok(false) => {}
+                    Err(e) => return failed(e),
                 }
             }
-            outbox_written = !n.handlers.is_empty();
         }
         match crate::python::run(run) {
             Ok(Response::PyDone {
@@ -390,7 +395,7 @@ impl Session {
                             once.key,
                             rec.finished_at.as_deref().unwrap_or("?")
                         )),
-                        outbox_written: false,
+                        outbox_written: Vec::new(),
                     };
                 }
                 OnceStatus::Started if !once.probe_guarded => {

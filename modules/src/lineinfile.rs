@@ -469,6 +469,40 @@ mod tests {
     }
 
     #[test]
+    fn a_file_over_the_edit_limit_is_refused_and_left_alone() {
+        let (_d, path) = setup("");
+        // Sparse: the size is what counts, not the disk it would take.
+        let big = crate::text::MAX_EDIT_SIZE + 1;
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(big)
+            .unwrap();
+        for (module, params) in [
+            ("lineinfile", json!({"path": path, "line": "c"})),
+            ("blockinfile", json!({"path": path, "block": "c"})),
+        ] {
+            let e = crate::registry::run_module(module, &params, &Ctx::default()).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!("is {big} bytes, larger than the 32 MiB")),
+                "{module}: {msg}"
+            );
+            assert!(msg.contains("`copy` or `template`"), "{msg}");
+        }
+        assert_eq!(fs::metadata(&path).unwrap().len(), big);
+        // At the limit it is edited.
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(crate::text::MAX_EDIT_SIZE - 2)
+            .unwrap();
+        assert!(go(json!({"path": path, "line": "c"})).changed);
+    }
+
+    #[test]
     fn appends_then_converges_without_rewriting() {
         let (_d, path) = setup("a\nb\n");
         let params = json!({"path": path, "line": "c"});

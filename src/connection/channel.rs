@@ -4,7 +4,7 @@ use super::agent_binary::AgentBinary;
 use super::bootstrap;
 use super::Secret;
 use fixpoint_agent::protocol::{
-    encode, frame_len, Request, RequestFrame, Response, ResponseFrame, AGENT_MAGIC,
+    encode, frame_len, Request, RequestFrame, Response, ResponseFrame, AGENT_MAGIC, MAX_FRAME,
     MAX_RESPONSE_FRAME,
 };
 use std::path::PathBuf;
@@ -22,6 +22,9 @@ pub enum TransportError {
     Timeout(Duration),
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The request was not sent (the channel is as it was): it is larger than an agent takes.
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 /// How to reach one host, from its connection variables. `Debug` shows no password: it is a
@@ -307,8 +310,19 @@ impl AgentConn {
             timeout_ms: timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
             req: req.clone(),
         };
+        let bytes = encode(&frame);
+        if bytes.len() - 4 > MAX_FRAME {
+            self.last_id -= 1;
+            return Err(TransportError::TooLarge(format!(
+                "the request is {} bytes, larger than the {} MiB an agent takes; a `content` or a \
+                 rendered template this large cannot be sent inline: write it to a file on the \
+                 controller and use `copy` with `src`, which streams it",
+                bytes.len() - 4,
+                MAX_FRAME / (1024 * 1024)
+            )));
+        }
         let exchange = async {
-            self.write_raw(&encode(&frame)).await?;
+            self.write_raw(&bytes).await?;
             let mut len = [0u8; 4];
             self.read_exact_or_lost(&mut len).await?;
             let n = frame_len(len, MAX_RESPONSE_FRAME)

@@ -2,7 +2,7 @@
 //! outboxes (notifications recorded on the host, so a failed run still delivers them) in step.
 
 use super::state::{HostState, PlayCtx};
-use super::{playbook_scope, Engine, Shared};
+use super::{Engine, Shared};
 use crate::connection::pool::ConnKey;
 use crate::playbook::Task;
 use crate::report::Status;
@@ -14,8 +14,14 @@ impl Engine {
     /// Run the handlers notified on the batch's hosts, in the order they are defined, each once
     /// per host however many tasks notified it; then clear their outbox entries.
     pub(super) async fn flush_handlers(&mut self, ctx: &PlayCtx<'_>) {
-        // Notifications an earlier run recorded but never delivered are delivered now.
-        let scope = playbook_scope(ctx.book);
+        // Notifications an earlier run recorded but never delivered are delivered now, by the
+        // first play that has a handler of that name (the name is the logical operation,
+        // whichever playbook notified it).
+        let names: Vec<String> = self
+            .handlers
+            .iter()
+            .filter_map(|h| h.name.clone())
+            .collect();
         for host in &ctx.hosts {
             let hs = self.hosts.get_mut(host).expect("host state");
             if !hs.active() {
@@ -24,7 +30,7 @@ impl Engine {
             let (mine, rest): (Vec<OutboxEntry>, Vec<OutboxEntry>) =
                 std::mem::take(&mut hs.pending)
                     .into_iter()
-                    .partition(|p| p.playbook == scope && p.play == ctx.play.name);
+                    .partition(|p| names.contains(&p.handler));
             hs.pending = rest;
             let mut notes = Vec::new();
             for p in mine {
@@ -75,8 +81,6 @@ impl Engine {
                 }
                 for conn in hs.conns.values_mut() {
                     let req = Request::HandlerDone {
-                        playbook: scope.clone(),
-                        play: ctx.play.name.clone(),
                         handler: name.clone(),
                     };
                     if let Err(e) = conn.call(&req, Some(self.cfg.connect_timeout)).await {
@@ -104,26 +108,23 @@ impl Engine {
 
 impl Shared<'_> {
     /// The agent recorded pending handlers before a change; when the task did not end up
-    /// `changed` (e.g. `changed_when`), nothing notifies them, so the entries are withdrawn.
+    /// `changed` (e.g. `changed_when`), nothing notifies them, so the entries this change
+    /// created are withdrawn (not those still pending from earlier: those are owed anyway).
     pub(super) async fn settle_outbox(
         &self,
-        ctx: &PlayCtx<'_>,
-        task: &Task,
         h: &mut HostState,
-        wrote: Option<ConnKey>,
+        wrote: Option<(ConnKey, Vec<String>)>,
         status: Status,
     ) {
-        let Some(agent) = wrote else { return };
+        let Some((agent, created)) = wrote else {
+            return;
+        };
         if status == Status::Changed {
             return;
         }
         if let Some(conn) = h.conns.get_mut(&agent) {
-            for handler in handler_names(&ctx.handlers, &task.notify) {
-                let req = Request::HandlerDone {
-                    playbook: playbook_scope(ctx.book),
-                    play: ctx.play.name.clone(),
-                    handler,
-                };
+            for handler in created {
+                let req = Request::HandlerDone { handler };
                 let _ = conn.call(&req, Some(self.cfg.connect_timeout)).await;
             }
         }

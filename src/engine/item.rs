@@ -9,6 +9,7 @@ use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::{display, playbook_scope, Shared};
 use crate::connection::pool::ConnKey;
+use crate::connection::TransportError;
 use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::Scope;
@@ -176,7 +177,8 @@ impl Shared<'_> {
                         (a, b) => a.or(b),
                     }
                 },
-                outbox_written: outbox_written.then_some(conn_key(h, &spec)),
+                outbox_written: (!outbox_written.is_empty())
+                    .then(|| (conn_key(h, &spec), outbox_written)),
                 delegated_to: conn_key(h, &spec).0,
                 ..ItemResult::done(outcome)
             }),
@@ -188,6 +190,10 @@ impl Shared<'_> {
                 false,
                 format!("unexpected answer from the agent: {other:?}"),
             )),
+            Err(TransportError::TooLarge(msg)) => Ok(ItemResult {
+                delegated_to: conn_key(h, &spec).0,
+                ..ItemResult::failed(msg, Map::new())
+            }),
             Err(e) => {
                 // The channel is gone or out of step: drop it so nothing else uses it.
                 h.conns.remove(&conn_key(h, &spec));
@@ -197,7 +203,9 @@ impl Shared<'_> {
     }
 }
 
-/// Which agent wrote outbox entries for this result, if any.
-pub(super) fn outbox_writer(r: &Result<ItemResult, (bool, String)>) -> Option<ConnKey> {
+/// Which agent created outbox entries for this result, and for which handlers, if any.
+pub(super) fn outbox_writer(
+    r: &Result<ItemResult, (bool, String)>,
+) -> Option<(ConnKey, Vec<String>)> {
     r.as_ref().ok().and_then(|i| i.outbox_written.clone())
 }

@@ -189,8 +189,9 @@ fn new_run_id() -> String {
     )
 }
 
-/// The scope of journal keys and outbox entries: the playbook's file name, so a retry from
-/// another checkout of the same playbook is recognised as the same logical operation.
+/// The playbook as the host records it for display (lock holder, `once:` records, outbox
+/// entries): its file name. Nothing on the host is keyed by it: `once:` keys and pending
+/// handlers name one operation per remote user, whichever playbook reaches them.
 fn playbook_scope(book: &Playbook) -> String {
     book.path
         .file_name()

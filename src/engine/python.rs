@@ -186,7 +186,8 @@ impl Shared<'_> {
                     ItemResult::done(r.outcome)
                 };
                 item.note = note;
-                item.outbox_written = outbox_written.then(|| key.clone());
+                item.outbox_written =
+                    (!outbox_written.is_empty()).then(|| (key.clone(), outbox_written));
                 item.delegated_to = key.0;
                 Ok(item)
             }

@@ -18,8 +18,9 @@ pub(super) struct ItemResult {
     pub(super) msg: Option<String>,
     pub(super) ignored: bool,
     pub(super) note: Option<String>,
-    /// The agent (by become user) that wrote outbox entries for this change, if any.
-    pub(super) outbox_written: Option<ConnKey>,
+    /// The agent (by become user) that created outbox entries for this change, and for which
+    /// handlers, if any.
+    pub(super) outbox_written: Option<(ConnKey, Vec<String>)>,
     /// `delegate_to`: the host it ran on, when not the task's own.
     pub(super) delegated_to: Option<String>,
 }

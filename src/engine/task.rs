@@ -223,7 +223,7 @@ impl Shared<'_> {
             let r = self.run_item(ctx, task, h, scope).await;
             let wrote = outbox_writer(&r);
             let mut ev = self.finish_item(task, h, scope, r, item.clone());
-            self.settle_outbox(ctx, task, h, wrote, ev.status).await;
+            self.settle_outbox(h, wrote, ev.status).await;
             let Some(until) = &task.until else {
                 return ev;
             };

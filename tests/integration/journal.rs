@@ -295,3 +295,89 @@ fn a_key_names_one_operation_whichever_playbook_reaches_it() {
     assert_eq!(scoped.status_of("append"), "changed", "{}", scoped.stdout);
     assert_eq!(lines(&log), 2);
 }
+
+#[test]
+fn a_pending_handler_is_delivered_by_whichever_playbook_has_a_handler_of_that_name() {
+    let fleet = Fleet::start(1, "fpuser");
+    let handlers = |name: &str| {
+        format!(
+            "  gather_facts: false\n  handlers:\n    - name: {name}\n      shell: echo {name} >> {{{{ base }}}}/handler.log\n"
+        )
+    };
+    fleet.play_full(
+        &handlers("record"),
+        concat!(
+            "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+            "    - name: conf\n      copy:\n        content: v1\n        dest: \"{{ base }}/conf\"\n      notify: record\n",
+            "    - name: boom\n      fail:\n        msg: broken on purpose\n",
+        ),
+    );
+    let hlog = fleet.base(&fleet.hosts[0]).join("handler.log");
+    fleet.apply(&[]).expect(1);
+    assert_eq!(lines(&hlog), 0, "a failed host runs no handler");
+    // Another playbook (another file name, another play) without that handler leaves it pending.
+    let dir_only =
+        "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n";
+    fleet.play_full(&handlers("other"), dir_only);
+    apply_as(&fleet, "elsewhere.yml").expect(0);
+    assert_eq!(lines(&hlog), 0);
+    // One that has a handler of that name delivers it: the name is the operation.
+    fleet.play_full(&handlers("record"), dir_only);
+    let text = std::fs::read_to_string(fleet.fx.path("site.yml")).unwrap();
+    std::fs::write(
+        fleet.fx.path("site.yml"),
+        text.replace("- hosts: fleet\n", "- name: another play\n  hosts: fleet\n"),
+    )
+    .unwrap();
+    let delivered = apply_as(&fleet, "deploy.yml");
+    delivered.expect(0);
+    assert_eq!(std::fs::read_to_string(&hlog).unwrap(), "record\n");
+    assert!(
+        delivered
+            .events()
+            .iter()
+            .any(|n| n["event"] == "note" && n["msg"].as_str().unwrap().contains("pending since")),
+        "{}",
+        delivered.stdout
+    );
+    // Delivered once: neither playbook runs it again.
+    apply_as(&fleet, "deploy.yml").expect(0);
+    apply_as(&fleet, "elsewhere.yml").expect(0);
+    assert_eq!(lines(&hlog), 1);
+}
+
+#[test]
+fn a_change_that_counts_as_unchanged_withdraws_only_the_notifications_it_created() {
+    let fleet = Fleet::start(1, "fpuser");
+    fleet.play_full(
+        concat!(
+            "  gather_facts: false\n",
+            "  handlers:\n    - name: record\n      shell: echo ran >> {{ base }}/handler.log\n",
+        ),
+        concat!(
+            "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+            "    - name: conf\n      copy:\n        content: \"{{ v }}\"\n        dest: \"{{ base }}/conf\"\n      notify: record\n      register: r\n      changed_when: r.changed and not (quiet | default(false) | bool)\n",
+            "    - name: boom\n      fail:\n        msg: broken on purpose\n      when: fail_now | default(false) | bool\n",
+        ),
+    );
+    let hlog = fleet.base(&fleet.hosts[0]).join("handler.log");
+    // A change, then the run fails before its handlers: the notification is pending.
+    fleet.apply(&["-e", "v=1", "-e", "fail_now=true"]).expect(1);
+    // Another write that `changed_when` calls no change, and again a failure: the notification
+    // still pending from the first run is not this task's to withdraw.
+    let quiet = fleet.apply(&["-e", "v=2", "-e", "quiet=true", "-e", "fail_now=true"]);
+    quiet.expect(1);
+    assert_eq!(quiet.status_of("conf"), "ok", "{}", quiet.stdout);
+    assert_eq!(lines(&hlog), 0);
+    let third = fleet.apply(&["-e", "v=2"]);
+    third.expect(0);
+    assert_eq!(
+        lines(&hlog),
+        1,
+        "the first run's notification was delivered"
+    );
+    // A quiet change with nothing pending leaves nothing behind.
+    fleet.apply(&["-e", "v=3", "-e", "quiet=true"]).expect(0);
+    fleet.apply(&["-e", "v=3"]).expect(0);
+    assert_eq!(lines(&hlog), 1, "the quiet change notified nothing");
+}

@@ -23,6 +23,7 @@ mod roles;
 mod secrets;
 mod services_systemd;
 mod services_sysv;
+mod soak;
 mod ssh;
 mod timeouts;
 mod validate;

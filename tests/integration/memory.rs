@@ -150,3 +150,34 @@ fn an_unchanged_copy_sends_no_content_and_a_changed_one_sends_it_once() {
     );
     assert_eq!(fx.read("t/big.bin").len(), 300_000);
 }
+
+#[test]
+fn a_request_over_the_frame_limit_fails_its_task_before_sending_and_the_host_goes_on() {
+    let fx = Fx::new();
+    let limit = fixpoint_agent::protocol::MAX_FRAME;
+    // Inline content just over and just under the request limit (plain letters: no escaping).
+    let line = "a".repeat(1023) + "\n";
+    fx.write("big.txt", &line.repeat(limit / 1024 + 16));
+    fx.write("near.txt", &line.repeat(limit / 1024 - 64));
+    fx.play(concat!(
+        "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+        "    - name: too big\n      copy:\n        content: \"{{ lookup('file', 'big.txt') }}\"\n        dest: \"{{ base }}/big\"\n      ignore_errors: true\n",
+        "    - name: near the limit\n      copy:\n        content: \"{{ lookup('file', 'near.txt') }}\"\n        dest: \"{{ base }}/near\"\n",
+    ));
+    let out = fx.apply(&[]);
+    out.expect(0);
+    let ev = &out.task_events("too big")[0];
+    assert_eq!(ev["status"], "failed", "{ev}");
+    let msg = ev["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("larger than the 16 MiB an agent takes") && msg.contains("`src`"),
+        "{msg}"
+    );
+    assert!(!fx.path("t/big").exists());
+    // The same agent took the next request: the channel was not broken by the refusal.
+    assert_eq!(out.status_of("near the limit"), "changed", "{}", out.stdout);
+    assert_eq!(
+        std::fs::metadata(fx.path("t/near")).unwrap().len() as usize,
+        (limit / 1024 - 64) * 1024 - 1
+    );
+}

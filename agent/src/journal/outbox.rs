@@ -8,34 +8,42 @@ use std::path::PathBuf;
 /// One pending handler notification.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct OutboxEntry {
+    /// The playbook and play that notified, for display: entries are not scoped by them.
     pub playbook: String,
     pub play: String,
     pub handler: String,
+    /// The remote user whose handler it is (empty in entries of the first layout).
+    #[serde(default)]
+    pub user: String,
     pub run_id: String,
     pub task: String,
     pub since: String,
 }
 
 impl StateDir {
-    fn outbox_path(&self, playbook: &str, play: &str, handler: &str) -> PathBuf {
+    /// A pending notification names one logical operation, the handler, for one remote user on
+    /// this host, whichever playbook (or repository) notified it and whichever delivers it.
+    fn outbox_path(&self, user: &str, handler: &str) -> PathBuf {
+        // "outbox/v2": entries of the first layout hashed the playbook's file name and the play.
         self.path
             .join("outbox")
-            .join(format!("{}.json", hash_id(&[playbook, play, handler])))
+            .join(format!("{}.json", hash_id(&["outbox/v2", user, handler])))
     }
 
-    /// Record a pending notification durably (before the change that triggers it).
-    pub fn outbox_add(&self, e: &OutboxEntry) -> Result<(), String> {
-        let p = self.outbox_path(&e.playbook, &e.play, &e.handler);
+    /// Record a pending notification durably (before the change that triggers it). Returns
+    /// whether it is new: false when the handler was still pending from earlier (the original
+    /// "since" is kept).
+    pub fn outbox_add(&self, e: &OutboxEntry) -> Result<bool, String> {
+        let p = self.outbox_path(&e.user, &e.handler);
         if p.exists() {
-            // Still pending from earlier: keep the original "since".
-            return Ok(());
+            return Ok(false);
         }
-        write_json(&p, e)
+        write_json(&p, e).map(|()| true)
     }
 
     /// The handler ran: its notification is delivered.
-    pub fn outbox_remove(&self, playbook: &str, play: &str, handler: &str) -> Result<(), String> {
-        let p = self.outbox_path(playbook, play, handler);
+    pub fn outbox_remove(&self, user: &str, handler: &str) -> Result<(), String> {
+        let p = self.outbox_path(user, handler);
         match fs::remove_file(&p) {
             Ok(()) => fixpoint_modules::fs::fsync_dir(&self.path.join("outbox"))
                 .map_err(|e| e.to_string()),
@@ -44,8 +52,20 @@ impl StateDir {
         }
     }
 
-    /// Every pending notification (the controller picks those of its playbooks and plays).
-    pub fn outbox_pending(&self) -> Result<Vec<OutboxEntry>, String> {
+    /// Every pending notification of `user` (the controller delivers those its plays have
+    /// handlers for).
+    pub fn outbox_pending(&self, user: &str) -> Result<Vec<OutboxEntry>, String> {
+        let mut out: Vec<OutboxEntry> = self
+            .outbox_files()?
+            .into_iter()
+            .map(|(_, e)| e)
+            .filter(|e| e.user == user)
+            .collect();
+        out.sort_by(|a, b| a.since.cmp(&b.since));
+        Ok(out)
+    }
+
+    fn outbox_files(&self) -> Result<Vec<(PathBuf, OutboxEntry)>, String> {
         let dir = self.path.join("outbox");
         let mut out = Vec::new();
         for e in fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
@@ -54,11 +74,46 @@ impl StateDir {
                 continue;
             }
             if let Some(entry) = read_json::<OutboxEntry>(&p)? {
-                out.push(entry);
+                out.push((p, entry));
             }
         }
-        out.sort_by(|a, b| a.since.cmp(&b.since));
         Ok(out)
+    }
+
+    /// File the entries of the first layout (keyed by playbook file name, play and handler)
+    /// under their handler; entries without a user are `user`'s (the state directory's owner
+    /// wrote them). Two entries for one handler are one pending notification: the older one
+    /// (its `since`) is kept. Call it under the host lock. Returns how many entries moved.
+    pub fn migrate_outbox(&self, user: &str) -> Result<usize, String> {
+        let mut moved = 0;
+        for (path, mut entry) in self.outbox_files()? {
+            let old_layout = entry.user.is_empty();
+            if old_layout {
+                entry.user = user.to_string();
+            }
+            let want = self.outbox_path(&entry.user, &entry.handler);
+            if path == want && !old_layout {
+                continue;
+            }
+            match read_json::<OutboxEntry>(&want)? {
+                Some(there) if path != want && there.since <= entry.since => {
+                    fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?
+                }
+                _ => {
+                    // Written whole under the new name (with its user) before the old goes.
+                    write_json(&want, &entry)?;
+                    if path != want {
+                        fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?
+                    }
+                }
+            }
+            moved += 1;
+        }
+        if moved > 0 {
+            fixpoint_modules::fs::fsync_dir(&self.path.join("outbox"))
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(moved)
     }
 }
 
@@ -66,27 +121,77 @@ impl StateDir {
 mod tests {
     use super::*;
 
+    fn entry(playbook: &str, play: &str, since: &str) -> OutboxEntry {
+        OutboxEntry {
+            playbook: playbook.into(),
+            play: play.into(),
+            handler: "h".into(),
+            user: "u".into(),
+            run_id: "r1".into(),
+            task: "t".into(),
+            since: since.into(),
+        }
+    }
+
     #[test]
     fn outbox_keeps_the_first_since_and_removes_idempotently() {
         let d = tempfile::tempdir().unwrap();
         let s = StateDir::open(Some(d.path().join("st").to_str().unwrap())).unwrap();
-        let e = OutboxEntry {
-            playbook: "p".into(),
-            play: "play".into(),
-            handler: "h".into(),
-            run_id: "r1".into(),
-            task: "t".into(),
-            since: "first".into(),
-        };
-        s.outbox_add(&e).unwrap();
+        assert!(s.outbox_add(&entry("p", "play", "first")).unwrap());
+        assert!(!s.outbox_add(&entry("p", "play", "second")).unwrap());
+        assert_eq!(s.outbox_pending("u").unwrap()[0].since, "first");
+        s.outbox_remove("u", "h").unwrap();
+        s.outbox_remove("u", "h").unwrap();
+        assert!(s.outbox_pending("u").unwrap().is_empty());
+    }
+
+    #[test]
+    fn one_handler_notified_from_two_playbooks_is_one_entry_per_user() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(d.path().join("st").to_str().unwrap())).unwrap();
+        s.outbox_add(&entry("/repo-a/site.yml", "web", "1"))
+            .unwrap();
+        s.outbox_add(&entry("/repo-b/deploy.yml", "other", "2"))
+            .unwrap();
         s.outbox_add(&OutboxEntry {
-            since: "second".into(),
-            ..e.clone()
+            user: "v".into(),
+            ..entry("p", "play", "3")
         })
         .unwrap();
-        assert_eq!(s.outbox_pending().unwrap()[0].since, "first");
-        s.outbox_remove("p", "play", "h").unwrap();
-        s.outbox_remove("p", "play", "h").unwrap();
-        assert!(s.outbox_pending().unwrap().is_empty());
+        let mine = s.outbox_pending("u").unwrap();
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0].playbook, "/repo-a/site.yml");
+        // Delivered from any playbook: the notification is gone for this user only.
+        s.outbox_remove("u", "h").unwrap();
+        assert!(s.outbox_pending("u").unwrap().is_empty());
+        assert_eq!(s.outbox_pending("v").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn entries_of_the_first_layout_are_filed_under_their_handler() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(d.path().join("st").to_str().unwrap())).unwrap();
+        // The first layout: named by playbook file name, play and handler, without a user.
+        let old = |playbook: &str, play: &str, since: &str| {
+            let e = OutboxEntry {
+                user: String::new(),
+                ..entry(playbook, play, since)
+            };
+            let name = format!("{}.json", hash_id(&[playbook, play, "h"]));
+            write_json(&s.path.join("outbox").join(name), &e).unwrap();
+        };
+        old("site.yml", "web", "2020-01-02");
+        old("deploy.yml", "db", "2020-01-01");
+        assert!(s.outbox_pending("u").unwrap().is_empty(), "not yet filed");
+        assert_eq!(s.migrate_outbox("u").unwrap(), 2);
+        let pending = s.outbox_pending("u").unwrap();
+        assert_eq!(pending.len(), 1, "{pending:?}");
+        assert_eq!(
+            pending[0].since, "2020-01-01",
+            "the older notification is kept"
+        );
+        assert_eq!(pending[0].user, "u");
+        assert_eq!(fs::read_dir(s.path.join("outbox")).unwrap().count(), 1);
+        assert_eq!(s.migrate_outbox("u").unwrap(), 0, "idempotent");
     }
 }

@@ -104,6 +104,37 @@ pub fn diff_text(data: &[u8]) -> String {
 /// `MAX_FILE_SIZE_FOR_DIFF`, 104448 bytes), and `copy` does not read it for one.
 pub const MAX_DIFF_SIZE: u64 = 104_448;
 
+/// The largest file `lineinfile` and `blockinfile` edit: they hold the file, its lines and the
+/// new content in the agent's memory at once, so a larger one is refused (README, lineinfile).
+pub const MAX_EDIT_SIZE: u64 = 32 * 1024 * 1024;
+
+/// Read a file to edit, refusing one larger than [`MAX_EDIT_SIZE`]; the bound holds while the
+/// file grows under the read too.
+fn read_bounded(shown: &str, target: &Path) -> Result<Vec<u8>, ModuleError> {
+    use std::io::Read;
+    let too_large = |size: u64| {
+        ModuleError::failed(format!(
+            "{shown} is {size} bytes, larger than the {} MiB lineinfile and blockinfile edit \
+             (the whole file is held in memory on the host); manage a file this large with \
+             `copy` or `template`",
+            MAX_EDIT_SIZE / (1024 * 1024)
+        ))
+    };
+    let f = fs::File::open(target).map_err(|e| ModuleError::io(target, e))?;
+    let size = f.metadata().map_err(|e| ModuleError::io(target, e))?.len();
+    if size > MAX_EDIT_SIZE {
+        return Err(too_large(size));
+    }
+    let mut data = Vec::with_capacity(size as usize);
+    f.take(MAX_EDIT_SIZE + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| ModuleError::io(target, e))?;
+    if data.len() as u64 > MAX_EDIT_SIZE {
+        return Err(too_large(data.len() as u64));
+    }
+    Ok(data)
+}
+
 /// What a diff shows instead of the content of a file larger than [`MAX_DIFF_SIZE`].
 pub fn diff_skipped(size: u64) -> String {
     format!("<{size} bytes, larger than {MAX_DIFF_SIZE}: diff skipped>\n")
@@ -171,7 +202,7 @@ pub fn probe_text_file(path: &str) -> Result<TextFile, ModuleError> {
         _ => p.to_path_buf(),
     };
     let content = match meta {
-        Some(_) => Some(fs::read(&target).map_err(|e| ModuleError::io(&target, e))?),
+        Some(_) => Some(read_bounded(path, &target)?),
         None => None,
     };
     let at = locate(&target, meta.as_ref().map(id_of))?;
