@@ -1,7 +1,7 @@
 //! The one place that maps module names (`copy`, `ansible.builtin.copy`) to module implementations.
 
 use crate::{
-    blockinfile, command, copy, file, lineinfile, parse_params, run_hooked, stat, Ctx, Module,
+    apt, blockinfile, command, copy, file, lineinfile, parse_params, run_hooked, stat, Ctx, Module,
 };
 use crate::{ModuleError, Outcome};
 use serde_json::Value;
@@ -16,6 +16,8 @@ pub const AGENT_MODULES: &[&str] = &[
     "stat",
     "command",
     "shell",
+    "apt",
+    "package",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -32,6 +34,8 @@ pub const ALL_MODULES: &[&str] = &[
     "assert",
     "set_fact",
     "fail",
+    "apt",
+    "package",
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -73,6 +77,8 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "stat" => check::<stat::Stat>(params),
         "command" => check::<command::Command>(params),
         "shell" => check::<command::Shell>(params),
+        "apt" => check::<apt::Apt>(params),
+        "package" => crate::package::check(params),
         _ => Ok(()),
     }
 }
@@ -97,6 +103,8 @@ pub fn run_module_hooked(
         "stat" => run_hooked::<stat::Stat>(params, ctx, before_apply),
         "command" => run_hooked::<command::Command>(params, ctx, before_apply),
         "shell" => run_hooked::<command::Shell>(params, ctx, before_apply),
+        "apt" => run_hooked::<apt::Apt>(params, ctx, before_apply),
+        "package" => crate::package::run(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),
