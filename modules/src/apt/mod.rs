@@ -104,6 +104,12 @@ impl Module for Apt {
         let work = match compute(p, &env, ctx.check || ctx.diff) {
             Ok(w) => Ok(w),
             Err(e) if cache_stale && !ctx.check => Err(e.to_string()),
+            Err(e)
+                if e.to_string()
+                    .starts_with("no available installation candidate") =>
+            {
+                return Err(with_cache(e, false, cache_time))
+            }
             Err(e) => return Err(e),
         };
         Ok(Probed {
@@ -169,6 +175,14 @@ impl Module for Apt {
                 plan.diff.prepared = Some(prepared(&sim.stdout));
             }
         }
+        if runs && w.kind != Kind::Upgrade {
+            // Ansible's result carries its `diff` too (empty without --diff).
+            let d = match &plan.diff.prepared {
+                Some(t) if ctx.diff => json!({ "prepared": t }),
+                _ => json!({}),
+            };
+            r.insert("diff".into(), d);
+        }
         Ok(plan)
     }
 
@@ -218,7 +232,18 @@ impl Module for Apt {
         if let Some(a) = &work.argv {
             let ran = run(a, env, None)?;
             if ran.rc != 0 {
-                return Err(run_failure(p, &work, a, &ran));
+                let e = run_failure(p, &work, a, &ran);
+                if matches!(work.kind, Kind::Install | Kind::BuildDep) {
+                    // Ansible's failed install still says what the cache was.
+                    let updated = out.get("cache_updated").and_then(Value::as_bool);
+                    let time = out.get("cache_update_time").and_then(Value::as_i64);
+                    return Err(with_cache(
+                        e,
+                        updated.unwrap_or(false),
+                        time.unwrap_or(st.cache_time),
+                    ));
+                }
+                return Err(e);
             }
             changed = match work.kind {
                 Kind::BuildDep | Kind::Upgrade => !ran.stdout.contains(APT_GET_ZERO),
@@ -354,6 +379,18 @@ fn mark_manual(names: &[String], env: &[(String, String)]) -> Result<(), ModuleE
         ));
     }
     Ok(())
+}
+
+/// A failure with `cache_updated` and `cache_update_time` added to its values.
+fn with_cache(e: ModuleError, updated: bool, time: i64) -> ModuleError {
+    match e {
+        ModuleError::Failed { msg, mut result } => {
+            result.insert("cache_updated".into(), json!(updated));
+            result.insert("cache_update_time".into(), json!(time));
+            ModuleError::Failed { msg, result }
+        }
+        other => other,
+    }
 }
 
 fn run_failure(p: &Params, w: &Work, a: &[String], ran: &Ran) -> ModuleError {
