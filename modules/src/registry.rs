@@ -18,6 +18,9 @@ pub const AGENT_MODULES: &[&str] = &[
     "shell",
     "apt",
     "package",
+    "dpkg_selections",
+    "debconf",
+    "package_facts",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -36,6 +39,9 @@ pub const ALL_MODULES: &[&str] = &[
     "fail",
     "apt",
     "package",
+    "dpkg_selections",
+    "debconf",
+    "package_facts",
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -79,6 +85,9 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "shell" => check::<command::Shell>(params),
         "apt" => check::<apt::Apt>(params),
         "package" => crate::package::check(params),
+        "dpkg_selections" => check::<crate::dpkg_selections::DpkgSelections>(params),
+        "debconf" => check::<crate::debconf::Debconf>(params),
+        "package_facts" => check::<crate::package_facts::PackageFacts>(params),
         _ => Ok(()),
     }
 }
@@ -105,6 +114,13 @@ pub fn run_module_hooked(
         "shell" => run_hooked::<command::Shell>(params, ctx, before_apply),
         "apt" => run_hooked::<apt::Apt>(params, ctx, before_apply),
         "package" => crate::package::run(params, ctx, before_apply),
+        "dpkg_selections" => {
+            run_hooked::<crate::dpkg_selections::DpkgSelections>(params, ctx, before_apply)
+        }
+        "debconf" => run_hooked::<crate::debconf::Debconf>(params, ctx, before_apply),
+        "package_facts" => {
+            run_hooked::<crate::package_facts::PackageFacts>(params, ctx, before_apply)
+        }
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

@@ -134,6 +134,14 @@ impl Shared<'_> {
                 for (k, v) in facts {
                     h.host_vars.insert(k.clone(), v.clone());
                 }
+            } else {
+                // A module's facts (`package_facts`) join the host's facts, as in Ansible.
+                let mut all = match h.facts.get("ansible_facts") {
+                    Some(Value::Object(m)) => m.clone(),
+                    _ => Map::new(),
+                };
+                all.extend(facts.clone());
+                h.facts = super::facts::facts_vars(all);
             }
         }
         // changed_when / failed_when see the result under its registered name and as plain names.

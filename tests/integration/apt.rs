@@ -596,3 +596,77 @@ fn apt_over_ssh_with_become_converges() {
         assert_eq!(dpkg_status(p).0, "ii", "{p}");
     }
 }
+
+/// Forget the debconf answers a test set for `pkg`.
+fn debconf_purge(pkg: &str) {
+    let mut c = Command::new("debconf-communicate")
+        .arg(pkg)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("debconf-communicate (package debconf)");
+    use std::io::Write;
+    c.stdin.take().unwrap().write_all(b"PURGE\n").unwrap();
+    c.wait().unwrap();
+}
+
+#[test]
+fn dpkg_selections_debconf_and_package_facts() {
+    let repo = Repo::new();
+    repo.update();
+    debconf_purge("fptest-a");
+    let fx = Fx::new();
+    repo.play(
+        &fx,
+        concat!(
+            "    - name: install\n      apt:\n        name: fptest-a=1.0\n",
+            "    - name: hold\n      dpkg_selections:\n        name: fptest-a\n        selection: hold\n",
+            "    - name: held\n      apt:\n        name: fptest-a\n        state: latest\n      ignore_errors: true\n",
+            "    - name: answer\n      debconf:\n        name: fptest-a\n        question: fptest-a/greeting\n        vtype: string\n        value: hello\n",
+            "    - name: flag\n      debconf:\n        name: fptest-a\n        question: fptest-a/flag\n        vtype: boolean\n        value: true\n",
+            "    - name: facts\n      package_facts:\n",
+            "    - name: seen\n      assert:\n        that:\n          - ansible_facts.packages['fptest-a'][0].version == '1.0'\n          - ansible_facts.packages['fptest-a'][0].source == 'apt'\n          - \"'fptest-b' not in ansible_facts.packages\"\n",
+        ),
+    );
+    let first = fx.apply(&["-v"]);
+    first.expect(0);
+    for t in ["install", "hold", "answer", "flag"] {
+        assert_eq!(first.status_of(t), "changed", "{t}: {}", first.stdout);
+    }
+    // A held package is not upgraded by `latest` (apt refuses it without
+    // allow_change_held_packages); the version stays.
+    assert_eq!(dpkg_status("fptest-a").1, "1.0");
+    let r = result(&first, "hold");
+    assert_eq!(
+        (r["before"].as_str(), r["after"].as_str()),
+        (Some("install"), Some("hold"))
+    );
+    let shown = sh(&["debconf-show", "fptest-a"]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("fptest-a/greeting: hello"), "{shown}");
+    assert!(shown.contains("fptest-a/flag: true"), "{shown}");
+    let sel = sh(&["dpkg", "--get-selections", "fptest-a"]);
+    assert!(String::from_utf8_lossy(&sel.stdout).contains("hold"));
+
+    let second = fx.apply(&[]);
+    second.expect(0);
+    for t in ["install", "hold", "answer", "flag", "facts"] {
+        assert_eq!(second.status_of(t), "ok", "{t}: {}", second.stdout);
+    }
+    // Check mode changes no selection; then unhold, so the purge at the end may remove it.
+    repo.play(
+        &fx,
+        "    - name: unhold\n      dpkg_selections:\n        name: fptest-a\n        selection: install\n",
+    );
+    assert_eq!(
+        fx.apply(&["--check"]).expect(0).status_of("unhold"),
+        "changed"
+    );
+    let sel = sh(&["dpkg", "--get-selections", "fptest-a"]);
+    assert!(
+        String::from_utf8_lossy(&sel.stdout).contains("hold"),
+        "check mode unheld"
+    );
+    fx.apply(&["--twice"]).expect(0);
+    debconf_purge("fptest-a");
+}
