@@ -69,13 +69,13 @@ impl Module for Debconf {
     fn validate(p: &Params) -> Result<(), ModuleError> {
         if p.name.as_deref().unwrap_or_default().is_empty() {
             return Err(ModuleError::Params(
-                "missing required arguments: name".into(),
+                "missing required arguments: `name` (`pkg`)".into(),
             ));
         }
         let given = [p.question.is_some(), p.vtype.is_some(), p.value.is_some()];
         if given.iter().any(|g| *g) && !given.iter().all(|g| *g) {
             return Err(ModuleError::Params(
-                "parameters are required together: question, vtype, value".into(),
+                "parameters are required together: `question` (`selection`, `setting`), `vtype`, `value` (`answer`)".into(),
             ));
         }
         if let Some(t) = &p.vtype {

@@ -32,7 +32,7 @@ impl Module for DpkgSelections {
     fn validate(p: &Params) -> Result<(), ModuleError> {
         if p.name.as_deref().unwrap_or_default().is_empty() {
             return Err(ModuleError::Params(
-                "missing required arguments: name".into(),
+                "missing required arguments: `name`".into(),
             ));
         }
         if !is_template(&p.selection) && !CHOICES.contains(&p.selection.as_str()) {

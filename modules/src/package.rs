@@ -26,7 +26,7 @@ fn split(params: &Value) -> Result<(String, Value), ParamError> {
         if !obj.contains_key(required) {
             return Err(ParamError {
                 path: String::new(),
-                msg: format!("missing required arguments: {required}"),
+                msg: format!("missing required arguments: `{required}`"),
             });
         }
     }

@@ -178,7 +178,8 @@ pub fn validate(p: &Params) -> Result<(), ModuleError> {
         && p.upgrade.is_none()
     {
         return Err(err(
-            "one of the following is required: autoremove, deb, package, update_cache, upgrade",
+            "one of the following is required: `autoremove`, `deb`, `package` (`name`, `pkg`), \
+             `update_cache` (`update-cache`), `upgrade`",
         ));
     }
     if p.policy_rc_d.is_some() {
