@@ -75,6 +75,10 @@ pub fn facts() -> Map<String, Value> {
     put("nodename", json!(node));
     put("fqdn", json!(node));
     put("os_family", json!(os_family));
+    put(
+        "pkg_mgr",
+        json!(fixpoint_modules::pkg_mgr::pkg_mgr(os_family)),
+    );
     put("distribution", json!(distribution));
     put(
         "distribution_version",

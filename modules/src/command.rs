@@ -286,7 +286,9 @@ fn check_env(env: &Option<Map<String, Value>>) -> Result<(), ModuleError> {
 }
 
 /// `_env` as name/value pairs; scalars become strings the way Python's `str()` spells them.
-fn env_pairs(env: &Option<Map<String, Value>>) -> Result<Vec<(String, String)>, ModuleError> {
+pub(crate) fn env_pairs(
+    env: &Option<Map<String, Value>>,
+) -> Result<Vec<(String, String)>, ModuleError> {
     let Some(env) = env else {
         return Ok(Vec::new());
     };
@@ -683,7 +685,7 @@ fn spawn_error(inv: &Invocation, e: &std::io::Error) -> ModuleError {
 }
 
 /// Python's `str.splitlines()` (what Ansible uses for `stdout_lines`).
-fn splitlines(s: &str) -> Vec<String> {
+pub(crate) fn splitlines(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut chars = s.chars().peekable();

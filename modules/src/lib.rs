@@ -5,15 +5,21 @@
 //! and the run is not a check. Modules live one per file; `registry` maps names to them; `fs`,
 //! `text`, `params` and `time` hold what several modules share.
 
+pub mod apt;
 pub mod blockinfile;
 pub mod capture;
 pub mod children;
 pub mod command;
 pub mod copy;
+pub mod debconf;
+pub mod dpkg_selections;
 pub mod file;
 pub mod fs;
 pub mod lineinfile;
+pub mod package;
+pub mod package_facts;
 pub mod params;
+pub mod pkg_mgr;
 pub mod registry;
 pub mod service;
 pub mod stat;
@@ -97,11 +103,14 @@ pub struct Diff {
     pub attrs: Vec<AttrChange>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub content: Vec<ContentDiff>,
+    /// What a package manager says it will do (Ansible's `prepared` diff of `apt`), shown as is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepared: Option<String>,
 }
 
 impl Diff {
     pub fn is_empty(&self) -> bool {
-        self.attrs.is_empty() && self.content.is_empty()
+        self.attrs.is_empty() && self.content.is_empty() && self.prepared.is_none()
     }
 
     pub fn attr(
@@ -237,10 +246,12 @@ pub fn run_hooked<M: Module>(
         });
     }
     if ctx.check {
+        let result = plan.result;
+        let changed = take_changed(&result);
         return Ok(Outcome {
-            changed: true,
+            changed,
             diff: plan.diff,
-            result: plan.result,
+            result,
             msg: plan.msg,
         });
     }
@@ -248,10 +259,21 @@ pub fn run_hooked<M: Module>(
     let extra = M::apply(&p, state, &plan)?;
     let mut result = plan.result;
     result.extend(extra);
+    let changed = take_changed(&result);
     Ok(Outcome {
-        changed: true,
+        changed,
         diff: plan.diff,
         result,
         msg: plan.msg,
     })
+}
+
+/// A plan is a change unless its module says otherwise with `changed: false` in its result: a
+/// step Ansible does without reporting it (refreshing apt's cache alongside packages that are
+/// already installed) still has to run, so its plan is not empty, yet it is no change.
+fn take_changed(result: &Map<String, Value>) -> bool {
+    result
+        .get("changed")
+        .and_then(Value::as_bool)
+        .unwrap_or(true)
 }

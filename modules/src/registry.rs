@@ -2,7 +2,7 @@
 
 use crate::service::{auto, facts, systemd, sysv};
 use crate::{
-    blockinfile, command, copy, file, lineinfile, parse_params, run_hooked, stat, Ctx, Module,
+    apt, blockinfile, command, copy, file, lineinfile, parse_params, run_hooked, stat, Ctx, Module,
 };
 use crate::{ModuleError, Outcome};
 use serde_json::Value;
@@ -22,6 +22,11 @@ pub const AGENT_MODULES: &[&str] = &[
     "systemd",
     "sysvinit",
     "service_facts",
+    "apt",
+    "package",
+    "dpkg_selections",
+    "debconf",
+    "package_facts",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -43,6 +48,11 @@ pub const ALL_MODULES: &[&str] = &[
     "assert",
     "set_fact",
     "fail",
+    "apt",
+    "package",
+    "dpkg_selections",
+    "debconf",
+    "package_facts",
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -88,6 +98,11 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "systemd_service" | "systemd" => check::<systemd::SystemdService>(params),
         "sysvinit" => check::<sysv::Sysvinit>(params),
         "service_facts" => check::<facts::ServiceFacts>(params),
+        "apt" => check::<apt::Apt>(params),
+        "package" => crate::package::check(params),
+        "dpkg_selections" => check::<crate::dpkg_selections::DpkgSelections>(params),
+        "debconf" => check::<crate::debconf::Debconf>(params),
+        "package_facts" => check::<crate::package_facts::PackageFacts>(params),
         _ => Ok(()),
     }
 }
@@ -118,6 +133,15 @@ pub fn run_module_hooked(
         }
         "sysvinit" => run_hooked::<sysv::Sysvinit>(params, ctx, before_apply),
         "service_facts" => run_hooked::<facts::ServiceFacts>(params, ctx, before_apply),
+        "apt" => run_hooked::<apt::Apt>(params, ctx, before_apply),
+        "package" => crate::package::run(params, ctx, before_apply),
+        "dpkg_selections" => {
+            run_hooked::<crate::dpkg_selections::DpkgSelections>(params, ctx, before_apply)
+        }
+        "debconf" => run_hooked::<crate::debconf::Debconf>(params, ctx, before_apply),
+        "package_facts" => {
+            run_hooked::<crate::package_facts::PackageFacts>(params, ctx, before_apply)
+        }
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

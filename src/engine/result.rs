@@ -135,7 +135,9 @@ impl Shared<'_> {
                 for (k, v) in facts {
                     h.host_vars.insert(k.clone(), v.clone());
                 }
-            } else if task.module == "service_facts" || task.python.is_some() {
+            } else {
+                // Any other module's facts (`service_facts`, `package_facts`, a Python
+                // module's `getent_passwd`) join the host's facts, as in Ansible.
                 super::facts::merge_facts(&mut h.facts, facts);
             }
         }

@@ -5,6 +5,11 @@ use fixpoint_modules::Diff;
 
 impl Reporter {
     pub(super) fn diff(&mut self, d: &Diff) {
+        if let Some(text) = &d.prepared {
+            for l in text.lines() {
+                self.line(l);
+            }
+        }
         for a in &d.attrs {
             let none = |s: &str| {
                 if s.is_empty() {

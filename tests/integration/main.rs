@@ -4,6 +4,7 @@
 mod support;
 
 mod agent_binary;
+mod apt;
 mod bad_input;
 mod blocks;
 mod cli_listing;

@@ -261,7 +261,9 @@ pub fn prepare(
                 upload: None,
             })
         }
-        "command" | "shell" => {
+        // The modules that run programs on the host get the task's `environment` (`apt` too:
+        // `APT_CONFIG` and proxies reach apt that way, as in Ansible).
+        "command" | "shell" | "apt" | "package" => {
             if !environment.is_empty() {
                 obj.insert("_env".into(), Value::Object(environment.clone()));
             }

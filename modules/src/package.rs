@@ -1,0 +1,72 @@
+//! `package`: the generic package module. It runs the host's own manager module, chosen from
+//! `use` or, by default, from the host's `ansible_pkg_mgr` computed on the host.
+
+use crate::params::is_template;
+use crate::{apt, pkg_mgr, run_hooked, Ctx, ModuleError, Outcome, ParamError};
+use serde_json::Value;
+
+/// Split `use` off the arguments; the rest goes to the manager's module unchanged.
+fn split(params: &Value) -> Result<(String, Value), ParamError> {
+    let mut rest = params.clone();
+    let obj = rest.as_object_mut().ok_or_else(|| ParamError {
+        path: String::new(),
+        msg: "expected a mapping of parameters".into(),
+    })?;
+    let using = match obj.remove("use") {
+        None | Some(Value::Null) => "auto".to_string(),
+        Some(Value::String(s)) => s,
+        Some(other) => {
+            return Err(ParamError {
+                path: "use".into(),
+                msg: format!("expected a string, found {other}"),
+            })
+        }
+    };
+    for required in ["name", "state"] {
+        if !obj.contains_key(required) {
+            return Err(ParamError {
+                path: String::new(),
+                msg: format!("missing required arguments: `{required}`"),
+            });
+        }
+    }
+    Ok((using, rest))
+}
+
+/// Load-time check: `use` must name a manager fixpoint drives; the rest is checked as that
+/// manager's parameters (`apt` when `use` is `auto`, the only manager supported so far).
+pub fn check(params: &Value) -> Result<(), ParamError> {
+    let (using, rest) = split(params)?;
+    if using != "auto" && !is_template(&using) && !pkg_mgr::SUPPORTED.contains(&using.as_str()) {
+        return Err(ParamError {
+            path: "use".into(),
+            msg: format!(
+                "fixpoint's package module drives {} only, not `{using}`",
+                pkg_mgr::SUPPORTED.join(", ")
+            ),
+        });
+    }
+    crate::registry::check_params("apt", &rest)
+}
+
+/// Run the manager's module on this host.
+pub fn run(
+    params: &Value,
+    ctx: &Ctx,
+    before_apply: &mut dyn FnMut() -> Result<(), ModuleError>,
+) -> Result<Outcome, ModuleError> {
+    let (using, rest) = split(params).map_err(|e| ModuleError::Params(e.to_string()))?;
+    let mgr = if using == "auto" {
+        pkg_mgr::pkg_mgr(&pkg_mgr::host_os_family())
+    } else {
+        using
+    };
+    match mgr.as_str() {
+        "apt" => run_hooked::<apt::Apt>(&rest, ctx, before_apply),
+        other => Err(ModuleError::failed(format!(
+            "this host's package manager (ansible_pkg_mgr) is `{other}`; fixpoint's package \
+             module drives {} only",
+            pkg_mgr::SUPPORTED.join(", ")
+        ))),
+    }
+}
