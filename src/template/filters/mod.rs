@@ -7,6 +7,7 @@
 pub(in crate::template) mod collections;
 mod dicts;
 mod encoding;
+mod password;
 mod paths;
 mod random;
 pub(in crate::template) mod regex;
@@ -19,6 +20,7 @@ use minijinja::Environment;
 use self::collections::*;
 use self::dicts::*;
 use self::encoding::*;
+use self::password::*;
 use self::paths::*;
 use self::random::*;
 use self::regex::*;
@@ -69,6 +71,7 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("urlsplit", filter_urlsplit);
     env.add_filter("random", filter_random);
     env.add_filter("shuffle", filter_shuffle);
+    env.add_filter("password_hash", filter_password_hash);
 }
 
 #[cfg(test)]
