@@ -1,5 +1,6 @@
 //! The one place that maps module names (`copy`, `ansible.builtin.copy`) to module implementations.
 
+use crate::account::{group, user};
 use crate::service::{auto, facts, systemd, sysv};
 use crate::{
     blockinfile, command, copy, file, lineinfile, parse_params, run_hooked, stat, Ctx, Module,
@@ -22,6 +23,8 @@ pub const AGENT_MODULES: &[&str] = &[
     "systemd",
     "sysvinit",
     "service_facts",
+    "user",
+    "group",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -39,6 +42,8 @@ pub const ALL_MODULES: &[&str] = &[
     "systemd",
     "sysvinit",
     "service_facts",
+    "user",
+    "group",
     "debug",
     "assert",
     "set_fact",
@@ -88,6 +93,8 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "systemd_service" | "systemd" => check::<systemd::SystemdService>(params),
         "sysvinit" => check::<sysv::Sysvinit>(params),
         "service_facts" => check::<facts::ServiceFacts>(params),
+        "user" => check::<user::User>(params),
+        "group" => check::<group::Group>(params),
         _ => Ok(()),
     }
 }
@@ -118,6 +125,8 @@ pub fn run_module_hooked(
         }
         "sysvinit" => run_hooked::<sysv::Sysvinit>(params, ctx, before_apply),
         "service_facts" => run_hooked::<facts::ServiceFacts>(params, ctx, before_apply),
+        "user" => run_hooked::<user::User>(params, ctx, before_apply),
+        "group" => run_hooked::<group::Group>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),
