@@ -3,6 +3,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod accounts;
 mod agent_binary;
 mod bad_input;
 mod blocks;
