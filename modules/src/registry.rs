@@ -1,6 +1,6 @@
 //! The one place that maps module names (`copy`, `ansible.builtin.copy`) to module implementations.
 
-use crate::account::{group, user};
+use crate::account::{getent, group, user};
 use crate::service::{auto, facts, systemd, sysv};
 use crate::{
     blockinfile, command, copy, file, lineinfile, parse_params, run_hooked, stat, Ctx, Module,
@@ -25,6 +25,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "service_facts",
     "user",
     "group",
+    "getent",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -44,6 +45,7 @@ pub const ALL_MODULES: &[&str] = &[
     "service_facts",
     "user",
     "group",
+    "getent",
     "debug",
     "assert",
     "set_fact",
@@ -95,6 +97,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "service_facts" => check::<facts::ServiceFacts>(params),
         "user" => check::<user::User>(params),
         "group" => check::<group::Group>(params),
+        "getent" => check::<getent::Getent>(params),
         _ => Ok(()),
     }
 }
@@ -127,6 +130,7 @@ pub fn run_module_hooked(
         "service_facts" => run_hooked::<facts::ServiceFacts>(params, ctx, before_apply),
         "user" => run_hooked::<user::User>(params, ctx, before_apply),
         "group" => run_hooked::<group::Group>(params, ctx, before_apply),
+        "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

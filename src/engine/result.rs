@@ -136,6 +136,13 @@ impl Shared<'_> {
                 }
             } else if task.module == "service_facts" {
                 super::facts::merge_facts(&mut h.facts, facts);
+            } else if task.module == "getent" {
+                // Ansible injects `getent_<db>` as a variable of that very name, and under
+                // `ansible_facts`.
+                super::facts::merge_facts(&mut h.facts, facts);
+                for (k, v) in facts {
+                    h.host_vars.insert(k.clone(), v.clone());
+                }
             }
         }
         // changed_when / failed_when see the result under its registered name and as plain names.

@@ -1,11 +1,13 @@
 //! Accounts: what the `user` and `group` modules share (reading the passwd, group and shadow
 //! databases, running the shadow tools).
 //!
-//! The modules live beside this file: `user.rs` (`user`) and `group.rs` (`group`). Every change
+//! The modules live beside this file: `user.rs` (`user`), `group.rs` (`group`) and
+//! `getent.rs` (`getent`, which only reads). Every change
 //! goes through `useradd`, `usermod`, `userdel`, `groupadd`, `groupmod` and `groupdel`, which
 //! take the databases' locks (`lckpwdf`) themselves: nothing here writes `/etc/passwd`,
 //! `/etc/group` or `/etc/shadow`.
 
+pub mod getent;
 pub mod group;
 pub mod user;
 
