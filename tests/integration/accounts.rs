@@ -15,6 +15,13 @@ struct Accounts {
 
 impl Accounts {
     fn new(tag: &str) -> Accounts {
+        crate::support::require_root();
+        for t in ["/usr/sbin/useradd", "/usr/sbin/groupadd", "/usr/bin/getent"] {
+            assert!(
+                std::path::Path::new(t).exists(),
+                "{t} is missing: install passwd and libc-bin (.ci/run's base system has them)"
+            );
+        }
         let a = Accounts {
             user: format!("fptest-u{tag}{}", std::process::id()),
             group: format!("fptest-g{tag}{}", std::process::id()),
