@@ -231,9 +231,12 @@ impl Module for User {
 
     fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
         let pw = user_by_name(&p.name)?;
+        // /etc/shadow is read only when a parameter needs it: it is root's alone, and a task
+        // that sets no password, lock or expiry can be checked without it.
+        let needs_shadow = p.password.is_some() || p.password_lock.is_some() || p.expires.is_some();
         let (hash, expire) = match &pw {
-            Some(_) => shadow(&p.name)?,
-            None => (String::new(), -1),
+            Some(_) if needs_shadow => shadow(&p.name)?,
+            _ => (String::new(), -1),
         };
         let member_of = match &pw {
             Some(_) => memberships(&p.name)?,
