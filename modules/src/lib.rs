@@ -5,6 +5,7 @@
 //! and the run is not a check. Modules live one per file; `registry` maps names to them; `fs`,
 //! `text`, `params` and `time` hold what several modules share.
 
+pub mod account;
 pub mod apt;
 pub mod blockinfile;
 pub mod capture;

@@ -1,5 +1,6 @@
 //! The one place that maps module names (`copy`, `ansible.builtin.copy`) to module implementations.
 
+use crate::account::{getent, group, user};
 use crate::service::{auto, facts, systemd, sysv};
 use crate::{
     apt, blockinfile, command, copy, file, lineinfile, parse_params, run_hooked, stat, Ctx, Module,
@@ -27,6 +28,9 @@ pub const AGENT_MODULES: &[&str] = &[
     "dpkg_selections",
     "debconf",
     "package_facts",
+    "user",
+    "group",
+    "getent",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -44,6 +48,9 @@ pub const ALL_MODULES: &[&str] = &[
     "systemd",
     "sysvinit",
     "service_facts",
+    "user",
+    "group",
+    "getent",
     "debug",
     "assert",
     "set_fact",
@@ -103,6 +110,9 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "dpkg_selections" => check::<crate::dpkg_selections::DpkgSelections>(params),
         "debconf" => check::<crate::debconf::Debconf>(params),
         "package_facts" => check::<crate::package_facts::PackageFacts>(params),
+        "user" => check::<user::User>(params),
+        "group" => check::<group::Group>(params),
+        "getent" => check::<getent::Getent>(params),
         _ => Ok(()),
     }
 }
@@ -142,6 +152,9 @@ pub fn run_module_hooked(
         "package_facts" => {
             run_hooked::<crate::package_facts::PackageFacts>(params, ctx, before_apply)
         }
+        "user" => run_hooked::<user::User>(params, ctx, before_apply),
+        "group" => run_hooked::<group::Group>(params, ctx, before_apply),
+        "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

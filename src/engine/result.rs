@@ -137,7 +137,7 @@ impl Shared<'_> {
                 }
             } else {
                 // Any other module's facts (`service_facts`, `package_facts`, a Python
-                // module's `getent_passwd`) join the host's facts, as in Ansible.
+                // module's or `getent`'s `getent_passwd`) join the host's facts, as in Ansible.
                 super::facts::merge_facts(&mut h.facts, facts);
             }
         }

@@ -3,6 +3,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod accounts;
 mod agent_binary;
 mod apt;
 mod bad_input;

@@ -1,0 +1,691 @@
+//! The `user` module: a local account present (uid, primary group, supplementary groups,
+//! comment, home, shell, password hash, lock, expiry) or absent, through `useradd`, `usermod`
+//! and `userdel`, planned from `getpwnam`, `/etc/group` and `/etc/shadow` as Ansible's module
+//! does, with its return values.
+//!
+//! SSH key generation, the libuser tools (`local`), SELinux users, password ageing and the
+//! other platforms' parameters are refused at load time (README).
+
+use super::{
+    de_opt_u32, group_lookup, memberships, shadow, shadow_tool, tool_failed, user_by_name, GrEntry,
+    PwEntry,
+};
+use crate::params::{de_opt_string, Bool, StringList};
+use crate::service::run;
+use crate::{Ctx, Module, ModuleError, Plan};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::path::Path;
+
+pub struct User;
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    #[default]
+    Present,
+    Absent,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdatePassword {
+    #[default]
+    Always,
+    OnCreate,
+}
+
+fn yes() -> Bool {
+    Bool(true)
+}
+
+/// Parameters this implementation does not support; refused by name in `validate`.
+const REFUSED: &[&str] = &[
+    "ssh_key_bits",
+    "ssh_key_type",
+    "ssh_key_file",
+    "ssh_key_comment",
+    "ssh_key_passphrase",
+    "login_class",
+    "hidden",
+    "seuser",
+    "local",
+    "profile",
+    "authorization",
+    "role",
+    "password_expire_max",
+    "password_expire_min",
+    "password_expire_warn",
+    "password_expire_account_disable",
+];
+
+/// Unknown and refused parameters land in `refused` (named by `validate`): serde cannot
+/// combine `deny_unknown_fields` with the flattened map.
+#[derive(Debug, Deserialize)]
+pub struct Params {
+    #[serde(alias = "user")]
+    pub name: String,
+    #[serde(default)]
+    pub state: State,
+    #[serde(default, deserialize_with = "de_opt_u32")]
+    pub uid: Option<u32>,
+    #[serde(default)]
+    pub non_unique: Bool,
+    #[serde(default, deserialize_with = "de_opt_string")]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub groups: Option<StringList>,
+    #[serde(default, deserialize_with = "de_opt_string")]
+    pub comment: Option<String>,
+    #[serde(default)]
+    pub home: Option<String>,
+    #[serde(default)]
+    pub shell: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+    #[serde(default)]
+    pub update_password: UpdatePassword,
+    #[serde(default)]
+    pub password_lock: Option<Bool>,
+    #[serde(default = "yes", alias = "createhome")]
+    pub create_home: Bool,
+    #[serde(default)]
+    pub skeleton: Option<String>,
+    #[serde(default, deserialize_with = "de_opt_string")]
+    pub umask: Option<String>,
+    #[serde(default)]
+    pub system: Bool,
+    #[serde(default)]
+    pub move_home: Bool,
+    #[serde(default)]
+    pub append: Bool,
+    #[serde(default)]
+    pub force: Bool,
+    #[serde(default)]
+    pub remove: Bool,
+    /// Seconds since the epoch; negative: never.
+    #[serde(default)]
+    pub expires: Option<Expires>,
+    #[serde(default, deserialize_with = "de_opt_u32")]
+    pub uid_min: Option<u32>,
+    #[serde(default, deserialize_with = "de_opt_u32")]
+    pub uid_max: Option<u32>,
+    #[serde(default)]
+    pub generate_ssh_key: Option<Bool>,
+    #[serde(flatten)]
+    pub refused: Map<String, Value>,
+}
+
+/// `expires` as Ansible's `type='float'` takes it: a number or a numeric string.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Expires(pub f64);
+
+impl<'de> Deserialize<'de> for Expires {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Number(n) => n.as_f64().map(Expires),
+            Value::String(s) => s.trim().parse::<f64>().ok().map(Expires),
+            _ => None,
+        }
+        .filter(|e| e.0.is_finite())
+        .ok_or_else(|| serde::de::Error::custom("expected seconds since the epoch (a number)"))
+    }
+}
+
+impl Expires {
+    /// Days since the epoch, or None for "never" (a negative value).
+    fn days(self) -> Option<i64> {
+        (self.0 >= 0.0).then(|| (self.0.floor() as i64).div_euclid(86_400))
+    }
+}
+
+/// What the host has.
+#[derive(Debug)]
+pub struct Probed {
+    pw: Option<PwEntry>,
+    hash: String,
+    expire: i64,
+    member_of: Vec<String>,
+    /// `group`, resolved (None inside: no such group).
+    group: Option<Option<GrEntry>>,
+    /// `groups`, each resolved.
+    groups: Vec<(String, Option<GrEntry>)>,
+    /// A group named like the user exists (useradd then gets `-N`, as in Ansible).
+    own_group_exists: bool,
+    /// The home directory the task ends with exists.
+    home_exists: bool,
+    old_home_exists: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Create the missing parents of `home` first: useradd makes only the last level.
+    Parents(String),
+    Add(Vec<String>),
+    Mod(Vec<String>),
+    /// Create the missing home directory from the skeleton, owned by the user.
+    MakeHome(String),
+    Del(Vec<String>),
+}
+
+/// The requested supplementary groups: comma lists split, blanks dropped (Ansible's
+/// `','.join(groups)` then split).
+fn wanted_groups(p: &Params) -> Option<Vec<String>> {
+    p.groups.as_ref().map(|g| {
+        let mut v: Vec<String> =
+            g.0.join(",")
+                .split(',')
+                .map(|x| x.trim().to_string())
+                .filter(|x| !x.is_empty())
+                .collect();
+        v.sort();
+        v.dedup();
+        v
+    })
+}
+
+fn missing_group(name: &str) -> ModuleError {
+    ModuleError::failed(format!("Group {name} does not exist"))
+}
+
+/// `YYYY-MM-DD` of a day since the epoch, useradd's `-e` format.
+fn date_of(days: i64) -> String {
+    let (y, m, d) = crate::time::civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+impl Module for User {
+    type Params = Params;
+    type State = Probed;
+    type Action = Action;
+
+    fn validate(p: &Params) -> Result<(), ModuleError> {
+        if p.name.trim().is_empty() {
+            return Err(ModuleError::Params("`name` must not be empty".into()));
+        }
+        if let Some(k) = p.refused.keys().next() {
+            let msg = if REFUSED.contains(&k.as_str()) {
+                format!("parameter `{k}` is not supported by fixpoint's user module")
+            } else {
+                format!("unknown parameter `{k}`")
+            };
+            return Err(ModuleError::Params(msg));
+        }
+        if p.generate_ssh_key.is_some_and(|g| g.0) {
+            return Err(ModuleError::Params(
+                "`generate_ssh_key` is not supported by fixpoint's user module".into(),
+            ));
+        }
+        if p.non_unique.0 && p.uid.is_none() {
+            return Err(ModuleError::Params(
+                "non_unique is True but all of the following are missing: uid".into(),
+            ));
+        }
+        if p.password.as_deref().is_some_and(|pw| pw.contains(':')) {
+            return Err(ModuleError::Params(
+                "`password` must be a crypt(3) hash (it contains `:`)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
+        let pw = user_by_name(&p.name)?;
+        // /etc/shadow is read only when a parameter needs it: it is root's alone, and a task
+        // that sets no password, lock or expiry can be checked without it.
+        let needs_shadow = p.password.is_some() || p.password_lock.is_some() || p.expires.is_some();
+        let (hash, expire) = match &pw {
+            Some(_) if needs_shadow => shadow(&p.name)?,
+            _ => (String::new(), -1),
+        };
+        let member_of = match &pw {
+            Some(_) => memberships(&p.name)?,
+            None => Vec::new(),
+        };
+        let group = p.group.as_deref().map(group_lookup).transpose()?;
+        let groups = wanted_groups(p)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|g| group_lookup(&g).map(|e| (g, e)))
+            .collect::<Result<_, _>>()?;
+        let home = p
+            .home
+            .clone()
+            .or_else(|| pw.as_ref().map(|u| u.home.clone()));
+        let old_home = pw.as_ref().map(|u| u.home.clone());
+        Ok(Probed {
+            own_group_exists: group_lookup(&p.name)?.is_some(),
+            home_exists: home.is_some_and(|h| Path::new(&h).exists()),
+            old_home_exists: old_home.is_some_and(|h| Path::new(&h).exists()),
+            pw,
+            hash,
+            expire,
+            member_of,
+            group,
+            groups,
+        })
+    }
+
+    fn plan(p: &Params, s: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+        let mut plan = Plan::new();
+        plan.result.insert("name".into(), json!(p.name));
+        let state = match p.state {
+            State::Present => "present",
+            State::Absent => "absent",
+        };
+        plan.result.insert("state".into(), json!(state));
+        match (p.state, &s.pw) {
+            (State::Absent, None) => {}
+            (State::Absent, Some(_)) => {
+                let mut args = Vec::new();
+                if p.force.0 {
+                    args.push("-f".into());
+                }
+                if p.remove.0 {
+                    args.push("-r".into());
+                }
+                args.push(p.name.clone());
+                plan.actions.push(Action::Del(args));
+                plan.diff.attr(&p.name, "state", "present", "absent");
+                if ctx.check {
+                    // Ansible's module stops there in check mode and returns nothing else.
+                    plan.result = Map::new();
+                } else {
+                    plan.result.insert("force".into(), json!(p.force.0));
+                    plan.result.insert("remove".into(), json!(p.remove.0));
+                }
+            }
+            (State::Present, None) => {
+                plan.diff.attr(&p.name, "state", "absent", "present");
+                if ctx.check {
+                    plan.actions.push(Action::Add(Vec::new()));
+                    plan.result = Map::new();
+                    return Ok(plan);
+                }
+                if let (Some(home), true) = (&p.home, p.create_home.0) {
+                    if let Some(parent) = Path::new(home).parent() {
+                        if !parent.as_os_str().is_empty() && !parent.is_dir() {
+                            plan.actions
+                                .push(Action::Parents(parent.display().to_string()));
+                        }
+                    }
+                }
+                plan.actions.push(Action::Add(add_args(p, s)?));
+                plan.result.insert("system".into(), json!(p.system.0));
+                plan.result
+                    .insert("create_home".into(), json!(p.create_home.0));
+                if p.password.is_some() {
+                    plan.result
+                        .insert("password".into(), json!("NOT_LOGGING_PASSWORD"));
+                }
+            }
+            (State::Present, Some(pw)) => {
+                let args = mod_args(p, s, pw, &mut plan)?;
+                let moves_home = args.iter().any(|a| a == "-d") && p.move_home.0;
+                if !args.is_empty() {
+                    let mut args = args;
+                    args.push(p.name.clone());
+                    plan.actions.push(Action::Mod(args));
+                }
+                // Ansible creates a missing home even for an account it did not change.
+                let home = p.home.clone().unwrap_or_else(|| pw.home.clone());
+                let moved_there = moves_home && s.old_home_exists && !ctx.check;
+                if p.create_home.0 && !s.home_exists && !moved_there {
+                    plan.diff.attr(&home, "state", "absent", "directory");
+                    plan.actions.push(Action::MakeHome(home));
+                }
+                plan.result.insert("append".into(), json!(p.append.0));
+                plan.result.insert("move_home".into(), json!(p.move_home.0));
+                if p.password.is_some() {
+                    plan.result
+                        .insert("password".into(), json!("NOT_LOGGING_PASSWORD"));
+                }
+                insert_info(&mut plan.result, pw, p);
+            }
+        }
+        Ok(plan)
+    }
+
+    fn apply(
+        p: &Params,
+        _s: Probed,
+        plan: &Plan<Action>,
+    ) -> Result<Map<String, Value>, ModuleError> {
+        let mut out = Map::new();
+        let (mut stdout, mut stderr) = (String::new(), String::new());
+        for action in &plan.actions {
+            let (tool, args) = match action {
+                Action::Parents(dir) => {
+                    std::fs::create_dir_all(dir).map_err(|e| ModuleError::io(dir, e))?;
+                    continue;
+                }
+                Action::MakeHome(home) => {
+                    make_home(p, home)?;
+                    continue;
+                }
+                Action::Add(a) => ("useradd", a),
+                Action::Mod(a) => ("usermod", a),
+                Action::Del(a) => ("userdel", a),
+            };
+            let ran = shadow_tool(tool, args)?;
+            if ran.rc != 0 {
+                return Err(tool_failed(&p.name, &ran));
+            }
+            stdout.push_str(&ran.stdout);
+            stderr.push_str(&ran.stderr);
+        }
+        if !stdout.is_empty() {
+            out.insert("stdout".into(), json!(stdout));
+        }
+        if !stderr.is_empty() {
+            out.insert("stderr".into(), json!(stderr));
+        }
+        if p.state == State::Present {
+            let pw = user_by_name(&p.name)?.ok_or_else(|| {
+                ModuleError::failed(format!("failed to look up user name: {}", p.name))
+            })?;
+            insert_info(&mut out, &pw, p);
+        }
+        Ok(out)
+    }
+}
+
+/// The account's fields as Ansible returns them after the run.
+fn insert_info(r: &mut Map<String, Value>, pw: &PwEntry, p: &Params) {
+    r.insert("uid".into(), json!(pw.uid));
+    r.insert("group".into(), json!(pw.gid));
+    r.insert("comment".into(), json!(pw.gecos));
+    r.insert("home".into(), json!(pw.home));
+    r.insert("shell".into(), json!(pw.shell));
+    if let Some(g) = &p.groups {
+        // Ansible returns the joined parameter, not the account's groups.
+        r.insert("groups".into(), json!(g.0.join(",")));
+    }
+}
+
+fn resolved_group(s: &Probed, name: &str) -> Result<GrEntry, ModuleError> {
+    match &s.group {
+        Some(Some(g)) => Ok(g.clone()),
+        _ => Err(missing_group(name)),
+    }
+}
+
+fn resolved_groups(s: &Probed) -> Result<Vec<&GrEntry>, ModuleError> {
+    s.groups
+        .iter()
+        .map(|(n, e)| e.as_ref().ok_or_else(|| missing_group(n)))
+        .collect()
+}
+
+/// `useradd`'s arguments, in Ansible's order.
+fn add_args(p: &Params, s: &Probed) -> Result<Vec<String>, ModuleError> {
+    let mut a: Vec<String> = Vec::new();
+    if let Some(uid) = p.uid {
+        a.extend(["-u".into(), uid.to_string()]);
+        if p.non_unique.0 {
+            a.push("-o".into());
+        }
+    }
+    if let Some(g) = &p.group {
+        resolved_group(s, g)?;
+        a.extend(["-g".into(), g.clone()]);
+    } else if s.own_group_exists {
+        // useradd would try to create the user's group (USERGROUPS_ENAB) and fail.
+        a.push("-N".into());
+    }
+    resolved_groups(s)?;
+    if !s.groups.is_empty() {
+        let names: Vec<&str> = s.groups.iter().map(|(n, _)| n.as_str()).collect();
+        a.extend(["-G".into(), names.join(",")]);
+    }
+    if let Some(c) = &p.comment {
+        a.extend(["-c".into(), c.clone()]);
+    }
+    if let Some(h) = &p.home {
+        a.extend(["-d".into(), h.clone()]);
+    }
+    if let Some(sh) = &p.shell {
+        a.extend(["-s".into(), sh.clone()]);
+    }
+    if let Some(e) = p.expires {
+        a.push("-e".into());
+        a.push(e.days().map(date_of).unwrap_or_default());
+    }
+    if let Some(pw) = &p.password {
+        a.push("-p".into());
+        a.push(if p.password_lock.is_some_and(|l| l.0) {
+            format!("!{pw}")
+        } else {
+            pw.clone()
+        });
+    }
+    if p.create_home.0 {
+        a.push("-m".into());
+        if let Some(k) = &p.skeleton {
+            a.extend(["-k".into(), k.clone()]);
+        }
+        if let Some(u) = &p.umask {
+            a.extend(["-K".into(), format!("UMASK={u}")]);
+        }
+    } else {
+        a.push("-M".into());
+    }
+    if p.system.0 {
+        a.push("-r".into());
+    }
+    if let Some(m) = p.uid_min {
+        a.extend(["-K".into(), format!("UID_MIN={m}")]);
+    }
+    if let Some(m) = p.uid_max {
+        a.extend(["-K".into(), format!("UID_MAX={m}")]);
+    }
+    a.push(p.name.clone());
+    Ok(a)
+}
+
+/// `usermod`'s arguments for what differs (empty: nothing does), recording the diff.
+fn mod_args(
+    p: &Params,
+    s: &Probed,
+    pw: &PwEntry,
+    plan: &mut Plan<Action>,
+) -> Result<Vec<String>, ModuleError> {
+    let name = &p.name;
+    let mut a: Vec<String> = Vec::new();
+    if let Some(uid) = p.uid.filter(|u| *u != pw.uid) {
+        plan.diff
+            .attr(name, "uid", pw.uid.to_string(), uid.to_string());
+        a.extend(["-u".into(), uid.to_string()]);
+        if p.non_unique.0 {
+            a.push("-o".into());
+        }
+    }
+    if let Some(g) = &p.group {
+        let g = resolved_group(s, g)?;
+        if g.gid != pw.gid {
+            plan.diff
+                .attr(name, "group", pw.gid.to_string(), g.gid.to_string());
+            a.extend(["-g".into(), g.gid.to_string()]);
+        }
+    }
+    if p.groups.is_some() {
+        let want: Vec<String> = resolved_groups(s)?
+            .into_iter()
+            .map(|g| g.name.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let current: std::collections::BTreeSet<&String> = s.member_of.iter().collect();
+        let wanted: std::collections::BTreeSet<&String> = want.iter().collect();
+        let differ = current != wanted;
+        let need = if want.is_empty() {
+            !s.member_of.is_empty() && !p.append.0
+        } else if p.append.0 {
+            // Appending changes something only when a wanted group is missing.
+            !wanted.is_subset(&current)
+        } else {
+            differ
+        };
+        if need {
+            if p.append.0 && !want.is_empty() {
+                a.push("-a".into());
+            }
+            plan.diff.attr(
+                name,
+                "groups",
+                s.member_of.join(","),
+                if p.append.0 {
+                    let mut all: Vec<&String> = current.union(&wanted).copied().collect();
+                    all.sort();
+                    all.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(",")
+                } else {
+                    want.join(",")
+                },
+            );
+            a.extend(["-G".into(), want.join(",")]);
+        }
+    }
+    if let Some(c) = p.comment.as_ref().filter(|c| **c != pw.gecos) {
+        plan.diff.attr(name, "comment", &pw.gecos, c);
+        a.extend(["-c".into(), c.clone()]);
+    }
+    if let Some(h) = p.home.as_ref().filter(|h| **h != pw.home) {
+        plan.diff.attr(name, "home", &pw.home, h);
+        a.extend(["-d".into(), h.clone()]);
+        if p.move_home.0 {
+            a.push("-m".into());
+        }
+    }
+    if let Some(sh) = p.shell.as_ref().filter(|sh| **sh != pw.shell) {
+        plan.diff.attr(name, "shell", &pw.shell, sh);
+        a.extend(["-s".into(), sh.clone()]);
+    }
+    if let Some(e) = p.expires {
+        let current = if s.expire < 0 { None } else { Some(s.expire) };
+        let want = e.days();
+        // Ansible compares the day only, and "never" with any set expiry.
+        let differ = match want {
+            None => current.is_some(),
+            Some(d) => current != Some(d),
+        };
+        if differ {
+            let show = |d: Option<i64>| d.map(date_of).unwrap_or_else(|| "never".into());
+            plan.diff.attr(name, "expires", show(current), show(want));
+            a.extend(["-e".into(), want.map(date_of).unwrap_or_default()]);
+        }
+    }
+    let locked = s.hash.starts_with('!');
+    let mut lock_flag = None;
+    match p.password_lock.map(|l| l.0) {
+        Some(true) if !locked => lock_flag = Some("-L"),
+        Some(false) if locked => lock_flag = Some("-U"),
+        _ => {}
+    }
+    let set_password = p.update_password == UpdatePassword::Always
+        && p.password
+            .as_deref()
+            .is_some_and(|pw| s.hash.trim_start_matches('!') != pw.trim_start_matches('!'));
+    if set_password {
+        // The hash is a secret: the diff says only that it changes.
+        plan.diff.attr(name, "password", "********", "********");
+        let pw = p.password.as_deref().unwrap_or_default();
+        a.push("-p".into());
+        a.push(if p.password_lock.is_some_and(|l| l.0) {
+            format!("!{pw}")
+        } else {
+            pw.to_string()
+        });
+    } else if let Some(f) = lock_flag {
+        plan.diff.attr(
+            name,
+            "password_lock",
+            locked.to_string(),
+            (!locked).to_string(),
+        );
+        a.push(f.into());
+    }
+    Ok(a)
+}
+
+/// Ansible's `create_homedir`: a copy of the skeleton (or an empty directory) with the mode
+/// login.defs asks for, then owned by the user throughout.
+fn make_home(p: &Params, home: &str) -> Result<(), ModuleError> {
+    let pw = user_by_name(&p.name)?
+        .ok_or_else(|| ModuleError::failed(format!("failed to look up user name: {}", p.name)))?;
+    let skel = p.skeleton.clone().unwrap_or_else(|| "/etc/skel".into());
+    if Path::new(&skel).is_dir() {
+        if let Some(parent) = Path::new(home).parent() {
+            std::fs::create_dir_all(parent).map_err(|e| ModuleError::io(parent, e))?;
+        }
+        let cp = run(Path::new("/bin/cp"), &["-a", &skel, home])?;
+        if cp.rc != 0 {
+            return Err(ModuleError::failed(format!(
+                "copying {skel} to {home}: {}",
+                cp.stderr.trim_end()
+            )));
+        }
+    } else {
+        std::fs::create_dir_all(home).map_err(|e| ModuleError::io(home, e))?;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(home, std::fs::Permissions::from_mode(home_mode()))
+        .map_err(|e| ModuleError::io(home, e))?;
+    let owner = format!("{}:{}", pw.uid, pw.gid);
+    let ch = run(Path::new("/bin/chown"), &["-R", &owner, home])?;
+    if ch.rc != 0 {
+        return Err(ModuleError::failed(format!(
+            "chown {home}: {}",
+            ch.stderr.trim_end()
+        )));
+    }
+    Ok(())
+}
+
+/// `HOME_MODE`, else `0777 & ~UMASK`, from /etc/login.defs (0755 when it says neither).
+fn home_mode() -> u32 {
+    let defs = std::fs::read_to_string("/etc/login.defs").unwrap_or_default();
+    let get = |key: &str| {
+        defs.lines().find_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next() == Some(key))
+                .then(|| it.next().and_then(|v| u32::from_str_radix(v, 8).ok()))
+                .flatten()
+        })
+    };
+    get("HOME_MODE").unwrap_or_else(|| 0o777 & !get("UMASK").unwrap_or(0o022))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(v: Value) -> Params {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn unsupported_parameters_are_refused_by_name() {
+        let p = params(json!({"name": "u", "seuser": "x"}));
+        let e = User::validate(&p).unwrap_err().to_string();
+        assert!(e.contains("seuser") && e.contains("not supported"), "{e}");
+        let p = params(json!({"name": "u", "bogus": 1}));
+        assert!(User::validate(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown parameter `bogus`"));
+        let p = params(json!({"name": "u", "generate_ssh_key": true}));
+        assert!(User::validate(&p).is_err());
+        let p = params(json!({"user": "u", "createhome": false, "expires": "1700000000"}));
+        assert!(User::validate(&p).is_ok());
+        assert!(!p.create_home.0);
+    }
+
+    #[test]
+    fn expiry_is_a_day_and_negative_is_never() {
+        assert_eq!(
+            Expires(1_700_000_000.5).days().map(date_of),
+            Some("2023-11-14".into())
+        );
+        assert_eq!(Expires(-1.0).days(), None);
+    }
+}
