@@ -7,7 +7,8 @@
 //! directory `src` are not supported.
 //!
 //! Differences from Ansible worth knowing:
-//! - `checksum` in the result is the **sha256** of the new content (Ansible's is sha1).
+//! - The result has no `md5sum` (Ansible adds one outside FIPS mode); `checksum` is the sha1 of
+//!   the new content, as Ansible's.
 //! - A content change keeps the existing file's owner, group and mode unless they are given
 //!   (with `remote_src`, Ansible instead gives a rewritten file the source file's mode and owner);
 //!   a new file from `remote_src` gets the source file's mode, as Ansible's copystat does.
@@ -54,6 +55,9 @@ pub struct Params {
     /// travels when the host's file differs (see `fs::stage`); set by the controller.
     #[serde(default, rename = "_src_sha256")]
     pub src_sha256: Option<String>,
+    /// Its sha1 (hex), for the result's `checksum` (Ansible's sum); set by the controller.
+    #[serde(default, rename = "_src_sha1")]
+    pub src_sha1: Option<String>,
     /// The size of that controller-side `src`.
     #[serde(default, rename = "_src_size")]
     pub src_size: Option<u64>,
@@ -137,6 +141,8 @@ pub struct Probed {
     /// sha256 (hex) and size of the new content.
     pub sha256: String,
     pub size: u64,
+    /// sha1 (hex) of the new content: the result's `checksum`, as in Ansible.
+    pub sha1: String,
     /// Mode of the source file (controller's `_src_mode`, or the host file with `remote_src`).
     pub src_mode: Option<u32>,
     /// lstat of `dest`.
@@ -213,6 +219,7 @@ impl Module for Copy {
         let Source {
             data,
             sha256,
+            sha1,
             size,
             mode: src_mode,
             name: src_name,
@@ -341,6 +348,7 @@ impl Module for Copy {
             new_dirs,
             data,
             sha256,
+            sha1,
             size,
             src_mode,
             prev,
@@ -512,7 +520,7 @@ impl Module for Copy {
             }
         }
         r.insert("state".into(), "file".into());
-        r.insert("checksum".into(), st.sha256.clone().into());
+        r.insert("checksum".into(), st.sha1.clone().into());
         r.insert("size".into(), st.size.into());
         r.insert("changed".into(), (!plan.actions.is_empty()).into());
         Ok(plan)
@@ -584,6 +592,7 @@ pub enum Data {
 struct Source {
     data: Data,
     sha256: String,
+    sha1: String,
     size: u64,
     /// The source file's permission bits, when there is a source file.
     mode: Option<u32>,
@@ -599,9 +608,18 @@ fn sha256_of_file(path: &Path) -> Result<(String, u64), ModuleError> {
     Ok((hex::encode(h.finalize()), n))
 }
 
+/// sha1 (hex) of a file, read in chunks.
+fn sha1_of_file(path: &Path) -> Result<String, ModuleError> {
+    let mut f = fs::File::open(path).map_err(|e| ModuleError::io(path, e))?;
+    let mut h = sha1::Sha1::new();
+    std::io::copy(&mut f, &mut h).map_err(|e| ModuleError::io(path, e))?;
+    Ok(hex::encode(h.finalize()))
+}
+
 fn bytes_source(data: Vec<u8>, mode: Option<u32>, name: Option<String>) -> Source {
     Source {
         sha256: hex::encode(sha2::Sha256::digest(&data)),
+        sha1: hex::encode(sha1::Sha1::digest(&data)),
         size: data.len() as u64,
         data: Data::Bytes(data),
         mode,
@@ -643,6 +661,8 @@ fn source(p: &Params) -> Result<Source, ModuleError> {
         return Ok(Source {
             data: Data::Controller,
             sha256: sha256.to_ascii_lowercase(),
+            // The controller always sends it; a request without it gets the sha256 instead.
+            sha1: p.src_sha1.as_deref().unwrap_or(sha256).to_ascii_lowercase(),
             size,
             mode: p.src_mode,
             name: src_name(),
@@ -680,9 +700,11 @@ fn source(p: &Params) -> Result<Source, ModuleError> {
         )));
     }
     let (sha256, size) = sha256_of_file(&path)?;
+    let sha1 = sha1_of_file(&path)?;
     Ok(Source {
         data: Data::Host(path),
         sha256,
+        sha1,
         size,
         mode: Some(meta.mode() & 0o7777),
         name: base_name(src),
@@ -761,9 +783,10 @@ mod tests {
         let first = go(params.clone(), &RUN);
         assert!(first.changed);
         assert_eq!(fs::read(&f).unwrap(), b"hello\n");
+        // sha1, as Ansible's copy returns.
         assert_eq!(
             first.result["checksum"],
-            hex::encode(sha2::Sha256::digest(b"hello\n"))
+            "f572d396fae9206628714fb2ce00f72e94f2258f"
         );
         assert_eq!(first.result["size"], 6);
         assert_eq!(first.result["state"], "file");

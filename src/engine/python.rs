@@ -143,6 +143,7 @@ impl Shared<'_> {
                 let up = Upload {
                     path: pkg.zip.clone(),
                     sha256: pkg.sha256.clone(),
+                    sha1: None,
                     size: pkg.size,
                 };
                 answer = match up.send(conn, timeout).await {

@@ -176,8 +176,26 @@ impl StateDir {
 }
 
 /// sha256 of a rendered request: the module and its parameters in canonical (sorted) JSON.
+/// Mappings keep the order they were written in (serde_json's `preserve_order`, as Python
+/// dicts do), so keys are sorted here: the same request must hash the same whatever order its
+/// parameters were built in, and as records written before that order was kept.
 pub fn request_hash(module: &str, params: &Value) -> String {
-    let canonical = serde_json::json!({"module": module, "params": params});
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    let canonical = serde_json::json!({"module": module, "params": sorted(params)});
     hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
 }
 
@@ -185,6 +203,16 @@ pub fn request_hash(module: &str, params: &Value) -> String {
 mod tests {
     use super::*;
     use crate::journal::now_text;
+
+    #[test]
+    fn the_request_hash_does_not_depend_on_the_order_of_parameters() {
+        let a: Value =
+            serde_json::from_str(r#"{"b": 1, "a": {"y": 2, "x": [{"q": 1, "p": 2}]}}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"a": {"x": [{"p": 2, "q": 1}], "y": 2}, "b": 1}"#).unwrap();
+        assert_eq!(request_hash("shell", &a), request_hash("shell", &b));
+        assert_ne!(request_hash("shell", &a), request_hash("command", &a));
+    }
 
     fn rec(key: &str, status: OnceStatus) -> Record {
         Record {

@@ -221,6 +221,7 @@ pub fn prepare(
                     // content when the host's file differs, and it is then streamed.
                     let up = super::upload::Upload::of(&path).map_err(Failure::msg)?;
                     obj.insert("_src_sha256".into(), json!(up.sha256));
+                    obj.insert("_src_sha1".into(), json!(up.sha1));
                     obj.insert("_src_size".into(), json!(up.size));
                     obj.insert("_src_name".into(), json!(basename(&src)));
                     upload = Some(up);

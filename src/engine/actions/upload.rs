@@ -25,6 +25,8 @@ use tokio::io::AsyncReadExt;
 pub struct Upload {
     pub path: PathBuf,
     pub sha256: String,
+    /// sha1 (hex), for a `copy` source: what Ansible's copy returns as `checksum`.
+    pub sha1: Option<String>,
     pub size: u64,
 }
 
@@ -32,7 +34,10 @@ pub struct Upload {
 type Version = (u64, u64, u64, i64, i64);
 
 /// Hashes already computed this run: a file copied to many hosts is read once, not per host.
-static HASHES: Mutex<Option<HashMap<(PathBuf, Version), String>>> = Mutex::new(None);
+/// A file's sha256 and sha1 (hex).
+type Sums = (String, String);
+
+static HASHES: Mutex<Option<HashMap<(PathBuf, Version), Sums>>> = Mutex::new(None);
 
 /// How long one chunk may take when the task has no `timeout`.
 const CHUNK_TIMEOUT: Duration = Duration::from_secs(120);
@@ -47,22 +52,37 @@ impl Upload {
         let key = (path.to_path_buf(), version);
         // A map of finished hashes cannot be left half-updated: a poisoned lock is used as is.
         let lock = || HASHES.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(sum) = lock().get_or_insert_with(HashMap::new).get(&key) {
+        if let Some((sha256, sha1)) = lock().get_or_insert_with(HashMap::new).get(&key) {
             return Ok(Upload {
                 path: path.to_path_buf(),
-                sha256: sum.clone(),
+                sha256: sha256.clone(),
+                sha1: Some(sha1.clone()),
                 size: m.size(),
             });
         }
-        let mut h = sha2::Sha256::new();
-        let size = std::io::copy(&mut f, &mut h).map_err(err)?;
-        let sha256 = hex::encode(h.finalize());
+        // Both sums in one read: sha256 names the content on the wire, sha1 is the result's.
+        let mut h256 = sha2::Sha256::new();
+        let mut h1 = sha1::Sha1::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut size = 0u64;
+        loop {
+            let n = std::io::Read::read(&mut f, &mut buf).map_err(err)?;
+            if n == 0 {
+                break;
+            }
+            h256.update(&buf[..n]);
+            h1.update(&buf[..n]);
+            size += n as u64;
+        }
+        let sha256 = hex::encode(h256.finalize());
+        let sha1 = hex::encode(h1.finalize());
         lock()
             .get_or_insert_with(HashMap::new)
-            .insert(key, sha256.clone());
+            .insert(key, (sha256.clone(), sha1.clone()));
         Ok(Upload {
             path: path.to_path_buf(),
             sha256,
+            sha1: Some(sha1),
             size,
         })
     }
