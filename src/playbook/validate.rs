@@ -73,7 +73,7 @@ pub(crate) fn check_module_params(
             // (The error may name the canonical field while the playbook used an alias.)
             if !templated.is_empty()
                 && (e.msg.starts_with("missing field")
-                    || templated.iter().any(|k| e.msg.contains(&format!("`{k}`"))))
+                    || templated.iter().any(|k| names_param(&e.msg, k)))
             {
                 return Ok(());
             }
@@ -99,6 +99,16 @@ pub(crate) fn check_module_params(
             )))
         }
     }
+}
+
+/// Whether an error message names this parameter, quoted (`` `state` ``) or as a bare word in a
+/// list ("one of the following is required: state, enabled"): such an error is about a value
+/// taken out because it is templated, and is decided after rendering.
+fn names_param(msg: &str, key: &str) -> bool {
+    msg.contains(&format!("`{key}`"))
+        || msg
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == key)
 }
 
 /// The idempotency rule: a raw command must say how a second run recognises it is done (not

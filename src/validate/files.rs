@@ -272,7 +272,7 @@ impl Validator<'_> {
         let found_here: Vec<Diagnostic> = self.out.drain(first_new..).collect();
         self.warnings.extend(found_here.into_iter().map(|mut d| {
             d.msg = format!(
-                "{} (in a file the templated include at {at} may name: an error only if a host includes it)",
+                "{} (in a file the include at {at} loads at run time: an error only if a host includes it)",
                 d.msg
             );
             d

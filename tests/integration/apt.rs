@@ -15,7 +15,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 /// dpkg has one database: one apt test at a time.
-static APT_LOCK: Mutex<()> = Mutex::new(());
+/// Shared with the other tests that install packages (`nginx.rs`).
+pub(crate) static APT_LOCK: Mutex<()> = Mutex::new(());
 
 const PACKAGES: &[&str] = &["fptest-b", "fptest-a", "fptest-c", "fptest-d"];
 

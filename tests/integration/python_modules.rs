@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// The Python of the ansible-core installation the tests use (the one `.ci/run` keeps).
-fn ansible_python() -> PathBuf {
+pub(crate) fn ansible_python() -> PathBuf {
     let bin = std::env::var_os("FIXPOINT_ANSIBLE")
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| {

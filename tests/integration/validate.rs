@@ -279,3 +279,79 @@ fn a_bad_file_a_templated_include_may_name_is_a_warning_until_a_host_includes_it
         solaris.stderr
     );
 }
+
+/// A parameter taken out because it is templated is decided after rendering, also when the
+/// module's complaint names it bare ("one of the following is required: state, enabled", as
+/// geerlingguy.nginx's `service` task with `state: "{{ nginx_service_state }}"` meets it);
+/// the same task with neither parameter (another one templated) is still refused before any host.
+#[test]
+fn a_required_choice_given_by_a_template_is_not_refused_at_load_time() {
+    let fx = crate::fx::Fx::new();
+    fx.write(
+        "site.yml",
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - service:\n        name: nginx\n        state: \"{{ st }}\"\n        enabled: \"{{ en }}\"\n",
+    );
+    let ok = fx.run(&["validate", "site.yml"]);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    fx.write(
+        "site.yml",
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - service:\n        name: nginx\n        pattern: \"{{ p }}\"\n",
+    );
+    let bad = fx.run(&["validate", "site.yml"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr
+            .contains("one of the following is required: state, enabled"),
+        "{}",
+        bad.stderr
+    );
+}
+
+/// A plain `include_tasks` with its own `when` (a role's `setup-FreeBSD.yml`) is loaded when a
+/// host reaches it, as in ansible-core: what is wrong in its file is a warning, a host that
+/// skips it runs, one that includes it fails there. Without `when`, the same file refuses the run.
+#[test]
+fn a_conditional_include_of_a_bad_file_is_a_warning_until_a_host_includes_it() {
+    let fx = crate::fx::Fx::new();
+    fx.write(
+        "setup-FreeBSD.yml",
+        "- name: in setup-FreeBSD.yml\n  pkgng: {name: nginx}\n",
+    );
+    let out_file = fx.path("out");
+    fx.write(
+        "site.yml",
+        &format!(
+            "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - include_tasks: setup-FreeBSD.yml\n      when: os == 'FreeBSD'\n    - copy: {{dest: {}, content: ok}}\n",
+            out_file.display()
+        ),
+    );
+    let validate = fx.run(&["validate", "site.yml"]);
+    assert_eq!(validate.code, 0, "{}", validate.stderr);
+    assert!(
+        validate.stderr.contains("warning: `pkgng`")
+            && validate.stderr.contains("setup-FreeBSD.yml:2:")
+            && validate
+                .stderr
+                .contains("an error only if a host includes it"),
+        "{}",
+        validate.stderr
+    );
+    let debian = fx.run(&["apply", "-e", "os=Debian", "site.yml"]);
+    assert_eq!(debian.code, 0, "{}{}", debian.stdout, debian.stderr);
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "ok");
+    let freebsd = fx.run(&["apply", "-e", "os=FreeBSD", "site.yml"]);
+    assert_eq!(freebsd.code, 1, "{}{}", freebsd.stdout, freebsd.stderr);
+    assert!(
+        format!("{}{}", freebsd.stdout, freebsd.stderr).contains("pkgng"),
+        "{}{}",
+        freebsd.stdout,
+        freebsd.stderr
+    );
+    fx.write(
+        "site.yml",
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - include_tasks: setup-FreeBSD.yml\n",
+    );
+    let plain = fx.run(&["validate", "site.yml"]);
+    assert_eq!(plain.code, 2, "{}", plain.stderr);
+    assert!(plain.stderr.contains("error: `pkgng`"), "{}", plain.stderr);
+}
