@@ -248,7 +248,7 @@ fn geerlingguy_nginx_role_converges_and_serves() {
     // The project's read-only copy of public roles (taken unchanged from their repositories).
     let roles = std::env::var_os("FIXPOINT_PUBLIC_ROLES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/public-roles/roles"));
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/public-roles"));
     let roles = roles.as_path();
     assert!(
         roles.join("geerlingguy.nginx/tasks/main.yml").exists(),

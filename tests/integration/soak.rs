@@ -35,8 +35,11 @@ const TASKS: &str = concat!(
     // One operation for all runs: it happens once in the whole soak.
     "    - name: migrate\n      shell: echo migrated >> {{ base }}/migrate.log\n      once: migrate\n",
     "  handlers:\n",
-    // Delivered once per version of the file, however many runs owe it.
-    "    - name: reload\n      shell: echo {{ version }} {{ run }} >> {{ base }}/reload.log\n      once: \"reload-{{ version }}\"\n",
+    // Delivered once per version of the file, however many runs owe it. Its request is the
+    // same in every run that owes it (no run number in it): a run that redelivers a handler
+    // whose earlier delivery was cut after it finished replays the record instead of being
+    // refused for reusing the key with another request.
+    "    - name: reload\n      shell: echo {{ version }} reloaded >> {{ base }}/reload.log\n      once: \"reload-{{ version }}\"\n",
 );
 
 const TEMPLATE: &str =
