@@ -23,23 +23,8 @@ pub fn facts() -> Map<String, Value> {
         "arch" => "Archlinux".to_string(),
         other => os.get("NAME").cloned().unwrap_or_else(|| capitalize(other)),
     };
-    let like = format!("{} {}", id, os.get("ID_LIKE").cloned().unwrap_or_default());
-    let os_family = if like.contains("debian") || like.contains("ubuntu") {
-        "Debian"
-    } else if ["rhel", "fedora", "centos", "rocky", "almalinux"]
-        .iter()
-        .any(|x| like.contains(x))
-    {
-        "RedHat"
-    } else if like.contains("suse") {
-        "Suse"
-    } else if like.contains("arch") {
-        "Archlinux"
-    } else if like.contains("alpine") {
-        "Alpine"
-    } else {
-        "Linux"
-    };
+    let os_family =
+        fixpoint_modules::pkg_mgr::os_family(&id, &os.get("ID_LIKE").cloned().unwrap_or_default());
     let uid = nix::unistd::geteuid().as_raw();
     // `vars_os`: `vars` panics on a variable that is not UTF-8, and the environment is the
     // host's to choose. Such bytes are shown replaced, as command output is.
