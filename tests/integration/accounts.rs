@@ -57,51 +57,16 @@ impl Drop for Accounts {
     }
 }
 
-fn statuses(out: &Out) -> Vec<String> {
-    out.events()
-        .into_iter()
-        .filter(|e| e["event"] == "task")
-        .map(|e| e["status"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 fn result(out: &Out, task: &str) -> serde_json::Value {
     let evs = out.task_events(task);
     assert_eq!(evs.len(), 1, "one result for {task}: {}", out.stdout);
     evs[0]["result"].clone()
 }
 
-/// Check mode reports `changed` and changes nothing; the run changes; the rerun is `ok`.
-/// Returns the first run's output (with -v: the return values).
+/// `fx::converge` on this playbook over the fleet.
 fn converge(fleet: &Fleet, tasks: &str, observe: &dyn Fn() -> String) -> Out {
     fleet.play(tasks);
-    let before = observe();
-    let check = fleet.apply(&["--check"]);
-    check.expect(0);
-    assert!(
-        statuses(&check).iter().all(|s| s == "changed"),
-        "check mode must report the change: {}",
-        check.stdout
-    );
-    assert_eq!(observe(), before, "check mode changed the host");
-    let first = fleet.apply(&["-v"]);
-    first.expect(0);
-    assert!(
-        statuses(&first).iter().all(|s| s == "changed"),
-        "first run must change: {}",
-        first.stdout
-    );
-    let after = observe();
-    assert_ne!(after, before, "the run changed nothing observable");
-    let second = fleet.apply(&["-v"]);
-    second.expect(0);
-    assert!(
-        statuses(&second).iter().all(|s| s == "ok"),
-        "second run must change nothing: {}",
-        second.stdout
-    );
-    assert_eq!(observe(), after, "second run changed the host");
-    first
+    crate::fx::converge(&|a: &[&str]| fleet.apply(a), observe)
 }
 
 const HASH: &str = "$6$saltsalt$Pc6RS3TY1n2wEC3Qx1HR3C4.oJEUzF2G3.cmq1pjqkR7bX7bHSuIbAkKXl0UW0lc8zXHxyU2hOsUtrxKqjGWX1";

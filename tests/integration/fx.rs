@@ -47,6 +47,15 @@ impl Out {
             .collect()
     }
 
+    /// The status of every task event, in order.
+    pub fn statuses(&self) -> Vec<String> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["event"] == "task")
+            .map(|e| e["status"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     /// The task events with this task name.
     pub fn task_events(&self, task: &str) -> Vec<serde_json::Value> {
         self.events()
@@ -203,4 +212,37 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
         out.insert(p, desc);
     }
     out
+}
+
+/// Check mode reports `changed` and leaves `observe()` as it was; the run changes it; the rerun
+/// is all `ok` and leaves it. `apply` runs the playbook already written, with extra flags.
+/// Returns the first run's output (`-v`: with the return values).
+pub fn converge(apply: &dyn Fn(&[&str]) -> Out, observe: &dyn Fn() -> String) -> Out {
+    let before = observe();
+    let check = apply(&["--check"]);
+    check.expect(0);
+    assert!(
+        check.statuses().iter().all(|s| s == "changed"),
+        "check mode must report the change: {}",
+        check.stdout
+    );
+    assert_eq!(observe(), before, "check mode changed the host");
+    let first = apply(&["-v"]);
+    first.expect(0);
+    assert!(
+        first.statuses().iter().all(|s| s == "changed"),
+        "first run must change: {}",
+        first.stdout
+    );
+    let after = observe();
+    assert_ne!(after, before, "the run changed nothing observable");
+    let second = apply(&[]);
+    second.expect(0);
+    assert!(
+        second.statuses().iter().all(|s| s == "ok"),
+        "second run must change nothing: {}",
+        second.stdout
+    );
+    assert_eq!(observe(), after, "second run changed the host");
+    first
 }

@@ -285,14 +285,6 @@ fn walk_dirs(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn statuses(out: &Out) -> Vec<String> {
-    out.events()
-        .into_iter()
-        .filter(|e| e["event"] == "task")
-        .map(|e| e["status"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 fn play(fx: &Fx, tasks: &str) {
     fx.write(
         "site.yml",
@@ -300,37 +292,10 @@ fn play(fx: &Fx, tasks: &str) {
     );
 }
 
-/// Check mode reports the change and leaves `observe()` as it was; the run changes it; the
-/// rerun is all `ok` and leaves it. Returns the first run's output (with results, `-v`).
+/// `fx::converge` on this playbook, run against the booted root.
 fn converge(h: &SystemdHost, fx: &Fx, tasks: &str, observe: &dyn Fn() -> String) -> Out {
     play(fx, tasks);
-    let before = observe();
-    let check = h.apply(fx, &["--check"]);
-    check.expect(0);
-    assert!(
-        statuses(&check).iter().all(|s| s == "changed"),
-        "check mode must report the change: {}",
-        check.stdout
-    );
-    assert_eq!(observe(), before, "check mode changed the host");
-    let first = h.apply(fx, &["-v"]);
-    first.expect(0);
-    assert!(
-        statuses(&first).iter().all(|s| s == "changed"),
-        "first run must change: {}",
-        first.stdout
-    );
-    let after = observe();
-    assert_ne!(after, before, "the run changed nothing observable");
-    let second = h.apply(fx, &[]);
-    second.expect(0);
-    assert!(
-        statuses(&second).iter().all(|s| s == "ok"),
-        "second run must change nothing: {}",
-        second.stdout
-    );
-    assert_eq!(observe(), after, "second run changed the host");
-    first
+    crate::fx::converge(&|a: &[&str]| h.apply(fx, a), observe)
 }
 
 const UNIT: &str = "[Unit]\nDescription=fixpoint test daemon\n[Service]\nExecStart=/bin/sh -c 'trap \"echo reload >> /run/fptest.reloads\" HUP; while :; do sleep 1; done'\nExecReload=/bin/kill -HUP $MAINPID\n[Install]\nWantedBy=multi-user.target\n";

@@ -152,45 +152,10 @@ fn result(out: &Out, task: &str) -> serde_json::Value {
     evs[0].clone()
 }
 
-fn statuses(out: &Out) -> Vec<String> {
-    out.events()
-        .into_iter()
-        .filter(|e| e["event"] == "task")
-        .map(|e| e["status"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
-/// Check mode reports `changed` and changes nothing; the run changes; the rerun is `ok`.
+/// `fx::converge` on this playbook, run locally.
 fn converge(fx: &Fx, tasks: &str, observe: &dyn Fn() -> String) -> Out {
     fx.play(tasks);
-    let before = observe();
-    let check = fx.apply(&["--check"]);
-    check.expect(0);
-    assert!(
-        statuses(&check).iter().all(|s| s == "changed"),
-        "check mode must report the change: {}",
-        check.stdout
-    );
-    assert_eq!(observe(), before, "check mode changed the host");
-    // -v: the results (return values) are in the JSON events.
-    let first = fx.apply(&["-v"]);
-    first.expect(0);
-    assert!(
-        statuses(&first).iter().all(|s| s == "changed"),
-        "first run must change: {}",
-        first.stdout
-    );
-    let after = observe();
-    assert_ne!(after, before, "the run changed nothing observable");
-    let second = fx.apply(&[]);
-    second.expect(0);
-    assert!(
-        statuses(&second).iter().all(|s| s == "ok"),
-        "second run must change nothing: {}",
-        second.stdout
-    );
-    assert_eq!(observe(), after, "second run changed the host");
-    first
+    crate::fx::converge(&|a: &[&str]| fx.apply(a), observe)
 }
 
 #[test]
