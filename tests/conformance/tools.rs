@@ -181,8 +181,32 @@ pub fn run(tools: &Tools, case: &Case, tool: Tool, scratch: &Path) -> Result<Run
             c
         }
     };
-    cmd.current_dir(&root)
-        .env("LC_ALL", "C.UTF-8")
+    cmd.current_dir(&root);
+    let (out, killed) = run_limited(&mut cmd, tool, RUN_LIMIT)?;
+    let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if killed {
+        stderr.push_str(&format!(
+            "\n[conformance] killed after {}s\n",
+            RUN_LIMIT.as_secs()
+        ));
+    }
+    Ok(Run {
+        root,
+        exit: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr,
+    })
+}
+
+/// Runs `cmd` as both tools' runs are made: C.UTF-8, no stdin, output captured, umask 022, in
+/// its own process group, killed with all its children after `limit`. Returns the output and
+/// whether the limit killed it.
+pub fn run_limited(
+    cmd: &mut Command,
+    tool: Tool,
+    limit: Duration,
+) -> Result<(std::process::Output, bool), String> {
+    cmd.env("LC_ALL", "C.UTF-8")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -204,7 +228,7 @@ pub fn run(tools: &Tools, case: &Case, tool: Tool, scratch: &Path) -> Result<Run
     let (done, watch) = mpsc::channel::<()>();
     let watchdog = thread::spawn(move || {
         // Woken at once when the run ends; only a stuck run reaches the limit.
-        if let Err(mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(RUN_LIMIT) {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(limit) {
             let _ = killpg(pgid, Signal::SIGKILL);
             return true;
         }
@@ -214,25 +238,12 @@ pub fn run(tools: &Tools, case: &Case, tool: Tool, scratch: &Path) -> Result<Run
         .wait_with_output()
         .map_err(|e| format!("{}: {e}", tool.name()))?;
     let _ = done.send(());
-    let killed = watchdog.join().unwrap_or(false);
-    let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if killed {
-        stderr.push_str(&format!(
-            "\n[conformance] killed after {}s\n",
-            RUN_LIMIT.as_secs()
-        ));
-    }
-    Ok(Run {
-        root,
-        exit: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr,
-    })
+    Ok((out, watchdog.join().unwrap_or(false)))
 }
 
 /// A command for `program` without the developer's Ansible settings (fixpoint reads
 /// ANSIBLE_ROLES_PATH too) or fixpoint's log level; the caller sets what the run needs after this.
-fn clean_command(program: &Path) -> Command {
+pub fn clean_command(program: &Path) -> Command {
     let mut c = Command::new(program);
     for (k, _) in std::env::vars_os() {
         let k_text = k.to_string_lossy();

@@ -3,20 +3,13 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{killpg, Signal};
-use nix::sys::stat::{umask, Mode};
-use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::events;
-use crate::tools::{Tool, Tools};
+use crate::tools::{clean_command, run_limited, Tool, Tools};
 
 /// How long a run may take before it is taken as stuck and killed. ansible-core needs about a
 /// second per task over ssh (`copy` has some 500 results); fixpoint is much faster.
@@ -115,39 +108,11 @@ pub fn run(
             c
         }
     };
-    cmd.current_dir(dir)
-        .env("LC_ALL", "C.UTF-8")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // SAFETY: umask(2) is async-signal-safe and touches only the child's own state.
-    unsafe {
-        cmd.pre_exec(|| {
-            umask(Mode::from_bits_truncate(0o022));
-            Ok(())
-        });
-    }
+    cmd.current_dir(dir);
     let before = entries(&host.home);
     let start = Instant::now();
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", tool.name()))?;
-    let pgid = Pid::from_raw(child.id() as i32);
-    let (done, watch) = mpsc::channel::<()>();
     let limit = run_limit(tool);
-    let watchdog = thread::spawn(move || {
-        if let Err(mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(limit) {
-            let _ = killpg(pgid, Signal::SIGKILL);
-            return true;
-        }
-        false
-    });
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("{}: {e}", tool.name()))?;
-    let _ = done.send(());
-    let killed = watchdog.join().unwrap_or(false);
+    let (out, killed) = run_limited(&mut cmd, tool, limit)?;
     let seconds = start.elapsed().as_secs_f64();
     // What the run left in the home directory would be found by the next run (the other tool,
     // or this target again): removed, so that each run starts from the same home.
@@ -227,16 +192,4 @@ fn entries(dir: &Path) -> BTreeSet<std::ffi::OsString> {
 /// may include another by name at run time (`special_vars` includes `include_parent_role_vars`).
 fn roles_path(dir: &Path, targets: &Path) -> String {
     format!("{}:{}", dir.join("roles").display(), targets.display())
-}
-
-/// A command without the caller's Ansible settings or fixpoint's log level.
-fn clean_command(program: &PathBuf) -> Command {
-    let mut c = Command::new(program);
-    for (k, _) in std::env::vars_os() {
-        let k_text = k.to_string_lossy();
-        if k_text.starts_with("ANSIBLE_") || k_text == "FIXPOINT_LOG" {
-            c.env_remove(&k);
-        }
-    }
-    c
 }
