@@ -325,3 +325,34 @@ fn bundled_example_in_check_mode_on_a_fresh_machine_touches_nothing() {
         out.stdout
     );
 }
+
+/// A controller that ignores SIGHUP (started under `nohup`) does not pass the ignore on: the
+/// local agent's commands start with default dispositions, as over ssh, so a daemon's
+/// `trap … HUP` (a SysV reload) works. Checked in the command's own /proc status.
+#[test]
+fn commands_do_not_inherit_signals_the_controller_ignores() {
+    use crate::fx::{bin, Out};
+    let fx = Fx::new();
+    fx.play(concat!(
+        "    - name: mask\n      command: grep SigIgn /proc/self/status\n",
+        "      changed_when: false\n      register: m\n",
+    ));
+    let out = Out::from(
+        std::process::Command::new("nohup")
+            .args([bin(), "apply", "-v", "--format", "json", "site.yml"])
+            .current_dir(fx.path(""))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run fixpoint under nohup (coreutils)"),
+    );
+    let line = out.expect(0).task_events("mask")[0]["result"]["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let mask = u64::from_str_radix(line.trim_start_matches("SigIgn:").trim(), 16)
+        .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+    // Bits are signal numbers minus one: SIGHUP 1, SIGINT 2, SIGQUIT 3, SIGTERM 15.
+    for (name, num) in [("HUP", 1), ("INT", 2), ("QUIT", 3), ("TERM", 15)] {
+        assert_eq!(mask & (1 << (num - 1)), 0, "SIG{name} ignored in {line:?}");
+    }
+}
