@@ -31,6 +31,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "user",
     "group",
     "getent",
+    "sysctl",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -60,14 +61,26 @@ pub const ALL_MODULES: &[&str] = &[
     "dpkg_selections",
     "debconf",
     "package_facts",
+    "sysctl",
 ];
 
-/// `ansible.builtin.copy` → `copy`; unknown names → None.
+/// Modules Ansible keeps in a collection, by their collection name: `ansible.posix.sysctl` is
+/// `sysctl`. (Their short names resolve through `ALL_MODULES` as Ansible's default
+/// collection search does.)
+const COLLECTION_MODULES: &[(&str, &str)] = &[("ansible.posix.", "sysctl")];
+
+/// `ansible.builtin.copy` → `copy`; unknown names → None. → `copy`; unknown names → None.
 pub fn canonical_name(name: &str) -> Option<&'static str> {
     let short = name
         .strip_prefix("ansible.builtin.")
         .or_else(|| name.strip_prefix("ansible.legacy."))
         .unwrap_or(name);
+    if let Some(m) = COLLECTION_MODULES
+        .iter()
+        .find(|(prefix, m)| name.strip_prefix(prefix) == Some(m))
+    {
+        return Some(m.1);
+    }
     ALL_MODULES.iter().copied().find(|m| *m == short)
 }
 
@@ -113,6 +126,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "user" => check::<user::User>(params),
         "group" => check::<group::Group>(params),
         "getent" => check::<getent::Getent>(params),
+        "sysctl" => check::<crate::system::sysctl::Sysctl>(params),
         _ => Ok(()),
     }
 }
@@ -155,6 +169,7 @@ pub fn run_module_hooked(
         "user" => run_hooked::<user::User>(params, ctx, before_apply),
         "group" => run_hooked::<group::Group>(params, ctx, before_apply),
         "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
+        "sysctl" => run_hooked::<crate::system::sysctl::Sysctl>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),
