@@ -32,6 +32,8 @@ pub const AGENT_MODULES: &[&str] = &[
     "group",
     "getent",
     "sysctl",
+    "hostname",
+    "timezone",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -62,12 +64,17 @@ pub const ALL_MODULES: &[&str] = &[
     "debconf",
     "package_facts",
     "sysctl",
+    "hostname",
+    "timezone",
 ];
 
 /// Modules Ansible keeps in a collection, by their collection name: `ansible.posix.sysctl` is
 /// `sysctl`. (Their short names resolve through `ALL_MODULES` as Ansible's default
 /// collection search does.)
-const COLLECTION_MODULES: &[(&str, &str)] = &[("ansible.posix.", "sysctl")];
+const COLLECTION_MODULES: &[(&str, &str)] = &[
+    ("ansible.posix.", "sysctl"),
+    ("community.general.", "timezone"),
+];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None. → `copy`; unknown names → None.
 pub fn canonical_name(name: &str) -> Option<&'static str> {
@@ -127,6 +134,8 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "group" => check::<group::Group>(params),
         "getent" => check::<getent::Getent>(params),
         "sysctl" => check::<crate::system::sysctl::Sysctl>(params),
+        "hostname" => check::<crate::system::hostname::Hostname>(params),
+        "timezone" => check::<crate::system::timezone::Timezone>(params),
         _ => Ok(()),
     }
 }
@@ -170,6 +179,8 @@ pub fn run_module_hooked(
         "group" => run_hooked::<group::Group>(params, ctx, before_apply),
         "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
         "sysctl" => run_hooked::<crate::system::sysctl::Sysctl>(params, ctx, before_apply),
+        "hostname" => run_hooked::<crate::system::hostname::Hostname>(params, ctx, before_apply),
+        "timezone" => run_hooked::<crate::system::timezone::Timezone>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

@@ -28,6 +28,7 @@ mod services_systemd;
 mod services_sysv;
 mod soak;
 mod ssh;
+mod system_ns;
 mod timeouts;
 mod validate;
 mod variables;

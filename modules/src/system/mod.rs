@@ -3,7 +3,9 @@
 //! (`sysctl`, `crontab`, `mount`...) through `apt::exec::run` for what the kernel or a daemon
 //! holds; none of them knows about the controller.
 
+pub mod hostname;
 pub mod sysctl;
+pub mod timezone;
 
 use crate::apt::exec::{run, Ran};
 use crate::fs::{atomic_write, id_of, locate, Attrs, Loc};
