@@ -34,6 +34,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "sysctl",
     "hostname",
     "timezone",
+    "cron",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -66,6 +67,7 @@ pub const ALL_MODULES: &[&str] = &[
     "sysctl",
     "hostname",
     "timezone",
+    "cron",
 ];
 
 /// Modules Ansible keeps in a collection, by their collection name: `ansible.posix.sysctl` is
@@ -136,6 +138,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "sysctl" => check::<crate::system::sysctl::Sysctl>(params),
         "hostname" => check::<crate::system::hostname::Hostname>(params),
         "timezone" => check::<crate::system::timezone::Timezone>(params),
+        "cron" => check::<crate::system::cron::Cron>(params),
         _ => Ok(()),
     }
 }
@@ -181,6 +184,7 @@ pub fn run_module_hooked(
         "sysctl" => run_hooked::<crate::system::sysctl::Sysctl>(params, ctx, before_apply),
         "hostname" => run_hooked::<crate::system::hostname::Hostname>(params, ctx, before_apply),
         "timezone" => run_hooked::<crate::system::timezone::Timezone>(params, ctx, before_apply),
+        "cron" => run_hooked::<crate::system::cron::Cron>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

@@ -9,6 +9,7 @@ mod apt;
 mod bad_input;
 mod blocks;
 mod cli_listing;
+mod cron;
 mod fx;
 mod hostile;
 mod includes;

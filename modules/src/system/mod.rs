@@ -3,6 +3,7 @@
 //! (`sysctl`, `crontab`, `mount`...) through `apt::exec::run` for what the kernel or a daemon
 //! holds; none of them knows about the controller.
 
+pub mod cron;
 pub mod hostname;
 pub mod sysctl;
 pub mod timezone;
@@ -25,7 +26,7 @@ pub(crate) fn run_c(argv: &[&str]) -> Result<Ran, ModuleError> {
 /// A configuration file as the probe found it: written back through its symlinks (Ansible
 /// writes to the file's realpath), and only if it is still the file (or the absence) seen.
 #[derive(Debug)]
-pub(crate) struct ConfFile {
+pub struct ConfFile {
     /// The path as the task gave it, for messages and diffs.
     pub shown: String,
     /// Its text; `None` when it is missing or not a regular file (Ansible's `os.path.isfile`).
