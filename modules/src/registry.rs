@@ -35,6 +35,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "hostname",
     "timezone",
     "cron",
+    "mount",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -68,6 +69,7 @@ pub const ALL_MODULES: &[&str] = &[
     "hostname",
     "timezone",
     "cron",
+    "mount",
 ];
 
 /// Modules Ansible keeps in a collection, by their collection name: `ansible.posix.sysctl` is
@@ -76,6 +78,7 @@ pub const ALL_MODULES: &[&str] = &[
 const COLLECTION_MODULES: &[(&str, &str)] = &[
     ("ansible.posix.", "sysctl"),
     ("community.general.", "timezone"),
+    ("ansible.posix.", "mount"),
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None. → `copy`; unknown names → None.
@@ -139,6 +142,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "hostname" => check::<crate::system::hostname::Hostname>(params),
         "timezone" => check::<crate::system::timezone::Timezone>(params),
         "cron" => check::<crate::system::cron::Cron>(params),
+        "mount" => check::<crate::system::mount::Mount>(params),
         _ => Ok(()),
     }
 }
@@ -185,6 +189,7 @@ pub fn run_module_hooked(
         "hostname" => run_hooked::<crate::system::hostname::Hostname>(params, ctx, before_apply),
         "timezone" => run_hooked::<crate::system::timezone::Timezone>(params, ctx, before_apply),
         "cron" => run_hooked::<crate::system::cron::Cron>(params, ctx, before_apply),
+        "mount" => run_hooked::<crate::system::mount::Mount>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

@@ -255,3 +255,65 @@ fn timezone_links_localtime_and_writes_etc_timezone() {
     );
     assert!(Path::new("/usr/share/zoneinfo/Asia/Tokyo").is_file());
 }
+
+#[test]
+fn mount_mounts_remounts_unmounts_and_removes() {
+    let fx = Fx::new();
+    let ns = Ns::new(&fx);
+    let fstab = fx.write("t/fstab", "# test fstab\n");
+    let mnt = fx.path("t/mnt/data");
+    let task = |state: &str, opts: &str| {
+        format!(
+            "    - name: m\n      ansible.posix.mount: {{ path: \"{{{{ base }}}}/mnt/data\", src: fptest, fstype: tmpfs, opts: \"{opts}\", state: {state}, fstab: \"{{{{ base }}}}/fstab\" }}\n      register: r\n"
+        )
+    };
+    let observe = || {
+        format!(
+            "{}|{}",
+            ns.sh(&format!(
+                "findmnt -n -o SOURCE,FSTYPE {} || echo none",
+                mnt.display()
+            ))
+            .trim(),
+            std::fs::read_to_string(&fstab).unwrap()
+        )
+    };
+    fx.play(&task("mounted", "size=1m"));
+    let first = converge(&|extra| ns.apply(&fx, extra), &observe);
+    let line = format!("fptest {} tmpfs size=1m 0 0\n", mnt.display());
+    assert_eq!(observe(), format!("fptest tmpfs|# test fstab\n{line}"));
+    let r = &first.task_events("m")[0]["result"];
+    assert_eq!(r["boot"], "yes");
+    assert_eq!(r["dump"], "0");
+    assert_eq!(r["fstab"], fstab.display().to_string());
+    // The test machine has no such mount.
+    assert!(
+        !mnt.join("..").join("data").exists()
+            || !std::fs::read_to_string("/proc/self/mountinfo")
+                .unwrap()
+                .contains(&mnt.display().to_string())
+    );
+
+    // New options: fstab rewritten in place and the mount remounted with them.
+    fx.play(&task("mounted", "size=2m"));
+    let out = ns.apply(&fx, &["--diff"]);
+    out.expect(0);
+    assert_eq!(out.statuses(), ["changed"]);
+    assert!(out.stdout.contains("size=2m"), "{}", out.stdout);
+    let opts = ns.sh(&format!("findmnt -n -o OPTIONS {}", mnt.display()));
+    assert!(opts.contains("size=2048k"), "{opts}");
+
+    fx.play(&task("remounted", "size=2m"));
+    assert_eq!(ns.apply(&fx, &[]).statuses(), ["changed"]);
+
+    fx.play(&task("unmounted", "size=2m"));
+    converge(&|extra| ns.apply(&fx, extra), &observe);
+    assert!(observe().starts_with("none|"), "{}", observe());
+
+    fx.play(&task("absent", "size=2m"));
+    converge(&|extra| ns.apply(&fx, extra), &|| {
+        format!("{} {}", observe(), mnt.exists())
+    });
+    assert_eq!(observe(), "none|# test fstab\n");
+    assert!(!mnt.exists());
+}

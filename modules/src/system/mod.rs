@@ -5,6 +5,7 @@
 
 pub mod cron;
 pub mod hostname;
+pub mod mount;
 pub mod sysctl;
 pub mod timezone;
 
