@@ -423,6 +423,10 @@ impl Module for Cron {
                 // The file's last job went: the file goes, if it is there at all.
                 plan.result.insert("cron_file".into(), json!(p.cron_file));
                 plan.result.insert("state".into(), json!("absent"));
+                // Ansible returns an empty `diff` here when no diff was asked for.
+                if !ctx.diff {
+                    plan.result.insert("diff".into(), json!({}));
+                }
                 if file.text.is_some() {
                     if ctx.diff {
                         plan.diff.content.push(ContentDiff {
