@@ -423,10 +423,14 @@ impl Module for Cron {
                 // The file's last job went: the file goes, if it is there at all.
                 plan.result.insert("cron_file".into(), json!(p.cron_file));
                 plan.result.insert("state".into(), json!("absent"));
-                // Ansible returns an empty `diff` here when no diff was asked for.
-                if !ctx.diff {
-                    plan.result.insert("diff".into(), json!({}));
-                }
+                // Ansible returns its diff here, empty when none was asked for.
+                let diff = if ctx.diff {
+                    json!({"before": st.existing, "before_header": header(p),
+                        "after": "", "after_header": "/dev/null"})
+                } else {
+                    json!({})
+                };
+                plan.result.insert("diff".into(), diff);
                 if file.text.is_some() {
                     if ctx.diff {
                         plan.diff.content.push(ContentDiff {
@@ -451,6 +455,11 @@ impl Module for Cron {
         if changed {
             let text = lines.render();
             if ctx.diff {
+                plan.result.insert(
+                    "diff".into(),
+                    json!({"before": st.existing, "before_header": header(p),
+                        "after": text, "after_header": header(p)}),
+                );
                 plan.diff.content.push(ContentDiff {
                     path: header(p),
                     before: st.existing.clone(),

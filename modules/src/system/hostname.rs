@@ -129,10 +129,17 @@ impl Module for Hostname {
             } else {
                 &st.permanent
             };
+            let (before, after) = (
+                format!("hostname = {before}\n"),
+                format!("hostname = {name}\n"),
+            );
+            // Ansible returns this diff in the result of every change, --diff or not.
+            plan.result
+                .insert("diff".into(), json!({"before": before, "after": after}));
             plan.diff.content.push(ContentDiff {
                 path: "hostname".into(),
-                before: format!("hostname = {before}\n"),
-                after: format!("hostname = {name}\n"),
+                before,
+                after,
             });
         }
         plan.result.insert("name".into(), json!(name));

@@ -7,7 +7,7 @@ use crate::fs::Dir;
 use crate::params::{de_opt_string, is_template};
 use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
@@ -177,6 +177,11 @@ impl Module for Timezone {
     fn plan(p: &Params, st: &State, _ctx: &Ctx) -> Result<Plan<SetZone>, ModuleError> {
         let zone = p.zone();
         let mut plan = Plan::new();
+        // Ansible returns the zone before and after in every result (not only with --diff).
+        plan.result.insert(
+            "diff".into(),
+            json!({"before": {"name": st.current}, "after": {"name": zone}}),
+        );
         if st.current != zone {
             let set = edit_timezone_file(st.file.text.as_deref().unwrap_or_default(), zone);
             plan.msg = Some(format!(
