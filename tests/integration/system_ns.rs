@@ -317,3 +317,38 @@ fn mount_mounts_remounts_unmounts_and_removes() {
     assert_eq!(observe(), "none|# test fstab\n");
     assert!(!mnt.exists());
 }
+
+#[test]
+fn mount_ephemeral_leaves_fstab_alone() {
+    let fx = Fx::new();
+    let ns = Ns::new(&fx);
+    let fstab = fx.write("t/fstab", "# untouched\n");
+    let mnt = fx.path("t/eph");
+    fx.play("    - name: e\n      ansible.posix.mount: { path: \"{{ base }}/eph\", src: fptest-eph, fstype: tmpfs, opts: size=1m, state: ephemeral, fstab: \"{{ base }}/fstab\" }\n");
+    let where_ = format!("findmnt -n -o SOURCE,FSTYPE {} || echo none", mnt.display());
+    assert_eq!(ns.sh(&where_), "none\n");
+    let check = ns.apply(&fx, &["--check"]);
+    assert_eq!(check.statuses(), ["changed"]);
+    assert!(!mnt.exists());
+    let first = ns.apply(&fx, &[]);
+    first.expect(0);
+    assert_eq!(first.statuses(), ["changed"]);
+    assert_eq!(ns.sh(&where_), "fptest-eph tmpfs\n");
+    // As in Ansible, an ephemeral mount of the same source is remounted (a change) every time.
+    let again = ns.apply(&fx, &[]);
+    again.expect(0);
+    assert_eq!(again.statuses(), ["changed"]);
+    assert_eq!(std::fs::read_to_string(&fstab).unwrap(), "# untouched\n");
+
+    // Another source mounted there is refused.
+    fx.play("    - name: e\n      ansible.posix.mount: { path: \"{{ base }}/eph\", src: other, fstype: tmpfs, state: ephemeral }\n");
+    let other = ns.apply(&fx, &[]);
+    other.expect(1);
+    assert!(
+        other
+            .stdout
+            .contains("already mounted with a different source"),
+        "{}",
+        other.stdout
+    );
+}

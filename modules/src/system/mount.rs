@@ -1,6 +1,7 @@
 //! `mount` (ansible.posix): a mount point's line in fstab (`present`, `absent_from_fstab`) and
-//! its state in the kernel (`mounted`, `unmounted`, `remounted`, `absent`), through the host's
-//! `mount` and `umount`, with the fstab line format and change rules of Ansible.
+//! its state in the kernel (`mounted`, `unmounted`, `remounted`, `absent`, and `ephemeral`
+//! without fstab), through the host's `mount` and `umount`, with the fstab line format and
+//! change rules of Ansible.
 
 use super::{run_c, ConfFile};
 use crate::params::{de_opt_string, is_template, Bool};
@@ -301,6 +302,8 @@ pub struct State {
     /// Whether something is mounted at the path (`ismount`, or a bind mount of `src`).
     mounted: bool,
     path_exists: bool,
+    /// `ephemeral` on a mounted path: whether `src` is what is mounted there.
+    same_src: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -319,12 +322,26 @@ pub enum Action {
     Rmdir,
 }
 
-fn mount_argv(e: &Entry) -> Vec<String> {
-    let mut argv = vec!["mount".to_string()];
-    if e.fstab != "/etc/fstab" {
+/// What names the mount after `mount [-o ...]`: the fstab to read (`-T`, unless it is
+/// /etc/fstab), or for `ephemeral` everything on the command line.
+fn source_args(e: &Entry, ephemeral: bool) -> Vec<String> {
+    let mut argv = Vec::new();
+    if ephemeral {
+        argv.extend(["-t".to_string(), e.fstype.clone().unwrap_or_default()]);
+        if e.opts != "defaults" {
+            argv.extend(["-o".to_string(), e.opts.clone()]);
+        }
+        argv.push(e.src.clone().unwrap_or_default());
+    } else if e.fstab != "/etc/fstab" {
         argv.extend(["-T".to_string(), e.fstab.clone()]);
     }
     argv.push(e.name.clone());
+    argv
+}
+
+fn mount_argv(e: &Entry, ephemeral: bool) -> Vec<String> {
+    let mut argv = vec!["mount".to_string()];
+    argv.extend(source_args(e, ephemeral));
     argv
 }
 
@@ -346,17 +363,14 @@ fn umount(name: &str) -> Result<(), ModuleError> {
 
 /// `mount -o remount[,opts]`; when it fails, umount and mount (a remount with options
 /// that fails is an error, as in Ansible).
-fn remount(e: &Entry, with_opts: bool) -> Result<(i32, String), ModuleError> {
+fn remount(e: &Entry, with_opts: bool, ephemeral: bool) -> Result<(i32, String), ModuleError> {
     let mut argv = vec!["mount".to_string(), "-o".to_string()];
     argv.push(if with_opts && e.opts != "defaults" {
         format!("remount,{}", e.opts)
     } else {
         "remount".into()
     });
-    if e.fstab != "/etc/fstab" {
-        argv.extend(["-T".to_string(), e.fstab.clone()]);
-    }
-    argv.push(e.name.clone());
+    argv.extend(source_args(e, ephemeral));
     let (rc, _) = run_argv(&argv)?;
     if rc == 0 {
         return Ok((0, String::new()));
@@ -373,7 +387,26 @@ fn remount(e: &Entry, with_opts: bool) -> Result<(i32, String), ModuleError> {
     if rc != 0 {
         return Ok((rc, msg));
     }
-    run_argv(&mount_argv(e))
+    run_argv(&mount_argv(e, ephemeral))
+}
+
+/// Whether `src` is what is mounted at the entry's path: the source `/proc/self/mountinfo`
+/// gives, or a `src on path` line of `mount -v`.
+fn same_source(e: &Entry, mounts: &HashMap<String, String>) -> Result<bool, ModuleError> {
+    let src = e.src.as_deref().unwrap_or_default();
+    if mounts.get(&e.name).is_some_and(|s| s == src) {
+        return Ok(true);
+    }
+    let ran = run_c(&["mount", "-v"])?;
+    if ran.stdout.is_empty() {
+        return Err(ModuleError::failed(
+            "Unable to retrieve mount info with command 'mount -v'",
+        ));
+    }
+    Ok(ran.stdout.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 2 && f[0] == src && f[2] == e.name
+    }))
 }
 
 impl Module for Mount {
@@ -401,20 +434,13 @@ impl Module for Mount {
                 STATES.join(", ")
             )));
         }
-        if state == "ephemeral" {
-            return Err(ModuleError::Params(
-                "`state: ephemeral` is not supported by fixpoint's mount yet; use `mounted` \
-                 with an fstab of your own"
-                    .into(),
-            ));
-        }
         if p.opts_no_log.0 {
             return Err(ModuleError::Params(
                 "`opts_no_log` is not supported by fixpoint's mount; use the task's `no_log`"
                     .into(),
             ));
         }
-        if matches!(state, "mounted" | "present") {
+        if matches!(state, "mounted" | "present" | "ephemeral") {
             let missing: Vec<&str> = [("src", &p.src), ("fstype", &p.fstype)]
                 .iter()
                 .filter(|(_, v)| v.is_none())
@@ -433,18 +459,25 @@ impl Module for Mount {
     fn probe(p: &Params, _ctx: &Ctx) -> Result<State, ModuleError> {
         let e = p.entry();
         let name = Path::new(&e.name);
-        let mounted = ismount(name)
-            || linux_mounts()
+        let mounts = linux_mounts();
+        let is_mount = ismount(name);
+        let mounted = is_mount
+            || mounts
                 .get(&e.name)
                 .is_some_and(|src| match (p.state(), &e.src) {
-                    // `mounted` asks for a bind mount of this very source; the others for any.
-                    ("mounted", Some(want)) => src == want,
+                    // `mounted` and `ephemeral` ask for a bind mount of this very source; the
+                    // others for any.
+                    ("mounted" | "ephemeral", Some(want)) => src == want,
                     _ => true,
                 });
+        let same_src = p.state() == "ephemeral"
+            && (is_mount || mounts.contains_key(&e.name))
+            && same_source(&e, &mounts)?;
         Ok(State {
             fstab: ConfFile::probe(&PathBuf::from(&e.fstab))?,
             mounted,
             path_exists: name.exists(),
+            same_src,
         })
     }
 
@@ -513,6 +546,28 @@ impl Module for Mount {
                 } else {
                     plan.diff.attr(&e.name, "mounted", "no", "yes");
                     plan.actions.push(Action::Mount);
+                }
+            }
+            "ephemeral" => {
+                if !st.path_exists {
+                    plan.diff.attr(&e.name, "state", "absent", "directory");
+                    plan.actions.push(Action::MakeDirs);
+                }
+                if !st.mounted {
+                    plan.diff.attr(&e.name, "mounted", "no", "yes");
+                    plan.actions.push(Action::Mount);
+                } else if st.same_src {
+                    // Ansible remounts an ephemeral mount of the same source every time.
+                    plan.diff.attr(&e.name, "mounted", "yes", "remounted");
+                    plan.actions.push(Action::Remount);
+                } else {
+                    return Err(ModuleError::failed(
+                        "Ephemeral mount point is already mounted with a different source than \
+                         the specified one. Failing in order to prevent an unwanted unmount or \
+                         override operation. Try replacing this command with a \"state: \
+                         unmounted\" followed by a \"state: ephemeral\", or use a different \
+                         destination path.",
+                    ));
                 }
             }
             other => {
@@ -584,10 +639,11 @@ impl Module for Mount {
                     wrote = true;
                 }
                 Action::Mount | Action::Remount => {
+                    let ephemeral = p.state() == "ephemeral";
                     let (rc, msg) = if *action == Action::Mount {
-                        run_argv(&mount_argv(&e))?
+                        run_argv(&mount_argv(&e, ephemeral))?
                     } else {
-                        remount(&e, p.state() == "remounted")?
+                        remount(&e, p.state() == "remounted", ephemeral)?
                     };
                     if rc != 0 {
                         if p.state() == "remounted" {
@@ -678,7 +734,11 @@ mod tests {
         );
         refused(json!({"path": "/x", "state": "gone"}), "must be one of");
         refused(
-            json!({"path": "/x", "state": "ephemeral", "src": "a", "fstype": "b"}),
+            json!({"path": "/x", "state": "ephemeral", "src": "a"}),
+            "fstype",
+        );
+        refused(
+            json!({"path": "/x", "state": "unmounted", "opts_no_log": true}),
             "not supported",
         );
         assert!(check_params("mount", &json!({"name": "/x", "state": "unmounted"})).is_ok());
