@@ -26,6 +26,7 @@ pub mod service;
 pub mod stat;
 #[cfg(test)]
 mod swap_tests;
+pub mod system;
 #[cfg(test)]
 mod testutil;
 pub mod text;

@@ -31,6 +31,11 @@ pub const AGENT_MODULES: &[&str] = &[
     "user",
     "group",
     "getent",
+    "sysctl",
+    "hostname",
+    "timezone",
+    "cron",
+    "mount",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -60,14 +65,34 @@ pub const ALL_MODULES: &[&str] = &[
     "dpkg_selections",
     "debconf",
     "package_facts",
+    "sysctl",
+    "hostname",
+    "timezone",
+    "cron",
+    "mount",
 ];
 
-/// `ansible.builtin.copy` → `copy`; unknown names → None.
+/// Modules Ansible keeps in a collection, by their collection name: `ansible.posix.sysctl` is
+/// `sysctl`. (Their short names resolve through `ALL_MODULES` as Ansible's default
+/// collection search does.)
+const COLLECTION_MODULES: &[(&str, &str)] = &[
+    ("ansible.posix.", "sysctl"),
+    ("community.general.", "timezone"),
+    ("ansible.posix.", "mount"),
+];
+
+/// `ansible.builtin.copy` → `copy`; unknown names → None. → `copy`; unknown names → None.
 pub fn canonical_name(name: &str) -> Option<&'static str> {
     let short = name
         .strip_prefix("ansible.builtin.")
         .or_else(|| name.strip_prefix("ansible.legacy."))
         .unwrap_or(name);
+    if let Some(m) = COLLECTION_MODULES
+        .iter()
+        .find(|(prefix, m)| name.strip_prefix(prefix) == Some(m))
+    {
+        return Some(m.1);
+    }
     ALL_MODULES.iter().copied().find(|m| *m == short)
 }
 
@@ -113,6 +138,11 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "user" => check::<user::User>(params),
         "group" => check::<group::Group>(params),
         "getent" => check::<getent::Getent>(params),
+        "sysctl" => check::<crate::system::sysctl::Sysctl>(params),
+        "hostname" => check::<crate::system::hostname::Hostname>(params),
+        "timezone" => check::<crate::system::timezone::Timezone>(params),
+        "cron" => check::<crate::system::cron::Cron>(params),
+        "mount" => check::<crate::system::mount::Mount>(params),
         _ => Ok(()),
     }
 }
@@ -155,6 +185,11 @@ pub fn run_module_hooked(
         "user" => run_hooked::<user::User>(params, ctx, before_apply),
         "group" => run_hooked::<group::Group>(params, ctx, before_apply),
         "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
+        "sysctl" => run_hooked::<crate::system::sysctl::Sysctl>(params, ctx, before_apply),
+        "hostname" => run_hooked::<crate::system::hostname::Hostname>(params, ctx, before_apply),
+        "timezone" => run_hooked::<crate::system::timezone::Timezone>(params, ctx, before_apply),
+        "cron" => run_hooked::<crate::system::cron::Cron>(params, ctx, before_apply),
+        "mount" => run_hooked::<crate::system::mount::Mount>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

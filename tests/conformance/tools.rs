@@ -53,7 +53,13 @@ pub struct Tools {
     pub fixpoint: PathBuf,
     /// Where `fixpoint_events.py`, our stdout callback for ansible-playbook, lives.
     pub callback_dir: PathBuf,
+    /// The Ansible collections (`FIXPOINT_ANSIBLE_COLLECTIONS`, the `ansible` package's tree)
+    /// that ansible-core needs for the cases of modules Ansible keeps there (`ansible.posix.mount`).
+    pub collections: Option<PathBuf>,
 }
+
+/// Names that only resolve in ansible-core with the collections installed.
+const COLLECTION_PREFIXES: &[&str] = &["ansible.posix.", "community.general."];
 
 /// What one tool did with one case.
 pub struct Run {
@@ -81,6 +87,9 @@ pub fn locate() -> Result<Tools, String> {
         ansible_bin: bin,
         fixpoint: PathBuf::from(env!("CARGO_BIN_EXE_fixpoint")),
         callback_dir: manifest.join("tests/conformance/callback"),
+        collections: std::env::var_os("FIXPOINT_ANSIBLE_COLLECTIONS")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from),
     };
     let bin = match std::env::var_os("FIXPOINT_ANSIBLE").filter(|v| !v.is_empty()) {
         Some(v) => PathBuf::from(v),
@@ -133,6 +142,18 @@ pub fn run(tools: &Tools, case: &Case, tool: Tool, scratch: &Path) -> Result<Run
 
     let mut cmd = match tool {
         Tool::Ansible => {
+            let needs_collections = COLLECTION_PREFIXES
+                .iter()
+                .any(|p| case.playbook.contains(p));
+            if needs_collections && tools.collections.is_none() {
+                return Err(format!(
+                    "case {} uses modules of Ansible's collections: set \
+                     FIXPOINT_ANSIBLE_COLLECTIONS to the directory holding ansible_collections/ \
+                     (`.ci/run` installs the `ansible` package's collections in \
+                     /var/cache/fixpoint-ci/ansible-collections-*)",
+                    case.name
+                ));
+            }
             let cfg = private.join("ansible.cfg");
             fs::write(&cfg, "").map_err(|e| io("ansible.cfg", e))?;
             let mut c = clean_command(&tools.ansible_bin.join("ansible-playbook"));
@@ -152,6 +173,11 @@ pub fn run(tools: &Tools, case: &Case, tool: Tool, scratch: &Path) -> Result<Run
                 .env("ANSIBLE_NOCOLOR", "1")
                 .env("ANSIBLE_LOCALHOST_WARNING", "0")
                 .env("ANSIBLE_DEPRECATION_WARNINGS", "0");
+            // Only for the cases that name a collection module (at least once by its FQCN;
+            // its short name then resolves too): the others run as they always have.
+            if let (true, Some(dir)) = (needs_collections, &tools.collections) {
+                c.env("ANSIBLE_COLLECTIONS_PATH", dir);
+            }
             c
         }
         Tool::Fixpoint => {
