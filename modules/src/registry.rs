@@ -31,6 +31,8 @@ pub const AGENT_MODULES: &[&str] = &[
     "user",
     "group",
     "getent",
+    "get_url",
+    "uri",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -60,6 +62,8 @@ pub const ALL_MODULES: &[&str] = &[
     "dpkg_selections",
     "debconf",
     "package_facts",
+    "get_url",
+    "uri",
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -113,6 +117,8 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "user" => check::<user::User>(params),
         "group" => check::<group::Group>(params),
         "getent" => check::<getent::Getent>(params),
+        "get_url" => check::<crate::http::get_url::GetUrl>(params),
+        "uri" => check::<crate::http::uri::Uri>(params),
         _ => Ok(()),
     }
 }
@@ -155,6 +161,8 @@ pub fn run_module_hooked(
         "user" => run_hooked::<user::User>(params, ctx, before_apply),
         "group" => run_hooked::<group::Group>(params, ctx, before_apply),
         "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
+        "get_url" => run_hooked::<crate::http::get_url::GetUrl>(params, ctx, before_apply),
+        "uri" => run_hooked::<crate::http::uri::Uri>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),
