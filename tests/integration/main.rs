@@ -11,6 +11,8 @@ mod blocks;
 mod cli_listing;
 mod fx;
 mod hostile;
+mod http;
+mod http_server;
 mod includes;
 mod interrupt;
 mod inventory_cli;

@@ -433,9 +433,15 @@ mod tests {
         let u = Url::parse("http://a.example.com:8080/x").unwrap();
         let p = env(&[("http_proxy", "http://p:3128")]);
         assert_eq!(proxy_for(&u, &p).as_deref(), Some("http://p:3128"));
-        let p = env(&[("HTTP_PROXY", "http://q:3128"), ("no_proxy", "other,.example.com")]);
+        let p = env(&[
+            ("HTTP_PROXY", "http://q:3128"),
+            ("no_proxy", "other,.example.com"),
+        ]);
         assert_eq!(proxy_for(&u, &p), None);
-        let p = env(&[("http_proxy", "http://p:3128"), ("no_proxy", "example.com:80")]);
+        let p = env(&[
+            ("http_proxy", "http://p:3128"),
+            ("no_proxy", "example.com:80"),
+        ]);
         assert_eq!(proxy_for(&u, &p), None);
         let p = env(&[("http_proxy", "http://p:3128"), ("no_proxy", "ample.com")]);
         assert!(proxy_for(&u, &p).is_some());

@@ -11,8 +11,8 @@
 
 use super::client::{self, Follow, Request};
 use super::{
-    de_opt_secs, digest_file, disposition_filename, env_map, header_pairs, mask_url,
-    url_filename, Algo,
+    de_opt_secs, digest_file, disposition_filename, env_map, header_pairs, mask_url, url_filename,
+    Algo,
 };
 use crate::fs::{
     backup_file, expand_user, id_of, install_temp, locate, lstat, path_info, plan_attrs,
@@ -166,7 +166,11 @@ fn digest_for(filename: &str, text: &str) -> Option<String> {
         let line = line.trim_end();
         // BSD: `SHA256 (name) = digest`
         if let (Some(open), Some(eq)) = (line.find(" ("), line.rfind(") = ")) {
-            if open < eq && line[..open].chars().all(|c| c.is_alphanumeric() || c == '_') {
+            if open < eq
+                && line[..open]
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || c == '_')
+            {
                 if &line[open + 2..eq] == filename {
                     return Some(line[eq + 4..].to_string());
                 }
@@ -313,11 +317,13 @@ impl Module for GetUrl {
             plan.result.insert("msg".into(), json!(resp.msg()));
             plan.result.insert("status_code".into(), json!(resp.status));
             if let Some(mut d) = digest_file(&dest, &[Algo::Sha1])? {
-                plan.result.insert("checksum_dest".into(), json!(d.remove(0)));
+                plan.result
+                    .insert("checksum_dest".into(), json!(d.remove(0)));
             }
             plan.msg = Some(resp.msg());
             let after = format!("downloaded from {}", mask_url(&p.url));
-            plan.diff.attr(dest.display().to_string(), "content", "", after);
+            plan.diff
+                .attr(dest.display().to_string(), "content", "", after);
         }
         Ok(plan)
     }
@@ -349,7 +355,8 @@ fn final_dest(s: &State, resp: &client::Response) -> PathBuf {
 
 /// A small text file (a checksums file) from `url`, with the task's connection settings.
 fn fetch_text(p: &Params, url: &str) -> Result<String, ModuleError> {
-    let resp = client::send(&p.request(url, "GET")).map_err(|e| ModuleError::failed(e.to_string()))?;
+    let resp =
+        client::send(&p.request(url, "GET")).map_err(|e| ModuleError::failed(e.to_string()))?;
     if resp.status != 200 {
         return Err(ModuleError::failed(format!(
             "Request failed: {} ({})",
@@ -366,7 +373,11 @@ fn fetch_text(p: &Params, url: &str) -> Result<String, ModuleError> {
 }
 
 /// GET into a temp file beside the destination, check it, and install it when it differs.
-fn fetch(p: &Params, s: &State, mut result: Map<String, Value>) -> Result<Map<String, Value>, ModuleError> {
+fn fetch(
+    p: &Params,
+    s: &State,
+    mut result: Map<String, Value>,
+) -> Result<Map<String, Value>, ModuleError> {
     let start = Instant::now();
     let resp = client::send(&p.request(&p.url, "GET")).map_err(|e| {
         result.insert("elapsed".into(), json!(start.elapsed().as_secs()));
@@ -469,7 +480,8 @@ fn fetch(p: &Params, s: &State, mut result: Map<String, Value>) -> Result<Map<St
             set_attrs_at(&loc, &attrs)?;
         }
     } else {
-        tmp.flush().map_err(|e| cleanup(ModuleError::io(&tmp_path, e)))?;
+        tmp.flush()
+            .map_err(|e| cleanup(ModuleError::io(&tmp_path, e)))?;
         if p.backup.0 && meta.is_some() {
             let b = backup_file(&loc).map_err(cleanup)?;
             result.insert("backup_file".into(), json!(b));

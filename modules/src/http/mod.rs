@@ -30,11 +30,9 @@ pub fn de_opt_secs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Er
         None => Ok(None),
         Some(Raw::N(n)) => Ok(Some(n)),
         Some(Raw::F(f)) if f >= 0.0 => Ok(Some(f as u64)),
-        Some(Raw::S(s)) => s
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| serde::de::Error::custom(format!("expected a number of seconds, found {s:?}"))),
+        Some(Raw::S(s)) => s.trim().parse().map(Some).map_err(|_| {
+            serde::de::Error::custom(format!("expected a number of seconds, found {s:?}"))
+        }),
         Some(_) => Err(serde::de::Error::custom("expected a number of seconds")),
     }
 }
@@ -207,7 +205,10 @@ pub fn digest_reader(r: &mut dyn Read, algos: &[Algo]) -> std::io::Result<Vec<St
 }
 
 /// The digests of a host file, or None when it does not exist.
-pub fn digest_file(path: &std::path::Path, algos: &[Algo]) -> Result<Option<Vec<String>>, ModuleError> {
+pub fn digest_file(
+    path: &std::path::Path,
+    algos: &[Algo],
+) -> Result<Option<Vec<String>>, ModuleError> {
     match std::fs::File::open(path) {
         Ok(mut f) => digest_reader(&mut f, algos)
             .map(Some)

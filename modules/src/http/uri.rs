@@ -225,7 +225,11 @@ impl Module for Uri {
         Ok(plan)
     }
 
-    fn apply(p: &Params, _s: State, _plan: &Plan<Action>) -> Result<Map<String, Value>, ModuleError> {
+    fn apply(
+        p: &Params,
+        _s: State,
+        _plan: &Plan<Action>,
+    ) -> Result<Map<String, Value>, ModuleError> {
         request(p)
     }
 }
@@ -388,16 +392,24 @@ fn request(p: &Params) -> Result<Map<String, Value>, ModuleError> {
     };
     let info = resp.info();
     let status = resp.status as i64;
-    let content_type = resp.header("content-type").unwrap_or("application/octet-stream");
+    let content_type = resp
+        .header("content-type")
+        .unwrap_or("application/octet-stream");
     let (mime, params) = content_type.split_once(';').unwrap_or((content_type, ""));
-    let sub = mime.trim().split('/').nth(1).unwrap_or_default().to_ascii_lowercase();
+    let sub = mime
+        .trim()
+        .split('/')
+        .nth(1)
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     let sub = sub.rsplit('+').next().unwrap_or_default();
     let maybe_json = sub == "json" || sub == "javascript";
     let charset_utf8 = !params.to_ascii_lowercase().contains("charset=")
         || params.to_ascii_lowercase().contains("utf-8")
         || params.to_ascii_lowercase().contains("utf8");
     let filename = disposition_filename(resp.header("content-disposition"));
-    let want_body = maybe_json || p.return_content.0 || !codes.contains(&status) || p.dest.is_some();
+    let want_body =
+        maybe_json || p.return_content.0 || !codes.contains(&status) || p.dest.is_some();
     let mut content = Vec::new();
     if want_body {
         resp.body
@@ -406,7 +418,10 @@ fn request(p: &Params) -> Result<Map<String, Value>, ModuleError> {
             .map_err(|e| ModuleError::failed(format!("HTTP Error while fetching {masked}: {e}")))?;
     }
     let mut out = Map::new();
-    out.insert("redirected".into(), json!(resp.url != masked && resp.url != p.url));
+    out.insert(
+        "redirected".into(),
+        json!(resp.url != masked && resp.url != p.url),
+    );
     for (k, v) in info {
         out.insert(k.replace('-', "_").to_ascii_lowercase(), v);
     }
@@ -455,7 +470,10 @@ fn request(p: &Params) -> Result<Map<String, Value>, ModuleError> {
 fn write_dest(p: &Params, dest: &std::path::Path, content: &[u8]) -> Result<bool, ModuleError> {
     let meta = lstat(dest)?;
     let same = match super::digest_file(dest, &[Algo::Sha1])? {
-        Some(d) => d[0] == super::digest_reader(&mut &content[..], &[Algo::Sha1]).map_err(|e| ModuleError::io(dest, e))?[0],
+        Some(d) => {
+            d[0] == super::digest_reader(&mut &content[..], &[Algo::Sha1])
+                .map_err(|e| ModuleError::io(dest, e))?[0]
+        }
         None => false,
     };
     let mut diff = Diff::default();
@@ -485,7 +503,8 @@ mod tests {
             r#"{"a": [1, true, null], "\u00e9": "x"}"#
         );
         assert_eq!(
-            form_urlencoded(&json!({"name": "a b", "n": [1, 2], "skip": null, "ok": true})).unwrap(),
+            form_urlencoded(&json!({"name": "a b", "n": [1, 2], "skip": null, "ok": true}))
+                .unwrap(),
             "name=a+b&n=1&n=2&ok=True"
         );
     }

@@ -51,8 +51,11 @@ pub(super) fn lookup(term: &str, kwargs: &Kwargs) -> Result<Vec<Value>, Error> {
     }
     let split_lines = flag("split_lines", true)?;
     let shown = fixpoint_modules::http::mask_url(term);
-    let resp = client::send(&req)
-        .map_err(|e| op_err(format!("lookup('url'): Failed lookup url for {shown} : {e}")))?;
+    let resp = client::send(&req).map_err(|e| {
+        op_err(format!(
+            "lookup('url'): Failed lookup url for {shown} : {e}"
+        ))
+    })?;
     if !(200..300).contains(&resp.status) {
         return Err(op_err(format!(
             "lookup('url'): Received HTTP error for {shown} : {}",
@@ -66,7 +69,10 @@ pub(super) fn lookup(term: &str, kwargs: &Kwargs) -> Result<Vec<Value>, Error> {
         .map_err(|e| op_err(format!("lookup('url'): reading {shown}: {e}")))?;
     let content = String::from_utf8_lossy(&body).into_owned();
     Ok(if split_lines {
-        content.lines().map(|l| Value::from(l.to_string())).collect()
+        content
+            .lines()
+            .map(|l| Value::from(l.to_string()))
+            .collect()
     } else {
         vec![Value::from(content)]
     })
