@@ -9,7 +9,8 @@
 //!     ...
 //! inventory: |          # optional INI text; default: `localhost ansible_connection=local`
 //!   ...
-//! files:                # optional: relative path -> content, written beside the playbook
+//! files:                # optional: relative path -> content, written beside the playbook;
+//!                       # `www/<path>` files are also served over HTTP at `{{ http }}/<path>` (www.rs)
 //!   group_vars/all.yml: |
 //!     ...
 //! args: [--check]       # optional: flags both tools share
@@ -156,6 +157,11 @@ pub fn parse(path: &Path, text: &str, pending: bool) -> Result<Case, String> {
         if case.files.contains_key(reserved) {
             return Err(format!("`files` may not replace `{reserved}`"));
         }
+    }
+    // Where the case's `www/` files are served (www.rs), as the extra variable `http`.
+    if let Some(port) = crate::www::port(&case) {
+        case.args.push("-e".into());
+        case.args.push(format!("http=http://127.0.0.1:{port}"));
     }
     Ok(case)
 }

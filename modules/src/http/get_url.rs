@@ -71,7 +71,8 @@ pub struct Params {
     pub use_proxy: Bool,
     #[serde(default, deserialize_with = "de_opt_string")]
     pub http_agent: Option<String>,
-    /// Only `true` (gzip answers are decompressed).
+    /// Accepted either way: fixpoint never asks for a compressed answer, so what arrives is
+    /// what Ansible gives after decompressing.
     #[serde(default = "yes")]
     pub decompress: Bool,
     #[serde(default, rename = "_env")]
@@ -213,11 +214,6 @@ impl Module for GetUrl {
     type Action = Action;
 
     fn validate(p: &Params) -> Result<(), ModuleError> {
-        if !p.decompress.0 {
-            return Err(ModuleError::Params(
-                "decompress: false is not supported (gzip answers are always decompressed)".into(),
-            ));
-        }
         if let Some(c) = p.checksum.as_deref().filter(|c| !c.is_empty()) {
             if !crate::params::is_template(c) {
                 split_checksum(c)?;

@@ -131,7 +131,8 @@ pub enum Algo {
 
 impl Algo {
     pub fn parse(s: &str) -> Option<Algo> {
-        Some(match s.to_ascii_lowercase().as_str() {
+        // Case-sensitive, as Python's hashlib names are in ansible-core (`SHA256` fails there).
+        Some(match s {
             "md5" => Algo::Md5,
             "sha1" => Algo::Sha1,
             "sha224" => Algo::Sha224,

@@ -93,6 +93,7 @@ pub struct Params {
     pub http_agent: Option<String>,
     #[serde(default)]
     pub force: Bool,
+    /// Accepted either way: fixpoint never asks for a compressed answer.
     #[serde(default = "yes")]
     pub decompress: Bool,
     #[serde(default)]
@@ -180,11 +181,6 @@ impl Module for Uri {
                         .into(),
                 ));
             }
-        }
-        if !p.decompress.0 {
-            return Err(ModuleError::Params(
-                "decompress: false is not supported (gzip answers are always decompressed)".into(),
-            ));
         }
         Ok(())
     }
