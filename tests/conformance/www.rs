@@ -15,18 +15,6 @@ use std::sync::Arc;
 
 use crate::case::Case;
 
-/// The port of a case that serves files: 20000 + a hash of its name (FNV-1a) modulo 20000.
-pub fn port(case: &Case) -> Option<u16> {
-    if !case.files.keys().any(|k| k.starts_with("www/")) {
-        return None;
-    }
-    let mut h: u32 = 0x811c9dc5;
-    for b in case.name.bytes() {
-        h = (h ^ b as u32).wrapping_mul(0x0100_0193);
-    }
-    Some(20000 + (h % 20000) as u16)
-}
-
 /// Serves the case's `www/` files until dropped.
 pub struct Www {
     port: u16,
@@ -35,7 +23,7 @@ pub struct Www {
 
 impl Www {
     pub fn start(case: &Case) -> Result<Option<Www>, String> {
-        let Some(port) = port(case) else {
+        let Some(port) = case.http_port() else {
             return Ok(None);
         };
         let files: BTreeMap<String, String> = case

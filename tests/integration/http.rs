@@ -367,6 +367,16 @@ fn uri_requests_bodies_statuses_and_check_mode() {
             .contains("\"method\":\"POST\""),
         "{p}"
     );
+    let posted: Vec<String> = srv
+        .log()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| r.body.clone())
+        .collect();
+    assert_eq!(
+        posted,
+        [r#"{"a": 1, "b": ["x", true]}"#, "name=a+b&n=1&n=2"]
+    );
     let f = result(&first, "post form");
     assert_eq!(f["json"]["body"], "name=a+b&n=1&n=2", "{f}");
     assert_eq!(

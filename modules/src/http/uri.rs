@@ -173,9 +173,8 @@ impl Module for Uri {
             }
         }
         if let Some(m) = &p.method {
-            if !crate::params::is_template(m)
-                && !(!m.is_empty() && m.chars().all(|c| c.is_ascii_alphabetic()))
-            {
+            let one_word = !m.is_empty() && m.chars().all(|c| c.is_ascii_alphabetic());
+            if !crate::params::is_template(m) && !one_word {
                 return Err(ModuleError::Params(
                     "Parameter 'method' needs to be a single word in uppercase, like GET or POST."
                         .into(),
