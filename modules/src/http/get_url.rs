@@ -360,12 +360,10 @@ fn fetch_text(p: &Params, url: &str) -> Result<String, ModuleError> {
             mask_url(url)
         )));
     }
-    let mut text = String::new();
-    resp.body
-        .take(16 * 1024 * 1024)
-        .read_to_string(&mut text)
+    let mut body = resp.body;
+    let bytes = super::read_limited(&mut body)
         .map_err(|e| ModuleError::failed(format!("reading {}: {e}", mask_url(url))))?;
-    Ok(text)
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// GET into a temp file beside the destination, check it, and install it when it differs.

@@ -118,6 +118,25 @@ pub fn disposition_filename(header: Option<&str>) -> Option<String> {
     None
 }
 
+/// The most of an answer that is held in memory (`uri`'s content, a checksums file, the `url`
+/// lookup): a larger one fails rather than being cut short (`get_url` streams to disk instead).
+pub const MAX_IN_MEMORY: u64 = 64 * 1024 * 1024;
+
+/// The whole body, or an error when it is larger than [`MAX_IN_MEMORY`].
+pub fn read_limited(body: &mut dyn Read) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    body.take(MAX_IN_MEMORY + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
+    if out.len() as u64 > MAX_IN_MEMORY {
+        return Err(format!(
+            "the answer is larger than {} MiB, the most held in memory (get_url writes any size to a file)",
+            MAX_IN_MEMORY >> 20
+        ));
+    }
+    Ok(out)
+}
+
 /// A digest algorithm of `checksum: algo:hex`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algo {
@@ -237,6 +256,14 @@ mod tests {
             mask_url("http://u:secret@h/x"),
             "http://u:********@h/x".to_string()
         );
+    }
+
+    #[test]
+    fn answers_larger_than_the_memory_limit_fail_instead_of_being_cut() {
+        let mut big = std::io::repeat(b'x').take(MAX_IN_MEMORY + 1);
+        assert!(read_limited(&mut big).unwrap_err().contains("64 MiB"));
+        let mut small = &b"abc"[..];
+        assert_eq!(read_limited(&mut small).unwrap(), b"abc");
     }
 
     #[test]

@@ -16,7 +16,6 @@ use crate::params::{de_opt_string, Bool, ModeSpec};
 use crate::{Ctx, Diff, Module, ModuleError, Plan};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use std::io::Read;
 use std::time::Instant;
 
 pub struct Uri;
@@ -405,13 +404,13 @@ fn request(p: &Params) -> Result<Map<String, Value>, ModuleError> {
     let filename = disposition_filename(resp.header("content-disposition"));
     let want_body =
         maybe_json || p.return_content.0 || !codes.contains(&status) || p.dest.is_some();
-    let mut content = Vec::new();
-    if want_body {
-        resp.body
-            .take(1 << 30)
-            .read_to_end(&mut content)
-            .map_err(|e| ModuleError::failed(format!("HTTP Error while fetching {masked}: {e}")))?;
-    }
+    let mut body = resp.body;
+    let content = if want_body {
+        super::read_limited(&mut body)
+            .map_err(|e| ModuleError::failed(format!("HTTP Error while fetching {masked}: {e}")))?
+    } else {
+        Vec::new()
+    };
     let mut out = Map::new();
     out.insert(
         "redirected".into(),

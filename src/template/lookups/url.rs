@@ -5,8 +5,6 @@
 //! The request is the modules' own client (`fixpoint_modules::http::client`); an HTTP error
 //! status fails the lookup, as in Ansible.
 
-use std::io::Read;
-
 use fixpoint_modules::http::client::{self, Follow, Request};
 use minijinja::value::Kwargs;
 use minijinja::{Error, Value};
@@ -62,10 +60,8 @@ pub(super) fn lookup(term: &str, kwargs: &Kwargs) -> Result<Vec<Value>, Error> {
             resp.msg()
         )));
     }
-    let mut body = Vec::new();
-    resp.body
-        .take(64 * 1024 * 1024)
-        .read_to_end(&mut body)
+    let mut stream = resp.body;
+    let body = fixpoint_modules::http::read_limited(&mut stream)
         .map_err(|e| op_err(format!("lookup('url'): reading {shown}: {e}")))?;
     let content = String::from_utf8_lossy(&body).into_owned();
     Ok(if split_lines {
