@@ -504,3 +504,28 @@ fn url_lookup_fetches_on_the_controller() {
     let v = fx.run(&["validate", "site.yml"]);
     v.expect(0);
 }
+
+#[test]
+fn unsupported_http_parameters_are_refused_at_load_with_their_location() {
+    let fx = crate::fx::Fx::new();
+    fx.play(concat!(
+        "    - get_url: {url: \"http://127.0.0.1:9/y\", dest: /tmp/y, client_cert: /c}\n",
+        "    - uri: {url: \"http://127.0.0.1:9/y\", body_format: form-multipart}\n",
+        "    - get_url: {url: \"http://127.0.0.1:9/y\", dest: /tmp/y, checksum: \"crc32:00\"}\n",
+        "    - uri: {url: \"http://127.0.0.1:9/y\", method: \"GET /x\"}\n",
+    ));
+    let out = fx.run(&["validate", "site.yml"]);
+    out.expect(2);
+    for want in [
+        "unknown field `client_cert`",
+        "site.yml:7:60",
+        "form-multipart is not supported yet",
+        "site.yml:8:7",
+        "checksum algorithm \"crc32\" is not supported",
+        "site.yml:9:7",
+        "needs to be a single word",
+        "site.yml:10:7",
+    ] {
+        assert!(out.stderr.contains(want), "{want} in {}", out.stderr);
+    }
+}
