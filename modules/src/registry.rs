@@ -36,6 +36,8 @@ pub const AGENT_MODULES: &[&str] = &[
     "timezone",
     "cron",
     "mount",
+    "get_url",
+    "uri",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -70,6 +72,8 @@ pub const ALL_MODULES: &[&str] = &[
     "timezone",
     "cron",
     "mount",
+    "get_url",
+    "uri",
 ];
 
 /// Modules Ansible keeps in a collection, by their collection name: `ansible.posix.sysctl` is
@@ -81,7 +85,7 @@ const COLLECTION_MODULES: &[(&str, &str)] = &[
     ("ansible.posix.", "mount"),
 ];
 
-/// `ansible.builtin.copy` → `copy`; unknown names → None. → `copy`; unknown names → None.
+/// `ansible.builtin.copy` → `copy`; unknown names → None.
 pub fn canonical_name(name: &str) -> Option<&'static str> {
     let short = name
         .strip_prefix("ansible.builtin.")
@@ -143,6 +147,8 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "timezone" => check::<crate::system::timezone::Timezone>(params),
         "cron" => check::<crate::system::cron::Cron>(params),
         "mount" => check::<crate::system::mount::Mount>(params),
+        "get_url" => check::<crate::http::get_url::GetUrl>(params),
+        "uri" => check::<crate::http::uri::Uri>(params),
         _ => Ok(()),
     }
 }
@@ -190,6 +196,8 @@ pub fn run_module_hooked(
         "timezone" => run_hooked::<crate::system::timezone::Timezone>(params, ctx, before_apply),
         "cron" => run_hooked::<crate::system::cron::Cron>(params, ctx, before_apply),
         "mount" => run_hooked::<crate::system::mount::Mount>(params, ctx, before_apply),
+        "get_url" => run_hooked::<crate::http::get_url::GetUrl>(params, ctx, before_apply),
+        "uri" => run_hooked::<crate::http::uri::Uri>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

@@ -9,7 +9,8 @@
 //!     ...
 //! inventory: |          # optional INI text; default: `localhost ansible_connection=local`
 //!   ...
-//! files:                # optional: relative path -> content, written beside the playbook
+//! files:                # optional: relative path -> content, written beside the playbook;
+//!                       # `www/<path>` files are also served over HTTP at `{{ http }}/<path>` (www.rs)
 //!   group_vars/all.yml: |
 //!     ...
 //! args: [--check]       # optional: flags both tools share
@@ -157,7 +158,28 @@ pub fn parse(path: &Path, text: &str, pending: bool) -> Result<Case, String> {
             return Err(format!("`files` may not replace `{reserved}`"));
         }
     }
+    // Where the case's `www/` files are served (www.rs), as the extra variable `http`.
+    if let Some(port) = case.http_port() {
+        case.args.push("-e".into());
+        case.args.push(format!("http=http://127.0.0.1:{port}"));
+    }
     Ok(case)
+}
+
+impl Case {
+    /// The port the case's `www/` files are served on (www.rs), if it has any: 20000 + a hash
+    /// of its name (FNV-1a) modulo 20000, so that ansible-core's cached results and fixpoint's
+    /// name the same URLs.
+    pub fn http_port(&self) -> Option<u16> {
+        if !self.files.keys().any(|k| k.starts_with("www/")) {
+            return None;
+        }
+        let mut h: u32 = 0x811c9dc5;
+        for b in self.name.bytes() {
+            h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+        }
+        Some(20000 + (h % 20000) as u16)
+    }
 }
 
 fn text_value(key: &str, v: &Yaml) -> Result<String, String> {

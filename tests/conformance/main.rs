@@ -18,6 +18,7 @@ mod deviations;
 mod events;
 mod tools;
 mod tree;
+mod www;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
@@ -126,6 +127,11 @@ fn judge(tools: &Tools, case: &Case, devs: &[Deviation]) -> Verdict {
     let scratch = match tempfile::Builder::new().prefix("fp-conformance-").tempdir() {
         Ok(d) => d,
         Err(e) => return Verdict::Fails(format!("temp dir: {e}")),
+    };
+    // A case with `www/` files gets its HTTP server for both runs (`www.rs`).
+    let _www = match www::Www::start(case) {
+        Ok(w) => w,
+        Err(e) => return Verdict::Fails(e),
     };
     let run = |tool| tools::run(tools, case, tool, scratch.path());
     let (a_run, a_tree) = match ansible_run(case, &run) {

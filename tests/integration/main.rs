@@ -12,6 +12,8 @@ mod cli_listing;
 mod cron;
 mod fx;
 mod hostile;
+mod http;
+mod http_server;
 mod includes;
 mod interrupt;
 mod inventory_cli;

@@ -94,6 +94,25 @@ pub fn install_staged(
     staged.dir.fsync()
 }
 
+/// Install a temp file the caller filled in the destination's own directory (`dir`, opened on
+/// `dest.dir`; a download streamed there): attributes, fsync, rename, as [`atomic_write`] does.
+/// The temp file is removed when anything fails.
+pub fn install_temp(
+    dest: &Loc,
+    dir: &Dir,
+    tmp: &fs::File,
+    tmp_name: &std::ffi::OsStr,
+    attrs: &Attrs,
+) -> Result<(), ModuleError> {
+    let result = still_as_probed(dir, dest)
+        .and_then(|existing| finish(dir, tmp, tmp_name, dir, dest, existing, attrs, None))
+        .and_then(|_| dir.fsync());
+    if result.is_err() {
+        let _ = dir.unlink(tmp_name);
+    }
+    result
+}
+
 /// What is at the destination must still be what the probe saw (`dest.id`; `None`: nothing).
 fn still_as_probed(dir: &Dir, dest: &Loc) -> Result<Option<FileStat>, ModuleError> {
     let existing = dir.entry(&dest.name)?;

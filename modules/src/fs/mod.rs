@@ -14,7 +14,7 @@ pub mod stage;
 
 pub use atomic::{
     atomic_write, atomic_write_from, atomic_write_path, backup_file, fsync_dir, install_staged,
-    run_validate, shell_quote,
+    install_temp, run_validate, shell_quote,
 };
 pub use attrs::{
     current_umask, group_name, lookup_gid, lookup_uid, meta_info, mode_str, path_info, plan_attrs,

@@ -263,8 +263,9 @@ pub fn prepare(
             })
         }
         // The modules that run programs on the host get the task's `environment` (`apt` too:
-        // `APT_CONFIG` and proxies reach apt that way, as in Ansible).
-        "command" | "shell" | "apt" | "package" => {
+        // `APT_CONFIG` and proxies reach apt that way, as in Ansible; `get_url` and `uri` read
+        // `http_proxy`, `https_proxy` and `no_proxy` from it).
+        "command" | "shell" | "apt" | "package" | "get_url" | "uri" => {
             if !environment.is_empty() {
                 obj.insert("_env".into(), Value::Object(environment.clone()));
             }

@@ -1,11 +1,12 @@
 //! The `lookup()`/`query()` plugins that run on the controller: `env`, `file`, `template`,
-//! `vars`, `varnames`, `first_found`, `fileglob` and `lines`.
+//! `vars`, `varnames`, `first_found`, `fileglob`, `lines` and `url`.
 //!
 //! Lookups see only the expression's variables (through minijinja's `State`) and the template
 //! search path; they know nothing of hosts, connections or how variables were gathered.
 
 mod fileglob;
 mod first_found;
+mod url;
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,7 @@ pub(crate) const NAMES: &[&str] = &[
     "first_found",
     "fileglob",
     "lines",
+    "url",
 ];
 
 /// The lookups that need nothing but the controller: `env`, `file` (searched like templates,
@@ -133,6 +135,10 @@ pub(super) fn run_lookup(
                 }
                 continue;
             }
+            "url" => {
+                out.extend(url::lookup(&term, &kwargs)?);
+                continue;
+            }
             "env" => std::env::var(&term).map_or_else(
                 |_| default.clone().unwrap_or_else(|| Value::from("")),
                 Value::from,
@@ -184,7 +190,7 @@ pub(super) fn run_lookup(
             },
             other => {
                 return Err(op_err(format!(
-                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob and lines are)"
+                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines and url are)"
                 )))
             }
         });
