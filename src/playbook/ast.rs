@@ -385,6 +385,10 @@ pub struct Task {
     pub retries: Templated<u64>,
     /// Seconds; a fraction is allowed (`delay: 0.01`), as in Ansible.
     pub delay: Templated<f64>,
+    /// A `command`/`shell` without a guard of its own whose `when` may be its guard (it reads a
+    /// registered result): where its module key is, until `validate` has seen the whole
+    /// playbook and decided (`playbook::validate::check_guard`).
+    pub guard_pending: Option<Pos>,
 }
 
 /// A number keyword (`retries`, `delay`) that may also be a template, rendered on the host when

@@ -334,6 +334,7 @@ pub(crate) fn load_task(
             },
             None => Templated::Fixed(5.0),
         },
+        guard_pending: None,
     };
     inh.apply(&mut task);
     // A value written on the task itself wins over the block's (or play's), also when false.
@@ -351,7 +352,7 @@ pub(crate) fn load_task(
     // A handler runs only when a change notified it, and that notification (durable in the
     // host's outbox) is its guard: its commands need none of their own.
     if !handler {
-        check_guard(&task, mod_pos)?;
+        check_guard(&mut task, mod_pos)?;
     }
     Ok(task)
 }
