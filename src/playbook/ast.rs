@@ -305,6 +305,8 @@ pub enum LoopKind {
     Nested,
     /// `with_together`: the given lists side by side (missing entries are null).
     Together,
+    /// `with_flattened` (`community.general.flattened`): the lists flattened all the way down.
+    Flattened,
     /// `with_subelements`: `[element, sub]` for each entry of a list under each element.
     Subelements,
     /// `with_first_found`: the first file of the list that exists, searched (as in
@@ -326,7 +328,30 @@ impl LoopKind {
         ("with_together", LoopKind::Together),
         ("with_subelements", LoopKind::Subelements),
         ("with_first_found", LoopKind::FirstFound("files")),
+        ("with_flattened", LoopKind::Flattened),
     ];
+
+    /// The loop a task key asks for: one of `KEYS`, or `with_<lookup>` naming the lookup by
+    /// its collection name (`with_ansible.builtin.items`, `with_community.general.flattened`,
+    /// which is where ansible-core routes `flattened`).
+    pub fn of_key(key: &str) -> Option<LoopKind> {
+        if let Some((_, kind)) = Self::KEYS.iter().find(|(k, _)| *k == key) {
+            return Some(*kind);
+        }
+        let lookup = key.strip_prefix("with_")?;
+        let short = ["ansible.builtin.", "ansible.legacy.", "community.general."]
+            .iter()
+            .find_map(|p| lookup.strip_prefix(p))?;
+        // community.general holds `flattened` only of these; ansible.builtin the others.
+        if lookup.starts_with("community.general.") != (short == "flattened") {
+            return None;
+        }
+        let with = format!("with_{short}");
+        Self::KEYS
+            .iter()
+            .find(|(k, _)| *k == with)
+            .map(|(_, kind)| *kind)
+    }
 }
 
 #[derive(Debug, Clone)]

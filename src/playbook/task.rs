@@ -37,7 +37,7 @@ pub(crate) fn load_task(
     let mut module: Option<(&'static str, &Node, &Pos)> = None;
     let mut python: Option<std::sync::Arc<crate::pymod::PyModule>> = None;
     for (k, kpos, v) in entries {
-        if TASK_KEYS.contains(&k.as_str()) {
+        if TASK_KEYS.contains(&k.as_str()) || LoopKind::of_key(k).is_some() {
             if k == "listen" && !handler {
                 return Err(Diagnostic::at(kpos, "`listen` is only valid on handlers"));
             }

@@ -22,6 +22,7 @@ mod local_modules;
 mod memory;
 mod nginx;
 mod no_log;
+mod public_roles;
 mod python_modules;
 mod roles;
 mod secrets;
