@@ -57,10 +57,22 @@ pub(crate) fn load_task(
                 ),
             );
         }
-        // Native modules always win; any other name is looked up in the controller's Ansible.
-        let native = fixpoint_modules::canonical_name(k).or_else(|| controller_action(k));
-        let found =
-            match native {
+        // A module of the playbook's (or a role's) `library/` wins, as in Ansible; then native
+        // modules; any other name is looked up in the controller's Ansible.
+        let local = crate::pymod::library::find(k, play_dir).map_err(|why| {
+            Diagnostic::at(kpos, why)
+                .help("a module in `library/` must be an AnsibleModule-based Python module")
+        })?;
+        let native = match &local {
+            Some(_) => None,
+            None => fixpoint_modules::canonical_name(k).or_else(|| controller_action(k)),
+        };
+        let found = match local {
+            Some(m) => {
+                python = Some(m);
+                Some(crate::pymod::intern(k))
+            }
+            None => match native {
                 Some(m) => Some(m),
                 None => match crate::pymod::find(k, play_dir) {
                     Ok(Some(m)) => {
@@ -73,7 +85,8 @@ pub(crate) fn load_task(
                          this task on ansible-playbook",
                     )),
                 },
-            };
+            },
+        };
         match found {
             Some(m) => {
                 if let Some((prev, _, _)) = module {

@@ -17,6 +17,7 @@ mod interrupt;
 mod inventory_cli;
 mod journal;
 mod keywords;
+mod library_modules;
 mod local_engine;
 mod local_modules;
 mod memory;
