@@ -19,6 +19,9 @@
 #                        be idle (other processes below IDLE_MAX % CPU for 3 s in a row); the
 #                        report says when a repetition started on a busy machine
 #   IDLE_MAX=10
+#   PLAYBOOK=bench/site.yml  the playbook measured (bench/pymod.sh measures bench/pymod.yml)
+#   COLD_RUNS=1          0: leave out the cold-agent-cache runs of each repetition
+#   TWICE=1              0: leave out the `--twice` convergence proof
 #
 # Everything it starts (sshd, Ansible's ControlPersist masters) is stopped on exit. It only talks
 # to 127.0.0.x. Every wait is bounded.
@@ -46,7 +49,9 @@ die() { echo "bench: $*" >&2; exit 1; }
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH="$REPO/bench"
-PLAYBOOK="$BENCH/site.yml"
+PLAYBOOK=${PLAYBOOK:-$BENCH/site.yml}
+COLD_RUNS=${COLD_RUNS:-1}
+TWICE=${TWICE:-1}
 FP="$REPO/target/release/fixpoint"
 
 for tool in /usr/sbin/sshd ssh ssh-keygen timeout /usr/bin/time awk; do
@@ -354,11 +359,13 @@ for r in $(seq "$REPS"); do
     for _ in 1 2 3; do FLOOR+=("$(floor_once)"); done
     echo "bench: rep $r floor samples: ${FLOOR[*]: -3}" >&2
 
-    clean_trees; clean_agent_cache
-    fp_apply "fixpoint-cold-first-$r"; check_run "fixpoint-cold-first-$r" 1
-    FP_COLD+=("$RUN_WALL"); FP_CPU_COLD+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN")
-    fp_apply "fixpoint-converged-$r"; check_run "fixpoint-converged-$r" 0
-    FP_CONV+=("$RUN_WALL"); FP_CPU_CONV+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN")
+    if [ "$COLD_RUNS" = 1 ]; then
+        clean_trees; clean_agent_cache
+        fp_apply "fixpoint-cold-first-$r"; check_run "fixpoint-cold-first-$r" 1
+        FP_COLD+=("$RUN_WALL"); FP_CPU_COLD+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN")
+        fp_apply "fixpoint-converged-$r"; check_run "fixpoint-converged-$r" 0
+        FP_CONV+=("$RUN_WALL"); FP_CPU_CONV+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN")
+    fi
 
     clean_trees
     fp_apply "fixpoint-warm-first-$r"; check_run "fixpoint-warm-first-$r" 1
@@ -368,10 +375,13 @@ for r in $(seq "$REPS"); do
 done
 
 # Convergence proof on a clean tree: --twice exits 3 if the second pass changed anything.
-clean_trees
-fp_apply fixpoint-twice --twice
-TWICE_RC=$RUN_RC TWICE_CONN=$RUN_CONN
-[ "$TWICE_RC" = 0 ] || echo "bench: fixpoint --twice exited $TWICE_RC (see $WORK/logs/fixpoint-twice.log)" >&2
+TWICE_RC=- TWICE_CONN=-
+if [ "$TWICE" = 1 ]; then
+    clean_trees
+    fp_apply fixpoint-twice --twice
+    TWICE_RC=$RUN_RC TWICE_CONN=$RUN_CONN
+    [ "$TWICE_RC" = 0 ] || echo "bench: fixpoint --twice exited $TWICE_RC (see $WORK/logs/fixpoint-twice.log)" >&2
+fi
 
 AN_FIRST=() AN_CONV=() AN_CONN=()
 if [ -n "$ANSIBLE" ]; then

@@ -305,6 +305,8 @@ pub enum LoopKind {
     Nested,
     /// `with_together`: the given lists side by side (missing entries are null).
     Together,
+    /// `with_flattened` (`community.general.flattened`): the lists flattened all the way down.
+    Flattened,
     /// `with_subelements`: `[element, sub]` for each entry of a list under each element.
     Subelements,
     /// `with_first_found`: the first file of the list that exists, searched (as in
@@ -326,7 +328,30 @@ impl LoopKind {
         ("with_together", LoopKind::Together),
         ("with_subelements", LoopKind::Subelements),
         ("with_first_found", LoopKind::FirstFound("files")),
+        ("with_flattened", LoopKind::Flattened),
     ];
+
+    /// The loop a task key asks for: one of `KEYS`, or `with_<lookup>` naming the lookup by
+    /// its collection name (`with_ansible.builtin.items`, `with_community.general.flattened`,
+    /// which is where ansible-core routes `flattened`).
+    pub fn of_key(key: &str) -> Option<LoopKind> {
+        if let Some((_, kind)) = Self::KEYS.iter().find(|(k, _)| *k == key) {
+            return Some(*kind);
+        }
+        let lookup = key.strip_prefix("with_")?;
+        let short = ["ansible.builtin.", "ansible.legacy.", "community.general."]
+            .iter()
+            .find_map(|p| lookup.strip_prefix(p))?;
+        // community.general holds `flattened` only of these; ansible.builtin the others.
+        if lookup.starts_with("community.general.") != (short == "flattened") {
+            return None;
+        }
+        let with = format!("with_{short}");
+        Self::KEYS
+            .iter()
+            .find(|(k, _)| *k == with)
+            .map(|(_, kind)| *kind)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -385,6 +410,10 @@ pub struct Task {
     pub retries: Templated<u64>,
     /// Seconds; a fraction is allowed (`delay: 0.01`), as in Ansible.
     pub delay: Templated<f64>,
+    /// A `command`/`shell` without a guard of its own whose `when` may be its guard (it reads a
+    /// registered result): where its module key is, until `validate` has seen the whole
+    /// playbook and decided (`playbook::validate::check_guard`).
+    pub guard_pending: Option<Pos>,
 }
 
 /// A number keyword (`retries`, `delay`) that may also be a template, rendered on the host when

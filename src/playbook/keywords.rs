@@ -140,6 +140,7 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "with_together",
     "with_subelements",
     "with_first_found",
+    "with_flattened",
     "loop_control",
     "register",
     "notify",
@@ -427,9 +428,10 @@ pub(crate) struct LoopSpec {
 
 pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
     let opt = |key: &str| node.get(key);
-    let mut present = LoopKind::KEYS
+    let entries = node.as_map().unwrap_or_default();
+    let mut present = entries
         .iter()
-        .filter_map(|(k, kind)| node.get(k).map(|n| (*k, *kind, n)));
+        .filter_map(|(k, _, n)| LoopKind::of_key(k).map(|kind| (k.as_str(), kind, n)));
     let first = present.next();
     if let (Some((a, _, _)), Some((b, _, n))) = (first, present.next()) {
         return Err(n.err(format!(

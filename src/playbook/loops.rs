@@ -67,6 +67,11 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
                 .map(|p| Value::String(p.display().to_string()))
                 .collect())
         }
+        LoopKind::Flattened => Ok(flattened(match value {
+            // The terms as ansible-core lists them: a string is one term.
+            Value::Array(a) => a,
+            other => vec![other],
+        })),
         LoopKind::Sequence => sequence(&match value {
             Value::String(s) => s,
             other => other.to_string(),
@@ -127,6 +132,34 @@ fn lists_of(value: Value, what: &str) -> Result<Vec<Vec<Value>>, String> {
             short(&other)
         )),
     }
+}
+
+/// `community.general.flattened`: every list inside the terms spliced in, all the way down; a
+/// string is kept (stripped of surrounding blanks), and a term that is the string `None` or
+/// `null` ends the list there (the plugin's marker of an undefined term).
+fn flattened(terms: Vec<Value>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for mut term in terms {
+        // A list of one list (of one list...) is its innermost item.
+        while let Value::Array(a) = &term {
+            if a.len() != 1 {
+                break;
+            }
+            let inner = a[0].clone();
+            if !inner.is_array() {
+                term = inner;
+                break;
+            }
+            term = inner;
+        }
+        match term {
+            Value::String(s) if s == "None" || s == "null" => break,
+            Value::String(s) => out.push(Value::String(s.trim().to_string())),
+            Value::Array(a) => out.extend(flattened(a)),
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// `with_subelements: [elements, "key"]` or `[elements, "key", {skip_missing: true}]`.
@@ -346,6 +379,51 @@ fn short(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flattened_splices_every_level_as_community_general_does() {
+        let got = expand(
+            LoopKind::Flattened,
+            json!([[1, 2, [3, [4]]], [["a"]], " b ", {"k": 1}, "null", "never"]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                json!(1),
+                json!(2),
+                json!(3),
+                json!(4),
+                json!("a"),
+                json!("b"),
+                json!({"k": 1})
+            ]
+        );
+        assert_eq!(
+            expand(LoopKind::Flattened, json!("one"), &[]).unwrap(),
+            vec![json!("one")]
+        );
+    }
+
+    #[test]
+    fn with_keys_name_lookups_by_their_collection_names() {
+        assert_eq!(
+            LoopKind::of_key("with_community.general.flattened"),
+            Some(LoopKind::Flattened)
+        );
+        assert_eq!(
+            LoopKind::of_key("with_flattened"),
+            Some(LoopKind::Flattened)
+        );
+        assert_eq!(
+            LoopKind::of_key("with_ansible.builtin.items"),
+            Some(LoopKind::Items)
+        );
+        assert_eq!(LoopKind::of_key("with_ansible.builtin.flattened"), None);
+        assert_eq!(LoopKind::of_key("with_community.general.items"), None);
+        assert_eq!(LoopKind::of_key("with_ansible.builtin.nope"), None);
+    }
 
     #[test]
     fn sequences() {

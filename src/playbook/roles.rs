@@ -174,6 +174,8 @@ pub(crate) fn find_role(
     if loading.contains(&canon) {
         return Err(name_node.err(format!("role `{name}` depends on itself")));
     }
+    // Its `library/` modules are found from now on, for every play (as in Ansible).
+    crate::pymod::library::note_role(&path);
     let meta = find_yaml(&path.join("meta"), "main")
         .map(|m| yaml::load_file(&m))
         .transpose()?;

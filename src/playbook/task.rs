@@ -37,7 +37,7 @@ pub(crate) fn load_task(
     let mut module: Option<(&'static str, &Node, &Pos)> = None;
     let mut python: Option<std::sync::Arc<crate::pymod::PyModule>> = None;
     for (k, kpos, v) in entries {
-        if TASK_KEYS.contains(&k.as_str()) {
+        if TASK_KEYS.contains(&k.as_str()) || LoopKind::of_key(k).is_some() {
             if k == "listen" && !handler {
                 return Err(Diagnostic::at(kpos, "`listen` is only valid on handlers"));
             }
@@ -57,10 +57,22 @@ pub(crate) fn load_task(
                 ),
             );
         }
-        // Native modules always win; any other name is looked up in the controller's Ansible.
-        let native = fixpoint_modules::canonical_name(k).or_else(|| controller_action(k));
-        let found =
-            match native {
+        // A module of the playbook's (or a role's) `library/` wins, as in Ansible; then native
+        // modules; any other name is looked up in the controller's Ansible.
+        let local = crate::pymod::library::find(k, play_dir).map_err(|why| {
+            Diagnostic::at(kpos, why)
+                .help("a module in `library/` must be an AnsibleModule-based Python module")
+        })?;
+        let native = match &local {
+            Some(_) => None,
+            None => fixpoint_modules::canonical_name(k).or_else(|| controller_action(k)),
+        };
+        let found = match local {
+            Some(m) => {
+                python = Some(m);
+                Some(crate::pymod::intern(k))
+            }
+            None => match native {
                 Some(m) => Some(m),
                 None => match crate::pymod::find(k, play_dir) {
                     Ok(Some(m)) => {
@@ -73,7 +85,8 @@ pub(crate) fn load_task(
                          this task on ansible-playbook",
                     )),
                 },
-            };
+            },
+        };
         match found {
             Some(m) => {
                 if let Some((prev, _, _)) = module {
@@ -334,6 +347,7 @@ pub(crate) fn load_task(
             },
             None => Templated::Fixed(5.0),
         },
+        guard_pending: None,
     };
     inh.apply(&mut task);
     // A value written on the task itself wins over the block's (or play's), also when false.
@@ -351,7 +365,7 @@ pub(crate) fn load_task(
     // A handler runs only when a change notified it, and that notification (durable in the
     // host's outbox) is its guard: its commands need none of their own.
     if !handler {
-        check_guard(&task, mod_pos)?;
+        check_guard(&mut task, mod_pos)?;
     }
     Ok(task)
 }

@@ -10,7 +10,9 @@ use crate::diag::{Diagnostic, Pos};
 use crate::yaml::{mark, Node};
 use fixpoint_modules::params::is_template;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 /// The position of a parameter key inside the module's mapping, when it was written there.
 pub(crate) fn param_pos(raw: &Node, key: &str) -> Option<Pos> {
@@ -112,8 +114,11 @@ fn names_param(msg: &str, key: &str) -> bool {
 }
 
 /// The idempotency rule: a raw command must say how a second run recognises it is done (not
-/// asked of handlers: the notification that runs them is their guard).
-pub(crate) fn check_guard(task: &Task, mod_pos: &Pos) -> Result<(), Diagnostic> {
+/// asked of handlers: the notification that runs them is their guard). A `when:` that reads a
+/// registered result, or a fact `set_fact` derives from one, is a guard too: the author tied
+/// the step to a change. Which names those are is known only once the whole playbook is
+/// loaded, so while loading such a task is marked `guard_pending` and `validate` decides.
+pub(crate) fn check_guard(task: &mut Task, mod_pos: &Pos) -> Result<(), Diagnostic> {
     if task.module != "command" && task.module != "shell" {
         return Ok(());
     }
@@ -128,7 +133,24 @@ pub(crate) fn check_guard(task: &Task, mod_pos: &Pos) -> Result<(), Diagnostic> 
     {
         return Ok(());
     }
-    Err(Diagnostic::at(
+    if !task.when.is_empty() {
+        match guard_names() {
+            // Loading the playbook: decided by `validate` once it has seen every task.
+            None => {
+                task.guard_pending = Some(mod_pos.clone());
+                return Ok(());
+            }
+            // A file a host includes at run time: the playbook's names are known.
+            Some(names) if when_reads_any(&task.when, &names) => return Ok(()),
+            Some(_) => {}
+        }
+    }
+    Err(unguarded(task, mod_pos))
+}
+
+/// The error of a command without a guard.
+pub(crate) fn unguarded(task: &Task, mod_pos: &Pos) -> Diagnostic {
+    Diagnostic::at(
         mod_pos,
         format!(
             "unguarded `{}` task{}: it would run again on every run",
@@ -142,9 +164,112 @@ pub(crate) fn check_guard(task: &Task, mod_pos: &Pos) -> Result<(), Diagnostic> 
     .help(
         "add a guard that lets a second run recognise the work is done: `creates: <path>`, \
          `removes: <path>`, `unless: <command that succeeds when done>`, `onlyif: <command that \
-         succeeds when needed>`, `once: <key>` (run once, recorded in the host journal), or \
-         `changed_when: false` if the command only reads",
-    ))
+         succeeds when needed>`, `once: <key>` (run once, recorded in the host journal), \
+         `changed_when: false` if the command only reads, or a `when:` that reads a registered \
+         result (or a fact set_fact derives from one)",
+    )
+}
+
+/// The names a `when:` may read to count as a command's guard, once `validate` has computed
+/// them for the loaded playbooks (None while loading).
+static GUARD_NAMES: Mutex<Option<Arc<BTreeSet<String>>>> = Mutex::new(None);
+
+fn guard_names() -> Option<Arc<BTreeSet<String>>> {
+    GUARD_NAMES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
+
+/// Record the guard names of the loaded playbooks, for the files hosts include at run time.
+pub fn set_guard_names(names: BTreeSet<String>) {
+    *GUARD_NAMES.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(names));
+}
+
+/// The guard names: every registered variable, then every fact a `set_fact` gives from an
+/// expression reading one of them, until no more are added. `set_facts` holds each fact's
+/// name and the names its value's templates read.
+pub fn guard_closure(
+    registered: BTreeSet<String>,
+    set_facts: &[(String, BTreeSet<String>)],
+) -> BTreeSet<String> {
+    let mut names = registered;
+    loop {
+        let before = names.len();
+        for (fact, reads) in set_facts {
+            if !names.contains(fact) && reads.iter().any(|r| names.contains(r)) {
+                names.insert(fact.clone());
+            }
+        }
+        if names.len() == before {
+            return names;
+        }
+    }
+}
+
+/// Whether any of these conditions reads one of `names`.
+pub fn when_reads_any(conds: &[String], names: &BTreeSet<String>) -> bool {
+    conds
+        .iter()
+        .any(|c| names_read(c).iter().any(|n| names.contains(n)))
+}
+
+/// The top-level variable names an expression (or template) reads, found lexically: the
+/// identifiers outside string literals that do not follow a `.` (attributes); filter, test and
+/// keyword names come along, which is harmless as the result is only matched against variable
+/// names the playbook registers.
+pub fn names_read(expr: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut chars = expr.char_indices().peekable();
+    let mut prev_sig: Option<char> = None;
+    while let Some((i, c)) = chars.next() {
+        if c == '\'' || c == '"' {
+            // Skip the string literal (with its escapes).
+            let mut escaped = false;
+            for (_, d) in chars.by_ref() {
+                if escaped {
+                    escaped = false;
+                } else if d == '\\' {
+                    escaped = true;
+                } else if d == c {
+                    break;
+                }
+            }
+            prev_sig = Some(c);
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == '_' {
+            let mut end = i + c.len_utf8();
+            while let Some(&(j, d)) = chars.peek() {
+                if d.is_ascii_alphanumeric() || d == '_' {
+                    end = j + d.len_utf8();
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            if prev_sig != Some('.') {
+                out.insert(expr[i..end].to_string());
+            }
+            prev_sig = Some('a');
+            continue;
+        }
+        if c.is_ascii_digit() {
+            // A number (and its exponent or suffix letters) is no name.
+            while chars
+                .peek()
+                .is_some_and(|(_, d)| d.is_ascii_alphanumeric() || *d == '_' || *d == '.')
+            {
+                chars.next();
+            }
+            prev_sig = Some('0');
+            continue;
+        }
+        if !c.is_whitespace() {
+            prev_sig = Some(c);
+        }
+    }
+    out
 }
 
 /// A task of a module run as Ansible's Python code: its untemplated parameters against the
@@ -182,4 +307,37 @@ pub(crate) fn check_python_params(
                 py.name
             ))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn names_read_skips_attributes_strings_and_numbers() {
+        assert_eq!(
+            names_read("(pkgs | bool) or x.changed and y['stdout'] == \"a b\" and 1.5e3 > n"),
+            set(&["and", "bool", "n", "or", "pkgs", "x", "y"])
+        );
+        assert_eq!(names_read("{{ a.b.c }}"), set(&["a"]));
+    }
+
+    #[test]
+    fn facts_derived_from_registered_results_are_guard_names_transitively() {
+        let facts = vec![
+            ("c".to_string(), set(&["b"])),
+            ("b".to_string(), set(&["r", "other"])),
+            ("d".to_string(), set(&["inventory_var"])),
+        ];
+        assert_eq!(guard_closure(set(&["r"]), &facts), set(&["b", "c", "r"]));
+        assert!(when_reads_any(&["c | bool".into()], &set(&["b", "c", "r"])));
+        assert!(!when_reads_any(
+            &["d and inventory_var".into()],
+            &set(&["b", "c", "r"])
+        ));
+    }
 }

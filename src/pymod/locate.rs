@@ -207,6 +207,7 @@ fn find_depth(name: &str, play_dir: &Path, depth: u8) -> Result<Arc<PyModule>, R
                     fqn: format!("ansible.modules.{short}"),
                     path,
                     collection: None,
+                    module_utils: Vec::new(),
                 },
                 action.is_file(),
             );
@@ -239,6 +240,7 @@ fn find_depth(name: &str, play_dir: &Path, depth: u8) -> Result<Arc<PyModule>, R
                     ),
                     path,
                     collection: Some(root.clone()),
+                    module_utils: Vec::new(),
                 },
                 action.is_file(),
             );
@@ -278,7 +280,7 @@ pub const HOST_ONLY_ACTIONS: &[&str] = &["service", "uri", "unarchive", "package
 
 /// Refuse what is not a new-style Python module, or what Ansible runs through an action plugin
 /// on the controller.
-fn checked(m: PyModule, has_action_plugin: bool) -> Result<Arc<PyModule>, Refusal> {
+pub(super) fn checked(m: PyModule, has_action_plugin: bool) -> Result<Arc<PyModule>, Refusal> {
     let core_short = m.fqn.strip_prefix("ansible.modules.");
     if has_action_plugin && core_short.is_some_and(|s| HOST_ONLY_ACTIONS.contains(&s)) {
         return Ok(Arc::new(m));

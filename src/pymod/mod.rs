@@ -3,11 +3,14 @@
 //! with the support code it imports (`package`), checking a task's parameters against its
 //! documentation (`doc`), and turning its JSON answer into a fixpoint outcome (`result`).
 //!
-//! Native modules always win: this is asked only about names the registry does not know. Ansible
+//! Native modules win over Ansible's installed ones: those are asked only about names the
+//! registry does not know. A module of the playbook's own `library/` wins over both, as in
+//! Ansible (`library`). Ansible
 //! code is never copied into fixpoint: it is the user's installation, read and shipped at run
 //! time. This folder must not know the engine or the connection; the engine calls it.
 
 pub mod doc;
+pub mod library;
 pub mod listing;
 pub mod locate;
 pub mod package;
@@ -28,6 +31,9 @@ pub struct PyModule {
     pub path: PathBuf,
     /// The collection root (holding `ansible_collections/`) it came from; None for ansible-core.
     pub collection: Option<PathBuf>,
+    /// `module_utils/` directories of the playbook and its roles, searched before
+    /// ansible-core's for `ansible.module_utils.*` (only for a module of a `library/`).
+    pub module_utils: Vec<PathBuf>,
 }
 
 type Found = Result<Arc<PyModule>, String>;

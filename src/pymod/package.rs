@@ -130,7 +130,7 @@ pub fn collect(m: &PyModule, play_dir: &Path) -> Result<Files, String> {
                             NS_INIT.as_bytes().to_vec(),
                         );
                     }
-                    _ => match locate(&pkg, &core, &roots) {
+                    _ => match locate(&pkg, &core, &roots, &m.module_utils) {
                         Some((path, true)) => {
                             let s = std::fs::read(&path)
                                 .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -153,7 +153,7 @@ pub fn collect(m: &PyModule, play_dir: &Path) -> Result<Files, String> {
             if seen.contains(c) {
                 return Some(None);
             }
-            locate(c, &core, &roots).map(|(p, pkg)| Some((c.clone(), p, pkg)))
+            locate(c, &core, &roots, &m.module_utils).map(|(p, pkg)| Some((c.clone(), p, pkg)))
         });
         match found {
             Some(None) => {}
@@ -177,8 +177,27 @@ pub fn collect(m: &PyModule, play_dir: &Path) -> Result<Files, String> {
 }
 
 /// The file of a dotted module name: (path, is a package).
-fn locate(dotted: &str, core: &Path, roots: &[PathBuf]) -> Option<(PathBuf, bool)> {
+fn locate(
+    dotted: &str,
+    core: &Path,
+    roots: &[PathBuf],
+    local_utils: &[PathBuf],
+) -> Option<(PathBuf, bool)> {
     let rel = dotted.replace('.', "/");
+    // The playbook's (and roles') `module_utils/` come first, as in Ansible.
+    if let Some(under) = dotted.strip_prefix("ansible.module_utils.") {
+        let rel = under.replace('.', "/");
+        for d in local_utils {
+            let file = d.join(format!("{rel}.py"));
+            if file.is_file() {
+                return Some((file, false));
+            }
+            let init = d.join(&rel).join("__init__.py");
+            if init.is_file() {
+                return Some((init, true));
+            }
+        }
+    }
     let bases: Vec<PathBuf> = if dotted == "ansible" || dotted.starts_with("ansible.") {
         core.parent()
             .map(|p| vec![p.to_path_buf()])

@@ -245,6 +245,7 @@ impl Validator<'_> {
         found.sort();
         // Whatever these files hold is found here but only warned about (module comment).
         let first_new = self.out.len();
+        let first_pending = self.pending.len();
         for path in found {
             let canon = std::fs::canonicalize(&path).unwrap_or(path.clone());
             if self.playbooks.contains(&canon)
@@ -268,6 +269,9 @@ impl Validator<'_> {
                 }
                 Err(d) => self.out.push(d),
             }
+        }
+        for p in &mut self.pending[first_pending..] {
+            p.2.get_or_insert_with(|| at.clone());
         }
         let found_here: Vec<Diagnostic> = self.out.drain(first_new..).collect();
         self.warnings.extend(found_here.into_iter().map(|mut d| {

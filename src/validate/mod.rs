@@ -21,6 +21,7 @@
 mod files;
 
 use crate::diag::{Diagnostic, Pos};
+use crate::playbook::validate as guard;
 use crate::playbook::{IncludeSource, Play, Playbook, Step, Task};
 use crate::template::{ScanAs, Templar};
 use crate::yaml::mark;
@@ -50,6 +51,9 @@ pub fn validate(books: &[Playbook]) -> Findings {
             .collect(),
         roles_path: Vec::new(),
         dirs: Vec::new(),
+        registered: BTreeSet::new(),
+        set_facts: Vec::new(),
+        pending: Vec::new(),
     };
     for book in books {
         v.roles_path = book.roles_path.clone();
@@ -57,6 +61,7 @@ pub fn validate(books: &[Playbook]) -> Findings {
             v.play(play);
         }
     }
+    v.decide_guards();
     let mut seen = BTreeSet::new();
     let mut once = |list: Vec<Diagnostic>| -> Vec<Diagnostic> {
         list.into_iter()
@@ -81,6 +86,14 @@ struct Validator<'a> {
     roles_path: Vec<PathBuf>,
     /// Where the task being checked finds its files (its role, then the playbook's directory).
     dirs: Vec<PathBuf>,
+    /// Every `register:` name of the playbooks (with the files templated includes may load).
+    registered: BTreeSet<String>,
+    /// Every `set_fact` key, with the names its value's templates read.
+    set_facts: Vec<(String, BTreeSet<String>)>,
+    /// Commands whose only possible guard is their `when` (`Task::guard_pending`): the
+    /// conditions, the error if they read no registered result, and the include position when
+    /// found in a file a templated include loads (a warning then).
+    pending: Vec<(Vec<String>, Diagnostic, Option<Pos>)>,
 }
 
 impl Validator<'_> {
@@ -139,6 +152,7 @@ impl Validator<'_> {
 
     fn task(&mut self, t: &Task, play: &Play) {
         let at = &t.pos;
+        self.guard_facts(t);
         self.dirs = t.search_dirs(&play.dir);
         if let Some(n) = &t.name {
             self.text(n, at, "name");
@@ -172,6 +186,49 @@ impl Validator<'_> {
             }
         }
         self.task_files(t, play);
+    }
+
+    /// What the guard rule needs of this task: its registered name, the facts it sets and what
+    /// they read, and whether it is a command waiting for its `when` to be judged.
+    fn guard_facts(&mut self, t: &Task) {
+        if let Some(r) = &t.register {
+            self.registered.insert(r.clone());
+        }
+        if t.module == "set_fact" {
+            if let Some(params) = t.params.as_object() {
+                for (k, val) in params.iter().filter(|(k, _)| *k != "cacheable") {
+                    let mut reads = BTreeSet::new();
+                    template_names(val, &mut reads);
+                    self.set_facts.push((k.clone(), reads));
+                }
+            }
+        }
+        if let Some(pos) = &t.guard_pending {
+            self.pending
+                .push((t.when.clone(), guard::unguarded(t, pos), None));
+        }
+    }
+
+    /// Once every task is seen: the commands whose `when` reads no registered result (nor a
+    /// fact derived from one) are unguarded.
+    fn decide_guards(&mut self) {
+        let names = guard::guard_closure(std::mem::take(&mut self.registered), &self.set_facts);
+        for (when, mut d, include_at) in std::mem::take(&mut self.pending) {
+            if guard::when_reads_any(&when, &names) {
+                continue;
+            }
+            match include_at {
+                Some(at) => {
+                    d.msg = format!(
+                        "{} (in a file the include at {at} loads at run time: an error only if a host includes it)",
+                        d.msg
+                    );
+                    self.warnings.push(d);
+                }
+                None => self.out.push(d),
+            }
+        }
+        guard::set_guard_names(names);
     }
 
     /// Module parameters: templates, except those a module reads as bare expressions.
@@ -256,5 +313,18 @@ impl Validator<'_> {
         for r in scan.refs {
             self.lookup_template(&r, at);
         }
+    }
+}
+
+/// The names the templates inside a value read (see `guard::names_read`).
+fn template_names(v: &Value, out: &mut BTreeSet<String>) {
+    if mark::literal_of(v).is_some() {
+        return;
+    }
+    match v {
+        Value::String(s) if Templar::is_template(s) => out.extend(guard::names_read(s)),
+        Value::Array(a) => a.iter().for_each(|x| template_names(x, out)),
+        Value::Object(m) => m.values().for_each(|x| template_names(x, out)),
+        _ => {}
     }
 }

@@ -438,6 +438,28 @@ fn systemd_units_in_a_booted_debian() {
     );
     assert_eq!(h.prop(unit, "ActiveState"), "active");
 
+    // `service` on a systemd host hands systemd_service's parameters on, as Ansible's action
+    // does (geerlingguy.docker's `service: {daemon_reload: true}`, no name), and
+    // `systemd_service` with `name` alone only reads the unit: its `status` after the reload.
+    let edited = escaped.replace("fixpoint test daemon", "fixpoint test daemon, edited");
+    play(
+        &fx,
+        &format!(
+            "    - copy: {{ dest: /usr/lib/systemd/system/{unit}, content: \"{edited}\" }}\n    - name: reload units\n      service: {{ daemon_reload: true }}\n    - name: query\n      ansible.builtin.systemd_service: {{ name: {unit} }}\n      register: q\n    - name: seen\n      debug: {{ msg: \"{{{{ q.status.Description }}}} {{{{ q.changed }}}}\" }}\n"
+        ),
+    );
+    let out = h.apply(&fx, &["-v"]);
+    out.expect(0);
+    assert_eq!(out.status_of("reload units"), "ok", "{}", out.stdout);
+    assert_eq!(out.status_of("query"), "ok", "{}", out.stdout);
+    assert_eq!(
+        out.task_events("seen")[0]["result"]["msg"],
+        "fixpoint test daemon, edited False",
+        "{}",
+        out.stdout
+    );
+    assert_eq!(h.prop(unit, "NeedDaemonReload"), "no");
+
     // A unit that does not exist fails clearly.
     play(
         &fx,

@@ -132,17 +132,9 @@ impl Module for SystemdService {
     type Action = Action;
 
     fn validate(p: &Params) -> Result<(), ModuleError> {
-        if p.state.is_none()
-            && p.enabled.is_none()
-            && p.masked.is_none()
-            && !p.daemon_reload.0
-            && !p.daemon_reexec.0
-        {
-            return Err(ModuleError::Params(
-                "one of the following is required: state, enabled, masked, daemon_reload, daemon_reexec"
-                    .into(),
-            ));
-        }
+        // Ansible's `required_one_of` (state, enabled, masked, daemon_reload, daemon_reexec)
+        // never fails: the reload flags default to false before it is checked, so a task with
+        // `name` alone is a status query (`status` registered, nothing changed).
         for (given, what) in [
             (p.state.is_some(), "state"),
             (p.enabled.is_some(), "enabled"),
@@ -248,11 +240,18 @@ impl Module for SystemdService {
             if !is_systemd {
                 let bare = s.ctl(&[])?;
                 if bare.rc != 0 {
-                    return Err(ModuleError::failed(format!(
-                        "systemctl failed ({}): {}",
-                        bare.rc,
-                        bare.stderr.trim()
-                    )));
+                    // Ansible's `run_command(systemctl, check_rc=True)` failure.
+                    return Err(ModuleError::Failed {
+                        msg: bare.stderr.trim_end().to_string(),
+                        result: [
+                            ("cmd".to_string(), json!(s.systemctl.join(" "))),
+                            ("rc".to_string(), json!(bare.rc)),
+                            ("stdout".to_string(), json!(bare.stdout)),
+                            ("stderr".to_string(), json!(bare.stderr)),
+                        ]
+                        .into_iter()
+                        .collect(),
+                    });
                 }
             }
         }
@@ -411,6 +410,9 @@ mod tests {
         let p: Params = serde_json::from_value(json!({"name": "a*", "state": "started"})).unwrap();
         assert!(SystemdService::validate(&p).is_err());
         let p: Params = serde_json::from_value(json!({"daemon_reload": true})).unwrap();
+        assert!(SystemdService::validate(&p).is_ok());
+        // As ansible-core: `name` alone (or nothing) passes; it reads the unit's status.
+        let p: Params = serde_json::from_value(json!({"name": "docker"})).unwrap();
         assert!(SystemdService::validate(&p).is_ok());
         let p: Params =
             serde_json::from_value(json!({"unit": "a", "daemon-reload": "yes"})).unwrap();
