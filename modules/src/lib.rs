@@ -15,6 +15,7 @@ pub mod copy;
 pub mod debconf;
 pub mod dpkg_selections;
 pub mod file;
+pub mod find;
 pub mod fs;
 pub mod lineinfile;
 pub mod package;
@@ -23,13 +24,16 @@ pub mod params;
 pub mod pkg_mgr;
 pub mod registry;
 pub mod service;
+pub mod slurp;
 pub mod stat;
 #[cfg(test)]
 mod swap_tests;
+pub mod tempfile;
 #[cfg(test)]
 mod testutil;
 pub mod text;
 pub mod time;
+pub mod wait_for;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

@@ -31,6 +31,10 @@ pub const AGENT_MODULES: &[&str] = &[
     "user",
     "group",
     "getent",
+    "find",
+    "slurp",
+    "tempfile",
+    "wait_for",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -60,6 +64,10 @@ pub const ALL_MODULES: &[&str] = &[
     "dpkg_selections",
     "debconf",
     "package_facts",
+    "find",
+    "slurp",
+    "tempfile",
+    "wait_for",
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -113,6 +121,10 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "user" => check::<user::User>(params),
         "group" => check::<group::Group>(params),
         "getent" => check::<getent::Getent>(params),
+        "find" => check::<crate::find::Find>(params),
+        "slurp" => check::<crate::slurp::Slurp>(params),
+        "tempfile" => check::<crate::tempfile::TempFile>(params),
+        "wait_for" => check::<crate::wait_for::WaitFor>(params),
         _ => Ok(()),
     }
 }
@@ -155,6 +167,10 @@ pub fn run_module_hooked(
         "user" => run_hooked::<user::User>(params, ctx, before_apply),
         "group" => run_hooked::<group::Group>(params, ctx, before_apply),
         "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
+        "find" => run_hooked::<crate::find::Find>(params, ctx, before_apply),
+        "slurp" => run_hooked::<crate::slurp::Slurp>(params, ctx, before_apply),
+        "tempfile" => run_hooked::<crate::tempfile::TempFile>(params, ctx, before_apply),
+        "wait_for" => run_hooked::<crate::wait_for::WaitFor>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

@@ -1,0 +1,190 @@
+//! The `tempfile` module: create a uniquely named temporary file (mode 0600) or directory
+//! (0700) and return its `path`. Like Ansible's, it is not idempotent: every run creates a new
+//! one and reports `changed`; in check mode it is skipped (Ansible's module has no check mode).
+
+use crate::fs::{expand_user, path_info};
+use crate::{Ctx, Module, ModuleError, Plan};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+
+pub struct TempFile;
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    #[default]
+    File,
+    Directory,
+}
+
+fn default_prefix() -> String {
+    "ansible.".into()
+}
+
+/// Parameters of `tempfile`, spelled as in Ansible.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    #[serde(default)]
+    pub state: State,
+    /// The directory to create it in; default the host's temporary directory (`$TMPDIR`, /tmp).
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default = "default_prefix")]
+    pub prefix: String,
+    #[serde(default)]
+    pub suffix: String,
+}
+
+/// The one step: create it.
+#[derive(Debug)]
+pub struct Create;
+
+impl Params {
+    fn dir(&self) -> PathBuf {
+        match &self.path {
+            Some(p) => expand_user(p),
+            // Python's tempfile.gettempdir() looks at $TMPDIR first, then /tmp.
+            None => std::env::var_os("TMPDIR")
+                .filter(|d| !d.is_empty() && std::path::Path::new(d).is_dir())
+                .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from),
+        }
+    }
+}
+
+impl Module for TempFile {
+    type Params = Params;
+    type State = ();
+    type Action = Create;
+
+    fn validate(p: &Params) -> Result<(), ModuleError> {
+        for (what, v) in [("prefix", &p.prefix), ("suffix", &p.suffix)] {
+            if v.contains('/') {
+                return Err(ModuleError::Params(format!(
+                    "{what} must be a valid file name component, got '{v}'"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn probe(_: &Params, _ctx: &Ctx) -> Result<(), ModuleError> {
+        Ok(())
+    }
+
+    fn plan(_: &Params, _: &(), ctx: &Ctx) -> Result<Plan<Create>, ModuleError> {
+        let mut plan = Plan::new();
+        if ctx.check {
+            plan.result.insert("changed".into(), false.into());
+            plan.result.insert("skipped".into(), true.into());
+            plan.msg = Some("remote module (tempfile) does not support check mode".into());
+            return Ok(plan);
+        }
+        plan.actions.push(Create);
+        Ok(plan)
+    }
+
+    fn apply(p: &Params, _: (), _plan: &Plan<Create>) -> Result<Map<String, Value>, ModuleError> {
+        let dir = p.dir();
+        let mut b = tempfile::Builder::new();
+        b.prefix(&p.prefix).suffix(&p.suffix).rand_bytes(8);
+        let fail = |e: std::io::Error| ModuleError::failed(format!("{}: {e}", dir.display()));
+        let path = match p.state {
+            State::File => b
+                .tempfile_in(&dir)
+                .map_err(fail)?
+                .into_temp_path()
+                .keep()
+                .map_err(|e| fail(e.error))?,
+            State::Directory => {
+                use std::os::unix::fs::PermissionsExt;
+                b.permissions(std::fs::Permissions::from_mode(0o700))
+                    .tempdir_in(&dir)
+                    .map_err(fail)?
+                    .keep()
+            }
+        };
+        // `exit_json(path=...)` adds the path's attributes in Ansible: the same keys here.
+        let mut out = Map::new();
+        out.insert("changed".into(), true.into());
+        out.insert("path".into(), path.display().to_string().into());
+        out.extend(path_info(&path)?);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{check_params, run};
+    use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn file_and_directory_are_new_each_time() {
+        let t = tempfile::tempdir().unwrap();
+        let params = json!({"path": t.path(), "prefix": "fp.", "suffix": ".txt"});
+        let a = run::<TempFile>(&params, &Ctx::default()).unwrap();
+        let b = run::<TempFile>(&params, &Ctx::default()).unwrap();
+        assert!(a.changed && b.changed);
+        let (pa, pb) = (
+            a.result["path"].as_str().unwrap(),
+            b.result["path"].as_str().unwrap(),
+        );
+        assert_ne!(pa, pb);
+        let name = std::path::Path::new(pa)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert!(name.starts_with("fp.") && name.ends_with(".txt") && name.len() == 3 + 8 + 4);
+        let m = std::fs::metadata(pa).unwrap();
+        assert!(m.is_file());
+        assert_eq!(m.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            (&a.result["state"], &a.result["mode"]),
+            (&json!("file"), &json!("0600"))
+        );
+
+        let d = run::<TempFile>(
+            &json!({"path": t.path(), "state": "directory"}),
+            &Ctx::default(),
+        )
+        .unwrap();
+        let pd = d.result["path"].as_str().unwrap();
+        assert!(std::fs::metadata(pd).unwrap().is_dir());
+        assert!(std::path::Path::new(pd)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("ansible."));
+        assert_eq!(d.result["mode"], "0700");
+    }
+
+    #[test]
+    fn check_mode_is_skipped_and_creates_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let ctx = Ctx {
+            check: true,
+            diff: false,
+        };
+        let out = run::<TempFile>(&json!({"path": t.path()}), &ctx).unwrap();
+        assert!(!out.changed);
+        assert_eq!(out.result["skipped"], true);
+        assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_prefix_with_a_slash_is_refused() {
+        let e = check_params("tempfile", &json!({"prefix": "a/b"})).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("prefix must be a valid file name component"),
+            "{e}"
+        );
+        let e = check_params("tempfile", &json!({"state": "fifo"})).unwrap_err();
+        assert_eq!(e.path, "state");
+    }
+}
