@@ -19,6 +19,7 @@ mod keywords;
 mod local_engine;
 mod local_modules;
 mod memory;
+mod misc_modules;
 mod nginx;
 mod no_log;
 mod python_modules;
