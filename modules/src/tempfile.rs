@@ -87,24 +87,7 @@ impl Module for TempFile {
 
     fn apply(p: &Params, _: (), _plan: &Plan<Create>) -> Result<Map<String, Value>, ModuleError> {
         let dir = p.dir();
-        let mut b = tempfile::Builder::new();
-        b.prefix(&p.prefix).suffix(&p.suffix).rand_bytes(8);
-        let fail = |e: std::io::Error| ModuleError::failed(format!("{}: {e}", dir.display()));
-        let path = match p.state {
-            State::File => b
-                .tempfile_in(&dir)
-                .map_err(fail)?
-                .into_temp_path()
-                .keep()
-                .map_err(|e| fail(e.error))?,
-            State::Directory => {
-                use std::os::unix::fs::PermissionsExt;
-                b.permissions(std::fs::Permissions::from_mode(0o700))
-                    .tempdir_in(&dir)
-                    .map_err(fail)?
-                    .keep()
-            }
-        };
+        let path = create(&dir, p)?;
         // `exit_json(path=...)` adds the path's attributes in Ansible: the same keys here.
         let mut out = Map::new();
         out.insert("changed".into(), true.into());
@@ -112,6 +95,49 @@ impl Module for TempFile {
         out.extend(path_info(&path)?);
         Ok(out)
     }
+}
+
+/// The characters of Python's `tempfile` names, so names look alike under both tools.
+const NAME_CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789_";
+
+/// Eight random name characters from the kernel's generator.
+fn random_name() -> Result<String, ModuleError> {
+    let mut bytes = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .map_err(|e| ModuleError::io("/dev/urandom", e))?;
+    // 256 % 37 leaves a slight bias: harmless for a name that is only ever created exclusively.
+    Ok(bytes
+        .iter()
+        .map(|b| NAME_CHARS[usize::from(*b) % NAME_CHARS.len()] as char)
+        .collect())
+}
+
+/// Create `prefix + 8 characters + suffix` in `dir` exclusively (O_EXCL / mkdir), trying new
+/// names while one exists, as Python's `mkstemp`/`mkdtemp` do.
+fn create(dir: &std::path::Path, p: &Params) -> Result<PathBuf, ModuleError> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    for _ in 0..100 {
+        let path = dir.join(format!("{}{}{}", p.prefix, random_name()?, p.suffix));
+        let made = match p.state {
+            State::File => std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .map(drop),
+            State::Directory => std::fs::DirBuilder::new().mode(0o700).create(&path),
+        };
+        match made {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(ModuleError::failed(format!("{}: {e}", path.display()))),
+        }
+    }
+    Err(ModuleError::failed(format!(
+        "{}: no usable temporary name found",
+        dir.display()
+    )))
 }
 
 #[cfg(test)]

@@ -551,9 +551,15 @@ fn wait(p: &Params) -> Result<Map<String, Value>, ModuleError> {
     out.insert("match_groupdict".into(), Value::Object(found.named));
     out.insert(
         "path".into(),
-        path.map_or(Value::Null, |p| p.display().to_string().into()),
+        path.as_ref()
+            .map_or(Value::Null, |p| p.display().to_string().into()),
     );
     out.insert("elapsed".into(), start.elapsed().as_secs().into());
+    // Ansible's `exit_json(path=...)` adds the path's attributes, its `state` (file,
+    // directory, absent) over the module's own.
+    if let Some(path) = &path {
+        out.extend(crate::fs::path_info(path)?);
+    }
     Ok(out)
 }
 

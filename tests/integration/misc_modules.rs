@@ -279,7 +279,11 @@ fn wait_for_ports_and_files_that_appear_during_the_run() {
         there["match_groupdict"],
         serde_json::json!({"port": "8080"})
     );
-    assert_eq!(there["state"], "started");
+    // As in Ansible, a path's attributes come with the result, its `state` among them.
+    assert_eq!(
+        (&there["state"], &there["owner"]),
+        (&"file".into(), &"root".into())
+    );
     assert_eq!(out.status_of("stopped"), "ok");
     assert_eq!(result(&out, "stopped")["port"], closed);
     assert_eq!(out.status_of("absent"), "ok");
