@@ -14,6 +14,7 @@ pub mod command;
 pub mod copy;
 pub mod debconf;
 pub mod dpkg_selections;
+pub mod fetch;
 pub mod file;
 pub mod find;
 pub mod fs;

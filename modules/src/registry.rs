@@ -35,6 +35,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "slurp",
     "tempfile",
     "wait_for",
+    "fetch",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -68,6 +69,7 @@ pub const ALL_MODULES: &[&str] = &[
     "slurp",
     "tempfile",
     "wait_for",
+    "fetch",
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -125,6 +127,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "slurp" => check::<crate::slurp::Slurp>(params),
         "tempfile" => check::<crate::tempfile::TempFile>(params),
         "wait_for" => check::<crate::wait_for::WaitFor>(params),
+        "fetch" => check::<crate::fetch::Fetch>(params),
         _ => Ok(()),
     }
 }
@@ -171,6 +174,8 @@ pub fn run_module_hooked(
         "slurp" => run_hooked::<crate::slurp::Slurp>(params, ctx, before_apply),
         "tempfile" => run_hooked::<crate::tempfile::TempFile>(params, ctx, before_apply),
         "wait_for" => run_hooked::<crate::wait_for::WaitFor>(params, ctx, before_apply),
+        // The host's half; the controller writes the file (src/engine/actions/fetch.rs).
+        "fetch" => run_hooked::<crate::fetch::Fetch>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),
