@@ -313,3 +313,72 @@ fn wait_for_ports_and_files_that_appear_during_the_run() {
     );
     assert_eq!(out.status_of("after"), "ok");
 }
+
+#[test]
+fn fetch_round_trip_over_ssh_with_become_transfers_only_changes() {
+    let fleet = Fleet::start(1, "fpsudo");
+    let host = fleet.hosts[0].alias().to_string();
+    let base = fleet.base(&fleet.hosts[0]);
+    // Root-only on the host, and larger than one chunk (4 MiB): three chunks.
+    let big: Vec<u8> = (0..9 * 1024 * 1024 + 7).map(|i| (i % 251) as u8).collect();
+    let src = base.join("remote/big.bin");
+    std::fs::create_dir_all(src.parent().unwrap()).unwrap();
+    std::fs::write(&src, &big).unwrap();
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o600)).unwrap();
+    write(&base.join("remote/small.conf"), "port=8080\n", 0o600);
+    fleet.play_full(
+        "  gather_facts: false\n  become: true\n",
+        "    - name: big\n      fetch: { src: \"{{ base }}/remote/big.bin\", dest: got }\n\
+         \x20   - name: small flat\n      fetch: { src: \"{{ base }}/remote/small.conf\", dest: flat/, flat: true }\n\
+         \x20   - name: slurp back\n      slurp: { src: \"{{ base }}/remote/small.conf\" }\n      register: s\n\
+         \x20   - name: same bytes\n      when: not ansible_check_mode\n      assert:\n        that: (s.content | b64decode) == lookup('file', 'flat/small.conf') ~ '\\n'\n",
+    );
+    let fetched = fleet
+        .fx
+        .path("got")
+        .join(&host)
+        .join(src.strip_prefix("/").unwrap());
+    let flat = fleet.fx.path("flat/small.conf");
+
+    let first = fleet.apply(&["-v"]);
+    first.expect(0);
+    let big_ev = &first.task_events("big")[0];
+    assert_eq!(big_ev["status"], "changed", "{}", first.stdout);
+    assert_eq!(
+        big_ev["note"],
+        format!("content fetched: {} bytes", big.len())
+    );
+    let r = &big_ev["result"];
+    assert_eq!(r["dest"], fetched.display().to_string());
+    assert_eq!(r["checksum"], r["remote_checksum"]);
+    assert_eq!(std::fs::read(&fetched).unwrap(), big, "the same bytes");
+    assert_eq!(std::fs::read_to_string(&flat).unwrap(), "port=8080\n");
+    assert_eq!(first.status_of("same bytes"), "ok");
+    let stamps = (crate::fx::stamp(&fetched), crate::fx::stamp(&flat));
+
+    // Unchanged on the host: nothing is transferred and the controller's files stay as they are.
+    let second = fleet.apply(&["-v"]);
+    second.expect(0);
+    for task in ["big", "small flat"] {
+        let ev = &second.task_events(task)[0];
+        assert_eq!(ev["status"], "ok", "{}", second.stdout);
+        assert!(ev.get("note").is_none(), "nothing fetched: {ev}");
+        assert_eq!(ev["result"]["changed"], false);
+    }
+    assert_eq!(
+        (crate::fx::stamp(&fetched), crate::fx::stamp(&flat)),
+        stamps
+    );
+
+    // A change on the host is fetched again; check mode skips fetch and writes nothing.
+    write(&base.join("remote/small.conf"), "port=9090\n", 0o600);
+    let check = fleet.apply(&["--check"]);
+    check.expect(0);
+    assert_eq!(check.status_of("small flat"), "skipped");
+    assert_eq!(std::fs::read_to_string(&flat).unwrap(), "port=8080\n");
+    let third = fleet.apply(&["-v"]);
+    third.expect(0);
+    assert_eq!(third.status_of("small flat"), "changed");
+    assert_eq!(third.status_of("big"), "ok");
+    assert_eq!(std::fs::read_to_string(&flat).unwrap(), "port=9090\n");
+}
