@@ -58,17 +58,6 @@ impl Module for TempFile {
     type State = ();
     type Action = Create;
 
-    fn validate(p: &Params) -> Result<(), ModuleError> {
-        for (what, v) in [("prefix", &p.prefix), ("suffix", &p.suffix)] {
-            if v.contains('/') {
-                return Err(ModuleError::Params(format!(
-                    "{what} must be a valid file name component, got '{v}'"
-                )));
-            }
-        }
-        Ok(())
-    }
-
     fn probe(_: &Params, _ctx: &Ctx) -> Result<(), ModuleError> {
         Ok(())
     }
@@ -86,6 +75,14 @@ impl Module for TempFile {
     }
 
     fn apply(p: &Params, _: (), _plan: &Plan<Create>) -> Result<Map<String, Value>, ModuleError> {
+        // A task failure (that `ignore_errors` can take), as in Ansible, not a load-time error.
+        for (what, v) in [("prefix", &p.prefix), ("suffix", &p.suffix)] {
+            if v.contains('/') {
+                return Err(ModuleError::failed(format!(
+                    "{what} must be a valid file name component, got '{v}'"
+                )));
+            }
+        }
         let dir = p.dir();
         let path = create(&dir, p)?;
         // `exit_json(path=...)` adds the path's attributes in Ansible: the same keys here.
@@ -203,13 +200,24 @@ mod tests {
     }
 
     #[test]
-    fn a_prefix_with_a_slash_is_refused() {
-        let e = check_params("tempfile", &json!({"prefix": "a/b"})).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("prefix must be a valid file name component"),
-            "{e}"
+    fn a_prefix_with_a_slash_fails_the_task() {
+        let t = tempfile::tempdir().unwrap();
+        let e = run::<TempFile>(
+            &json!({"path": t.path(), "prefix": "../../nested"}),
+            &Ctx::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "prefix must be a valid file name component, got '../../nested'"
         );
+        let e = run::<TempFile>(
+            &json!({"path": t.path(), "state": "directory", "suffix": "../world"}),
+            &Ctx::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("suffix must be"), "{e}");
+        assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 0);
         let e = check_params("tempfile", &json!({"state": "fifo"})).unwrap_err();
         assert_eq!(e.path, "state");
     }
