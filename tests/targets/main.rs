@@ -94,6 +94,7 @@ const TARGETS: &[&str] = &[
     "test_files",
     "until",
     "var_inheritance",
+    "wait_for",
 ];
 
 /// Bumped when what the runner does changes, so that cached ansible-core results are not reused.
