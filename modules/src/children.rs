@@ -52,6 +52,12 @@ pub fn kill_all() -> usize {
     g.len()
 }
 
+/// Whether the current request was stopped: a module that waits without a child (`wait_for`)
+/// polls this to give up when the task's `timeout` passes or the controller hangs up.
+pub fn stopped() -> bool {
+    STOPPED.load(Ordering::SeqCst)
+}
+
 /// A new request begins: commands may run again.
 pub fn reset() {
     let _g = groups();

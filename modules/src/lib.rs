@@ -14,7 +14,9 @@ pub mod command;
 pub mod copy;
 pub mod debconf;
 pub mod dpkg_selections;
+pub mod fetch;
 pub mod file;
+pub mod find;
 pub mod fs;
 pub mod http;
 pub mod lineinfile;
@@ -24,14 +26,17 @@ pub mod params;
 pub mod pkg_mgr;
 pub mod registry;
 pub mod service;
+pub mod slurp;
 pub mod stat;
 #[cfg(test)]
 mod swap_tests;
 pub mod system;
+pub mod tempfile;
 #[cfg(test)]
 mod testutil;
 pub mod text;
 pub mod time;
+pub mod wait_for;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

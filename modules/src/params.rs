@@ -69,6 +69,29 @@ impl From<Bool> for bool {
     }
 }
 
+/// An integer as Ansible's `type='int'` takes it: a number, or a string of one (templated
+/// values arrive as strings).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Int(pub i64);
+
+impl<'de> Deserialize<'de> for Int {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Number(n) => n
+                .as_i64()
+                .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+                .map(Int)
+                .ok_or_else(|| serde::de::Error::custom(format!("expected an integer, found {n}"))),
+            serde_json::Value::String(s) => s.trim().parse().map(Int).map_err(|_| {
+                serde::de::Error::custom(format!("expected an integer, found \"{s}\""))
+            }),
+            other => Err(serde::de::Error::custom(format!(
+                "expected an integer, found {other}"
+            ))),
+        }
+    }
+}
+
 /// A value given either as one string or as a list of strings (`notify`, `argv`...).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StringList(pub Vec<String>);

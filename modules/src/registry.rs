@@ -38,6 +38,11 @@ pub const AGENT_MODULES: &[&str] = &[
     "mount",
     "get_url",
     "uri",
+    "find",
+    "slurp",
+    "tempfile",
+    "wait_for",
+    "fetch",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -74,6 +79,11 @@ pub const ALL_MODULES: &[&str] = &[
     "mount",
     "get_url",
     "uri",
+    "find",
+    "slurp",
+    "tempfile",
+    "wait_for",
+    "fetch",
 ];
 
 /// Modules Ansible keeps in a collection, by their collection name: `ansible.posix.sysctl` is
@@ -149,6 +159,11 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "mount" => check::<crate::system::mount::Mount>(params),
         "get_url" => check::<crate::http::get_url::GetUrl>(params),
         "uri" => check::<crate::http::uri::Uri>(params),
+        "find" => check::<crate::find::Find>(params),
+        "slurp" => check::<crate::slurp::Slurp>(params),
+        "tempfile" => check::<crate::tempfile::TempFile>(params),
+        "wait_for" => check::<crate::wait_for::WaitFor>(params),
+        "fetch" => check::<crate::fetch::Fetch>(params),
         _ => Ok(()),
     }
 }
@@ -198,6 +213,12 @@ pub fn run_module_hooked(
         "mount" => run_hooked::<crate::system::mount::Mount>(params, ctx, before_apply),
         "get_url" => run_hooked::<crate::http::get_url::GetUrl>(params, ctx, before_apply),
         "uri" => run_hooked::<crate::http::uri::Uri>(params, ctx, before_apply),
+        "find" => run_hooked::<crate::find::Find>(params, ctx, before_apply),
+        "slurp" => run_hooked::<crate::slurp::Slurp>(params, ctx, before_apply),
+        "tempfile" => run_hooked::<crate::tempfile::TempFile>(params, ctx, before_apply),
+        "wait_for" => run_hooked::<crate::wait_for::WaitFor>(params, ctx, before_apply),
+        // The host's half; the controller writes the file (src/engine/actions/fetch.rs).
+        "fetch" => run_hooked::<crate::fetch::Fetch>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

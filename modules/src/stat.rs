@@ -243,7 +243,7 @@ fn mime_of(path: &Path) -> (String, String) {
     }
 }
 
-fn hash_file<D: Digest>(path: &Path) -> Result<String, ModuleError> {
+pub(crate) fn hash_file<D: Digest>(path: &Path) -> Result<String, ModuleError> {
     let mut f = fs::File::open(path).map_err(|e| ModuleError::io(path, e))?;
     let mut hasher = D::new();
     let mut buf = vec![0u8; 64 * 1024];

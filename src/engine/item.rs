@@ -68,6 +68,7 @@ impl Shared<'_> {
         match task.module {
             "include_vars" => return Ok(include_vars(ctx, task, h, &params)),
             "setup" => return self.setup(ctx, task, h, &params).await,
+            "fetch" => return self.fetch(ctx, task, h, scope, params).await,
             _ => {}
         }
         let prepared = actions::prepare(

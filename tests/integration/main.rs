@@ -24,6 +24,7 @@ mod library_modules;
 mod local_engine;
 mod local_modules;
 mod memory;
+mod misc_modules;
 mod nginx;
 mod no_log;
 mod public_roles;

@@ -60,6 +60,7 @@ const TARGETS: &[&str] = &[
     "file",
     "filter_core",
     "filter_mathstuff",
+    "find",
     "include_import_tasks_nested",
     "include_vars",
     "include_with_templating",
@@ -83,14 +84,17 @@ const TARGETS: &[&str] = &[
     "setup_nobody",
     "setup_remote_tmp_dir",
     "shell",
+    "slurp",
     "special_vars",
     "stat",
+    "tempfile",
     "template",
     "templating",
     "test_core",
     "test_files",
     "until",
     "var_inheritance",
+    "wait_for",
 ];
 
 /// Bumped when what the runner does changes, so that cached ansible-core results are not reused.

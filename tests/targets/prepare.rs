@@ -4,7 +4,8 @@
 //!
 //! Two support targets are replaced, for both tools alike, by stand-ins written here:
 //! `setup_remote_tmp_dir` (it makes the directory with the `tempfile` module and removes it from
-//! a handler; the stand-in makes the directory ansible-test's `remote_tmp_dir` names with `file`)
+//! a handler that is an `include_tasks`, which fixpoint refuses in handlers; the stand-in makes
+//! the directory ansible-test's `remote_tmp_dir` names with `file`)
 //! and `setup_nobody` (it makes sure of the `nobody` user with the `user` module; the stand-in
 //! checks the user exists). Both support targets also run on their own as rows of the table, so
 //! what fixpoint lacks there is measured, not hidden.
