@@ -6,6 +6,7 @@ mod support;
 mod accounts;
 mod agent_binary;
 mod apt;
+mod apt_repos;
 mod bad_input;
 mod blocks;
 mod cli_listing;

@@ -1,0 +1,228 @@
+//! `apt_repository` against real apt: the test's own repository (see `apt.rs`), signed with a
+//! key generated here by gpg and named by `signed-by`, served by file:, seen through the test's
+//! `APT_CONFIG` so the machine's sources are never read or changed.
+
+use crate::apt::{result, sh, Repo};
+use crate::fx::{converge, Fx};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// A gpg home with one signing key; the agent gpg starts for it is stopped on drop.
+pub(crate) struct Signer {
+    home: tempfile::TempDir,
+}
+
+impl Signer {
+    pub(crate) fn new() -> Signer {
+        let home = tempfile::tempdir().expect("gpg home");
+        let s = Signer { home };
+        s.gpg(&[
+            "--quick-gen-key",
+            "fixpoint test <fptest@localhost>",
+            "ed25519",
+            "sign",
+            "never",
+        ]);
+        s
+    }
+
+    fn gpg(&self, args: &[&str]) -> std::process::Output {
+        let mut a = vec![
+            "gpg",
+            "--homedir",
+            self.home.path().to_str().unwrap(),
+            "--batch",
+            "--yes",
+            "--pinentry-mode",
+            "loopback",
+            "--passphrase",
+            "",
+        ];
+        a.extend_from_slice(args);
+        let o = sh(&a);
+        assert!(
+            o.status.success(),
+            "gpg {args:?} failed (install gnupg): {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        o
+    }
+
+    /// The public key, binary (`.gpg`) or armored (`.asc`), as apt reads either by extension.
+    pub(crate) fn export(&self, dest: &Path) -> PathBuf {
+        let armor = dest.extension().is_some_and(|e| e == "asc");
+        let mut a = vec!["--export"];
+        if armor {
+            a.insert(0, "--armor");
+        }
+        let o = self.gpg(&a);
+        std::fs::write(dest, o.stdout).unwrap();
+        std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o644)).unwrap();
+        dest.to_path_buf()
+    }
+
+    /// A flat repository's `Release` (the hash of `Packages`) and its signed `InRelease`.
+    pub(crate) fn sign_repo(&self, dir: &Path) {
+        let packages = std::fs::read(dir.join("Packages")).unwrap();
+        let sum = sh(&["sha256sum", dir.join("Packages").to_str().unwrap()]);
+        let sum = String::from_utf8_lossy(&sum.stdout);
+        let date = sh(&["date", "-u", "+%a, %d %b %Y %H:%M:%S UTC"]);
+        let release = format!(
+            "Origin: fptest\nLabel: fptest\nDate: {}\nSHA256:\n {} {} Packages\n",
+            String::from_utf8_lossy(&date.stdout).trim(),
+            sum.split_whitespace().next().unwrap(),
+            packages.len()
+        );
+        std::fs::write(dir.join("Release"), release).unwrap();
+        self.gpg(&[
+            "--clearsign",
+            "-o",
+            dir.join("InRelease").to_str().unwrap(),
+            dir.join("Release").to_str().unwrap(),
+        ]);
+    }
+}
+
+impl Drop for Signer {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("gpgconf")
+            .args(["--homedir", self.home.path().to_str().unwrap()])
+            .args(["--kill", "gpg-agent"])
+            .status();
+    }
+}
+
+/// What apt would install for `name`, through the test's configuration.
+pub(crate) fn candidate(repo: &Repo, name: &str) -> String {
+    let o = std::process::Command::new("apt-cache")
+        .args(["policy", name])
+        .env("APT_CONFIG", repo.apt_config())
+        .output()
+        .expect("apt-cache");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Candidate: "))
+        .unwrap_or("(none)")
+        .to_string()
+}
+
+/// The sources.list.d files and the fetched lists: what a repository module changes.
+pub(crate) fn apt_state(repo: &Repo) -> String {
+    let mut out = String::new();
+    for d in ["etc/sources.list.d", "lists"] {
+        let mut names: Vec<_> = std::fs::read_dir(repo.path(d))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file())
+            .collect();
+        names.sort();
+        for p in names {
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+            let text = if d == "lists" {
+                String::new()
+            } else {
+                std::fs::read_to_string(&p).unwrap()
+            };
+            out.push_str(&format!("{} {mode:o}\n{text}", p.display()));
+        }
+    }
+    out
+}
+
+/// Ansible's name for a file: repository's sources file (what is left of the URI, every run of
+/// other characters than letters and digits turned into `_`).
+fn derived_name(uri: &str) -> String {
+    let parts: Vec<String> = uri
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    format!("{}.list", parts.join("_"))
+}
+
+fn repository_task(line: &str, extra: &str) -> String {
+    format!("    - name: repo\n      apt_repository:\n        repo: \"{line}\"\n{extra}")
+}
+
+#[test]
+fn apt_repository_adds_a_signed_repository_refreshes_and_removes_it() {
+    let repo = Repo::new();
+    let signer = Signer::new();
+    signer.sign_repo(&repo.path("repo"));
+    let key = signer.export(&repo.path("fptest.gpg"));
+    let stranger = Signer::new().export(&repo.path("stranger.gpg"));
+    // Only what apt_repository writes is a source: no trusted line of apt.rs's fixture.
+    std::fs::write(repo.path("etc/sources.list"), "").unwrap();
+    let uri = format!("file:{}", repo.path("repo").display());
+    let line = format!("deb [signed-by={}] {uri} ./", key.display());
+    let list = repo.path("etc/sources.list.d").join(derived_name(&uri));
+    let fx = Fx::new();
+    assert_eq!(candidate(&repo, "fptest-a"), "(none)");
+
+    // Check mode writes nothing and fetches nothing; the run adds the line under Ansible's
+    // name and update_cache (the default) fetches the signed index; the rerun is ok.
+    repo.play(&fx, &repository_task(&line, ""));
+    let first = converge(&|a| fx.apply(a), &|| apt_state(&repo));
+    let r = result(&first, "repo");
+    assert_eq!(
+        r["sources_added"],
+        serde_json::json!([list.display().to_string()])
+    );
+    assert_eq!(r["sources_removed"], serde_json::json!([]));
+    assert_eq!(r["repo"], line.as_str());
+    assert_eq!(r["state"], "present");
+    assert_eq!(std::fs::read_to_string(&list).unwrap(), format!("{line}\n"));
+    let mode = std::fs::metadata(&list).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644);
+    assert_eq!(
+        candidate(&repo, "fptest-a"),
+        "2.0",
+        "update_cache fetched the repository: {}",
+        first.stdout
+    );
+
+    // Removal: the line goes, its file with it, and the refreshed cache forgets the packages.
+    repo.play(&fx, &repository_task(&line, "        state: absent\n"));
+    let gone = converge(&|a| fx.apply(a), &|| apt_state(&repo));
+    assert_eq!(
+        result(&gone, "repo")["sources_removed"],
+        serde_json::json!([list.display().to_string()])
+    );
+    assert!(!list.exists());
+    assert_eq!(candidate(&repo, "fptest-a"), "(none)");
+
+    // A key that did not sign the repository: apt refuses the index, the task fails and the
+    // sources are put back as they were (no file), as Ansible does.
+    let bad = format!("deb [signed-by={}] {uri} ./", stranger.display());
+    repo.play(
+        &fx,
+        &repository_task(&bad, "        update_cache_retries: 1\n"),
+    );
+    let before = apt_state(&repo);
+    let failed = fx.apply(&["-v"]);
+    failed.expect(1);
+    assert!(
+        failed
+            .stdout
+            .contains("Failed to update apt cache after 1 retries"),
+        "{}",
+        failed.stdout
+    );
+    assert!(!list.exists(), "the failed source was taken back");
+    assert_eq!(apt_state(&repo), before);
+
+    // update_cache: false only writes the line; a named file gets the requested mode.
+    repo.play(
+        &fx,
+        &repository_task(
+            &line,
+            "        filename: fptest\n        mode: \"0600\"\n        update_cache: false\n",
+        ),
+    );
+    fx.apply(&[]).expect(0);
+    let named = repo.path("etc/sources.list.d/fptest.list");
+    let mode = std::fs::metadata(&named).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(candidate(&repo, "fptest-a"), "(none)", "no refresh asked");
+    assert_eq!(fx.apply(&[]).expect(0).status_of("repo"), "ok");
+}
