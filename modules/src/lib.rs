@@ -13,6 +13,7 @@ pub mod capture;
 pub mod children;
 pub mod command;
 pub mod copy;
+pub mod deb822_repository;
 pub mod debconf;
 pub mod dpkg_selections;
 pub mod file;

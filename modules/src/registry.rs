@@ -32,6 +32,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "group",
     "getent",
     "apt_repository",
+    "deb822_repository",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -62,6 +63,7 @@ pub const ALL_MODULES: &[&str] = &[
     "debconf",
     "package_facts",
     "apt_repository",
+    "deb822_repository",
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -116,6 +118,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "group" => check::<group::Group>(params),
         "getent" => check::<getent::Getent>(params),
         "apt_repository" => check::<crate::apt_repository::AptRepository>(params),
+        "deb822_repository" => check::<crate::deb822_repository::Deb822Repository>(params),
         _ => Ok(()),
     }
 }
@@ -160,6 +163,9 @@ pub fn run_module_hooked(
         "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
         "apt_repository" => {
             run_hooked::<crate::apt_repository::AptRepository>(params, ctx, before_apply)
+        }
+        "deb822_repository" => {
+            run_hooked::<crate::deb822_repository::Deb822Repository>(params, ctx, before_apply)
         }
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
