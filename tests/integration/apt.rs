@@ -174,7 +174,7 @@ impl Repo {
     }
 
     /// Refresh the test's own lists (what `update_cache` would do), directly.
-    fn update(&self) {
+    pub(crate) fn update(&self) {
         let o = Command::new("apt-get")
             .args(["-q", "update"])
             .env("APT_CONFIG", self.apt_config())

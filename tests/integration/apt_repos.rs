@@ -226,3 +226,86 @@ fn apt_repository_adds_a_signed_repository_refreshes_and_removes_it() {
     assert_eq!(candidate(&repo, "fptest-a"), "(none)", "no refresh asked");
     assert_eq!(fx.apply(&[]).expect(0).status_of("repo"), "ok");
 }
+
+#[test]
+fn deb822_repository_writes_a_sources_file_apt_reads_with_an_inline_key() {
+    let repo = Repo::new();
+    let signer = Signer::new();
+    signer.sign_repo(&repo.path("repo"));
+    let armored = std::fs::read_to_string(signer.export(&repo.path("fptest.asc"))).unwrap();
+    std::fs::write(repo.path("etc/sources.list"), "").unwrap();
+    let uri = format!("file:{}", repo.path("repo").display());
+    let key_block: String = armored
+        .lines()
+        .map(|l| format!("          {l}\n"))
+        .collect();
+    let fx = Fx::new();
+    let sources = repo.path("etc/sources.list.d/fptest-deb822.sources");
+
+    // The key goes inline into Signed-By; apt must accept the file and verify the index with it.
+    repo.play(
+        &fx,
+        &format!(
+            "    - name: repo\n      deb822_repository:\n        name: FPtest deb822\n        uris: \"{uri}\"\n        suites: ./\n        signed_by: |\n{key_block}"
+        ),
+    );
+    let first = converge(&|a| fx.apply(a), &|| apt_state(&repo));
+    let r = result(&first, "repo");
+    assert_eq!(r["dest"], sources.display().to_string());
+    assert_eq!(r["key_filename"], serde_json::Value::Null);
+    let text = std::fs::read_to_string(&sources).unwrap();
+    assert_eq!(r["repo"], text.as_str());
+    assert!(
+        text.starts_with("X-Repolib-Name: FPtest deb822\nSigned-By:\n    -----BEGIN PGP PUBLIC KEY BLOCK-----\n    .\n"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(&format!("Suites: ./\nTypes: deb\nURIs: {uri}\n")),
+        "{text}"
+    );
+    let mode = std::fs::metadata(&sources).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644);
+    assert_eq!(
+        candidate(&repo, "fptest-a"),
+        "(none)",
+        "deb822_repository fetches nothing"
+    );
+    repo.update();
+    assert_eq!(
+        candidate(&repo, "fptest-a"),
+        "2.0",
+        "apt read the file and trusted the key"
+    );
+
+    // A key file by path is named as is and returned as key_filename; then absent removes it.
+    let key = signer.export(&repo.path("fptest.gpg"));
+    repo.play(
+        &fx,
+        &format!(
+            "    - name: repo\n      deb822_repository:\n        name: FPtest deb822\n        uris: \"{uri}\"\n        suites: ./\n        signed_by: {}\n        mode: \"0600\"\n",
+            key.display()
+        ),
+    );
+    let path = fx.apply(&["-v"]);
+    path.expect(0);
+    assert_eq!(path.status_of("repo"), "changed");
+    assert_eq!(fx.apply(&[]).expect(0).status_of("repo"), "ok");
+    assert_eq!(
+        result(&path, "repo")["key_filename"],
+        key.display().to_string()
+    );
+    assert!(std::fs::read_to_string(&sources)
+        .unwrap()
+        .contains(&format!("Signed-By: {}\n", key.display())));
+    let mode = std::fs::metadata(&sources).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    repo.update();
+    assert_eq!(candidate(&repo, "fptest-a"), "2.0");
+
+    repo.play(
+        &fx,
+        "    - name: repo\n      deb822_repository:\n        name: FPtest deb822\n        state: absent\n",
+    );
+    converge(&|a| fx.apply(a), &|| apt_state(&repo));
+    assert!(!sources.exists());
+}
