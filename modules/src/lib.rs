@@ -7,6 +7,7 @@
 
 pub mod account;
 pub mod apt;
+pub mod apt_key;
 pub mod apt_repository;
 pub mod blockinfile;
 pub mod capture;

@@ -33,6 +33,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "getent",
     "apt_repository",
     "deb822_repository",
+    "apt_key",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -64,6 +65,7 @@ pub const ALL_MODULES: &[&str] = &[
     "package_facts",
     "apt_repository",
     "deb822_repository",
+    "apt_key",
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -119,6 +121,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "getent" => check::<getent::Getent>(params),
         "apt_repository" => check::<crate::apt_repository::AptRepository>(params),
         "deb822_repository" => check::<crate::deb822_repository::Deb822Repository>(params),
+        "apt_key" => check::<crate::apt_key::AptKey>(params),
         _ => Ok(()),
     }
 }
@@ -167,6 +170,7 @@ pub fn run_module_hooked(
         "deb822_repository" => {
             run_hooked::<crate::deb822_repository::Deb822Repository>(params, ctx, before_apply)
         }
+        "apt_key" => run_hooked::<crate::apt_key::AptKey>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

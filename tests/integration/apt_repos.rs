@@ -309,3 +309,106 @@ fn deb822_repository_writes_a_sources_file_apt_reads_with_an_inline_key() {
     converge(&|a| fx.apply(a), &|| apt_state(&repo));
     assert!(!sources.exists());
 }
+
+/// apt's trusted keyrings moved into the test's directory (apt-key reads them from apt-config).
+fn own_trusted_keyrings(repo: &Repo) {
+    let conf = repo.path("apt.conf");
+    let mut text = std::fs::read_to_string(&conf).unwrap();
+    text.push_str(&format!(
+        "Dir::Etc::Trusted \"{}\";\nDir::Etc::TrustedParts \"{}\";\n",
+        repo.path("etc/trusted.gpg").display(),
+        repo.path("etc/trusted.gpg.d").display()
+    ));
+    std::fs::write(&conf, text).unwrap();
+    std::fs::create_dir_all(repo.path("etc/trusted.gpg.d")).unwrap();
+}
+
+fn trusted_state(repo: &Repo) -> String {
+    let o = std::process::Command::new("apt-key")
+        .args(["adv", "--list-public-keys", "--keyid-format=long"])
+        .env("APT_CONFIG", repo.apt_config())
+        .output()
+        .expect("apt-key");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.starts_with("pub"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn apt_key_adds_a_key_apt_then_trusts_and_removes_it() {
+    let repo = Repo::new();
+    own_trusted_keyrings(&repo);
+    let signer = Signer::new();
+    signer.sign_repo(&repo.path("repo"));
+    let key = signer.export(&repo.path("fptest.asc"));
+    // A source without trusted=yes or signed-by: only apt's trusted keys can vouch for it.
+    std::fs::write(
+        repo.path("etc/sources.list"),
+        format!("deb file:{} ./\n", repo.path("repo").display()),
+    )
+    .unwrap();
+    let fx = Fx::new();
+    assert_eq!(trusted_state(&repo), "");
+
+    // From a file: the id is read from the key, apt-key adds it, the rerun is ok.
+    repo.play(
+        &fx,
+        &format!(
+            "    - name: key\n      apt_key:\n        file: {}\n",
+            key.display()
+        ),
+    );
+    let first = converge(&|a| fx.apply(a), &|| trusted_state(&repo));
+    let r = result(&first, "key");
+    let fp = r["fp"].as_str().unwrap().to_string();
+    assert_eq!(fp.len(), 16, "{r}");
+    assert_eq!(r["id"], fp.as_str());
+    assert_eq!(r["short_id"], &fp[8..]);
+    assert_eq!(r["before"], serde_json::json!([]));
+    assert_eq!(r["after"], serde_json::json!([fp.clone()]));
+    repo.update();
+    assert_eq!(
+        candidate(&repo, "fptest-a"),
+        "2.0",
+        "apt trusts the added key"
+    );
+
+    // Removal by the short id (8 characters, as apt-key del wants it); check mode first.
+    repo.play(
+        &fx,
+        &format!(
+            "    - name: key\n      apt_key:\n        id: \"0x{}\"\n        state: absent\n",
+            fp[8..].to_lowercase()
+        ),
+    );
+    converge(&|a| fx.apply(a), &|| trusted_state(&repo));
+    assert_eq!(trusted_state(&repo), "");
+
+    // Inline data into a keyring of its own.
+    let keyring = repo.path("etc/trusted.gpg.d/fptest.gpg");
+    let armored: String = std::fs::read_to_string(&key)
+        .unwrap()
+        .lines()
+        .map(|l| format!("          {l}\n"))
+        .collect();
+    repo.play(
+        &fx,
+        &format!(
+            "    - name: key\n      apt_key:\n        keyring: {}\n        data: |\n{armored}",
+            keyring.display()
+        ),
+    );
+    converge(&|a| fx.apply(a), &|| trusted_state(&repo));
+    assert!(keyring.exists());
+
+    // What needs the network is refused at load time, before anything runs.
+    repo.play(
+        &fx,
+        "    - name: key\n      apt_key:\n        url: https://example.org/k.asc\n",
+    );
+    let refused = fx.apply(&[]);
+    refused.expect(2);
+    assert!(refused.stderr.contains("get_url"), "{}", refused.stderr);
+}
