@@ -16,6 +16,7 @@ pub mod command;
 pub mod copy;
 pub mod deb822_repository;
 pub mod debconf;
+pub mod dnf;
 pub mod dpkg_selections;
 pub mod file;
 pub mod fs;

@@ -34,6 +34,8 @@ pub const AGENT_MODULES: &[&str] = &[
     "apt_repository",
     "deb822_repository",
     "apt_key",
+    "dnf",
+    "yum",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -66,6 +68,8 @@ pub const ALL_MODULES: &[&str] = &[
     "apt_repository",
     "deb822_repository",
     "apt_key",
+    "dnf",
+    "yum",
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -122,6 +126,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "apt_repository" => check::<crate::apt_repository::AptRepository>(params),
         "deb822_repository" => check::<crate::deb822_repository::Deb822Repository>(params),
         "apt_key" => check::<crate::apt_key::AptKey>(params),
+        "dnf" | "yum" => check::<crate::dnf::Dnf>(params),
         _ => Ok(()),
     }
 }
@@ -171,6 +176,7 @@ pub fn run_module_hooked(
             run_hooked::<crate::deb822_repository::Deb822Repository>(params, ctx, before_apply)
         }
         "apt_key" => run_hooked::<crate::apt_key::AptKey>(params, ctx, before_apply),
+        "dnf" | "yum" => run_hooked::<crate::dnf::Dnf>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

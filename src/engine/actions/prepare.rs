@@ -265,7 +265,7 @@ pub fn prepare(
         // The modules that run programs on the host get the task's `environment` (`apt` too:
         // `APT_CONFIG` and proxies reach apt that way, as in Ansible).
         "command" | "shell" | "apt" | "package" | "apt_repository" | "deb822_repository"
-        | "apt_key" => {
+        | "apt_key" | "dnf" | "yum" => {
             if !environment.is_empty() {
                 obj.insert("_env".into(), Value::Object(environment.clone()));
             }
