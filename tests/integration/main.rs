@@ -10,6 +10,7 @@ mod apt_repos;
 mod bad_input;
 mod blocks;
 mod cli_listing;
+mod dnf;
 mod fx;
 mod hostile;
 mod includes;
