@@ -375,7 +375,7 @@ impl Module for Dnf {
         })
     }
 
-    fn plan(_p: &Params, st: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+    fn plan(p: &Params, st: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
         let mut plan = Plan::new();
         let r = &mut plan.result;
         r.insert("rc".into(), json!(0));
@@ -392,7 +392,7 @@ impl Module for Dnf {
             return Ok(plan);
         }
         plan.actions.push(Action::Run);
-        let lines: Vec<String> = st.changes.iter().map(Change::line).collect();
+        let lines = result_lines(p, &st.changes);
         plan.diff.prepared = Some(lines.join("\n"));
         r.insert("results".into(), json!(lines));
         r.insert(
@@ -407,7 +407,7 @@ impl Module for Dnf {
     }
 
     fn apply(
-        _p: &Params,
+        p: &Params,
         st: Probed,
         _plan: &Plan<Action>,
     ) -> Result<Map<String, Value>, ModuleError> {
@@ -432,6 +432,10 @@ impl Module for Dnf {
         if st.cache_only {
             return Ok(out);
         }
+        if p.download_only.0 {
+            out.insert("results".into(), json!(result_lines(p, &st.changes)));
+            return Ok(out);
+        }
         let after = installed(&st.root, &st.env)?;
         let mut lines: Vec<String> = after
             .difference(&st.installed)
@@ -447,6 +451,21 @@ impl Module for Dnf {
         }
         Ok(out)
     }
+}
+
+/// Ansible's `results` for a transaction; a download-only one reports `Downloaded: <nevra>` for
+/// what it fetched (and, as Ansible, is a change on every run).
+fn result_lines(p: &Params, changes: &[Change]) -> Vec<String> {
+    if p.download_only.0 {
+        return changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Installed(n) => Some(format!("Downloaded: {n}")),
+                Change::Removed(_) => None,
+            })
+            .collect();
+    }
+    changes.iter().map(Change::line).collect()
 }
 
 #[cfg(test)]

@@ -113,6 +113,21 @@ fn dnf_installs_upgrades_and_removes_in_an_installroot() {
     let repo = RpmRepo::new();
     let fx = Fx::new();
 
+    // download_only fetches and installs nothing; as in Ansible it is a change every time.
+    fx.play(&repo.task(
+        "dnf",
+        "        name: fptest-a\n        download_only: true\n",
+    ));
+    for _ in 0..2 {
+        let dl = fx.apply(&["-v"]);
+        dl.expect(0);
+        assert_eq!(
+            result(&dl, "pkg")["results"],
+            serde_json::json!(["Downloaded: fptest-a-1.0-1.noarch"])
+        );
+    }
+    assert_eq!(repo.installed(), "");
+
     // Check mode installs nothing, the run installs both, the rerun is ok.
     fx.play(&repo.task("dnf", "        name: [fptest-a, fptest-b]\n"));
     let first = converge(&|a| fx.apply(a), &|| repo.installed());
