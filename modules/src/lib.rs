@@ -7,12 +7,16 @@
 
 pub mod account;
 pub mod apt;
+pub mod apt_key;
+pub mod apt_repository;
 pub mod blockinfile;
 pub mod capture;
 pub mod children;
 pub mod command;
 pub mod copy;
+pub mod deb822_repository;
 pub mod debconf;
+pub mod dnf;
 pub mod dpkg_selections;
 pub mod fetch;
 pub mod file;

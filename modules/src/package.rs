@@ -34,7 +34,7 @@ fn split(params: &Value) -> Result<(String, Value), ParamError> {
 }
 
 /// Load-time check: `use` must name a manager fixpoint drives; the rest is checked as that
-/// manager's parameters (`apt` when `use` is `auto`, the only manager supported so far).
+/// manager's parameters (`dnf`'s for `use: dnf`, else `apt`'s).
 pub fn check(params: &Value) -> Result<(), ParamError> {
     let (using, rest) = split(params)?;
     if using != "auto" && !is_template(&using) && !pkg_mgr::SUPPORTED.contains(&using.as_str()) {
@@ -46,7 +46,14 @@ pub fn check(params: &Value) -> Result<(), ParamError> {
             ),
         });
     }
-    crate::registry::check_params("apt", &rest)
+    // `auto` is checked as apt's parameters (the manager of the hosts fixpoint is tested on);
+    // a host whose manager is dnf checks them again when the task runs there.
+    let module = if using == "dnf" || using == "yum" {
+        "dnf"
+    } else {
+        "apt"
+    };
+    crate::registry::check_params(module, &rest)
 }
 
 /// Run the manager's module on this host.
@@ -63,6 +70,7 @@ pub fn run(
     };
     match mgr.as_str() {
         "apt" => run_hooked::<apt::Apt>(&rest, ctx, before_apply),
+        "dnf" | "yum" => run_hooked::<crate::dnf::Dnf>(&rest, ctx, before_apply),
         other => Err(ModuleError::failed(format!(
             "this host's package manager (ansible_pkg_mgr) is `{other}`; fixpoint's package \
              module drives {} only",

@@ -35,7 +35,7 @@ const MANAGERS: &[(&str, &str)] = &[
 ];
 
 /// The package managers fixpoint's `package` module can drive.
-pub const SUPPORTED: &[&str] = &["apt"];
+pub const SUPPORTED: &[&str] = &["apt", "dnf", "yum"];
 
 /// `ansible_pkg_mgr` for a host of the given `ansible_os_family`.
 pub fn pkg_mgr(os_family: &str) -> String {

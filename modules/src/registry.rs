@@ -43,6 +43,11 @@ pub const AGENT_MODULES: &[&str] = &[
     "tempfile",
     "wait_for",
     "fetch",
+    "apt_repository",
+    "deb822_repository",
+    "apt_key",
+    "dnf",
+    "yum",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -84,6 +89,11 @@ pub const ALL_MODULES: &[&str] = &[
     "tempfile",
     "wait_for",
     "fetch",
+    "apt_repository",
+    "deb822_repository",
+    "apt_key",
+    "dnf",
+    "yum",
 ];
 
 /// Modules Ansible keeps in a collection, by their collection name: `ansible.posix.sysctl` is
@@ -164,6 +174,10 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "tempfile" => check::<crate::tempfile::TempFile>(params),
         "wait_for" => check::<crate::wait_for::WaitFor>(params),
         "fetch" => check::<crate::fetch::Fetch>(params),
+        "apt_repository" => check::<crate::apt_repository::AptRepository>(params),
+        "deb822_repository" => check::<crate::deb822_repository::Deb822Repository>(params),
+        "apt_key" => check::<crate::apt_key::AptKey>(params),
+        "dnf" | "yum" => check::<crate::dnf::Dnf>(params),
         _ => Ok(()),
     }
 }
@@ -219,6 +233,14 @@ pub fn run_module_hooked(
         "wait_for" => run_hooked::<crate::wait_for::WaitFor>(params, ctx, before_apply),
         // The host's half; the controller writes the file (src/engine/actions/fetch.rs).
         "fetch" => run_hooked::<crate::fetch::Fetch>(params, ctx, before_apply),
+        "apt_repository" => {
+            run_hooked::<crate::apt_repository::AptRepository>(params, ctx, before_apply)
+        }
+        "deb822_repository" => {
+            run_hooked::<crate::deb822_repository::Deb822Repository>(params, ctx, before_apply)
+        }
+        "apt_key" => run_hooked::<crate::apt_key::AptKey>(params, ctx, before_apply),
+        "dnf" | "yum" => run_hooked::<crate::dnf::Dnf>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

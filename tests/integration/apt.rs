@@ -20,7 +20,7 @@ pub(crate) static APT_LOCK: Mutex<()> = Mutex::new(());
 
 const PACKAGES: &[&str] = &["fptest-b", "fptest-a", "fptest-c", "fptest-d"];
 
-fn sh(argv: &[&str]) -> std::process::Output {
+pub(crate) fn sh(argv: &[&str]) -> std::process::Output {
     Command::new(argv[0])
         .args(&argv[1..])
         .stdin(Stdio::null())
@@ -60,13 +60,13 @@ fn dpkg_status(name: &str) -> (String, String) {
 }
 
 /// A local repository and the apt configuration that sees only it.
-struct Repo {
+pub(crate) struct Repo {
     _guard: std::sync::MutexGuard<'static, ()>,
     dir: tempfile::TempDir,
 }
 
 impl Repo {
-    fn new() -> Repo {
+    pub(crate) fn new() -> Repo {
         let guard = APT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         crate::support::require_root();
         for tool in ["dpkg-deb", "dpkg-scanpackages", "apt-get"] {
@@ -111,11 +111,11 @@ impl Repo {
         r
     }
 
-    fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
 
-    fn apt_config(&self) -> String {
+    pub(crate) fn apt_config(&self) -> String {
         self.path("apt.conf").display().to_string()
     }
 
@@ -174,7 +174,7 @@ impl Repo {
     }
 
     /// Refresh the test's own lists (what `update_cache` would do), directly.
-    fn update(&self) {
+    pub(crate) fn update(&self) {
         let o = Command::new("apt-get")
             .args(["-q", "update"])
             .env("APT_CONFIG", self.apt_config())
@@ -189,7 +189,7 @@ impl Repo {
     }
 
     /// A localhost play with the test's apt configuration as its environment.
-    fn play(&self, fx: &Fx, tasks: &str) {
+    pub(crate) fn play(&self, fx: &Fx, tasks: &str) {
         fx.play_with(
             &format!("  environment:\n    APT_CONFIG: {}\n", self.apt_config()),
             tasks,
@@ -204,7 +204,7 @@ impl Drop for Repo {
 }
 
 /// The registered result of a task, from a `-v` JSON run.
-fn result(out: &Out, task: &str) -> serde_json::Value {
+pub(crate) fn result(out: &Out, task: &str) -> serde_json::Value {
     let evs = out.task_events(task);
     assert_eq!(evs.len(), 1, "one result for {task}: {}", out.stdout);
     evs[0]["result"].clone()
@@ -562,10 +562,10 @@ fn apt_refuses_what_it_does_not_support_at_load_time() {
         "{}",
         out.stderr
     );
-    fx.play("    - package:\n        name: x\n        state: present\n        use: yum\n");
+    fx.play("    - package:\n        name: x\n        state: present\n        use: zypper\n");
     let out = fx.apply(&[]);
     out.expect(2);
-    assert!(out.stderr.contains("not `yum`"), "{}", out.stderr);
+    assert!(out.stderr.contains("not `zypper`"), "{}", out.stderr);
 }
 
 /// The main case through the real transport: a loopback sshd host, `become` through sudo.

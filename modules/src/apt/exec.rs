@@ -141,3 +141,17 @@ pub fn shown(argv: &[String]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// One value of apt's configuration as `apt-config` resolves it (`Dir::Etc::sourceparts/d`:
+/// a directory, `/f`: a file), so an `APT_CONFIG` in the task's environment is honoured as
+/// apt itself and python-apt honour it. None when apt-config cannot say.
+pub fn apt_config(key: &str, env: &[(String, String)]) -> Option<String> {
+    let a = ["apt-config", "shell", "V", key].map(String::from);
+    let ran = run(&a, env, None).ok()?;
+    ran.stdout
+        .trim()
+        .strip_prefix("V='")
+        .and_then(|s| s.strip_suffix('\''))
+        .map(|s| s.trim_end_matches('/').to_string())
+        .filter(|s| !s.is_empty())
+}

@@ -319,31 +319,33 @@ fn cache_mtime(env: &[(String, String)]) -> (i64, f64) {
 }
 
 fn lists_dir(env: &[(String, String)]) -> String {
-    let default = "/var/lib/apt/lists".to_string();
-    let Ok(ran) = run(
-        &argv(&["apt-config", "shell", "L", "Dir::State::Lists/d"]),
-        env,
-        None,
-    ) else {
-        return default;
-    };
-    ran.stdout
-        .trim()
-        .strip_prefix("L='")
-        .and_then(|s| s.strip_suffix('\''))
-        .map(|s| s.trim_end_matches('/').to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or(default)
+    exec::apt_config("Dir::State::Lists/d", env).unwrap_or_else(|| "/var/lib/apt/lists".into())
 }
 
 /// `apt-get update`, retried with Ansible's back-off (doubling, capped at the max delay).
 fn update_cache(p: &Params, env: &[(String, String)]) -> Result<(), ModuleError> {
+    refresh_cache(
+        p.update_cache_retries,
+        p.update_cache_retry_max_delay,
+        p.lock_timeout,
+        env,
+    )
+}
+
+/// `apt-get update` with `retries` tries and Ansible's back-off between them; shared with the
+/// repository modules, which refresh the cache after changing the sources.
+pub fn refresh_cache(
+    retries: i64,
+    max_delay: i64,
+    lock_timeout: i64,
+    env: &[(String, String)],
+) -> Result<(), ModuleError> {
     let mut a = argv(&["apt-get", "-q"]);
     a.push("-o".into());
-    a.push(format!("DPkg::Lock::Timeout={}", p.lock_timeout));
+    a.push(format!("DPkg::Lock::Timeout={lock_timeout}"));
     a.push("update".into());
     let mut last = Ran::default();
-    let retries = p.update_cache_retries.max(1);
+    let retries = retries.max(1);
     for retry in 0..retries {
         last = run(&a, env, None)?;
         if last.rc == 0 {
@@ -356,7 +358,7 @@ fn update_cache(p: &Params, env: &[(String, String)]) -> Result<(), ModuleError>
                     .unwrap_or_default()
                     .subsec_millis(),
             ) / 1000.0;
-            let max = p.update_cache_retry_max_delay as f64;
+            let max = max_delay as f64;
             let delay = (2f64.powi(retry as i32) + jitter).min(max + jitter);
             std::thread::sleep(Duration::from_secs_f64(delay));
         }

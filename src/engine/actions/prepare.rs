@@ -265,7 +265,8 @@ pub fn prepare(
         // The modules that run programs on the host get the task's `environment` (`apt` too:
         // `APT_CONFIG` and proxies reach apt that way, as in Ansible; `get_url` and `uri` read
         // `http_proxy`, `https_proxy` and `no_proxy` from it).
-        "command" | "shell" | "apt" | "package" | "get_url" | "uri" => {
+        "command" | "shell" | "apt" | "package" | "apt_repository" | "deb822_repository"
+        | "apt_key" | "dnf" | "yum" | "get_url" | "uri" => {
             if !environment.is_empty() {
                 obj.insert("_env".into(), Value::Object(environment.clone()));
             }

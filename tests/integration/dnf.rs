@@ -1,0 +1,187 @@
+//! `dnf`, `yum` and `package: use: dnf` against Debian's real dnf and rpm, in an installroot of
+//! the test's own (this machine's dpkg database is never touched), from an rpm repository the
+//! test builds with rpmbuild and indexes with createrepo_c, served by file://.
+
+use crate::apt::{result, sh};
+use crate::fx::{converge, Fx};
+use std::path::PathBuf;
+
+/// The repository, the dnf configuration that sees only it, and the installroot.
+struct RpmRepo {
+    dir: tempfile::TempDir,
+}
+
+const SPEC: &str = "Name: %{pkg}\nVersion: %{ver}\nRelease: 1\nSummary: fixpoint test package\n\
+License: MIT\nBuildArch: noarch\n%description\nfixpoint test package\n%install\n\
+mkdir -p %{buildroot}/usr/share/%{pkg}\necho %{ver} > %{buildroot}/usr/share/%{pkg}/version\n\
+%files\n/usr/share/%{pkg}/version\n";
+
+impl RpmRepo {
+    fn new() -> RpmRepo {
+        crate::support::require_root();
+        for tool in ["rpmbuild", "createrepo_c", "dnf", "rpm"] {
+            let found = std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).exists()))
+                .unwrap_or(false);
+            assert!(
+                found,
+                "`{tool}` is missing: install rpm, createrepo-c and dnf (.ci/run does)"
+            );
+        }
+        let r = RpmRepo {
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        std::fs::write(r.path("fptest.spec"), SPEC).unwrap();
+        std::fs::create_dir_all(r.path("root")).unwrap();
+        std::fs::write(
+            r.path("dnf.conf"),
+            format!(
+                "[main]\nreposdir=/dev/null\n[fptest]\nname=fptest\nbaseurl=file://{}\ngpgcheck=0\n",
+                r.path("repo").display()
+            ),
+        )
+        .unwrap();
+        r.build("fptest-a", "1.0");
+        r.build("fptest-b", "1.0");
+        r
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Build `name-version-1.noarch.rpm` into the repository and index it again.
+    fn build(&self, name: &str, version: &str) {
+        let top = format!("_topdir {}", self.path("build").display());
+        let out = format!("_rpmdir {}", self.path("repo").display());
+        let o = sh(&[
+            "rpmbuild",
+            "--define",
+            &top,
+            "--define",
+            &out,
+            "--define",
+            &format!("pkg {name}"),
+            "--define",
+            &format!("ver {version}"),
+            "-bb",
+            self.path("fptest.spec").to_str().unwrap(),
+        ]);
+        assert!(
+            o.status.success(),
+            "rpmbuild: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let o = sh(&["createrepo_c", "-q", self.path("repo").to_str().unwrap()]);
+        assert!(
+            o.status.success(),
+            "createrepo_c: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
+    /// What rpm's database in the installroot holds.
+    fn installed(&self) -> String {
+        let o = sh(&[
+            "rpm",
+            "--root",
+            self.path("root").to_str().unwrap(),
+            "-qa",
+            "--qf",
+            "%{NAME}-%{VERSION}\\n",
+        ]);
+        let mut l: Vec<String> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        l.sort();
+        l.join(" ")
+    }
+
+    /// One task of `module` with the installroot options and `body` (YAML, indented 8).
+    fn task(&self, module: &str, body: &str) -> String {
+        format!(
+            "    - name: pkg\n      {module}:\n        installroot: {}\n        conf_file: {}\n        releasever: \"12\"\n{body}",
+            self.path("root").display(),
+            self.path("dnf.conf").display()
+        )
+    }
+}
+
+#[test]
+fn dnf_installs_upgrades_and_removes_in_an_installroot() {
+    let repo = RpmRepo::new();
+    let fx = Fx::new();
+
+    // download_only fetches and installs nothing; as in Ansible it is a change every time.
+    fx.play(&repo.task(
+        "dnf",
+        "        name: fptest-a\n        download_only: true\n",
+    ));
+    for _ in 0..2 {
+        let dl = fx.apply(&["-v"]);
+        dl.expect(0);
+        assert_eq!(
+            result(&dl, "pkg")["results"],
+            serde_json::json!(["Downloaded: fptest-a-1.0-1.noarch"])
+        );
+    }
+    assert_eq!(repo.installed(), "");
+
+    // Check mode installs nothing, the run installs both, the rerun is ok.
+    fx.play(&repo.task("dnf", "        name: [fptest-a, fptest-b]\n"));
+    let first = converge(&|a| fx.apply(a), &|| repo.installed());
+    assert_eq!(repo.installed(), "fptest-a-1.0 fptest-b-1.0");
+    let r = result(&first, "pkg");
+    assert_eq!(
+        r["results"],
+        serde_json::json!([
+            "Installed: fptest-a-1.0-1.noarch",
+            "Installed: fptest-b-1.0-1.noarch"
+        ])
+    );
+    assert_eq!(r["rc"], 0);
+    assert_eq!(r["msg"], "");
+
+    // A new version: `present` is satisfied, `latest` (with a refreshed cache) upgrades.
+    repo.build("fptest-a", "2.0");
+    fx.play(&repo.task("dnf", "        name: fptest-a\n"));
+    assert_eq!(fx.apply(&[]).expect(0).status_of("pkg"), "ok");
+    fx.play(&repo.task(
+        "dnf",
+        "        name: fptest-a\n        state: latest\n        update_cache: true\n",
+    ));
+    let latest = converge(&|a| fx.apply(a), &|| repo.installed());
+    assert_eq!(repo.installed(), "fptest-a-2.0 fptest-b-1.0");
+    assert_eq!(
+        result(&latest, "pkg")["results"],
+        serde_json::json!([
+            "Installed: fptest-a-2.0-1.noarch",
+            "Removed: fptest-a-1.0-1.noarch"
+        ])
+    );
+
+    // A package the repository lacks fails before anything is installed.
+    fx.play(&repo.task("dnf", "        name: [fptest-nope]\n"));
+    let missing = fx.apply(&["-v"]);
+    missing.expect(1);
+    assert!(
+        missing
+            .stdout
+            .contains("Failed to install some of the specified packages")
+            && missing.stdout.contains("No package fptest-nope available."),
+        "{}",
+        missing.stdout
+    );
+
+    // `yum` is dnf under its old name; `package: use: dnf` reaches it too.
+    fx.play(&repo.task("yum", "        name: fptest-b\n        state: absent\n"));
+    converge(&|a| fx.apply(a), &|| repo.installed());
+    assert_eq!(repo.installed(), "fptest-a-2.0");
+    fx.play(&repo.task(
+        "package",
+        "        use: dnf\n        name: fptest-b\n        state: present\n",
+    ));
+    converge(&|a| fx.apply(a), &|| repo.installed());
+    assert_eq!(repo.installed(), "fptest-a-2.0 fptest-b-1.0");
+}
