@@ -16,12 +16,14 @@ pub mod debconf;
 pub mod dpkg_selections;
 pub mod file;
 pub mod fs;
+pub mod ini_file;
 pub mod lineinfile;
 pub mod package;
 pub mod package_facts;
 pub mod params;
 pub mod pkg_mgr;
 pub mod registry;
+pub mod replace;
 pub mod service;
 pub mod stat;
 #[cfg(test)]

@@ -31,6 +31,8 @@ pub const AGENT_MODULES: &[&str] = &[
     "user",
     "group",
     "getent",
+    "replace",
+    "ini_file",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -60,10 +62,18 @@ pub const ALL_MODULES: &[&str] = &[
     "dpkg_selections",
     "debconf",
     "package_facts",
+    "replace",
+    "ini_file",
 ];
+
+/// Modules Ansible keeps in collections, by the FQCN a playbook may use for them.
+const COLLECTION_MODULES: &[(&str, &str)] = &[("community.general.ini_file", "ini_file")];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
 pub fn canonical_name(name: &str) -> Option<&'static str> {
+    if let Some((_, short)) = COLLECTION_MODULES.iter().find(|(fqcn, _)| *fqcn == name) {
+        return Some(short);
+    }
     let short = name
         .strip_prefix("ansible.builtin.")
         .or_else(|| name.strip_prefix("ansible.legacy."))
@@ -113,6 +123,8 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "user" => check::<user::User>(params),
         "group" => check::<group::Group>(params),
         "getent" => check::<getent::Getent>(params),
+        "replace" => check::<crate::replace::Replace>(params),
+        "ini_file" => check::<crate::ini_file::IniFile>(params),
         _ => Ok(()),
     }
 }
@@ -155,6 +167,8 @@ pub fn run_module_hooked(
         "user" => run_hooked::<user::User>(params, ctx, before_apply),
         "group" => run_hooked::<group::Group>(params, ctx, before_apply),
         "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
+        "replace" => run_hooked::<crate::replace::Replace>(params, ctx, before_apply),
+        "ini_file" => run_hooked::<crate::ini_file::IniFile>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

@@ -55,6 +55,15 @@ pub struct Tools {
     pub callback_dir: PathBuf,
 }
 
+/// Cases use collection modules (community.general.ini_file...): both tools find them where
+/// `.ci/run` unpacks the `ansible` package (`FIXPOINT_ANSIBLE_COLLECTIONS`). Without it such a
+/// case fails under ansible-core, naming the module it cannot resolve.
+fn collections(c: &mut Command) {
+    if let Some(dir) = std::env::var_os("FIXPOINT_ANSIBLE_COLLECTIONS").filter(|v| !v.is_empty()) {
+        c.env("ANSIBLE_COLLECTIONS_PATH", dir);
+    }
+}
+
 /// What one tool did with one case.
 pub struct Run {
     /// The directory the case's files were written to; `base` is `root/base`.
@@ -152,6 +161,7 @@ pub fn run(tools: &Tools, case: &Case, tool: Tool, scratch: &Path) -> Result<Run
                 .env("ANSIBLE_NOCOLOR", "1")
                 .env("ANSIBLE_LOCALHOST_WARNING", "0")
                 .env("ANSIBLE_DEPRECATION_WARNINGS", "0");
+            collections(&mut c);
             c
         }
         Tool::Fixpoint => {
@@ -178,6 +188,7 @@ pub fn run(tools: &Tools, case: &Case, tool: Tool, scratch: &Path) -> Result<Run
             c.env("NO_COLOR", "1");
             // Modules fixpoint lacks run as the code of the same ansible-core installation.
             c.env("FIXPOINT_ANSIBLE_PYTHON", tools.ansible_bin.join("python"));
+            collections(&mut c);
             c
         }
     };

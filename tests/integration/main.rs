@@ -28,6 +28,7 @@ mod services_systemd;
 mod services_sysv;
 mod soak;
 mod ssh;
+mod text_modules;
 mod timeouts;
 mod validate;
 mod variables;
