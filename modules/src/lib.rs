@@ -20,6 +20,7 @@ pub mod ini_file;
 pub mod lineinfile;
 pub mod package;
 pub mod package_facts;
+pub mod pam_limits;
 pub mod params;
 pub mod pkg_mgr;
 pub mod registry;

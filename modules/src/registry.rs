@@ -33,6 +33,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "getent",
     "replace",
     "ini_file",
+    "pam_limits",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -64,10 +65,14 @@ pub const ALL_MODULES: &[&str] = &[
     "package_facts",
     "replace",
     "ini_file",
+    "pam_limits",
 ];
 
 /// Modules Ansible keeps in collections, by the FQCN a playbook may use for them.
-const COLLECTION_MODULES: &[(&str, &str)] = &[("community.general.ini_file", "ini_file")];
+const COLLECTION_MODULES: &[(&str, &str)] = &[
+    ("community.general.ini_file", "ini_file"),
+    ("community.general.pam_limits", "pam_limits"),
+];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
 pub fn canonical_name(name: &str) -> Option<&'static str> {
@@ -125,6 +130,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "getent" => check::<getent::Getent>(params),
         "replace" => check::<crate::replace::Replace>(params),
         "ini_file" => check::<crate::ini_file::IniFile>(params),
+        "pam_limits" => check::<crate::pam_limits::PamLimits>(params),
         _ => Ok(()),
     }
 }
@@ -169,6 +175,7 @@ pub fn run_module_hooked(
         "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
         "replace" => run_hooked::<crate::replace::Replace>(params, ctx, before_apply),
         "ini_file" => run_hooked::<crate::ini_file::IniFile>(params, ctx, before_apply),
+        "pam_limits" => run_hooked::<crate::pam_limits::PamLimits>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

@@ -1,6 +1,7 @@
-//! The native text-file modules `replace` and `ini_file` over loopback sshd with become: check
-//! mode inert, the first run changes root-owned files, the rerun leaves them untouched, `--diff`
-//! shows the edit and registers Ansible's `diff`, and bad parameters are refused with a position.
+//! The native text-file modules `replace`, `ini_file` and `pam_limits` over loopback sshd with
+//! become: check mode inert, the first run changes root-owned files, the rerun leaves them
+//! untouched, `--diff` shows the edit and registers Ansible's `diff`, and bad parameters are
+//! refused with a position.
 
 use crate::fx::{snapshot, Fx, Out};
 use crate::ssh::Fleet;
@@ -18,10 +19,11 @@ const SEED: &str = concat!(
 const EDITS: &str = concat!(
     "    - name: replace\n      replace: {path: \"{{ base }}/app.conf\", regexp: '^port=(80)$', replace: 'port=\\g<1>80', before: '\\[x\\]'}\n      register: r\n",
     "    - name: ini\n      community.general.ini_file: {path: \"{{ base }}/app.ini\", section: main, option: port, value: 8080, mode: \"0640\"}\n      register: i\n",
+    "    - name: limits\n      pam_limits: {dest: \"{{ base }}/limits.conf\", domain: fpuser, limit_type: soft, limit_item: nofile, value: 4096}\n      register: l\n",
 );
 
 #[test]
-fn replace_and_ini_file_converge_over_ssh_with_become() {
+fn replace_ini_file_and_pam_limits_converge_over_ssh_with_become() {
     let fleet = Fleet::start(1, "fpsudo");
     let base = fleet.base(&fleet.hosts[0]);
     fleet.play_full("  gather_facts: false\n  become: true\n", SEED);
@@ -42,6 +44,10 @@ fn replace_and_ini_file_converge_over_ssh_with_become() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     assert_eq!(meta.permissions().mode() & 0o7777, 0o640);
     assert_eq!(meta.uid(), 0, "written as root through become");
+    assert_eq!(
+        std::fs::read_to_string(base.join("limits.conf")).unwrap(),
+        "fpuser\tsoft\tnofile\t4096\n"
+    );
     let ini = &first.task_events("ini")[0]["result"];
     assert_eq!(ini["msg"], "section and option added", "{ini}");
     assert_eq!(ini["mode"], "0640", "{ini}");
@@ -64,6 +70,7 @@ fn diff_mode_shows_the_edit_and_registers_ansibles_diff() {
                 "          - i.diff.before == ''\n",
                 "          - i.diff.after == '\\n[main]\\nport = 8080\\n'\n",
                 "          - i.diff.after_header is search('app.ini \\(content\\)$')\n",
+                "          - l.diff.after == 'fpuser\\tsoft\\tnofile\\t4096\\n'\n",
             )
         ),
     );
@@ -77,6 +84,7 @@ fn diff_mode_shows_the_edit_and_registers_ansibles_diff() {
     let shown = serde_json::to_string(&out.task_events("ini")[0]["diff"]).unwrap();
     assert!(shown.contains("port = 8080"), "{shown}");
     assert!(!base.join("app.ini").exists());
+    assert!(!base.join("limits.conf").exists());
 }
 
 fn refused(fx: &Fx, task: &str, says: &str) -> Out {
@@ -116,5 +124,15 @@ fn bad_text_module_parameters_are_refused_at_load_time() {
         &fx,
         "ini_file: {path: /tmp/x, option: b, value: 1, state: gone}",
         "state",
+    );
+    refused(
+        &fx,
+        "pam_limits: {domain: u, limit_type: soft, limit_item: files, value: 1}",
+        "limit_item",
+    );
+    refused(
+        &fx,
+        "community.general.pam_limits: {domain: u, limit_type: soft, limit_item: nofile, value: lots}",
+        "invalid",
     );
 }
