@@ -2,17 +2,16 @@
 //! in an INI file, writing what community.general's ini_file writes. The file handling (atomic
 //! rewrite, backup, attributes) is shared with lineinfile in `text`.
 
-use crate::fs::{path_info, WantedAttrs};
+use crate::fs::WantedAttrs;
 use crate::params::{de_opt_string, Bool, ModeSpec};
 use crate::text::{
-    apply_edit, check_common, exclusive, missing_file, plan_edit, probe_text_file, EditAction,
-    Presence, TextFile,
+    add_path_info, apply_edit, check_common, exclusive, missing_file, plan_edit, probe_text_file,
+    EditAction, Presence, TextFile,
 };
 use crate::{Ctx, Module, ModuleError, Plan};
 use regex::Regex;
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Map, Value};
-use std::path::Path;
 
 pub struct IniFile;
 
@@ -177,7 +176,7 @@ impl Module for IniFile {
                    "before_header": header, "after_header": header}),
         );
         // Ansible adds the file's attributes to a result that names a path.
-        plan.result.extend(path_info(Path::new(&p.path))?);
+        add_path_info(&mut plan.result, &p.path)?;
         let new_content = changed.then(|| after.into_bytes());
         let wanted = WantedAttrs::new(&p.mode, &p.owner, &p.group);
         // The message is ini_file's own: attribute changes do not add to it.
@@ -205,7 +204,7 @@ impl Module for IniFile {
         plan: &Plan<EditAction>,
     ) -> Result<Map<String, Value>, ModuleError> {
         let mut out = apply_edit(&file, &plan.actions, None, "backup_file")?;
-        out.extend(path_info(Path::new(&p.path))?);
+        add_path_info(&mut out, &p.path)?;
         Ok(out)
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod account;
 pub mod apt;
+pub mod authorized_key;
 pub mod blockinfile;
 pub mod capture;
 pub mod children;

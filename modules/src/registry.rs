@@ -34,6 +34,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "replace",
     "ini_file",
     "pam_limits",
+    "authorized_key",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -66,12 +67,14 @@ pub const ALL_MODULES: &[&str] = &[
     "replace",
     "ini_file",
     "pam_limits",
+    "authorized_key",
 ];
 
 /// Modules Ansible keeps in collections, by the FQCN a playbook may use for them.
 const COLLECTION_MODULES: &[(&str, &str)] = &[
     ("community.general.ini_file", "ini_file"),
     ("community.general.pam_limits", "pam_limits"),
+    ("ansible.posix.authorized_key", "authorized_key"),
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -131,6 +134,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "replace" => check::<crate::replace::Replace>(params),
         "ini_file" => check::<crate::ini_file::IniFile>(params),
         "pam_limits" => check::<crate::pam_limits::PamLimits>(params),
+        "authorized_key" => check::<crate::authorized_key::AuthorizedKey>(params),
         _ => Ok(()),
     }
 }
@@ -176,6 +180,9 @@ pub fn run_module_hooked(
         "replace" => run_hooked::<crate::replace::Replace>(params, ctx, before_apply),
         "ini_file" => run_hooked::<crate::ini_file::IniFile>(params, ctx, before_apply),
         "pam_limits" => run_hooked::<crate::pam_limits::PamLimits>(params, ctx, before_apply),
+        "authorized_key" => {
+            run_hooked::<crate::authorized_key::AuthorizedKey>(params, ctx, before_apply)
+        }
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

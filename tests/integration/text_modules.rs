@@ -1,7 +1,7 @@
-//! The native text-file modules `replace`, `ini_file` and `pam_limits` over loopback sshd with
-//! become: check mode inert, the first run changes root-owned files, the rerun leaves them
-//! untouched, `--diff` shows the edit and registers Ansible's `diff`, and bad parameters are
-//! refused with a position.
+//! The native text-file modules `replace`, `ini_file`, `pam_limits` and `authorized_key` over
+//! loopback sshd with become: check mode inert, the first run changes the files (root's, or the
+//! key file given to its user), the rerun leaves them untouched, `--diff` shows the edit and
+//! registers Ansible's `diff`, and bad parameters are refused with a position.
 
 use crate::fx::{snapshot, Fx, Out};
 use crate::ssh::Fleet;
@@ -20,10 +20,11 @@ const EDITS: &str = concat!(
     "    - name: replace\n      replace: {path: \"{{ base }}/app.conf\", regexp: '^port=(80)$', replace: 'port=\\g<1>80', before: '\\[x\\]'}\n      register: r\n",
     "    - name: ini\n      community.general.ini_file: {path: \"{{ base }}/app.ini\", section: main, option: port, value: 8080, mode: \"0640\"}\n      register: i\n",
     "    - name: limits\n      pam_limits: {dest: \"{{ base }}/limits.conf\", domain: fpuser, limit_type: soft, limit_item: nofile, value: 4096}\n      register: l\n",
+    "    - name: key\n      ansible.posix.authorized_key: {user: fpuser, key: \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFp fp@test\", path: \"{{ base }}/ssh/authorized_keys\"}\n      register: k\n",
 );
 
 #[test]
-fn replace_ini_file_and_pam_limits_converge_over_ssh_with_become() {
+fn text_modules_converge_over_ssh_with_become() {
     let fleet = Fleet::start(1, "fpsudo");
     let base = fleet.base(&fleet.hosts[0]);
     fleet.play_full("  gather_facts: false\n  become: true\n", SEED);
@@ -48,6 +49,21 @@ fn replace_ini_file_and_pam_limits_converge_over_ssh_with_become() {
         std::fs::read_to_string(base.join("limits.conf")).unwrap(),
         "fpuser\tsoft\tnofile\t4096\n"
     );
+    // The key file and its directory belong to the user, 0600 and 0700, as Ansible leaves them.
+    let fpuser = nix_uid("fpuser");
+    let keys = base.join("ssh/authorized_keys");
+    assert_eq!(
+        std::fs::read_to_string(&keys).unwrap(),
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFp fp@test\n"
+    );
+    for (p, mode) in [(keys.clone(), 0o600), (base.join("ssh"), 0o700)] {
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(
+            (m.uid(), m.permissions().mode() & 0o7777),
+            (fpuser, mode),
+            "{p:?}"
+        );
+    }
     let ini = &first.task_events("ini")[0]["result"];
     assert_eq!(ini["msg"], "section and option added", "{ini}");
     assert_eq!(ini["mode"], "0640", "{ini}");
@@ -87,6 +103,17 @@ fn diff_mode_shows_the_edit_and_registers_ansibles_diff() {
     assert!(!base.join("limits.conf").exists());
 }
 
+/// A user's uid, from the passwd database.
+fn nix_uid(name: &str) -> u32 {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f[0] == name)
+        .map(|f| f[2].parse().unwrap())
+        .unwrap_or_else(|| panic!("no user {name}"))
+}
+
 fn refused(fx: &Fx, task: &str, says: &str) -> Out {
     fx.play(&format!("    - name: bad\n      {task}\n"));
     let out = fx.apply(&[]);
@@ -124,6 +151,16 @@ fn bad_text_module_parameters_are_refused_at_load_time() {
         &fx,
         "ini_file: {path: /tmp/x, option: b, value: 1, state: gone}",
         "state",
+    );
+    refused(
+        &fx,
+        "authorized_key: {user: fpuser, key: \"https://example.com/fp.keys\"}",
+        "no HTTP client",
+    );
+    refused(
+        &fx,
+        "authorized_key: {user: fpuser, key: nonsense}",
+        "invalid key",
     );
     refused(
         &fx,
