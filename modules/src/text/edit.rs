@@ -1,6 +1,6 @@
-//! The text-file machinery shared by `lineinfile` and `blockinfile`: their common parameter
-//! checks, and the probe → plan → apply of an atomic rewrite with backup, validate, mode, owner
-//! and group.
+//! The text-file machinery shared by lineinfile, blockinfile and the other text modules: common
+//! parameter checks, and the probe → plan → apply of an atomic rewrite with backup, validate,
+//! mode, owner and group.
 
 use super::regex::compile_regex;
 use crate::fs::{
