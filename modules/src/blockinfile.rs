@@ -5,7 +5,8 @@ use crate::fs::WantedAttrs;
 use crate::params::{de_opt_string, is_template, Bool, ModeSpec};
 use crate::text::{
     apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
-    missing_file, plan_edit, probe_text_file, strip_eol, EditAction, Presence, TextFile,
+    missing_file, plan_edit, probe_text_file, registered_diff, strip_eol, EditAction, Presence,
+    TextFile,
 };
 use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
@@ -112,14 +113,16 @@ impl Module for BlockInFile {
         let (new_content, msg) = if original == Some(after.as_slice()) {
             (None, String::new())
         } else if original.is_none() {
-            (Some(after), "File created".to_string())
+            (Some(after.clone()), "File created".to_string())
         } else if !present || p.block.as_deref().unwrap_or_default().is_empty() {
-            (Some(after), "Block removed".to_string())
+            (Some(after.clone()), "Block removed".to_string())
         } else {
-            (Some(after), "Block inserted".to_string())
+            (Some(after.clone()), "Block inserted".to_string())
         };
         let wanted = WantedAttrs::new(&p.mode, &p.owner, &p.group);
         let msg = plan_edit(file, new_content, &wanted, p.backup.0, ctx, msg, &mut plan)?;
+        let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
+        plan.result.insert("diff".into(), diff);
         if !msg.is_empty() {
             plan.msg = Some(msg);
         }

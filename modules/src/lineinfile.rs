@@ -5,7 +5,8 @@ use crate::fs::WantedAttrs;
 use crate::params::{de_opt_string, is_template, Bool, ModeSpec};
 use crate::text::{
     apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
-    missing_file, plan_edit, probe_text_file, strip_eol, EditAction, Presence, TextFile,
+    missing_file, plan_edit, probe_text_file, registered_diff, strip_eol, EditAction, Presence,
+    TextFile,
 };
 use crate::{Ctx, Module, ModuleError, Plan};
 use regex::bytes::{Captures, Regex};
@@ -120,7 +121,10 @@ impl Module for LineInFile {
             // A new file: an empty one that `present` then edits.
             let (lines, msg) = present(p, Vec::new())?;
             let after = lines.concat();
-            let msg = plan_edit(file, Some(after), &wanted, p.backup.0, ctx, msg, &mut plan)?;
+            let new = Some(after.clone());
+            let msg = plan_edit(file, new, &wanted, p.backup.0, ctx, msg, &mut plan)?;
+            let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
+            plan.result.insert("diff".into(), diff);
             plan.msg = Some(msg);
             return Ok(plan);
         };
@@ -139,8 +143,10 @@ impl Module for LineInFile {
             }
         };
         let after = new_lines.concat();
-        let new_content = (after != *content).then_some(after);
+        let new_content = (after != *content).then(|| after.clone());
         let msg = plan_edit(file, new_content, &wanted, p.backup.0, ctx, msg, &mut plan)?;
+        let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
+        plan.result.insert("diff".into(), diff);
         if !msg.is_empty() {
             plan.msg = Some(msg);
         }

@@ -22,6 +22,12 @@ pub fn de_opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, 
     }
 }
 
+/// Deserialize a required string that YAML may have typed as a number or a boolean, as
+/// [`de_opt_string`] does for optional ones.
+pub fn de_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    de_opt_string(d)?.ok_or_else(|| serde::de::Error::custom("expected a string, found null"))
+}
+
 /// Ansible accepts `yes`/`no`/`true`/`false`/`1`/`0`/`on`/`off` as strings where a boolean is expected,
 /// because templated values arrive as strings.
 pub fn parse_bool_str(s: &str) -> Option<bool> {

@@ -48,6 +48,10 @@ pub const AGENT_MODULES: &[&str] = &[
     "apt_key",
     "dnf",
     "yum",
+    "replace",
+    "ini_file",
+    "pam_limits",
+    "authorized_key",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -94,29 +98,32 @@ pub const ALL_MODULES: &[&str] = &[
     "apt_key",
     "dnf",
     "yum",
+    "replace",
+    "ini_file",
+    "pam_limits",
+    "authorized_key",
 ];
 
-/// Modules Ansible keeps in a collection, by their collection name: `ansible.posix.sysctl` is
-/// `sysctl`. (Their short names resolve through `ALL_MODULES` as Ansible's default
-/// collection search does.)
+/// Modules Ansible keeps in collections, by the FQCN a playbook may use for them. (Their short
+/// names resolve through `ALL_MODULES`, as Ansible's default collection search does.)
 const COLLECTION_MODULES: &[(&str, &str)] = &[
-    ("ansible.posix.", "sysctl"),
-    ("community.general.", "timezone"),
-    ("ansible.posix.", "mount"),
+    ("ansible.posix.sysctl", "sysctl"),
+    ("ansible.posix.mount", "mount"),
+    ("ansible.posix.authorized_key", "authorized_key"),
+    ("community.general.timezone", "timezone"),
+    ("community.general.ini_file", "ini_file"),
+    ("community.general.pam_limits", "pam_limits"),
 ];
 
-/// `ansible.builtin.copy` → `copy`; unknown names → None.
+/// `ansible.builtin.copy` → `copy`, `ansible.posix.sysctl` → `sysctl`; unknown names → None.
 pub fn canonical_name(name: &str) -> Option<&'static str> {
+    if let Some((_, short)) = COLLECTION_MODULES.iter().find(|(fqcn, _)| *fqcn == name) {
+        return Some(short);
+    }
     let short = name
         .strip_prefix("ansible.builtin.")
         .or_else(|| name.strip_prefix("ansible.legacy."))
         .unwrap_or(name);
-    if let Some(m) = COLLECTION_MODULES
-        .iter()
-        .find(|(prefix, m)| name.strip_prefix(prefix) == Some(m))
-    {
-        return Some(m.1);
-    }
     ALL_MODULES.iter().copied().find(|m| *m == short)
 }
 
@@ -178,6 +185,10 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "deb822_repository" => check::<crate::deb822_repository::Deb822Repository>(params),
         "apt_key" => check::<crate::apt_key::AptKey>(params),
         "dnf" | "yum" => check::<crate::dnf::Dnf>(params),
+        "replace" => check::<crate::replace::Replace>(params),
+        "ini_file" => check::<crate::ini_file::IniFile>(params),
+        "pam_limits" => check::<crate::pam_limits::PamLimits>(params),
+        "authorized_key" => check::<crate::authorized_key::AuthorizedKey>(params),
         _ => Ok(()),
     }
 }
@@ -241,6 +252,12 @@ pub fn run_module_hooked(
         }
         "apt_key" => run_hooked::<crate::apt_key::AptKey>(params, ctx, before_apply),
         "dnf" | "yum" => run_hooked::<crate::dnf::Dnf>(params, ctx, before_apply),
+        "replace" => run_hooked::<crate::replace::Replace>(params, ctx, before_apply),
+        "ini_file" => run_hooked::<crate::ini_file::IniFile>(params, ctx, before_apply),
+        "pam_limits" => run_hooked::<crate::pam_limits::PamLimits>(params, ctx, before_apply),
+        "authorized_key" => {
+            run_hooked::<crate::authorized_key::AuthorizedKey>(params, ctx, before_apply)
+        }
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

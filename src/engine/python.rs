@@ -168,7 +168,9 @@ impl Shared<'_> {
                 interpreter: _,
                 outbox_written,
             }) => {
-                let r = pymod::result::convert(&stdout, &stderr, rc, user_diff);
+                // A diff the module returns unasked is part of its result, as in Ansible (ini_file,
+                // yum_repository); one asked for only by --twice is taken out again.
+                let r = pymod::result::convert(&stdout, &stderr, rc, user_diff || !diff);
                 for w in &r.warnings {
                     scope.warn(w.clone());
                 }

@@ -78,6 +78,9 @@ impl Reporter {
                             .filter(|(k, _)| {
                                 self.verbosity > 0 || (*k != "changed" && *k != "failed")
                             })
+                            // A registered `diff` (lineinfile, ini_file...) is shown as a diff
+                            // with --diff; ansible-core prints it among the values only at -vvv.
+                            .filter(|(k, _)| self.verbosity >= 3 || *k != "diff")
                             .map(|(k, v)| (k.clone(), v.clone()))
                             .collect();
                         if !shown.is_empty() {

@@ -58,7 +58,9 @@ pub struct Tools {
     pub collections: Option<PathBuf>,
 }
 
-/// Names that only resolve in ansible-core with the collections installed.
+/// Names that only resolve with the collections installed (`community.general.ini_file`...):
+/// both tools find them where `.ci/run` unpacks the `ansible` package
+/// (`FIXPOINT_ANSIBLE_COLLECTIONS`).
 const COLLECTION_PREFIXES: &[&str] = &["ansible.posix.", "community.general."];
 
 /// What one tool did with one case.
@@ -140,11 +142,11 @@ pub fn run(tools: &Tools, case: &Case, tool: Tool, scratch: &Path) -> Result<Run
     // JSON extra vars: a value with spaces or `=` stays one value under both tools.
     let base = serde_json::json!({ "base": root.join("base") }).to_string();
 
+    let needs_collections = COLLECTION_PREFIXES
+        .iter()
+        .any(|p| case.playbook.contains(p));
     let mut cmd = match tool {
         Tool::Ansible => {
-            let needs_collections = COLLECTION_PREFIXES
-                .iter()
-                .any(|p| case.playbook.contains(p));
             if needs_collections && tools.collections.is_none() {
                 return Err(format!(
                     "case {} uses modules of Ansible's collections: set \
@@ -204,6 +206,9 @@ pub fn run(tools: &Tools, case: &Case, tool: Tool, scratch: &Path) -> Result<Run
             c.env("NO_COLOR", "1");
             // Modules fixpoint lacks run as the code of the same ansible-core installation.
             c.env("FIXPOINT_ANSIBLE_PYTHON", tools.ansible_bin.join("python"));
+            if let (true, Some(dir)) = (needs_collections, &tools.collections) {
+                c.env("ANSIBLE_COLLECTIONS_PATH", dir);
+            }
             c
         }
     };

@@ -38,6 +38,7 @@ mod services_sysv;
 mod soak;
 mod ssh;
 mod system_ns;
+mod text_modules;
 mod timeouts;
 mod validate;
 mod variables;

@@ -246,16 +246,8 @@ fn nginx_playbook_serves_its_site_and_reloads_on_change() {
 #[test]
 fn geerlingguy_nginx_role_converges_and_serves() {
     // The project's read-only copy of public roles (taken unchanged from their repositories).
-    let roles = std::env::var_os("FIXPOINT_PUBLIC_ROLES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/public-roles"));
+    let roles = crate::public_roles::public_roles().join("roles");
     let roles = roles.as_path();
-    assert!(
-        roles.join("geerlingguy.nginx/tasks/main.yml").exists(),
-        "{}/geerlingguy.nginx is missing: set FIXPOINT_PUBLIC_ROLES to a directory holding \
-         github.com/geerlingguy/ansible-role-nginx as geerlingguy.nginx",
-        roles.display()
-    );
     let _cleanup = Cleanup::new(&["/etc/nginx/sites-enabled/fptest-role.conf"]);
     let fleet = Fleet::start(1, "fpsudo");
     let port = free_port();

@@ -1,6 +1,6 @@
-//! The text-file machinery shared by `lineinfile` and `blockinfile`: their common parameter
-//! checks, and the probe → plan → apply of an atomic rewrite with backup, validate, mode, owner
-//! and group.
+//! The text-file machinery shared by lineinfile, blockinfile and the other text modules: common
+//! parameter checks, and the probe → plan → apply of an atomic rewrite with backup, validate,
+//! mode, owner and group.
 
 use super::regex::compile_regex;
 use crate::fs::{
@@ -263,6 +263,61 @@ pub fn plan_edit(
     Ok(with_attr_msg(msg, attrs_changed))
 }
 
+/// The `diff` lineinfile and blockinfile return in their result, which a `register` reader sees:
+/// the content (both texts only when diffs are asked for) and, for a file that exists or is
+/// written, the attributes that change, as `[content, attributes]`. A file that check mode
+/// would create gets the content part alone, as in Ansible. Owners and groups are ids there.
+pub fn registered_diff(
+    file: &TextFile,
+    after: &[u8],
+    attrs: &[crate::AttrChange],
+    ctx: &Ctx,
+) -> Value {
+    let (before, after) = if ctx.diff {
+        (
+            diff_text(file.content.as_deref().unwrap_or_default()),
+            diff_text(after),
+        )
+    } else {
+        (String::new(), String::new())
+    };
+    let header = format!("{} (content)", file.path);
+    let content = json!({"before": before, "after": after,
+                         "before_header": header, "after_header": header});
+    if ctx.check && file.meta.is_none() {
+        return content;
+    }
+    let header = format!("{} (file attributes)", file.path);
+    let mut attr = json!({"before_header": header, "after_header": header});
+    let (mut was, mut will) = (Map::new(), Map::new());
+    for c in attrs.iter().filter(|c| c.path == file.path) {
+        let id = |name: &str| match c.attr.as_str() {
+            "owner" => crate::fs::lookup_uid(name).map(Value::from).ok(),
+            "group" => crate::fs::lookup_gid(name).map(Value::from).ok(),
+            "mode" => Some(Value::from(name)),
+            _ => None,
+        };
+        if let (Some(b), Some(a)) = (id(&c.before), id(&c.after)) {
+            was.insert(c.attr.clone(), b);
+            will.insert(c.attr.clone(), a);
+        }
+    }
+    if !will.is_empty() {
+        attr["before"] = Value::Object(was);
+        attr["after"] = Value::Object(will);
+    }
+    json!([content, attr])
+}
+
+/// What Ansible's `add_path_info` adds to a result naming an existing `path`: its owner, group,
+/// ids, mode, size and `state` (which replaces a `state` parameter echoed there).
+pub fn add_path_info(result: &mut Map<String, Value>, path: &str) -> Result<(), ModuleError> {
+    if let Some(meta) = lstat(Path::new(path))? {
+        result.extend(crate::fs::meta_info(&meta));
+    }
+    Ok(())
+}
+
 /// Ansible's message when only attributes changed, or appended to the content message.
 fn with_attr_msg(mut msg: String, attrs_changed: bool) -> String {
     if attrs_changed {
@@ -300,4 +355,59 @@ pub fn apply_edit(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::{setup, CHECK, RUN};
+    use crate::{run, Ctx};
+    use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn lineinfile_and_blockinfile_register_ansibles_diff() {
+        let (d, path) = setup("a\n");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let p = path.display().to_string();
+        // Diff mode: the texts, and the attributes that change (owner and group as ids).
+        let out = run::<crate::lineinfile::LineInFile>(
+            &json!({"path": p, "line": "b", "mode": "0600", "owner": "root"}),
+            &RUN,
+        )
+        .unwrap();
+        let content_header = format!("{p} (content)");
+        let attr_header = format!("{p} (file attributes)");
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&path).unwrap());
+        assert_eq!(owner, 0, "the tests run as root");
+        assert_eq!(
+            out.result["diff"],
+            json!([
+                {"before": "a\n", "after": "a\nb\n", "before_header": content_header, "after_header": content_header},
+                {"before": {"mode": "0644"}, "after": {"mode": "0600"},
+                 "before_header": attr_header, "after_header": attr_header}
+            ])
+        );
+        // Without diff mode: the same shape, empty texts; unchanged, no attribute part.
+        let out = run::<crate::blockinfile::BlockInFile>(
+            &json!({"path": p, "block": "x"}),
+            &Ctx::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            out.result["diff"],
+            json!([
+                {"before": "", "after": "", "before_header": content_header, "after_header": content_header},
+                {"before_header": attr_header, "after_header": attr_header}
+            ])
+        );
+        // A file check mode would create: the content part alone.
+        let new = d.path().join("new").display().to_string();
+        let out = run::<crate::lineinfile::LineInFile>(
+            &json!({"path": new, "line": "x", "create": true}),
+            &CHECK,
+        )
+        .unwrap();
+        assert_eq!(out.result["diff"]["after"], json!("x\n"));
+        assert_eq!(out.result["diff"]["before"], json!(""));
+    }
 }
