@@ -16,6 +16,7 @@ pub mod debconf;
 pub mod dpkg_selections;
 pub mod file;
 pub mod fs;
+pub mod git;
 pub mod lineinfile;
 pub mod package;
 pub mod package_facts;

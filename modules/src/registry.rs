@@ -31,6 +31,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "user",
     "group",
     "getent",
+    "git",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -60,6 +61,7 @@ pub const ALL_MODULES: &[&str] = &[
     "dpkg_selections",
     "debconf",
     "package_facts",
+    "git",
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -113,6 +115,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "user" => check::<user::User>(params),
         "group" => check::<group::Group>(params),
         "getent" => check::<getent::Getent>(params),
+        "git" => check::<crate::git::Git>(params),
         _ => Ok(()),
     }
 }
@@ -155,6 +158,7 @@ pub fn run_module_hooked(
         "user" => run_hooked::<user::User>(params, ctx, before_apply),
         "group" => run_hooked::<group::Group>(params, ctx, before_apply),
         "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
+        "git" => run_hooked::<crate::git::Git>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

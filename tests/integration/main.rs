@@ -10,6 +10,7 @@ mod bad_input;
 mod blocks;
 mod cli_listing;
 mod fx;
+mod git;
 mod hostile;
 mod includes;
 mod interrupt;
