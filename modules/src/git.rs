@@ -182,16 +182,31 @@ impl Params {
         run(&argv, &self.env(), None)
     }
 
-    /// Like `run_in`, failing with the command's output when it exits non-zero.
+    /// Like `run_in`, failing with the command's output when it exits non-zero: Ansible's
+    /// "Failed to <what>: <stdout> <stderr>".
     fn must(&self, dir: Option<&Path>, args: &[&str], what: &str) -> Result<Ran, ModuleError> {
+        self.checked(dir, args, |ran| {
+            format!("Failed to {what}: {} {}", ran.stdout, ran.stderr.trim_end())
+        })
+    }
+
+    /// Like `must`, with the message as given (the output goes in `stdout`/`stderr`), as
+    /// Ansible's checkout failures say it.
+    fn must_as(&self, dir: Option<&Path>, args: &[&str], msg: &str) -> Result<Ran, ModuleError> {
+        self.checked(dir, args, |_| msg.to_string())
+    }
+
+    fn checked(
+        &self,
+        dir: Option<&Path>,
+        args: &[&str],
+        msg: impl FnOnce(&Ran) -> String,
+    ) -> Result<Ran, ModuleError> {
         let ran = self.run_in(dir, args)?;
         if ran.rc != 0 {
             let mut argv = vec![self.git()];
             argv.extend(args.iter().map(|s| s.to_string()));
-            let mut e = failure(
-                format!("Failed to {what}: {} {}", ran.stdout, ran.stderr.trim_end()),
-                &ran,
-            );
+            let mut e = failure(msg(&ran), &ran);
             if let ModuleError::Failed { result, .. } = &mut e {
                 result.insert("cmd".into(), shown(&argv).into());
             }
@@ -384,16 +399,16 @@ impl Git {
         };
         if v == "HEAD" {
             let branch = Self::head_branch(p, dest)?;
-            p.must(
+            p.must_as(
                 d,
                 &["checkout", "--force", &branch],
-                &format!("checkout branch {branch}"),
+                &format!("Failed to checkout branch {branch}"),
             )?;
             let upstream = format!("{remote}/{branch}");
-            p.must(
+            p.must_as(
                 d,
                 &["reset", "--hard", &upstream, "--"],
-                &format!("checkout branch {branch}"),
+                &format!("Failed to checkout branch {branch}"),
             )?;
             return Ok(());
         }
@@ -418,29 +433,37 @@ impl Git {
                 let depth = format!("--depth={depth}");
                 let a = format!("+refs/heads/{v}:refs/heads/{v}");
                 let b = format!("+refs/heads/{v}:refs/remotes/{remote}/{v}");
-                p.must(
+                p.must_as(
                     d,
                     &["fetch", &depth, remote, &a, &b],
-                    &format!("fetch branch {v}"),
+                    &format!("Failed to fetch branch from remote: {v}"),
                 )?;
             }
             let upstream = format!("{remote}/{v}");
             if !local_branch(v)? {
-                p.must(
+                p.must_as(
                     d,
                     &["checkout", "--track", "-b", v, &upstream],
-                    &format!("checkout {v}"),
+                    &format!("Failed to checkout {v}"),
                 )?;
             } else {
-                p.must(
+                p.must_as(
                     d,
                     &["checkout", "--force", v],
-                    &format!("checkout branch {v}"),
+                    &format!("Failed to checkout branch {v}"),
                 )?;
-                p.must(d, &["reset", "--hard", &upstream], &format!("checkout {v}"))?;
+                p.must_as(
+                    d,
+                    &["reset", "--hard", &upstream],
+                    &format!("Failed to checkout {v}"),
+                )?;
             }
         } else {
-            p.must(d, &["checkout", "--force", v], &format!("checkout {v}"))?;
+            p.must_as(
+                d,
+                &["checkout", "--force", v],
+                &format!("Failed to checkout {v}"),
+            )?;
         }
         Ok(())
     }
