@@ -31,6 +31,7 @@ mod swap_tests;
 mod testutil;
 pub mod text;
 pub mod time;
+pub mod unarchive;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

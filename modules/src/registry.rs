@@ -32,6 +32,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "group",
     "getent",
     "git",
+    "unarchive",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -62,6 +63,7 @@ pub const ALL_MODULES: &[&str] = &[
     "debconf",
     "package_facts",
     "git",
+    "unarchive",
 ];
 
 /// `ansible.builtin.copy` → `copy`; unknown names → None.
@@ -116,6 +118,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "group" => check::<group::Group>(params),
         "getent" => check::<getent::Getent>(params),
         "git" => check::<crate::git::Git>(params),
+        "unarchive" => check::<crate::unarchive::Unarchive>(params),
         _ => Ok(()),
     }
 }
@@ -159,6 +162,7 @@ pub fn run_module_hooked(
         "group" => run_hooked::<group::Group>(params, ctx, before_apply),
         "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
         "git" => run_hooked::<crate::git::Git>(params, ctx, before_apply),
+        "unarchive" => run_hooked::<crate::unarchive::Unarchive>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

@@ -30,6 +30,7 @@ mod services_sysv;
 mod soak;
 mod ssh;
 mod timeouts;
+mod unarchive;
 mod validate;
 mod variables;
 mod yaml_typing;
