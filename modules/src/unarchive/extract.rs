@@ -313,3 +313,14 @@ pub fn set_attrs(st: &Probed, list: &[usize]) -> Result<(), ModuleError> {
     }
     Ok(())
 }
+
+/// Give the top directories `list` their owner, group and mode.
+pub fn set_top_attrs(st: &Probed, list: &[(PathBuf, Want)]) -> Result<(), ModuleError> {
+    let root = Dir::open(&st.root)?;
+    for (top, want) in list {
+        if root.entry(top.as_os_str())?.is_some() {
+            attrs(&root, top.as_os_str(), want)?;
+        }
+    }
+    Ok(())
+}

@@ -83,6 +83,9 @@ pub enum Action {
     Extract(Vec<usize>),
     /// Only owner/group/mode of these entries differ.
     SetAttrs(Vec<usize>),
+    /// owner/group/mode for the top directories of the entries (Ansible sets them there too,
+    /// ansible/ansible#35426), after the extraction.
+    SetTopAttrs(Vec<(PathBuf, extract::Want)>),
 }
 
 /// What `probe` found.
@@ -102,6 +105,8 @@ pub struct Probed {
     pub attrs: Vec<usize>,
     /// Owner, group and permission bits each selected entry must end with (None: not checked).
     pub want: HashMap<usize, extract::Want>,
+    /// Top directories whose owner/group/mode the parameters change.
+    pub tops: Vec<(PathBuf, extract::Want)>,
 }
 
 fn is_root() -> bool {
@@ -235,7 +240,7 @@ impl Module for Unarchive {
         let dest = expand_user(&p.dest);
         if !dest.is_dir() {
             return Err(ModuleError::failed(format!(
-                "Destination '{}' is not a directory",
+                "dest '{}' must be an existing dir",
                 p.dest
             )));
         }
@@ -289,6 +294,34 @@ impl Module for Unarchive {
             }
             st.want.insert(i, want);
         }
+        if p.owner.is_some() || p.group.is_some() || p.mode.is_some() {
+            let tops: std::collections::BTreeSet<PathBuf> = st
+                .selected
+                .iter()
+                .map(|i| &st.entries[*i])
+                .filter(|e| e.name.contains('/'))
+                .filter_map(|e| e.path.components().next())
+                .map(|c| PathBuf::from(c.as_os_str()))
+                .collect();
+            for top in tops {
+                let meta = std::fs::symlink_metadata(st.root.join(&top)).ok();
+                if meta.as_ref().is_some_and(|m| m.file_type().is_symlink()) {
+                    continue;
+                }
+                let current = meta.as_ref().map(|m| m.mode() & 0o7777).unwrap_or(0o755);
+                let mode = match &p.mode {
+                    Some(spec) => spec.resolve(current, true).map_err(ModuleError::Params)?,
+                    None => None,
+                };
+                let want = extract::Want { uid, gid, mode };
+                let ok = meta.is_some_and(|m| {
+                    owned(&m, &want) && mode.is_none_or(|w| m.mode() & 0o7777 == w)
+                });
+                if !ok {
+                    st.tops.push((top, want));
+                }
+            }
+        }
         Ok(st)
     }
 
@@ -321,6 +354,9 @@ impl Module for Unarchive {
         if !st.attrs.is_empty() {
             plan.actions.push(Action::SetAttrs(st.attrs.clone()));
         }
+        if !st.tops.is_empty() {
+            plan.actions.push(Action::SetTopAttrs(st.tops.clone()));
+        }
         if ctx.diff && !plan.actions.is_empty() {
             let mut text = String::new();
             for i in st.write.iter().chain(&st.attrs) {
@@ -340,6 +376,7 @@ impl Module for Unarchive {
             match a {
                 Action::Extract(list) => extract::write(&st, list)?,
                 Action::SetAttrs(list) => extract::set_attrs(&st, list)?,
+                Action::SetTopAttrs(list) => extract::set_top_attrs(&st, list)?,
             }
         }
         let mut out = path_info(&expand_user(&p.dest))?;
