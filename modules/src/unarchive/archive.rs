@@ -201,7 +201,8 @@ fn tar_err(path: &Path, e: std::io::Error) -> ModuleError {
 }
 
 /// Turn one tar header into an `Entry`, refusing what cannot be extracted safely.
-fn tar_entry<R: Read>(e: &tar::Entry<'_, R>) -> Result<Option<Entry>, String> {
+fn tar_entry<R: Read>(e: &tar::Entry<'_, R>, archive: &Path) -> Result<Option<Entry>, ModuleError> {
+    let escape = |m: String| refused(archive, &m);
     use tar::EntryType as T;
     let h = e.header();
     let raw = e.path_bytes();
@@ -218,19 +219,20 @@ fn tar_entry<R: Read>(e: &tar::Entry<'_, R>) -> Result<Option<Entry>, String> {
                 Kind::Symlink(target)
             } else {
                 let t = target.to_str().unwrap_or_default();
-                Kind::Hardlink(clean(t).map_err(|m| format!("hard link {m}"))?)
+                Kind::Hardlink(clean(t).map_err(|m| escape(format!("hard link {m}")))?)
             }
         }
         // Metadata records the crate has already applied, or ignores.
         T::XGlobalHeader | T::XHeader | T::GNULongName | T::GNULongLink => return Ok(None),
         other => {
-            return Err(format!(
-                "entry `{name}` is a {other:?}, which unarchive does not extract"
-            ))
+            return Err(ModuleError::failed(format!(
+                "{}: entry `{name}` is a {other:?}, which unarchive does not extract",
+                archive.display()
+            )))
         }
     };
     Ok(Some(Entry {
-        path: clean(&name)?,
+        path: clean(&name).map_err(escape)?,
         name,
         size: if kind == Kind::File { e.size() } else { 0 },
         kind,
@@ -254,10 +256,8 @@ pub fn list(path: &Path, fmt: Format) -> Result<Vec<Entry>, ModuleError> {
                 let mut ar = tar::Archive::new(&mut stream);
                 for e in ar.entries().map_err(|e| tar_err(path, e))? {
                     let e = e.map_err(|e| tar_err(path, e))?;
-                    match tar_entry(&e) {
-                        Ok(Some(x)) => out.push(x),
-                        Ok(None) => {}
-                        Err(m) => return Err(refused(path, &m)),
+                    if let Some(x) = tar_entry(&e, path)? {
+                        out.push(x);
                     }
                 }
             }
@@ -305,7 +305,7 @@ pub fn each_data(
                 for e in ar.entries().map_err(|e| tar_err(path, e))? {
                     let mut e = e.map_err(|e| tar_err(path, e))?;
                     // The same numbering as `list`: metadata records are not entries.
-                    if matches!(tar_entry(&e), Ok(None)) {
+                    if matches!(tar_entry(&e, path), Ok(None)) {
                         continue;
                     }
                     if wanted.contains(&i) {

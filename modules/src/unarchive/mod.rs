@@ -395,3 +395,6 @@ fn name_or_id(name: Option<&str>, id: u64, by_name: impl Fn(&str) -> Option<u32>
 fn owned(meta: &std::fs::Metadata, w: &extract::Want) -> bool {
     w.uid.is_none_or(|u| meta.uid() == u) && w.gid.is_none_or(|g| meta.gid() == g)
 }
+
+#[cfg(test)]
+mod tests;
