@@ -776,3 +776,6 @@ impl Module for Git {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests;
