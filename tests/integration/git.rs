@@ -176,3 +176,42 @@ fn git_clones_updates_and_refuses_a_dirty_checkout() {
     assert_eq!(head(&shallow), c4);
     assert_eq!(git(&shallow, &["rev-list", "--count", "HEAD"]), "1");
 }
+
+/// An `ssh://` repository on the loopback sshd: `key_file`, `accept_hostkey` (with `ssh_opts`
+/// keeping root's known_hosts untouched) reach git's ssh through `GIT_SSH_COMMAND`.
+#[test]
+fn git_clones_over_ssh_with_key_file_and_accept_hostkey() {
+    require_git();
+    let fleet = Fleet::start(1, "fpsudo");
+    let h = &fleet.hosts[0];
+    let root = fleet.fx.path("repos");
+    std::fs::create_dir_all(&root).unwrap();
+    let bare = root.join("origin.git");
+    git(&root, &["init", "-q", "--bare", "origin.git"]);
+    let work = root.join("work");
+    git(&root, &["clone", "-q", bare.to_str().unwrap(), "work"]);
+    git(&work, &["checkout", "-q", "-b", "main"]);
+    let c1 = commit(&work, "a.txt", "one\n", "main");
+    git(&bare, &["symbolic-ref", "HEAD", "refs/heads/main"]);
+    // git refuses to serve a repository its user does not own: the ssh user's own.
+    let chown = Command::new("chown")
+        .args(["-R", "fpsudo", bare.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let url = format!(
+        "ssh://{}@{}:{}{}",
+        h.user(),
+        h.addr(),
+        h.port(),
+        bare.display()
+    );
+    fleet.play(&format!(
+        "    - name: over ssh\n      git:\n        repo: \"{url}\"\n        dest: \"{{{{ base }}}}/co\"\n        key_file: \"{}\"\n        accept_hostkey: true\n        ssh_opts: \"-o UserKnownHostsFile=/dev/null\"\n      become: true\n",
+        h.key_path().display()
+    ));
+    let co = fleet.base(h).join("co");
+    let first = crate::fx::converge(&|a: &[&str]| fleet.apply(a), &|| head(&co));
+    assert_eq!(result(&first, "over ssh")["after"], c1.as_str());
+    assert_eq!(head(&co), c1);
+}
