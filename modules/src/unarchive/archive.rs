@@ -3,7 +3,7 @@
 //!
 //! Tar is read in-process with the `tar` crate; gzip is decompressed with flate2, xz, bzip2 and
 //! zstd by the host's `xz`/`bzip2`/`zstd` (as GNU tar itself does), so the agent carries no C
-//! library. Zip is read with the `zip` crate.
+//! library. Zip is read by `zipread.rs`.
 
 use crate::ModuleError;
 use std::collections::HashSet;
@@ -283,17 +283,13 @@ pub fn each_data(
 ) -> Result<(), ModuleError> {
     match fmt {
         Format::Zip => {
-            let file = File::open(path).map_err(|e| ModuleError::io(path, e))?;
-            let mut z = zip::ZipArchive::new(BufReader::new(file))
-                .map_err(|e| ModuleError::failed(format!("{}: {e}", path.display())))?;
-            for i in 0..z.len() {
-                if !wanted.contains(&i) {
-                    continue;
+            let mut file = File::open(path).map_err(|e| ModuleError::io(path, e))?;
+            let list = super::zipread::entries(&mut file).map_err(|m| zip_err(path, &m))?;
+            for (i, e) in list.iter().enumerate() {
+                if wanted.contains(&i) {
+                    super::zipread::with_data(&mut file, e, |r| f(i, r))
+                        .map_err(|m| zip_err(path, &m))??;
                 }
-                let mut zf = z
-                    .by_index(i)
-                    .map_err(|e| ModuleError::failed(format!("{}: {e}", path.display())))?;
-                f(i, &mut zf)?;
             }
             Ok(())
         }
@@ -319,63 +315,39 @@ pub fn each_data(
     }
 }
 
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146097 + doe - 719468
+fn zip_err(path: &Path, m: &str) -> ModuleError {
+    ModuleError::failed(format!("{}: {m}", path.display()))
 }
 
 fn zip_list(path: &Path) -> Result<Vec<Entry>, ModuleError> {
-    let bad = |e: zip::result::ZipError| {
+    let mut file = File::open(path).map_err(|e| ModuleError::io(path, e))?;
+    let list = super::zipread::entries(&mut file).map_err(|m| {
         ModuleError::failed(format!(
-            "Unable to list files in the archive {}: {e}",
+            "Unable to list files in the archive {}: {m}",
             path.display()
         ))
-    };
-    let file = File::open(path).map_err(|e| ModuleError::io(path, e))?;
-    let mut z = zip::ZipArchive::new(BufReader::new(file)).map_err(bad)?;
+    })?;
     let mut out = Vec::new();
-    for i in 0..z.len() {
-        let mut zf = z.by_index(i).map_err(bad)?;
-        let name = zf.name().to_string();
-        let mode = zf.unix_mode();
-        let kind = if zf.is_dir() {
+    for z in list {
+        let kind = if z.is_dir() {
             Kind::Dir
-        } else if zf.is_symlink() {
+        } else if z.is_symlink() {
             let mut t = String::new();
-            zf.read_to_string(&mut t)
+            super::zipread::with_data(&mut file, &z, |r| r.read_to_string(&mut t))
+                .map_err(|m| zip_err(path, &m))?
                 .map_err(|e| ModuleError::io(path, e))?;
             Kind::Symlink(PathBuf::from(t))
         } else {
             Kind::File
         };
-        // The extended timestamp is UTC; the DOS time has no zone and is taken as UTC.
-        let ut = zf.extra_data_fields().find_map(|f| match f {
-            zip::extra_fields::ExtraField::ExtendedTimestamp(t) => t.mod_time(),
-            _ => None,
-        });
-        let mtime = match (ut, zf.last_modified()) {
-            (Some(t), _) => i64::from(t),
-            (None, Some(d)) => {
-                days_from_civil(d.year().into(), d.month().into(), d.day().into()) * 86400
-                    + i64::from(d.hour()) * 3600
-                    + i64::from(d.minute()) * 60
-                    + i64::from(d.second())
-            }
-            (None, None) => 0,
-        };
         let default_mode = if kind == Kind::Dir { 0o755 } else { 0o644 };
         out.push(Entry {
-            path: clean(&name).map_err(|m| refused(path, &m))?,
-            size: if kind == Kind::File { zf.size() } else { 0 },
-            mode: mode.map(|m| m & 0o7777).unwrap_or(default_mode),
-            name,
+            path: clean(&z.name).map_err(|m| refused(path, &m))?,
+            size: if kind == Kind::File { z.size } else { 0 },
+            mode: z.unix_mode.map(|m| m & 0o7777).unwrap_or(default_mode),
+            name: z.name,
             kind,
-            mtime,
+            mtime: z.mtime,
             uid: 0,
             gid: 0,
             uname: None,
@@ -400,6 +372,7 @@ mod tests {
 
     #[test]
     fn civil_days() {
+        use super::super::zipread::days_from_civil;
         assert_eq!(days_from_civil(1970, 1, 1), 0);
         assert_eq!(days_from_civil(2000, 3, 1), 11017);
         assert_eq!(days_from_civil(2026, 11, 30), 20787);

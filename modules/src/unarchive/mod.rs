@@ -13,6 +13,7 @@
 
 pub mod archive;
 mod extract;
+mod zipread;
 
 use crate::fs::{expand_user, lookup_gid, lookup_uid, path_info};
 use crate::params::{de_opt_string, Bool, ModeSpec, StringList};
