@@ -135,3 +135,40 @@ fn escapes_are_refused_before_writing() {
         assert!(!dest.join("ok.txt").exists());
     }
 }
+
+#[test]
+fn zip_entries_are_read_and_damage_is_detected() {
+    let d = tempfile::tempdir().unwrap();
+    let tree = d.path().join("tree");
+    fs::create_dir(&tree).unwrap();
+    fs::write(
+        tree.join("f.txt"),
+        "zip data zip data zip data\n".repeat(20),
+    )
+    .unwrap();
+    let status = std::process::Command::new("zip")
+        .args(["-qr", "../a.zip", "f.txt"])
+        .current_dir(&tree)
+        .status()
+        .expect("zip is missing: install zip (.ci/run does)");
+    assert!(status.success());
+    let src = d.path().join("a.zip");
+    let dest = d.path().join("out");
+    fs::create_dir(&dest).unwrap();
+    let out = run::<Unarchive>(&params(&src, &dest), &RUN).unwrap();
+    assert_eq!(out.result["handler"], "ZipArchive");
+    assert_eq!(
+        fs::read_to_string(dest.join("f.txt")).unwrap(),
+        "zip data zip data zip data\n".repeat(20)
+    );
+    // Flip a byte of the stored or deflated data (after the 30-byte local header, the name
+    // and the extra fields): the CRC check fails and nothing is written.
+    let mut bytes = fs::read(&src).unwrap();
+    let le = |i: usize| usize::from(u16::from_le_bytes([bytes[i], bytes[i + 1]]));
+    let data = 30 + le(26) + le(28);
+    bytes[data + 2] ^= 0x55;
+    fs::write(&src, bytes).unwrap();
+    fs::remove_file(dest.join("f.txt")).unwrap();
+    assert!(run::<Unarchive>(&params(&src, &dest), &RUN).is_err());
+    assert!(!dest.join("f.txt").exists());
+}

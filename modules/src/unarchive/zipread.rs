@@ -148,7 +148,33 @@ pub fn entries(f: &mut File) -> Result<Vec<ZipEntry>, String> {
     Ok(out)
 }
 
-/// Call `f` with the entry's uncompressed data; the CRC-32 and size are checked afterwards.
+/// An entry's data that fails its last read when the CRC-32 or the size is wrong, so a
+/// damaged entry fails while it is copied, before the copy is renamed into place.
+struct Checked<'a> {
+    inner: flate2::CrcReader<Box<dyn Read + 'a>>,
+    crc: u32,
+    size: u64,
+    name: &'a str,
+}
+
+impl Read for Checked<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && !buf.is_empty() {
+            let c = self.inner.crc();
+            if c.sum() != self.crc || u64::from(c.amount()) != self.size & 0xffff_ffff {
+                return Err(std::io::Error::other(format!(
+                    "entry `{}`: its data does not match its CRC-32 (a damaged archive)",
+                    self.name
+                )));
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Call `use_data` with the entry's uncompressed data, which fails its last read when damaged;
+/// whatever the caller leaves unread is checked too.
 pub fn with_data<T>(
     f: &mut File,
     e: &ZipEntry,
@@ -170,16 +196,13 @@ pub fn with_data<T>(
     } else {
         Box::new(raw)
     };
-    let mut checked = flate2::CrcReader::new(inner);
+    let mut checked = Checked {
+        inner: flate2::CrcReader::new(inner),
+        crc: e.crc,
+        size: e.size,
+        name: &e.name,
+    };
     let out = use_data(&mut checked);
-    // Whatever the caller left unread still counts for the check.
     std::io::copy(&mut checked, &mut std::io::sink()).map_err(|x| x.to_string())?;
-    let crc = checked.crc();
-    if crc.sum() != e.crc || u64::from(crc.amount()) != e.size & 0xffff_ffff {
-        return Err(format!(
-            "entry `{}`: its data does not match its CRC-32 (a damaged archive)",
-            e.name
-        ));
-    }
     Ok(out)
 }
