@@ -23,6 +23,7 @@ pub mod fetch;
 pub mod file;
 pub mod find;
 pub mod fs;
+pub mod git;
 pub mod http;
 pub mod ini_file;
 pub mod lineinfile;
@@ -44,6 +45,7 @@ pub mod tempfile;
 mod testutil;
 pub mod text;
 pub mod time;
+pub mod unarchive;
 pub mod wait_for;
 
 use serde::de::DeserializeOwned;

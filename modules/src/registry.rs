@@ -52,6 +52,8 @@ pub const AGENT_MODULES: &[&str] = &[
     "ini_file",
     "pam_limits",
     "authorized_key",
+    "git",
+    "unarchive",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -102,6 +104,8 @@ pub const ALL_MODULES: &[&str] = &[
     "ini_file",
     "pam_limits",
     "authorized_key",
+    "git",
+    "unarchive",
 ];
 
 /// Modules Ansible keeps in collections, by the FQCN a playbook may use for them. (Their short
@@ -189,6 +193,8 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "ini_file" => check::<crate::ini_file::IniFile>(params),
         "pam_limits" => check::<crate::pam_limits::PamLimits>(params),
         "authorized_key" => check::<crate::authorized_key::AuthorizedKey>(params),
+        "git" => check::<crate::git::Git>(params),
+        "unarchive" => check::<crate::unarchive::Unarchive>(params),
         _ => Ok(()),
     }
 }
@@ -258,6 +264,8 @@ pub fn run_module_hooked(
         "authorized_key" => {
             run_hooked::<crate::authorized_key::AuthorizedKey>(params, ctx, before_apply)
         }
+        "git" => run_hooked::<crate::git::Git>(params, ctx, before_apply),
+        "unarchive" => run_hooked::<crate::unarchive::Unarchive>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

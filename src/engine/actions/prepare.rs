@@ -242,6 +242,36 @@ pub fn prepare(
                 upload,
             })
         }
+        "unarchive" => {
+            // A controller archive travels like a `copy` source: its sha256 goes with the
+            // request, and the bytes only when the host's archive cache lacks them.
+            let flag = |k: &str| {
+                obj.get(k)
+                    .and_then(|v| serde_json::from_value::<Bool>(v.clone()).ok())
+                    .map(|b| b.0)
+            };
+            let remote = flag("remote_src") == Some(true) || flag("copy") == Some(false);
+            let mut upload = None;
+            if !remote {
+                if let Some(Value::String(src)) = obj.get("src").cloned() {
+                    let path = find_file(dirs, "files", &src).map_err(Failure::msg)?;
+                    if path.is_dir() {
+                        return Err(Failure::msg(format!(
+                            "`{src}` is a directory, not an archive"
+                        )));
+                    }
+                    let up = super::upload::Upload::of(&path).map_err(Failure::msg)?;
+                    obj.insert("_src_sha256".into(), json!(up.sha256));
+                    obj.insert("_src_size".into(), json!(up.size));
+                    upload = Some(up);
+                }
+            }
+            Ok(Prepared::Agent {
+                module: "unarchive",
+                params,
+                upload,
+            })
+        }
         "template" => {
             let p: TemplateParams = parse(&params).map_err(|e| Failure::msg(e.to_string()))?;
             let path = find_file(dirs, "templates", &p.src).map_err(Failure::msg)?;
