@@ -11,16 +11,17 @@ fn shipped_agent_is_small_compressed_and_matches_its_sha256() {
     assert_eq!(bytes.len() as u64, agent.size);
     assert_eq!(hex::encode(sha2::Sha256::digest(&bytes)), agent.sha256);
     assert!(bytes.starts_with(b"\x7fELF"), "not an ELF executable");
-    // The limits leave room for the HTTP client of get_url/uri (rustls and ring: about 1.8 MB
-    // on disk, 0.9 MB on the wire, of the 4.1 MB and 1.8 MB measured with it).
+    // Measured at 4.9 MB on disk and 2.2 MB gzipped with some forty native modules, of which the
+    // HTTP client of get_url/uri (rustls and ring) is about 1.8 MB and 0.9 MB. The limits catch
+    // a dependency that would bloat what every new host receives, not the growth of modules.
     assert!(
-        agent.size <= 4608 * 1024,
-        "the agent is {} bytes on disk (limit 4.5 MiB)",
+        agent.size <= 5632 * 1024,
+        "the agent is {} bytes on disk (limit 5.5 MiB)",
         agent.size
     );
     assert!(
-        agent.gz.len() <= 2048 * 1024,
-        "the agent is {} bytes on the wire (limit 2 MiB)",
+        agent.gz.len() <= 2560 * 1024,
+        "the agent is {} bytes on the wire (limit 2.5 MiB)",
         agent.gz.len()
     );
 }
