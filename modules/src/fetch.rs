@@ -112,9 +112,7 @@ impl Module for Fetch {
         state: &Map<String, Value>,
         _ctx: &Ctx,
     ) -> Result<Plan<Self::Action>, ModuleError> {
-        let mut plan = Plan::new();
-        plan.result = state.clone();
-        Ok(plan)
+        Ok(Plan::report(state))
     }
 
     fn apply(
@@ -122,11 +120,7 @@ impl Module for Fetch {
         _: Map<String, Value>,
         plan: &Plan<Self::Action>,
     ) -> Result<Map<String, Value>, ModuleError> {
-        // The plan is always empty, so the engine never gets here; `Infallible` proves it.
-        match plan.actions.first() {
-            Some(never) => match *never {},
-            None => Ok(Map::new()),
-        }
+        plan.nothing_to_apply()
     }
 }
 

@@ -179,6 +179,26 @@ impl<A> Plan<A> {
     }
 }
 
+impl Plan<std::convert::Infallible> {
+    /// The plan of a module that only reads (`Action = Infallible`): no action, the probe's
+    /// return values as the result.
+    pub fn report(state: &Map<String, Value>) -> Self {
+        Plan {
+            result: state.clone(),
+            ..Plan::new()
+        }
+    }
+
+    /// `apply` of a module that only reads: its plan never holds an action, so the engine never
+    /// calls it; the empty match proves that.
+    pub fn nothing_to_apply(&self) -> Result<Map<String, Value>, ModuleError> {
+        match self.actions.first() {
+            Some(never) => match *never {},
+            None => Ok(Map::new()),
+        }
+    }
+}
+
 impl<A> Default for Plan<A> {
     fn default() -> Self {
         Self::new()

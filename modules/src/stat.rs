@@ -145,11 +145,7 @@ impl Module for Stat {
         _: Map<String, Value>,
         plan: &Plan<Self::Action>,
     ) -> Result<Map<String, Value>, ModuleError> {
-        // The plan is always empty, so the engine never gets here; `Infallible` proves it.
-        match plan.actions.first() {
-            Some(never) => match *never {},
-            None => Ok(Map::new()),
-        }
+        plan.nothing_to_apply()
     }
 }
 

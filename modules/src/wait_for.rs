@@ -193,8 +193,7 @@ impl Module for WaitFor {
         state: &Map<String, Value>,
         ctx: &Ctx,
     ) -> Result<Plan<Self::Action>, ModuleError> {
-        let mut plan = Plan::new();
-        plan.result = state.clone();
+        let mut plan = Plan::report(state);
         if ctx.check {
             plan.msg = Some("remote module (wait_for) does not support check mode".into());
         }
@@ -206,11 +205,7 @@ impl Module for WaitFor {
         _: Map<String, Value>,
         plan: &Plan<Self::Action>,
     ) -> Result<Map<String, Value>, ModuleError> {
-        // The plan is always empty, so the engine never gets here; `Infallible` proves it.
-        match plan.actions.first() {
-            Some(never) => match *never {},
-            None => Ok(Map::new()),
-        }
+        plan.nothing_to_apply()
     }
 }
 
