@@ -30,6 +30,11 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     // Ansible never HTML-escapes, whatever the file extension.
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_formatter(|out, _state, value| {
+        // Ansible's finalize: a None printed into text is nothing (`"[{{ none }}]"` is `[]`);
+        // inside a list or dict, and through `string`, it stays `None`.
+        if value.is_none() {
+            return Ok(());
+        }
         let mut s = String::new();
         py_str(value, &mut s, 0)?;
         out.write_str(&s)

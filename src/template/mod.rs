@@ -426,7 +426,7 @@ mod tests {
         assert_eq!(render("{{ x }} and {{ y }}"), json!("a and yes"));
         assert_eq!(
             render("flag={{ flag }} none={{ nothing }}"),
-            json!("flag=True none=None")
+            json!("flag=True none=")
         );
         assert_eq!(
             render("users: {{ users }}"),

@@ -351,7 +351,9 @@ fn debug(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
         let v = scope.eval(&var).map_err(Failure::msg)?;
         result.insert(var, v);
     } else {
-        result.insert("msg".into(), p.msg.unwrap_or_else(|| json!("Hello world!")));
+        // Ansible's default is for a `msg` that is not given; `msg: null` stays null.
+        let given = params.get("msg").map(|_| p.msg.unwrap_or(Value::Null));
+        result.insert("msg".into(), given.unwrap_or_else(|| json!("Hello world!")));
     }
     Ok(Outcome {
         changed: false,
