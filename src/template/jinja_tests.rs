@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use minijinja::value::{Kwargs, ValueKind};
-use minijinja::{Environment, Error, Value};
+use minijinja::{Environment, Error, ErrorKind, Value};
 
 use super::filters::collections::unique_items;
 use super::filters::regex::{cached_regex, match_err, regex_flags};
@@ -38,6 +38,31 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
     env.add_test("superset", test_superset);
     env.add_test("truthy", test_truthy);
     env.add_test("falsy", test_falsy);
+    // Jinja2's `value % num == 0`. minijinja's own panics on a zero divisor; Python raises
+    // ZeroDivisionError, which Ansible reports as a template error.
+    env.add_test(
+        "divisibleby",
+        |v: &Value, num: &Value| -> Result<bool, Error> {
+            let zero = || {
+                Error::new(
+                    ErrorKind::InvalidOperation,
+                    "integer division or modulo by zero",
+                )
+            };
+            match (i64::try_from(v.clone()), i64::try_from(num.clone())) {
+                (_, Ok(0)) => Err(zero()),
+                // i64::MIN % -1 overflows: it divides, as in Python.
+                (Ok(a), Ok(b)) => Ok(a.checked_rem(b).is_none_or(|r| r == 0)),
+                _ => {
+                    let (a, b) = (f64::try_from(v.clone())?, f64::try_from(num.clone())?);
+                    if b == 0.0 {
+                        return Err(zero());
+                    }
+                    Ok(a % b == 0.0)
+                }
+            }
+        },
+    );
     // Python's `any()` and `all()` over the items' truth.
     env.add_test("any", |v: &Value| -> Result<bool, Error> {
         Ok(defined(v)?.try_iter()?.any(|x| x.is_true()))

@@ -475,6 +475,10 @@ mod tests {
         assert!(truth("'alice' in users"));
         assert!(truth("users | length > 1"));
         assert!(truth("count is divisibleby 3"));
+        assert!(!truth("count is divisibleby 2"));
+        assert!(truth("4.5 is divisibleby 1.5"));
+        // A zero divisor is an error, as Python's ZeroDivisionError (minijinja's own panicked).
+        assert!(Templar::new().eval("4 is divisibleby(0)", &vars()).is_err());
         // A template inside a string constant renders to a value.
         assert!(truth("'{{ x }}' == 'a'"));
         // Template delimiters outside a constant are not an expression.
