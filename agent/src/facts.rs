@@ -203,21 +203,6 @@ fn mounts(proc_mounts: &str) -> Value {
     Value::Array(list)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn mounts_keep_path_devices_and_unescape() {
-        let m = super::mounts(
-            "proc /proc proc rw 0 0\n/dev/sda1 /mnt/a\\040b ext4 rw,relatime 0 1\nsrv:/x /nfs nfs4 rw 0 0\n/dev/sdb /z none rw 0 0\n",
-        );
-        let m = m.as_array().unwrap();
-        assert_eq!(m.len(), 2, "{m:?}");
-        assert_eq!(m[0]["mount"], "/mnt/a b");
-        assert_eq!(m[0]["passno"], 1);
-        assert_eq!(m[1]["device"], "srv:/x");
-    }
-}
-
 fn capitalize(s: &str) -> String {
     let mut c = s.chars();
     c.next()
@@ -253,5 +238,20 @@ fn default_ipv4() -> Value {
     match addr {
         Some(ip) => json!({"interface": iface, "address": ip.to_string()}),
         None => json!({"interface": iface}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mounts_keep_path_devices_and_unescape() {
+        let m = super::mounts(
+            "proc /proc proc rw 0 0\n/dev/sda1 /mnt/a\\040b ext4 rw,relatime 0 1\nsrv:/x /nfs nfs4 rw 0 0\n/dev/sdb /z none rw 0 0\n",
+        );
+        let m = m.as_array().unwrap();
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert_eq!(m[0]["mount"], "/mnt/a b");
+        assert_eq!(m[0]["passno"], 1);
+        assert_eq!(m[1]["device"], "srv:/x");
     }
 }
