@@ -110,7 +110,97 @@ pub fn facts() -> Map<String, Value> {
         "service_mgr",
         json!(fixpoint_modules::service::service_mgr()),
     );
+    put("selinux", selinux());
+    put(
+        "mounts",
+        mounts(&std::fs::read_to_string("/proc/mounts").unwrap_or_default()),
+    );
     facts
+}
+
+/// `ansible_selinux`, read from selinuxfs (Ansible asks libselinux): `status` `disabled` when
+/// the kernel has no SELinux mounted, else `enabled` with `mode`, `config_mode`, `type` and
+/// `policyvers`.
+fn selinux() -> Value {
+    let fs = std::path::Path::new("/sys/fs/selinux");
+    let Ok(enforce) = std::fs::read_to_string(fs.join("enforce")) else {
+        return json!({"status": "disabled"});
+    };
+    let mode = |n: &str| match n.trim() {
+        "1" | "enforcing" => "enforcing",
+        "0" | "permissive" => "permissive",
+        _ => "disabled",
+    };
+    let config = std::fs::read_to_string("/etc/selinux/config").unwrap_or_default();
+    let setting = |key: &str| {
+        config.lines().find_map(|l| {
+            let (k, v) = l.trim().split_once('=')?;
+            (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
+        })
+    };
+    let policyvers = std::fs::read_to_string(fs.join("policyvers"))
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    json!({
+        "status": "enabled",
+        "mode": mode(&enforce),
+        "config_mode": mode(&setting("SELINUX").unwrap_or_default()),
+        "type": setting("SELINUXTYPE").unwrap_or_else(|| "unknown".into()),
+        "policyvers": policyvers.map_or(json!("unknown"), |v| json!(v)),
+    })
+}
+
+/// `ansible_mounts` from /proc/mounts, keeping what Ansible keeps: devices that are paths (or
+/// `host:/path`), not fstype `none`. Each entry has `mount`, `device`, `fstype`, `options`,
+/// `dump` and `passno`; Ansible's sizes and `uuid` are not gathered.
+fn mounts(proc_mounts: &str) -> Value {
+    // /proc/mounts escapes space, tab, newline and backslash as octal (`\040`).
+    let unescape = |f: &str| {
+        let mut out = String::new();
+        let mut rest = f;
+        while let Some(i) = rest.find('\\') {
+            out.push_str(&rest[..i]);
+            let code = rest
+                .get(i + 1..i + 4)
+                .filter(|c| c.bytes().all(|b| (b'0'..=b'7').contains(&b)));
+            match code.and_then(|c| u8::from_str_radix(c, 8).ok()) {
+                Some(b) => {
+                    out.push(b as char);
+                    rest = &rest[i + 4..];
+                }
+                None => {
+                    out.push('\\');
+                    rest = &rest[i + 1..];
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    };
+    let list: Vec<Value> = proc_mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<String> = l.split_whitespace().map(unescape).collect();
+            if f.len() < 6 {
+                return None;
+            }
+            let (device, fstype) = (&f[0], &f[2]);
+            let path_like =
+                device.starts_with('/') || device.starts_with('\\') || device.contains(":/");
+            if !path_like || fstype == "none" {
+                return None;
+            }
+            Some(json!({
+                "mount": f[1],
+                "device": device,
+                "fstype": fstype,
+                "options": f[3],
+                "dump": f[4].parse::<i64>().unwrap_or(0),
+                "passno": f[5].parse::<i64>().unwrap_or(0),
+            }))
+        })
+        .collect();
+    Value::Array(list)
 }
 
 fn capitalize(s: &str) -> String {
@@ -148,5 +238,20 @@ fn default_ipv4() -> Value {
     match addr {
         Some(ip) => json!({"interface": iface, "address": ip.to_string()}),
         None => json!({"interface": iface}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mounts_keep_path_devices_and_unescape() {
+        let m = super::mounts(
+            "proc /proc proc rw 0 0\n/dev/sda1 /mnt/a\\040b ext4 rw,relatime 0 1\nsrv:/x /nfs nfs4 rw 0 0\n/dev/sdb /z none rw 0 0\n",
+        );
+        let m = m.as_array().unwrap();
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert_eq!(m[0]["mount"], "/mnt/a b");
+        assert_eq!(m[0]["passno"], 1);
+        assert_eq!(m[1]["device"], "srv:/x");
     }
 }

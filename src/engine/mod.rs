@@ -49,7 +49,7 @@ mod item;
 mod linear;
 mod meta;
 mod play;
-mod python;
+pub(crate) mod python;
 mod result;
 mod run;
 mod state;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 /// The ansible-core version a module is told it runs under (`_ansible_version`): the one whose
 /// behaviour fixpoint follows.
-const ANSIBLE_VERSION: &str = "2.19.14";
+pub(crate) const ANSIBLE_VERSION: &str = "2.19.14";
 
 impl Shared<'_> {
     /// Run `py` with the rendered `params` on the host.

@@ -51,8 +51,22 @@ pub fn play_magic(
     search_path.push(abs(&play.dir));
     magic.insert("ansible_search_path".into(), json!(search_path));
     magic.insert("ansible_diff_mode".into(), json!(cfg.diff));
+    magic.insert("ansible_version".into(), ansible_version());
     magic.insert("omit".into(), json!(OMIT));
     magic
+}
+
+/// `ansible_version`: the ansible-core release fixpoint follows, in Ansible's shape.
+fn ansible_version() -> serde_json::Value {
+    let v = crate::engine::python::ANSIBLE_VERSION;
+    let n: Vec<u64> = v.split('.').filter_map(|p| p.parse().ok()).collect();
+    json!({
+        "string": v,
+        "full": v,
+        "major": n.first(),
+        "minor": n.get(1),
+        "revision": n.get(2),
+    })
 }
 
 /// Ansible's `group_names`: the host's groups, sorted, without `all`.

@@ -30,6 +30,7 @@ mod memory;
 mod misc_modules;
 mod nginx;
 mod no_log;
+mod node_exporter;
 mod public_roles;
 mod python_modules;
 mod roles;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const ROOT: &str = "/var/cache/fixpoint-ci/systemd-root";
+pub(crate) const ROOT: &str = "/var/cache/fixpoint-ci/systemd-root";
 
 /// Mounts the overlay and the API filesystems, moves into a cgroup of its own, and execs
 /// systemd as PID 1 of the new PID namespace (`unshare --pid --fork` runs it as its child).
@@ -40,7 +40,7 @@ exec chroot $M /usr/bin/env -i container=fixpoint-test /lib/systemd/systemd
 "#;
 
 /// A booted systemd host, reachable as `sd` over SSH.
-struct SystemdHost {
+pub(crate) struct SystemdHost {
     dir: tempfile::TempDir,
     unshare: Option<Child>,
     pid: i32,
@@ -67,6 +67,12 @@ fn poll<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
 
 impl SystemdHost {
     fn boot() -> SystemdHost {
+        SystemdHost::boot_with(|_| {})
+    }
+
+    /// Boots after `prepare` has written into the overlay's upper directory (files the root
+    /// has before systemd starts).
+    pub(crate) fn boot_with(prepare: impl FnOnce(&Path)) -> SystemdHost {
         require_root();
         assert!(
             Path::new(ROOT).join("lib/systemd/systemd").exists(),
@@ -125,6 +131,7 @@ impl SystemdHost {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             let _ = std::os::unix::fs::symlink("/dev/null", p);
         }
+        prepare(&upper);
         let host_key =
             std::fs::read_to_string(Path::new(ROOT).join("etc/ssh/ssh_host_ed25519_key.pub"))
                 .expect("the root's sshd host key");
@@ -189,7 +196,7 @@ impl SystemdHost {
     }
 
     /// Run a command inside the booted root (its mount and PID namespaces); stdout.
-    fn nsenter(&self, args: &[&str]) -> String {
+    pub(crate) fn nsenter(&self, args: &[&str]) -> String {
         let out = Command::new("nsenter")
             .args(["-t", &self.pid.to_string(), "-m", "-p", "-r", "-w"])
             .args(args)
@@ -199,19 +206,24 @@ impl SystemdHost {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn prop(&self, unit: &str, prop: &str) -> String {
+    pub(crate) fn prop(&self, unit: &str, prop: &str) -> String {
         self.nsenter(&["systemctl", "show", unit, "-P", prop])
             .trim()
             .to_string()
     }
 
-    fn fx(&self) -> Fx {
+    pub(crate) fn fx(&self) -> Fx {
         let fx = Fx::new();
         fx.write("hosts.ini", "sd\n");
         fx
     }
 
-    fn apply(&self, fx: &Fx, extra: &[&str]) -> Out {
+    /// The ssh_config that reaches this host as `sd`.
+    pub(crate) fn ssh_config(&self) -> PathBuf {
+        self.dir.path().join("ssh_config")
+    }
+
+    pub(crate) fn apply(&self, fx: &Fx, extra: &[&str]) -> Out {
         let cfg = self.dir.path().join("ssh_config");
         let mut args = vec![
             "apply",
