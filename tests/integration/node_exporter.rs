@@ -10,9 +10,6 @@
 //!
 //! The role's version check cannot run under ansible-core 2.19 (`command`'s `warn` is gone since
 //! 2.14; ansible-core fails it too): an extra variable skips it, see below.
-//!
-//! The booted root has no sudo (its recipe is minbase + systemd + sshd): the test copies this
-//! machine's own Debian sudo package (same release) into the root's overlay before it boots.
 
 use crate::services_systemd::{SystemdHost, ROOT};
 use std::os::unix::fs::PermissionsExt;
@@ -22,47 +19,15 @@ use std::process::{Command, Stdio};
 /// What `--version` prints on stderr, like node_exporter 1.1.2; anything else runs as a daemon.
 const FAKE_BINARY: &str = "#!/bin/sh\n# A stand-in for node_exporter 1.1.2 (fixpoint's integration test).\nif [ \"$1\" = --version ]; then\n  echo 'node_exporter, version 1.1.2 (branch: HEAD, revision: fixpoint-test)' >&2\n  exit 0\nfi\nexec sleep infinity\n";
 
-/// Copies the files of this machine's `sudo` package into `upper` (the root's overlay).
-fn install_host_sudo(upper: &Path) {
-    assert!(
-        Path::new("/usr/bin/sudo").exists(),
-        "sudo is missing on this machine: apt-get install sudo (.ci/run does)"
-    );
-    let out = Command::new("dpkg")
-        .args(["-L", "sudo"])
-        .output()
-        .expect("dpkg (package dpkg)");
-    assert!(out.status.success(), "dpkg -L sudo failed");
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let src = Path::new(line);
-        let Ok(meta) = std::fs::symlink_metadata(src) else {
-            continue;
-        };
-        let dst = upper.join(line.trim_start_matches('/'));
-        if meta.is_dir() {
-            // Directories the root has already keep the root's own attributes.
-            if Path::new(ROOT).join(line.trim_start_matches('/')).exists() {
-                continue;
-            }
-            std::fs::create_dir_all(&dst).unwrap();
-            std::fs::set_permissions(&dst, meta.permissions()).unwrap();
-            continue;
-        }
-        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
-        let st = Command::new("cp")
-            .args(["-a", "--no-dereference"])
-            .arg(src)
-            .arg(&dst)
-            .status()
-            .unwrap();
-        assert!(st.success(), "cp {line} failed");
-    }
-}
-
 #[test]
 fn cloudalchemy_node_exporter_role_converges_on_systemd() {
     let roles = crate::public_roles::public_roles().join("roles");
-    let host = SystemdHost::boot_with(install_host_sudo);
+    // The role becomes root with sudo: the root's recipe (.ci/run) includes it.
+    assert!(
+        Path::new(ROOT).join("usr/bin/sudo").exists(),
+        "{ROOT} has no sudo: .ci/run rebuilds the root when its recipe (with sudo) changes"
+    );
+    let host = SystemdHost::boot();
     let fx = host.fx();
     let bin_dir = fx.path("release");
     std::fs::create_dir_all(&bin_dir).unwrap();

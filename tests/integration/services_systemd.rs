@@ -66,18 +66,12 @@ fn poll<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
 }
 
 impl SystemdHost {
-    fn boot() -> SystemdHost {
-        SystemdHost::boot_with(|_| {})
-    }
-
-    /// Boots after `prepare` has written into the overlay's upper directory (files the root
-    /// has before systemd starts).
-    pub(crate) fn boot_with(prepare: impl FnOnce(&Path)) -> SystemdHost {
+    pub(crate) fn boot() -> SystemdHost {
         require_root();
         assert!(
             Path::new(ROOT).join("lib/systemd/systemd").exists(),
-            "{ROOT} is missing: .ci/run builds it (debootstrap bookworm with systemd, dbus and \
-             openssh-server; apt-get install debootstrap)"
+            "{ROOT} is missing: .ci/run builds it (debootstrap bookworm with systemd, dbus, \
+             openssh-server and sudo; apt-get install debootstrap)"
         );
         let cg_parent = Path::new("/sys/fs/cgroup/unified");
         let cg_parent = if cg_parent.join("cgroup.procs").exists() {
@@ -131,7 +125,6 @@ impl SystemdHost {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             let _ = std::os::unix::fs::symlink("/dev/null", p);
         }
-        prepare(&upper);
         let host_key =
             std::fs::read_to_string(Path::new(ROOT).join("etc/ssh/ssh_host_ed25519_key.pub"))
                 .expect("the root's sshd host key");
