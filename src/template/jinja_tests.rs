@@ -52,11 +52,23 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
             ValueKind::String | ValueKind::Seq | ValueKind::Map | ValueKind::Iterable
         ) && !v.is_undefined()
     });
-    env.add_test("file", |p: &str| Path::new(p).is_file());
-    env.add_test("directory", |p: &str| Path::new(p).is_dir());
+    // Ansible's file tests, on the controller; each under both of its names.
+    for name in ["file", "is_file"] {
+        env.add_test(name, |p: &str| Path::new(p).is_file());
+    }
+    for name in ["directory", "is_dir"] {
+        env.add_test(name, |p: &str| Path::new(p).is_dir());
+    }
+    for name in ["link", "is_link"] {
+        env.add_test(name, |p: &str| Path::new(p).is_symlink());
+    }
+    for name in ["abs", "is_abs"] {
+        env.add_test(name, |p: &str| Path::new(p).is_absolute());
+    }
     env.add_test("exists", |p: &str| Path::new(p).exists());
-    env.add_test("link", |p: &str| Path::new(p).is_symlink());
-    env.add_test("abs", |p: &str| Path::new(p).is_absolute());
+    env.add_test("link_exists", |p: &str| {
+        Path::new(p).symlink_metadata().is_ok()
+    });
 }
 
 /// Registered results are maps; anything else is a usage error, as in Ansible.
@@ -295,6 +307,12 @@ mod tests {
         assert!(truth("'/' is exists"));
         assert!(!truth("'/definitely/not/here' is file"));
         assert!(truth("'/etc' is abs"));
+        assert!(truth(
+            "'/' is is_dir and '/etc' is is_abs and not ('/' is is_file)"
+        ));
+        assert!(truth(
+            "'/proc/self' is is_link and '/proc/self' is link_exists"
+        ));
         assert!(truth("[0, 'x'] is any and not ([0, 'x'] is all)"));
         assert!(truth("[] is all and not ([] is any)"));
         assert!(truth("'aa' is search('(a)\\\\1')"));

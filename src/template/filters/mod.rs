@@ -7,6 +7,7 @@
 pub(in crate::template) mod collections;
 mod dicts;
 mod encoding;
+mod math;
 mod password;
 mod paths;
 mod random;
@@ -20,6 +21,7 @@ use minijinja::Environment;
 use self::collections::*;
 use self::dicts::*;
 use self::encoding::*;
+use self::math::*;
 use self::password::*;
 use self::paths::*;
 use self::random::*;
@@ -51,6 +53,12 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("basename", filter_basename);
     env.add_filter("dirname", filter_dirname);
     env.add_filter("splitext", filter_splitext);
+    env.add_filter("expanduser", filter_expanduser);
+    env.add_filter("realpath", filter_realpath);
+    env.add_filter("relpath", filter_relpath);
+    env.add_filter("log", filter_log);
+    env.add_filter("pow", filter_pow);
+    env.add_filter("root", filter_root);
     env.add_filter("quote", filter_quote);
     env.add_filter("b64encode", filter_b64encode);
     env.add_filter("b64decode", filter_b64decode);
