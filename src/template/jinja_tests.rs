@@ -224,8 +224,17 @@ fn test_version(
     })
 }
 
+/// Python's `item in container`: a substring test when the container is text.
 fn test_contains(container: &Value, item: &Value) -> Result<bool, Error> {
-    Ok(defined(container)?.try_iter()?.any(|x| &x == item))
+    if let Some(text) = defined(container)?.as_str() {
+        let Some(sub) = item.as_str() else {
+            return Err(op_err(format!(
+                "the `contains` test on a string needs a string, got {item}"
+            )));
+        };
+        return Ok(text.contains(sub));
+    }
+    Ok(container.try_iter()?.any(|x| &x == item))
 }
 
 fn test_subset(a: &Value, b: &Value) -> Result<bool, Error> {
@@ -298,6 +307,8 @@ mod tests {
         assert!(truth("'2.0' is version('2.0', operator='eq')"));
         assert!(truth("'1.0rc1' is version('1.0', '>')"));
         assert!(truth("users is contains('bob')"));
+        assert!(truth("'has an invalid value' is contains 'invalid'"));
+        assert!(!truth("'abc' is contains 'x'"));
         assert!(truth("['bob'] is subset(users)"));
         assert!(truth("users is superset(['bob'])"));
         assert!(truth("x is truthy"));
