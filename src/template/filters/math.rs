@@ -36,8 +36,8 @@ pub(super) fn filter_log(x: &Value, base: Option<Value>) -> Result<Value, Error>
     }
     match base {
         None => real(x.ln()),
-        Some(b) if b == 10.0 => real(x.log10()),
-        Some(b) if b == 1.0 => Err(op_err("float division by zero")),
+        Some(10.0) => real(x.log10()),
+        Some(1.0) => Err(op_err("float division by zero")),
         Some(b) => real(x.ln() / b.ln()),
     }
 }
@@ -53,8 +53,8 @@ pub(super) fn filter_root(x: &Value, base: Option<Value>) -> Result<Value, Error
     let x = number(x, "root")?;
     match base.map(|b| number(&b, "root")).transpose()? {
         None => real(x.sqrt()),
-        Some(b) if b == 2.0 => real(x.sqrt()),
-        Some(b) if b == 0.0 => Err(op_err("root() can only be used on numbers")),
+        Some(2.0) => real(x.sqrt()),
+        Some(0.0) => Err(op_err("float division by zero")),
         Some(b) => real(x.powf(1.0 / b)),
     }
 }
