@@ -85,8 +85,10 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
         LoopKind::Lines => {
             let mut out = Vec::new();
             for command in terms(value) {
+                // In the playbook's directory (the last search directory), as ansible-core.
                 out.extend(listing::lines(
                     command.as_str().unwrap_or(&command.to_string()),
+                    search.last().map(PathBuf::as_path),
                 )?);
             }
             Ok(out)

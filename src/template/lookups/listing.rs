@@ -298,12 +298,15 @@ pub fn indexed_items(terms: Vec<Value>) -> Vec<Value> {
 }
 
 /// `lines`: the output lines of a shell command run on the controller (the playbook's
-/// author wrote it, as with `lookup('pipe')`).
-pub fn lines(command: &str) -> Result<Vec<Value>, String> {
-    let o = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .stdin(std::process::Stdio::null())
+/// author wrote it, as with `lookup('pipe')`), in `cwd` (the playbook's directory, ansible-core's
+/// loader base directory) when given.
+pub fn lines(command: &str, cwd: Option<&std::path::Path>) -> Result<Vec<Value>, String> {
+    let mut c = std::process::Command::new("sh");
+    c.arg("-c").arg(command).stdin(std::process::Stdio::null());
+    if let Some(dir) = cwd.filter(|d| d.is_dir()) {
+        c.current_dir(dir);
+    }
+    let o = c
         .output()
         .map_err(|e| format!("lookup('lines'): cannot run `{command}`: {e}"))?;
     if !o.status.success() {
@@ -415,9 +418,12 @@ mod tests {
         );
         assert_eq!(indexed_items(vec![json!({"a": 1})]), [json!([0, {"a": 1}])]);
         assert_eq!(
-            lines("printf 'a\\nb\\n'").unwrap(),
+            lines("printf 'a\\nb\\n'", None).unwrap(),
             [json!("a"), json!("b")]
         );
-        assert!(lines("exit 3").unwrap_err().contains("returned 3"));
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("here"), "").unwrap();
+        assert_eq!(lines("ls", Some(d.path())).unwrap(), [json!("here")]);
+        assert!(lines("exit 3", None).unwrap_err().contains("returned 3"));
     }
 }

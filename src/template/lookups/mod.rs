@@ -68,6 +68,8 @@ pub(super) fn run_lookup(
             .unwrap_or_default(),
         _ => Vec::new(),
     };
+    // `lines` runs its command in the playbook's directory, the last of the task's search path.
+    let base = search.last().cloned();
     search.extend(dirs.iter().cloned());
     let find = |sub: &str, term: &str| find_in(&search, Some(sub), term);
     if plugin == "first_found" {
@@ -127,7 +129,7 @@ pub(super) fn run_lookup(
                 continue;
             }
             "lines" => {
-                out.extend(listing::lines(&term).map_err(op_err)?.iter().map(Value::from_serialize));
+                out.extend(listing::lines(&term, base.as_deref()).map_err(op_err)?.iter().map(Value::from_serialize));
                 continue;
             }
             "url" => {
