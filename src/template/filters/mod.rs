@@ -59,6 +59,8 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("log", filter_log);
     env.add_filter("pow", filter_pow);
     env.add_filter("root", filter_root);
+    env.add_filter("human_readable", filter_human_readable);
+    env.add_filter("human_to_bytes", filter_human_to_bytes);
     env.add_filter("quote", filter_quote);
     env.add_filter("b64encode", filter_b64encode);
     env.add_filter("b64decode", filter_b64decode);
