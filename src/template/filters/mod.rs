@@ -31,7 +31,7 @@ use self::text::*;
 use self::types::*;
 
 pub(super) fn add_filters(env: &mut Environment<'static>) {
-    // Builtins kept as they are: default/d, lower, upper, trim, join, length/count, unique,
+    // Builtins kept as they are: default/d, lower, upper, trim, join, length/count,
     // sort, first, last, min, max, sum, map, select, reject, selectattr, rejectattr, split,
     // replace. Those below are missing or differ from Ansible's.
     env.add_filter("bool", filter_bool);
@@ -68,9 +68,11 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("dict2items", filter_dict2items);
     env.add_filter("items2dict", filter_items2dict);
     env.add_filter("combine", filter_combine);
+    env.add_filter("rekey_on_member", filter_rekey_on_member);
     env.add_filter("mandatory", filter_mandatory);
     env.add_filter("ternary", filter_ternary);
     env.add_filter("flatten", filter_flatten);
+    env.add_filter("unique", filter_unique);
     env.add_filter("difference", filter_difference);
     env.add_filter("intersect", filter_intersect);
     env.add_filter("union", filter_union);
