@@ -9,6 +9,10 @@ use serde_json::{json, Value};
 /// form `[start-]end[/stride][:format]`), with `defaults` (the lookup's keyword arguments)
 /// applied first: the term's own settings win.
 pub fn sequence(term: &str, defaults: &[(String, String)]) -> Result<Vec<Value>, String> {
+    sequence_of(term, defaults).map_err(|e| format!("`with_sequence: {}`: {e}", term.trim()))
+}
+
+fn sequence_of(term: &str, defaults: &[(String, String)]) -> Result<Vec<Value>, String> {
     let mut opts: Vec<(String, String)> = vec![
         ("start".into(), "1".into()),
         ("stride".into(), "1".into()),
@@ -84,7 +88,7 @@ pub fn sequence(term: &str, defaults: &[(String, String)]) -> Result<Vec<Value>,
     let len = ((limit - start).abs() + stride.abs() - 1) / stride.abs();
     if len > MAX_ITEMS {
         return Err(format!(
-            "with_sequence: {len} items are too many (at most {MAX_ITEMS})"
+            "the sequence is out of range: {len} items (at most {MAX_ITEMS})"
         ));
     }
     let mut out = Vec::new();
@@ -104,15 +108,13 @@ const MAX_ITEMS: i128 = 10_000_000;
 /// Decimal, `0x` hexadecimal or `0o` octal; 64-bit, as Python's ints are for any sane loop.
 fn parse_int(s: &str) -> Option<i128> {
     let s = s.trim();
-    let (neg, s) = s.strip_prefix('-').map_or((false, s), |r| (true, r));
-    let n = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        i64::from_str_radix(h, 16).ok()?
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        i64::from_str_radix(h, 16).ok().map(i128::from)
     } else if let Some(o) = s.strip_prefix("0o") {
-        i64::from_str_radix(o, 8).ok()?
+        i64::from_str_radix(o, 8).ok().map(i128::from)
     } else {
-        s.parse::<i64>().ok()?
-    };
-    Some(if neg { -i128::from(n) } else { i128::from(n) })
+        s.parse::<i64>().ok().map(i128::from)
+    }
 }
 
 fn shortcut_re() -> &'static regex::Regex {
@@ -374,7 +376,15 @@ mod tests {
         assert!(e("start=1 end=4 stride=-2").contains("don't make stride negative"));
         assert!(e("start=1 end=4 format=d").contains("bad formatting string: d"));
         assert!(e("1:x%99999d").contains("too wide"));
-        assert!(e("start=1 count=9223372036854775807 stride=2").contains("too many"));
+        assert_eq!(
+            s("start=-9223372036854775807 end=-9223372036854775808 stride=-1").len(),
+            2
+        );
+        assert_eq!(
+            s("start=9223372036854775806 end=9223372036854775807").len(),
+            2
+        );
+        assert!(e("start=1 count=9223372036854775807 stride=2").contains("out of range"));
     }
 
     #[test]
