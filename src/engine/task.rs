@@ -104,7 +104,9 @@ impl Shared<'_> {
                     self.register_skip(task, h);
                     return vec![skip_event(None)];
                 }
-                return vec![fail(format!("cannot expand the loop: {e}"))];
+                let msg = format!("cannot expand the loop: {e}");
+                self.register_failure(task, h, &msg);
+                return vec![fail(msg)];
             }
         };
         let items = match crate::playbook::loops::expand(
@@ -113,7 +115,12 @@ impl Shared<'_> {
             &task.search_dirs(&ctx.play.dir),
         ) {
             Ok(items) => items,
-            Err(e) => return vec![fail(format!("cannot expand the loop: {e}"))],
+            Err(e) => {
+                // Registered as ansible-core does, so `ignore_errors` + `register` can test it.
+                let msg = format!("cannot expand the loop: {e}");
+                self.register_failure(task, h, &msg);
+                return vec![fail(msg)];
+            }
         };
         let mut events = Vec::new();
         let mut results = Vec::new();
@@ -300,6 +307,17 @@ impl Shared<'_> {
             }
         }
         Ok(true)
+    }
+
+    /// A task that failed before it ran (its loop could not be expanded) leaves a failed
+    /// result under its `register` name.
+    fn register_failure(&self, task: &Task, h: &mut HostState, msg: &str) {
+        if let Some(reg) = &task.register {
+            h.host_vars.insert(
+                reg.clone(),
+                json!({"changed": false, "failed": true, "msg": msg}),
+            );
+        }
     }
 
     fn register_skip(&self, task: &Task, h: &mut HostState) {

@@ -309,6 +309,10 @@ pub enum LoopKind {
     Flattened,
     /// `with_subelements`: `[element, sub]` for each entry of a list under each element.
     Subelements,
+    /// `with_indexed_items`: `[index, item]` for each item of the list.
+    IndexedItems,
+    /// `with_lines`: the output lines of each command, run on the controller.
+    Lines,
     /// `with_first_found`: the first file of the list that exists, searched (as in
     /// ansible-core) in this subdirectory of each search directory first: `vars` for
     /// `include_vars`, `templates` for `template`, `files` otherwise.
@@ -329,6 +333,8 @@ impl LoopKind {
         ("with_subelements", LoopKind::Subelements),
         ("with_first_found", LoopKind::FirstFound("files")),
         ("with_flattened", LoopKind::Flattened),
+        ("with_indexed_items", LoopKind::IndexedItems),
+        ("with_lines", LoopKind::Lines),
     ];
 
     /// The loop a task key asks for: one of `KEYS`, or `with_<lookup>` naming the lookup by

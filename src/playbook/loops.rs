@@ -1,12 +1,14 @@
 //! Ansible's `with_*` loops: turning the rendered value of `loop`, `with_items`, `with_dict`,
-//! `with_fileglob`, `with_sequence`, `with_nested`, `with_together`, `with_subelements` or
-//! `with_first_found` into the list of items a task runs over.
+//! `with_fileglob`, `with_sequence`, `with_nested`, `with_together`, `with_subelements`,
+//! `with_indexed_items`, `with_lines` or `with_first_found` into the list of items a task runs
+//! over (the lookups these share with `query()` live in `template/lookups/listing.rs`).
 //!
 //! The loader only records which keyword a task used (`ast::LoopKind`); the engine calls
 //! `expand` on the rendered value, host by host.
 
 use super::ast::LoopKind;
-use serde_json::{json, Map, Value};
+use crate::template::listing::{self, short};
+use serde_json::{json, Value};
 use std::path::PathBuf;
 
 /// The items of a loop from its rendered value. `search` is where `with_fileglob` and
@@ -72,10 +74,25 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
             Value::Array(a) => a,
             other => vec![other],
         })),
-        LoopKind::Sequence => sequence(&match value {
-            Value::String(s) => s,
-            other => other.to_string(),
-        }),
+        LoopKind::Sequence => listing::sequence(
+            &match value {
+                Value::String(s) => s,
+                other => other.to_string(),
+            },
+            &[],
+        ),
+        LoopKind::IndexedItems => Ok(listing::indexed_items(terms(value))),
+        LoopKind::Lines => {
+            let mut out = Vec::new();
+            for command in terms(value) {
+                // In the playbook's directory (the last search directory), as ansible-core.
+                out.extend(listing::lines(
+                    command.as_str().unwrap_or(&command.to_string()),
+                    search.last().map(PathBuf::as_path),
+                )?);
+            }
+            Ok(out)
+        }
         LoopKind::Nested => {
             let lists = lists_of(value, "with_nested")?;
             // ansible-core's wording: its own target checks for it.
@@ -114,7 +131,18 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
                 })
                 .collect())
         }
-        LoopKind::Subelements => subelements(value),
+        LoopKind::Subelements => match value {
+            Value::Array(terms) => listing::subelements(&terms),
+            other => listing::subelements(&[other]),
+        },
+    }
+}
+
+/// A `with_` value as the lookup's terms: a list is the terms, anything else the one term.
+fn terms(value: Value) -> Vec<Value> {
+    match value {
+        Value::Array(a) => a,
+        other => vec![other],
     }
 }
 
@@ -160,220 +188,6 @@ fn flattened(terms: Vec<Value>) -> Vec<Value> {
         }
     }
     out
-}
-
-/// `with_subelements: [elements, "key"]` or `[elements, "key", {skip_missing: true}]`.
-fn subelements(value: Value) -> Result<Vec<Value>, String> {
-    let bad = || {
-        "`with_subelements` takes [list of mappings, \"key\"] (and optionally {skip_missing: true})"
-            .to_string()
-    };
-    let Value::Array(args) = value else {
-        return Err(bad());
-    };
-    let (elements, key, flags) = match args.as_slice() {
-        [e, Value::String(k)] => (e.clone(), k.clone(), Map::new()),
-        [e, Value::String(k), Value::Object(f)] => (e.clone(), k.clone(), f.clone()),
-        _ => return Err(bad()),
-    };
-    let skip_missing = flags
-        .get("skip_missing")
-        .is_some_and(|v| v == &json!(true) || v == &json!("yes") || v == &json!("true"));
-    let elements = match elements {
-        Value::Array(a) => a,
-        Value::Object(m) => m.into_values().collect(),
-        _ => return Err(bad()),
-    };
-    let mut out = Vec::new();
-    for mut e in elements {
-        // A dotted key reaches into nested mappings, as in Ansible, which takes the list out
-        // of the element: `item.0` is the element without it.
-        let (path, last) = key
-            .rsplit_once('.')
-            .map_or(("", key.as_str()), |(p, l)| (p, l));
-        let mut parent = Some(&mut e);
-        for part in path.split('.').filter(|p| !p.is_empty()) {
-            parent = parent.and_then(|s| s.get_mut(part));
-        }
-        let sub = match parent {
-            Some(Value::Object(m)) if matches!(m.get(last), Some(Value::Array(_))) => {
-                m.remove(last)
-            }
-            Some(p) => p.get(last).cloned(),
-            None => None,
-        };
-        match sub {
-            Some(Value::Array(subs)) => {
-                for s in subs {
-                    out.push(json!([e.clone(), s]));
-                }
-            }
-            None if skip_missing => {}
-            None => {
-                return Err(format!(
-                    "`with_subelements`: an element has no `{key}` (add {{skip_missing: true}} to skip it)"
-                ))
-            }
-            Some(other) => {
-                return Err(format!(
-                    "`with_subelements`: `{key}` must be a list, found {}",
-                    short(&other)
-                ))
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// `with_sequence`: `start=1 end=10 stride=2 format=web%02d`, `count=3`, or the short form
-/// `[start-]end[/stride][:format]`.
-fn sequence(spec: &str) -> Result<Vec<Value>, String> {
-    let bad = |why: &str| format!("`with_sequence: {spec}`: {why}");
-    let mut start: i64 = 1;
-    let mut end: Option<i64> = None;
-    let mut count: Option<i64> = None;
-    let mut stride: i64 = 1;
-    let mut format: Option<String> = None;
-    let num = |s: &str| -> Result<i64, String> {
-        let s = s.trim();
-        let parsed = if let Some(h) = s.strip_prefix("0x") {
-            i64::from_str_radix(h, 16)
-        } else if let Some(o) = s.strip_prefix("0o") {
-            i64::from_str_radix(o, 8)
-        } else {
-            s.parse()
-        };
-        parsed.map_err(|_| bad(&format!("`{s}` is not a number")))
-    };
-    if spec.contains('=') {
-        for word in spec.split_whitespace() {
-            let (k, v) = word
-                .split_once('=')
-                .ok_or_else(|| bad("expected key=value"))?;
-            match k {
-                "start" => start = num(v)?,
-                "end" => end = Some(num(v)?),
-                "count" => count = Some(num(v)?),
-                "stride" => stride = num(v)?,
-                "format" => format = Some(v.to_string()),
-                other => return Err(bad(&format!("unknown option `{other}`"))),
-            }
-        }
-    } else {
-        let (range, fmt) = match spec.split_once(':') {
-            Some((r, f)) => (r, Some(f.to_string())),
-            None => (spec, None),
-        };
-        format = fmt;
-        let (range, st) = match range.split_once('/') {
-            Some((r, s)) => (r, Some(num(s)?)),
-            None => (range, None),
-        };
-        if let Some(s) = st {
-            stride = s;
-        }
-        match range.split_once('-') {
-            Some((a, b)) => {
-                start = num(a)?;
-                end = Some(num(b)?);
-            }
-            None => end = Some(num(range)?),
-        }
-    }
-    let end = match (end, count) {
-        (Some(_), Some(_)) => return Err(bad("give `end` or `count`, not both")),
-        (Some(e), None) => e,
-        (None, Some(0)) => return Ok(Vec::new()),
-        (None, Some(c)) => c
-            .checked_sub(1)
-            .and_then(|c| c.checked_mul(stride))
-            .and_then(|span| start.checked_add(span))
-            .ok_or_else(|| bad("its end is out of range of 64-bit integers"))?,
-        (None, None) => return Err(bad("give `end` or `count`")),
-    };
-    if stride == 0 {
-        return Err(bad("`stride` cannot be 0"));
-    }
-    if (stride > 0 && end < start) || (stride < 0 && end > start) {
-        return Err(bad("the sequence never reaches `end` with this `stride`"));
-    }
-    let width = match &format {
-        Some(f) => format_width(f).map_err(|e| bad(&e))?,
-        None => 0,
-    };
-    let mut out = Vec::new();
-    let mut i = start;
-    while (stride > 0 && i <= end) || (stride < 0 && i >= end) {
-        out.push(Value::String(match &format {
-            Some(f) => printf_int(f, i, width),
-            None => i.to_string(),
-        }));
-        // Past the last 64-bit integer is past `end` too: the sequence is complete.
-        match i.checked_add(stride) {
-            Some(next) => i = next,
-            None => break,
-        }
-    }
-    Ok(out)
-}
-
-/// The widest `%Nd` a `with_sequence` format may ask for: items are names and numbers, and
-/// a width of billions would only exhaust memory.
-const MAX_FORMAT_WIDTH: usize = 1024;
-
-fn format_re() -> &'static regex::Regex {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    RE.get_or_init(|| regex::Regex::new(r"%(0?)(\d*)([dixXo])").expect("static regex"))
-}
-
-/// The width of the format's conversion (0 when none is given), checked once for the sequence.
-fn format_width(fmt: &str) -> Result<usize, String> {
-    let Some(c) = format_re().captures(fmt) else {
-        return Ok(0);
-    };
-    if c[2].is_empty() {
-        return Ok(0);
-    }
-    c[2].parse::<usize>()
-        .ok()
-        .filter(|w| *w <= MAX_FORMAT_WIDTH)
-        .ok_or_else(|| {
-            format!(
-                "format width {} is too wide (at most {MAX_FORMAT_WIDTH})",
-                &c[2]
-            )
-        })
-}
-
-/// The one `%d`-style conversion `with_sequence` formats take (`%d`, `%02d`, `%x`, `%o`), with
-/// the width `format_width` checked.
-fn printf_int(fmt: &str, n: i64, width: usize) -> String {
-    format_re()
-        .replace(fmt, |c: &regex::Captures| {
-            let body = match &c[3] {
-                "x" => format!("{n:x}"),
-                "X" => format!("{n:X}"),
-                "o" => format!("{n:o}"),
-                _ => n.to_string(),
-            };
-            if c[1].is_empty() {
-                format!("{body:>width$}")
-            } else {
-                format!("{body:0>width$}")
-            }
-        })
-        .into_owned()
-}
-
-/// The value as JSON for a message, cut after about 80 bytes, at a character boundary: the
-/// value comes from the playbook or a host and may hold any text.
-fn short(v: &Value) -> String {
-    let s = v.to_string();
-    if s.len() > 80 {
-        format!("{}…", &s[..s.floor_char_boundary(80)])
-    } else {
-        s
-    }
 }
 
 #[cfg(test)]
@@ -423,31 +237,6 @@ mod tests {
         assert_eq!(LoopKind::of_key("with_ansible.builtin.flattened"), None);
         assert_eq!(LoopKind::of_key("with_community.general.items"), None);
         assert_eq!(LoopKind::of_key("with_ansible.builtin.nope"), None);
-    }
-
-    #[test]
-    fn sequences() {
-        let s = |spec: &str| sequence(spec).unwrap();
-        assert_eq!(s("start=1 end=3"), [json!("1"), json!("2"), json!("3")]);
-        assert_eq!(
-            s("start=0 count=3 stride=2"),
-            [json!("0"), json!("2"), json!("4")]
-        );
-        assert_eq!(s("4-6/2:web%02d"), [json!("web04"), json!("web06")]);
-        assert_eq!(s("2"), [json!("1"), json!("2")]);
-        assert!(sequence("start=5 end=1").is_err());
-        // The ends of the 64-bit integers are reached, not stepped over.
-        assert_eq!(
-            s("start=9223372036854775806 end=9223372036854775807").len(),
-            2
-        );
-        assert_eq!(
-            s("start=-9223372036854775807 end=-9223372036854775808 stride=-1").len(),
-            2
-        );
-        assert!(sequence("start=1 count=9223372036854775807 stride=2").is_err());
-        assert!(sequence("1:x%99999d").is_err());
-        assert_eq!(s("2:x%1024d")[0].as_str().unwrap().len(), 1025);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use minijinja::value::Rest;
+use minijinja::value::{Rest, ValueKind};
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, State, UndefinedBehavior, Value};
 
 use super::filters::add_filters;
@@ -49,14 +49,19 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     let lookup_dirs = dirs.clone();
     env.add_function("lookup", move |state: &State, args: Rest<Value>| {
         let (values, wantlist) = run_lookup(state, &lookup_dirs, &args)?;
-        Ok(if wantlist {
-            Value::from(values)
-        } else if values.len() == 1 {
-            values.into_iter().next().unwrap_or_default()
-        } else {
-            let strings: Result<Vec<String>, Error> = values.iter().map(py_string).collect();
-            Value::from(strings?.join(","))
-        })
+        // As ansible-core 2.19: one value is itself, several strings are joined with commas,
+        // anything else (none, or values that are not all strings) stays a list.
+        let all_strings = values.iter().all(|v| v.kind() == ValueKind::String);
+        Ok(
+            if wantlist || values.is_empty() || (values.len() > 1 && !all_strings) {
+                Value::from(values)
+            } else if values.len() == 1 {
+                values.into_iter().next().unwrap_or_default()
+            } else {
+                let strings: Result<Vec<String>, Error> = values.iter().map(py_string).collect();
+                Value::from(strings?.join(","))
+            },
+        )
     });
     for name in ["query", "q"] {
         let dirs = dirs.clone();

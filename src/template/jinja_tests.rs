@@ -77,11 +77,23 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
             ValueKind::String | ValueKind::Seq | ValueKind::Map | ValueKind::Iterable
         ) && !v.is_undefined()
     });
-    env.add_test("file", |p: &str| Path::new(p).is_file());
-    env.add_test("directory", |p: &str| Path::new(p).is_dir());
+    // Ansible's file tests, on the controller; each under both of its names.
+    for name in ["file", "is_file"] {
+        env.add_test(name, |p: &str| Path::new(p).is_file());
+    }
+    for name in ["directory", "is_dir"] {
+        env.add_test(name, |p: &str| Path::new(p).is_dir());
+    }
+    for name in ["link", "is_link"] {
+        env.add_test(name, |p: &str| Path::new(p).is_symlink());
+    }
+    for name in ["abs", "is_abs"] {
+        env.add_test(name, |p: &str| Path::new(p).is_absolute());
+    }
     env.add_test("exists", |p: &str| Path::new(p).exists());
-    env.add_test("link", |p: &str| Path::new(p).is_symlink());
-    env.add_test("abs", |p: &str| Path::new(p).is_absolute());
+    env.add_test("link_exists", |p: &str| {
+        Path::new(p).symlink_metadata().is_ok()
+    });
 }
 
 /// Registered results are maps; anything else is a usage error, as in Ansible.
@@ -237,8 +249,17 @@ fn test_version(
     })
 }
 
+/// Python's `item in container`: a substring test when the container is text.
 fn test_contains(container: &Value, item: &Value) -> Result<bool, Error> {
-    Ok(defined(container)?.try_iter()?.any(|x| &x == item))
+    if let Some(text) = defined(container)?.as_str() {
+        let Some(sub) = item.as_str() else {
+            return Err(op_err(format!(
+                "the `contains` test on a string needs a string, got {item}"
+            )));
+        };
+        return Ok(text.contains(sub));
+    }
+    Ok(container.try_iter()?.any(|x| &x == item))
 }
 
 fn test_subset(a: &Value, b: &Value) -> Result<bool, Error> {
@@ -311,6 +332,8 @@ mod tests {
         assert!(truth("'2.0' is version('2.0', operator='eq')"));
         assert!(truth("'1.0rc1' is version('1.0', '>')"));
         assert!(truth("users is contains('bob')"));
+        assert!(truth("'has an invalid value' is contains 'invalid'"));
+        assert!(!truth("'abc' is contains 'x'"));
         assert!(truth("['bob'] is subset(users)"));
         assert!(truth("users is superset(['bob'])"));
         assert!(truth("x is truthy"));
@@ -320,6 +343,12 @@ mod tests {
         assert!(truth("'/' is exists"));
         assert!(!truth("'/definitely/not/here' is file"));
         assert!(truth("'/etc' is abs"));
+        assert!(truth(
+            "'/' is is_dir and '/etc' is is_abs and not ('/' is is_file)"
+        ));
+        assert!(truth(
+            "'/proc/self' is is_link and '/proc/self' is link_exists"
+        ));
         assert!(truth("[0, 'x'] is any and not ([0, 'x'] is all)"));
         assert!(truth("[] is all and not ([] is any)"));
         assert!(truth("'aa' is search('(a)\\\\1')"));

@@ -149,6 +149,23 @@ fn tree_digest(dir: &Path, h: &mut Sha256) {
     }
 }
 
+/// Whether any file under `dir` holds `needle`.
+fn tree_mentions(dir: &Path, needle: &[u8]) -> bool {
+    fs::read_dir(dir)
+        .map(|r| r.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .iter()
+        .any(|p| {
+            if p.is_symlink() {
+                false
+            } else if p.is_dir() {
+                tree_mentions(p, needle)
+            } else {
+                fs::read(p).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
+            }
+        })
+}
+
 /// What one target gave under both tools.
 struct Outcome {
     target: String,
@@ -197,6 +214,11 @@ fn run_target(
                 ..layout
             }));
             tree_digest(&roles, &mut h);
+            // Results of targets that read OUTPUT_DIR from before the runner set it are stale;
+            // the others' cached results stay good.
+            if tree_mentions(&roles, b"OUTPUT_DIR") {
+                h.update(b"\0env OUTPUT_DIR\0");
+            }
             let key = format!("{CACHE_DIR}/{target}-{}.json", hex::encode(h.finalize()));
             let cached = fs::read(&key)
                 .ok()

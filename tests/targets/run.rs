@@ -109,6 +109,9 @@ pub fn run(
         }
     };
     cmd.current_dir(dir);
+    // ansible-test exports the output directory as OUTPUT_DIR too, and targets read it with
+    // `lookup('env', 'OUTPUT_DIR')`; unset, they write beside `/` and find the last run's files.
+    cmd.env("OUTPUT_DIR", dir.join("output"));
     let before = entries(&host.home);
     let start = Instant::now();
     let limit = run_limit(tool);

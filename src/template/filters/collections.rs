@@ -40,6 +40,66 @@ pub(super) fn filter_flatten(
     Ok(Value::from(out))
 }
 
+/// Ansible's `unique(case_sensitive=None, attribute=None)`: Jinja2's (case-insensitive unless
+/// `case_sensitive`, by `attribute` if given) when the items can be hashed; otherwise, unless
+/// either option was given, the first of each equal item. Non-iterables fail as in Python.
+pub(super) fn filter_unique(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let case_sensitive: Option<bool> = kwargs.get("case_sensitive")?;
+    let attribute: Option<Value> = kwargs.get("attribute")?;
+    kwargs.assert_all_used()?;
+    if !matches!(
+        defined(value)?.kind(),
+        ValueKind::Seq | ValueKind::Map | ValueKind::String | ValueKind::Iterable
+    ) {
+        return Err(crate::template::value::op_err(format!(
+            "'{}' object is not iterable",
+            super::types::filter_type_debug(value)
+        )));
+    }
+    let items: Vec<Value> = value.try_iter()?.collect();
+    let key_of = |item: &Value| -> Result<Value, Error> {
+        let key = match &attribute {
+            Some(a) => {
+                let mut k = item.clone();
+                for part in a.to_string().split('.') {
+                    k = match part.parse::<usize>() {
+                        Ok(i) => k.get_item(&Value::from(i))?,
+                        Err(_) => k.get_attr(part)?,
+                    };
+                }
+                k
+            }
+            None => item.clone(),
+        };
+        Ok(match key.as_str() {
+            Some(t) if !case_sensitive.unwrap_or(false) => Value::from(t.to_lowercase()),
+            _ => key,
+        })
+    };
+    let keys: Vec<Value> = items.iter().map(key_of).collect::<Result<_, _>>()?;
+    // Python cannot hash lists and dicts: Jinja2's filter fails on them.
+    if keys
+        .iter()
+        .any(|k| matches!(k.kind(), ValueKind::Seq | ValueKind::Map))
+    {
+        if case_sensitive == Some(false) || attribute.is_some() {
+            return Err(crate::template::value::op_err(
+                "Jinja2's unique filter failed and we cannot fall back to Ansible's version as it does not support the parameters supplied.",
+            ));
+        }
+        return unique_items(value).map(Value::from);
+    }
+    let mut seen: Vec<Value> = Vec::new();
+    let mut out = Vec::new();
+    for (item, key) in items.into_iter().zip(keys) {
+        if !seen.contains(&key) {
+            seen.push(key);
+            out.push(item);
+        }
+    }
+    Ok(Value::from(out))
+}
+
 pub(in crate::template) fn unique_items(v: &Value) -> Result<Vec<Value>, Error> {
     let mut out: Vec<Value> = Vec::new();
     for item in defined(v)?.try_iter()? {
@@ -105,6 +165,37 @@ pub(super) fn filter_extract(
         }
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod unique_tests {
+    use crate::template::test_support::*;
+    use serde_json::json;
+
+    #[test]
+    fn unique_as_ansible() {
+        assert_eq!(eval("[1,2,3,4,4,3,2,1]|unique"), json!([1, 2, 3, 4]));
+        assert_eq!(eval("['a', 'A', 'b']|unique"), json!(["a", "b"]));
+        assert_eq!(
+            eval("['a', 'A', 'b']|unique(case_sensitive=True)"),
+            json!(["a", "A", "b"])
+        );
+        assert_eq!(
+            eval("[{'a': 1}, {'a': 1}, {'b': 2}]|unique"),
+            json!([{"a": 1}, {"b": 2}])
+        );
+        assert_eq!(
+            eval("[{'a': 1, 'n': 1}, {'a': 1, 'n': 2}]|unique(attribute='a')"),
+            json!([{"a": 1, "n": 1}])
+        );
+        assert_eq!(eval("{'foo': 1, 'moo': 2}|unique"), json!(["foo", "moo"]));
+        let t = crate::template::Templar::new();
+        assert!(t
+            .eval("[{'a': 1}]|unique(case_sensitive=False)", &vars())
+            .is_err());
+        let e = t.eval("True|unique", &vars()).unwrap_err().to_string();
+        assert!(e.contains("'bool' object is not iterable"), "{e}");
+    }
 }
 
 #[cfg(test)]

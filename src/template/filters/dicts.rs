@@ -1,5 +1,5 @@
-//! Dictionary filters: `dict2items`, `items2dict` and `combine` (with Ansible's recursive and
-//! list-merge options).
+//! Dictionary filters: `dict2items`, `items2dict`, `combine` (with Ansible's recursive and
+//! list-merge options) and `rekey_on_member`.
 
 use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{Error, Value};
@@ -122,10 +122,88 @@ fn merge_hash(
     }
 }
 
+/// `rekey_on_member(key, duplicates='error')`: a mapping of the dicts of a list (or of a
+/// mapping's values) by their `key` member; `duplicates='overwrite'` keeps the last.
+pub(super) fn filter_rekey_on_member(
+    data: &Value,
+    key: &Value,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let duplicates: Option<String> = kwargs.get("duplicates")?;
+    kwargs.assert_all_used()?;
+    let duplicates = duplicates.unwrap_or_else(|| "error".into());
+    if duplicates != "error" && duplicates != "overwrite" {
+        return Err(op_err(format!(
+            "duplicates parameter to rekey_on_member has unknown value {duplicates:?}"
+        )));
+    }
+    let items: Vec<Value> = match defined(data)?.kind() {
+        ValueKind::Map => data
+            .try_iter()?
+            .map(|k| data.get_item(&k))
+            .collect::<Result<_, _>>()?,
+        ValueKind::Seq | ValueKind::Iterable => data.try_iter()?.collect(),
+        _ => return Err(op_err("Type is not a valid list, set, or dict")),
+    };
+    let mut out: Vec<(Value, Value)> = Vec::new();
+    for item in items {
+        if item.kind() != ValueKind::Map {
+            return Err(op_err("List item is not a valid dict"));
+        }
+        let k = item.get_item(key)?;
+        if k.is_undefined() {
+            return Err(op_err(format!("Key {key} was not found.")));
+        }
+        match out.iter_mut().find(|(seen, _)| *seen == k) {
+            Some(_) if duplicates == "error" => {
+                return Err(op_err(format!(
+                    "Key {k} is not unique, cannot convert to dict."
+                )))
+            }
+            Some(slot) => slot.1 = item,
+            None => out.push((k, item)),
+        }
+    }
+    Ok(Value::from_iter(out))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::template::test_support::*;
     use serde_json::json;
+
+    #[test]
+    fn rekey_on_member() {
+        assert_eq!(
+            eval("[{'p': 'a', 's': 1}, {'p': 'b', 's': 2}] | rekey_on_member('p')"),
+            serde_json::json!({"a": {"p": "a", "s": 1}, "b": {"p": "b", "s": 2}})
+        );
+        assert_eq!(
+            eval("{'x': {'p': 'a'}} | rekey_on_member('p')"),
+            serde_json::json!({"a": {"p": "a"}})
+        );
+        assert_eq!(
+            eval("[{'p': 'a', 's': 1}, {'p': 'a', 's': 2}] | rekey_on_member('p', duplicates='overwrite')"),
+            serde_json::json!({"a": {"p": "a", "s": 2}})
+        );
+        let t = crate::template::Templar::new();
+        for (e, want) in [
+            (
+                "[] | rekey_on_member('p', duplicates='boo')",
+                "unknown value",
+            ),
+            ("'minkeys' | rekey_on_member('p')", "not a valid list"),
+            ("[true] | rekey_on_member('p')", "not a valid dict"),
+            ("[{'q': 1}] | rekey_on_member('p')", "was not found"),
+            (
+                "[{'p': 1}, {'p': 1}] | rekey_on_member('p')",
+                "is not unique",
+            ),
+        ] {
+            let err = t.eval(e, &vars()).unwrap_err().to_string();
+            assert!(err.contains(want), "{e}: {err}");
+        }
+    }
 
     #[test]
     fn dict_filters() {

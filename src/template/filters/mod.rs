@@ -7,6 +7,7 @@
 pub(in crate::template) mod collections;
 mod dicts;
 mod encoding;
+mod math;
 mod password;
 mod paths;
 mod random;
@@ -20,6 +21,7 @@ use minijinja::Environment;
 use self::collections::*;
 use self::dicts::*;
 use self::encoding::*;
+use self::math::*;
 use self::password::*;
 use self::paths::*;
 use self::random::*;
@@ -29,7 +31,7 @@ use self::text::*;
 use self::types::*;
 
 pub(super) fn add_filters(env: &mut Environment<'static>) {
-    // Builtins kept as they are: default/d, lower, upper, trim, join, length/count, unique,
+    // Builtins kept as they are: default/d, lower, upper, trim, join, length/count,
     // sort, first, last, min, max, sum, map, select, reject, selectattr, rejectattr, split,
     // replace. Those below are missing or differ from Ansible's.
     env.add_filter("bool", filter_bool);
@@ -51,6 +53,14 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("basename", filter_basename);
     env.add_filter("dirname", filter_dirname);
     env.add_filter("splitext", filter_splitext);
+    env.add_filter("expanduser", filter_expanduser);
+    env.add_filter("realpath", filter_realpath);
+    env.add_filter("relpath", filter_relpath);
+    env.add_filter("log", filter_log);
+    env.add_filter("pow", filter_pow);
+    env.add_filter("root", filter_root);
+    env.add_filter("human_readable", filter_human_readable);
+    env.add_filter("human_to_bytes", filter_human_to_bytes);
     env.add_filter("quote", filter_quote);
     env.add_filter("b64encode", filter_b64encode);
     env.add_filter("b64decode", filter_b64decode);
@@ -58,9 +68,11 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("dict2items", filter_dict2items);
     env.add_filter("items2dict", filter_items2dict);
     env.add_filter("combine", filter_combine);
+    env.add_filter("rekey_on_member", filter_rekey_on_member);
     env.add_filter("mandatory", filter_mandatory);
     env.add_filter("ternary", filter_ternary);
     env.add_filter("flatten", filter_flatten);
+    env.add_filter("unique", filter_unique);
     env.add_filter("difference", filter_difference);
     env.add_filter("intersect", filter_intersect);
     env.add_filter("union", filter_union);

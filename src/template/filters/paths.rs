@@ -1,7 +1,12 @@
-//! Path filters as Python's `os.path` computes them: `basename`, `dirname`, `splitext`.
-//! They work on the text only; nothing here touches the filesystem.
+//! Path filters as Python's `os.path` computes them: `basename`, `dirname`, `splitext` and
+//! `relpath` work on the text only; `expanduser` and `realpath` read the controller's user
+//! database and filesystem, as Ansible's filters do (they run where the template is rendered).
 
-use minijinja::Value;
+use std::path::{Component, Path, PathBuf};
+
+use minijinja::{Error, Value};
+
+use crate::template::value::op_err;
 
 /// Python's `os.path.basename`: the text after the last slash.
 pub(super) fn filter_basename(path: &str) -> String {
@@ -42,6 +47,124 @@ pub(super) fn filter_splitext(path: &str) -> Value {
     }
 }
 
+/// Python's `os.path.expanduser`: a leading `~` is `$HOME` (or the controller user's home),
+/// `~name` that user's home; an unknown user leaves the path as it is.
+pub(super) fn filter_expanduser(path: &str) -> String {
+    let Some(rest) = path.strip_prefix('~') else {
+        return path.to_string();
+    };
+    let (name, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let home = if name.is_empty() {
+        std::env::var("HOME").ok().or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.dir.display().to_string())
+        })
+    } else {
+        nix::unistd::User::from_name(name)
+            .ok()
+            .flatten()
+            .map(|u| u.dir.display().to_string())
+    };
+    let Some(home) = home else {
+        return path.to_string();
+    };
+    let joined = format!("{}{tail}", home.trim_end_matches('/'));
+    if joined.is_empty() {
+        "/".into()
+    } else {
+        joined
+    }
+}
+
+/// The path made absolute against the working directory and normalised on the text
+/// (Python's `os.path.abspath`): `.` dropped, `..` takes the previous name away.
+fn abspath(path: &str) -> Result<PathBuf, Error> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| op_err(format!("cannot read the working directory: {e}")))?;
+    let mut out = PathBuf::from("/");
+    for c in cwd.join(path).components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Python's `os.path.realpath` (not strict): symbolic links resolved as far as the path
+/// exists, the rest normalised on the text.
+pub(super) fn filter_realpath(path: &str) -> Result<String, Error> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| op_err(format!("cannot read the working directory: {e}")))?;
+    let mut out = PathBuf::from("/");
+    // At most this many links followed, as the kernel's ELOOP; a loop is left as it is.
+    let mut links = 40;
+    let mut todo: Vec<std::ffi::OsString> = cwd
+        .join(path)
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    while let Some(name) = todo.pop() {
+        if name == ".." {
+            out.pop();
+            continue;
+        }
+        let next = out.join(&name);
+        match std::fs::read_link(&next) {
+            Ok(target) if links > 0 => {
+                links -= 1;
+                if target.is_absolute() {
+                    out = PathBuf::from("/");
+                }
+                todo.extend(target.components().rev().filter_map(|c| match c {
+                    Component::Normal(n) => Some(n.to_os_string()),
+                    Component::ParentDir => Some("..".into()),
+                    _ => None,
+                }));
+            }
+            _ => out = next,
+        }
+    }
+    Ok(out.display().to_string())
+}
+
+/// Python's `os.path.relpath(path, start='.')`, on the text of both made absolute.
+pub(super) fn filter_relpath(path: &str, start: Option<&str>) -> Result<String, Error> {
+    if path.is_empty() {
+        return Err(op_err("relpath: no path specified"));
+    }
+    let path = abspath(path)?;
+    let start = abspath(start.unwrap_or("."))?;
+    let names = |p: &Path| -> Vec<String> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (p, s) = (names(&path), names(&start));
+    let common = p.iter().zip(&s).take_while(|(a, b)| a == b).count();
+    let parts: Vec<&str> = std::iter::repeat_n("..", s.len() - common)
+        .chain(p[common..].iter().map(String::as_str))
+        .collect();
+    Ok(if parts.is_empty() {
+        ".".into()
+    } else {
+        parts.join("/")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use crate::template::test_support::*;
@@ -59,5 +182,36 @@ mod tests {
             json!(["/etc/nginx/nginx", ".conf"])
         );
         assert_eq!(eval("'.bashrc' | splitext"), json!([".bashrc", ""]));
+        assert_eq!(eval("'/a/b/c' | relpath('/a/d')"), json!("../b/c"));
+        assert_eq!(eval("'/a/b' | relpath('/a/b/')"), json!("."));
+        assert_eq!(eval("'/x/../y/./z' | realpath"), json!("/y/z"));
+        assert_eq!(eval("'/tmp' | expanduser"), json!("/tmp"));
+        assert_eq!(
+            eval("'~nosuchuser_fp/x' | expanduser"),
+            json!("~nosuchuser_fp/x")
+        );
+        assert_eq!(eval("'~root/x' | expanduser"), json!("/root/x"));
+        let home = std::env::var("HOME").unwrap();
+        assert_eq!(eval("'~/x' | expanduser"), json!(format!("{home}/x")));
+    }
+
+    #[test]
+    fn realpath_follows_links_as_far_as_they_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(real.join("target")).unwrap();
+        std::os::unix::fs::symlink("target", real.join("link")).unwrap();
+        std::os::unix::fs::symlink("loop", real.join("loop")).unwrap();
+        let t = crate::template::Templar::new();
+        let c = ctx(json!({"p": real.join("link/missing/../f").display().to_string()}));
+        assert_eq!(
+            t.eval("p | realpath", &c).unwrap(),
+            json!(real.join("target/f").display().to_string())
+        );
+        let c = ctx(json!({"p": real.join("loop").display().to_string()}));
+        assert_eq!(
+            t.eval("p | realpath", &c).unwrap(),
+            json!(real.join("loop").display().to_string())
+        );
     }
 }

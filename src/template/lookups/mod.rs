@@ -1,11 +1,13 @@
 //! The `lookup()`/`query()` plugins that run on the controller: `env`, `file`, `template`,
-//! `vars`, `varnames`, `first_found`, `fileglob`, `lines` and `url`.
+//! `vars`, `varnames`, `first_found`, `fileglob`, `lines`, `url`, and the list makers shared
+//! with the `with_*` loops (`listing.rs`): `dict`, `subelements`, `sequence`, `indexed_items`.
 //!
 //! Lookups see only the expression's variables (through minijinja's `State`) and the template
 //! search path; they know nothing of hosts, connections or how variables were gathered.
 
 mod fileglob;
 mod first_found;
+pub mod listing;
 mod url;
 
 use std::path::{Path, PathBuf};
@@ -31,6 +33,10 @@ pub(crate) const NAMES: &[&str] = &[
     "fileglob",
     "lines",
     "url",
+    "dict",
+    "subelements",
+    "sequence",
+    "indexed_items",
 ];
 
 /// The lookups that need nothing but the controller: `env`, `file` (searched like templates,
@@ -62,6 +68,8 @@ pub(super) fn run_lookup(
             .unwrap_or_default(),
         _ => Vec::new(),
     };
+    // `lines` runs its command in the playbook's directory, the last of the task's search path.
+    let base = search.last().cloned();
     search.extend(dirs.iter().cloned());
     let find = |sub: &str, term: &str| find_in(&search, Some(sub), term);
     if plugin == "first_found" {
@@ -76,6 +84,10 @@ pub(super) fn run_lookup(
             (None, None) if skip => Ok((Vec::new(), true)),
             (None, None) => Err(op_err("lookup('first_found'): none of the files was found")),
         };
+    }
+    if let Some(out) = run_listing(&plugin, terms, &kwargs)? {
+        kwargs.assert_all_used()?;
+        return Ok((out, wantlist.unwrap_or(false)));
     }
     let _ = kwargs.get::<Option<bool>>("skip");
     let mut out = Vec::new();
@@ -117,22 +129,7 @@ pub(super) fn run_lookup(
                 continue;
             }
             "lines" => {
-                let o = std::process::Command::new("sh")
-                    .arg("-c")
-                    .arg(&term)
-                    .stdin(std::process::Stdio::null())
-                    .output()
-                    .map_err(|e| op_err(format!("lookup('lines'): cannot run `{term}`: {e}")))?;
-                if !o.status.success() {
-                    return Err(op_err(format!(
-                        "lookup('lines'): `{term}` failed ({}): {}",
-                        o.status,
-                        String::from_utf8_lossy(&o.stderr).trim()
-                    )));
-                }
-                for l in String::from_utf8_lossy(&o.stdout).lines() {
-                    out.push(Value::from(l.to_string()));
-                }
+                out.extend(listing::lines(&term, base.as_deref()).map_err(op_err)?.iter().map(Value::from_serialize));
                 continue;
             }
             "url" => {
@@ -190,13 +187,53 @@ pub(super) fn run_lookup(
             },
             other => {
                 return Err(op_err(format!(
-                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines and url are)"
+                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines, url, dict, subelements, sequence and indexed_items are)"
                 )))
             }
         });
     }
     kwargs.assert_all_used()?;
     Ok((out, wantlist.unwrap_or(false)))
+}
+
+/// The lookups of `listing.rs`, which take their terms as values (not strings); None for
+/// the other plugins.
+fn run_listing(
+    plugin: &str,
+    terms: &[Value],
+    kwargs: &Kwargs,
+) -> Result<Option<Vec<Value>>, Error> {
+    let json: Vec<serde_json::Value> = terms
+        .iter()
+        .map(|t| serde_json::to_value(defined(t)?).map_err(|e| op_err(e.to_string())))
+        .collect::<Result<_, Error>>()?;
+    let out = match plugin {
+        "dict" => listing::dict_items(&json),
+        "subelements" => listing::subelements(&json),
+        "indexed_items" => Ok(listing::indexed_items(json)),
+        "sequence" => {
+            // Keyword arguments are every term's defaults; alone, they make one sequence.
+            let mut defaults = Vec::new();
+            for k in ["start", "end", "count", "stride", "format"] {
+                if let Some(v) = kwargs.get::<Option<Value>>(k)? {
+                    defaults.push((k.to_string(), py_string(&v)?));
+                }
+            }
+            let specs: Vec<String> = if terms.is_empty() && !defaults.is_empty() {
+                vec![String::new()]
+            } else {
+                terms.iter().map(py_string).collect::<Result<_, _>>()?
+            };
+            let mut all = Vec::new();
+            for spec in specs {
+                all.extend(listing::sequence(&spec, &defaults).map_err(op_err)?);
+            }
+            Ok(all)
+        }
+        _ => return Ok(None),
+    }
+    .map_err(op_err)?;
+    Ok(Some(out.iter().map(Value::from_serialize).collect()))
 }
 
 /// Where a relative name is found, as ansible-core's `path_dwim_relative_stack` looks: in each
@@ -290,6 +327,37 @@ mod tests {
         assert_eq!(
             t.eval("lookup('ansible.builtin.vars', 'x')", &c).unwrap(),
             json!("a")
+        );
+        assert_eq!(
+            t.eval(
+                "query('ansible.builtin.sequence', 'count=2', count=5, start=10)",
+                &c
+            )
+            .unwrap(),
+            json!(["10", "11"])
+        );
+        assert_eq!(
+            t.eval("query('sequence', count=2, start=10)", &c).unwrap(),
+            json!(["10", "11"])
+        );
+        assert_eq!(t.eval("query('sequence')", &c).unwrap(), json!([]));
+        assert_eq!(
+            t.eval("lookup('dict', {'k': 1})", &c).unwrap(),
+            json!({"key": "k", "value": 1})
+        );
+        assert_eq!(
+            t.eval("query('indexed_items', users)", &c).unwrap(),
+            json!([[0, "alice"], [1, "bob"]])
+        );
+        assert_eq!(
+            t.eval("query('subelements', [user], 'groups')", &c)
+                .unwrap(),
+            json!([[{"name": "bob", "uid": 1000}, "wheel"]])
+        );
+        assert!(t.eval("lookup('subelements', 9001, 'groups')", &c).is_err());
+        assert_eq!(
+            t.eval("query('lines', 'echo a; echo b')", &c).unwrap(),
+            json!(["a", "b"])
         );
         let e = t.eval("lookup('pipe', 'ls')", &c).unwrap_err();
         assert!(e.to_string().contains("not supported"), "{e}");
