@@ -176,8 +176,9 @@ impl Module for Script {
                 .map_err(|e| ModuleError::io(&copy, e))?;
         }
         // As Ansible: every occurrence of the script's path in the line becomes the copy's
-        // path, so the arguments keep their quoting; the line runs through the shell.
-        let target = cmd.replace(&first, &shell_quote(&copy.to_string_lossy()));
+        // path, unquoted (the temp directory's name needs no quoting; a quoted script name
+        // stays quoted), so the arguments keep their quoting; the line runs through the shell.
+        let target = cmd.replace(&first, &copy.to_string_lossy());
         let line = match &p.executable {
             Some(exe) => format!("{exe} {target}"),
             None => target,
@@ -190,13 +191,33 @@ impl Module for Script {
     }
 }
 
-/// A path as one shell word (temp paths have no quotes, but a script name might).
-fn shell_quote(s: &str) -> String {
-    if s.bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"/._-+".contains(&b))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
+#[cfg(test)]
+mod tests {
+    use crate::registry::check_params;
+    use serde_json::json;
+
+    #[test]
+    fn script_and_raw_parameters_are_checked() {
+        check_params("script", &json!({"cmd": "s.sh 'a b'", "creates": "/x"})).unwrap();
+        check_params("script", &json!({"cmd": "s.sh", "chdir": "{{ d }}"})).unwrap();
+        let e = check_params("script", &json!({"chdir": "/"})).unwrap_err();
+        assert!(e.to_string().contains("cmd"), "{e}");
+        let e = check_params("script", &json!({"cmd": "s.sh", "chdir": "rel"})).unwrap_err();
+        assert!(e.to_string().contains("absolute"), "{e}");
+        let e = check_params("script", &json!({"cmd": "'s.sh"})).unwrap_err();
+        assert!(e.to_string().contains("unterminated"), "{e}");
+        check_params("raw", &json!({"cmd": "uptime", "executable": "/bin/bash"})).unwrap();
+        let e = check_params("raw", &json!({"cmd": "x", "creates": "/x"})).unwrap_err();
+        assert!(e.to_string().contains("ignores it"), "{e}");
+        let e = check_params("raw", &json!({})).unwrap_err();
+        assert!(e.to_string().contains("no command"), "{e}");
+    }
+
+    #[test]
+    fn the_script_path_is_the_first_word() {
+        assert_eq!(
+            super::script_path("  'my s.sh' a b").as_deref(),
+            Some("my s.sh")
+        );
     }
 }

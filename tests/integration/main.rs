@@ -32,6 +32,7 @@ mod nginx;
 mod no_log;
 mod public_roles;
 mod python_modules;
+mod raw_script;
 mod roles;
 mod secrets;
 mod services_systemd;
