@@ -56,6 +56,8 @@ pub const AGENT_MODULES: &[&str] = &[
     "unarchive",
     "raw",
     "script",
+    "raw",
+    "script",
 ];
 
 /// Every module name the loader accepts, in their short form.
