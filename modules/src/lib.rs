@@ -26,6 +26,7 @@ pub mod fs;
 pub mod git;
 pub mod http;
 pub mod ini_file;
+pub mod known_hosts;
 pub mod lineinfile;
 pub mod package;
 pub mod package_facts;

@@ -58,6 +58,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "script",
     "raw",
     "script",
+    "known_hosts",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -112,6 +113,7 @@ pub const ALL_MODULES: &[&str] = &[
     "unarchive",
     "raw",
     "script",
+    "known_hosts",
 ];
 
 /// Modules Ansible keeps in collections, by the FQCN a playbook may use for them. (Their short
@@ -203,6 +205,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "unarchive" => check::<crate::unarchive::Unarchive>(params),
         "raw" => check::<crate::raw::Raw>(params),
         "script" => check::<crate::script::Script>(params),
+        "known_hosts" => check::<crate::known_hosts::KnownHosts>(params),
         _ => Ok(()),
     }
 }
@@ -276,6 +279,7 @@ pub fn run_module_hooked(
         "unarchive" => run_hooked::<crate::unarchive::Unarchive>(params, ctx, before_apply),
         "raw" => run_hooked::<crate::raw::Raw>(params, ctx, before_apply),
         "script" => run_hooked::<crate::script::Script>(params, ctx, before_apply),
+        "known_hosts" => run_hooked::<crate::known_hosts::KnownHosts>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),
