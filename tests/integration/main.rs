@@ -23,6 +23,7 @@ mod interrupt;
 mod inventory_cli;
 mod journal;
 mod keywords;
+mod known_hosts;
 mod library_modules;
 mod local_engine;
 mod local_modules;
