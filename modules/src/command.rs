@@ -357,7 +357,7 @@ fn expand_path(s: &str, env: &EnvLookup) -> String {
 /// Split a command line as Python's `shlex.split` does (which Ansible uses). The shlex crate
 /// treats `#` at the start of a word as a comment and does not count `\r` as blank; Python's
 /// `shlex.split` does neither thing, so both are adjusted before splitting.
-fn split_command(s: &str) -> Option<Vec<String>> {
+pub(crate) fn split_command(s: &str) -> Option<Vec<String>> {
     let mut prepared = String::with_capacity(s.len() + 4);
     let mut quote: Option<char> = None;
     let mut escaped = false;
@@ -410,7 +410,7 @@ fn split_command(s: &str) -> Option<Vec<String>> {
 /// Check the guards in Ansible's order (creates, removes), then `unless` and `onlyif`.
 /// Read-only by contract: guard commands are declared to only look, which is why they also
 /// run in check mode.
-fn probe(inv: Invocation) -> Result<Probed, ModuleError> {
+pub(crate) fn probe(inv: Invocation) -> Result<Probed, ModuleError> {
     if let Some(dir) = &inv.chdir {
         if !dir.is_dir() {
             let mut result = Map::new();
@@ -508,7 +508,7 @@ fn run_guard(inv: &Invocation, which: &str, script: &str) -> Result<bool, Module
     child.wait().map(|s| s.success()).map_err(cannot)
 }
 
-fn plan(state: &Probed, ctx: &Ctx) -> Plan<Action> {
+pub(crate) fn plan(state: &Probed, ctx: &Ctx) -> Plan<Action> {
     let mut plan = Plan::new();
     plan.result.insert("cmd".into(), state.inv.shown.clone());
     match &state.skip {
@@ -554,7 +554,7 @@ fn output_fields(out: &mut Map<String, Value>, rc: i32, stdout: &str, stderr: &s
 }
 
 /// Run the command and collect Ansible's return values; a non-zero exit is a failure carrying them.
-fn execute(inv: &Invocation) -> Result<Map<String, Value>, ModuleError> {
+pub(crate) fn execute(inv: &Invocation) -> Result<Map<String, Value>, ModuleError> {
     let mut c = std::process::Command::new(&inv.argv[0]);
     c.args(&inv.argv[1..])
         .envs(inv.env.iter().map(|(k, v)| (k, v)))

@@ -54,6 +54,11 @@ pub const AGENT_MODULES: &[&str] = &[
     "authorized_key",
     "git",
     "unarchive",
+    "raw",
+    "script",
+    "raw",
+    "script",
+    "known_hosts",
 ];
 
 /// Every module name the loader accepts, in their short form.
@@ -106,6 +111,9 @@ pub const ALL_MODULES: &[&str] = &[
     "authorized_key",
     "git",
     "unarchive",
+    "raw",
+    "script",
+    "known_hosts",
 ];
 
 /// Modules Ansible keeps in collections, by the FQCN a playbook may use for them. (Their short
@@ -195,6 +203,9 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "authorized_key" => check::<crate::authorized_key::AuthorizedKey>(params),
         "git" => check::<crate::git::Git>(params),
         "unarchive" => check::<crate::unarchive::Unarchive>(params),
+        "raw" => check::<crate::raw::Raw>(params),
+        "script" => check::<crate::script::Script>(params),
+        "known_hosts" => check::<crate::known_hosts::KnownHosts>(params),
         _ => Ok(()),
     }
 }
@@ -266,6 +277,9 @@ pub fn run_module_hooked(
         }
         "git" => run_hooked::<crate::git::Git>(params, ctx, before_apply),
         "unarchive" => run_hooked::<crate::unarchive::Unarchive>(params, ctx, before_apply),
+        "raw" => run_hooked::<crate::raw::Raw>(params, ctx, before_apply),
+        "script" => run_hooked::<crate::script::Script>(params, ctx, before_apply),
+        "known_hosts" => run_hooked::<crate::known_hosts::KnownHosts>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

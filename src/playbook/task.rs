@@ -142,7 +142,9 @@ pub(crate) fn load_task(
             .cloned()
             .unwrap_or_default(),
         Kind::Null => Map::new(),
-        Kind::Str(s) if module == "command" || module == "shell" => free_form_command(s),
+        Kind::Str(s) if matches!(module, "command" | "shell" | "raw" | "script") => {
+            free_form_command(s)
+        }
         Kind::Str(s) if module == "set_fact" || module == "debug" || module == "fail" => {
             parse_kv(s, &raw_params.pos)?
         }

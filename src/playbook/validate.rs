@@ -119,7 +119,7 @@ fn names_param(msg: &str, key: &str) -> bool {
 /// the step to a change. Which names those are is known only once the whole playbook is
 /// loaded, so while loading such a task is marked `guard_pending` and `validate` decides.
 pub(crate) fn check_guard(task: &mut Task, mod_pos: &Pos) -> Result<(), Diagnostic> {
-    if task.module != "command" && task.module != "shell" {
+    if !matches!(task.module, "command" | "shell" | "raw" | "script") {
         return Ok(());
     }
     let p = task.params.as_object();

@@ -133,7 +133,8 @@ fn cache_dir() -> Result<PathBuf, ModuleError> {
 }
 
 /// The controller's archive in the host's cache: there already, just uploaded, or asked for.
-fn cached_archive(sha256: &str, size: u64) -> Result<PathBuf, ModuleError> {
+/// (`script` keeps its controller file the same way.)
+pub(crate) fn cached_archive(sha256: &str, size: u64) -> Result<PathBuf, ModuleError> {
     if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(ModuleError::Params(format!(
             "`_src_sha256` is not a sha256 in hex: {sha256}"

@@ -272,6 +272,35 @@ pub fn prepare(
                 upload,
             })
         }
+        "script" => {
+            // The script travels like a `copy` source: its sha256 goes with the request, and
+            // the bytes only when the host's cache lacks them and the script is going to run.
+            let cmd = obj
+                .get("cmd")
+                .or_else(|| obj.get("_raw_params"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let src = fixpoint_modules::script::script_path(cmd)
+                .ok_or_else(|| Failure::msg(format!("cannot split the script's line: {cmd}")))?;
+            let path = find_file(dirs, "files", &src).map_err(Failure::msg)?;
+            if path.is_dir() {
+                return Err(Failure::msg(format!(
+                    "`{src}` is a directory, not a script"
+                )));
+            }
+            let up = super::upload::Upload::of(&path).map_err(Failure::msg)?;
+            obj.insert("_src_sha256".into(), json!(up.sha256));
+            obj.insert("_src_size".into(), json!(up.size));
+            obj.insert("_src_name".into(), json!(basename(&src)));
+            if !environment.is_empty() {
+                obj.insert("_env".into(), Value::Object(environment.clone()));
+            }
+            Ok(Prepared::Agent {
+                module: "script",
+                params,
+                upload: Some(up),
+            })
+        }
         "template" => {
             let p: TemplateParams = parse(&params).map_err(|e| Failure::msg(e.to_string()))?;
             let path = find_file(dirs, "templates", &p.src).map_err(Failure::msg)?;
