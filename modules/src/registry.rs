@@ -56,8 +56,6 @@ pub const AGENT_MODULES: &[&str] = &[
     "unarchive",
     "raw",
     "script",
-    "raw",
-    "script",
     "known_hosts",
 ];
 

@@ -94,6 +94,29 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
     env.add_test("link_exists", |p: &str| {
         Path::new(p).symlink_metadata().is_ok()
     });
+    // Python's os.path.samefile: both must exist (an error otherwise, as its OSError).
+    for name in ["same_file", "is_same_file"] {
+        env.add_test(name, |a: &str, b: &str| -> Result<bool, Error> {
+            use std::os::unix::fs::MetadataExt;
+            let stat = |p: &str| std::fs::metadata(p).map_err(|e| op_err(format!("{p}: {e}")));
+            let (x, y) = (stat(a)?, stat(b)?);
+            Ok(x.dev() == y.dev() && x.ino() == y.ino())
+        });
+    }
+    // Python's os.path.ismount: not a link, and on another device than its parent, or the
+    // parent is itself (`/`).
+    for name in ["mount", "is_mount"] {
+        env.add_test(name, |p: &str| {
+            use std::os::unix::fs::MetadataExt;
+            let (Ok(m), Ok(parent)) = (
+                Path::new(p).symlink_metadata(),
+                Path::new(p).join("..").symlink_metadata(),
+            ) else {
+                return false;
+            };
+            !m.is_symlink() && (m.dev() != parent.dev() || m.ino() == parent.ino())
+        });
+    }
 }
 
 /// Registered results are maps; anything else is a usage error, as in Ansible.
