@@ -8,8 +8,7 @@ use crate::{
 use crate::{ModuleError, Outcome};
 use serde_json::Value;
 
-/// Modules that run inside the agent on the host. The controller runs the others
-/// (`debug`, `assert`, `set_fact`, `fail`) and turns `template` into a `copy` of rendered content.
+/// Modules that run inside the agent on the host (the controller's are `CONTROLLER_MODULES`).
 pub const AGENT_MODULES: &[&str] = &[
     "file",
     "copy",
@@ -59,63 +58,16 @@ pub const AGENT_MODULES: &[&str] = &[
     "known_hosts",
 ];
 
-/// Every module name the loader accepts, in their short form.
-pub const ALL_MODULES: &[&str] = &[
-    "file",
-    "copy",
-    "template",
-    "lineinfile",
-    "blockinfile",
-    "stat",
-    "command",
-    "shell",
-    "service",
-    "systemd_service",
-    "systemd",
-    "sysvinit",
-    "service_facts",
-    "user",
-    "group",
-    "getent",
-    "debug",
-    "assert",
-    "set_fact",
-    "fail",
-    "apt",
-    "package",
-    "dpkg_selections",
-    "debconf",
-    "package_facts",
-    "sysctl",
-    "hostname",
-    "timezone",
-    "cron",
-    "mount",
-    "get_url",
-    "uri",
-    "find",
-    "slurp",
-    "tempfile",
-    "wait_for",
-    "fetch",
-    "apt_repository",
-    "deb822_repository",
-    "apt_key",
-    "dnf",
-    "yum",
-    "replace",
-    "ini_file",
-    "pam_limits",
-    "authorized_key",
-    "git",
-    "unarchive",
-    "raw",
-    "script",
-    "known_hosts",
-];
+/// Modules the controller runs itself (`template` becomes a `copy` of rendered content).
+pub const CONTROLLER_MODULES: &[&str] = &["template", "debug", "assert", "set_fact", "fail"];
+
+/// Every module name the loader accepts, in their short form: the agent's and the controller's.
+pub fn all_modules() -> impl Iterator<Item = &'static str> {
+    AGENT_MODULES.iter().chain(CONTROLLER_MODULES).copied()
+}
 
 /// Modules Ansible keeps in collections, by the FQCN a playbook may use for them. (Their short
-/// names resolve through `ALL_MODULES`, as Ansible's default collection search does.)
+/// names resolve through `all_modules`, as Ansible's default collection search does.)
 const COLLECTION_MODULES: &[(&str, &str)] = &[
     ("ansible.posix.sysctl", "sysctl"),
     ("ansible.posix.mount", "mount"),
@@ -134,7 +86,7 @@ pub fn canonical_name(name: &str) -> Option<&'static str> {
         .strip_prefix("ansible.builtin.")
         .or_else(|| name.strip_prefix("ansible.legacy."))
         .unwrap_or(name);
-    ALL_MODULES.iter().copied().find(|m| *m == short)
+    all_modules().find(|m| *m == short)
 }
 
 /// A parameter problem, with the dotted path of the offending field (`mode`, `argv[2]`).

@@ -111,8 +111,8 @@ pub(crate) fn load_task(
             None => {
                 let all = TASK_KEYS
                     .iter()
-                    .chain(fixpoint_modules::registry::ALL_MODULES.iter())
-                    .copied();
+                    .copied()
+                    .chain(fixpoint_modules::registry::all_modules());
                 let mut d = Diagnostic::at(
                     kpos,
                     format!("`{k}` is neither a task keyword nor a module fixpoint knows"),
@@ -121,7 +121,9 @@ pub(crate) fn load_task(
                     Some(s) => d.help(format!("did you mean `{s}`?")),
                     None => d.help(format!(
                         "native modules: {}; Ansible modules were looked for in: {}",
-                        fixpoint_modules::registry::ALL_MODULES.join(", "),
+                        fixpoint_modules::registry::all_modules()
+                            .collect::<Vec<_>>()
+                            .join(", "),
                         crate::pymod::locate::searched(play_dir)
                     )),
                 };
