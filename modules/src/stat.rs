@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use sha2::Digest;
 use std::fs::{self, Metadata};
 use std::io::{ErrorKind, Read};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 pub struct Stat;
@@ -149,16 +149,16 @@ impl Module for Stat {
     }
 }
 
-/// Ansible's `format_output`: type flags, permission bits and the raw stat numbers.
-fn describe(path: &Path, m: &Metadata) -> Map<String, Value> {
+/// The keys Ansible's `stat` and `find` both report, in their order: `path`, `mode`, the type
+/// flags, ids, size, inode numbers and the three times.
+pub(crate) fn put_stat_numbers(out: &mut Map<String, Value>, path: &Path, m: &Metadata) {
+    use std::os::unix::fs::FileTypeExt;
     let ft = m.file_type();
     let mode = m.mode();
     let secs = |s: i64, ns: i64| s as f64 + ns as f64 / 1e9;
-    let mut out = Map::new();
     let mut put = |k: &str, v: Value| {
         out.insert(k.to_string(), v);
     };
-    put("exists", true.into());
     put("path", path.display().to_string().into());
     put("mode", mode_str(mode).into());
     put("isdir", ft.is_dir().into());
@@ -177,6 +177,17 @@ fn describe(path: &Path, m: &Metadata) -> Map<String, Value> {
     put("atime", secs(m.atime(), m.atime_nsec()).into());
     put("mtime", secs(m.mtime(), m.mtime_nsec()).into());
     put("ctime", secs(m.ctime(), m.ctime_nsec()).into());
+}
+
+/// Ansible's `format_output`: type flags, permission bits and the raw stat numbers.
+fn describe(path: &Path, m: &Metadata) -> Map<String, Value> {
+    let mode = m.mode();
+    let mut out = Map::new();
+    out.insert("exists".into(), true.into());
+    put_stat_numbers(&mut out, path, m);
+    let mut put = |k: &str, v: Value| {
+        out.insert(k.to_string(), v);
+    };
     for (key, bit) in [
         ("rusr", 0o400),
         ("wusr", 0o200),

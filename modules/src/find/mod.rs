@@ -8,7 +8,7 @@
 //! sibling; hidden entries are skipped but hidden directories are still entered; `depth` counts
 //! levels below each path.
 
-use crate::fs::{expand_user, mode_str};
+use crate::fs::expand_user;
 use crate::params::{apply_symbolic, de_opt_string, Bool};
 use crate::text::compile_regex;
 use crate::{Ctx, Module, ModuleError, Plan};
@@ -658,31 +658,12 @@ fn checksum(path: &Path, alg: Algorithm) -> Value {
 
 /// Ansible's `statinfo` for one entry, keys in its order, `path` first.
 fn statinfo(path: &Path, m: &Metadata) -> Map<String, Value> {
-    let ft = m.file_type();
     let mode = m.mode();
     let mut out = Map::new();
+    crate::stat::put_stat_numbers(&mut out, path, m);
     let mut put = |k: &str, v: Value| {
         out.insert(k.to_string(), v);
     };
-    use std::os::unix::fs::FileTypeExt;
-    put("path", path.display().to_string().into());
-    put("mode", mode_str(mode).into());
-    put("isdir", ft.is_dir().into());
-    put("ischr", ft.is_char_device().into());
-    put("isblk", ft.is_block_device().into());
-    put("isreg", ft.is_file().into());
-    put("isfifo", ft.is_fifo().into());
-    put("islnk", ft.is_symlink().into());
-    put("issock", ft.is_socket().into());
-    put("uid", m.uid().into());
-    put("gid", m.gid().into());
-    put("size", m.size().into());
-    put("inode", m.ino().into());
-    put("dev", m.dev().into());
-    put("nlink", m.nlink().into());
-    put("atime", secs(m.atime(), m.atime_nsec()).into());
-    put("mtime", secs(m.mtime(), m.mtime_nsec()).into());
-    put("ctime", secs(m.ctime(), m.ctime_nsec()).into());
     let name = |r: Result<Option<String>, nix::Error>| r.ok().flatten().unwrap_or_default();
     put(
         "gr_name",
