@@ -26,6 +26,17 @@ pub enum Command {
     Inventory(InventoryArgs),
     /// Read and manage the on-host journal of `once:` steps.
     Journal(JournalArgs),
+    /// Print a shell completion script (e.g. `fixpoint completions bash > /etc/bash_completion.d/fixpoint`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print a manual page (roff): `fixpoint man | man -l -`, or one subcommand's page
+    /// (`fixpoint man apply`).
+    Man {
+        /// The subcommand whose page to print (its options in full); without it, fixpoint(1).
+        subcommand: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

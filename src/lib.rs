@@ -46,6 +46,49 @@ pub fn main_entry() -> ExitCode {
         cli::Command::Validate(args) => validate_cmd(args),
         cli::Command::Inventory(args) => inventory_cmd(args),
         cli::Command::Journal(args) => journal_cmd(args),
+        cli::Command::Completions { shell } => completions_cmd(shell),
+        cli::Command::Man { subcommand } => man_cmd(subcommand),
+    }
+}
+
+/// Completion scripts come from the same clap definitions that parse the arguments, so they
+/// cannot name an option the parser does not take.
+fn completions_cmd(shell: clap_complete::Shell) -> ExitCode {
+    use clap::CommandFactory;
+    let mut cmd = cli::Cli::command();
+    clap_complete::generate(shell, &mut cmd, "fixpoint", &mut std::io::stdout());
+    ExitCode::SUCCESS
+}
+
+/// A manual page generated from the clap definitions like the completions: fixpoint(1), or
+/// `fixpoint-<subcommand>`(1) with that subcommand's options in full.
+fn man_cmd(subcommand: Option<String>) -> ExitCode {
+    use clap::CommandFactory;
+    let cmd = cli::Cli::command();
+    let page = match subcommand {
+        None => cmd,
+        Some(name) => match cmd.find_subcommand(&name) {
+            Some(sub) => sub.clone().name(format!("fixpoint-{name}")),
+            None => {
+                let known: Vec<&str> = cmd.get_subcommands().map(|s| s.get_name()).collect();
+                eprintln!(
+                    "error: `{name}` is not a fixpoint subcommand; pages exist for: {}",
+                    known.join(", ")
+                );
+                return ExitCode::from(EXIT_INVALID);
+            }
+        },
+    };
+    let mut out = Vec::new();
+    match clap_mangen::Man::new(page)
+        .render(&mut out)
+        .and_then(|()| std::io::Write::write_all(&mut std::io::stdout(), &out))
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot write the manual page: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
     }
 }
 
