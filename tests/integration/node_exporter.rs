@@ -196,7 +196,8 @@ fn cloudalchemy_node_exporter_role_converges_on_systemd() {
     github.route(&sums_path, octets(sums.into_bytes(), "text/plain"));
 
     // The namespace's /etc/hosts: the machine's, and the two names on the server's address.
-    let mut hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    let real_hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    let mut hosts = real_hosts.clone();
     hosts.push_str(&format!("\n{addr} github.com\n{addr} api.github.com\n"));
     let hosts_file = fx.write("hosts", &hosts);
     // The namespace's /tmp, where the role downloads and unpacks: the test's own, so that no
@@ -247,8 +248,8 @@ fn cloudalchemy_node_exporter_role_converges_on_systemd() {
         // The role's "Gather currently installed node_exporter version" passes `warn: false`
         // to `command`, a parameter ansible-core removed in 2.14: ansible-core 2.19 fails that
         // task as fixpoint does, on every run after the first. The role's own register is
-        // pinned by an extra variable so that the task is skipped (the role then reinstalls
-        // the binary every run, idempotently, as it does anyway with a local binary dir).
+        // pinned by an extra variable so that the task is skipped (the role then runs its
+        // install tasks on every pass, which must find their work done on the second).
         .args([
             "-e",
             r#"{"__node_exporter_is_installed": {"stat": {"exists": false}}}"#,
@@ -267,6 +268,11 @@ fn cloudalchemy_node_exporter_role_converges_on_systemd() {
         .output()
         .expect("run unshare (util-linux)")
         .into();
+    assert_eq!(
+        std::fs::read_to_string("/etc/hosts").unwrap_or_default(),
+        real_hosts,
+        "the machine's /etc/hosts changed: the bind mount escaped the namespace"
+    );
     out.expect(0);
     assert_eq!(
         out.recap()["hosts"]["sd"]["changed"],
@@ -293,6 +299,16 @@ fn cloudalchemy_node_exporter_role_converges_on_systemd() {
         );
     }
     assert_eq!(out.task_events("restart node_exporter").len(), 1);
+    // The second pass: the download finds its file (and its checksum) in place; the unpack is
+    // skipped by its `creates`, as Ansible's unarchive action skips it.
+    assert_eq!(
+        out.task_events("Download node_exporter binary to local folder")[1]["status"],
+        "ok"
+    );
+    assert_eq!(
+        out.task_events("Unpack node_exporter binary")[1]["status"],
+        "skipped"
+    );
     // The checksum list is read on each pass (a lookup), the tarball fetched once: on the
     // second pass get_url finds the file with the checksum it was given and asks nothing.
     let log = github.log();
