@@ -1,7 +1,8 @@
 //! A small real HTTP/1.1 server on 127.0.0.1 for the get_url/uri/url-lookup tests: fixed routes
 //! (content, redirects, basic auth, `Content-Disposition`, a JSON echo), every request logged
 //! (method, target, headers, body) so that tests can count what was fetched. Also a TLS server
-//! (`openssl s_server` with a self-signed certificate made for the test).
+//! (`openssl s_server` with a self-signed certificate made for the test), and the same server
+//! behind rustls on an address and certificate of the test's choosing (`Server::start_tls`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -71,6 +72,7 @@ impl Route {
 /// The server: its routes can change while it runs; it stops when dropped.
 pub struct Server {
     pub port: u16,
+    addr: std::net::SocketAddr,
     routes: Arc<Mutex<BTreeMap<String, Route>>>,
     log: Arc<Mutex<Vec<Logged>>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -79,7 +81,29 @@ pub struct Server {
 impl Server {
     pub fn start() -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-        let port = listener.local_addr().unwrap().port();
+        Server::run(listener, None)
+    }
+
+    /// HTTPS on `listener`: rustls with `chain` (DER, the server's certificate first) and its
+    /// PKCS#8 `key` (DER); the routes and the log are the plain server's.
+    pub fn start_tls(listener: TcpListener, chain: Vec<Vec<u8>>, key: Vec<u8>) -> Server {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                chain.into_iter().map(CertificateDer::from).collect(),
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
+            )
+            .expect("the server's certificate and key");
+        Server::run(listener, Some(Arc::new(config)))
+    }
+
+    fn run(listener: TcpListener, tls: Option<Arc<rustls::ServerConfig>>) -> Server {
+        let addr = listener.local_addr().unwrap();
+        let port = addr.port();
         let routes: Arc<Mutex<BTreeMap<String, Route>>> = Arc::default();
         let log: Arc<Mutex<Vec<Logged>>> = Arc::default();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -91,11 +115,24 @@ impl Server {
                 }
                 let Ok(conn) = conn else { continue };
                 let (r, l) = (r.clone(), l.clone());
-                std::thread::spawn(move || serve(conn, &r, &l));
+                let tls = tls.clone();
+                std::thread::spawn(move || match tls {
+                    None => serve(&mut { conn }, &r, &l),
+                    Some(config) => {
+                        let Ok(session) = rustls::ServerConnection::new(config) else {
+                            return;
+                        };
+                        let mut stream = rustls::StreamOwned::new(session, conn);
+                        serve(&mut stream, &r, &l);
+                        stream.conn.send_close_notify();
+                        let _ = stream.flush();
+                    }
+                });
             }
         });
         Server {
             port,
+            addr,
             routes,
             log,
             stop,
@@ -127,12 +164,16 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
         // Wake the accept loop so that it sees the flag.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        let _ = TcpStream::connect(self.addr);
     }
 }
 
-fn serve(conn: TcpStream, routes: &Mutex<BTreeMap<String, Route>>, log: &Mutex<Vec<Logged>>) {
-    let mut reader = BufReader::new(conn.try_clone().expect("clone stream"));
+fn serve(
+    conn: &mut impl ReadWrite,
+    routes: &Mutex<BTreeMap<String, Route>>,
+    log: &Mutex<Vec<Logged>>,
+) {
+    let mut reader = BufReader::new(&mut *conn);
     let mut line = String::new();
     if reader.read_line(&mut line).unwrap_or(0) == 0 {
         return;
@@ -156,6 +197,8 @@ fn serve(conn: TcpStream, routes: &Mutex<BTreeMap<String, Route>>, log: &Mutex<V
         .unwrap_or(0);
     let mut body = vec![0u8; len];
     let _ = reader.read_exact(&mut body);
+    // The request is read whole (`Connection: close`, no pipelining): nothing buffered is lost.
+    drop(reader);
     let body = String::from_utf8_lossy(&body).into_owned();
     // Through a proxy the target is absolute: route on its path.
     let path = match target.strip_prefix("http://") {
@@ -219,13 +262,16 @@ fn serve(conn: TcpStream, routes: &Mutex<BTreeMap<String, Route>>, log: &Mutex<V
         "Content-Length: {}\r\nConnection: close\r\n\r\n",
         route.body.len()
     ));
-    let mut conn = conn;
     let _ = conn.write_all(out.as_bytes());
     if method != "HEAD" {
         let _ = conn.write_all(&route.body);
     }
     let _ = conn.flush();
 }
+
+/// A connection, plain or TLS.
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
 
 /// `openssl s_server -www` with a self-signed certificate for 127.0.0.1, killed when dropped.
 pub struct TlsServer {
