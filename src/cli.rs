@@ -31,6 +31,12 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print a JSON Schema for editors: of playbooks (default), task files, roles'
+    /// `meta/main.yml`, or YAML inventories.
+    Schema {
+        #[arg(default_value = "playbook", value_parser = clap::builder::PossibleValuesParser::new(crate::schema::KINDS))]
+        kind: String,
+    },
     /// Print a manual page (roff): `fixpoint man | man -l -`, or one subcommand's page
     /// (`fixpoint man apply`).
     Man {

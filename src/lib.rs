@@ -13,6 +13,7 @@ pub mod inventory;
 pub mod playbook;
 pub mod pymod;
 pub mod report;
+pub mod schema;
 pub mod template;
 pub mod validate;
 pub mod vars;
@@ -48,6 +49,7 @@ pub fn main_entry() -> ExitCode {
         cli::Command::Journal(args) => journal_cmd(args),
         cli::Command::Completions { shell } => completions_cmd(shell),
         cli::Command::Man { subcommand } => man_cmd(subcommand),
+        cli::Command::Schema { kind } => schema_cmd(&kind),
     }
 }
 
@@ -58,6 +60,23 @@ fn completions_cmd(shell: clap_complete::Shell) -> ExitCode {
     let mut cmd = cli::Cli::command();
     clap_complete::generate(shell, &mut cmd, "fixpoint", &mut std::io::stdout());
     ExitCode::SUCCESS
+}
+
+/// Print the JSON Schema of one kind of file.
+fn schema_cmd(kind: &str) -> ExitCode {
+    match schema::schema(kind) {
+        Some(s) => {
+            println!("{s:#}");
+            ExitCode::SUCCESS
+        }
+        None => {
+            eprintln!(
+                "error: no schema for `{kind}`; kinds: {}",
+                schema::KINDS.join(", ")
+            );
+            ExitCode::from(EXIT_INVALID)
+        }
+    }
 }
 
 /// A manual page generated from the clap definitions like the completions: fixpoint(1), or

@@ -95,6 +95,16 @@ pub struct Params {
     /// Mode of the directories created when `dest` ends with `/`.
     #[serde(default)]
     pub directory_mode: Option<ModeSpec>,
+    // Ansible's SELinux file arguments: taken here, checked in `fs::selinux` before the module
+    // runs (ignored where SELinux is off, as Ansible does).
+    #[serde(default)]
+    pub seuser: Option<String>,
+    #[serde(default)]
+    pub serole: Option<String>,
+    #[serde(default)]
+    pub setype: Option<String>,
+    #[serde(default)]
+    pub selevel: Option<String>,
 }
 
 /// `dest` must be a string, but YAML may have typed a name like `1234` as a number.

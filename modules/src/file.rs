@@ -109,6 +109,16 @@ pub struct Params {
     pub access_time: Option<String>,
     #[serde(default)]
     pub access_time_format: Option<String>,
+    // Ansible's SELinux file arguments: taken here, checked in `fs::selinux` before the module
+    // runs (ignored where SELinux is off, as Ansible does).
+    #[serde(default)]
+    pub seuser: Option<String>,
+    #[serde(default)]
+    pub serole: Option<String>,
+    #[serde(default)]
+    pub setype: Option<String>,
+    #[serde(default)]
+    pub selevel: Option<String>,
 }
 
 /// A wanted access or modification time.

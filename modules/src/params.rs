@@ -300,3 +300,62 @@ mod tests {
         assert!(v(serde_json::json!({"v": [1]})).is_err());
     }
 }
+
+/// The field names (aliases included) that a derived `Deserialize` struct accepts: serde hands
+/// them to `deserialize_struct`, where this deserializer records them and stops. `None` when
+/// the type reads itself some other way (a hand-written impl, or `#[serde(flatten)]`, which
+/// reads a map and so accepts keys no list names).
+pub fn struct_fields<'de, T: Deserialize<'de>>() -> Option<&'static [&'static str]> {
+    use serde::de::{value::Error, Error as _, Visitor};
+
+    struct Recorder<'a>(&'a mut Option<&'static [&'static str]>);
+
+    impl<'de> Deserializer<'de> for Recorder<'_> {
+        type Error = Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+            Err(Error::custom("not a struct"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _name: &'static str,
+            fields: &'static [&'static str],
+            _visitor: V,
+        ) -> Result<V::Value, Error> {
+            *self.0 = Some(fields);
+            Err(Error::custom("recorded"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+
+    let mut fields = None;
+    let _ = T::deserialize(Recorder(&mut fields));
+    fields
+}
+
+#[cfg(test)]
+mod struct_fields_tests {
+    use super::struct_fields;
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    #[allow(dead_code)]
+    struct P {
+        path: String,
+        #[serde(alias = "dest")]
+        name: Option<String>,
+    }
+
+    #[test]
+    fn lists_fields_with_aliases_and_none_for_other_readers() {
+        let f = struct_fields::<P>().unwrap();
+        assert!(
+            f.contains(&"path") && f.contains(&"name") && f.contains(&"dest"),
+            "{f:?}"
+        );
+        assert_eq!(struct_fields::<serde_json::Value>(), None);
+    }
+}

@@ -77,6 +77,11 @@ const COLLECTION_MODULES: &[(&str, &str)] = &[
     ("community.general.pam_limits", "pam_limits"),
 ];
 
+/// The FQCNs of collection modules fixpoint runs natively, with their short names.
+pub fn collection_modules() -> impl Iterator<Item = (&'static str, &'static str)> {
+    COLLECTION_MODULES.iter().copied()
+}
+
 /// `ansible.builtin.copy` → `copy`, `ansible.posix.sysctl` → `sysctl`; unknown names → None.
 pub fn canonical_name(name: &str) -> Option<&'static str> {
     if let Some((_, short)) = COLLECTION_MODULES.iter().find(|(fqcn, _)| *fqcn == name) {
@@ -97,66 +102,28 @@ pub struct ParamError {
     pub msg: String,
 }
 
-fn check<M: Module>(params: &Value) -> Result<(), ParamError> {
-    let p: M::Params = parse_params(params)?;
-    M::validate(&p).map_err(|e| ParamError {
-        path: String::new(),
-        msg: match e {
-            ModuleError::Params(m) => m,
-            other => other.to_string(),
-        },
-    })
+struct Check<'a>(&'a Value);
+
+impl ModuleOp for Check<'_> {
+    type Out = Result<(), ParamError>;
+    fn on<M: Module>(self) -> Self::Out {
+        let p: M::Params = parse_params(self.0)?;
+        M::validate(&p).map_err(|e| ParamError {
+            path: String::new(),
+            msg: match e {
+                ModuleError::Params(m) => m,
+                other => other.to_string(),
+            },
+        })
+    }
 }
 
 /// Check an agent module's parameters without touching anything (used at load time).
 /// Controller-side modules are checked by the controller itself; they return Ok here.
 pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
     match name {
-        "file" => check::<file::File>(params),
-        "copy" => check::<copy::Copy>(params),
-        "lineinfile" => check::<lineinfile::LineInFile>(params),
-        "blockinfile" => check::<blockinfile::BlockInFile>(params),
-        "stat" => check::<stat::Stat>(params),
-        "command" => check::<command::Command>(params),
-        "shell" => check::<command::Shell>(params),
-        "service" => check::<auto::Service>(params),
-        "systemd_service" | "systemd" => check::<systemd::SystemdService>(params),
-        "sysvinit" => check::<sysv::Sysvinit>(params),
-        "service_facts" => check::<facts::ServiceFacts>(params),
-        "apt" => check::<apt::Apt>(params),
         "package" => crate::package::check(params),
-        "dpkg_selections" => check::<crate::dpkg_selections::DpkgSelections>(params),
-        "debconf" => check::<crate::debconf::Debconf>(params),
-        "package_facts" => check::<crate::package_facts::PackageFacts>(params),
-        "user" => check::<user::User>(params),
-        "group" => check::<group::Group>(params),
-        "getent" => check::<getent::Getent>(params),
-        "sysctl" => check::<crate::system::sysctl::Sysctl>(params),
-        "hostname" => check::<crate::system::hostname::Hostname>(params),
-        "timezone" => check::<crate::system::timezone::Timezone>(params),
-        "cron" => check::<crate::system::cron::Cron>(params),
-        "mount" => check::<crate::system::mount::Mount>(params),
-        "get_url" => check::<crate::http::get_url::GetUrl>(params),
-        "uri" => check::<crate::http::uri::Uri>(params),
-        "find" => check::<crate::find::Find>(params),
-        "slurp" => check::<crate::slurp::Slurp>(params),
-        "tempfile" => check::<crate::tempfile::TempFile>(params),
-        "wait_for" => check::<crate::wait_for::WaitFor>(params),
-        "fetch" => check::<crate::fetch::Fetch>(params),
-        "apt_repository" => check::<crate::apt_repository::AptRepository>(params),
-        "deb822_repository" => check::<crate::deb822_repository::Deb822Repository>(params),
-        "apt_key" => check::<crate::apt_key::AptKey>(params),
-        "dnf" | "yum" => check::<crate::dnf::Dnf>(params),
-        "replace" => check::<crate::replace::Replace>(params),
-        "ini_file" => check::<crate::ini_file::IniFile>(params),
-        "pam_limits" => check::<crate::pam_limits::PamLimits>(params),
-        "authorized_key" => check::<crate::authorized_key::AuthorizedKey>(params),
-        "git" => check::<crate::git::Git>(params),
-        "unarchive" => check::<crate::unarchive::Unarchive>(params),
-        "raw" => check::<crate::raw::Raw>(params),
-        "script" => check::<crate::script::Script>(params),
-        "known_hosts" => check::<crate::known_hosts::KnownHosts>(params),
-        _ => Ok(()),
+        _ => dispatch(name, Check(params)).unwrap_or(Ok(())),
     }
 }
 
@@ -172,66 +139,138 @@ pub fn run_module_hooked(
     ctx: &Ctx,
     before_apply: &mut dyn FnMut() -> Result<(), ModuleError>,
 ) -> Result<Outcome, ModuleError> {
-    match name {
-        "file" => run_hooked::<file::File>(params, ctx, before_apply),
-        "copy" => run_hooked::<copy::Copy>(params, ctx, before_apply),
-        "lineinfile" => run_hooked::<lineinfile::LineInFile>(params, ctx, before_apply),
-        "blockinfile" => run_hooked::<blockinfile::BlockInFile>(params, ctx, before_apply),
-        "stat" => run_hooked::<stat::Stat>(params, ctx, before_apply),
-        "command" => run_hooked::<command::Command>(params, ctx, before_apply),
-        "shell" => run_hooked::<command::Shell>(params, ctx, before_apply),
-        "service" => run_hooked::<auto::Service>(params, ctx, before_apply),
-        "systemd_service" | "systemd" => {
-            run_hooked::<systemd::SystemdService>(params, ctx, before_apply)
+    struct Run<'a, 'b> {
+        params: &'a Value,
+        ctx: &'a Ctx,
+        before_apply: &'b mut dyn FnMut() -> Result<(), ModuleError>,
+    }
+    impl ModuleOp for Run<'_, '_> {
+        type Out = Result<Outcome, ModuleError>;
+        fn on<M: Module>(self) -> Self::Out {
+            run_hooked::<M>(self.params, self.ctx, self.before_apply)
         }
-        "sysvinit" => run_hooked::<sysv::Sysvinit>(params, ctx, before_apply),
-        "service_facts" => run_hooked::<facts::ServiceFacts>(params, ctx, before_apply),
-        "apt" => run_hooked::<apt::Apt>(params, ctx, before_apply),
-        "package" => crate::package::run(params, ctx, before_apply),
-        "dpkg_selections" => {
-            run_hooked::<crate::dpkg_selections::DpkgSelections>(params, ctx, before_apply)
-        }
-        "debconf" => run_hooked::<crate::debconf::Debconf>(params, ctx, before_apply),
-        "package_facts" => {
-            run_hooked::<crate::package_facts::PackageFacts>(params, ctx, before_apply)
-        }
-        "user" => run_hooked::<user::User>(params, ctx, before_apply),
-        "group" => run_hooked::<group::Group>(params, ctx, before_apply),
-        "getent" => run_hooked::<getent::Getent>(params, ctx, before_apply),
-        "sysctl" => run_hooked::<crate::system::sysctl::Sysctl>(params, ctx, before_apply),
-        "hostname" => run_hooked::<crate::system::hostname::Hostname>(params, ctx, before_apply),
-        "timezone" => run_hooked::<crate::system::timezone::Timezone>(params, ctx, before_apply),
-        "cron" => run_hooked::<crate::system::cron::Cron>(params, ctx, before_apply),
-        "mount" => run_hooked::<crate::system::mount::Mount>(params, ctx, before_apply),
-        "get_url" => run_hooked::<crate::http::get_url::GetUrl>(params, ctx, before_apply),
-        "uri" => run_hooked::<crate::http::uri::Uri>(params, ctx, before_apply),
-        "find" => run_hooked::<crate::find::Find>(params, ctx, before_apply),
-        "slurp" => run_hooked::<crate::slurp::Slurp>(params, ctx, before_apply),
-        "tempfile" => run_hooked::<crate::tempfile::TempFile>(params, ctx, before_apply),
-        "wait_for" => run_hooked::<crate::wait_for::WaitFor>(params, ctx, before_apply),
+    }
+    crate::fs::selinux::check(params)?;
+    if name == "package" {
+        return crate::package::run(params, ctx, before_apply);
+    }
+    let run = Run {
+        params,
+        ctx,
+        before_apply,
+    };
+    dispatch(name, run).unwrap_or_else(|| {
+        Err(ModuleError::Params(format!(
+            "module `{name}` does not run on the host"
+        )))
+    })
+}
+
+/// One operation over a module's implementation type, chosen by name in [`dispatch`]. (A
+/// closure cannot be generic over the module type; a trait method can.)
+pub trait ModuleOp {
+    type Out;
+    fn on<M: Module>(self) -> Self::Out;
+}
+
+/// The one table from an agent module's canonical name to its type; `None` for names that are
+/// not agent modules or (`package`) that pick their type on the host.
+pub fn dispatch<O: ModuleOp>(name: &str, op: O) -> Option<O::Out> {
+    Some(match name {
+        "file" => op.on::<file::File>(),
+        "copy" => op.on::<copy::Copy>(),
+        "lineinfile" => op.on::<lineinfile::LineInFile>(),
+        "blockinfile" => op.on::<blockinfile::BlockInFile>(),
+        "stat" => op.on::<stat::Stat>(),
+        "command" => op.on::<command::Command>(),
+        "shell" => op.on::<command::Shell>(),
+        "service" => op.on::<auto::Service>(),
+        "systemd_service" | "systemd" => op.on::<systemd::SystemdService>(),
+        "sysvinit" => op.on::<sysv::Sysvinit>(),
+        "service_facts" => op.on::<facts::ServiceFacts>(),
+        "apt" => op.on::<apt::Apt>(),
+        "dpkg_selections" => op.on::<crate::dpkg_selections::DpkgSelections>(),
+        "debconf" => op.on::<crate::debconf::Debconf>(),
+        "package_facts" => op.on::<crate::package_facts::PackageFacts>(),
+        "user" => op.on::<user::User>(),
+        "group" => op.on::<group::Group>(),
+        "getent" => op.on::<getent::Getent>(),
+        "sysctl" => op.on::<crate::system::sysctl::Sysctl>(),
+        "hostname" => op.on::<crate::system::hostname::Hostname>(),
+        "timezone" => op.on::<crate::system::timezone::Timezone>(),
+        "cron" => op.on::<crate::system::cron::Cron>(),
+        "mount" => op.on::<crate::system::mount::Mount>(),
+        "get_url" => op.on::<crate::http::get_url::GetUrl>(),
+        "uri" => op.on::<crate::http::uri::Uri>(),
+        "find" => op.on::<crate::find::Find>(),
+        "slurp" => op.on::<crate::slurp::Slurp>(),
+        "tempfile" => op.on::<crate::tempfile::TempFile>(),
+        "wait_for" => op.on::<crate::wait_for::WaitFor>(),
         // The host's half; the controller writes the file (src/engine/actions/fetch.rs).
-        "fetch" => run_hooked::<crate::fetch::Fetch>(params, ctx, before_apply),
-        "apt_repository" => {
-            run_hooked::<crate::apt_repository::AptRepository>(params, ctx, before_apply)
+        "fetch" => op.on::<crate::fetch::Fetch>(),
+        "apt_repository" => op.on::<crate::apt_repository::AptRepository>(),
+        "deb822_repository" => op.on::<crate::deb822_repository::Deb822Repository>(),
+        "apt_key" => op.on::<crate::apt_key::AptKey>(),
+        "dnf" | "yum" => op.on::<crate::dnf::Dnf>(),
+        "replace" => op.on::<crate::replace::Replace>(),
+        "ini_file" => op.on::<crate::ini_file::IniFile>(),
+        "pam_limits" => op.on::<crate::pam_limits::PamLimits>(),
+        "authorized_key" => op.on::<crate::authorized_key::AuthorizedKey>(),
+        "git" => op.on::<crate::git::Git>(),
+        "unarchive" => op.on::<crate::unarchive::Unarchive>(),
+        "raw" => op.on::<crate::raw::Raw>(),
+        "script" => op.on::<crate::script::Script>(),
+        "known_hosts" => op.on::<crate::known_hosts::KnownHosts>(),
+        _ => return None,
+    })
+}
+
+/// The parameter names (with their aliases) an agent module's parameter struct accepts, read
+/// from the struct's own `Deserialize` (the same definition `check_params` applies), or `None`
+/// when the module takes other keys too (a catch-all map, or a hand-written reader).
+pub fn param_names(name: &str) -> Option<&'static [&'static str]> {
+    struct Names;
+    impl ModuleOp for Names {
+        type Out = Option<&'static [&'static str]>;
+        fn on<M: Module>(self) -> Self::Out {
+            crate::params::struct_fields::<M::Params>()
         }
-        "deb822_repository" => {
-            run_hooked::<crate::deb822_repository::Deb822Repository>(params, ctx, before_apply)
+    }
+    dispatch(name, Names).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_agent_module_but_package_has_a_type_and_lists_its_parameters() {
+        let mut unlisted = Vec::new();
+        for m in AGENT_MODULES.iter().filter(|m| **m != "package") {
+            assert!(
+                dispatch(m, Names).is_some(),
+                "`{m}` is in AGENT_MODULES but not in dispatch"
+            );
+            if param_names(m).is_none() {
+                unlisted.push(*m);
+            }
         }
-        "apt_key" => run_hooked::<crate::apt_key::AptKey>(params, ctx, before_apply),
-        "dnf" | "yum" => run_hooked::<crate::dnf::Dnf>(params, ctx, before_apply),
-        "replace" => run_hooked::<crate::replace::Replace>(params, ctx, before_apply),
-        "ini_file" => run_hooked::<crate::ini_file::IniFile>(params, ctx, before_apply),
-        "pam_limits" => run_hooked::<crate::pam_limits::PamLimits>(params, ctx, before_apply),
-        "authorized_key" => {
-            run_hooked::<crate::authorized_key::AuthorizedKey>(params, ctx, before_apply)
-        }
-        "git" => run_hooked::<crate::git::Git>(params, ctx, before_apply),
-        "unarchive" => run_hooked::<crate::unarchive::Unarchive>(params, ctx, before_apply),
-        "raw" => run_hooked::<crate::raw::Raw>(params, ctx, before_apply),
-        "script" => run_hooked::<crate::script::Script>(params, ctx, before_apply),
-        "known_hosts" => run_hooked::<crate::known_hosts::KnownHosts>(params, ctx, before_apply),
-        other => Err(ModuleError::Params(format!(
-            "module `{other}` does not run on the host"
-        ))),
+        // `user` reads unknown keys into a map to name the refused ones (see its `Params`).
+        assert_eq!(
+            unlisted,
+            ["user"],
+            "modules whose parameters cannot be listed"
+        );
+        let copy = param_names("copy").unwrap();
+        assert!(
+            copy.contains(&"dest") && copy.contains(&"content"),
+            "{copy:?}"
+        );
+    }
+
+    struct Names;
+    impl ModuleOp for Names {
+        type Out = ();
+        fn on<M: Module>(self) {}
     }
 }

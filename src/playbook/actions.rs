@@ -28,6 +28,11 @@ pub(crate) struct TemplateParams {
     pub(crate) trim_blocks: Option<Bool>,
     pub(crate) lstrip_blocks: Option<Bool>,
     pub(crate) newline_sequence: Option<String>,
+    // Ansible's SELinux file arguments, handed to `copy` on the host (see `fs::selinux`).
+    pub(crate) seuser: Option<String>,
+    pub(crate) serole: Option<String>,
+    pub(crate) setype: Option<String>,
+    pub(crate) selevel: Option<String>,
 }
 
 /// `debug`: a message or one variable.
@@ -83,6 +88,22 @@ pub(crate) struct AssertParams {
 #[serde(deny_unknown_fields)]
 pub(crate) struct FailParams {
     pub(crate) msg: Option<Value>,
+}
+
+/// The parameter names a module takes, from the same definitions `check_params` applies (for
+/// the JSON Schema); `None` when any key is taken (`set_fact`) or the list is not known.
+pub fn param_names(module: &str) -> Option<&'static [&'static str]> {
+    use fixpoint_modules::params::struct_fields;
+    match module {
+        "template" => struct_fields::<TemplateParams>(),
+        "debug" => struct_fields::<DebugParams>(),
+        "assert" => struct_fields::<AssertParams>(),
+        "include_vars" => struct_fields::<IncludeVarsParams>(),
+        "setup" => struct_fields::<SetupParams>(),
+        "fail" => struct_fields::<FailParams>(),
+        "set_fact" => None,
+        other => fixpoint_modules::registry::param_names(other),
+    }
 }
 
 /// Module parameters through the modules crate's parser (same error paths as the modules).

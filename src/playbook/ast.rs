@@ -3,7 +3,7 @@
 //! Plain data with the source position of each piece. Nothing here reads YAML or files: the
 //! parser (`load`, `includes`, `task`) builds these values, the engine walks them.
 
-use crate::diag::Pos;
+use crate::diag::{Diagnostic, Pos};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -420,6 +420,10 @@ pub struct Task {
     /// registered result): where its module key is, until `validate` has seen the whole
     /// playbook and decided (`playbook::validate::check_guard`).
     pub guard_pending: Option<Pos>,
+    /// A parameter the module does not take, on a task with a `when`: ansible-core fails such
+    /// a task only when a host runs it (roles keep tasks that only old Ansible versions reach,
+    /// like `command`'s removed `warn`), so `validate` warns and the module fails it on the host.
+    pub unknown_param: Option<Diagnostic>,
 }
 
 /// A number keyword (`retries`, `delay`) that may also be a template, rendered on the host when

@@ -12,7 +12,7 @@ use super::ast::{
 use super::files::{dir_of, find_in, looked_in};
 use super::keywords::{
     check_keys, conditions_of, loop_of, map_of, short_name, string_of, strings_of, vars_of,
-    INHERITED_KEYS, TASK_KEYS_NOT_YET,
+    BLOCK_KEYS, INCLUDE_ACTIONS, INHERITED_KEYS, TASK_KEYS_NOT_YET,
 };
 use super::roles::{self, Role, RoleOpts};
 use super::task::{load_task, local_action};
@@ -265,7 +265,7 @@ impl<'a> Loader<'a> {
             let keys: Vec<&str> = INHERITED_KEYS
                 .iter()
                 .copied()
-                .chain(["block", "rescue", "always", "notify"])
+                .chain(BLOCK_KEYS.iter().copied())
                 .collect();
             check_keys(entries, &keys, TASK_KEYS_NOT_YET, "a block", |_| false)?;
             let inner = inh.with_keywords(node)?;
@@ -294,12 +294,9 @@ impl<'a> Loader<'a> {
                 ));
             }
         }
-        let action = entries.iter().find(|(k, _, _)| {
-            matches!(
-                short_name(k),
-                "import_tasks" | "include_tasks" | "import_role" | "include_role" | "meta"
-            )
-        });
+        let action = entries
+            .iter()
+            .find(|(k, _, _)| INCLUDE_ACTIONS.contains(&short_name(k)));
         let Some((key, kpos, arg)) = action else {
             let task = match local_action(node)? {
                 Some(rewritten) => load_task(&rewritten, handlers, inh, self.play_dir)?,

@@ -26,6 +26,19 @@ pub(crate) const INHERITED_KEYS: &[&str] = &[
     "run_once",
 ];
 
+/// What a block says besides its inherited keywords.
+pub(crate) const BLOCK_KEYS: &[&str] = &["block", "rescue", "always", "notify"];
+
+/// The actions that include or import tasks and roles, or steer the run (`meta`): the loader
+/// reads them itself rather than as modules.
+pub(crate) const INCLUDE_ACTIONS: &[&str] = &[
+    "import_tasks",
+    "include_tasks",
+    "import_role",
+    "include_role",
+    "meta",
+];
+
 /// Boolean keywords that may be given as a template (`ignore_errors: "{{ x }}"`), rendered on
 /// each host when the task runs, as ansible-core does.
 pub(crate) const TEMPLATED_FLAGS: &[&str] =

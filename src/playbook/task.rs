@@ -16,13 +16,12 @@ use std::path::Path;
 const MAX_TIMEOUT: i64 = 100_000_000;
 
 /// Actions fixpoint runs itself on the controller (or through the agent's facts) rather than
-/// as a module: `include_vars`, `setup`.
+/// as a module.
+pub(crate) const CONTROLLER_ACTIONS: &[&str] = &["include_vars", "setup"];
+
 fn controller_action(k: &str) -> Option<&'static str> {
-    match short_name(k) {
-        "include_vars" => Some("include_vars"),
-        "setup" => Some("setup"),
-        _ => None,
-    }
+    let short = short_name(k);
+    CONTROLLER_ACTIONS.iter().copied().find(|a| *a == short)
 }
 
 /// One task entry (not a block, include or meta): its module and arguments, its keywords,
@@ -352,6 +351,7 @@ pub(crate) fn load_task(
             None => Templated::Fixed(5.0),
         },
         guard_pending: None,
+        unknown_param: None,
     };
     inh.apply(&mut task);
     // A value written on the task itself wins over the block's (or play's), also when false.
@@ -365,7 +365,8 @@ pub(crate) fn load_task(
             task.templated.remove(key);
         }
     }
-    check_module_params(&task, raw_params, mod_pos, &task.search_dirs(play_dir))?;
+    let dirs = task.search_dirs(play_dir);
+    check_module_params(&mut task, raw_params, mod_pos, &dirs)?;
     // A handler runs only when a change notified it, and that notification (durable in the
     // host's outbox) is its guard: its commands need none of their own.
     if !handler {

@@ -39,7 +39,7 @@ fn contains_template(v: &Value) -> bool {
 /// Check parameters now where they are not templated; templated values are checked again after
 /// rendering, on the host's values.
 pub(crate) fn check_module_params(
-    task: &Task,
+    task: &mut Task,
     raw: &Node,
     mod_pos: &Pos,
     dirs: &[PathBuf],
@@ -66,6 +66,36 @@ pub(crate) fn check_module_params(
             .as_deref()
             .is_some_and(|d| d == "localhost" || d == "127.0.0.1");
         return check_python_params(py, &static_params, &templated, raw, mod_pos, local);
+    }
+    // Unknown keys first, templated or not: serde stops at the first problem, and the message
+    // of an unknown key lists every known one, so it would read like one about a templated key.
+    if let Some(known) = actions::param_names(task.module) {
+        if let Some(k) = params.keys().find(|k| !known.contains(&k.as_str())) {
+            let pos = param_pos(raw, k).unwrap_or_else(|| mod_pos.clone());
+            let d = Diagnostic::at(
+                &pos,
+                format!(
+                    "invalid parameters for module `{}`: unknown parameter `{k}`; it takes {}",
+                    task.module,
+                    known
+                        .iter()
+                        // `_raw_params` is the free-form text; other `_` names are internal.
+                        .filter(|n| !n.starts_with('_') || **n == "_raw_params")
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+            .help(format!(
+                "see the `{}` module in README.md for its parameters",
+                task.module
+            ));
+            if task.when.is_empty() {
+                return Err(d);
+            }
+            task.unknown_param = Some(d);
+            return Ok(());
+        }
     }
     let result = actions::check_params(task.module, &Value::Object(static_params), dirs);
     match result {

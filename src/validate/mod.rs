@@ -203,6 +203,14 @@ impl Validator<'_> {
                 }
             }
         }
+        if let Some(d) = &t.unknown_param {
+            let mut d = d.clone();
+            d.msg = format!(
+                "{} (the task has a `when`: it fails only if a host runs it, as in ansible-core)",
+                d.msg
+            );
+            self.warnings.push(d);
+        }
         if let Some(pos) = &t.guard_pending {
             self.pending
                 .push((t.when.clone(), guard::unguarded(t, pos), None));

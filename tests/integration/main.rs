@@ -37,6 +37,7 @@ mod public_roles;
 mod python_modules;
 mod raw_script;
 mod roles;
+mod schema;
 mod secrets;
 mod services_systemd;
 mod services_sysv;

@@ -2,6 +2,7 @@
 //! `file:line:col`; `apply` and `check` refuse the same input with the same message before they
 //! connect to any host (exit 2, nothing changed, no login on the sshd host).
 
+use crate::fx::Fx;
 use crate::ssh::Fleet;
 
 /// One kind of bad input: extra files, the tasks after the marker task, what the message
@@ -101,6 +102,13 @@ const CASES: &[Case] = &[
         tasks: "    - template: {src: \"{{ item.src }}\", dest: \"{{ base }}/e\"}\n      loop:\n        - {src: e.j2}\n",
         message: "unknown filter `no_such_loop_filter`",
         at: "--> templates/e.j2:1:8",
+    },
+    Case {
+        what: "unknown parameter beside a templated one",
+        files: &[],
+        tasks: "    - file: {path: \"{{ base }}/d\", state: directory, sefoo: x}\n",
+        message: "unknown parameter `sefoo`",
+        at: "--> site.yml:",
     },
     Case {
         what: "missing included template",
@@ -355,4 +363,33 @@ fn a_conditional_include_of_a_bad_file_is_a_warning_until_a_host_includes_it() {
     let plain = fx.run(&["validate", "site.yml"]);
     assert_eq!(plain.code, 2, "{}", plain.stderr);
     assert!(plain.stderr.contains("error: `pkgng`"), "{}", plain.stderr);
+}
+
+#[test]
+fn an_unknown_parameter_on_a_conditional_task_is_a_warning_and_fails_only_where_it_runs() {
+    let fx = Fx::new();
+    fx.play(concat!(
+        "    - name: skipped\n      command: \"echo {{ 'a' }}\"\n      args: {warn: false}\n",
+        "      changed_when: false\n      when: false\n",
+        "    - name: reached\n      command: \"echo {{ 'b' }}\"\n      args: {warn: false}\n",
+        "      changed_when: false\n      when: true\n",
+    ));
+    let v = fx.run(&["validate", "site.yml"]);
+    v.expect(0);
+    assert!(
+        v.stderr
+            .contains("warning: invalid parameters for module `command`: unknown parameter `warn`")
+            && v.stderr.contains("it fails only if a host runs it"),
+        "{}",
+        v.stderr
+    );
+    let out = fx.apply(&[]);
+    out.expect(1);
+    assert_eq!(out.task_events("skipped")[0]["status"], "skipped");
+    let reached = &out.task_events("reached")[0];
+    assert_eq!(reached["status"], "failed");
+    assert!(
+        reached["msg"].as_str().unwrap().contains("`warn`"),
+        "{reached}"
+    );
 }

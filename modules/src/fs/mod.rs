@@ -10,6 +10,7 @@ mod atomic;
 mod attrs;
 mod dirfd;
 mod paths;
+pub mod selinux;
 pub mod stage;
 
 pub use atomic::{

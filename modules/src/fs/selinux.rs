@@ -1,0 +1,36 @@
+//! Ansible's SELinux file arguments (`seuser`, `serole`, `setype`, `selevel`). Ansible applies
+//! them only where SELinux is enabled and ignores them elsewhere; fixpoint does not set SELinux
+//! contexts yet, so it ignores them where SELinux is off and refuses the task where it is on,
+//! rather than leaving a file with a context other than the one asked for.
+
+use crate::ModuleError;
+use serde_json::Value;
+use std::path::Path;
+
+/// The parameter names, as Ansible's common file arguments spell them.
+pub const KEYS: &[&str] = &["seuser", "serole", "setype", "selevel"];
+
+/// Whether SELinux is enabled on this host: its filesystem is mounted (libselinux's test).
+fn enabled() -> bool {
+    Path::new("/sys/fs/selinux/enforce").exists()
+}
+
+/// Fail when `params` ask for an SELinux context on a host where SELinux is enabled.
+pub fn check(params: &Value) -> Result<(), ModuleError> {
+    let Some(obj) = params.as_object() else {
+        return Ok(());
+    };
+    let asked: Vec<&str> = KEYS
+        .iter()
+        .copied()
+        .filter(|k| obj.get(*k).is_some_and(|v| !v.is_null()))
+        .collect();
+    if asked.is_empty() || !enabled() {
+        return Ok(());
+    }
+    Err(ModuleError::failed(format!(
+        "SELinux is enabled on this host and the task sets {}: fixpoint does not set SELinux \
+         contexts yet (Ansible ignores these arguments only where SELinux is off)",
+        asked.join(", ")
+    )))
+}
