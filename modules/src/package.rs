@@ -46,14 +46,14 @@ pub fn check(params: &Value) -> Result<(), ParamError> {
             ),
         });
     }
-    // `auto` is checked as apt's parameters (the manager of the hosts fixpoint is tested on);
-    // a host whose manager is dnf checks them again when the task runs there.
-    let module = if using == "dnf" || using == "yum" {
-        "dnf"
-    } else {
-        "apt"
-    };
-    crate::registry::check_params(module, &rest)
+    match using.as_str() {
+        "dnf" | "yum" => crate::registry::check_params("dnf", &rest),
+        "apt" => crate::registry::check_params("apt", &rest),
+        // `auto` (or a template): the host decides, so parameters one of the managers takes
+        // pass now and are checked again, as that manager's, when the task runs there.
+        _ => crate::registry::check_params("apt", &rest)
+            .or_else(|apt| crate::registry::check_params("dnf", &rest).map_err(|_| apt)),
+    }
 }
 
 /// Run the manager's module on this host.

@@ -75,7 +75,7 @@ pub(crate) fn check_module_params(
             let d = Diagnostic::at(
                 &pos,
                 format!(
-                    "invalid parameters for module `{}`: unknown parameter `{k}`; it takes {}",
+                    "invalid parameters for module `{}`: parameter `{k}`: unknown field `{k}`, expected one of {}",
                     task.module,
                     known
                         .iter()

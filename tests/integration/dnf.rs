@@ -185,3 +185,48 @@ fn dnf_installs_upgrades_and_removes_in_an_installroot() {
     converge(&|a| fx.apply(a), &|| repo.installed());
     assert_eq!(repo.installed(), "fptest-a-2.0 fptest-b-1.0");
 }
+
+/// `package` without `use` picks the host's manager as Ansible does (`ansible_pkg_mgr`): on a
+/// host whose os-release says Fedora and that has dnf, that is dnf. The run happens in a mount
+/// namespace where a Fedora os-release is bound over this machine's, so nothing outside changes.
+#[test]
+fn package_picks_dnf_on_a_host_whose_manager_is_dnf() {
+    let repo = RpmRepo::new();
+    let fx = Fx::new();
+    fx.write(
+        "os-release",
+        "NAME=\"Fedora Linux\"\nID=fedora\nVERSION_ID=40\nPRETTY_NAME=\"Fedora Linux 40\"\n",
+    );
+    let os_release = fx.path("os-release");
+    let in_fedora = |extra: &[&str]| -> crate::fx::Out {
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg("mount --bind \"$1\" /etc/os-release && shift && exec \"$@\"")
+            .arg("sh")
+            .arg(&os_release)
+            .arg(crate::fx::bin())
+            .args(["apply", "--format", "json"])
+            .args(extra)
+            .arg("site.yml")
+            .current_dir(fx.path(""))
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null());
+        cmd.output().expect("unshare runs").into()
+    };
+    fx.play(&repo.task(
+        "package",
+        "        name: fptest-a\n        state: present\n",
+    ));
+    let first = converge(&in_fedora, &|| repo.installed());
+    assert_eq!(repo.installed(), "fptest-a-1.0");
+    assert_eq!(
+        result(&first, "pkg")["results"],
+        serde_json::json!(["Installed: fptest-a-1.0-1.noarch"])
+    );
+    // Outside the namespace the same task is apt's (this host is Debian), which has no
+    // `installroot`: the manager was chosen from the host, not from the parameters.
+    let debian = fx.apply(&["-v"]);
+    debian.expect(1);
+    assert!(debian.stdout.contains("installroot"), "{}", debian.stdout);
+    assert_eq!(repo.installed(), "fptest-a-1.0");
+}

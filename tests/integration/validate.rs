@@ -107,7 +107,7 @@ const CASES: &[Case] = &[
         what: "unknown parameter beside a templated one",
         files: &[],
         tasks: "    - file: {path: \"{{ base }}/d\", state: directory, sefoo: x}\n",
-        message: "unknown parameter `sefoo`",
+        message: "unknown field `sefoo`",
         at: "--> site.yml:",
     },
     Case {
@@ -378,7 +378,7 @@ fn an_unknown_parameter_on_a_conditional_task_is_a_warning_and_fails_only_where_
     v.expect(0);
     assert!(
         v.stderr
-            .contains("warning: invalid parameters for module `command`: unknown parameter `warn`")
+            .contains("warning: invalid parameters for module `command`: parameter `warn`: unknown field `warn`")
             && v.stderr.contains("it fails only if a host runs it"),
         "{}",
         v.stderr
