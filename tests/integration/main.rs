@@ -42,6 +42,7 @@ mod services_sysv;
 mod soak;
 mod ssh;
 mod system_ns;
+mod system_systemd;
 mod text_modules;
 mod timeouts;
 mod unarchive;
