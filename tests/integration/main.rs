@@ -35,6 +35,7 @@ mod node_exporter;
 mod public_roles;
 mod python_modules;
 mod raw_script;
+mod release_example;
 mod roles;
 mod secrets;
 mod services_systemd;

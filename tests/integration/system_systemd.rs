@@ -64,7 +64,10 @@ fn hostname_uses_hostnamectl_where_systemd_runs() {
 
     // Only the running (transient) name differs: it alone is set again. hostnamed keeps the
     // static name as the transient one, so the kernel's name is changed behind its back.
-    play(&fx, "    - command: hostname other\n      changed_when: false\n");
+    play(
+        &fx,
+        "    - command: hostname other\n      changed_when: false\n",
+    );
     h.apply(&fx, &[]).expect(0);
     play(&fx, tasks);
     assert_eq!(
