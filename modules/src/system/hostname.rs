@@ -85,13 +85,11 @@ fn hostnamectl(ctl: &Path, args: &[&str]) -> Result<String, ModuleError> {
         .collect();
     let ran = run_c(&argv)?;
     if ran.rc != 0 {
-        return Err(crate::apt::exec::failure(
-            format!(
-                "Command failed rc={}, out={}, err={}",
-                ran.rc, ran.stdout, ran.stderr
-            ),
-            &ran,
-        ));
+        // Ansible's message holds the output; its result has no rc/stdout/stderr keys.
+        return Err(ModuleError::failed(format!(
+            "Command failed rc={}, out={}, err={}",
+            ran.rc, ran.stdout, ran.stderr
+        )));
     }
     Ok(ran.stdout.trim().to_string())
 }

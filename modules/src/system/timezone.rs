@@ -318,10 +318,6 @@ impl Module for Timezone {
                 );
                 if current != zone {
                     let set = edit_timezone_file(file.text.as_deref().unwrap_or_default(), zone);
-                    plan.msg = Some(format!(
-                        "Added 1 line and deleted {} line(s) on {TIMEZONE_FILE}",
-                        set.deleted
-                    ));
                     plan.diff.attr("timezone", "name", current.clone(), zone);
                     plan.actions.push(Action::Files(set));
                 }
@@ -376,8 +372,17 @@ fn apply_files(
     plan: &Plan<Action>,
 ) -> Result<Map<String, Value>, ModuleError> {
     let zone = p.zone();
+    let mut out = Map::new();
     for action in &plan.actions {
         let Action::Files(set) = action else { continue };
+        // Ansible's message, only once the file is written (none in check mode).
+        out.insert(
+            "msg".into(),
+            json!(format!(
+                "Added 1 line and deleted {} line(s) on {TIMEZONE_FILE}",
+                set.deleted
+            )),
+        );
         file.write(&set.text)?;
         relink_localtime(&Path::new(ZONEINFO).join(zone))?;
         if which("dpkg-reconfigure").is_some() {
@@ -403,7 +408,7 @@ fn apply_files(
              {{'name': '{zone}'}}, after: {{'name': '{after}'}}"
         )));
     }
-    Ok(Map::new())
+    Ok(out)
 }
 
 /// The timedatectl strategy: each planned `set-*`, then the status read again, which must show
