@@ -102,6 +102,7 @@ fn running_name() -> Result<String, ModuleError> {
         .into_owned())
 }
 
+/// Ansible's check before each hostnamectl `set-hostname` (so check mode never fails on it).
 fn check_length(name: &str) -> Result<(), ModuleError> {
     if name.chars().count() > SYSTEMD_MAX_LEN {
         return Err(ModuleError::failed(
