@@ -125,6 +125,15 @@ impl SystemdHost {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             let _ = std::os::unix::fs::symlink("/dev/null", p);
         }
+        // systemd-timedated tells the kernel the zone (`settimeofday`), which is the machine's
+        // and not the namespace's: the first such call since the machine booted even moves its
+        // clock by the zone's offset. Without CAP_SYS_TIME it skips that step (it is allowed to
+        // fail) and still writes the zone and the RTC mode into the root's files.
+        write(
+            &upper.join("etc/systemd/system/systemd-timedated.service.d/fixpoint-test.conf"),
+            "[Service]\nCapabilityBoundingSet=\n",
+            0o644,
+        );
         let host_key =
             std::fs::read_to_string(Path::new(ROOT).join("etc/ssh/ssh_host_ed25519_key.pub"))
                 .expect("the root's sshd host key");

@@ -213,12 +213,12 @@ fn hostname_sets_the_running_and_the_permanent_name() {
 #[test]
 fn hostname_refuses_strategies_at_load() {
     let fx = Fx::new();
-    fx.play("    - hostname: { name: x, use: systemd }\n");
+    fx.play("    - hostname: { name: x, use: redhat }\n");
     let out = fx.apply(&[]);
     out.expect(2);
     assert!(out.stderr.contains("site.yml:"), "{}", out.stderr);
     assert!(
-        out.stderr.contains("`use: systemd` is not supported"),
+        out.stderr.contains("`use: redhat` is not supported"),
         "{}",
         out.stderr
     );

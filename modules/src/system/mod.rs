@@ -12,7 +12,7 @@ pub mod timezone;
 use crate::apt::exec::{run, Ran};
 use crate::fs::{atomic_write, id_of, locate, Attrs, Loc};
 use crate::{ContentDiff, ModuleError};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Run a system program with the C locale, whose messages are the ones parsed here.
 pub(crate) fn run_c(argv: &[&str]) -> Result<Ran, ModuleError> {
@@ -22,6 +22,37 @@ pub(crate) fn run_c(argv: &[&str]) -> Result<Ran, ModuleError> {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     run(&argv, &env, None)
+}
+
+/// Where Ansible's `get_bin_path` looks after `PATH`.
+const SBIN_DIRS: &[&str] = &["/sbin", "/usr/sbin", "/usr/local/sbin"];
+
+/// A program's path as Ansible's `get_bin_path(name, required=True)` finds it: the first
+/// executable in `PATH`, then in the sbin directories (the path shows in messages such as
+/// timezone's "executed `/usr/bin/timedatectl ...`").
+pub(crate) fn get_bin_path(program: &str) -> Result<PathBuf, ModuleError> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    for d in SBIN_DIRS {
+        if !dirs.iter().any(|p| p == Path::new(d)) && Path::new(d).exists() {
+            dirs.push(PathBuf::from(d));
+        }
+    }
+    dirs.iter()
+        .map(|d| d.join(program))
+        .find(|p| {
+            std::fs::metadata(p)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+        .ok_or_else(|| {
+            let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            ModuleError::failed(format!(
+                "Failed to find required executable \"{program}\" in paths: {}",
+                shown.join(":")
+            ))
+        })
 }
 
 /// A configuration file as the probe found it: written back through its symlinks (Ansible
