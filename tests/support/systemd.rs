@@ -111,7 +111,10 @@ impl SystemdHost {
             .unwrap_or_else(|_| "localhost".into());
         write(
             &upper.join("etc/hosts"),
-            &format!("127.0.0.1 localhost\n127.0.1.1 {}\n::1 localhost ip6-localhost ip6-loopback\n", name.trim()),
+            &format!(
+                "127.0.0.1 localhost\n127.0.1.1 {}\n::1 localhost ip6-localhost ip6-loopback\n",
+                name.trim()
+            ),
             0o644,
         );
         let key = t.join("id_ed25519");
@@ -317,4 +320,3 @@ fn walk_dirs(root: &Path) -> Vec<PathBuf> {
     }
     out
 }
-
