@@ -13,7 +13,9 @@
 //! committed table says, and when it gets better the test fails until the table is updated
 //! (`TARGETS_UPDATE=1` rewrites the measured columns). `TARGETS=a,b` runs only those targets.
 //! ansible-core's results are cached under `/var/cache/fixpoint-ci/targets-ansible/`, keyed by
-//! the content of everything it ran and its version; without the cache it runs again.
+//! the content of everything it ran and its version; without the cache it runs again. Targets
+//! that would change this machine for good (`ON_BOOTED_ROOT`) run against a throwaway Debian
+//! root booted with its own systemd (`tests/support/systemd.rs`) instead of the loopback host.
 
 #[path = "../conformance/case.rs"]
 #[allow(dead_code)]
