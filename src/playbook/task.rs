@@ -243,7 +243,11 @@ pub(crate) fn load_task(
         check_var_name(r, &n.pos)?;
     }
     let mut task = Task {
-        name: opt_string("name")?,
+        // `name:` left empty is no name, as in Ansible (the systemd target writes `- name:`).
+        name: opt("name")
+            .filter(|n| !matches!(n.kind, Kind::Null))
+            .map(|n| string_of(n, "name"))
+            .transpose()?,
         module,
         params: Value::Object(params),
         pos: node.pos.clone(),

@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{geteuid, Pid, User};
 
+pub mod systemd;
+
 /// What every prerequisite failure tells the reader to do.
 pub const SETUP_HINT: &str =
     "run .ci/run (it installs openssh-server and sudo and creates the test users)";

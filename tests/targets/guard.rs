@@ -1,26 +1,39 @@
 //! The one edit the runner makes to a target, on fixpoint's copy only: a guard on each unguarded
-//! `command`/`shell` task, `unless: "false"`, which makes the command run every time, as it does
-//! under Ansible (README, "The idempotency rules"). Done on the text, so that everything else in
-//! the file (comments, quoting, YAML 1.1 scalars such as `mode: 0644`) stays byte for byte.
+//! `command`/`shell` task, `unless: "false"`, and on each unguarded `script` task (which takes
+//! no `unless`), `creates` naming a path that never exists: either makes it run every time, as
+//! it does under Ansible (README, "The idempotency rules"). Done on the text, so that everything
+//! else in the file (comments, quoting, YAML 1.1 scalars such as `mode: 0644`) stays byte for
+//! byte.
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::Marker;
 
-/// The module names whose tasks fixpoint refuses without a guard.
+/// The module names whose tasks fixpoint refuses without a guard (`raw` too, but it takes no
+/// parameter a guard could go in).
 const COMMANDS: &[&str] = &[
     "command",
     "shell",
+    "script",
     "ansible.builtin.command",
     "ansible.builtin.shell",
+    "ansible.builtin.script",
     "ansible.legacy.command",
     "ansible.legacy.shell",
+    "ansible.legacy.script",
 ];
 
 /// Module parameters and task keywords that already count as a guard for fixpoint.
 const GUARDS: &[&str] = &["creates", "removes", "unless", "onlyif"];
 
-/// The guard added to a command's parameters: `false` fails, so the command always runs.
-const GUARD: &str = "unless: \"false\"";
+/// The guard added to a command's parameters: `false` fails, so the command always runs; a
+/// script's `creates` names a path that is never there, so the script always runs.
+fn guard_of(module: &str) -> &'static str {
+    if module.ends_with("script") {
+        "creates: /nonexistent/fixpoint-targets-guard"
+    } else {
+        "unless: \"false\""
+    }
+}
 
 /// A parsed YAML node with the source positions the rewrite needs.
 enum Node {
@@ -108,7 +121,7 @@ struct Insert {
 
 /// Where a guard goes into the mapping `map` (its parameters): first in a flow mapping (after
 /// `{`), or as a new first line of a block mapping, at its keys' column.
-fn into_mapping(src: &[char], map: &Node) -> Option<Insert> {
+fn into_mapping(src: &[char], map: &Node, guard: &str) -> Option<Insert> {
     let Node::Map { mark, entries } = map else {
         return None;
     };
@@ -116,7 +129,7 @@ fn into_mapping(src: &[char], map: &Node) -> Option<Insert> {
         let sep = if entries.is_empty() { "" } else { ", " };
         return Some(Insert {
             at: mark.index() + 1,
-            text: format!("{GUARD}{sep}"),
+            text: format!("{guard}{sep}"),
         });
     }
     let (Node::Scalar { mark: first, .. }, _) = entries.first()? else {
@@ -124,7 +137,7 @@ fn into_mapping(src: &[char], map: &Node) -> Option<Insert> {
     };
     Some(Insert {
         at: first.index(),
-        text: format!("{GUARD}\n{}", " ".repeat(first.col())),
+        text: format!("{guard}\n{}", " ".repeat(first.col())),
     })
 }
 
@@ -143,6 +156,7 @@ fn guard_task(src: &[char], task: &Node) -> Result<Option<Insert>, String> {
     if read_only(entries) || entries.iter().any(|(k, _)| key_of(k) == Some("once")) {
         return Ok(None);
     }
+    let guard = guard_of(key_of(module_key).unwrap_or_default());
     let has_guard = |m: &Node| match m {
         Node::Map { entries, .. } => GUARDS.iter().any(|g| get(entries, g).is_some()),
         // Free form: `creates=/x` inside the command line.
@@ -158,12 +172,12 @@ fn guard_task(src: &[char], task: &Node) -> Result<Option<Insert>, String> {
         return Ok(None);
     }
     if matches!(params, Node::Map { .. }) {
-        return into_mapping(src, params)
+        return into_mapping(src, params, guard)
             .map(Some)
             .ok_or_else(|| "its parameters are an empty block mapping".to_string());
     }
     if let Some(args) = args {
-        return into_mapping(src, args)
+        return into_mapping(src, args, guard)
             .map(Some)
             .ok_or_else(|| "its `args` are not a mapping".to_string());
     }
@@ -171,7 +185,7 @@ fn guard_task(src: &[char], task: &Node) -> Result<Option<Insert>, String> {
     if src.get(mark.index()) == Some(&'{') {
         return Ok(Some(Insert {
             at: mark.index() + 1,
-            text: format!("args: {{{GUARD}}}, "),
+            text: format!("args: {{{guard}}}, "),
         }));
     }
     let Node::Scalar { mark: key_mark, .. } = module_key else {
@@ -179,7 +193,7 @@ fn guard_task(src: &[char], task: &Node) -> Result<Option<Insert>, String> {
     };
     Ok(Some(Insert {
         at: key_mark.index(),
-        text: format!("args: {{{GUARD}}}\n{}", " ".repeat(key_mark.col())),
+        text: format!("args: {{{guard}}}\n{}", " ".repeat(key_mark.col())),
     }))
 }
 
@@ -260,9 +274,11 @@ fn guards_each_unguarded_command_in_place() {
     - command: echo nested
   rescue:
     - file: path=/x mode=0644
+- name: a script
+  script: 'list.sh x'
 ";
     let (out, n, problems) = guard_commands(text);
-    assert_eq!(n, 7, "{out}");
+    assert_eq!(n, 8, "{out}");
     assert!(problems.is_empty());
     let want = "\
 # a comment stays
@@ -295,6 +311,9 @@ fn guards_each_unguarded_command_in_place() {
       command: echo nested
   rescue:
     - file: path=/x mode=0644
+- name: a script
+  args: {creates: /nonexistent/fixpoint-targets-guard}
+  script: 'list.sh x'
 ";
     assert_eq!(out, want);
 }

@@ -25,9 +25,10 @@ pub struct Host<'a> {
     /// The `Host` alias in `ssh_config`.
     pub alias: &'a str,
     pub ssh_config: &'a Path,
-    /// The remote user's home: the working directory of every module, where targets create
-    /// files with relative names (`dest: file.txt`).
-    pub home: PathBuf,
+    /// The remote user's home, when it is this machine's: the working directory of every
+    /// module, where targets create files with relative names (`dest: file.txt`), cleaned
+    /// after each run. `None` for a booted root, which is thrown away after each run.
+    pub home: Option<PathBuf>,
 }
 
 /// One task result as both tools report it.
@@ -112,15 +113,17 @@ pub fn run(
     // ansible-test exports the output directory as OUTPUT_DIR too, and targets read it with
     // `lookup('env', 'OUTPUT_DIR')`; unset, they write beside `/` and find the last run's files.
     cmd.env("OUTPUT_DIR", dir.join("output"));
-    let before = entries(&host.home);
+    let before = host.home.as_deref().map(entries).unwrap_or_default();
     let start = Instant::now();
     let limit = run_limit(tool);
     let (out, killed) = run_limited(&mut cmd, tool, limit)?;
     let seconds = start.elapsed().as_secs_f64();
     // What the run left in the home directory would be found by the next run (the other tool,
     // or this target again): removed, so that each run starts from the same home.
-    for name in entries(&host.home).difference(&before) {
-        let p = host.home.join(name);
+    let home = host.home.as_deref();
+    let after = home.map(entries).unwrap_or_default();
+    for name in after.difference(&before) {
+        let p = home.unwrap().join(name);
         let _ = if p.is_dir() && !p.is_symlink() {
             fs::remove_dir_all(&p)
         } else {

@@ -190,7 +190,7 @@ pub fn probe_text_file(path: &str) -> Result<TextFile, ModuleError> {
         let mut result = Map::new();
         result.insert("rc".into(), json!(256));
         return Err(ModuleError::Failed {
-            msg: format!("Path {path} is a directory ! (give the path of a file inside it)"),
+            msg: format!("Path {path} is a directory !"),
             result,
         });
     }
