@@ -56,6 +56,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "raw",
     "script",
     "known_hosts",
+    "pip",
 ];
 
 /// Modules the controller runs itself (`template` becomes a `copy` of rendered content).
@@ -156,6 +157,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "raw" => check::<crate::raw::Raw>(params),
         "script" => check::<crate::script::Script>(params),
         "known_hosts" => check::<crate::known_hosts::KnownHosts>(params),
+        "pip" => check::<crate::pip::Pip>(params),
         _ => Ok(()),
     }
 }
@@ -230,6 +232,7 @@ pub fn run_module_hooked(
         "raw" => run_hooked::<crate::raw::Raw>(params, ctx, before_apply),
         "script" => run_hooked::<crate::script::Script>(params, ctx, before_apply),
         "known_hosts" => run_hooked::<crate::known_hosts::KnownHosts>(params, ctx, before_apply),
+        "pip" => run_hooked::<crate::pip::Pip>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),
