@@ -235,7 +235,7 @@ fn find_pip(p: &Params, venv: Option<&Path>, runner: &Runner) -> Result<Vec<Stri
         if exe.starts_with('/') {
             return Ok(vec![exe]);
         }
-        return crate::service::which(&exe)
+        return bin_path(&exe)
             .map(|w| vec![w.display().to_string()])
             .ok_or_else(|| {
                 ModuleError::failed(format!(
@@ -258,7 +258,7 @@ fn find_pip(p: &Params, venv: Option<&Path>, runner: &Runner) -> Result<Vec<Stri
                 ))
             });
     }
-    if let Some(py) = crate::service::which("python3") {
+    if let Some(py) = bin_path("python3") {
         let py = py.display().to_string();
         let probe = [
             py.clone(),
@@ -269,11 +269,21 @@ fn find_pip(p: &Params, venv: Option<&Path>, runner: &Runner) -> Result<Vec<Stri
             return Ok(vec![py, "-m".into(), "pip".into()]);
         }
     }
-    crate::service::which("pip3")
+    bin_path("pip3")
         .map(|w| vec![w.display().to_string()])
         .ok_or_else(|| {
             ModuleError::failed("Unable to find any of pip3 to use.  pip needs to be installed.")
         })
+}
+
+/// A program's path as Ansible's `get_bin_path` finds it: `PATH` first, then the sbin
+/// directories a `become` session's `PATH` may lack.
+fn bin_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/sbin", "/usr/sbin", "/usr/local/sbin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -625,7 +635,7 @@ fn create_virtualenv(p: &Params, venv: &Path, runner: &Runner) -> Result<Ran, Mo
             ModuleError::Params(format!("cannot split `virtualenv_command`: {command}"))
         })?;
     if !cmd[0].contains('/') {
-        cmd[0] = crate::service::which(&cmd[0])
+        cmd[0] = bin_path(&cmd[0])
             .ok_or_else(|| {
                 ModuleError::failed(format!(
                     "Failed to find required executable \"{}\" in paths: {}",
@@ -671,7 +681,7 @@ fn create_virtualenv(p: &Params, venv: &Path, runner: &Runner) -> Result<Ran, Mo
         (Some(py), false) => cmd.push(format!("-p{py}")),
         (None, false) => {
             // Ansible passes the Python running the module; here that is the host's python3.
-            if let Some(py) = crate::service::which("python3") {
+            if let Some(py) = bin_path("python3") {
                 cmd.push(format!("-p{}", py.display()));
             }
         }
