@@ -694,3 +694,7 @@ fn create_virtualenv(p: &Params, venv: &Path, runner: &Runner) -> Result<Ran, Mo
     }
     Ok(ran)
 }
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
