@@ -1,8 +1,8 @@
 //! `pip` over SSH as fpsudo with `become`, into a virtualenv under the test's own directory (the
 //! machine's Python is never changed), from a PEP 503 simple index the test serves on loopback
 //! with wheels it builds with Python's `zipfile`: a converged run asks the index nothing and
-//! runs no install, check mode changes nothing, versions, `latest`, `requirements`, `absent`,
-//! and a bad parameter refused at load.
+//! runs no install, check mode changes nothing, versions, `latest`, `absent`, `requirements`,
+//! `executable`, `umask`, and a bad parameter refused at load with its place.
 
 use crate::fx::Out;
 use crate::http_server::{Route, Server};
@@ -266,6 +266,36 @@ fn pip_installs_upgrades_and_removes_in_a_virtualenv_over_ssh_with_become() {
     assert_eq!(observe(), "fp-demo==1.0 fp-other==0.5");
     assert_eq!(result(&r, "pip")["requirements"], req.display().to_string());
 
+    // `executable` names the pip to use (here the virtualenv's, without `virtualenv`): the
+    // package is there, so nothing runs.
+    fleet.play(&format!(
+        "    - name: pip\n      become: true\n      pip:\n        executable: {pip3}\n        name: fp-demo==1.0\n"
+    ));
+    let exe = fleet.apply(&["-v"]);
+    exe.expect(0);
+    assert_eq!(exe.status_of("pip"), "ok", "{}", exe.stdout);
+    assert_eq!(result(&exe, "pip")["cmd"][0], pip3.as_str());
+
+    // `umask` applies to what pip writes: a forced reinstall under 0077 leaves private files.
+    fleet.play(&task(
+        &venv,
+        &index,
+        "        name: fp-demo==1.0\n        state: forcereinstall\n        umask: \"0077\"\n",
+    ));
+    let force = fleet.apply(&[]);
+    force.expect(0);
+    assert_eq!(force.status_of("pip"), "changed", "{}", force.stdout);
+    let module = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("site-packages/fp_demo_mod.py");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&module).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", module.display());
+
     // A bad parameter is refused at load, with its place, before any host is touched.
     fleet.play(&task(
         &venv,
@@ -276,7 +306,7 @@ fn pip_installs_upgrades_and_removes_in_a_virtualenv_over_ssh_with_become() {
     bad.expect(2);
     assert!(
         bad.stderr.contains("value of state must be one of: absent, forcereinstall, latest, present, got: installed")
-            && bad.stderr.contains("site.yml:"),
+            && bad.stderr.contains("--> site.yml:8:7"),
         "{}",
         bad.stderr
     );
