@@ -56,6 +56,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "raw",
     "script",
     "known_hosts",
+    "pip",
 ];
 
 /// Modules the controller runs itself (`template` becomes a `copy` of rendered content).
@@ -221,6 +222,7 @@ pub fn dispatch<O: ModuleOp>(name: &str, op: O) -> Option<O::Out> {
         "raw" => op.on::<crate::raw::Raw>(),
         "script" => op.on::<crate::script::Script>(),
         "known_hosts" => op.on::<crate::known_hosts::KnownHosts>(),
+        "pip" => op.on::<crate::pip::Pip>(),
         _ => return None,
     })
 }

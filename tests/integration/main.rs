@@ -33,6 +33,7 @@ mod misc_modules;
 mod nginx;
 mod no_log;
 mod node_exporter;
+mod pip;
 mod public_roles;
 mod python_modules;
 mod raw_script;

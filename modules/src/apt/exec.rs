@@ -48,7 +48,20 @@ pub fn run(
     env: &[(String, String)],
     input: Option<&[u8]>,
 ) -> Result<Ran, ModuleError> {
+    run_in(argv, env, input, None)
+}
+
+/// [`run`] in the directory `cwd` (pip runs where the task's `chdir` says).
+pub fn run_in(
+    argv: &[String],
+    env: &[(String, String)],
+    input: Option<&[u8]>,
+    cwd: Option<&std::path::Path>,
+) -> Result<Ran, ModuleError> {
     let mut c = std::process::Command::new(&argv[0]);
+    if let Some(dir) = cwd {
+        c.current_dir(dir);
+    }
     c.args(&argv[1..])
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(if input.is_some() {
