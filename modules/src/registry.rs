@@ -56,10 +56,21 @@ pub const AGENT_MODULES: &[&str] = &[
     "raw",
     "script",
     "known_hosts",
+    "ping",
 ];
 
 /// Modules the controller runs itself (`template` becomes a `copy` of rendered content).
-pub const CONTROLLER_MODULES: &[&str] = &["template", "debug", "assert", "set_fact", "fail"];
+pub const CONTROLLER_MODULES: &[&str] = &[
+    "template",
+    "debug",
+    "assert",
+    "set_fact",
+    "fail",
+    "gather_facts",
+    "pause",
+    "group_by",
+    "add_host",
+];
 
 /// Every module name the loader accepts, in their short form: the agent's and the controller's.
 pub fn all_modules() -> impl Iterator<Item = &'static str> {
@@ -156,6 +167,7 @@ pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
         "raw" => check::<crate::raw::Raw>(params),
         "script" => check::<crate::script::Script>(params),
         "known_hosts" => check::<crate::known_hosts::KnownHosts>(params),
+        "ping" => check::<crate::ping::Ping>(params),
         _ => Ok(()),
     }
 }
@@ -230,6 +242,7 @@ pub fn run_module_hooked(
         "raw" => run_hooked::<crate::raw::Raw>(params, ctx, before_apply),
         "script" => run_hooked::<crate::script::Script>(params, ctx, before_apply),
         "known_hosts" => run_hooked::<crate::known_hosts::KnownHosts>(params, ctx, before_apply),
+        "ping" => run_hooked::<crate::ping::Ping>(params, ctx, before_apply),
         other => Err(ModuleError::Params(format!(
             "module `{other}` does not run on the host"
         ))),

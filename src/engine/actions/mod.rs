@@ -2,6 +2,8 @@
 //! they change the host's variables; `prepare` turns the others into an outcome or a request.
 
 pub mod fetch;
+pub mod inventory;
+pub mod pause;
 pub mod prepare;
 pub mod upload;
 
