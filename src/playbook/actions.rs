@@ -175,10 +175,15 @@ impl AddHostParams {
             other => return Err(format!("`name`: {other} is not a host name")),
         };
         let (name, port) = split_port(&raw);
-        let mut vars: Map<String, Value> = m
-            .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "name" | "hostname" | "groupname" | "groups"))
-            .map(|(k, v)| (k.clone(), v.clone()))
+        // In name order, as ansible-core's task arguments reach the action.
+        let mut keys: Vec<&String> = m
+            .keys()
+            .filter(|k| !matches!(k.as_str(), "name" | "hostname" | "groupname" | "groups"))
+            .collect();
+        keys.sort();
+        let mut vars: Map<String, Value> = keys
+            .into_iter()
+            .map(|k| (k.clone(), m[k].clone()))
             .collect();
         if let Some(port) = port {
             vars.insert("ansible_ssh_port".into(), Value::from(port));

@@ -175,7 +175,10 @@ fn failures_no_log_timeouts_and_a_missing_python_are_reported() {
     // No Python: a clear failure naming the module and the task; native tasks still run.
     let nopy = event(&evs, "no python");
     let msg = nopy["msg"].as_str().unwrap_or("");
-    assert!(msg.contains("mount_facts") && msg.contains("no python"), "{msg}");
+    assert!(
+        msg.contains("mount_facts") && msg.contains("no python"),
+        "{msg}"
+    );
     assert!(msg.contains("/nonexistent/python3"), "{msg}");
     assert_eq!(event(&evs, "native after")["status"], "changed");
     assert_eq!(event(&evs, "registered failure")["status"], "ok");
