@@ -149,6 +149,9 @@ impl Shared<'_> {
             }
             let s = scope.with(Layer::data(layer));
             let mut failed_when_result = None;
+            // A condition that cannot be evaluated fails the task, and ansible-core records
+            // why under `<keyword>_result` (`changed_when_result`), which playbooks test.
+            let mut unevaluable: Option<(&str, String)> = None;
             if let Some(conds) = &task.failed_when {
                 match all_hold(&s, conds) {
                     Ok(failed) => {
@@ -171,6 +174,7 @@ impl Shared<'_> {
                     Err(e) => {
                         r.status = Status::Failed;
                         r.msg = Some(format!("cannot evaluate failed_when: {e}"));
+                        unevaluable = Some(("failed_when_result", e));
                     }
                 }
             }
@@ -182,6 +186,7 @@ impl Shared<'_> {
                         Err(e) => {
                             r.status = Status::Failed;
                             r.msg = Some(format!("cannot evaluate changed_when: {e}"));
+                            unevaluable = Some(("changed_when_result", e));
                         }
                     }
                 }
@@ -191,6 +196,14 @@ impl Shared<'_> {
             // ansible-core records what failed_when gave in the result (and so in `register`).
             if let Some(f) = failed_when_result {
                 result.insert("failed_when_result".into(), json!(f));
+            }
+            if let Some((key, e)) = unevaluable {
+                // The module's own `changed` stays in the result, as in ansible-core.
+                result.insert("changed".into(), json!(r.outcome.changed));
+                result.insert(
+                    key.into(),
+                    json!(format!("Error while evaluating conditional: {e}")),
+                );
             }
         }
         if let Some(reg) = &task.register {
