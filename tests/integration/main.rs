@@ -10,6 +10,7 @@ mod apt_repos;
 mod bad_input;
 mod blocks;
 mod cli_listing;
+mod controller_actions;
 mod cron;
 mod dnf;
 mod fx;
