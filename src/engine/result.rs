@@ -11,6 +11,9 @@ use fixpoint_modules::{Diff, Outcome};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
+/// What ansible-core 2.19 puts under `exception` when it has no traceback to show.
+const NO_TRACEBACK: &str = "(traceback unavailable)";
+
 /// One item's outcome before reporting.
 pub(super) struct ItemResult {
     pub(super) status: Status,
@@ -107,10 +110,11 @@ impl Shared<'_> {
                     Status::Failed
                 };
                 if let Some(reg) = &task.register {
-                    h.host_vars.insert(
-                        reg.clone(),
-                        json!({"failed": true, "changed": false, "msg": msg}),
-                    );
+                    let mut registered = json!({"failed": true, "changed": false, "msg": msg});
+                    if !unreachable {
+                        registered["exception"] = json!(NO_TRACEBACK);
+                    }
+                    h.host_vars.insert(reg.clone(), registered);
                 }
                 return Event {
                     status,
@@ -124,6 +128,7 @@ impl Shared<'_> {
                 };
             }
         };
+        let module_failed = r.status == Status::Failed;
         let mut result = r.outcome.result.clone();
         result.insert("changed".into(), json!(r.status == Status::Changed));
         result.insert("failed".into(), json!(r.status == Status::Failed));
@@ -205,6 +210,19 @@ impl Shared<'_> {
                     json!(format!("Error while evaluating conditional: {e}")),
                 );
             }
+        }
+        // ansible-core 2.19 records an `exception` on every failed result (this text when it
+        // keeps no traceback), and moves it to `failed_when_suppressed_exception` when
+        // `failed_when` overrules a module's failure; playbooks test both.
+        if r.status == Status::Failed {
+            result
+                .entry("exception")
+                .or_insert_with(|| json!(NO_TRACEBACK));
+        } else if module_failed {
+            let e = result
+                .remove("exception")
+                .unwrap_or_else(|| json!(NO_TRACEBACK));
+            result.insert("failed_when_suppressed_exception".into(), e);
         }
         if let Some(reg) = &task.register {
             if task.loop_items.is_none() {
