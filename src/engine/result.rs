@@ -161,9 +161,15 @@ impl Shared<'_> {
                 match all_hold(&s, conds) {
                     Ok(failed) => {
                         failed_when_result = Some(failed);
+                        // A module that failed may still have changed something (a command
+                        // that ran and exited 1 says `changed: true`), which stands once
+                        // failed_when overrules the failure, as in ansible-core.
+                        let module_changed = r.outcome.changed
+                            || (module_failed
+                                && r.outcome.result.get("changed") == Some(&Value::Bool(true)));
                         r.status = if failed {
                             Status::Failed
-                        } else if r.outcome.changed {
+                        } else if module_changed {
                             Status::Changed
                         } else {
                             Status::Ok
