@@ -361,3 +361,57 @@ pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<()
         other => fixpoint_modules::check_params(other, params),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn add_host_reads_names_ports_groups_and_vars_as_ansible() {
+        let p = AddHostParams::from_value(&json!({
+            "name": "web1:2222", "groups": " a, b,a ", "zeta": 1, "alpha": "x"
+        }))
+        .unwrap();
+        assert_eq!(p.name, "web1");
+        assert_eq!(p.groups, ["a", "b"]);
+        let keys: Vec<&String> = p.vars.keys().collect();
+        assert_eq!(keys, ["alpha", "zeta", "ansible_ssh_port"]);
+        assert_eq!(p.vars["ansible_ssh_port"], 2222);
+        // `host` and `group` name the host and its group, and stay variables too.
+        let p = AddHostParams::from_value(&json!({"host": "h", "group": "g"})).unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.groups.as_slice()),
+            ("h", &["g".to_string()][..])
+        );
+        assert_eq!(p.vars["host"], "h");
+        assert_eq!(p.vars["group"], "g");
+        let e = AddHostParams::from_value(&json!({"groups": ["x"]})).unwrap_err();
+        assert!(e.contains("`name`"), "{e}");
+        assert!(AddHostParams::from_value(&json!({"name": "h", "groups": {"a": 1}})).is_err());
+    }
+
+    #[test]
+    fn ports_split_off_as_parse_address_does() {
+        assert_eq!(split_port("h:22"), ("h".into(), Some(22)));
+        assert_eq!(split_port("h"), ("h".into(), None));
+        assert_eq!(split_port("[::1]:2200"), ("::1".into(), Some(2200)));
+        assert_eq!(split_port("[::1]"), ("::1".into(), None));
+        assert_eq!(split_port("fe80::1"), ("fe80::1".into(), None));
+        assert_eq!(split_port("h:notaport"), ("h:notaport".into(), None));
+    }
+
+    #[test]
+    fn pause_durations_are_pythons_int() {
+        let p = |v: Value| parse::<PauseParams>(&v).unwrap().duration_secs();
+        assert_eq!(p(json!({"seconds": 1.9})), Ok(Some(1)));
+        assert_eq!(p(json!({"seconds": "2"})), Ok(Some(2)));
+        assert_eq!(p(json!({"minutes": 2})), Ok(Some(120)));
+        assert_eq!(p(json!({"prompt": "go?"})), Ok(None));
+        assert!(p(json!({"seconds": "1.5"})).is_err());
+        assert!(p(json!({"seconds": 1, "minutes": 1}))
+            .unwrap_err()
+            .contains("mutually exclusive"));
+        assert!(parse::<PauseParams>(&json!({"second": 1})).is_err());
+    }
+}

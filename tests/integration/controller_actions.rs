@@ -138,3 +138,35 @@ fn group_by_groups_select_hosts_and_bring_their_group_vars() {
     assert_eq!(fx.read("t/c"), "hello web\n");
     assert!(!fx.path("t/b").exists());
 }
+
+/// Wrong parameters of these actions are refused before any host is touched, each at its place.
+#[test]
+fn bad_parameters_are_refused_at_load_with_their_place() {
+    let fx = Fx::new();
+    fx.play(concat!(
+        "    - pause: {seconds: 1, minutes: 1}\n",
+        "    - group_by: {parents: [a]}\n",
+        "    - add_host: {groups: [a]}\n",
+        "    - gather_facts: {filter: 'ansible_*'}\n",
+        "    - ping: {dat: x}\n",
+        "    - pause: {seconds: \"1.5\"}\n",
+    ));
+    let out = fx.run(&["validate", "site.yml"]);
+    out.expect(2);
+    for (line, what) in [
+        (7, "mutually exclusive"),
+        (8, "key"),
+        (9, "`name`, `host` or `hostname`"),
+        (10, "filter"),
+        (11, "dat"),
+        (12, "1.5"),
+    ] {
+        let at = format!("site.yml:{line}:");
+        let block = out
+            .stderr
+            .split("error: ")
+            .find(|b| b.contains(&at))
+            .unwrap_or_else(|| panic!("no error at {at}:\n{}", out.stderr));
+        assert!(block.contains(what), "{what} at {at}:\n{block}");
+    }
+}
