@@ -170,3 +170,22 @@ fn bad_parameters_are_refused_at_load_with_their_place() {
         assert!(block.contains(what), "{what} at {at}:\n{block}");
     }
 }
+
+/// `pause` and `add_host` run once for all hosts: a free play, whose hosts never wait for one
+/// another, refuses them at load time (ansible-core stops the run when it reaches them).
+#[test]
+fn once_for_all_actions_are_refused_in_a_free_play() {
+    let fx = Fx::new();
+    for action in ["pause: {seconds: 1}", "add_host: {name: other}"] {
+        fx.write(
+            "free.yml",
+            &format!(
+                "- hosts: localhost\n  strategy: free\n  gather_facts: false\n  tasks:\n    - {action}\n"
+            ),
+        );
+        let out = fx.run(&["validate", "free.yml"]);
+        out.expect(2);
+        assert!(out.stderr.contains("free.yml:5:7"), "{}", out.stderr);
+        assert!(out.stderr.contains("strategy: free"), "{}", out.stderr);
+    }
+}
