@@ -1,5 +1,6 @@
 //! The `lookup()`/`query()` plugins that run on the controller: `env`, `file`, `template`,
-//! `vars`, `varnames`, `first_found`, `fileglob`, `lines`, `pipe`, `url`, and the list makers shared
+//! `vars`, `varnames`, `first_found`, `fileglob`, `lines`, `pipe`, `password`, `url`, and the
+//! list makers shared
 //! with the `with_*` loops (`listing.rs`): `dict`, `subelements`, `sequence`, `indexed_items`.
 //!
 //! Lookups see only the expression's variables (through minijinja's `State`) and the template
@@ -8,6 +9,7 @@
 mod fileglob;
 mod first_found;
 pub mod listing;
+mod password;
 mod url;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +35,7 @@ pub(crate) const NAMES: &[&str] = &[
     "fileglob",
     "lines",
     "pipe",
+    "password",
     "url",
     "dict",
     "subelements",
@@ -134,6 +137,7 @@ pub(super) fn run_lookup(
                 continue;
             }
             "pipe" => Value::from(listing::pipe(&term, base.as_deref()).map_err(op_err)?),
+            "password" => password::password(&term, &kwargs, base.as_deref())?,
             "url" => {
                 out.extend(url::lookup(&term, &kwargs)?);
                 continue;
@@ -189,7 +193,7 @@ pub(super) fn run_lookup(
             },
             other => {
                 return Err(op_err(format!(
-                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines, pipe, url, dict, subelements, sequence and indexed_items are)"
+                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines, pipe, password, url, dict, subelements, sequence and indexed_items are)"
                 )))
             }
         });
