@@ -32,6 +32,7 @@ pub mod package;
 pub mod package_facts;
 pub mod pam_limits;
 pub mod params;
+pub mod ping;
 pub mod pip;
 pub mod pkg_mgr;
 pub mod raw;

@@ -57,10 +57,21 @@ pub const AGENT_MODULES: &[&str] = &[
     "script",
     "known_hosts",
     "pip",
+    "ping",
 ];
 
 /// Modules the controller runs itself (`template` becomes a `copy` of rendered content).
-pub const CONTROLLER_MODULES: &[&str] = &["template", "debug", "assert", "set_fact", "fail"];
+pub const CONTROLLER_MODULES: &[&str] = &[
+    "template",
+    "debug",
+    "assert",
+    "set_fact",
+    "fail",
+    "gather_facts",
+    "pause",
+    "group_by",
+    "add_host",
+];
 
 /// Every module name the loader accepts, in their short form: the agent's and the controller's.
 pub fn all_modules() -> impl Iterator<Item = &'static str> {
@@ -223,6 +234,7 @@ pub fn dispatch<O: ModuleOp>(name: &str, op: O) -> Option<O::Out> {
         "script" => op.on::<crate::script::Script>(),
         "known_hosts" => op.on::<crate::known_hosts::KnownHosts>(),
         "pip" => op.on::<crate::pip::Pip>(),
+        "ping" => op.on::<crate::ping::Ping>(),
         _ => return None,
     })
 }

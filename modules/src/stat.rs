@@ -3,8 +3,8 @@
 //!
 //! `get_mime` (default true, as in Ansible) adds `mimetype` and `charset` from the host's `file`
 //! command (`unknown` without it). `get_attributes` is accepted for compatibility and ignored
-//! (no `attributes` key). `checksum_algorithm` supports sha1 (the default, as in Ansible),
-//! sha224, sha256, sha384 and sha512; md5 is not offered.
+//! (no `attributes` key). `checksum_algorithm` supports every choice Ansible offers: sha1 (the
+//! default), md5, sha224, sha256, sha384 and sha512.
 
 use crate::fs::{expand_user, mode_str, parent_of};
 use crate::params::Bool;
@@ -30,6 +30,7 @@ fn default_true() -> Bool {
 pub enum Algorithm {
     #[default]
     Sha1,
+    Md5,
     Sha224,
     Sha256,
     Sha384,
@@ -113,6 +114,7 @@ impl Module for Stat {
         if p.get_checksum.0 && meta.is_file() && out["readable"] == true {
             let sum = match p.checksum_algorithm {
                 Algorithm::Sha1 => hash_file::<sha1::Sha1>(&path)?,
+                Algorithm::Md5 => hash_file::<md5::Md5>(&path)?,
                 Algorithm::Sha224 => hash_file::<sha2::Sha224>(&path)?,
                 Algorithm::Sha256 => hash_file::<sha2::Sha256>(&path)?,
                 Algorithm::Sha384 => hash_file::<sha2::Sha384>(&path)?,
@@ -311,6 +313,9 @@ mod tests {
             s["checksum"],
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+        // md5("abc"): one of Ansible's choices too (the find target compares it with find's).
+        let s = stat_of(json!({"path": f, "checksum_algorithm": "md5"}));
+        assert_eq!(s["checksum"], "900150983cd24fb0d6963f7d28e17f72");
         let s = stat_of(json!({"path": f, "get_checksum": false, "get_mime": true, "attr": "no"}));
         assert!(s.get("checksum").is_none());
         // `file` is installed by .ci/run (the stat target of ansible-core checks these too).

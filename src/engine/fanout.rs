@@ -31,8 +31,10 @@ impl Engine {
         };
         self.reporter.task_start(&banner, handler);
         // `run_once`: the first host runs it; its results are given to the others below.
+        // `pause` and `add_host` run once for all hosts too (ansible-core's BYPASS_HOST_LOOP),
+        // but their result stays with the host that ran them, as in ansible-core.
         let all_targets = targets;
-        let targets = if task.run_once {
+        let targets = if task.run_once || bypasses_host_loop(task.module) {
             &targets[..targets.len().min(1)]
         } else {
             targets
@@ -109,7 +111,10 @@ impl Engine {
                     Status::Unreachable => unreachable = true,
                     _ => {}
                 }
-                if ev.status == Status::Changed {
+                // `add_host` and `group_by` change the run's inventory, not a host: every run
+                // starts from the inventory as loaded, so they are changed on every pass and
+                // say nothing about convergence.
+                if ev.status == Status::Changed && !matches!(task.module, "add_host" | "group_by") {
                     // The --twice verdict shows diffs: never a no_log task's.
                     let diff = if no_log {
                         Diff::default()
@@ -197,6 +202,8 @@ impl Engine {
         if task.run_once && all_targets.len() > 1 {
             self.share_run_once(task, &all_targets[0], &all_targets[1..]);
         }
+        // Before the next task renders anything: `add_host` / `group_by` changed the inventory.
+        self.commit_inventory();
     }
 
     /// After a `run_once` task, the other hosts see its registered result and facts, as in Ansible.
@@ -254,6 +261,12 @@ impl Engine {
             python: false,
         });
     }
+}
+
+/// Actions ansible-core runs once for the whole host list (`BYPASS_HOST_LOOP`), on its first
+/// host, whose variables they see.
+fn bypasses_host_loop(module: &str) -> bool {
+    matches!(module, "pause" | "add_host")
 }
 
 /// The result of a task stopped by a second Ctrl-C.

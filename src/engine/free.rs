@@ -58,6 +58,7 @@ impl Engine {
             .await;
         for lane in done {
             self.hosts.extend(lane.hosts);
+            self.replay_inventory(lane.inventory_log);
             self.changed_log.extend(lane.changed_log);
             self.started |= lane.started;
             // `meta: end_play` in any lane ends the play (the other lanes finished the section).
@@ -74,6 +75,10 @@ impl Engine {
             cfg: self.cfg.clone(),
             templar: self.templar.clone(),
             inventory: self.inventory.clone(),
+            original_inventory: self.original_inventory.clone(),
+            pending_inventory: Default::default(),
+            inventory_log: Vec::new(),
+            inventory_groups: self.inventory_groups.clone(),
             reporter: Reporter::new(
                 self.cfg.json,
                 self.cfg.verbosity,

@@ -67,7 +67,10 @@ impl Shared<'_> {
         }
         match task.module {
             "include_vars" => return Ok(include_vars(ctx, task, h, &params)),
-            "setup" => return self.setup(ctx, task, h, &params).await,
+            "setup" | "gather_facts" => return self.setup(ctx, task, h, &params).await,
+            "pause" => return Ok(self.pause(task, scope, &params).await),
+            "group_by" => return Ok(self.group_by(&h.name, &params)),
+            "add_host" => return Ok(self.add_host(&params)),
             "fetch" => return self.fetch(ctx, task, h, scope, params).await,
             _ => {}
         }

@@ -32,6 +32,7 @@ macro_rules! shared {
             run_id: &$engine.run_id,
             templar: &$engine.templar,
             binary: &$engine.binary,
+            pending_inventory: &$engine.pending_inventory,
         }
     };
 }
@@ -69,6 +70,14 @@ pub struct Engine {
     cfg: Config,
     templar: Arc<Templar>,
     inventory: Arc<Inventory>,
+    /// The inventory the run started with: each `--twice` pass starts from it again.
+    original_inventory: Arc<Inventory>,
+    /// The current task's `add_host`/`group_by` edits, installed by `commit_inventory`.
+    pending_inventory: actions::inventory::Pending,
+    /// The edits installed in this pass, in order (a free lane's are replayed on the play's).
+    inventory_log: Vec<crate::inventory::InventoryEdit>,
+    /// The `groups` variable after an edit of the current play (its `PlayCtx` has the older).
+    inventory_groups: Option<Value>,
     reporter: Reporter,
     /// Every host a play selected gets its state here before any step runs (`play.rs` calls
     /// `host_state` for each), and states are never removed (a free play's lane takes its host's
@@ -104,11 +113,16 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(cfg: Config, inventory: Inventory, templar: Templar) -> Engine {
+        let inventory = Arc::new(inventory);
         let reporter = Reporter::new(cfg.json, cfg.verbosity, cfg.diff || cfg.twice);
         Engine {
             cfg,
             templar: Arc::new(templar),
-            inventory: Arc::new(inventory),
+            original_inventory: inventory.clone(),
+            inventory,
+            pending_inventory: Default::default(),
+            inventory_log: Vec::new(),
+            inventory_groups: None,
             reporter,
             hosts: BTreeMap::new(),
             binary: Arc::new(AgentBinary::embedded()),
@@ -148,6 +162,7 @@ struct Shared<'a> {
     run_id: &'a str,
     templar: &'a Arc<Templar>,
     binary: &'a Arc<AgentBinary>,
+    pending_inventory: &'a actions::inventory::Pending,
 }
 
 impl Shared<'_> {

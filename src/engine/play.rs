@@ -58,6 +58,7 @@ impl Engine {
             self.host_state(h).ended = false;
         }
         let groups = serde_json::to_value(self.inventory.groups_map()).unwrap_or_default();
+        self.inventory_groups = None;
         self.handlers = Arc::new(play.handlers.clone());
         for batch in batches(&selected, &play.serial) {
             let ctx = PlayCtx {
@@ -133,6 +134,10 @@ impl Engine {
                 &self.templar,
                 &self.cfg.extra_vars,
             ),
+            groups: self
+                .inventory_groups
+                .clone()
+                .unwrap_or_else(|| ctx.groups.clone()),
             live_hosts: ctx
                 .all_hosts
                 .iter()

@@ -11,6 +11,9 @@ use fixpoint_modules::{Diff, Outcome};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
+/// What ansible-core 2.19 puts under `exception` when it has no traceback to show.
+const NO_TRACEBACK: &str = "(traceback unavailable)";
+
 /// One item's outcome before reporting.
 pub(super) struct ItemResult {
     pub(super) status: Status,
@@ -107,10 +110,11 @@ impl Shared<'_> {
                     Status::Failed
                 };
                 if let Some(reg) = &task.register {
-                    h.host_vars.insert(
-                        reg.clone(),
-                        json!({"failed": true, "changed": false, "msg": msg}),
-                    );
+                    let mut registered = json!({"failed": true, "changed": false, "msg": msg});
+                    if !unreachable {
+                        registered["exception"] = json!(NO_TRACEBACK);
+                    }
+                    h.host_vars.insert(reg.clone(), registered);
                 }
                 return Event {
                     status,
@@ -124,6 +128,7 @@ impl Shared<'_> {
                 };
             }
         };
+        let module_failed = r.status == Status::Failed;
         let mut result = r.outcome.result.clone();
         result.insert("changed".into(), json!(r.status == Status::Changed));
         result.insert("failed".into(), json!(r.status == Status::Failed));
@@ -149,13 +154,22 @@ impl Shared<'_> {
             }
             let s = scope.with(Layer::data(layer));
             let mut failed_when_result = None;
+            // A condition that cannot be evaluated fails the task, and ansible-core records
+            // why under `<keyword>_result` (`changed_when_result`), which playbooks test.
+            let mut unevaluable: Option<(&str, String)> = None;
             if let Some(conds) = &task.failed_when {
                 match all_hold(&s, conds) {
                     Ok(failed) => {
                         failed_when_result = Some(failed);
+                        // A module that failed may still have changed something (a command
+                        // that ran and exited 1 says `changed: true`), which stands once
+                        // failed_when overrules the failure, as in ansible-core.
+                        let module_changed = r.outcome.changed
+                            || (module_failed
+                                && r.outcome.result.get("changed") == Some(&Value::Bool(true)));
                         r.status = if failed {
                             Status::Failed
-                        } else if r.outcome.changed {
+                        } else if module_changed {
                             Status::Changed
                         } else {
                             Status::Ok
@@ -171,6 +185,7 @@ impl Shared<'_> {
                     Err(e) => {
                         r.status = Status::Failed;
                         r.msg = Some(format!("cannot evaluate failed_when: {e}"));
+                        unevaluable = Some(("failed_when_result", e));
                     }
                 }
             }
@@ -182,6 +197,7 @@ impl Shared<'_> {
                         Err(e) => {
                             r.status = Status::Failed;
                             r.msg = Some(format!("cannot evaluate changed_when: {e}"));
+                            unevaluable = Some(("changed_when_result", e));
                         }
                     }
                 }
@@ -192,6 +208,27 @@ impl Shared<'_> {
             if let Some(f) = failed_when_result {
                 result.insert("failed_when_result".into(), json!(f));
             }
+            if let Some((key, e)) = unevaluable {
+                // The module's own `changed` stays in the result, as in ansible-core.
+                result.insert("changed".into(), json!(r.outcome.changed));
+                result.insert(
+                    key.into(),
+                    json!(format!("Error while evaluating conditional: {e}")),
+                );
+            }
+        }
+        // ansible-core 2.19 records an `exception` on every failed result (this text when it
+        // keeps no traceback), and moves it to `failed_when_suppressed_exception` when
+        // `failed_when` overrules a module's failure; playbooks test both.
+        if r.status == Status::Failed {
+            result
+                .entry("exception")
+                .or_insert_with(|| json!(NO_TRACEBACK));
+        } else if module_failed {
+            let e = result
+                .remove("exception")
+                .unwrap_or_else(|| json!(NO_TRACEBACK));
+            result.insert("failed_when_suppressed_exception".into(), e);
         }
         if let Some(reg) = &task.register {
             if task.loop_items.is_none() {

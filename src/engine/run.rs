@@ -22,6 +22,7 @@ impl Engine {
             for h in self.hosts.values_mut() {
                 h.reset_for_pass();
             }
+            self.restore_inventory();
             self.started = self.cfg.start_at_task.is_none();
             self.changed_log.clear();
             'books: for book in books {

@@ -10,6 +10,7 @@
 //! and `load` ties the readers together. This folder knows nothing about plays, tasks,
 //! templating or connections: variables stay plain JSON data, rendered later by the engine.
 
+mod dynamic;
 mod host_entry;
 mod ini;
 mod load;
@@ -23,6 +24,7 @@ mod yaml;
 #[cfg(test)]
 mod testutil;
 
+pub use dynamic::InventoryEdit;
 pub use model::{Inventory, InventoryError, Vars};
 /// The `literal_eval` reader of INI values, public for the fuzz targets (`fuzz/`).
 pub use pyliteral::{parse_inline_value, parse_value};

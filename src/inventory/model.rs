@@ -91,6 +91,8 @@ pub struct Inventory {
     pub(super) edge_locs: HashMap<(String, String), Loc>,
     /// One per `load_vars_dir` directory, in load order: later layers win.
     pub(super) layers: Vec<VarsLayer>,
+    /// How many hosts `add_host` put at the front of `hosts` during the run (`dynamic.rs`).
+    pub(super) dynamic_hosts: usize,
 }
 
 impl Inventory {
@@ -104,6 +106,7 @@ impl Inventory {
             groups: BTreeMap::new(),
             edge_locs: HashMap::new(),
             layers: Vec::new(),
+            dynamic_hosts: 0,
         };
         inv.declare_group(ALL);
         inv.declare_group(UNGROUPED);

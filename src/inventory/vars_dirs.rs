@@ -54,6 +54,37 @@ impl Inventory {
     }
 }
 
+impl Inventory {
+    /// Read the `group_vars/` and `host_vars/` files of groups and hosts that appeared during
+    /// the run (`add_host`, `group_by`) from every vars directory already loaded, as Ansible's
+    /// vars plugin reads them for any group or host it is asked about.
+    pub(super) fn load_vars_of(
+        &mut self,
+        groups: &[String],
+        hosts: &[String],
+    ) -> Result<(), InventoryError> {
+        for layer in &mut self.layers {
+            let gdir = layer.dir.join("group_vars");
+            for g in groups {
+                if !layer.groups.contains_key(g) && gdir.is_dir() {
+                    if let Some(v) = read_entity_vars(&gdir, g)? {
+                        layer.groups.insert(g.clone(), v);
+                    }
+                }
+            }
+            let hdir = layer.dir.join("host_vars");
+            for h in hosts {
+                if !layer.hosts.contains_key(h) && hdir.is_dir() {
+                    if let Some(v) = read_entity_vars(&hdir, h)? {
+                        layer.hosts.insert(h.clone(), v);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The variables for one group or host in a `group_vars/` or `host_vars/` directory, looked up
 /// like Ansible: `<name>` (file or directory), then `<name>.yml`, `.yaml`, `.json`.
 fn read_entity_vars(base: &Path, name: &str) -> Result<Option<Vars>, InventoryError> {

@@ -8,7 +8,7 @@ use super::files::looked_in;
 use fixpoint_modules::params::{Bool, ModeSpec};
 use fixpoint_modules::ParamError;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
 /// `template`: a controller-side template rendered into `copy` content.
@@ -90,6 +90,159 @@ pub(crate) struct FailParams {
     pub(crate) msg: Option<Value>,
 }
 
+/// `gather_facts` as a task: `setup`'s parameters, and `parallel` (fixpoint's agent gathers
+/// its one set of facts in one request, so it changes nothing).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GatherFactsParams {
+    #[allow(dead_code)]
+    parallel: Option<Bool>,
+    #[allow(dead_code)]
+    gather_subset: Option<Value>,
+    #[allow(dead_code)]
+    gather_timeout: Option<Value>,
+}
+
+/// `pause`: a time (`seconds` or `minutes`), or a prompt answered on the terminal.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PauseParams {
+    pub(crate) seconds: Option<Value>,
+    pub(crate) minutes: Option<Value>,
+    #[serde(default, deserialize_with = "fixpoint_modules::params::de_opt_string")]
+    pub(crate) prompt: Option<String>,
+    pub(crate) echo: Option<Bool>,
+}
+
+impl PauseParams {
+    /// The pause in seconds, if one is given (Python's `int()` of the value, as ansible-core
+    /// reads it: `1.9` is 1, `"2"` is 2, `"1.5"` is refused).
+    pub(crate) fn duration_secs(&self) -> Result<Option<i64>, String> {
+        let int = |what: &str, v: &Value| -> Result<i64, String> {
+            match v {
+                Value::Number(n) => n
+                    .as_i64()
+                    .or_else(|| n.as_f64().map(|f| f.trunc() as i64))
+                    .ok_or_else(|| format!("`{what}`: {n} is not a number of {what}")),
+                Value::String(s) => s
+                    .trim()
+                    .parse::<i64>()
+                    .map_err(|_| format!("`{what}`: \"{s}\" is not a whole number of {what}")),
+                other => Err(format!("`{what}`: {other} is not a number of {what}")),
+            }
+        };
+        match (&self.seconds, &self.minutes) {
+            (Some(s), Some(m)) if !s.is_null() && !m.is_null() => {
+                Err("parameters are mutually exclusive: minutes|seconds".into())
+            }
+            (Some(s), _) if !s.is_null() => int("seconds", s).map(Some),
+            (_, Some(m)) if !m.is_null() => int("minutes", m).map(|m| Some(m.saturating_mul(60))),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// `group_by`: the group named by `key`, below `parents`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GroupByParams {
+    #[serde(deserialize_with = "fixpoint_modules::params::de_string")]
+    pub(crate) key: String,
+    pub(crate) parents: Option<fixpoint_modules::params::StringList>,
+}
+
+/// `add_host`: the host's name (with an optional `:port`), its groups, and every other key as
+/// one of its variables.
+#[derive(Debug)]
+pub(crate) struct AddHostParams {
+    pub(crate) name: String,
+    pub(crate) groups: Vec<String>,
+    pub(crate) vars: Map<String, Value>,
+}
+
+impl AddHostParams {
+    /// As ansible-core's action reads them: the name from `name`, `hostname` or `host`; the
+    /// groups from `groupname`, `groups` or `group` (a list, or names separated by commas).
+    /// Every key but `name`, `hostname`, `groupname` and `groups` is a host variable (so
+    /// `host` and `group` are both, as in ansible-core), and a port in the name becomes
+    /// `ansible_ssh_port`.
+    pub(crate) fn from_value(params: &Value) -> Result<AddHostParams, String> {
+        let m = params
+            .as_object()
+            .ok_or_else(|| "the parameters of `add_host` must be a mapping".to_string())?;
+        let given = ["name", "hostname", "host"]
+            .iter()
+            .find_map(|k| m.get(*k).filter(|v| !v.is_null()))
+            .ok_or_else(|| "`name`, `host` or `hostname` needs to be provided".to_string())?;
+        let raw = match given {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            other => return Err(format!("`name`: {other} is not a host name")),
+        };
+        let (name, port) = split_port(&raw);
+        // In name order, as ansible-core's task arguments reach the action.
+        let mut keys: Vec<&String> = m
+            .keys()
+            .filter(|k| !matches!(k.as_str(), "name" | "hostname" | "groupname" | "groups"))
+            .collect();
+        keys.sort();
+        let mut vars: Map<String, Value> = keys
+            .into_iter()
+            .map(|k| (k.clone(), m[k].clone()))
+            .collect();
+        if let Some(port) = port {
+            vars.insert("ansible_ssh_port".into(), Value::from(port));
+        }
+        let mut groups: Vec<String> = Vec::new();
+        let listed = ["groupname", "groups", "group"]
+            .iter()
+            .find_map(|k| m.get(*k).filter(|v| !v.is_null()));
+        let names: Vec<String> = match listed {
+            None => Vec::new(),
+            Some(Value::String(s)) => s.split(',').map(str::to_string).collect(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| match i {
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Number(n) => Ok(n.to_string()),
+                    other => Err(format!("`groups`: {other} is not a group name")),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => return Err(format!("Groups must be specified as a list, not {other}")),
+        };
+        for g in names {
+            let g = g.trim().to_string();
+            if !g.is_empty() && !groups.contains(&g) {
+                groups.push(g);
+            }
+        }
+        Ok(AddHostParams { name, groups, vars })
+    }
+}
+
+/// `host:port`, `[v6addr]:port` → the name and the port; anything else (a bare IPv6 address
+/// too) is a name without a port, as ansible-core's `parse_address` leaves it.
+fn split_port(raw: &str) -> (String, Option<u16>) {
+    if let Some(rest) = raw.strip_prefix('[') {
+        if let Some((addr, tail)) = rest.split_once(']') {
+            if let Some(port) = tail.strip_prefix(':').and_then(|p| p.parse().ok()) {
+                return (addr.to_string(), Some(port));
+            }
+            if tail.is_empty() {
+                return (addr.to_string(), None);
+            }
+        }
+        return (raw.to_string(), None);
+    }
+    match raw.split_once(':') {
+        Some((host, port)) if !port.contains(':') && !host.is_empty() => match port.parse() {
+            Ok(p) => (host.to_string(), Some(p)),
+            Err(_) => (raw.to_string(), None),
+        },
+        _ => (raw.to_string(), None),
+    }
+}
+
 /// The parameter names a module takes, from the same definitions `check_params` applies (for
 /// the JSON Schema); `None` when any key is taken (`set_fact`) or the list is not known.
 pub fn param_names(module: &str) -> Option<&'static [&'static str]> {
@@ -101,7 +254,11 @@ pub fn param_names(module: &str) -> Option<&'static [&'static str]> {
         "include_vars" => struct_fields::<IncludeVarsParams>(),
         "setup" => struct_fields::<SetupParams>(),
         "fail" => struct_fields::<FailParams>(),
-        "set_fact" => None,
+        "gather_facts" => struct_fields::<GatherFactsParams>(),
+        "pause" => struct_fields::<PauseParams>(),
+        "group_by" => struct_fields::<GroupByParams>(),
+        // Any other key of `add_host` becomes a host variable.
+        "set_fact" | "add_host" => None,
         other => fixpoint_modules::registry::param_names(other),
     }
 }
@@ -194,6 +351,27 @@ pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<()
             Ok(())
         }),
         "setup" => parse::<SetupParams>(params).map(|_| ()),
+        "gather_facts" => parse::<GatherFactsParams>(params).map(|_| ()),
+        "pause" => parse::<PauseParams>(params).and_then(|p| {
+            // Templated numbers are checked when they have values.
+            let templated = [&p.seconds, &p.minutes].iter().any(
+                |v| matches!(v, Some(Value::String(s)) if fixpoint_modules::params::is_template(s)),
+            );
+            if templated {
+                return Ok(());
+            }
+            p.duration_secs().map(|_| ()).map_err(|msg| ParamError {
+                path: String::new(),
+                msg,
+            })
+        }),
+        "group_by" => parse::<GroupByParams>(params).map(|_| ()),
+        "add_host" => AddHostParams::from_value(params)
+            .map(|_| ())
+            .map_err(|msg| ParamError {
+                path: String::new(),
+                msg,
+            }),
         "fail" => parse::<FailParams>(params).map(|_| ()),
         "set_fact" => {
             let m = params.as_object().cloned().unwrap_or_default();
@@ -206,5 +384,59 @@ pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<()
             Ok(())
         }
         other => fixpoint_modules::check_params(other, params),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn add_host_reads_names_ports_groups_and_vars_as_ansible() {
+        let p = AddHostParams::from_value(&json!({
+            "name": "web1:2222", "groups": " a, b,a ", "zeta": 1, "alpha": "x"
+        }))
+        .unwrap();
+        assert_eq!(p.name, "web1");
+        assert_eq!(p.groups, ["a", "b"]);
+        let keys: Vec<&String> = p.vars.keys().collect();
+        assert_eq!(keys, ["alpha", "zeta", "ansible_ssh_port"]);
+        assert_eq!(p.vars["ansible_ssh_port"], 2222);
+        // `host` and `group` name the host and its group, and stay variables too.
+        let p = AddHostParams::from_value(&json!({"host": "h", "group": "g"})).unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.groups.as_slice()),
+            ("h", &["g".to_string()][..])
+        );
+        assert_eq!(p.vars["host"], "h");
+        assert_eq!(p.vars["group"], "g");
+        let e = AddHostParams::from_value(&json!({"groups": ["x"]})).unwrap_err();
+        assert!(e.contains("`name`"), "{e}");
+        assert!(AddHostParams::from_value(&json!({"name": "h", "groups": {"a": 1}})).is_err());
+    }
+
+    #[test]
+    fn ports_split_off_as_parse_address_does() {
+        assert_eq!(split_port("h:22"), ("h".into(), Some(22)));
+        assert_eq!(split_port("h"), ("h".into(), None));
+        assert_eq!(split_port("[::1]:2200"), ("::1".into(), Some(2200)));
+        assert_eq!(split_port("[::1]"), ("::1".into(), None));
+        assert_eq!(split_port("fe80::1"), ("fe80::1".into(), None));
+        assert_eq!(split_port("h:notaport"), ("h:notaport".into(), None));
+    }
+
+    #[test]
+    fn pause_durations_are_pythons_int() {
+        let p = |v: Value| parse::<PauseParams>(&v).unwrap().duration_secs();
+        assert_eq!(p(json!({"seconds": 1.9})), Ok(Some(1)));
+        assert_eq!(p(json!({"seconds": "2"})), Ok(Some(2)));
+        assert_eq!(p(json!({"minutes": 2})), Ok(Some(120)));
+        assert_eq!(p(json!({"prompt": "go?"})), Ok(None));
+        assert!(p(json!({"seconds": "1.5"})).is_err());
+        assert!(p(json!({"seconds": 1, "minutes": 1}))
+            .unwrap_err()
+            .contains("mutually exclusive"));
+        assert!(parse::<PauseParams>(&json!({"second": 1})).is_err());
     }
 }

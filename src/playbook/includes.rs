@@ -311,8 +311,21 @@ impl<'a> Loader<'a> {
             ));
         }
         let is_action = |k: &str| k == key;
-        let loop_keys = ["loop", "with_items", "with_list", "loop_control"];
-        // An include loops over a list; the other `with_*` lookups are for tasks.
+        // An include loops over what its loop gives, decided from data alone; the `with_*`
+        // lookups that search the controller's files or run commands are for tasks.
+        let loop_keys = [
+            "loop",
+            "with_items",
+            "with_list",
+            "with_sequence",
+            "with_dict",
+            "with_nested",
+            "with_together",
+            "with_subelements",
+            "with_indexed_items",
+            "with_flattened",
+            "loop_control",
+        ];
         let include_not_yet: Vec<&str> = TASK_KEYS_NOT_YET
             .iter()
             .copied()

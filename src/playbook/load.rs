@@ -380,6 +380,23 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
                 "`run_once` with `strategy: free` is not supported by fixpoint yet",
             ));
         }
+        // ansible-core stops the run on them there: they run once for all hosts, which a
+        // free play's hosts do not wait for.
+        if let Some(t) = play
+            .all_tasks()
+            .into_iter()
+            .find(|t| matches!(t.module, "pause" | "add_host"))
+        {
+            return Err(Diagnostic::at(
+                &t.pos,
+                format!(
+                    "`{}` runs once for all the hosts, which `strategy: free` does not support \
+                     (ansible-core stops the run there too)",
+                    t.module
+                ),
+            )
+            .help("run it in a play with the linear strategy"));
+        }
     }
     Ok(play)
 }

@@ -27,8 +27,7 @@ fn payloads(markers: &std::path::Path) -> Vec<Vec<u8>> {
         ),
         // A bare expression: ran wherever a rendered condition was evaluated again.
         format!("lookup('lines', 'touch {}')", m(4)),
-        // Ansible's usual example (fixpoint has no `pipe` lookup, so rendering it would fail
-        // the task: that must not happen either).
+        // Ansible's usual example, through the `pipe` lookup.
         format!("{{{{ lookup('pipe', 'touch {}') }}}}", m(5)),
         // Breaks out of a double-quoted `"{{ x }}"`.
         format!("x\" ~ lookup('lines', 'touch {}') ~ \"", m(6)),

@@ -11,6 +11,7 @@ mod bad_input;
 mod blocks;
 mod cli_docs;
 mod cli_listing;
+mod controller_actions;
 mod cron;
 mod dnf;
 mod fx;

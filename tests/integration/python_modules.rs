@@ -139,14 +139,15 @@ fn failures_no_log_timeouts_and_a_missing_python_are_reported() {
     let fleet = Fleet::start(1, "fpuser");
     fleet.play(concat!(
         "    - name: dir\n      file: {path: \"{{ base }}\", state: directory}\n",
-        // Modules that stay Python (slurp and wait_for, used here before, are native now):
-        // `yum_repository` fails on a missing `reposdir`, `ping` echoes its `data`, and a
-        // stand-in interpreter that sleeps keeps a module running until the task timeout.
+        // Modules that stay Python (slurp, wait_for and ping, used here before, are native now):
+        // `yum_repository` fails on a missing `reposdir` and returns the repository's name as
+        // `repo`, `mount_facts` only reads, and a stand-in interpreter that sleeps keeps a
+        // module running until the task timeout.
         "    - name: sleeper\n      copy: {content: \"#!/bin/sh\\nexec sleep 300\\n\", dest: \"{{ base }}/slowpy\", mode: \"0755\"}\n",
         "    - name: missing file\n      yum_repository: {name: fp, description: x, baseurl: \"http://127.0.0.1/r\", reposdir: \"{{ base }}/nope\"}\n      register: f\n      ignore_errors: true\n",
-        "    - name: secret\n      ping: {data: fp-secret-4711}\n      no_log: true\n",
-        "    - name: slow\n      ping: {}\n      vars: {ansible_python_interpreter: \"{{ base }}/slowpy\"}\n      timeout: 2\n      ignore_errors: true\n",
-        "    - name: no python\n      ping: {}\n      vars: {ansible_python_interpreter: /nonexistent/python3}\n      ignore_errors: true\n",
+        "    - name: secret\n      yum_repository: {name: fp-secret-4711, description: x, baseurl: \"http://127.0.0.1/r\", reposdir: \"{{ base }}\"}\n      no_log: true\n",
+        "    - name: slow\n      mount_facts: {}\n      vars: {ansible_python_interpreter: \"{{ base }}/slowpy\"}\n      timeout: 2\n      ignore_errors: true\n",
+        "    - name: no python\n      mount_facts: {}\n      vars: {ansible_python_interpreter: /nonexistent/python3}\n      ignore_errors: true\n",
         "    - name: native after\n      copy: {content: ok, dest: \"{{ base }}/after\"}\n",
         "    - name: registered failure\n      assert:\n        that:\n          - f.failed\n          - f.msg is search('nope')\n",
     ));
@@ -174,7 +175,10 @@ fn failures_no_log_timeouts_and_a_missing_python_are_reported() {
     // No Python: a clear failure naming the module and the task; native tasks still run.
     let nopy = event(&evs, "no python");
     let msg = nopy["msg"].as_str().unwrap_or("");
-    assert!(msg.contains("ping") && msg.contains("no python"), "{msg}");
+    assert!(
+        msg.contains("mount_facts") && msg.contains("no python"),
+        "{msg}"
+    );
     assert!(msg.contains("/nonexistent/python3"), "{msg}");
     assert_eq!(event(&evs, "native after")["status"], "changed");
     assert_eq!(event(&evs, "registered failure")["status"], "ok");

@@ -2,6 +2,8 @@
 //! they change the host's variables; `prepare` turns the others into an outcome or a request.
 
 pub mod fetch;
+pub mod inventory;
+pub mod pause;
 pub mod prepare;
 pub mod upload;
 
@@ -45,8 +47,10 @@ pub(super) fn include_vars(
 }
 
 impl Shared<'_> {
-    /// `setup`: the agent gathers the facts again (all of them, whatever subset is asked for;
-    /// `gather_timeout` bounds the wait), and they become the host's facts.
+    /// `setup` (and `gather_facts` as a task): the agent gathers the facts again (all of them,
+    /// whatever subset is asked for; `gather_timeout` bounds the wait), and they become the
+    /// host's facts. The registered `ansible_facts` names them `ansible_<name>`, as the setup
+    /// module returns them.
     pub(super) async fn setup(
         &self,
         ctx: &PlayCtx<'_>,
@@ -69,10 +73,14 @@ impl Shared<'_> {
             .await
         {
             Ok(Response::Facts { facts }) => {
-                h.facts = facts_vars(facts.clone());
+                let returned: Map<String, Value> = facts
+                    .iter()
+                    .map(|(k, v)| (format!("ansible_{k}"), v.clone()))
+                    .collect();
+                h.facts = facts_vars(facts);
                 h.gathered = true;
                 let mut result = Map::new();
-                result.insert("ansible_facts".into(), Value::Object(facts));
+                result.insert("ansible_facts".into(), Value::Object(returned));
                 Ok(ItemResult::ok(result))
             }
             Ok(other) => Err((false, format!("unexpected answer to facts: {other:?}"))),

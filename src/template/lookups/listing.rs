@@ -303,6 +303,25 @@ pub fn indexed_items(terms: Vec<Value>) -> Vec<Value> {
 /// author wrote it, as with `lookup('pipe')`), in `cwd` (the playbook's directory, ansible-core's
 /// loader base directory) when given.
 pub fn lines(command: &str, cwd: Option<&std::path::Path>) -> Result<Vec<Value>, String> {
+    Ok(shell_output("lines", command, cwd)?
+        .lines()
+        .map(|l| Value::String(l.to_string()))
+        .collect())
+}
+
+/// `pipe`: the output of a shell command run on the controller, as `lines` runs it, with its
+/// trailing whitespace taken off (Python's `rstrip()`, as ansible-core's plugin does).
+pub fn pipe(command: &str, cwd: Option<&std::path::Path>) -> Result<String, String> {
+    Ok(shell_output("pipe", command, cwd)?.trim_end().to_string())
+}
+
+/// What `sh -c command` printed; a command that fails fails the lookup with ansible-core's
+/// message (`lookup_plugin.pipe(false) returned 1`).
+fn shell_output(
+    plugin: &str,
+    command: &str,
+    cwd: Option<&std::path::Path>,
+) -> Result<String, String> {
     let mut c = std::process::Command::new("sh");
     c.arg("-c").arg(command).stdin(std::process::Stdio::null());
     if let Some(dir) = cwd.filter(|d| d.is_dir()) {
@@ -310,18 +329,15 @@ pub fn lines(command: &str, cwd: Option<&std::path::Path>) -> Result<Vec<Value>,
     }
     let o = c
         .output()
-        .map_err(|e| format!("lookup('lines'): cannot run `{command}`: {e}"))?;
+        .map_err(|e| format!("lookup('{plugin}'): cannot run `{command}`: {e}"))?;
     if !o.status.success() {
         return Err(format!(
-            "lookup_plugin.lines({command}) returned {}: {}",
+            "lookup_plugin.{plugin}({command}) returned {}: {}",
             o.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&o.stderr).trim()
         ));
     }
-    Ok(String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| Value::String(l.to_string()))
-        .collect())
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
 /// The value as JSON for a message, cut after about 80 bytes, at a character boundary: the

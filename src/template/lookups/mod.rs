@@ -1,5 +1,6 @@
 //! The `lookup()`/`query()` plugins that run on the controller: `env`, `file`, `template`,
-//! `vars`, `varnames`, `first_found`, `fileglob`, `lines`, `url`, and the list makers shared
+//! `vars`, `varnames`, `first_found`, `fileglob`, `lines`, `pipe`, `password`, `url`, and the
+//! list makers shared
 //! with the `with_*` loops (`listing.rs`): `dict`, `subelements`, `sequence`, `indexed_items`.
 //!
 //! Lookups see only the expression's variables (through minijinja's `State`) and the template
@@ -8,6 +9,7 @@
 mod fileglob;
 mod first_found;
 pub mod listing;
+mod password;
 mod url;
 
 use std::path::{Path, PathBuf};
@@ -32,6 +34,8 @@ pub(crate) const NAMES: &[&str] = &[
     "first_found",
     "fileglob",
     "lines",
+    "pipe",
+    "password",
     "url",
     "dict",
     "subelements",
@@ -132,6 +136,8 @@ pub(super) fn run_lookup(
                 out.extend(listing::lines(&term, base.as_deref()).map_err(op_err)?.iter().map(Value::from_serialize));
                 continue;
             }
+            "pipe" => Value::from(listing::pipe(&term, base.as_deref()).map_err(op_err)?),
+            "password" => password::password(&term, &kwargs, base.as_deref())?,
             "url" => {
                 out.extend(url::lookup(&term, &kwargs)?);
                 continue;
@@ -187,7 +193,7 @@ pub(super) fn run_lookup(
             },
             other => {
                 return Err(op_err(format!(
-                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines, url, dict, subelements, sequence and indexed_items are)"
+                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines, pipe, password, url, dict, subelements, sequence and indexed_items are)"
                 )))
             }
         });
@@ -359,7 +365,22 @@ mod tests {
             t.eval("query('lines', 'echo a; echo b')", &c).unwrap(),
             json!(["a", "b"])
         );
-        let e = t.eval("lookup('pipe', 'ls')", &c).unwrap_err();
+        assert_eq!(
+            t.eval("lookup('pipe', 'printf \"a\\nb \\n\\n\"')", &c)
+                .unwrap(),
+            json!("a\nb")
+        );
+        assert_eq!(
+            t.eval("query('pipe', 'echo x', 'echo y')", &c).unwrap(),
+            json!(["x", "y"])
+        );
+        let e = t.eval("lookup('pipe', 'exit 3')", &c).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("lookup_plugin.pipe(exit 3) returned 3"),
+            "{e}"
+        );
+        let e = t.eval("lookup('nosuchlookup', 'ls')", &c).unwrap_err();
         assert!(e.to_string().contains("not supported"), "{e}");
     }
 }

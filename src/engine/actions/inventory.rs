@@ -1,0 +1,157 @@
+//! `add_host` and `group_by`: the actions that change the inventory during a run, and the one
+//! place where the engine installs those changes (`Engine::commit_inventory`).
+//!
+//! A host future cannot change the engine's inventory while other hosts read it, so an edit
+//! goes to a working copy (`PendingInventory`), which answers whether it changed anything (the
+//! result's `changed`, as ansible-core decides it); the engine installs the copy after the task,
+//! before the next one renders anything, and drops what was derived from the old inventory.
+
+use super::super::result::ItemResult;
+use super::super::{Engine, Shared};
+use crate::inventory::{Inventory, InventoryEdit};
+use crate::playbook::actions::{AddHostParams, GroupByParams};
+use serde_json::{json, Map, Value};
+use std::sync::{Arc, Mutex};
+
+/// The inventory as the current task's edits left it (`None`: untouched), and those edits.
+#[derive(Default)]
+pub(in crate::engine) struct PendingInventory {
+    inventory: Option<Inventory>,
+    edits: Vec<InventoryEdit>,
+}
+
+/// Shared by the host futures of one task.
+pub(in crate::engine) type Pending = Mutex<PendingInventory>;
+
+impl Shared<'_> {
+    /// Apply `edit` to the task's working copy of the inventory; true when it changed anything.
+    fn edit_inventory(&self, edit: InventoryEdit) -> Result<bool, String> {
+        // A host future that panicked while holding the lock left the copy as it was.
+        let mut p = self
+            .pending_inventory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let inv = p.inventory.get_or_insert_with(|| self.inventory.clone());
+        let changed = inv.apply_edit(&edit).map_err(|e| e.msg)?;
+        p.edits.push(edit);
+        Ok(changed)
+    }
+
+    /// `group_by`: the host joins the group named by `key` (spaces become `-`, as in
+    /// ansible-core), below `parents` (default `all`).
+    pub(in crate::engine) fn group_by(&self, host: &str, params: &Value) -> ItemResult {
+        let p: GroupByParams = match crate::playbook::actions::parse(params) {
+            Ok(p) => p,
+            Err(e) => {
+                return ItemResult::failed(
+                    format!("invalid parameters for `group_by`: {e}"),
+                    Map::new(),
+                )
+            }
+        };
+        let group = p.key.replace(' ', "-");
+        let parents: Vec<String> = p
+            .parents
+            .map(|l| l.0)
+            .unwrap_or_else(|| vec!["all".into()])
+            .iter()
+            .map(|g| g.replace(' ', "-"))
+            .collect();
+        let edit = InventoryEdit::GroupBy {
+            host: host.to_string(),
+            group: group.clone(),
+            parents: parents.clone(),
+        };
+        match self.edit_inventory(edit) {
+            Ok(changed) => ItemResult::done(fixpoint_modules::Outcome {
+                changed,
+                result: [
+                    ("add_group".to_string(), json!(group)),
+                    ("parent_groups".to_string(), json!(parents)),
+                ]
+                .into_iter()
+                .collect(),
+                ..Default::default()
+            }),
+            Err(msg) => ItemResult::failed(msg, Map::new()),
+        }
+    }
+
+    /// `add_host`: a host (`name`, `name:port`) with groups and variables, for later plays.
+    pub(in crate::engine) fn add_host(&self, params: &Value) -> ItemResult {
+        let p = match AddHostParams::from_value(params) {
+            Ok(p) => p,
+            Err(e) => return ItemResult::failed(e, Map::new()),
+        };
+        let mut result = Map::new();
+        result.insert(
+            "add_host".into(),
+            json!({"host_name": p.name, "groups": p.groups, "host_vars": p.vars}),
+        );
+        let edit = InventoryEdit::AddHost {
+            name: p.name,
+            groups: p.groups,
+            vars: p.vars,
+        };
+        match self.edit_inventory(edit) {
+            Ok(changed) => ItemResult::done(fixpoint_modules::Outcome {
+                changed,
+                result,
+                ..Default::default()
+            }),
+            Err(msg) => ItemResult::failed(msg, result),
+        }
+    }
+}
+
+impl Engine {
+    /// Install the inventory the last task's `add_host`/`group_by` left, if any: the one
+    /// place the inventory changes during a run, so everything derived from it is dropped
+    /// here (the idle `hostvars`, each host's inventory variables, the `groups` variable).
+    pub(in crate::engine) fn commit_inventory(&mut self) {
+        let pending = std::mem::take(
+            &mut *self
+                .pending_inventory
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        let Some(inv) = pending.inventory else {
+            return;
+        };
+        self.inventory_log.extend(pending.edits);
+        self.install_inventory(Arc::new(inv));
+    }
+
+    /// Replay edits made elsewhere (a `strategy: free` lane's) on this engine's inventory.
+    pub(in crate::engine) fn replay_inventory(&mut self, edits: Vec<InventoryEdit>) {
+        if edits.is_empty() {
+            return;
+        }
+        let mut inv = (*self.inventory).clone();
+        for e in &edits {
+            // Each edit was accepted by the lane's copy of this same inventory.
+            let _ = inv.apply_edit(e);
+        }
+        self.inventory_log.extend(edits);
+        self.install_inventory(Arc::new(inv));
+    }
+
+    /// Back to the inventory the run started with (each `--twice` pass starts from it).
+    pub(in crate::engine) fn restore_inventory(&mut self) {
+        if self.inventory_log.is_empty() {
+            return;
+        }
+        self.inventory_log.clear();
+        self.install_inventory(self.original_inventory.clone());
+    }
+
+    fn install_inventory(&mut self, inv: Arc<Inventory>) {
+        self.inventory = inv;
+        self.idle_hostvars = Arc::default();
+        self.inventory_groups =
+            Some(serde_json::to_value(self.inventory.groups_map()).unwrap_or_default());
+        for h in self.hosts.values_mut() {
+            h.inv_vars = Arc::new(self.inventory.host_vars(&h.name));
+        }
+    }
+}
