@@ -9,6 +9,53 @@ use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// The connection variables `from_vars` reads.
+const CONN_VARS: &[&str] = &[
+    "ansible_connection",
+    "ansible_become",
+    "ansible_become_user",
+    "ansible_become_method",
+    "ansible_become_password",
+    "ansible_become_pass",
+    "ansible_host",
+    "ansible_ssh_host",
+    "ansible_port",
+    "ansible_ssh_port",
+    "ansible_user",
+    "ansible_ssh_user",
+    "ansible_ssh_private_key_file",
+    "fixpoint_agent_path",
+    "fixpoint_state_dir",
+];
+
+/// Whether `from_vars` would give, in `scope`, the spec it gives from the inventory, the play's
+/// `vars` and `-e` alone: every connection variable it reads comes, as written (no template), from
+/// one of those maps. Then the spec is the same for every task of the play with the same
+/// `become` keywords, and the engine computes it once per host and play.
+pub fn fixed_in(
+    inv_vars: &Arc<Map<String, Value>>,
+    scope: &Scope,
+    play: &Play,
+    task: Option<&Task>,
+    cfg: &Config,
+) -> bool {
+    let fixed_sources = [inv_vars, &play.vars, &cfg.extra_vars];
+    let method_templated = task
+        .and_then(|t| t.become_method.as_deref())
+        .or(play.become_method.as_deref())
+        .is_some_and(fixpoint_modules::params::is_template);
+    !method_templated
+        && CONN_VARS.iter().all(|k| {
+            if !fixed_sources.iter().any(|m| m.contains_key(*k)) {
+                return true;
+            }
+            scope.defining_map(k).is_some_and(|m| {
+                fixed_sources.iter().any(|f| Arc::ptr_eq(f, m))
+                    && !crate::template::Templar::needs_render(&m[*k])
+            })
+        })
+}
+
 /// The connection spec for `host`, from its connection variables rendered in `scope` (the
 /// host's scope for `task`). Only variables set in the inventory, the play's `vars` or `-e` are
 /// looked up. The `become`/`become_user` keywords of the task or play win over the variables;
@@ -22,6 +69,7 @@ pub fn from_vars(
     cfg: &Config,
 ) -> Result<ConnSpec, String> {
     let get = |k: &str| -> Result<Option<Value>, String> {
+        debug_assert!(CONN_VARS.contains(&k), "{k} missing from CONN_VARS");
         let present =
             inv_vars.contains_key(k) || cfg.extra_vars.contains_key(k) || play.vars.contains_key(k);
         if !present {
