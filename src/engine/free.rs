@@ -1,13 +1,13 @@
 //! The free strategy: every host runs a section in its own lane, all lanes at once.
 
 use super::state::{HostState, PlayCtx};
-use std::sync::Arc;
 use super::Engine;
 use crate::playbook::Step;
 use crate::report::Reporter;
 use crate::vars::hostvars;
 use serde_json::Map;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 impl Engine {
     /// `strategy: free`: every host runs the section (and then its handlers) in its own lane,

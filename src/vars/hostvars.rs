@@ -28,7 +28,11 @@ pub struct Entry {
 }
 
 impl Entry {
-    fn new(h: &HostVars<'_>, templar: &Arc<Templar>, extra_vars: &Arc<Map<String, Value>>) -> Entry {
+    fn new(
+        h: &HostVars<'_>,
+        templar: &Arc<Templar>,
+        extra_vars: &Arc<Map<String, Value>>,
+    ) -> Entry {
         Entry {
             name: h.name.to_string(),
             inv_vars: h.inv_vars.clone(),
@@ -254,4 +258,98 @@ fn rendered_inv_vars(
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn inventory() -> Inventory {
+        let text = "[web]\nw1 app=shop db=\"{{ app }}_db\"\nw2 app=blog\n";
+        Inventory::parse_text(Path::new("hosts"), text, false).unwrap()
+    }
+
+    struct Host {
+        name: String,
+        inv: Arc<Map<String, Value>>,
+        facts: Arc<Map<String, Value>>,
+        set: Arc<Map<String, Value>>,
+    }
+
+    impl Host {
+        fn new(inv: &Inventory, name: &str) -> Host {
+            Host {
+                name: name.into(),
+                inv: Arc::new(inv.host_vars(name)),
+                facts: Arc::default(),
+                set: Arc::default(),
+            }
+        }
+
+        fn vars(&self) -> HostVars<'_> {
+            HostVars {
+                name: &self.name,
+                inv_vars: &self.inv,
+                facts: &self.facts,
+                host_vars: &self.set,
+                included_vars: &self.set,
+            }
+        }
+    }
+
+    fn read(t: &Arc<Table>, expr: &str) -> Value {
+        let templar = Templar::new();
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("hostvars", object(t));
+        let ctx = minijinja::Value::from_serialize(&m);
+        templar
+            .render_str(&format!("{{{{ {expr} }}}}"), &ctx)
+            .unwrap()
+    }
+
+    #[test]
+    fn entries_render_in_their_own_host_and_are_reused_until_an_input_changes() {
+        let inv = inventory();
+        let templar = Arc::new(Templar::new());
+        let extra = Arc::new(Map::new());
+        let mut cache = Cache::default();
+        let mut w1 = Host::new(&inv, "w1");
+        let t1 = cache.table([w1.vars()], None, &inv, &templar, &extra);
+        assert_eq!(read(&t1, "hostvars.w1.db"), json!("shop_db"));
+        assert_eq!(read(&t1, "hostvars.w2.app"), json!("blog"));
+        assert_eq!(read(&t1, "hostvars | list"), json!(["w1", "w2"]));
+        // Nothing changed: the very same table, not a copy.
+        let t2 = cache.table([w1.vars()], None, &inv, &templar, &extra);
+        assert!(Arc::ptr_eq(&t1, &t2));
+        // A register on w1 (copy-on-write, as the engine does it) gives w1 a new entry and
+        // keeps w2's.
+        Arc::make_mut(&mut w1.set).insert("reg".into(), json!({"rc": 0}));
+        let t3 = cache.table([w1.vars()], None, &inv, &templar, &extra);
+        assert!(!Arc::ptr_eq(&t1, &t3));
+        assert!(Arc::ptr_eq(t1.get("w2").unwrap(), t3.get("w2").unwrap()));
+        assert_eq!(read(&t3, "hostvars.w1.reg.rc"), json!(0));
+        assert_eq!(read(&t1, "hostvars.w1.reg is defined"), json!(false));
+    }
+
+    #[test]
+    fn invalidate_forgets_the_idle_entries() {
+        let inv = inventory();
+        let templar = Arc::new(Templar::new());
+        let extra = Arc::new(Map::new());
+        let mut cache = Cache::default();
+        let none: [HostVars<'_>; 0] = [];
+        let t1 = cache.table(none, None, &inv, &templar, &extra);
+        let bigger = Inventory::parse_text(
+            Path::new("hosts"),
+            "[web]\nw1 app=shop\nw2 app=blog\nw3 app=wiki\n",
+            false,
+        )
+        .unwrap();
+        cache.invalidate();
+        let t2 = cache.table([], None, &bigger, &templar, &extra);
+        assert!(!Arc::ptr_eq(&t1, &t2));
+        assert_eq!(read(&t2, "hostvars.w3.app"), json!("wiki"));
+        assert_eq!(read(&t2, "hostvars.w1.app"), json!("shop"));
+    }
 }

@@ -388,11 +388,7 @@ impl Object for Scope {
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
-        let keys: BTreeSet<String> = self
-            .layers
-            .iter()
-            .flat_map(|l| l.keys().cloned())
-            .collect();
+        let keys: BTreeSet<String> = self.layers.iter().flat_map(|l| l.keys().cloned()).collect();
         Enumerator::Values(keys.into_iter().map(minijinja::Value::from).collect())
     }
 }
