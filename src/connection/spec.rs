@@ -181,3 +181,66 @@ pub fn from_vars(
         connect_timeout: cfg.connect_timeout,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template::Templar;
+    use crate::vars::Layer;
+
+    fn cfg() -> Config {
+        use clap::Parser;
+        let crate::cli::Command::Apply(args) =
+            crate::cli::Cli::parse_from(["fixpoint", "apply", "site.yml"]).command
+        else {
+            unreachable!("parsed an apply command")
+        };
+        Config::from_run_args(args, false).unwrap()
+    }
+
+    fn map(v: Value) -> Arc<Map<String, Value>> {
+        Arc::new(v.as_object().cloned().unwrap_or_default())
+    }
+
+    #[test]
+    fn a_spec_is_fixed_only_when_its_variables_come_as_written_from_inventory_play_or_cli() {
+        let cfg = cfg();
+        let play = Play::bare("all", false);
+        let inv = map(json!({"ansible_host": "10.0.0.1", "fixpoint_state_dir": "/s", "x": 1}));
+        let scope_with = |task_vars: Value| {
+            Scope::new(
+                Arc::new(Templar::new()),
+                vec![
+                    Layer::shared(inv.clone(), true),
+                    Layer::shared(play.vars.clone(), true),
+                    Layer::shared(map(task_vars), true),
+                    Layer::shared(cfg.extra_vars.clone(), true),
+                ],
+            )
+        };
+        // Task variables that are not connection variables change nothing.
+        assert!(fixed_in(&inv, &scope_with(json!({"x": 2})), &play, None, &cfg));
+        // A task's own `ansible_host` wins over the inventory's: computed per task.
+        let over = scope_with(json!({"ansible_host": "10.0.0.2"}));
+        assert!(!fixed_in(&inv, &over, &play, None, &cfg));
+        assert_eq!(
+            from_vars("h", &inv, &over, &play, None, &cfg)
+                .map(|s| format!("{:?}", s.kind))
+                .unwrap(),
+            format!(
+                "{:?}",
+                from_vars("h", &inv, &scope_with(json!({})), &play, None, &cfg)
+                    .unwrap()
+                    .kind
+            )
+            .replace("10.0.0.1", "10.0.0.2")
+        );
+        // A template may read what tasks change (`set_fact`): computed per task.
+        let templated = map(json!({"ansible_host": "{{ x }}"}));
+        let scope = Scope::new(
+            Arc::new(Templar::new()),
+            vec![Layer::shared(templated.clone(), true)],
+        );
+        assert!(!fixed_in(&templated, &scope, &play, None, &cfg));
+    }
+}
