@@ -219,7 +219,13 @@ mod tests {
             )
         };
         // Task variables that are not connection variables change nothing.
-        assert!(fixed_in(&inv, &scope_with(json!({"x": 2})), &play, None, &cfg));
+        assert!(fixed_in(
+            &inv,
+            &scope_with(json!({"x": 2})),
+            &play,
+            None,
+            &cfg
+        ));
         // A task's own `ansible_host` wins over the inventory's: computed per task.
         let over = scope_with(json!({"ansible_host": "10.0.0.2"}));
         assert!(!fixed_in(&inv, &over, &play, None, &cfg));

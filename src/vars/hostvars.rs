@@ -319,6 +319,19 @@ mod tests {
         assert_eq!(read(&t1, "hostvars.w1.db"), json!("shop_db"));
         assert_eq!(read(&t1, "hostvars.w2.app"), json!("blog"));
         assert_eq!(read(&t1, "hostvars | list"), json!(["w1", "w2"]));
+        // The table answers as the plain map it replaces.
+        for (expr, want) in [
+            ("hostvars.keys() | list", json!(["w1", "w2"])),
+            ("'w2' in hostvars", json!(true)),
+            ("'w3' in hostvars", json!(false)),
+            ("hostvars | length", json!(2)),
+            ("hostvars['w1']['app']", json!("shop")),
+            ("hostvars | dict2items | map(attribute='key') | list", json!(["w1", "w2"])),
+            ("(hostvars | to_json | from_json).w1.db", json!("shop_db")),
+            ("hostvars.w3 is defined", json!(false)),
+        ] {
+            assert_eq!(read(&t1, expr), want, "{expr}");
+        }
         // Nothing changed: the very same table, not a copy.
         let t2 = cache.table([w1.vars()], None, &inv, &templar, &extra);
         assert!(Arc::ptr_eq(&t1, &t2));
