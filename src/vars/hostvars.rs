@@ -326,7 +326,10 @@ mod tests {
             ("'w3' in hostvars", json!(false)),
             ("hostvars | length", json!(2)),
             ("hostvars['w1']['app']", json!("shop")),
-            ("hostvars | dict2items | map(attribute='key') | list", json!(["w1", "w2"])),
+            (
+                "hostvars | dict2items | map(attribute='key') | list",
+                json!(["w1", "w2"]),
+            ),
             ("(hostvars | to_json | from_json).w1.db", json!("shop_db")),
             ("hostvars.w3 is defined", json!(false)),
         ] {
