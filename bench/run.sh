@@ -22,6 +22,10 @@
 #   PLAYBOOK=bench/site.yml  the playbook measured (bench/pymod.sh measures bench/pymod.yml)
 #   COLD_RUNS=1          0: leave out the cold-agent-cache runs of each repetition
 #   TWICE=1              0: leave out the `--twice` convergence proof
+#   FP_BIN=              the fixpoint binary measured (default target/release/fixpoint; with it,
+#                        the build is skipped), to compare two builds on the same hosts
+#   PERF=0               1: after the measurements, one more converged run (not timed) under
+#                        `perf record -g`, kept as $WORK/perf-converged.data (use with KEEP=1)
 #
 # Everything it starts (sshd, Ansible's ControlPersist masters) is stopped on exit. It only talks
 # to 127.0.0.x. Every wait is bounded.
@@ -52,7 +56,9 @@ BENCH="$REPO/bench"
 PLAYBOOK=${PLAYBOOK:-$BENCH/site.yml}
 COLD_RUNS=${COLD_RUNS:-1}
 TWICE=${TWICE:-1}
-FP="$REPO/target/release/fixpoint"
+FP=${FP_BIN:-$REPO/target/release/fixpoint}
+[ -z "${FP_BIN:-}" ] || SKIP_BUILD=1
+PERF=${PERF:-0}
 
 for tool in /usr/sbin/sshd ssh ssh-keygen timeout /usr/bin/time awk; do
     command -v "$tool" >/dev/null || die "$tool is missing (openssh-server / openssh-client / coreutils)"
@@ -381,6 +387,15 @@ if [ "$TWICE" = 1 ]; then
     fp_apply fixpoint-twice --twice
     TWICE_RC=$RUN_RC TWICE_CONN=$RUN_CONN
     [ "$TWICE_RC" = 0 ] || echo "bench: fixpoint --twice exited $TWICE_RC (see $WORK/logs/fixpoint-twice.log)" >&2
+fi
+
+# A profile of the controller in a converged run (issue 13), outside the timed samples.
+if [ "$PERF" = 1 ]; then
+    command -v perf >/dev/null || die "perf is missing (apt-get install linux-perf)"
+    run_timed perf-converged "$FP_TIMEOUT" perf record -q -g -o "$WORK/perf-converged.data" -- \
+        "$FP" apply -i "$INV" --ssh-config "$CFG" "$PLAYBOOK"
+    check_run perf-converged 0
+    echo "bench: perf profile in $WORK/perf-converged.data" >&2
 fi
 
 AN_FIRST=() AN_CONV=() AN_CONN=()

@@ -9,6 +9,53 @@ use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// The connection variables `from_vars` reads.
+const CONN_VARS: &[&str] = &[
+    "ansible_connection",
+    "ansible_become",
+    "ansible_become_user",
+    "ansible_become_method",
+    "ansible_become_password",
+    "ansible_become_pass",
+    "ansible_host",
+    "ansible_ssh_host",
+    "ansible_port",
+    "ansible_ssh_port",
+    "ansible_user",
+    "ansible_ssh_user",
+    "ansible_ssh_private_key_file",
+    "fixpoint_agent_path",
+    "fixpoint_state_dir",
+];
+
+/// Whether `from_vars` would give, in `scope`, the spec it gives from the inventory, the play's
+/// `vars` and `-e` alone: every connection variable it reads comes, as written (no template), from
+/// one of those maps. Then the spec is the same for every task of the play with the same
+/// `become` keywords, and the engine computes it once per host and play.
+pub fn fixed_in(
+    inv_vars: &Arc<Map<String, Value>>,
+    scope: &Scope,
+    play: &Play,
+    task: Option<&Task>,
+    cfg: &Config,
+) -> bool {
+    let fixed_sources = [inv_vars, &play.vars, &cfg.extra_vars];
+    let method_templated = task
+        .and_then(|t| t.become_method.as_deref())
+        .or(play.become_method.as_deref())
+        .is_some_and(fixpoint_modules::params::is_template);
+    !method_templated
+        && CONN_VARS.iter().all(|k| {
+            if !fixed_sources.iter().any(|m| m.contains_key(*k)) {
+                return true;
+            }
+            scope.defining_map(k).is_some_and(|m| {
+                fixed_sources.iter().any(|f| Arc::ptr_eq(f, m))
+                    && !crate::template::Templar::needs_render(&m[*k])
+            })
+        })
+}
+
 /// The connection spec for `host`, from its connection variables rendered in `scope` (the
 /// host's scope for `task`). Only variables set in the inventory, the play's `vars` or `-e` are
 /// looked up. The `become`/`become_user` keywords of the task or play win over the variables;
@@ -22,6 +69,7 @@ pub fn from_vars(
     cfg: &Config,
 ) -> Result<ConnSpec, String> {
     let get = |k: &str| -> Result<Option<Value>, String> {
+        debug_assert!(CONN_VARS.contains(&k), "{k} missing from CONN_VARS");
         let present =
             inv_vars.contains_key(k) || cfg.extra_vars.contains_key(k) || play.vars.contains_key(k);
         if !present {
@@ -132,4 +180,73 @@ pub fn from_vars(
         state_dir: as_string(get("fixpoint_state_dir")?),
         connect_timeout: cfg.connect_timeout,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template::Templar;
+    use crate::vars::Layer;
+
+    fn cfg() -> Config {
+        use clap::Parser;
+        let crate::cli::Command::Apply(args) =
+            crate::cli::Cli::parse_from(["fixpoint", "apply", "site.yml"]).command
+        else {
+            unreachable!("parsed an apply command")
+        };
+        Config::from_run_args(args, false).unwrap()
+    }
+
+    fn map(v: Value) -> Arc<Map<String, Value>> {
+        Arc::new(v.as_object().cloned().unwrap_or_default())
+    }
+
+    #[test]
+    fn a_spec_is_fixed_only_when_its_variables_come_as_written_from_inventory_play_or_cli() {
+        let cfg = cfg();
+        let play = Play::bare("all", false);
+        let inv = map(json!({"ansible_host": "10.0.0.1", "fixpoint_state_dir": "/s", "x": 1}));
+        let scope_with = |task_vars: Value| {
+            Scope::new(
+                Arc::new(Templar::new()),
+                vec![
+                    Layer::shared(inv.clone(), true),
+                    Layer::shared(play.vars.clone(), true),
+                    Layer::shared(map(task_vars), true),
+                    Layer::shared(cfg.extra_vars.clone(), true),
+                ],
+            )
+        };
+        // Task variables that are not connection variables change nothing.
+        assert!(fixed_in(
+            &inv,
+            &scope_with(json!({"x": 2})),
+            &play,
+            None,
+            &cfg
+        ));
+        // A task's own `ansible_host` wins over the inventory's: computed per task.
+        let over = scope_with(json!({"ansible_host": "10.0.0.2"}));
+        assert!(!fixed_in(&inv, &over, &play, None, &cfg));
+        assert_eq!(
+            from_vars("h", &inv, &over, &play, None, &cfg)
+                .map(|s| format!("{:?}", s.kind))
+                .unwrap(),
+            format!(
+                "{:?}",
+                from_vars("h", &inv, &scope_with(json!({})), &play, None, &cfg)
+                    .unwrap()
+                    .kind
+            )
+            .replace("10.0.0.1", "10.0.0.2")
+        );
+        // A template may read what tasks change (`set_fact`): computed per task.
+        let templated = map(json!({"ansible_host": "{{ x }}"}));
+        let scope = Scope::new(
+            Arc::new(Templar::new()),
+            vec![Layer::shared(templated.clone(), true)],
+        );
+        assert!(!fixed_in(&templated, &scope, &play, None, &cfg));
+    }
 }

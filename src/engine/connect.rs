@@ -1,7 +1,7 @@
 //! Which agent a task runs through: the host's connection spec (or, with `delegate_to`, the
 //! delegated host's), and the agent from the pool, started with this run's `Begin`.
 
-use super::state::{HostState, PlayCtx};
+use super::state::{HostState, PlayCtx, SpecKey};
 use super::{display, playbook_scope, Shared};
 use crate::connection::pool::{self, ConnKey};
 use crate::connection::spec;
@@ -14,15 +14,36 @@ use std::sync::Arc;
 use std::time::Duration;
 
 impl Shared<'_> {
-    /// The connection spec for a host, from its (rendered) connection variables.
+    /// The connection spec for a host, from its (rendered) connection variables. Computed
+    /// once per host and play (and `become` keywords) when no task can change it, which is
+    /// when it comes from the inventory, play vars and `-e` as written (`spec::fixed_in`).
     pub(super) fn conn_spec(
         &self,
         h: &HostState,
         ctx: &PlayCtx<'_>,
         task: Option<&Task>,
     ) -> Result<ConnSpec, String> {
+        let key: SpecKey = (
+            std::ptr::from_ref(ctx.play) as usize,
+            task.and_then(|t| t.become_),
+            task.and_then(|t| t.become_user.clone()),
+            task.and_then(|t| t.become_method.clone()),
+        );
         let scope = self.scope(ctx, task, h);
-        spec::from_vars(&h.name, &h.inv_vars, &scope, ctx.play, task, self.cfg)
+        let fixed = spec::fixed_in(&h.inv_vars, &scope, ctx.play, task, self.cfg);
+        if fixed {
+            let cache = h.spec_cache.lock().expect("spec cache");
+            if let Some((k, spec)) = &*cache {
+                if *k == key {
+                    return Ok(spec.clone());
+                }
+            }
+        }
+        let spec = spec::from_vars(&h.name, &h.inv_vars, &scope, ctx.play, task, self.cfg)?;
+        if fixed {
+            *h.spec_cache.lock().expect("spec cache") = Some((key, spec.clone()));
+        }
+        Ok(spec)
     }
 
     /// The connection a task runs through: the host's own, or with `delegate_to` the

@@ -5,6 +5,7 @@ use super::{Engine, Shared};
 use crate::report::{Status, TaskEvent};
 use fixpoint_agent::protocol::{Request, Response};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 impl Engine {
     pub(super) async fn gather_facts(&mut self, ctx: &PlayCtx<'_>) {
@@ -45,7 +46,7 @@ impl Engine {
                     };
                     match res {
                         Ok(Response::Facts { facts }) => {
-                            h.facts = facts_vars(facts);
+                            h.facts = Arc::new(facts_vars(facts));
                             h.gathered = true;
                             (h.name.clone(), Ok(()))
                         }

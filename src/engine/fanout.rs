@@ -39,6 +39,8 @@ impl Engine {
         } else {
             targets
         };
+        let ctx = self.snapshot(ctx);
+        let ctx = &ctx;
         let shared = shared!(self);
         // `--forks` is any count; a semaphore holds at most MAX_PERMITS (2^61 - 1): more
         // hosts at once than that is the same as no bound.
@@ -47,8 +49,6 @@ impl Engine {
                 .map_or(self.cfg.forks, |t| t.min(self.cfg.forks))
                 .min(tokio::sync::Semaphore::MAX_PERMITS),
         );
-        let ctx = self.snapshot(ctx);
-        let ctx = &ctx;
         let interrupt = self.interrupt.clone();
         let names: Vec<String> = self
             .hosts
@@ -226,7 +226,7 @@ impl Engine {
         }
         for h in others {
             let hs = self.hosts.get_mut(h).expect("host state");
-            hs.host_vars.extend(shared.clone());
+            hs.host_vars_mut().extend(shared.clone());
         }
     }
 

@@ -5,8 +5,9 @@ use super::Engine;
 use crate::playbook::Step;
 use crate::report::Reporter;
 use crate::vars::hostvars;
-use serde_json::{Map, Value};
+use serde_json::Map;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 impl Engine {
     /// `strategy: free`: every host runs the section (and then its handlers) in its own lane,
@@ -18,16 +19,7 @@ impl Engine {
         section: &[&[Step]],
         batch: &[String],
     ) {
-        let peers = match hostvars::snapshot(
-            self.hosts.values().map(HostState::vars),
-            self.idle_hostvars(),
-            &self.peer_hostvars,
-            &self.templar,
-            &self.cfg.extra_vars,
-        ) {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        };
+        let peers = self.hostvars_now();
         let mut lanes = Vec::new();
         for h in batch {
             if !self.hosts[h].active() {
@@ -68,7 +60,7 @@ impl Engine {
     }
 
     /// An engine for one host of a free play, sharing this one's configuration and caches.
-    fn lane(&self, hs: HostState, peers: Map<String, Value>) -> Engine {
+    fn lane(&self, hs: HostState, peers: Arc<hostvars::Table>) -> Engine {
         let mut hosts = BTreeMap::new();
         hosts.insert(hs.name.clone(), hs);
         Engine {
@@ -93,8 +85,8 @@ impl Engine {
             started: self.started,
             rescue_depth: 0,
             failed_before: Vec::new(),
-            idle_hostvars: self.idle_hostvars.clone(),
-            peer_hostvars: peers,
+            hostvars: self.hostvars.fork(),
+            peer_hostvars: Some(peers),
             handlers: self.handlers.clone(),
             // One Ctrl-C stops every lane.
             interrupt: self.interrupt.clone(),

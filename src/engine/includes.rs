@@ -25,8 +25,8 @@ impl Engine {
         inc: &Include,
         targets: &[String],
     ) {
-        let shared = shared!(self);
         let snap = self.snapshot(ctx);
+        let shared = shared!(self);
         // (file, parameters) → hosts, in order of first appearance.
         let mut groups: Vec<IncludeGroup> = Vec::new();
         let mut failures: Vec<(String, String)> = Vec::new();

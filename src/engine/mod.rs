@@ -15,12 +15,12 @@ use crate::inventory::Inventory;
 use crate::playbook::{Playbook, Task};
 use crate::report::Reporter;
 use crate::template::Templar;
-use crate::vars::{precedence, Scope, VarSrc};
+use crate::vars::{hostvars, precedence, Scope, VarSrc};
 use fixpoint_modules::Diff;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use state::{HostState, PlayCtx};
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// The read-only half of the engine (`Shared`), borrowed field by field: a `&self` method would
 /// borrow the whole engine, while host futures need `self.hosts` mutably at the same time.
@@ -77,7 +77,7 @@ pub struct Engine {
     /// The edits installed in this pass, in order (a free lane's are replayed on the play's).
     inventory_log: Vec<crate::inventory::InventoryEdit>,
     /// The `groups` variable after an edit of the current play (its `PlayCtx` has the older).
-    inventory_groups: Option<Value>,
+    inventory_groups: Option<BTreeMap<String, Vec<String>>>,
     reporter: Reporter,
     /// Every host a play selected gets its state here before any step runs (`play.rs` calls
     /// `host_state` for each), and states are never removed (a free play's lane takes its host's
@@ -100,10 +100,11 @@ pub struct Engine {
     rescue_depth: usize,
     /// Hosts of the current batch that had failed before it started.
     failed_before: Vec<String>,
-    /// See `idle_hostvars`.
-    idle_hostvars: Arc<OnceLock<Map<String, Value>>>,
+    /// `hostvars` entries kept between tasks (see `vars::hostvars`); `hostvars_changed` is the
+    /// one place to call when the inventory changes during the run.
+    hostvars: hostvars::Cache,
     /// In a `strategy: free` lane: the other hosts' `hostvars` as they were when it started.
-    peer_hostvars: Map<String, Value>,
+    peer_hostvars: Option<Arc<hostvars::Table>>,
     /// The current play's handlers: its own and its roles', then those of roles loaded at run
     /// time.
     handlers: Arc<Vec<Task>>,
@@ -133,8 +134,8 @@ impl Engine {
             started: true,
             rescue_depth: 0,
             failed_before: Vec::new(),
-            idle_hostvars: Arc::default(),
-            peer_hostvars: Map::new(),
+            hostvars: hostvars::Cache::default(),
+            peer_hostvars: None,
             handlers: Arc::default(),
             interrupt: Arc::default(),
         }

@@ -57,22 +57,20 @@ impl Engine {
         for h in &selected {
             self.host_state(h).ended = false;
         }
-        let groups = serde_json::to_value(self.inventory.groups_map()).unwrap_or_default();
+        let groups = self.inventory.groups_map();
         self.inventory_groups = None;
+        let files_vars = Arc::new(files_vars);
         self.handlers = Arc::new(play.handlers.clone());
         for batch in batches(&selected, &play.serial) {
-            let ctx = PlayCtx {
+            let ctx = PlayCtx::new(
                 play,
                 book,
-                hosts: batch.clone(),
-                all_hosts: selected.clone(),
-                live_hosts: selected.clone(),
-                groups: groups.clone(),
-                hostvars: Value::Null,
-                files_vars: files_vars.clone(),
-                include_params: Map::new(),
-                handlers: self.handlers.clone(),
-            };
+                &groups,
+                batch.clone(),
+                selected.clone(),
+                files_vars.clone(),
+                self.handlers.clone(),
+            );
             self.failed_before = batch
                 .iter()
                 .filter(|h| !self.hosts[*h].active())
@@ -117,37 +115,52 @@ impl Engine {
         }
     }
 
-    /// `hostvars` of the inventory hosts before any play works on them (computed once).
-    pub(super) fn idle_hostvars(&self) -> &Map<String, Value> {
-        self.idle_hostvars
-            .get_or_init(|| hostvars::idle(&self.inventory, &self.templar, &self.cfg.extra_vars))
+    /// The inventory changed during the run (`add_host`, `group_by`): `hostvars` entries and
+    /// connection specs built from it are stale. The one place to call for that (a host's own
+    /// `inv_vars` must then be replaced too: its `hostvars` entry compares them by address).
+    pub(super) fn hostvars_changed(&mut self) {
+        self.hostvars.invalidate();
+        for h in self.hosts.values_mut() {
+            h.forget_spec();
+        }
+    }
+
+    /// `hostvars` as they are now, as the template object scopes share.
+    pub(super) fn hostvars_now(&mut self) -> Arc<hostvars::Table> {
+        self.hostvars.table(
+            self.hosts.values().map(HostState::vars),
+            self.peer_hostvars.as_ref(),
+            &self.inventory,
+            &self.templar,
+            &self.cfg.extra_vars,
+        )
     }
 
     /// The play context with the hosts' variables and failures as they are now.
-    pub(super) fn snapshot<'c>(&self, ctx: &'c PlayCtx<'c>) -> PlayCtx<'c> {
+    pub(super) fn snapshot<'c>(&mut self, ctx: &'c PlayCtx<'c>) -> PlayCtx<'c> {
+        let table = self.hostvars_now();
+        let live_hosts: Vec<String> = ctx
+            .all_hosts
+            .iter()
+            .filter(|h| {
+                self.hosts
+                    .get(*h)
+                    .is_some_and(|hs| !hs.failed && !hs.unreachable)
+            })
+            .cloned()
+            .collect();
+        let mut objects = ctx
+            .objects
+            .with_hosts(&live_hosts, hostvars::object(&table));
+        // `add_host`/`group_by` changed the groups during this play.
+        if let Some(groups) = &self.inventory_groups {
+            objects = objects.with_groups(groups);
+        }
+        let objects = Arc::new(objects);
         PlayCtx {
             handlers: self.handlers.clone(),
-            hostvars: hostvars::snapshot(
-                self.hosts.values().map(HostState::vars),
-                self.idle_hostvars(),
-                &self.peer_hostvars,
-                &self.templar,
-                &self.cfg.extra_vars,
-            ),
-            groups: self
-                .inventory_groups
-                .clone()
-                .unwrap_or_else(|| ctx.groups.clone()),
-            live_hosts: ctx
-                .all_hosts
-                .iter()
-                .filter(|h| {
-                    self.hosts
-                        .get(*h)
-                        .is_some_and(|hs| !hs.failed && !hs.unreachable)
-                })
-                .cloned()
-                .collect(),
+            objects,
+            live_hosts,
             ..ctx.with_params(Map::new())
         }
     }
@@ -158,9 +171,9 @@ impl Engine {
         Scope::new(
             self.templar.clone(),
             vec![
-                Layer::templates(play.vars.clone()),
-                Layer::templates(play.vars_from_files.clone()),
-                Layer::templates(self.cfg.extra_vars.clone()),
+                Layer::shared(play.vars.clone(), true),
+                Layer::shared(play.vars_from_files.clone(), true),
+                Layer::shared(self.cfg.extra_vars.clone(), true),
             ],
         )
     }

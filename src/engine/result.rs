@@ -114,7 +114,7 @@ impl Shared<'_> {
                     if !unreachable {
                         registered["exception"] = json!(NO_TRACEBACK);
                     }
-                    h.host_vars.insert(reg.clone(), registered);
+                    h.host_vars_mut().insert(reg.clone(), registered);
                 }
                 return Event {
                     status,
@@ -138,12 +138,12 @@ impl Shared<'_> {
         if let Some(Value::Object(facts)) = result.get("ansible_facts") {
             if task.module == "set_fact" {
                 for (k, v) in facts {
-                    h.host_vars.insert(k.clone(), v.clone());
+                    h.host_vars_mut().insert(k.clone(), v.clone());
                 }
             } else {
                 // Any other module's facts (`service_facts`, `package_facts`, a Python
                 // module's or `getent`'s `getent_passwd`) join the host's facts, as in Ansible.
-                super::facts::merge_facts(&mut h.facts, facts);
+                super::facts::merge_facts(std::sync::Arc::make_mut(&mut h.facts), facts);
             }
         }
         // changed_when / failed_when see the result under its registered name and as plain names.
@@ -232,7 +232,7 @@ impl Shared<'_> {
         }
         if let Some(reg) = &task.register {
             if task.loop_items.is_none() {
-                h.host_vars
+                h.host_vars_mut()
                     .insert(reg.clone(), Value::Object(result.clone()));
             }
         }

@@ -7,7 +7,6 @@ use crate::connection::pool;
 use crate::playbook::{Play, Playbook};
 use crate::report::Stats;
 use fixpoint_agent::protocol::{JournalOp, Request, Response};
-use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -89,18 +88,15 @@ impl Engine {
             plays: Vec::new(),
             roles_path: Vec::new(),
         };
-        let ctx = PlayCtx {
-            play: &play,
-            book: &book,
-            hosts: hosts.clone(),
-            all_hosts: hosts.clone(),
-            live_hosts: hosts.clone(),
-            groups: serde_json::to_value(self.inventory.groups_map()).unwrap_or_default(),
-            hostvars: Value::Null,
-            files_vars: Map::new(),
-            include_params: Map::new(),
-            handlers: Arc::default(),
-        };
+        let ctx = PlayCtx::new(
+            &play,
+            &book,
+            &self.inventory.groups_map(),
+            hosts.clone(),
+            hosts.clone(),
+            Arc::default(),
+            Arc::default(),
+        );
         let mut ok = true;
         for host in &hosts {
             self.host_state(host);

@@ -2,22 +2,26 @@
 //! host future of a play shares. Both lend borrowed views of themselves to vars/.
 
 use crate::connection::pool::Conns;
+use crate::connection::ConnSpec;
 use crate::playbook::{Play, Playbook, Task};
 use crate::report::Stats;
-use crate::vars::{HostVars, PlayVars};
+use crate::vars::{HostVars, PlayObjects, PlayVars};
 use fixpoint_agent::journal::OutboxEntry;
 use serde_json::{Map, Value};
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 /// State of one host for one pass (connections survive passes: one connection per host per run).
 pub(super) struct HostState {
     pub(super) name: String,
     pub(super) inv_vars: Arc<Map<String, Value>>,
-    pub(super) facts: Map<String, Value>,
+    /// The variable maps are shared with scopes and `hostvars` entries: change them with
+    /// `Arc::make_mut` (copy-on-write), which is how `hostvars` sees that they changed.
+    pub(super) facts: Arc<Map<String, Value>>,
     /// `set_fact` and `register` results: data, never templated again.
-    pub(super) host_vars: Map<String, Value>,
+    pub(super) host_vars: Arc<Map<String, Value>>,
     /// Variables loaded by `include_vars` (below `set_fact`, as in Ansible).
-    pub(super) included_vars: Map<String, Value>,
+    pub(super) included_vars: Arc<Map<String, Value>>,
     /// The last task that failed on this host, with its result, for a `rescue`.
     pub(super) last_failure: Option<(Value, Value)>,
     /// `meta: end_host` ended the play for this host.
@@ -32,13 +36,20 @@ pub(super) struct HostState {
     pub(super) pending: Vec<OutboxEntry>,
     pub(super) stats: Stats,
     pub(super) gathered: bool,
+    /// The connection spec of the current play, when it depends on nothing a task changes
+    /// (see `connect::conn_spec`).
+    pub(super) spec_cache: Mutex<Option<(SpecKey, ConnSpec)>>,
 }
+
+/// What a cached connection spec was computed for: the play (by address: plays live as long
+/// as the run) and the task's `become`, `become_user` and `become_method` keywords.
+pub(super) type SpecKey = (usize, Option<bool>, Option<String>, Option<String>);
 
 impl HostState {
     pub(super) fn reset_for_pass(&mut self) {
-        self.facts.clear();
-        self.host_vars.clear();
-        self.included_vars.clear();
+        self.facts = Arc::default();
+        self.host_vars = Arc::default();
+        self.included_vars = Arc::default();
         self.last_failure = None;
         self.ended = false;
         self.failed = false;
@@ -47,15 +58,21 @@ impl HostState {
         self.pending.clear();
         self.stats = Stats::default();
         self.gathered = false;
+        self.forget_spec();
+    }
+
+    /// Drop the cached connection spec (the inventory changed).
+    pub(super) fn forget_spec(&mut self) {
+        *self.spec_cache.get_mut().expect("spec cache") = None;
     }
 
     pub(super) fn new(name: &str, inv_vars: Arc<Map<String, Value>>) -> HostState {
         HostState {
             name: name.to_string(),
             inv_vars,
-            facts: Map::new(),
-            host_vars: Map::new(),
-            included_vars: Map::new(),
+            facts: Arc::default(),
+            host_vars: Arc::default(),
+            included_vars: Arc::default(),
             last_failure: None,
             ended: false,
             conns: Conns::new(),
@@ -65,11 +82,17 @@ impl HostState {
             pending: Vec::new(),
             stats: Stats::default(),
             gathered: false,
+            spec_cache: Mutex::default(),
         }
     }
 
     pub(super) fn active(&self) -> bool {
         !self.failed && !self.unreachable && !self.ended
+    }
+
+    /// `set_fact` / `register` results, to change (copy-on-write).
+    pub(super) fn host_vars_mut(&mut self) -> &mut Map<String, Value> {
+        Arc::make_mut(&mut self.host_vars)
     }
 
     /// This host's variables, for vars/.
@@ -94,29 +117,60 @@ pub(super) struct PlayCtx<'a> {
     pub(super) all_hosts: Vec<String>,
     /// The play's hosts that have not failed (Ansible's `ansible_play_hosts`).
     pub(super) live_hosts: Vec<String>,
-    pub(super) groups: Value,
-    pub(super) hostvars: Value,
+    /// `groups`, `hostvars` and the host lists as template objects, shared by every scope.
+    pub(super) objects: Arc<PlayObjects>,
     /// Variables from `vars_files` whose paths are templated (rendered once per play).
-    pub(super) files_vars: Map<String, Value>,
+    pub(super) files_vars: Arc<Map<String, Value>>,
     /// Parameters of the `include_tasks` / `include_role` being run (and its loop item).
-    pub(super) include_params: Map<String, Value>,
+    pub(super) include_params: Arc<Map<String, Value>>,
     /// The handlers known so far (see `Engine::handlers`).
     pub(super) handlers: Arc<Vec<Task>>,
+}
+
+impl<'a> PlayCtx<'a> {
+    /// The context of a play's batch, before any task ran (no `hostvars` yet: `snapshot`
+    /// gives them).
+    pub(super) fn new(
+        play: &'a Play,
+        book: &'a Playbook,
+        groups: &BTreeMap<String, Vec<String>>,
+        batch: Vec<String>,
+        all_hosts: Vec<String>,
+        files_vars: Arc<Map<String, Value>>,
+        handlers: Arc<Vec<Task>>,
+    ) -> PlayCtx<'a> {
+        let objects = PlayObjects::new(groups, play, &book.dir, &batch, &all_hosts);
+        PlayCtx {
+            play,
+            book,
+            hosts: batch,
+            live_hosts: all_hosts.clone(),
+            all_hosts,
+            objects: Arc::new(objects),
+            files_vars,
+            include_params: Arc::default(),
+            handlers,
+        }
+    }
 }
 
 impl PlayCtx<'_> {
     /// The same play with these include parameters on top of the current ones.
     pub(super) fn with_params(&self, params: Map<String, Value>) -> PlayCtx<'_> {
-        let mut include_params = self.include_params.clone();
-        include_params.extend(params);
+        let include_params = if params.is_empty() {
+            self.include_params.clone()
+        } else {
+            let mut p = (*self.include_params).clone();
+            p.extend(params);
+            Arc::new(p)
+        };
         PlayCtx {
             play: self.play,
             book: self.book,
             hosts: self.hosts.clone(),
             all_hosts: self.all_hosts.clone(),
             live_hosts: self.live_hosts.clone(),
-            groups: self.groups.clone(),
-            hostvars: self.hostvars.clone(),
+            objects: self.objects.clone(),
             files_vars: self.files_vars.clone(),
             include_params,
             handlers: self.handlers.clone(),
@@ -127,12 +181,7 @@ impl PlayCtx<'_> {
     pub(super) fn vars(&self) -> PlayVars<'_> {
         PlayVars {
             play: self.play,
-            playbook_dir: &self.book.dir,
-            batch: &self.hosts,
-            all_hosts: &self.all_hosts,
-            live_hosts: &self.live_hosts,
-            groups: &self.groups,
-            hostvars: &self.hostvars,
+            objects: &self.objects,
             files_vars: &self.files_vars,
             include_params: &self.include_params,
         }

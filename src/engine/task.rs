@@ -203,7 +203,7 @@ impl Shared<'_> {
             if events.iter().all(|e| e.status == Status::Skipped) {
                 r.insert("skipped".into(), json!(true));
             }
-            h.host_vars.insert(reg.clone(), Value::Object(r));
+            h.host_vars_mut().insert(reg.clone(), Value::Object(r));
         }
         if events.is_empty() {
             events.push(skip_event(None));
@@ -242,7 +242,7 @@ impl Shared<'_> {
             let mut layer = ev.result.clone();
             if let Some(reg) = &task.register {
                 layer.insert(reg.clone(), Value::Object(ev.result.clone()));
-                h.host_vars
+                h.host_vars_mut()
                     .insert(reg.clone(), Value::Object(ev.result.clone()));
             }
             match all_hold(&scope.with(Layer::data(layer)), until) {
@@ -313,7 +313,7 @@ impl Shared<'_> {
     /// result under its `register` name.
     fn register_failure(&self, task: &Task, h: &mut HostState, msg: &str) {
         if let Some(reg) = &task.register {
-            h.host_vars.insert(
+            h.host_vars_mut().insert(
                 reg.clone(),
                 json!({"changed": false, "failed": true, "msg": msg}),
             );
@@ -322,7 +322,7 @@ impl Shared<'_> {
 
     fn register_skip(&self, task: &Task, h: &mut HostState) {
         if let Some(reg) = &task.register {
-            h.host_vars.insert(
+            h.host_vars_mut().insert(
                 reg.clone(),
                 json!({"changed": false, "skipped": true, "skip_reason": "Conditional result was False"}),
             );

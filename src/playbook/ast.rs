@@ -63,7 +63,7 @@ pub struct Include {
     pub source: IncludeSource,
     /// The role and block variables around the include, to evaluate its `when` and `loop`.
     pub role: Option<Arc<RoleCtx>>,
-    pub inherited_vars: Map<String, Value>,
+    pub inherited_vars: Arc<Map<String, Value>>,
 }
 
 #[derive(Debug, Clone)]
@@ -106,7 +106,7 @@ pub struct Meta {
     pub tags: Vec<String>,
     /// The role and block variables around it, to evaluate `when`.
     pub role: Option<Arc<RoleCtx>>,
-    pub vars: Map<String, Value>,
+    pub vars: Arc<Map<String, Value>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,9 +159,11 @@ impl Inherited {
     pub(crate) fn apply(&self, t: &mut Task) {
         prepend_conditions(&mut t.when, &self.when);
         add_tags(&mut t.tags, &self.tags);
-        let mut vars = self.vars.clone();
-        vars.extend(std::mem::take(&mut t.vars));
-        t.vars = vars;
+        if !self.vars.is_empty() {
+            let mut vars = self.vars.clone();
+            vars.extend(t.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+            t.vars = Arc::new(vars);
+        }
         t.become_ = t.become_.or(self.become_);
         t.become_user = t.become_user.take().or_else(|| self.become_user.clone());
         t.become_method = t
@@ -207,11 +209,11 @@ pub struct Play {
     /// The directory of the playbook file this play is written in (it differs from the top
     /// playbook's under `import_playbook`).
     pub dir: PathBuf,
-    pub vars: Map<String, Value>,
+    pub vars: Arc<Map<String, Value>>,
     /// `vars_files` whose path is templated, loaded at run time.
     pub vars_files: Vec<(String, Pos)>,
     /// Variables of the `vars_files` with plain paths, loaded (and checked) at load time.
-    pub vars_from_files: Map<String, Value>,
+    pub vars_from_files: Arc<Map<String, Value>>,
     pub gather_facts: bool,
     /// The play's own `tags` (also given to each of its tasks).
     pub tags: Vec<String>,
@@ -386,7 +388,7 @@ pub struct Task {
     pub ignore_errors: bool,
     pub check_mode: Option<bool>,
     pub diff: Option<bool>,
-    pub vars: Map<String, Value>,
+    pub vars: Arc<Map<String, Value>>,
     pub once: Option<String>,
     /// `once_scope:`: the key space of `once` (default: the host and remote user).
     pub once_scope: Option<String>,
@@ -471,9 +473,9 @@ impl Play {
             hosts: hosts.into(),
             pos: Pos::file_only(Path::new("<command line>")),
             dir: PathBuf::from("."),
-            vars: Map::new(),
+            vars: Arc::default(),
             vars_files: Vec::new(),
-            vars_from_files: Map::new(),
+            vars_from_files: Arc::default(),
             gather_facts: false,
             tags: Vec::new(),
             pre_tasks: Vec::new(),

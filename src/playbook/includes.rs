@@ -368,7 +368,7 @@ impl<'a> Loader<'a> {
                     when: inner.when,
                     tags: inner.tags,
                     role: inner.role,
-                    vars: inner.vars,
+                    vars: inner.vars.into(),
                 }))])
             }
             "import_tasks" => {
@@ -594,7 +594,7 @@ fn include_of(
     let shown = name.clone().unwrap_or_else(|| action.to_string());
     Ok(Include {
         role: inh.role.clone(),
-        inherited_vars: inh.vars.clone(),
+        inherited_vars: Arc::new(inh.vars.clone()),
         name,
         shown,
         pos: node.pos.clone(),

@@ -126,8 +126,8 @@ fn load_plays(
         stack.pop();
         for mut play in imported? {
             let mut vars = around.vars.clone();
-            vars.extend(std::mem::take(&mut play.vars));
-            play.vars = vars;
+            vars.extend(play.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+            play.vars = vars.into();
             add_tags(&mut play.tags, &around.tags);
             for section in [
                 &mut play.pre_tasks,
@@ -292,14 +292,14 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
     };
     let play =
         Play {
-            vars_from_files,
+            vars_from_files: vars_from_files.into(),
             name: opt_string("name")?.unwrap_or_else(|| hosts.clone()),
             hosts,
             pos: node.pos.clone(),
             dir: dir.to_path_buf(),
             vars: match node.get("vars") {
-                Some(v) => vars_of(v, "`vars`")?,
-                None => Map::new(),
+                Some(v) => vars_of(v, "`vars`")?.into(),
+                None => Default::default(),
             },
             vars_files,
             gather_facts: opt_bool("gather_facts")?.unwrap_or(true),

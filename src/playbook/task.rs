@@ -292,8 +292,8 @@ pub(crate) fn load_task(
         check_mode: own_check_mode,
         diff: own_diff,
         vars: match opt("vars") {
-            Some(v) => vars_of(v, "`vars`")?,
-            None => Map::new(),
+            Some(v) => vars_of(v, "`vars`")?.into(),
+            None => Default::default(),
         },
         once: opt_string("once")?,
         once_scope: opt_string("once_scope")?,

@@ -99,7 +99,7 @@ struct Validator<'a> {
 impl Validator<'_> {
     fn play(&mut self, play: &Play) {
         self.dirs = vec![play.dir.clone()];
-        for (k, val) in &play.vars {
+        for (k, val) in play.vars.iter() {
             self.value(val, &play.pos, &format!("play variable `{k}`"));
         }
         for section in [&play.pre_tasks, &play.roles, &play.tasks, &play.post_tasks] {
@@ -171,7 +171,7 @@ impl Validator<'_> {
         if let Some(items) = &t.loop_items {
             self.value(items, at, "loop");
         }
-        for (k, val) in &t.vars {
+        for (k, val) in t.vars.iter() {
             self.value(val, at, &format!("variable `{k}`"));
         }
         for (k, val) in &t.environment {

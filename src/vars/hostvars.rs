@@ -1,57 +1,223 @@
 //! Ansible's `hostvars`: every inventory host's variables as another host sees them.
+//!
+//! Built for speed with many hosts (issue 13): each host's entry shares its inputs (the `Arc`
+//! maps the engine holds) and is rendered only when a template reads it, once; a table of
+//! entries is rebuilt per task in O(hosts) pointer comparisons, reusing every entry whose
+//! inputs did not change, and every host's scope shares the same table.
 
 use super::magic::host_names;
 use super::{HostVars, Layer, Scope};
 use crate::inventory::Inventory;
 use crate::template::Templar;
+use minijinja::value::{Enumerator, Object, ObjectRepr};
 use serde_json::{json, Map, Value};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
-/// `hostvars` of the inventory hosts before any play works on them (the engine computes this
-/// once per run and keeps it).
-pub fn idle(
-    inventory: &Inventory,
-    templar: &Arc<Templar>,
-    extra_vars: &Map<String, Value>,
-) -> Map<String, Value> {
-    let names = inventory.select("all").unwrap_or_default();
-    names
-        .into_iter()
-        .map(|n| {
-            let inv = Arc::new(inventory.host_vars(&n));
-            let empty = Map::new();
-            let m = rendered_inv_vars(&n, &inv, &empty, &empty, templar, extra_vars);
-            (n, Value::Object(m))
-        })
-        .collect()
+/// One host's `hostvars` entry: its inventory variables rendered in its own scope, then its
+/// facts and set facts as data. Rendered on first read.
+#[derive(Debug)]
+pub struct Entry {
+    name: String,
+    inv_vars: Arc<Map<String, Value>>,
+    facts: Arc<Map<String, Value>>,
+    host_vars: Arc<Map<String, Value>>,
+    templar: Arc<Templar>,
+    extra_vars: Arc<Map<String, Value>>,
+    value: OnceLock<minijinja::Value>,
 }
 
-/// `hostvars`: every inventory host's variables (rendered in that host's scope), with the facts
-/// and set facts of the hosts this run has worked on, as data. `idle` holds the hosts no play
-/// has touched yet, computed once per run.
-pub fn snapshot<'a>(
-    hosts: impl IntoIterator<Item = HostVars<'a>>,
-    idle: &Map<String, Value>,
-    peers: &Map<String, Value>,
-    templar: &Arc<Templar>,
-    extra_vars: &Map<String, Value>,
-) -> Value {
-    let mut all = idle.clone();
-    all.extend(peers.clone());
-    for h in hosts {
-        let mut m = rendered_inv_vars(
-            h.name,
-            h.inv_vars,
-            h.facts,
-            h.host_vars,
-            templar,
-            extra_vars,
-        );
-        m.extend(h.facts.clone());
-        m.extend(h.host_vars.clone());
-        all.insert(h.name.to_string(), Value::Object(m));
+impl Entry {
+    fn new(
+        h: &HostVars<'_>,
+        templar: &Arc<Templar>,
+        extra_vars: &Arc<Map<String, Value>>,
+    ) -> Entry {
+        Entry {
+            name: h.name.to_string(),
+            inv_vars: h.inv_vars.clone(),
+            facts: h.facts.clone(),
+            host_vars: h.host_vars.clone(),
+            templar: templar.clone(),
+            extra_vars: extra_vars.clone(),
+            value: OnceLock::new(),
+        }
     }
-    Value::Object(all)
+
+    /// Whether this entry was built from exactly these maps (the engine changes a host's maps
+    /// copy-on-write while an entry holds them, so a change always makes a new map).
+    fn same_inputs(&self, h: &HostVars<'_>) -> bool {
+        Arc::ptr_eq(&self.inv_vars, h.inv_vars)
+            && Arc::ptr_eq(&self.facts, h.facts)
+            && Arc::ptr_eq(&self.host_vars, h.host_vars)
+    }
+
+    /// The entry as data.
+    fn data(&self) -> Map<String, Value> {
+        let mut m = rendered_inv_vars(
+            &self.name,
+            &self.inv_vars,
+            &self.facts,
+            &self.host_vars,
+            &self.templar,
+            &self.extra_vars,
+        );
+        m.extend(self.facts.iter().map(|(k, v)| (k.clone(), v.clone())));
+        m.extend(self.host_vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+        m
+    }
+
+    fn value(&self) -> minijinja::Value {
+        // Rendering an entry never reads `hostvars` (its scope has no such variable), so this
+        // cannot re-enter itself.
+        self.value
+            .get_or_init(|| minijinja::Value::from_serialize(self.data()))
+            .clone()
+    }
+}
+
+/// `hostvars`: the entries of every inventory host, in inventory order (hosts added later
+/// after them), as a template object.
+#[derive(Debug, Default)]
+pub struct Table {
+    order: Vec<Arc<Entry>>,
+    index: HashMap<String, usize>,
+}
+
+impl Table {
+    fn push(&mut self, e: Arc<Entry>) {
+        match self.index.get(&e.name) {
+            Some(&i) => self.order[i] = e,
+            None => {
+                self.index.insert(e.name.clone(), self.order.len());
+                self.order.push(e);
+            }
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&Arc<Entry>> {
+        self.index.get(name).map(|&i| &self.order[i])
+    }
+}
+
+impl Object for Table {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
+        Some(self.get(key.as_str()?)?.value())
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Values(
+            self.order
+                .iter()
+                .map(|e| minijinja::Value::from(e.name.as_str()))
+                .collect(),
+        )
+    }
+}
+
+/// The `hostvars` tables of a run: the idle entries (hosts no play has touched yet, built
+/// once), and the last table built, whose entries the next one reuses when their inputs are
+/// the same. Anything that changes the inventory must call [`invalidate`](Self::invalidate).
+#[derive(Debug, Default)]
+pub struct Cache {
+    /// Shared with the caches of a free play's lanes (`fork`).
+    idle: Arc<OnceLock<Arc<Table>>>,
+    last: Option<Arc<Table>>,
+}
+
+impl Cache {
+    /// Forget everything: the inventory changed (hosts, groups or their variables).
+    pub fn invalidate(&mut self) {
+        self.idle = Arc::default();
+        self.last = None;
+    }
+
+    /// A cache for a free play's lane: the same idle entries, its own last table.
+    pub fn fork(&self) -> Cache {
+        Cache {
+            idle: self.idle.clone(),
+            last: self.last.clone(),
+        }
+    }
+
+    fn idle(
+        &self,
+        inventory: &Inventory,
+        templar: &Arc<Templar>,
+        extra_vars: &Arc<Map<String, Value>>,
+    ) -> &Arc<Table> {
+        self.idle.get_or_init(|| {
+            let mut t = Table::default();
+            let empty = Arc::new(Map::new());
+            for n in inventory.select("all").unwrap_or_default() {
+                let inv = Arc::new(inventory.host_vars(&n));
+                let h = HostVars {
+                    name: &n,
+                    inv_vars: &inv,
+                    facts: &empty,
+                    host_vars: &empty,
+                    included_vars: &empty,
+                };
+                t.push(Arc::new(Entry::new(&h, templar, extra_vars)));
+            }
+            Arc::new(t)
+        })
+    }
+
+    /// `hostvars` now: the idle entries, then `peers` (a free lane's other hosts as of its
+    /// start), then the hosts this run works on, each entry reused from the last table when
+    /// its inputs are the same. The same table as last time when nothing changed.
+    pub fn table<'a>(
+        &mut self,
+        hosts: impl IntoIterator<Item = HostVars<'a>>,
+        peers: Option<&Arc<Table>>,
+        inventory: &Inventory,
+        templar: &Arc<Templar>,
+        extra_vars: &Arc<Map<String, Value>>,
+    ) -> Arc<Table> {
+        let idle = self.idle(inventory, templar, extra_vars).clone();
+        let mut t = Table {
+            order: idle.order.clone(),
+            index: idle.index.clone(),
+        };
+        if let Some(p) = peers {
+            for e in &p.order {
+                t.push(e.clone());
+            }
+        }
+        for h in hosts {
+            let reused = self
+                .last
+                .as_ref()
+                .and_then(|l| l.get(h.name))
+                .filter(|e| e.same_inputs(&h))
+                .cloned();
+            t.push(reused.unwrap_or_else(|| Arc::new(Entry::new(&h, templar, extra_vars))));
+        }
+        if let Some(last) = &self.last {
+            let same = last.order.len() == t.order.len()
+                && last
+                    .order
+                    .iter()
+                    .zip(&t.order)
+                    .all(|(a, b)| Arc::ptr_eq(a, b));
+            if same {
+                return last.clone();
+            }
+        }
+        let t = Arc::new(t);
+        self.last = Some(t.clone());
+        t
+    }
+}
+
+/// A table as the template object every scope shares.
+pub fn object(t: &Arc<Table>) -> minijinja::Value {
+    minijinja::Value::from_dyn_object(t.clone())
 }
 
 /// A host's inventory variables with their templates (`db_name: "{{ app_name }}"`) rendered in
@@ -59,10 +225,10 @@ pub fn snapshot<'a>(
 fn rendered_inv_vars(
     name: &str,
     inv_vars: &Arc<Map<String, Value>>,
-    facts: &Map<String, Value>,
-    host_vars: &Map<String, Value>,
+    facts: &Arc<Map<String, Value>>,
+    host_vars: &Arc<Map<String, Value>>,
     templar: &Arc<Templar>,
-    extra_vars: &Map<String, Value>,
+    extra_vars: &Arc<Map<String, Value>>,
 ) -> Map<String, Value> {
     let mut m = (**inv_vars).clone();
     m.insert("inventory_hostname".into(), json!(name));
@@ -74,13 +240,10 @@ fn rendered_inv_vars(
     let scope = Scope::new(
         templar.clone(),
         vec![
-            Layer {
-                vars: inv_vars.clone(),
-                templated: true,
-            },
-            Layer::data(facts.clone()),
-            Layer::data(host_vars.clone()),
-            Layer::templates(extra_vars.clone()),
+            Layer::shared(inv_vars.clone(), true),
+            Layer::shared(facts.clone(), false),
+            Layer::shared(host_vars.clone(), false),
+            Layer::shared(extra_vars.clone(), true),
             Layer::data(host_names(name)),
         ],
     );
@@ -95,4 +258,114 @@ fn rendered_inv_vars(
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn inventory() -> Inventory {
+        let text = "[web]\nw1 app=shop db=\"{{ app }}_db\"\nw2 app=blog\n";
+        Inventory::parse_text(Path::new("hosts"), text, false).unwrap()
+    }
+
+    struct Host {
+        name: String,
+        inv: Arc<Map<String, Value>>,
+        facts: Arc<Map<String, Value>>,
+        set: Arc<Map<String, Value>>,
+    }
+
+    impl Host {
+        fn new(inv: &Inventory, name: &str) -> Host {
+            Host {
+                name: name.into(),
+                inv: Arc::new(inv.host_vars(name)),
+                facts: Arc::default(),
+                set: Arc::default(),
+            }
+        }
+
+        fn vars(&self) -> HostVars<'_> {
+            HostVars {
+                name: &self.name,
+                inv_vars: &self.inv,
+                facts: &self.facts,
+                host_vars: &self.set,
+                included_vars: &self.set,
+            }
+        }
+    }
+
+    fn read(t: &Arc<Table>, expr: &str) -> Value {
+        let templar = Templar::new();
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("hostvars", object(t));
+        let ctx = minijinja::Value::from_serialize(&m);
+        templar
+            .render_str(&format!("{{{{ {expr} }}}}"), &ctx)
+            .unwrap()
+    }
+
+    #[test]
+    fn entries_render_in_their_own_host_and_are_reused_until_an_input_changes() {
+        let inv = inventory();
+        let templar = Arc::new(Templar::new());
+        let extra = Arc::new(Map::new());
+        let mut cache = Cache::default();
+        let mut w1 = Host::new(&inv, "w1");
+        let t1 = cache.table([w1.vars()], None, &inv, &templar, &extra);
+        assert_eq!(read(&t1, "hostvars.w1.db"), json!("shop_db"));
+        assert_eq!(read(&t1, "hostvars.w2.app"), json!("blog"));
+        assert_eq!(read(&t1, "hostvars | list"), json!(["w1", "w2"]));
+        // The table answers as the plain map it replaces.
+        for (expr, want) in [
+            ("hostvars.keys() | list", json!(["w1", "w2"])),
+            ("'w2' in hostvars", json!(true)),
+            ("'w3' in hostvars", json!(false)),
+            ("hostvars | length", json!(2)),
+            ("hostvars['w1']['app']", json!("shop")),
+            (
+                "hostvars | dict2items | map(attribute='key') | list",
+                json!(["w1", "w2"]),
+            ),
+            ("(hostvars | to_json | from_json).w1.db", json!("shop_db")),
+            ("hostvars.w3 is defined", json!(false)),
+        ] {
+            assert_eq!(read(&t1, expr), want, "{expr}");
+        }
+        // Nothing changed: the very same table, not a copy.
+        let t2 = cache.table([w1.vars()], None, &inv, &templar, &extra);
+        assert!(Arc::ptr_eq(&t1, &t2));
+        // A register on w1 (copy-on-write, as the engine does it) gives w1 a new entry and
+        // keeps w2's.
+        Arc::make_mut(&mut w1.set).insert("reg".into(), json!({"rc": 0}));
+        let t3 = cache.table([w1.vars()], None, &inv, &templar, &extra);
+        assert!(!Arc::ptr_eq(&t1, &t3));
+        assert!(Arc::ptr_eq(t1.get("w2").unwrap(), t3.get("w2").unwrap()));
+        assert_eq!(read(&t3, "hostvars.w1.reg.rc"), json!(0));
+        assert_eq!(read(&t1, "hostvars.w1.reg is defined"), json!(false));
+    }
+
+    #[test]
+    fn invalidate_forgets_the_idle_entries() {
+        let inv = inventory();
+        let templar = Arc::new(Templar::new());
+        let extra = Arc::new(Map::new());
+        let mut cache = Cache::default();
+        let none: [HostVars<'_>; 0] = [];
+        let t1 = cache.table(none, None, &inv, &templar, &extra);
+        let bigger = Inventory::parse_text(
+            Path::new("hosts"),
+            "[web]\nw1 app=shop\nw2 app=blog\nw3 app=wiki\n",
+            false,
+        )
+        .unwrap();
+        cache.invalidate();
+        let t2 = cache.table([], None, &bigger, &templar, &extra);
+        assert!(!Arc::ptr_eq(&t1, &t2));
+        assert_eq!(read(&t2, "hostvars.w3.app"), json!("wiki"));
+        assert_eq!(read(&t2, "hostvars.w1.app"), json!("shop"));
+    }
 }

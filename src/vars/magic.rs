@@ -1,10 +1,13 @@
 //! The variables the engine defines itself, as Ansible does: `inventory_hostname`,
 //! `group_names`, `ansible_play_hosts`, `role_path`, `ansible_loop`, `omit`...
 
-use super::{PlayVars, VarSrc};
+use super::{Layer, PlayVars, VarSrc};
 use crate::config::Config;
+use crate::playbook::Play;
 use serde_json::{json, Map, Value};
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Placeholder Ansible users write as `default(omit)`: a parameter rendered to it is dropped.
 pub const OMIT: &str = "__fixpoint_omit_place_holder__";
@@ -21,52 +24,145 @@ pub fn host_names(name: &str) -> Map<String, Value> {
     magic
 }
 
-/// The magic variables of a task (or include) on a host during a play.
-pub fn play_magic(
-    cfg: &Config,
-    ctx: &PlayVars<'_>,
-    src: &VarSrc<'_>,
-    host: &str,
-) -> Map<String, Value> {
+/// The magic variables that are the same for every host of a task (`groups`, `hostvars`, the
+/// play's host lists, `playbook_dir`...), built once per play or per task as template objects
+/// and shared by every host's scope: copying them into each scope cost O(hosts) per host and
+/// task (issue 13).
+#[derive(Clone, Debug, Default)]
+pub struct PlayObjects {
+    groups: minijinja::Value,
+    /// `group_names` of every host, computed with `groups`.
+    group_names: Arc<HashMap<String, minijinja::Value>>,
+    hostvars: minijinja::Value,
+    all_hosts: minijinja::Value,
+    live_hosts: minijinja::Value,
+    batch: minijinja::Value,
+    playbook_dir: minijinja::Value,
+    /// The play's directory, absolute (last of `ansible_search_path`).
+    play_dir: String,
+}
+
+impl PlayObjects {
+    /// The objects of a play: its groups and host lists; `hostvars` is set per task by
+    /// [`with_hosts`](Self::with_hosts).
+    pub fn new(
+        groups: &BTreeMap<String, Vec<String>>,
+        play: &Play,
+        playbook_dir: &Path,
+        batch: &[String],
+        all_hosts: &[String],
+    ) -> PlayObjects {
+        let (groups, group_names) = group_objects(groups);
+        PlayObjects {
+            groups,
+            group_names,
+            hostvars: minijinja::Value::from(()),
+            all_hosts: minijinja::Value::from_serialize(all_hosts),
+            live_hosts: minijinja::Value::from_serialize(all_hosts),
+            batch: minijinja::Value::from_serialize(batch),
+            playbook_dir: minijinja::Value::from(abs(playbook_dir)),
+            play_dir: abs(&play.dir),
+        }
+    }
+
+    /// The same play with the hosts still live and the `hostvars` of now.
+    pub fn with_hosts(&self, live_hosts: &[String], hostvars: minijinja::Value) -> PlayObjects {
+        PlayObjects {
+            live_hosts: minijinja::Value::from_serialize(live_hosts),
+            hostvars,
+            ..self.clone()
+        }
+    }
+
+    /// The same play with the groups an `add_host`/`group_by` of this play left.
+    pub fn with_groups(&self, groups: &BTreeMap<String, Vec<String>>) -> PlayObjects {
+        let (groups, group_names) = group_objects(groups);
+        PlayObjects {
+            groups,
+            group_names,
+            ..self.clone()
+        }
+    }
+
+    fn group_names_of(&self, host: &str) -> minijinja::Value {
+        match self.group_names.get(host) {
+            Some(v) => v.clone(),
+            // A host in no group (not even `all`: an implicit localhost).
+            None => minijinja::Value::from_serialize(Vec::<String>::new()),
+        }
+    }
+}
+
+/// `groups` and every host's `group_names`, as template objects.
+#[allow(clippy::type_complexity)]
+fn group_objects(
+    groups: &BTreeMap<String, Vec<String>>,
+) -> (minijinja::Value, Arc<HashMap<String, minijinja::Value>>) {
+    let groups_json = serde_json::to_value(groups).unwrap_or_default();
+    let mut names: HashMap<String, minijinja::Value> = HashMap::new();
+    for host in groups.values().flatten() {
+        if !names.contains_key(host) {
+            let v = minijinja::Value::from_serialize(group_names(&groups_json, host));
+            names.insert(host.clone(), v);
+        }
+    }
+    (
+        minijinja::Value::from_serialize(&groups_json),
+        Arc::new(names),
+    )
+}
+
+/// The magic variables of a task (or include) on a host during a play: a layer of plain values
+/// with the shared objects of `ctx.objects` on top.
+pub fn play_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) -> Layer {
     let play = ctx.play;
+    let o = ctx.objects;
     let mut magic = host_names(host);
-    magic.insert("groups".into(), ctx.groups.clone());
-    magic.insert("group_names".into(), json!(group_names(ctx.groups, host)));
-    magic.insert("hostvars".into(), ctx.hostvars.clone());
-    magic.insert("playbook_dir".into(), json!(abs(ctx.playbook_dir)));
-    magic.insert("ansible_play_hosts_all".into(), json!(ctx.all_hosts));
-    magic.insert("ansible_play_hosts".into(), json!(ctx.live_hosts));
-    magic.insert("play_hosts".into(), json!(ctx.batch));
-    magic.insert("ansible_play_batch".into(), json!(ctx.batch));
     magic.insert("ansible_play_name".into(), json!(play.name));
     // As in ansible-core, the command line's `--check` only: a `check_mode` keyword on the
     // play, block or task does not change it.
     magic.insert("ansible_check_mode".into(), json!(cfg.check));
     let mut search_path = Vec::new();
     if let Some(r) = src.role {
-        magic.insert("role_path".into(), json!(abs(&r.path)));
+        let role_path = abs(&r.path);
+        magic.insert("role_path".into(), json!(role_path));
         magic.insert("role_name".into(), json!(r.name));
-        search_path.push(abs(&r.path));
+        search_path.push(role_path);
     }
-    search_path.push(abs(&play.dir));
+    search_path.push(o.play_dir.clone());
     magic.insert("ansible_search_path".into(), json!(search_path));
     magic.insert("ansible_diff_mode".into(), json!(cfg.diff));
-    magic.insert("ansible_version".into(), ansible_version());
     magic.insert("omit".into(), json!(OMIT));
-    magic
+    let objects = vec![
+        ("groups".to_string(), o.groups.clone()),
+        ("group_names".to_string(), o.group_names_of(host)),
+        ("hostvars".to_string(), o.hostvars.clone()),
+        ("playbook_dir".to_string(), o.playbook_dir.clone()),
+        ("ansible_play_hosts_all".to_string(), o.all_hosts.clone()),
+        ("ansible_play_hosts".to_string(), o.live_hosts.clone()),
+        ("play_hosts".to_string(), o.batch.clone()),
+        ("ansible_play_batch".to_string(), o.batch.clone()),
+        ("ansible_version".to_string(), ansible_version()),
+    ];
+    Layer::data(magic).with_objects(objects)
 }
 
 /// `ansible_version`: the ansible-core release fixpoint follows, in Ansible's shape.
-fn ansible_version() -> serde_json::Value {
-    let v = crate::engine::python::ANSIBLE_VERSION;
-    let n: Vec<u64> = v.split('.').filter_map(|p| p.parse().ok()).collect();
-    json!({
-        "string": v,
-        "full": v,
-        "major": n.first(),
-        "minor": n.get(1),
-        "revision": n.get(2),
-    })
+fn ansible_version() -> minijinja::Value {
+    static VERSION: OnceLock<minijinja::Value> = OnceLock::new();
+    VERSION
+        .get_or_init(|| {
+            let v = crate::engine::python::ANSIBLE_VERSION;
+            let n: Vec<u64> = v.split('.').filter_map(|p| p.parse().ok()).collect();
+            minijinja::Value::from_serialize(json!({
+                "string": v,
+                "full": v,
+                "major": n.first(),
+                "minor": n.get(1),
+                "revision": n.get(2),
+            }))
+        })
+        .clone()
 }
 
 /// Ansible's `group_names`: the host's groups, sorted, without `all`.
@@ -111,12 +207,25 @@ pub fn extended_loop(items: &[Value], i: usize) -> Value {
 }
 
 /// A path as path variables show it (`playbook_dir`, `role_path`...): absolute, symlinks
-/// resolved, or as given when it does not exist.
+/// resolved, or as given when it does not exist. Resolved paths are kept for the run: a role's
+/// path is asked for on every task of the role on every host.
 pub fn abs(p: &Path) -> String {
-    std::fs::canonicalize(p)
-        .unwrap_or_else(|_| p.to_path_buf())
-        .display()
-        .to_string()
+    static RESOLVED: OnceLock<Mutex<HashMap<PathBuf, String>>> = OnceLock::new();
+    let cache = RESOLVED.get_or_init(Mutex::default);
+    if let Some(s) = cache.lock().expect("abs cache").get(p) {
+        return s.clone();
+    }
+    match std::fs::canonicalize(p) {
+        Ok(r) => {
+            let s = r.display().to_string();
+            cache
+                .lock()
+                .expect("abs cache")
+                .insert(p.to_path_buf(), s.clone());
+            s
+        }
+        Err(_) => p.display().to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -10,49 +10,43 @@ pub mod magic;
 pub mod precedence;
 mod scope;
 
+pub use magic::PlayObjects;
 pub use scope::{Layer, Scope};
 
 use crate::playbook::{Play, RoleCtx};
 use serde_json::{Map, Value};
-use std::path::Path;
 use std::sync::Arc;
 
-/// One host's own variables, as the engine holds them for the current pass.
+/// One host's own variables, as the engine holds them for the current pass. The maps are
+/// shared (`Arc`): a scope or a `hostvars` entry holds them without copying, and the engine
+/// changes them copy-on-write (`Arc::make_mut`).
 #[derive(Clone, Copy)]
 pub struct HostVars<'a> {
     pub name: &'a str,
     pub inv_vars: &'a Arc<Map<String, Value>>,
-    pub facts: &'a Map<String, Value>,
+    pub facts: &'a Arc<Map<String, Value>>,
     /// `set_fact` and `register` results: data, never templated again.
-    pub host_vars: &'a Map<String, Value>,
+    pub host_vars: &'a Arc<Map<String, Value>>,
     /// Variables loaded by `include_vars` (below `set_fact`, as in Ansible).
-    pub included_vars: &'a Map<String, Value>,
+    pub included_vars: &'a Arc<Map<String, Value>>,
 }
 
 /// What a host's scope takes from the play being run.
 #[derive(Clone, Copy)]
 pub struct PlayVars<'a> {
     pub play: &'a Play,
-    /// The directory of the playbook (`playbook_dir`).
-    pub playbook_dir: &'a Path,
-    /// The hosts of the current batch (all of the play's without `serial`).
-    pub batch: &'a [String],
-    /// All hosts of the play.
-    pub all_hosts: &'a [String],
-    /// The play's hosts that have not failed (Ansible's `ansible_play_hosts`).
-    pub live_hosts: &'a [String],
-    pub groups: &'a Value,
-    pub hostvars: &'a Value,
+    /// `groups`, `hostvars`, the play's host lists, `playbook_dir`: shared by all hosts.
+    pub objects: &'a PlayObjects,
     /// Variables from `vars_files` whose paths are templates (rendered once per play).
-    pub files_vars: &'a Map<String, Value>,
+    pub files_vars: &'a Arc<Map<String, Value>>,
     /// Parameters of the `include_tasks` / `include_role` being run (and its loop item).
-    pub include_params: &'a Map<String, Value>,
+    pub include_params: &'a Arc<Map<String, Value>>,
 }
 
 /// Where a scope's role and task variables come from (a task, or an include).
 #[derive(Default, Clone, Copy)]
 pub struct VarSrc<'t> {
     pub role: Option<&'t RoleCtx>,
-    pub vars: Option<&'t Map<String, Value>>,
+    pub vars: Option<&'t Arc<Map<String, Value>>>,
     pub check_mode: Option<bool>,
 }

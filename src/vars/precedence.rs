@@ -19,39 +19,37 @@ pub fn host_scope(
 ) -> Arc<Scope> {
     let play = ctx.play;
     let magic = play_magic(cfg, ctx, &src, h.name);
+    // Every layer shares its map with where it comes from: building a scope copies no
+    // variables (it runs for every task on every host).
+    let templates = |vars: &Arc<Map<String, Value>>| Layer::shared(vars.clone(), true);
+    let data = |vars: &Arc<Map<String, Value>>| Layer::shared(vars.clone(), false);
+    let mut layers = Vec::with_capacity(16);
+    layers.push(templates(&play.role_defaults));
     // A task's own role comes on top of the play's roles at each role level.
-    let shared = |vars: &Arc<Map<String, Value>>| Layer {
-        vars: vars.clone(),
-        templated: true,
-    };
-    let mut layers = vec![shared(&play.role_defaults)];
     if let Some(r) = src.role {
-        layers.push(shared(&r.defaults));
+        layers.push(templates(&r.defaults));
     }
     layers.extend([
-        Layer {
-            vars: h.inv_vars.clone(),
-            templated: true,
-        },
-        Layer::data(h.facts.clone()),
-        Layer::templates(play.vars.clone()),
-        Layer::templates(play.vars_from_files.clone()),
-        Layer::templates(ctx.files_vars.clone()),
-        shared(&play.role_vars),
+        templates(h.inv_vars),
+        data(h.facts),
+        templates(&play.vars),
+        templates(&play.vars_from_files),
+        templates(ctx.files_vars),
+        templates(&play.role_vars),
     ]);
     if let Some(r) = src.role {
-        layers.push(shared(&r.vars));
+        layers.push(templates(&r.vars));
     }
     if let Some(v) = src.vars {
-        layers.push(Layer::templates(v.clone()));
+        layers.push(templates(v));
     }
-    layers.push(Layer::templates(h.included_vars.clone()));
-    layers.push(Layer::data(h.host_vars.clone()));
+    layers.push(templates(h.included_vars));
+    layers.push(data(h.host_vars));
     if let Some(r) = src.role {
-        layers.push(shared(&r.params));
+        layers.push(templates(&r.params));
     }
-    layers.push(Layer::data(ctx.include_params.clone()));
-    layers.push(Layer::templates(cfg.extra_vars.clone()));
-    layers.push(Layer::data(magic));
+    layers.push(data(ctx.include_params));
+    layers.push(templates(&cfg.extra_vars));
+    layers.push(magic);
     Scope::new(templar.clone(), layers)
 }

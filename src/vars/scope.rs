@@ -23,21 +23,46 @@ pub struct Layer {
     pub vars: Arc<Map<String, Value>>,
     /// Values may contain templates to render on lookup.
     pub templated: bool,
+    /// Variables that are template objects already (`hostvars`, `groups`, the play's host
+    /// lists): built once and shared by every host's scope instead of copied into each, and
+    /// never templated again. They sit in the same layer as `vars` and win over it.
+    pub objects: Arc<Vec<(String, minijinja::Value)>>,
 }
 
 impl Layer {
     pub fn templates(vars: Map<String, Value>) -> Layer {
-        Layer {
-            vars: Arc::new(vars),
-            templated: true,
-        }
+        Layer::shared(Arc::new(vars), true)
     }
 
     pub fn data(vars: Map<String, Value>) -> Layer {
+        Layer::shared(Arc::new(vars), false)
+    }
+
+    /// A layer over a map the caller keeps (no copy).
+    pub fn shared(vars: Arc<Map<String, Value>>, templated: bool) -> Layer {
         Layer {
-            vars: Arc::new(vars),
-            templated: false,
+            vars,
+            templated,
+            objects: Arc::default(),
         }
+    }
+
+    /// This layer with these shared objects.
+    pub fn with_objects(mut self, objects: Vec<(String, minijinja::Value)>) -> Layer {
+        self.objects = Arc::new(objects);
+        self
+    }
+
+    fn object(&self, key: &str) -> Option<&minijinja::Value> {
+        self.objects.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.object(key).is_some() || self.vars.contains_key(key)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &String> {
+        self.vars.keys().chain(self.objects.iter().map(|(k, _)| k))
     }
 }
 
@@ -120,11 +145,10 @@ impl Scope {
         if let Some(v) = self.cache.lock().expect("scope cache").get(key) {
             return Some(v.clone());
         }
-        let layer = self
-            .layers
-            .iter()
-            .rev()
-            .find(|l| l.vars.contains_key(key))?;
+        let layer = self.layers.iter().rev().find(|l| l.has(key))?;
+        if let Some(v) = layer.object(key) {
+            return Some(v.clone());
+        }
         let raw = &layer.vars[key];
         let value = if layer.templated && Templar::needs_render(raw) {
             {
@@ -213,10 +237,10 @@ impl Scope {
         let Some((name, steps)) = parse_path(code) else {
             return false;
         };
-        let Some(layer) = self.layers.iter().rev().find(|l| l.vars.contains_key(name)) else {
+        let Some(layer) = self.layers.iter().rev().find(|l| l.has(name)) else {
             return false;
         };
-        if !layer.templated {
+        if !layer.templated || layer.object(name).is_some() {
             return false;
         }
         let mut v = &layer.vars[name];
@@ -263,7 +287,7 @@ impl Scope {
 
     /// All variables resolved to plain data (for `hostvars` snapshots and debugging).
     pub fn flatten(self: &Arc<Self>) -> Map<String, Value> {
-        let keys: BTreeSet<&String> = self.layers.iter().flat_map(|l| l.vars.keys()).collect();
+        let keys: BTreeSet<&String> = self.layers.iter().flat_map(Layer::keys).collect();
         keys.into_iter()
             .filter_map(|k| {
                 let v = self.resolve(k)?;
@@ -272,9 +296,15 @@ impl Scope {
             .collect()
     }
 
+    /// The map of the layer `name` is taken from, if a layer sets it as a plain variable.
+    pub fn defining_map(&self, name: &str) -> Option<&Arc<Map<String, Value>>> {
+        let layer = self.layers.iter().rev().find(|l| l.has(name))?;
+        layer.object(name).is_none().then_some(&layer.vars)
+    }
+
     /// Whether any layer sets `name` (whatever its value).
     pub fn defines(&self, name: &str) -> bool {
-        self.layers.iter().any(|l| l.vars.contains_key(name))
+        self.layers.iter().any(|l| l.has(name))
     }
 
     pub fn templar(&self) -> &Arc<Templar> {
@@ -358,11 +388,7 @@ impl Object for Scope {
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
-        let keys: BTreeSet<String> = self
-            .layers
-            .iter()
-            .flat_map(|l| l.vars.keys().cloned())
-            .collect();
+        let keys: BTreeSet<String> = self.layers.iter().flat_map(|l| l.keys().cloned()).collect();
         Enumerator::Values(keys.into_iter().map(minijinja::Value::from).collect())
     }
 }

@@ -107,7 +107,7 @@ impl Shared<'_> {
 impl Engine {
     /// Install the inventory the last task's `add_host`/`group_by` left, if any: the one
     /// place the inventory changes during a run, so everything derived from it is dropped
-    /// here (the idle `hostvars`, each host's inventory variables, the `groups` variable).
+    /// here (`hostvars` entries, connection specs, each host's inventory variables, `groups`).
     pub(in crate::engine) fn commit_inventory(&mut self) {
         let pending = std::mem::take(
             &mut *self
@@ -147,11 +147,11 @@ impl Engine {
 
     fn install_inventory(&mut self, inv: Arc<Inventory>) {
         self.inventory = inv;
-        self.idle_hostvars = Arc::default();
-        self.inventory_groups =
-            Some(serde_json::to_value(self.inventory.groups_map()).unwrap_or_default());
+        self.inventory_groups = Some(self.inventory.groups_map());
+        // New `inv_vars` maps: `hostvars` entries notice a change by their address.
         for h in self.hosts.values_mut() {
             h.inv_vars = Arc::new(self.inventory.host_vars(&h.name));
         }
+        self.hostvars_changed();
     }
 }

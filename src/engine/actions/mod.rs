@@ -15,6 +15,7 @@ use crate::playbook::Task;
 use crate::vars::magic::abs;
 use fixpoint_agent::protocol::{Request, Response};
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `include_vars`: variables loaded on the controller go to the host's include_vars layer.
@@ -33,7 +34,7 @@ pub(super) fn include_vars(
     search.push(ctx.play.dir.clone());
     match prepare::include_vars(params, &search, &task.pos) {
         Ok((vars, files)) => {
-            h.included_vars.extend(vars.clone());
+            Arc::make_mut(&mut h.included_vars).extend(vars.clone());
             let mut result = Map::new();
             result.insert("ansible_facts".into(), Value::Object(vars));
             result.insert(
@@ -77,7 +78,7 @@ impl Shared<'_> {
                     .iter()
                     .map(|(k, v)| (format!("ansible_{k}"), v.clone()))
                     .collect();
-                h.facts = facts_vars(facts);
+                h.facts = Arc::new(facts_vars(facts));
                 h.gathered = true;
                 let mut result = Map::new();
                 result.insert("ansible_facts".into(), Value::Object(returned));
