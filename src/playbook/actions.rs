@@ -28,6 +28,13 @@ pub(crate) struct TemplateParams {
     pub(crate) trim_blocks: Option<Bool>,
     pub(crate) lstrip_blocks: Option<Bool>,
     pub(crate) newline_sequence: Option<String>,
+    pub(crate) block_start_string: Option<String>,
+    pub(crate) block_end_string: Option<String>,
+    pub(crate) variable_start_string: Option<String>,
+    pub(crate) variable_end_string: Option<String>,
+    pub(crate) comment_start_string: Option<String>,
+    pub(crate) comment_end_string: Option<String>,
+    pub(crate) output_encoding: Option<String>,
     // Ansible's SELinux file arguments, handed to `copy` on the host (see `fs::selinux`).
     pub(crate) seuser: Option<String>,
     pub(crate) serole: Option<String>,

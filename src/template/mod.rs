@@ -54,6 +54,16 @@ pub use scan::{Problem, Reference, Scan, ScanAs};
 use undefined::{convert_error, is_silent_undefined, undefined_result, Source};
 use value::value_to_json;
 
+/// The `template` module's options for rendering a file (see [`Templar::with_file_options`]).
+#[derive(Debug, Default, Clone)]
+pub struct FileOptions {
+    pub trim_blocks: Option<bool>,
+    pub lstrip_blocks: Option<bool>,
+    /// `block_start_string`, `block_end_string`, `variable_start_string`,
+    /// `variable_end_string`, `comment_start_string`, `comment_end_string`.
+    pub delimiters: [Option<String>; 6],
+}
+
 /// The Jinja2 engine with Ansible's filters, tests and options. Cheap to clone and share.
 #[derive(Clone)]
 pub struct Templar {
@@ -85,6 +95,31 @@ impl Templar {
         Templar {
             env: Arc::new(build_env(Some(dirs))),
         }
+    }
+
+    /// The `template` module's rendering options on this engine: `trim_blocks`, `lstrip_blocks`
+    /// and the delimiters (`block_start_string`...), each `None` keeping the default. A file's
+    /// `#jinja2:` header still overrides them, as in Ansible.
+    pub fn with_file_options(&self, o: &FileOptions) -> Result<Templar, TemplateError> {
+        let mut env = (*self.env).clone();
+        if let Some(v) = o.trim_blocks {
+            env.set_trim_blocks(v);
+        }
+        if let Some(v) = o.lstrip_blocks {
+            env.set_lstrip_blocks(v);
+        }
+        if o.delimiters.iter().any(Option::is_some) {
+            let d =
+                |i: usize, default: &'static str| o.delimiters[i].clone().unwrap_or(default.into());
+            let syntax = minijinja::syntax::SyntaxConfig::builder()
+                .block_delimiters(d(0, "{%"), d(1, "%}"))
+                .variable_delimiters(d(2, "{{"), d(3, "}}"))
+                .comment_delimiters(d(4, "{#"), d(5, "#}"))
+                .build()
+                .map_err(|e| syntax_error(&e, "the template's delimiters"))?;
+            env.set_syntax(syntax);
+        }
+        Ok(Templar { env: Arc::new(env) })
     }
 
     /// An engine for text nobody vouches for (the fuzz targets in `fuzz/`): the lookups, which

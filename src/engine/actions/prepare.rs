@@ -8,6 +8,7 @@ use crate::playbook::actions::{
     find_file, parse, AssertParams, DebugParams, FailParams, IncludeVarsParams, TemplateParams,
 };
 use crate::playbook::files::looked_in;
+use crate::template::FileOptions;
 use crate::vars::magic::OMIT;
 use crate::vars::{Layer, Scope};
 use fixpoint_modules::params::Bool;
@@ -147,13 +148,69 @@ fn display_value(v: &Value) -> String {
 /// `{% import %}` and `{% extends %}` find files in each search directory's `templates/`, then
 /// the directory itself (the role's, the playbook's, then the source's own directory), and the
 /// template sees `ansible_managed` (unless a variable sets it) and the `template_*` variables.
+/// The `template` parameters that shape the rendering; the rest goes to `copy`.
+const TEMPLATE_ONLY: &[&str] = &[
+    "src",
+    "trim_blocks",
+    "lstrip_blocks",
+    "newline_sequence",
+    "block_start_string",
+    "block_end_string",
+    "variable_start_string",
+    "variable_end_string",
+    "comment_start_string",
+    "comment_end_string",
+    "output_encoding",
+];
+
+/// The rendering options a `template` task gives, checked: newline sequences and encodings
+/// fixpoint writes.
+fn file_options(p: &TemplateParams) -> Result<(FileOptions, &'static str), Failure> {
+    // As written in YAML (`'\r\n'`, backslashes) or as the characters themselves.
+    let newline = match p.newline_sequence.as_deref() {
+        None | Some("\\n") | Some("\n") => "\n",
+        Some("\\r\\n") | Some("\r\n") => "\r\n",
+        Some("\\r") | Some("\r") => "\r",
+        Some(other) => {
+            return Err(Failure::msg(format!(
+                "newline_sequence must be one of \\n, \\r or \\r\\n, not {other:?}"
+            )))
+        }
+    };
+    // ansible-core encodes the rendered text into `output_encoding` (default utf-8);
+    // fixpoint writes UTF-8 only.
+    if let Some(enc) = p.output_encoding.as_deref() {
+        let e = enc.to_ascii_lowercase().replace('_', "-");
+        if !matches!(e.as_str(), "" | "utf-8" | "utf8" | "u8") {
+            return Err(Failure::msg(format!(
+                "output_encoding `{enc}` is not supported by fixpoint yet (it writes UTF-8)"
+            )));
+        }
+    }
+    let opts = FileOptions {
+        trim_blocks: p.trim_blocks.map(|b| b.0),
+        lstrip_blocks: p.lstrip_blocks.map(|b| b.0),
+        delimiters: [
+            p.block_start_string.clone(),
+            p.block_end_string.clone(),
+            p.variable_start_string.clone(),
+            p.variable_end_string.clone(),
+            p.comment_start_string.clone(),
+            p.comment_end_string.clone(),
+        ],
+    };
+    Ok((opts, newline))
+}
+
 fn render_template_file(
     path: &Path,
-    src: &str,
+    p: &TemplateParams,
     dirs: &[PathBuf],
     scope: &Arc<Scope>,
     dest: Option<&Value>,
 ) -> Result<String, Failure> {
+    let src = p.src.as_str();
+    let (opts, newline) = file_options(p)?;
     let source = std::fs::read_to_string(path)
         .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?;
     let fullpath = crate::vars::magic::abs(path);
@@ -181,13 +238,20 @@ fn render_template_file(
         vars.insert("ansible_managed".into(), json!("Ansible managed"));
     }
     let scope = scope.with(Layer::data(vars));
-    scope
+    let rendered = scope
         .templar()
         .as_ref()
         .clone()
         .with_search_path(search)
-        .render_file(&path.display().to_string(), &source, &scope.ctx())
-        .map_err(|e| Failure::msg(e.to_string()))
+        .with_file_options(&opts)
+        .and_then(|t| t.render_file(&path.display().to_string(), &source, &scope.ctx()))
+        .map_err(|e| Failure::msg(e.to_string()))?;
+    // As Ansible: the rendered text's newlines become `newline_sequence`.
+    Ok(if newline == "\n" {
+        rendered
+    } else {
+        rendered.replace('\n', newline)
+    })
 }
 
 /// Turn a rendered task into agent work, or run it here.
@@ -304,11 +368,11 @@ pub fn prepare(
         "template" => {
             let p: TemplateParams = parse(&params).map_err(|e| Failure::msg(e.to_string()))?;
             let path = find_file(dirs, "templates", &p.src).map_err(Failure::msg)?;
-            let rendered = render_template_file(&path, &p.src, dirs, scope, params.get("dest"))?;
+            let rendered = render_template_file(&path, &p, dirs, scope, params.get("dest"))?;
             // The same mapping as above.
             let obj = params.as_object_mut().expect("mapping");
-            for k in ["src", "trim_blocks", "lstrip_blocks", "newline_sequence"] {
-                obj.remove(k);
+            for k in TEMPLATE_ONLY {
+                obj.remove(*k);
             }
             obj.insert("content".into(), Value::String(rendered));
             obj.insert(
