@@ -86,6 +86,10 @@ pub struct Params {
     pub archive_prefix: Option<Value>,
     #[serde(default)]
     pub separate_git_dir: Option<Value>,
+    /// Environment from the play/task `environment`, passed by the controller: Ansible runs
+    /// git with it (`GIT_SSH_COMMAND`, proxies, commit dates...).
+    #[serde(default, rename = "_env")]
+    pub task_env: Option<Map<String, Value>>,
 }
 
 /// `version` may be typed by YAML as a number (a tag `1.0`, a sha of digits): take it as text.
@@ -137,8 +141,18 @@ impl Params {
 
     /// The environment of every git command: a parsable locale, no prompts, and ssh options
     /// built as Ansible builds `GIT_SSH_COMMAND`.
-    fn env(&self) -> Vec<(String, String)> {
-        let mut opts = std::env::var("GIT_SSH_OPTS").unwrap_or_default();
+    fn env(&self) -> Result<Vec<(String, String)>, ModuleError> {
+        let task = crate::command::env_pairs(&self.task_env)?;
+        // A variable as the module process sees it: the task's environment over the agent's.
+        let var = |k: &str| {
+            task.iter()
+                .rev()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .ok_or(())
+                .or_else(|()| std::env::var(k))
+        };
+        let mut opts = var("GIT_SSH_OPTS").unwrap_or_default();
         if let Some(o) = &self.ssh_opts {
             opts.push(' ');
             opts.push_str(o);
@@ -159,16 +173,18 @@ impl Params {
                 opts.push_str(" -o IdentitiesOnly=yes");
             }
         }
-        let base = std::env::var("GIT_SSH")
-            .or_else(|_| std::env::var("GIT_SSH_COMMAND"))
+        let base = var("GIT_SSH")
+            .or_else(|_| var("GIT_SSH_COMMAND"))
             .unwrap_or_else(|_| "ssh".into());
-        let mut env: Vec<(String, String)> = ["LANG", "LC_ALL", "LC_MESSAGES", "LANGUAGE"]
-            .iter()
-            .map(|k| (k.to_string(), "C".to_string()))
-            .collect();
+        let mut env = task.clone();
+        env.extend(
+            ["LANG", "LC_ALL", "LC_MESSAGES", "LANGUAGE"]
+                .iter()
+                .map(|k| (k.to_string(), "C".to_string())),
+        );
         env.push(("GIT_TERMINAL_PROMPT".into(), "0".into()));
         env.push(("GIT_SSH_COMMAND".into(), format!("{base} {}", opts.trim())));
-        env
+        Ok(env)
     }
 
     /// Run `git <args>` (in `dir` with `-C`), its output as it came.
@@ -179,7 +195,7 @@ impl Params {
             argv.push(d.display().to_string());
         }
         argv.extend(args.iter().map(|s| s.to_string()));
-        run(&argv, &self.env(), None)
+        run(&argv, &self.env()?, None)
     }
 
     /// Like `run_in`, failing with the command's output when it exits non-zero: Ansible's

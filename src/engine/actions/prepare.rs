@@ -389,7 +389,7 @@ pub fn prepare(
         // `APT_CONFIG` and proxies reach apt that way, as in Ansible; `get_url` and `uri` read
         // `http_proxy`, `https_proxy` and `no_proxy` from it).
         "command" | "shell" | "apt" | "package" | "apt_repository" | "deb822_repository"
-        | "apt_key" | "dnf" | "yum" | "get_url" | "uri" | "pip" => {
+        | "apt_key" | "dnf" | "yum" | "get_url" | "uri" | "pip" | "git" => {
             if !environment.is_empty() {
                 obj.insert("_env".into(), Value::Object(environment.clone()));
             }
