@@ -8,6 +8,7 @@ mod agent_binary;
 mod apt;
 mod apt_repos;
 mod bad_input;
+mod cas;
 mod blocks;
 mod cli_docs;
 mod cli_listing;
