@@ -57,7 +57,9 @@ fn tasks(sums: &[(&str, String)]) -> String {
 
 fn start() -> Fleet {
     let fleet = Fleet::start(1, "fpsudo");
-    fleet.fx.write("templates/app.conf.j2", "port={{ 40 + 2 }}\n");
+    fleet
+        .fx
+        .write("templates/app.conf.j2", "port={{ 40 + 2 }}\n");
     seed(&fleet.base(&fleet.hosts[0]));
     fleet
 }
@@ -164,7 +166,10 @@ fn a_mismatch_fails_with_both_sums_and_leaves_the_file() {
             msg.contains(&sha(b"v1\n")) && msg.contains(&sha(b"hand\n")),
             "{flags:?}: {copy}"
         );
-        assert!(copy["diff"].is_null(), "a refused write shows no diff: {copy}");
+        assert!(
+            copy["diff"].is_null(),
+            "a refused write shows no diff: {copy}"
+        );
         let tpl = &out.task_events("template")[0]["result"];
         assert_eq!(tpl["expected_checksum"], "absent", "{tpl}");
         assert_eq!(tpl["found_checksum"], sha(b"hand\n"), "{tpl}");
@@ -186,7 +191,12 @@ fn a_missing_file_is_absent_not_the_sum_of_nothing() {
     );
     let out = fleet.apply(&["-v"]);
     out.expect(0);
-    assert_eq!(out.statuses(), ["failed", "changed", "ok"], "{}", out.stdout);
+    assert_eq!(
+        out.statuses(),
+        ["failed", "changed", "ok"],
+        "{}",
+        out.stdout
+    );
     assert_eq!(std::fs::read_to_string(base.join("new.conf")).unwrap(), "x");
 }
 

@@ -180,43 +180,6 @@ fn finish(
     tmp_dir.rename_to(tmp_name, dir, &dest.name)
 }
 
-/// A test's stand-in for an outside writer: called between the temp file's write and the
-/// re-check before the rename (no sleeps, no second process needed to hit that window).
-#[cfg(test)]
-pub(crate) mod hook {
-    use std::cell::RefCell;
-    use std::path::Path;
-
-    type Hook = Box<dyn FnMut(&Path)>;
-
-    thread_local! {
-        static BEFORE_RENAME: RefCell<Option<Hook>> = const { RefCell::new(None) };
-    }
-
-    /// Run `f` on the destination's path before every rename of this thread's atomic writes,
-    /// until the returned guard is dropped.
-    pub(crate) fn set(f: impl FnMut(&Path) + 'static) -> Unset {
-        BEFORE_RENAME.with(|h| *h.borrow_mut() = Some(Box::new(f)));
-        Unset
-    }
-
-    pub(crate) struct Unset;
-
-    impl Drop for Unset {
-        fn drop(&mut self) {
-            BEFORE_RENAME.with(|h| *h.borrow_mut() = None);
-        }
-    }
-
-    pub(super) fn before_rename(dest: &Path) {
-        BEFORE_RENAME.with(|h| {
-            if let Some(f) = h.borrow_mut().as_mut() {
-                f(dest)
-            }
-        });
-    }
-}
-
 /// [`atomic_write`] to `path` as it is now, whatever is there (for files that no probe looked at,
 /// such as the agent's own journal records): the directory is located now, then reached without
 /// following links.
@@ -301,4 +264,41 @@ pub fn backup_file(loc: &Loc) -> Result<String, ModuleError> {
     }
     dir.fsync()?;
     Ok(dir.at(&name).display().to_string())
+}
+
+/// A test's stand-in for an outside writer: called between the temp file's write and the
+/// re-check before the rename (no sleeps, no second process needed to hit that window).
+#[cfg(test)]
+pub(crate) mod hook {
+    use std::cell::RefCell;
+    use std::path::Path;
+
+    type Hook = Box<dyn FnMut(&Path)>;
+
+    thread_local! {
+        static BEFORE_RENAME: RefCell<Option<Hook>> = const { RefCell::new(None) };
+    }
+
+    /// Run `f` on the destination's path before every rename of this thread's atomic writes,
+    /// until the returned guard is dropped.
+    pub(crate) fn set(f: impl FnMut(&Path) + 'static) -> Unset {
+        BEFORE_RENAME.with(|h| *h.borrow_mut() = Some(Box::new(f)));
+        Unset
+    }
+
+    pub(crate) struct Unset;
+
+    impl Drop for Unset {
+        fn drop(&mut self) {
+            BEFORE_RENAME.with(|h| *h.borrow_mut() = None);
+        }
+    }
+
+    pub(super) fn before_rename(dest: &Path) {
+        BEFORE_RENAME.with(|h| {
+            if let Some(f) = h.borrow_mut().as_mut() {
+                f(dest)
+            }
+        });
+    }
 }
