@@ -247,3 +247,35 @@ fn validate_takes_if_checksum_on_the_guarded_modules_only() {
         assert!(out.stderr.contains("site.yml:"), "{task}: {}", out.stderr);
     }
 }
+
+#[test]
+fn a_writer_between_the_temp_file_and_the_rename_keeps_its_update() {
+    // `validate` runs on the temp file after it is written and before the rename: a validate
+    // command that appends to the destination is an outside writer in exactly that window.
+    let fleet = start();
+    let base = fleet.base(&fleet.hosts[0]);
+    let conf = base.join("app.conf");
+    fleet.play_full(
+        BECOME,
+        &format!(
+            "    - name: copy\n      copy:\n        content: \"v2\\n\"\n        dest: \"{{{{ base }}}}/app.conf\"\n        if_checksum: {}\n        validate: \"sh -c 'echo theirs >> {}' -- %s\"\n      ignore_errors: true\n",
+            sha(b"v1\n"),
+            conf.display()
+        ),
+    );
+    let out = fleet.apply(&["-v"]);
+    out.expect(0);
+    assert_eq!(out.status_of("copy"), "failed", "{}", out.stdout);
+    let result = &out.task_events("copy")[0]["result"];
+    let msg = result["msg"].as_str().unwrap_or_default();
+    assert!(msg.contains("another writer"), "{result}");
+    assert_eq!(result["found_checksum"], sha(b"v1\ntheirs\n"), "{result}");
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), "v1\ntheirs\n");
+    // No temp file is left beside it.
+    let mut names: Vec<String> = std::fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["app.conf", "block.conf", "lines.conf", "old.conf"]);
+}
