@@ -1,12 +1,12 @@
 //! The `blockinfile` module: keep a marker-delimited block of lines in a text file, with
 //! Ansible's blockinfile semantics (replace in place, insert by anchor, empty block removes).
 
-use crate::fs::WantedAttrs;
+use crate::fs::{IfChecksum, WantedAttrs};
 use crate::params::{de_opt_string, is_template, Bool, ModeSpec};
 use crate::text::{
-    apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
-    missing_file, plan_edit, probe_text_file, registered_diff, strip_eol, EditAction, Presence,
-    TextFile,
+    apply_edit, check_anchors, check_common, check_if_checksum, compile_regex, exclusive,
+    insert_anchors, missing_file, plan_edit, probe_guarded, registered_diff, strip_eol, EditAction,
+    Presence, TextFile,
 };
 use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
@@ -72,6 +72,10 @@ pub struct Params {
     pub setype: Option<String>,
     #[serde(default)]
     pub selevel: Option<String>,
+    /// fixpoint's compare-and-swap (not Ansible's): edit the file only while its content has
+    /// this sha256, or while it does not exist (`absent`); see `fs::cas`.
+    #[serde(default)]
+    pub if_checksum: Option<IfChecksum>,
 }
 
 impl Module for BlockInFile {
@@ -100,7 +104,7 @@ impl Module for BlockInFile {
     }
 
     fn probe(p: &Params, _ctx: &Ctx) -> Result<TextFile, ModuleError> {
-        probe_text_file(&p.path)
+        probe_guarded(&p.path, p.if_checksum.as_ref())
     }
 
     fn plan(p: &Params, file: &TextFile, ctx: &Ctx) -> Result<Plan<EditAction>, ModuleError> {
@@ -131,6 +135,7 @@ impl Module for BlockInFile {
         };
         let wanted = WantedAttrs::new(&p.mode, &p.owner, &p.group);
         let msg = plan_edit(file, new_content, &wanted, p.backup.0, ctx, msg, &mut plan)?;
+        check_if_checksum(file, p.if_checksum.as_ref(), &plan)?;
         let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
         plan.result.insert("diff".into(), diff);
         if !msg.is_empty() {

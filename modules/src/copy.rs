@@ -21,7 +21,8 @@
 use crate::fs::{
     atomic_write, atomic_write_from, backup_file, current_umask, expand_user, group_name, id_of,
     install_staged, locate, lookup_gid, lookup_uid, lstat, meta_info, missing_ancestors, mkdir_at,
-    mode_str, parent_of, path_info, resolve, set_attrs_at, stage, user_name, Attrs, Loc,
+    mode_str, parent_of, path_info, resolve, set_attrs_at, stage, user_name, Attrs, Found,
+    IfChecksum, Loc,
 };
 use crate::params::{de_opt_string, Bool, ModeSpec};
 use crate::text::{diff_skipped, diff_text, MAX_DIFF_SIZE};
@@ -105,6 +106,10 @@ pub struct Params {
     pub setype: Option<String>,
     #[serde(default)]
     pub selevel: Option<String>,
+    /// fixpoint's compare-and-swap (not Ansible's): change `dest` only while its content has
+    /// this sha256, or while it does not exist (`absent`); see `fs::cas`.
+    #[serde(default)]
+    pub if_checksum: Option<IfChecksum>,
 }
 
 /// `dest` must be a string, but YAML may have typed a name like `1234` as a number.
@@ -483,6 +488,18 @@ impl Module for Copy {
             }
         }
 
+        // Before anything is uploaded or planned: a destination that is not the expected
+        // content fails the task, in check mode too.
+        if content_changes || attrs != Attrs::default() {
+            let found = match (&st.prev, &st.before) {
+                (None, _) => Found::Absent,
+                (Some(_), Some((sum, _))) => Found::Sha256(sum.clone()),
+                (Some(m), None) => Found::other(m),
+            };
+            crate::fs::cas::require(&shown, p.if_checksum.as_ref(), &found)?;
+        }
+        let guard = p.if_checksum.as_ref();
+
         if content_changes {
             plan.diff.content.push(ContentDiff {
                 path: shown.clone(),
@@ -498,7 +515,7 @@ impl Module for Copy {
                     Data::Controller => String::new(),
                 },
             });
-            let at = locate(&st.dest, st.prev.as_ref().map(id_of))?;
+            let at = locate(&st.dest, st.prev.as_ref().map(id_of))?.guarded(guard);
             // The bytes of a controller file are needed now: the agent stages an upload where
             // the file goes and the controller repeats the request once it is complete.
             if !ctx.check && matches!(st.data, Data::Controller) && !stage::ready(&st.sha256) {
@@ -519,7 +536,7 @@ impl Module for Copy {
             plan.actions.push(Action::SetAttrs {
                 path: st.dest.clone(),
                 attrs,
-                at: locate(&st.dest, st.prev.as_ref().map(id_of))?,
+                at: locate(&st.dest, st.prev.as_ref().map(id_of))?.guarded(guard),
             });
         }
 

@@ -26,8 +26,8 @@
 
 use crate::fs::{
     current_umask, expand_user, group_name, id_of, locate, lookup_gid, lookup_uid, lstat,
-    meta_info, missing_ancestors, mkdir_at, mode_str, parent_of, path_info, resolve, state_of,
-    user_name, with_entry, Dir, Loc,
+    meta_info, missing_ancestors, mkdir_at, mode_str, parent_of, path_info, recheck_guard, resolve,
+    state_of, user_name, with_entry, Dir, Found, IfChecksum, Loc,
 };
 use crate::params::{de_opt_string, Bool, ModeSpec};
 use crate::{Ctx, Module, ModuleError, Plan};
@@ -119,6 +119,11 @@ pub struct Params {
     pub setype: Option<String>,
     #[serde(default)]
     pub selevel: Option<String>,
+    /// fixpoint's compare-and-swap (not Ansible's), for `state: file`, `touch` and `absent`:
+    /// change `path` only while its content has this sha256, or while it does not exist
+    /// (`absent`); see `fs::cas`.
+    #[serde(default)]
+    pub if_checksum: Option<IfChecksum>,
 }
 
 /// A wanted access or modification time.
@@ -204,6 +209,23 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// Where the action's object is (every action has one).
+    fn at_mut(&mut self) -> &mut Loc {
+        match self {
+            Action::Mkdir { at, .. }
+            | Action::CreateFile { at, .. }
+            | Action::Symlink { at, .. }
+            | Action::HardLink { at, .. }
+            | Action::Remove { at, .. }
+            | Action::RemoveTree { at, .. }
+            | Action::Chown { at, .. }
+            | Action::Chmod { at, .. }
+            | Action::SetTimes { at, .. } => at,
+        }
+    }
+}
+
 /// The link half of the probe: what `src` means and where it leads.
 #[derive(Debug)]
 pub struct LinkProbe {
@@ -253,6 +275,9 @@ pub struct Probed {
     pub atime: TimeWant,
     /// The path whose attributes are reported (the followed target for `file`/`directory`).
     pub report: PathBuf,
+    /// With `if_checksum`: what is at the path the task changes (the followed target, or for
+    /// `absent` the path itself), and where.
+    pub cas: Option<(Found, PathBuf)>,
 }
 
 impl Module for File {
@@ -278,12 +303,27 @@ impl Module for File {
                     s.as_str()
                 )));
             }
+            if p.if_checksum.is_some()
+                && !matches!(s, FileState::File | FileState::Touch | FileState::Absent)
+            {
+                return Err(ModuleError::Params(format!(
+                    "`if_checksum` compares a file's content: it applies to state: file, touch \
+                     or absent, not state: {}",
+                    s.as_str()
+                )));
+            }
             if p.recurse.0 && s != FileState::Directory {
                 return Err(ModuleError::Params(format!(
                     "`recurse` requires state: directory, not state: {}",
                     s.as_str()
                 )));
             }
+        }
+        if p.if_checksum.is_some() && p.recurse.0 {
+            return Err(ModuleError::Params(
+                "`if_checksum` compares one file's content; it cannot be used with `recurse`"
+                    .into(),
+            ));
         }
         if p.mode == Some(ModeSpec::Preserve) {
             return Err(ModuleError::Params(
@@ -421,6 +461,17 @@ impl Module for File {
             }
         }
 
+        let cas = match &p.if_checksum {
+            None => None,
+            Some(_) => {
+                let at = if state == FileState::Absent {
+                    &path
+                } else {
+                    &attr_path
+                };
+                Some((Found::at_path(at)?, at.clone()))
+            }
+        };
         let report = match state {
             FileState::File | FileState::Directory => attr_path,
             _ => path.clone(),
@@ -451,6 +502,7 @@ impl Module for File {
                 p.access_time_format.as_deref(),
             )?,
             report,
+            cas,
         })
     }
 
@@ -471,6 +523,19 @@ impl Module for File {
             FileState::Link => plan_symlink(&mut plan, p, st, &want, ctx)?,
             FileState::Hard => plan_hardlink(&mut plan, p, st, &want)?,
         };
+
+        // Before anything changes, and in check mode too: the path must be the expected content.
+        // The first action (the one that reaches the path first) carries the re-check to apply.
+        if let Some((found, at)) = &st.cas {
+            let want = p.if_checksum.as_ref();
+            if !plan.actions.is_empty() {
+                crate::fs::cas::require(&at.display().to_string(), want, found)?;
+            }
+            if let Some(first) = plan.actions.first_mut() {
+                let loc = first.at_mut();
+                *loc = loc.clone().guarded(want);
+            }
+        }
 
         let r = &mut plan.result;
         r.insert("path".into(), st.report.display().to_string().into());
@@ -1012,7 +1077,11 @@ fn plan_hardlink<'a>(
 fn perform(action: &Action) -> Result<(), ModuleError> {
     match action {
         Action::Mkdir { at, .. } => mkdir_at(at, 0o777),
-        Action::CreateFile { at, .. } => Dir::open(&at.dir)?.create_file(&at.name),
+        Action::CreateFile { at, .. } => {
+            let dir = Dir::open(&at.dir)?;
+            recheck_guard(&dir, at)?;
+            dir.create_file(&at.name)
+        }
         Action::Symlink {
             src, replace, at, ..
         } => place_link(at, *replace, |d, name| d.symlink(src, name)),
@@ -1020,8 +1089,17 @@ fn perform(action: &Action) -> Result<(), ModuleError> {
             src, replace, at, ..
         } => place_link(at, *replace, |d, name| d.hard_link(src, name)),
         // Unlinked by name in the directory the probe saw: never what a link there points to.
-        Action::Remove { at, .. } => Dir::open(&at.dir)?.unlink(&at.name),
-        Action::RemoveTree { at, .. } => Dir::open(&at.dir)?.remove_tree(&at.name),
+        // With `if_checksum`, the content is looked at once more just before (`fs::cas`).
+        Action::Remove { at, .. } => {
+            let dir = Dir::open(&at.dir)?;
+            recheck_guard(&dir, at)?;
+            dir.unlink(&at.name)
+        }
+        Action::RemoveTree { at, .. } => {
+            let dir = Dir::open(&at.dir)?;
+            recheck_guard(&dir, at)?;
+            dir.remove_tree(&at.name)
+        }
         Action::Chown {
             uid,
             gid,
@@ -1101,6 +1179,7 @@ fn walk(
             dir: path.to_path_buf(),
             name: name.clone(),
             id: Some(id_of(&meta)),
+            guard: None,
         };
         if meta.file_type().is_symlink() {
             out.push(Entry {

@@ -1,12 +1,12 @@
 //! The `lineinfile` module: make sure one line is present in (or absent from) a text file, with
 //! Ansible's lineinfile semantics. The file handling it shares with `blockinfile` is in `text`.
 
-use crate::fs::WantedAttrs;
+use crate::fs::{IfChecksum, WantedAttrs};
 use crate::params::{de_opt_string, is_template, Bool, ModeSpec};
 use crate::text::{
-    apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
-    missing_file, plan_edit, probe_text_file, registered_diff, strip_eol, EditAction, Presence,
-    TextFile,
+    apply_edit, check_anchors, check_common, check_if_checksum, compile_regex, exclusive,
+    insert_anchors, missing_file, plan_edit, probe_guarded, registered_diff, strip_eol, EditAction,
+    Presence, TextFile,
 };
 use crate::{Ctx, Module, ModuleError, Plan};
 use regex::bytes::{Captures, Regex};
@@ -61,6 +61,10 @@ pub struct Params {
     pub setype: Option<String>,
     #[serde(default)]
     pub selevel: Option<String>,
+    /// fixpoint's compare-and-swap (not Ansible's): edit the file only while its content has
+    /// this sha256, or while it does not exist (`absent`); see `fs::cas`.
+    #[serde(default)]
+    pub if_checksum: Option<IfChecksum>,
 }
 
 impl Module for LineInFile {
@@ -111,7 +115,7 @@ impl Module for LineInFile {
     }
 
     fn probe(p: &Params, _ctx: &Ctx) -> Result<TextFile, ModuleError> {
-        probe_text_file(&p.path)
+        probe_guarded(&p.path, p.if_checksum.as_ref())
     }
 
     fn plan(p: &Params, file: &TextFile, ctx: &Ctx) -> Result<Plan<EditAction>, ModuleError> {
@@ -133,6 +137,7 @@ impl Module for LineInFile {
             let after = lines.concat();
             let new = Some(after.clone());
             let msg = plan_edit(file, new, &wanted, p.backup.0, ctx, msg, &mut plan)?;
+            check_if_checksum(file, p.if_checksum.as_ref(), &plan)?;
             let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
             plan.result.insert("diff".into(), diff);
             plan.msg = Some(msg);
@@ -155,6 +160,7 @@ impl Module for LineInFile {
         let after = new_lines.concat();
         let new_content = (after != *content).then(|| after.clone());
         let msg = plan_edit(file, new_content, &wanted, p.backup.0, ctx, msg, &mut plan)?;
+        check_if_checksum(file, p.if_checksum.as_ref(), &plan)?;
         let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
         plan.result.insert("diff".into(), diff);
         if !msg.is_empty() {

@@ -40,6 +40,8 @@ pub(crate) struct TemplateParams {
     pub(crate) serole: Option<String>,
     pub(crate) setype: Option<String>,
     pub(crate) selevel: Option<String>,
+    /// fixpoint's compare-and-swap, handed to `copy` on the host (see `fs::cas`).
+    pub(crate) if_checksum: Option<fixpoint_modules::fs::IfChecksum>,
 }
 
 /// `debug`: a message or one variable.

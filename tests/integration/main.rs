@@ -9,6 +9,7 @@ mod apt;
 mod apt_repos;
 mod bad_input;
 mod blocks;
+mod cas;
 mod cli_docs;
 mod cli_listing;
 mod controller_actions;

@@ -3,7 +3,7 @@
 //! rename, and the `backup: true` copy made before it.
 
 use super::attrs::{current_umask, Attrs};
-use super::dirfd::{Dir, Loc};
+use super::dirfd::{recheck_guard, Dir, Loc};
 use super::stage::Staged;
 use crate::ModuleError;
 use nix::sys::stat::FileStat;
@@ -166,6 +166,17 @@ fn finish(
     if let Some(cmd) = validate {
         run_validate(cmd, &tmp_path)?;
     }
+    #[cfg(test)]
+    hook::before_rename(&path);
+    // A task with `if_checksum` looks again immediately before the rename: writing and
+    // validating the temp file takes time, and another writer may have replaced the destination
+    // (a new inode) or changed its content in place since the probe. Either fails the task and
+    // leaves that writer's file as it is. (Unguarded writes keep last-writer-wins: the agent's
+    // own journal files are written that way by agents of one run.)
+    if dest.guard.is_some() {
+        still_as_probed(dir, dest)?;
+        recheck_guard(dir, dest)?;
+    }
     tmp_dir.rename_to(tmp_name, dir, &dest.name)
 }
 
@@ -253,4 +264,41 @@ pub fn backup_file(loc: &Loc) -> Result<String, ModuleError> {
     }
     dir.fsync()?;
     Ok(dir.at(&name).display().to_string())
+}
+
+/// A test's stand-in for an outside writer: called between the temp file's write and the
+/// re-check before the rename (no sleeps, no second process needed to hit that window).
+#[cfg(test)]
+pub(crate) mod hook {
+    use std::cell::RefCell;
+    use std::path::Path;
+
+    type Hook = Box<dyn FnMut(&Path)>;
+
+    thread_local! {
+        static BEFORE_RENAME: RefCell<Option<Hook>> = const { RefCell::new(None) };
+    }
+
+    /// Run `f` on the destination's path before every rename of this thread's atomic writes,
+    /// until the returned guard is dropped.
+    pub(crate) fn set(f: impl FnMut(&Path) + 'static) -> Unset {
+        BEFORE_RENAME.with(|h| *h.borrow_mut() = Some(Box::new(f)));
+        Unset
+    }
+
+    pub(crate) struct Unset;
+
+    impl Drop for Unset {
+        fn drop(&mut self) {
+            BEFORE_RENAME.with(|h| *h.borrow_mut() = None);
+        }
+    }
+
+    pub(super) fn before_rename(dest: &Path) {
+        BEFORE_RENAME.with(|h| {
+            if let Some(f) = h.borrow_mut().as_mut() {
+                f(dest)
+            }
+        });
+    }
 }

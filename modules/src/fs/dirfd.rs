@@ -12,6 +12,7 @@
 //! backups are created `O_EXCL | O_NOFOLLOW`, mode 0600, with an unpredictable name, inside the
 //! pinned directory.
 
+use super::cas::{Found, IfChecksum};
 use crate::ModuleError;
 use nix::errno::Errno;
 use nix::fcntl::{openat, AtFlags, OFlag};
@@ -40,6 +41,17 @@ pub struct Loc {
     pub dir: PathBuf,
     pub name: OsString,
     pub id: Option<FileId>,
+    /// The task's `if_checksum`: the content the object must still have when it is changed,
+    /// re-read immediately before the rename or attribute change (see `cas`).
+    pub guard: Option<IfChecksum>,
+}
+
+impl Loc {
+    /// This location, changed only while its content is `want` (`None`: unguarded).
+    pub fn guarded(mut self, want: Option<&IfChecksum>) -> Loc {
+        self.guard = want.cloned();
+        self
+    }
 }
 
 /// Locate `path` now: its parent directory is canonicalised (the links in the path as written
@@ -60,6 +72,7 @@ pub fn locate(path: &Path, id: Option<FileId>) -> Result<Loc, ModuleError> {
         dir: canonical_prefix(parent)?,
         name,
         id,
+        guard: None,
     })
 }
 
@@ -593,7 +606,40 @@ pub fn with_entry<T>(
     if loc.id.is_some_and(|id| id != h.id()) || (h.is_link() && !link_ok) {
         return Err(changed(&path));
     }
+    recheck_guard(&dir, loc)?;
     f(&h)
+}
+
+/// The last `if_checksum` check (see `cas`), made immediately before a change: what is at `loc`
+/// in `dir` now must still be the content the task expects. An outside writer since the probe
+/// makes the task fail here, with both sums, instead of having its update overwritten.
+pub fn recheck_guard(dir: &Dir, loc: &Loc) -> Result<(), ModuleError> {
+    let Some(want) = &loc.guard else {
+        return Ok(());
+    };
+    let path = dir.at(&loc.name);
+    let found = match dir.entry(&loc.name)? {
+        None => Found::Absent,
+        Some(h) => {
+            let meta = h.metadata()?;
+            if meta.is_file() {
+                let mut f = dir.open_read(&loc.name)?;
+                Found::of_reader(&mut f).map_err(|e| ModuleError::io(&path, e))?
+            } else {
+                Found::other(&meta)
+            }
+        }
+    };
+    if found.matches(want) {
+        Ok(())
+    } else {
+        Err(super::cas::mismatch(
+            &path.display().to_string(),
+            want,
+            &found,
+            " any more (another writer changed it since it was examined)",
+        ))
+    }
 }
 
 /// Set owner/group (then mode, since chown clears setuid/setgid) on the object at `loc`.

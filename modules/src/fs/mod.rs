@@ -4,10 +4,15 @@
 //! may control goes through a directory descriptor, without following links the probe did not.
 //!
 //! It knows nothing about any one module, their parameters (beyond the `mode` type) or text
-//! editing; the dependency runs one way inside: `paths` <- `attrs` <- `dirfd` <- `atomic`.
+//! editing; the dependency runs one way inside: `paths` <- `attrs` <- `cas` <- `dirfd` <- `atomic`.
+//! `cas` holds fixpoint's `if_checksum` (compare-and-swap writes): `Loc::guard` carries it to
+//! the write path, which re-checks it immediately before the change.
 
 mod atomic;
 mod attrs;
+pub mod cas;
+#[cfg(test)]
+mod cas_tests;
 mod dirfd;
 mod paths;
 pub mod selinux;
@@ -21,6 +26,9 @@ pub use attrs::{
     current_umask, group_name, lookup_gid, lookup_uid, meta_info, mode_str, path_info, plan_attrs,
     state_of, user_name, Attrs, WantedAttrs,
 };
-pub use dirfd::{id_of, locate, mkdir_at, set_attrs_at, with_entry, Dir, FileId, Handle, Loc};
+pub use cas::{Found, IfChecksum};
+pub use dirfd::{
+    id_of, locate, mkdir_at, recheck_guard, set_attrs_at, with_entry, Dir, FileId, Handle, Loc,
+};
 pub use paths::{expand_user, expand_user_with, lstat, parent_of};
 pub(crate) use paths::{missing_ancestors, resolve};

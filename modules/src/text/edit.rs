@@ -4,8 +4,8 @@
 
 use super::regex::compile_regex;
 use crate::fs::{
-    atomic_write, backup_file, id_of, locate, lstat, plan_attrs, set_attrs_at, Attrs, Dir, Loc,
-    WantedAttrs,
+    atomic_write, backup_file, id_of, locate, lstat, plan_attrs, set_attrs_at, Attrs, Dir, Found,
+    IfChecksum, Loc, WantedAttrs,
 };
 use crate::params::{is_template, ModeSpec};
 use crate::{ContentDiff, Ctx, ModuleError, Plan};
@@ -212,6 +212,29 @@ pub fn probe_text_file(path: &str) -> Result<TextFile, ModuleError> {
         meta,
         content,
         at,
+    })
+}
+
+/// [`probe_text_file`] for a module that takes fixpoint's `if_checksum`: the file's location
+/// carries it to the write path, which re-checks it just before the rename (see `fs::cas`).
+pub fn probe_guarded(path: &str, want: Option<&IfChecksum>) -> Result<TextFile, ModuleError> {
+    let mut file = probe_text_file(path)?;
+    file.at = file.at.guarded(want);
+    Ok(file)
+}
+
+/// The plan-time `if_checksum` check of an edit: a plan that changes the file needs its current
+/// content (as probed) to have the expected sha256, or the file to be missing for `absent`.
+pub fn check_if_checksum(
+    file: &TextFile,
+    want: Option<&IfChecksum>,
+    plan: &Plan<EditAction>,
+) -> Result<(), ModuleError> {
+    crate::fs::cas::check_plan(want, plan, &file.path, || {
+        Ok(match &file.content {
+            None => Found::Absent,
+            Some(c) => Found::of_bytes(c),
+        })
     })
 }
 
