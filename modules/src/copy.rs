@@ -96,16 +96,6 @@ pub struct Params {
     /// Mode of the directories created when `dest` ends with `/`.
     #[serde(default)]
     pub directory_mode: Option<ModeSpec>,
-    // Ansible's SELinux file arguments: taken here, checked in `fs::selinux` before the module
-    // runs (ignored where SELinux is off, as Ansible does).
-    #[serde(default)]
-    pub seuser: Option<String>,
-    #[serde(default)]
-    pub serole: Option<String>,
-    #[serde(default)]
-    pub setype: Option<String>,
-    #[serde(default)]
-    pub selevel: Option<String>,
     /// fixpoint's compare-and-swap (not Ansible's): change `dest` only while its content has
     /// this sha256, or while it does not exist (`absent`); see `fs::cas`.
     #[serde(default)]

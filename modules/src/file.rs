@@ -109,16 +109,6 @@ pub struct Params {
     pub access_time: Option<String>,
     #[serde(default)]
     pub access_time_format: Option<String>,
-    // Ansible's SELinux file arguments: taken here, checked in `fs::selinux` before the module
-    // runs (ignored where SELinux is off, as Ansible does).
-    #[serde(default)]
-    pub seuser: Option<String>,
-    #[serde(default)]
-    pub serole: Option<String>,
-    #[serde(default)]
-    pub setype: Option<String>,
-    #[serde(default)]
-    pub selevel: Option<String>,
     /// fixpoint's compare-and-swap (not Ansible's), for `state: file`, `touch` and `absent`:
     /// change `path` only while its content has this sha256, or while it does not exist
     /// (`absent`); see `fs::cas`.

@@ -62,16 +62,6 @@ pub struct Params {
     /// Accepted for compatibility; writes are always atomic here.
     #[serde(default)]
     pub unsafe_writes: Option<Bool>,
-    // Ansible's SELinux file arguments: taken here, checked in `fs::selinux` before the module
-    // runs (ignored where SELinux is off, as Ansible does).
-    #[serde(default)]
-    pub seuser: Option<String>,
-    #[serde(default)]
-    pub serole: Option<String>,
-    #[serde(default)]
-    pub setype: Option<String>,
-    #[serde(default)]
-    pub selevel: Option<String>,
 }
 
 /// One entry of `section_has_values`: the section to edit must hold `option` (with one of

@@ -1,6 +1,7 @@
 //! The one place that maps module names (`copy`, `ansible.builtin.copy`) to module implementations.
 
 use crate::account::{getent, group, user};
+use crate::fs::selinux;
 use crate::service::{auto, facts, systemd, sysv};
 use crate::{
     apt, blockinfile, command, copy, file, lineinfile, parse_params, run_hooked, stat, Ctx, Module,
@@ -135,7 +136,7 @@ impl ModuleOp for Check<'_> {
 pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
     match name {
         "package" => crate::package::check(params),
-        _ => dispatch(name, Check(params)).unwrap_or(Ok(())),
+        _ => dispatch(name, Check(&selinux::without(name, params))).unwrap_or(Ok(())),
     }
 }
 
@@ -162,12 +163,13 @@ pub fn run_module_hooked(
             run_hooked::<M>(self.params, self.ctx, self.before_apply)
         }
     }
-    crate::fs::selinux::check(params)?;
+    selinux::check(params)?;
     if name == "package" {
         return crate::package::run(params, ctx, before_apply);
     }
+    let params = selinux::without(name, params);
     let run = Run {
-        params,
+        params: &params,
         ctx,
         before_apply,
     };
@@ -242,7 +244,7 @@ pub fn dispatch<O: ModuleOp>(name: &str, op: O) -> Option<O::Out> {
 /// The parameter names (with their aliases) an agent module's parameter struct accepts, read
 /// from the struct's own `Deserialize` (the same definition `check_params` applies), or `None`
 /// when the module takes other keys too (a catch-all map, or a hand-written reader).
-pub fn param_names(name: &str) -> Option<&'static [&'static str]> {
+pub fn param_names(name: &str) -> Option<Vec<&'static str>> {
     struct Names;
     impl ModuleOp for Names {
         type Out = Option<&'static [&'static str]>;
@@ -250,7 +252,11 @@ pub fn param_names(name: &str) -> Option<&'static [&'static str]> {
             crate::params::struct_fields::<M::Params>()
         }
     }
-    dispatch(name, Names).flatten()
+    let mut names = dispatch(name, Names).flatten()?.to_vec();
+    if selinux::takes(name) {
+        names.extend_from_slice(selinux::KEYS);
+    }
+    Some(names)
 }
 
 #[cfg(test)]

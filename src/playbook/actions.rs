@@ -5,6 +5,7 @@
 //! (`engine::actions::prepare`); it reuses these parameter types so both halves accept the same keys.
 
 use super::files::looked_in;
+use fixpoint_modules::fs::selinux;
 use fixpoint_modules::params::{Bool, ModeSpec};
 use fixpoint_modules::ParamError;
 use serde::Deserialize;
@@ -35,11 +36,6 @@ pub(crate) struct TemplateParams {
     pub(crate) comment_start_string: Option<String>,
     pub(crate) comment_end_string: Option<String>,
     pub(crate) output_encoding: Option<String>,
-    // Ansible's SELinux file arguments, handed to `copy` on the host (see `fs::selinux`).
-    pub(crate) seuser: Option<String>,
-    pub(crate) serole: Option<String>,
-    pub(crate) setype: Option<String>,
-    pub(crate) selevel: Option<String>,
     /// fixpoint's compare-and-swap, handed to `copy` on the host (see `fs::cas`).
     pub(crate) if_checksum: Option<fixpoint_modules::fs::IfChecksum>,
 }
@@ -254,10 +250,15 @@ fn split_port(raw: &str) -> (String, Option<u16>) {
 
 /// The parameter names a module takes, from the same definitions `check_params` applies (for
 /// the JSON Schema); `None` when any key is taken (`set_fact`) or the list is not known.
-pub fn param_names(module: &str) -> Option<&'static [&'static str]> {
+pub fn param_names(module: &str) -> Option<Vec<&'static str>> {
     use fixpoint_modules::params::struct_fields;
-    match module {
-        "template" => struct_fields::<TemplateParams>(),
+    let names = match module {
+        // `template` hands Ansible's SELinux file arguments to `copy`.
+        "template" => {
+            let mut n = struct_fields::<TemplateParams>()?.to_vec();
+            n.extend_from_slice(fixpoint_modules::fs::selinux::KEYS);
+            return Some(n);
+        }
         "debug" => struct_fields::<DebugParams>(),
         "assert" => struct_fields::<AssertParams>(),
         "include_vars" => struct_fields::<IncludeVarsParams>(),
@@ -268,8 +269,9 @@ pub fn param_names(module: &str) -> Option<&'static [&'static str]> {
         "group_by" => struct_fields::<GroupByParams>(),
         // Any other key of `add_host` becomes a host variable.
         "set_fact" | "add_host" => None,
-        other => fixpoint_modules::registry::param_names(other),
-    }
+        other => return fixpoint_modules::registry::param_names(other),
+    };
+    names.map(<[&str]>::to_vec)
 }
 
 /// Module parameters through the modules crate's parser (same error paths as the modules).
@@ -312,7 +314,7 @@ pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<()
     };
     match module {
         "template" => {
-            let _: TemplateParams = parse(params)?;
+            let _: TemplateParams = parse(&selinux::without("copy", params))?;
             if let Some(Value::String(src)) = params.get("src") {
                 find_file(dirs, "templates", src).map_err(missing_src)?;
             }

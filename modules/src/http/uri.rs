@@ -103,16 +103,6 @@ pub struct Params {
     pub group: Option<String>,
     #[serde(default, rename = "_env")]
     pub env: Option<Map<String, Value>>,
-    // Ansible's SELinux file arguments: taken here, checked in `fs::selinux` before the module
-    // runs (ignored where SELinux is off, as Ansible does).
-    #[serde(default)]
-    pub seuser: Option<String>,
-    #[serde(default)]
-    pub serole: Option<String>,
-    #[serde(default)]
-    pub setype: Option<String>,
-    #[serde(default)]
-    pub selevel: Option<String>,
 }
 
 /// The body format, checked at load time.

@@ -71,16 +71,6 @@ pub struct Params {
     pub src_sha256: Option<String>,
     #[serde(default, rename = "_src_size")]
     pub src_size: Option<u64>,
-    // Ansible's SELinux file arguments: taken here, checked in `fs::selinux` before the module
-    // runs (ignored where SELinux is off, as Ansible does).
-    #[serde(default)]
-    pub seuser: Option<String>,
-    #[serde(default)]
-    pub serole: Option<String>,
-    #[serde(default)]
-    pub setype: Option<String>,
-    #[serde(default)]
-    pub selevel: Option<String>,
 }
 
 fn de_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {

@@ -11,6 +11,7 @@ use crate::playbook::files::looked_in;
 use crate::template::FileOptions;
 use crate::vars::magic::OMIT;
 use crate::vars::{Layer, Scope};
+use fixpoint_modules::fs::selinux;
 use fixpoint_modules::params::Bool;
 use fixpoint_modules::{Outcome, ParamError};
 use serde_json::{json, Map, Value};
@@ -366,7 +367,9 @@ pub fn prepare(
             })
         }
         "template" => {
-            let p: TemplateParams = parse(&params).map_err(|e| Failure::msg(e.to_string()))?;
+            // Ansible's SELinux file arguments go on to `copy`, which takes them.
+            let p: TemplateParams = parse(&selinux::without("copy", &params))
+                .map_err(|e| Failure::msg(e.to_string()))?;
             let path = find_file(dirs, "templates", &p.src).map_err(Failure::msg)?;
             let rendered = render_template_file(&path, &p, dirs, scope, params.get("dest"))?;
             // The same mapping as above.
