@@ -172,11 +172,13 @@ pub(crate) fn load_task(
             _ => return Err(args.err("`args` must be a mapping of module parameters")),
         }
     }
-    // Parameters starting with `_` are Ansible's own; a fact set by `set_fact` may be named so.
-    if let Some(k) = params
-        .keys()
-        .find(|k| k.starts_with('_') && module != "set_fact")
-    {
+    // Parameters starting with `_` are Ansible's own; a fact set by `set_fact` may be named so,
+    // and `file`'s `_diff_peek` is one that playbooks (Ansible's own tests) pass and `file` takes.
+    if let Some(k) = params.keys().find(|k| {
+        k.starts_with('_')
+            && module != "set_fact"
+            && !(module == "file" && k.as_str() == "_diff_peek")
+    }) {
         return Err(Diagnostic::at(
             &param_pos(raw_params, k).unwrap_or_else(|| mod_pos.clone()),
             format!("unknown parameter `{k}` for module `{module}`"),
