@@ -101,6 +101,8 @@ pub struct RoleFrom {
 #[derive(Debug, Clone)]
 pub struct Meta {
     pub action: MetaAction,
+    /// `name:`, shown on its skipped results (Ansible's default name is `meta`).
+    pub name: Option<String>,
     pub pos: Pos,
     pub when: Conditions,
     pub tags: Vec<String>,
@@ -115,6 +117,17 @@ pub enum MetaAction {
     EndPlay,
     EndHost,
     Noop,
+}
+
+impl MetaAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetaAction::FlushHandlers => "flush_handlers",
+            MetaAction::EndPlay => "end_play",
+            MetaAction::EndHost => "end_host",
+            MetaAction::Noop => "noop",
+        }
+    }
 }
 
 /// A role as one invocation sees it: its directory and variables.

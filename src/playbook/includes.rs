@@ -362,8 +362,13 @@ impl<'a> Loader<'a> {
                     }
                 };
                 let inner = inh.with_keywords(node)?;
+                let name = match node.get("name") {
+                    Some(n) => Some(string_of(n, "name")?),
+                    None => None,
+                };
                 Ok(vec![Step::Meta(Box::new(Meta {
                     action,
+                    name,
                     pos: node.pos.clone(),
                     when: inner.when,
                     tags: inner.tags,
