@@ -122,6 +122,13 @@ impl Shared<'_> {
                 return vec![fail(msg)];
             }
         };
+        let loop_var = match loop_var_of(&task.loop_var, scope) {
+            Ok(v) => v,
+            Err(msg) => {
+                self.register_failure(task, h, &msg);
+                return vec![fail(msg)];
+            }
+        };
         let mut events = Vec::new();
         let mut results = Vec::new();
         // What an item leaves for the next ones, as in ansible-core: the facts `set_fact` set
@@ -129,11 +136,11 @@ impl Shared<'_> {
         let mut carried = Map::new();
         for (i, item) in items.iter().enumerate() {
             let mut layer = Map::new();
-            layer.insert(task.loop_var.clone(), item.clone());
+            layer.insert(loop_var.clone(), item.clone());
             if let Some(iv) = &task.index_var {
                 layer.insert(iv.clone(), json!(i));
             }
-            layer.insert("ansible_loop_var".into(), json!(task.loop_var));
+            layer.insert("ansible_loop_var".into(), json!(loop_var));
             if task.loop_extended {
                 layer.insert("ansible_loop".into(), magic::extended_loop(&items, i));
             }
@@ -155,7 +162,7 @@ impl Shared<'_> {
                 Ok(true) => {}
                 Ok(false) => {
                     events.push(skip_event(Some(label)));
-                    results.push(json!({"changed": false, "skipped": true, "item": item, task.loop_var.clone(): item}));
+                    results.push(json!({"changed": false, "skipped": true, "item": item, loop_var.clone(): item}));
                     continue;
                 }
                 Err(e) => {
@@ -168,7 +175,7 @@ impl Shared<'_> {
             let mut ev = self.run_until(ctx, task, h, &item_scope, Some(label)).await;
             let mut res = ev.result.clone();
             res.insert("item".into(), item.clone());
-            res.insert(task.loop_var.clone(), item.clone());
+            res.insert(loop_var.clone(), item.clone());
             if task.module == "set_fact" {
                 if let Some(Value::Object(facts)) = ev.result.get("ansible_facts") {
                     carried.extend(facts.clone());
@@ -396,4 +403,22 @@ fn until_numbers(task: &Task, scope: &Arc<Scope>) -> Result<(u64, Duration), Str
     let delay = Duration::try_from_secs_f64(secs)
         .map_err(|_| format!("`delay` must be a number of seconds, not {secs}"))?;
     Ok((retries, delay))
+}
+
+/// `loop_control.loop_var` as this host names it: ansible-core renders a templated name.
+pub(super) fn loop_var_of(raw: &str, scope: &Arc<Scope>) -> Result<String, String> {
+    if !crate::template::Templar::is_template(raw) {
+        return Ok(raw.to_string());
+    }
+    let name = match scope.render(&Value::String(raw.to_string()))? {
+        Value::String(s) => s,
+        other => other.to_string(),
+    };
+    if crate::playbook::is_var_name(&name) {
+        Ok(name)
+    } else {
+        Err(format!(
+            "`loop_control.loop_var` `{raw}` renders to `{name}`, which is not a variable name"
+        ))
+    }
 }
