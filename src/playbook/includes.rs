@@ -310,6 +310,16 @@ impl<'a> Loader<'a> {
                 format!("`{key}` in handlers is not supported by fixpoint yet"),
             ));
         }
+        // `include_tasks: file=x.yml` (`include_role: name=r`): ansible-core splits a string of
+        // key=value words into arguments, as for a module; a plain name stays the file's.
+        let kv_arg;
+        let arg = match kv_arguments(arg) {
+            Some(map) => {
+                kv_arg = map;
+                &kv_arg
+            }
+            None => arg,
+        };
         let is_action = |k: &str| k == key;
         // An include loops over what its loop gives, decided from data alone; the `with_*`
         // lookups that search the controller's files or run commands are for tasks.
@@ -554,6 +564,33 @@ fn file_arg(arg: &Node, key: &str) -> Result<String, Diagnostic> {
         }
         _ => string_of(arg, key),
     }
+}
+
+/// An include's argument written as `k=v` words, as the mapping they stand for (each value a
+/// string, at the argument's position); `None` for a mapping or a plain name.
+fn kv_arguments(arg: &Node) -> Option<Node> {
+    let Kind::Str(s) = &arg.kind else {
+        return None;
+    };
+    if !s.contains('=') {
+        return None;
+    }
+    let map = super::task::parse_kv(s, &arg.pos).ok()?;
+    let entries = map
+        .into_iter()
+        .map(|(k, v)| {
+            let text = v.as_str().unwrap_or_default().to_string();
+            let value = Node {
+                kind: Kind::Str(text),
+                pos: arg.pos.clone(),
+            };
+            (k, arg.pos.clone(), value)
+        })
+        .collect();
+    Some(Node {
+        kind: Kind::Map(entries),
+        pos: arg.pos.clone(),
+    })
 }
 
 /// `apply:` of `include_tasks`/`include_role`: keywords given to the included tasks, as if a
