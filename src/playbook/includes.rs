@@ -15,7 +15,7 @@ use super::keywords::{
     BLOCK_KEYS, INCLUDE_ACTIONS, INHERITED_KEYS, TASK_KEYS_NOT_YET,
 };
 use super::roles::{self, Role, RoleOpts};
-use super::task::{load_task, local_action};
+use super::task::{action_keyword, load_task};
 use crate::diag::{Diagnostic, Pos};
 use crate::yaml::{self, Kind, Node};
 use fixpoint_modules::params::is_template;
@@ -294,14 +294,18 @@ impl<'a> Loader<'a> {
                 ));
             }
         }
+        // `action: x args` / `local_action: x args`: read as the task `x: args` (an include
+        // or a meta given so too).
+        let rewritten = action_keyword(node)?;
+        let (node, entries) = match &rewritten {
+            Some(r) => (r, map_of(r, "a task")?),
+            None => (node, entries),
+        };
         let action = entries
             .iter()
             .find(|(k, _, _)| INCLUDE_ACTIONS.contains(&short_name(k)));
         let Some((key, kpos, arg)) = action else {
-            let task = match local_action(node)? {
-                Some(rewritten) => load_task(&rewritten, handlers, inh, self.play_dir)?,
-                None => load_task(node, handlers, inh, self.play_dir)?,
-            };
+            let task = load_task(node, handlers, inh, self.play_dir)?;
             return Ok(vec![Step::Task(Box::new(task))]);
         };
         if handlers {

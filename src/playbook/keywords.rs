@@ -190,7 +190,6 @@ pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
     "poll",
     "any_errors_fatal",
     "apply",
-    "action",
     "remote_user",
     "port",
     "connection",
@@ -489,12 +488,11 @@ mod keyword_list_tests {
     use super::*;
 
     /// Every task keyword of ansible-core 2.19 is either implemented or refused as "not
-    /// supported yet", never reported as unknown (`local_action` and `with_<lookup>` are read
-    /// where the module is).
+    /// supported yet", never reported as unknown (`action`, `local_action` and `with_<lookup>`
+    /// are read where the module is).
     #[test]
     fn every_ansible_task_keyword_is_implemented_or_refused_as_not_yet() {
         let ansible = [
-            "action",
             "any_errors_fatal",
             "args",
             "async",
