@@ -375,7 +375,7 @@ impl LoopKind {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Task {
     pub name: Option<String>,
     /// Canonical module name (`copy`, not `ansible.builtin.copy`).
@@ -439,6 +439,9 @@ pub struct Task {
     /// a task only when a host runs it (roles keep tasks that only old Ansible versions reach,
     /// like `command`'s removed `warn`), so `validate` warns and the module fails it on the host.
     pub unknown_param: Option<Diagnostic>,
+    /// A handler that is an `include_tasks` (module `include_tasks`): notified, it includes
+    /// its file, whose tasks run then (ansible-core lets a handler include tasks).
+    pub handler_include: Option<Box<Include>>,
 }
 
 /// A number keyword (`retries`, `delay`) that may also be a template, rendered on the host when
@@ -447,6 +450,12 @@ pub struct Task {
 pub enum Templated<T> {
     Fixed(T),
     Template(String),
+}
+
+impl<T: Default> Default for Templated<T> {
+    fn default() -> Self {
+        Templated::Fixed(T::default())
+    }
 }
 
 impl Task {

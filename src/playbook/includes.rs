@@ -308,7 +308,7 @@ impl<'a> Loader<'a> {
             let task = load_task(node, handlers, inh, self.play_dir)?;
             return Ok(vec![Step::Task(Box::new(task))]);
         };
-        if handlers {
+        if handlers && short_name(key) != "include_tasks" {
             return Err(Diagnostic::at(
                 kpos,
                 format!("`{key}` in handlers is not supported by fixpoint yet"),
@@ -411,7 +411,12 @@ impl<'a> Loader<'a> {
                 self.task_file(&path, &arg.pos, &inner)
             }
             "include_tasks" => {
-                let keys: Vec<&str> = INHERITED_KEYS.iter().copied().chain(loop_keys).collect();
+                let keys: Vec<&str> = INHERITED_KEYS
+                    .iter()
+                    .copied()
+                    .chain(loop_keys)
+                    .chain(handlers.then_some("listen"))
+                    .collect();
                 check_keys(
                     entries,
                     &keys,
@@ -454,12 +459,11 @@ impl<'a> Loader<'a> {
                         Err(d) => return Err(d),
                     }
                 };
-                Ok(vec![Step::Include(Box::new(include_of(
-                    node,
-                    inh,
-                    "include_tasks",
-                    source,
-                )?))])
+                let inc = include_of(node, inh, "include_tasks", source)?;
+                if handlers {
+                    return Ok(vec![Step::Task(Box::new(handler_include(node, inc)?))]);
+                }
+                Ok(vec![Step::Include(Box::new(inc))])
             }
             short @ ("import_role" | "include_role") => {
                 let include = short == "include_role";
@@ -568,6 +572,28 @@ fn file_arg(arg: &Node, key: &str) -> Result<String, Diagnostic> {
         }
         _ => string_of(arg, key),
     }
+}
+
+/// A handler that includes tasks: a task named (and listening) as the include is, which
+/// runs the include when notified. Its `when` and loop stay the include's.
+fn handler_include(node: &Node, inc: Include) -> Result<Task, Diagnostic> {
+    Ok(Task {
+        name: inc.name.clone(),
+        module: "include_tasks",
+        params: Value::Null,
+        pos: inc.pos.clone(),
+        loop_var: inc.loop_var.clone(),
+        listen: node
+            .get("listen")
+            .map(|n| strings_of(n, "listen"))
+            .transpose()?
+            .unwrap_or_default(),
+        tags: inc.tags.clone(),
+        role: inc.role.clone(),
+        vars: inc.inherited_vars.clone(),
+        handler_include: Some(Box::new(inc)),
+        ..Task::default()
+    })
 }
 
 /// An include's argument written as `k=v` words, as the mapping they stand for (each value a

@@ -358,6 +358,7 @@ pub(crate) fn load_task(
         },
         guard_pending: None,
         unknown_param: None,
+        handler_include: None,
     };
     inh.apply(&mut task);
     // A value written on the task itself wins over the block's (or play's), also when false.
