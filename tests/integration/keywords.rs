@@ -586,7 +586,11 @@ fn action_keyword_refuses_a_templated_module_and_a_second_action() {
     let out = run(&fx, &[]);
     out.expect(2);
     assert!(out.stderr.contains("site.yml:4:15"), "{}", out.stderr);
-    assert!(out.stderr.contains("must name its module"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("must name its module"),
+        "{}",
+        out.stderr
+    );
     hosts_play(
         &fx,
         &["a"],
@@ -596,5 +600,9 @@ fn action_keyword_refuses_a_templated_module_and_a_second_action() {
     let out = run(&fx, &[]);
     out.expect(2);
     assert!(out.stderr.contains("site.yml:5:7"), "{}", out.stderr);
-    assert!(out.stderr.contains("both `action` and `local_action`"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("both `action` and `local_action`"),
+        "{}",
+        out.stderr
+    );
 }
