@@ -606,6 +606,11 @@ fn kv_arguments(arg: &Node) -> Option<Node> {
         return None;
     }
     let map = super::task::parse_kv(s, &arg.pos).ok()?;
+    // A name with `=` inside a template (`"{{ a if b == c }}.yml"`) stays a name, as fixpoint
+    // always read it (ansible-core splits it and refuses the odd keys).
+    if !map.keys().all(|k| super::keywords::is_var_name(k)) {
+        return None;
+    }
     let entries = map
         .into_iter()
         .map(|(k, v)| {
