@@ -41,6 +41,7 @@ pub(crate) const NAMES: &[&str] = &[
     "subelements",
     "sequence",
     "indexed_items",
+    "list",
 ];
 
 /// The lookups that need nothing but the controller: `env`, `file` (searched like templates,
@@ -193,7 +194,7 @@ pub(super) fn run_lookup(
             },
             other => {
                 return Err(op_err(format!(
-                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines, pipe, password, url, dict, subelements, sequence and indexed_items are)"
+                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines, pipe, password, url, dict, subelements, sequence, indexed_items and list are)"
                 )))
             }
         });
@@ -217,6 +218,8 @@ fn run_listing(
         "dict" => listing::dict_items(&json),
         "subelements" => listing::subelements(&json),
         "indexed_items" => Ok(listing::indexed_items(json)),
+        // ansible.builtin.list: the terms as they are.
+        "list" => Ok(json),
         "sequence" => {
             // Keyword arguments are every term's defaults; alone, they make one sequence.
             let mut defaults = Vec::new();
