@@ -95,6 +95,15 @@ pub(super) fn run_lookup(
         return Ok((out, wantlist.unwrap_or(false)));
     }
     let _ = kwargs.get::<Option<bool>>("skip");
+    // `file`'s options, as Python's str.lstrip()/rstrip() (all whitespace); rstrip by default.
+    let (lstrip, rstrip) = if plugin == "file" {
+        (
+            kwargs.get::<Option<bool>>("lstrip")?.unwrap_or(false),
+            kwargs.get::<Option<bool>>("rstrip")?.unwrap_or(true),
+        )
+    } else {
+        (false, true)
+    };
     let mut out = Vec::new();
     for term in terms {
         let term = py_string(defined(term)?)?;
@@ -157,8 +166,9 @@ pub(super) fn run_lookup(
                         path.display()
                     ))
                 })?;
-                // Ansible strips the trailing newline (rstrip=True).
-                Value::from(text.trim_end_matches(['\n', '\r']).to_string())
+                let text = if lstrip { text.trim_start() } else { &text[..] };
+                let text = if rstrip { text.trim_end() } else { text };
+                Value::from(text.to_string())
             }
             "varnames" => {
                 // The names of the variables (not the environment's functions) that the
