@@ -40,7 +40,8 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
                 .collect()),
             Value::Null => Ok(Vec::new()),
             other => Err(format!(
-                "`with_dict` must be a mapping, but it rendered to {}",
+                // ansible-core's words, which playbooks test for (its loops target does).
+                "`with_dict`: the 'dict' lookup plugin expects a dictionary, got {}",
                 short(&other)
             )),
         },
