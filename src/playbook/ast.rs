@@ -305,9 +305,12 @@ pub type Conditions = Vec<String>;
 /// here rather than in `loops` so the tree depends on nothing else in the folder.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LoopKind {
-    /// `loop`, `with_list`: the list as it is.
+    /// `loop`: the list as it is.
     #[default]
     List,
+    /// `with_list`: the list as it is; any other value is the one item (ansible-core makes a
+    /// list of `with_*` terms that are not one).
+    WithList,
     /// `with_items`: the list flattened one level.
     Items,
     /// `with_dict`: `{key, value}` for each entry of a mapping.
@@ -338,7 +341,7 @@ impl LoopKind {
     /// The task keyword for each kind (the keys the loader accepts).
     pub const KEYS: &'static [(&'static str, LoopKind)] = &[
         ("loop", LoopKind::List),
-        ("with_list", LoopKind::List),
+        ("with_list", LoopKind::WithList),
         ("with_items", LoopKind::Items),
         ("with_dict", LoopKind::Dict),
         ("with_fileglob", LoopKind::Fileglob),

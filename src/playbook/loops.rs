@@ -26,6 +26,10 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
     };
     match kind {
         LoopKind::List => list(value, "loop"),
+        LoopKind::WithList => Ok(match value {
+            Value::Array(a) => a,
+            other => vec![other],
+        }),
         LoopKind::Items => Ok(list(value, "with_items")?
             .into_iter()
             .flat_map(|i| match i {
