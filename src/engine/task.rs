@@ -158,11 +158,44 @@ impl Shared<'_> {
                     .unwrap_or_else(|_| display(item)),
                 None => display(item),
             };
+            // ansible-core renders `loop_control.label` once the item has run, with the item's
+            // own result under the `register` name; a label it cannot render fails the item.
+            let final_label = |res: &Map<String, Value>| -> Option<Result<String, String>> {
+                let l = task.loop_label.as_ref()?;
+                let s = match &task.register {
+                    Some(reg) => {
+                        let mut m = Map::new();
+                        m.insert(reg.clone(), Value::Object(res.clone()));
+                        item_scope.with(Layer::data(m))
+                    }
+                    None => item_scope.clone(),
+                };
+                Some(
+                    s.render(&json!(l))
+                        .map(|v| display(&v))
+                        .map_err(|e| format!("Failed to template loop_control.label: {e}")),
+                )
+            };
             match self.when_holds(task, &item_scope) {
                 Ok(true) => {}
                 Ok(false) => {
+                    let mut res = json!({"changed": false, "skipped": true, "item": item, loop_var.clone(): item});
+                    if let Some(Err(msg)) = final_label(res.as_object().expect("an object")) {
+                        res["failed"] = json!(true);
+                        res["msg"] = json!(msg);
+                        results.push(res);
+                        let mut ev = fail(msg);
+                        ev.item = Some(display(item));
+                        ev.result.insert("item".into(), item.clone());
+                        let stop = !ev.ignored;
+                        events.push(ev);
+                        if stop {
+                            break;
+                        }
+                        continue;
+                    }
                     events.push(skip_event(Some(label)));
-                    results.push(json!({"changed": false, "skipped": true, "item": item, loop_var.clone(): item}));
+                    results.push(res);
                     continue;
                 }
                 Err(e) => {
@@ -176,6 +209,17 @@ impl Shared<'_> {
             let mut res = ev.result.clone();
             res.insert("item".into(), item.clone());
             res.insert(loop_var.clone(), item.clone());
+            match final_label(&ev.result) {
+                Some(Ok(l)) => ev.item = Some(l),
+                Some(Err(msg)) => {
+                    res.insert("failed".into(), json!(true));
+                    res.insert("msg".into(), json!(msg));
+                    ev.status = Status::Failed;
+                    ev.msg = Some(msg);
+                    ev.ignored = task.ignore_errors;
+                }
+                None => {}
+            }
             if task.module == "set_fact" {
                 if let Some(Value::Object(facts)) = ev.result.get("ansible_facts") {
                     carried.extend(facts.clone());
