@@ -114,6 +114,11 @@ pub struct Params {
     /// (`absent`); see `fs::cas`.
     #[serde(default)]
     pub if_checksum: Option<IfChecksum>,
+    /// Ansible's internal diff peek (its action plugins pass it; so do its own tests): when given
+    /// at all, true or false, the module only reports whether `path` looks binary (a NUL byte in
+    /// its first 8 KiB) and changes nothing.
+    #[serde(default, rename = "_diff_peek")]
+    pub diff_peek: Option<Bool>,
 }
 
 /// A wanted access or modification time.
@@ -268,6 +273,45 @@ pub struct Probed {
     /// With `if_checksum`: what is at the path the task changes (the followed target, or for
     /// `absent` the path itself), and where.
     pub cas: Option<(Found, PathBuf)>,
+    /// `_diff_peek`: whether `path` looks binary; nothing else was probed.
+    pub appears_binary: Option<bool>,
+}
+
+impl Probed {
+    /// The probe of a `_diff_peek` request: only the path and the guess.
+    fn peek(path: PathBuf, appears_binary: bool) -> Probed {
+        Probed {
+            report: path.clone(),
+            path,
+            state: FileState::File,
+            prev: None,
+            current_link: None,
+            followed: None,
+            link: None,
+            dir_empty: false,
+            missing_dirs: Vec::new(),
+            blocker: None,
+            tree: Vec::new(),
+            uid: None,
+            gid: None,
+            umask: 0,
+            mtime: TimeWant::Preserve,
+            atime: TimeWant::Preserve,
+            cas: None,
+            appears_binary: Some(appears_binary),
+        }
+    }
+}
+
+/// Ansible's guess for the diff peek: a NUL byte in the first 8 KiB; a file that cannot be read
+/// counts as text.
+fn appears_binary(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(8192);
+    match fs::File::open(path) {
+        Ok(f) => f.take(8192).read_to_end(&mut head).is_ok() && head.contains(&0),
+        Err(_) => false,
+    }
 }
 
 impl Module for File {
@@ -337,6 +381,10 @@ impl Module for File {
     fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
         let follow = p.follow.0;
         let mut path = expand_user(&p.path);
+        if p.diff_peek.is_some() {
+            let binary = appears_binary(&path);
+            return Ok(Probed::peek(path, binary));
+        }
         let src_text = p.src.as_deref().map(expand_user);
         // A relative hard-link source is relative to the directory `path` names an entry of.
         let hard_src = src_text.as_ref().map(|s| parent_of(&path).join(s));
@@ -493,11 +541,19 @@ impl Module for File {
             )?,
             report,
             cas,
+            appears_binary: None,
         })
     }
 
     fn plan(p: &Params, st: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
         let mut plan = Plan::new();
+        if let Some(binary) = st.appears_binary {
+            let r = &mut plan.result;
+            r.insert("path".into(), st.path.display().to_string().into());
+            r.insert("appears_binary".into(), binary.into());
+            r.insert("changed".into(), false.into());
+            return Ok(plan);
+        }
         let want = Want {
             mode: p.mode.as_ref(),
             uid: st.uid,

@@ -22,13 +22,13 @@ fn split(params: &Value) -> Result<(String, Value), ParamError> {
             })
         }
     };
-    for required in ["name", "state"] {
-        if !obj.contains_key(required) {
-            return Err(ParamError {
-                path: String::new(),
-                msg: format!("missing required arguments: `{required}`"),
-            });
-        }
+    // `state` may be left out: ansible-core's package action hands the arguments to the
+    // manager's module unchecked, and the manager's own default (`present`) applies.
+    if !obj.contains_key("name") {
+        return Err(ParamError {
+            path: String::new(),
+            msg: "missing required arguments: `name`".into(),
+        });
     }
     Ok((using, rest))
 }

@@ -72,7 +72,10 @@ impl Engine {
                 let hs = self.hosts.get_mut(h).expect("host state");
                 hs.notified.retain(|n| *n != key);
             }
-            self.run_task(ctx, handler, &targets, true).await;
+            match &handler.handler_include {
+                Some(inc) => self.run_include(ctx, inc, &targets).await,
+                None => self.run_task(ctx, handler, &targets, true).await,
+            }
             // Delivered: remove the outbox entry on every agent of the hosts where it succeeded.
             for h in &targets {
                 let hs = self.hosts.get_mut(h).expect("host state");

@@ -57,11 +57,22 @@ impl Engine {
                     }
                 },
             };
+            // The name sees the include's own `vars` (lazily rendered templates, as in Ansible).
+            let loop_var = match super::task::loop_var_of(
+                &inc.loop_var,
+                &scope.with(Layer::templates(inc.vars.clone())),
+            ) {
+                Ok(v) => v,
+                Err(e) => {
+                    failures.push((host.clone(), e));
+                    continue;
+                }
+            };
             for item in items {
                 let mut params = Map::new();
                 if let Some((i, v)) = &item {
-                    params.insert(inc.loop_var.clone(), v.clone());
-                    params.insert("ansible_loop_var".into(), json!(inc.loop_var));
+                    params.insert(loop_var.clone(), v.clone());
+                    params.insert("ansible_loop_var".into(), json!(loop_var));
                     if let Some(iv) = &inc.index_var {
                         params.insert(iv.clone(), json!(i));
                     }

@@ -122,6 +122,13 @@ impl Shared<'_> {
                 return vec![fail(msg)];
             }
         };
+        let loop_var = match loop_var_of(&task.loop_var, scope) {
+            Ok(v) => v,
+            Err(msg) => {
+                self.register_failure(task, h, &msg);
+                return vec![fail(msg)];
+            }
+        };
         let mut events = Vec::new();
         let mut results = Vec::new();
         // What an item leaves for the next ones, as in ansible-core: the facts `set_fact` set
@@ -129,11 +136,11 @@ impl Shared<'_> {
         let mut carried = Map::new();
         for (i, item) in items.iter().enumerate() {
             let mut layer = Map::new();
-            layer.insert(task.loop_var.clone(), item.clone());
+            layer.insert(loop_var.clone(), item.clone());
             if let Some(iv) = &task.index_var {
                 layer.insert(iv.clone(), json!(i));
             }
-            layer.insert("ansible_loop_var".into(), json!(task.loop_var));
+            layer.insert("ansible_loop_var".into(), json!(loop_var));
             if task.loop_extended {
                 layer.insert("ansible_loop".into(), magic::extended_loop(&items, i));
             }
@@ -151,11 +158,44 @@ impl Shared<'_> {
                     .unwrap_or_else(|_| display(item)),
                 None => display(item),
             };
+            // ansible-core renders `loop_control.label` once the item has run, with the item's
+            // own result under the `register` name; a label it cannot render fails the item.
+            let final_label = |res: &Map<String, Value>| -> Option<Result<String, String>> {
+                let l = task.loop_label.as_ref()?;
+                let s = match &task.register {
+                    Some(reg) => {
+                        let mut m = Map::new();
+                        m.insert(reg.clone(), Value::Object(res.clone()));
+                        item_scope.with(Layer::data(m))
+                    }
+                    None => item_scope.clone(),
+                };
+                Some(
+                    s.render(&json!(l))
+                        .map(|v| display(&v))
+                        .map_err(|e| format!("Failed to template loop_control.label: {e}")),
+                )
+            };
             match self.when_holds(task, &item_scope) {
                 Ok(true) => {}
                 Ok(false) => {
+                    let mut res = json!({"changed": false, "skipped": true, "item": item, loop_var.clone(): item});
+                    if let Some(Err(msg)) = final_label(res.as_object().expect("an object")) {
+                        res["failed"] = json!(true);
+                        res["msg"] = json!(msg);
+                        results.push(res);
+                        let mut ev = fail(msg);
+                        ev.item = Some(display(item));
+                        ev.result.insert("item".into(), item.clone());
+                        let stop = !ev.ignored;
+                        events.push(ev);
+                        if stop {
+                            break;
+                        }
+                        continue;
+                    }
                     events.push(skip_event(Some(label)));
-                    results.push(json!({"changed": false, "skipped": true, "item": item, task.loop_var.clone(): item}));
+                    results.push(res);
                     continue;
                 }
                 Err(e) => {
@@ -168,7 +208,18 @@ impl Shared<'_> {
             let mut ev = self.run_until(ctx, task, h, &item_scope, Some(label)).await;
             let mut res = ev.result.clone();
             res.insert("item".into(), item.clone());
-            res.insert(task.loop_var.clone(), item.clone());
+            res.insert(loop_var.clone(), item.clone());
+            match final_label(&ev.result) {
+                Some(Ok(l)) => ev.item = Some(l),
+                Some(Err(msg)) => {
+                    res.insert("failed".into(), json!(true));
+                    res.insert("msg".into(), json!(msg));
+                    ev.status = Status::Failed;
+                    ev.msg = Some(msg);
+                    ev.ignored = task.ignore_errors;
+                }
+                None => {}
+            }
             if task.module == "set_fact" {
                 if let Some(Value::Object(facts)) = ev.result.get("ansible_facts") {
                     carried.extend(facts.clone());
@@ -396,4 +447,22 @@ fn until_numbers(task: &Task, scope: &Arc<Scope>) -> Result<(u64, Duration), Str
     let delay = Duration::try_from_secs_f64(secs)
         .map_err(|_| format!("`delay` must be a number of seconds, not {secs}"))?;
     Ok((retries, delay))
+}
+
+/// `loop_control.loop_var` as this host names it: ansible-core renders a templated name.
+pub(super) fn loop_var_of(raw: &str, scope: &Arc<Scope>) -> Result<String, String> {
+    if !crate::template::Templar::is_template(raw) {
+        return Ok(raw.to_string());
+    }
+    let name = match scope.render(&Value::String(raw.to_string()))? {
+        Value::String(s) => s,
+        other => other.to_string(),
+    };
+    if crate::playbook::is_var_name(&name) {
+        Ok(name)
+    } else {
+        Err(format!(
+            "`loop_control.loop_var` `{raw}` renders to `{name}`, which is not a variable name"
+        ))
+    }
 }

@@ -101,6 +101,8 @@ pub struct RoleFrom {
 #[derive(Debug, Clone)]
 pub struct Meta {
     pub action: MetaAction,
+    /// `name:`, shown on its skipped results (Ansible's default name is `meta`).
+    pub name: Option<String>,
     pub pos: Pos,
     pub when: Conditions,
     pub tags: Vec<String>,
@@ -115,6 +117,17 @@ pub enum MetaAction {
     EndPlay,
     EndHost,
     Noop,
+}
+
+impl MetaAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetaAction::FlushHandlers => "flush_handlers",
+            MetaAction::EndPlay => "end_play",
+            MetaAction::EndHost => "end_host",
+            MetaAction::Noop => "noop",
+        }
+    }
 }
 
 /// A role as one invocation sees it: its directory and variables.
@@ -292,9 +305,12 @@ pub type Conditions = Vec<String>;
 /// here rather than in `loops` so the tree depends on nothing else in the folder.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LoopKind {
-    /// `loop`, `with_list`: the list as it is.
+    /// `loop`: the list as it is.
     #[default]
     List,
+    /// `with_list`: the list as it is; any other value is the one item (ansible-core makes a
+    /// list of `with_*` terms that are not one).
+    WithList,
     /// `with_items`: the list flattened one level.
     Items,
     /// `with_dict`: `{key, value}` for each entry of a mapping.
@@ -325,7 +341,7 @@ impl LoopKind {
     /// The task keyword for each kind (the keys the loader accepts).
     pub const KEYS: &'static [(&'static str, LoopKind)] = &[
         ("loop", LoopKind::List),
-        ("with_list", LoopKind::List),
+        ("with_list", LoopKind::WithList),
         ("with_items", LoopKind::Items),
         ("with_dict", LoopKind::Dict),
         ("with_fileglob", LoopKind::Fileglob),
@@ -362,7 +378,7 @@ impl LoopKind {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Task {
     pub name: Option<String>,
     /// Canonical module name (`copy`, not `ansible.builtin.copy`).
@@ -426,6 +442,9 @@ pub struct Task {
     /// a task only when a host runs it (roles keep tasks that only old Ansible versions reach,
     /// like `command`'s removed `warn`), so `validate` warns and the module fails it on the host.
     pub unknown_param: Option<Diagnostic>,
+    /// A handler that is an `include_tasks` (module `include_tasks`): notified, it includes
+    /// its file, whose tasks run then (ansible-core lets a handler include tasks).
+    pub handler_include: Option<Box<Include>>,
 }
 
 /// A number keyword (`retries`, `delay`) that may also be a template, rendered on the host when
@@ -434,6 +453,12 @@ pub struct Task {
 pub enum Templated<T> {
     Fixed(T),
     Template(String),
+}
+
+impl<T: Default> Default for Templated<T> {
+    fn default() -> Self {
+        Templated::Fixed(T::default())
+    }
 }
 
 impl Task {

@@ -15,7 +15,7 @@ use super::keywords::{
     BLOCK_KEYS, INCLUDE_ACTIONS, INHERITED_KEYS, TASK_KEYS_NOT_YET,
 };
 use super::roles::{self, Role, RoleOpts};
-use super::task::{load_task, local_action};
+use super::task::{action_keyword, load_task};
 use crate::diag::{Diagnostic, Pos};
 use crate::yaml::{self, Kind, Node};
 use fixpoint_modules::params::is_template;
@@ -294,22 +294,36 @@ impl<'a> Loader<'a> {
                 ));
             }
         }
+        // `action: x args` / `local_action: x args`: read as the task `x: args` (an include
+        // or a meta given so too).
+        let rewritten = action_keyword(node)?;
+        let (node, entries) = match &rewritten {
+            Some(r) => (r, map_of(r, "a task")?),
+            None => (node, entries),
+        };
         let action = entries
             .iter()
             .find(|(k, _, _)| INCLUDE_ACTIONS.contains(&short_name(k)));
         let Some((key, kpos, arg)) = action else {
-            let task = match local_action(node)? {
-                Some(rewritten) => load_task(&rewritten, handlers, inh, self.play_dir)?,
-                None => load_task(node, handlers, inh, self.play_dir)?,
-            };
+            let task = load_task(node, handlers, inh, self.play_dir)?;
             return Ok(vec![Step::Task(Box::new(task))]);
         };
-        if handlers {
+        if handlers && short_name(key) != "include_tasks" {
             return Err(Diagnostic::at(
                 kpos,
                 format!("`{key}` in handlers is not supported by fixpoint yet"),
             ));
         }
+        // `include_tasks: file=x.yml` (`include_role: name=r`): ansible-core splits a string of
+        // key=value words into arguments, as for a module; a plain name stays the file's.
+        let kv_arg;
+        let arg = match kv_arguments(arg) {
+            Some(map) => {
+                kv_arg = map;
+                &kv_arg
+            }
+            None => arg,
+        };
         let is_action = |k: &str| k == key;
         // An include loops over what its loop gives, decided from data alone; the `with_*`
         // lookups that search the controller's files or run commands are for tasks.
@@ -362,8 +376,13 @@ impl<'a> Loader<'a> {
                     }
                 };
                 let inner = inh.with_keywords(node)?;
+                let name = match node.get("name") {
+                    Some(n) => Some(string_of(n, "name")?),
+                    None => None,
+                };
                 Ok(vec![Step::Meta(Box::new(Meta {
                     action,
+                    name,
                     pos: node.pos.clone(),
                     when: inner.when,
                     tags: inner.tags,
@@ -392,7 +411,12 @@ impl<'a> Loader<'a> {
                 self.task_file(&path, &arg.pos, &inner)
             }
             "include_tasks" => {
-                let keys: Vec<&str> = INHERITED_KEYS.iter().copied().chain(loop_keys).collect();
+                let keys: Vec<&str> = INHERITED_KEYS
+                    .iter()
+                    .copied()
+                    .chain(loop_keys)
+                    .chain(handlers.then_some("listen"))
+                    .collect();
                 check_keys(
                     entries,
                     &keys,
@@ -435,12 +459,11 @@ impl<'a> Loader<'a> {
                         Err(d) => return Err(d),
                     }
                 };
-                Ok(vec![Step::Include(Box::new(include_of(
-                    node,
-                    inh,
-                    "include_tasks",
-                    source,
-                )?))])
+                let inc = include_of(node, inh, "include_tasks", source)?;
+                if handlers {
+                    return Ok(vec![Step::Task(Box::new(handler_include(node, inc)?))]);
+                }
+                Ok(vec![Step::Include(Box::new(inc))])
             }
             short @ ("import_role" | "include_role") => {
                 let include = short == "include_role";
@@ -549,6 +572,60 @@ fn file_arg(arg: &Node, key: &str) -> Result<String, Diagnostic> {
         }
         _ => string_of(arg, key),
     }
+}
+
+/// A handler that includes tasks: a task named (and listening) as the include is, which
+/// runs the include when notified. Its `when` and loop stay the include's.
+fn handler_include(node: &Node, inc: Include) -> Result<Task, Diagnostic> {
+    Ok(Task {
+        name: inc.name.clone(),
+        module: "include_tasks",
+        params: Value::Null,
+        pos: inc.pos.clone(),
+        loop_var: inc.loop_var.clone(),
+        listen: node
+            .get("listen")
+            .map(|n| strings_of(n, "listen"))
+            .transpose()?
+            .unwrap_or_default(),
+        tags: inc.tags.clone(),
+        role: inc.role.clone(),
+        vars: inc.inherited_vars.clone(),
+        handler_include: Some(Box::new(inc)),
+        ..Task::default()
+    })
+}
+
+/// An include's argument written as `k=v` words, as the mapping they stand for (each value a
+/// string, at the argument's position); `None` for a mapping or a plain name.
+fn kv_arguments(arg: &Node) -> Option<Node> {
+    let Kind::Str(s) = &arg.kind else {
+        return None;
+    };
+    if !s.contains('=') {
+        return None;
+    }
+    let map = super::task::parse_kv(s, &arg.pos).ok()?;
+    // A name with `=` inside a template (`"{{ a if b == c }}.yml"`) stays a name, as fixpoint
+    // always read it (ansible-core splits it and refuses the odd keys).
+    if !map.keys().all(|k| super::keywords::is_var_name(k)) {
+        return None;
+    }
+    let entries = map
+        .into_iter()
+        .map(|(k, v)| {
+            let text = v.as_str().unwrap_or_default().to_string();
+            let value = Node {
+                kind: Kind::Str(text),
+                pos: arg.pos.clone(),
+            };
+            (k, arg.pos.clone(), value)
+        })
+        .collect();
+    Some(Node {
+        kind: Kind::Map(entries),
+        pos: arg.pos.clone(),
+    })
 }
 
 /// `apply:` of `include_tasks`/`include_role`: keywords given to the included tasks, as if a

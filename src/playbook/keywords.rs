@@ -190,7 +190,6 @@ pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
     "poll",
     "any_errors_fatal",
     "apply",
-    "action",
     "remote_user",
     "port",
     "connection",
@@ -355,14 +354,17 @@ pub(crate) fn vars_of(node: &Node, what: &str) -> Result<Map<String, Value>, Dia
     }
 }
 
-/// Variable names must be valid identifiers, as in Ansible.
-pub fn check_var_name(name: &str, pos: &Pos) -> Result<(), Diagnostic> {
-    let ok = name
-        .chars()
+/// A name Ansible accepts for a variable: a letter or `_`, then letters, digits and `_`.
+pub fn is_var_name(name: &str) -> bool {
+    name.chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Variable names must be valid identifiers, as in Ansible.
+pub fn check_var_name(name: &str, pos: &Pos) -> Result<(), Diagnostic> {
+    if is_var_name(name) {
         Ok(())
     } else {
         Err(
@@ -464,7 +466,10 @@ pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
         )?;
         if let Some(v) = lc.get("loop_var") {
             var = string_of(v, "loop_var")?;
-            check_var_name(&var, &v.pos)?;
+            // A templated name (`"{{ loop_var_name }}"`) is rendered, and checked, on each host.
+            if !crate::template::Templar::is_template(&var) {
+                check_var_name(&var, &v.pos)?;
+            }
         }
         if let Some(v) = lc.get("index_var") {
             index_var = Some(string_of(v, "index_var")?);
@@ -483,12 +488,11 @@ mod keyword_list_tests {
     use super::*;
 
     /// Every task keyword of ansible-core 2.19 is either implemented or refused as "not
-    /// supported yet", never reported as unknown (`local_action` and `with_<lookup>` are read
-    /// where the module is).
+    /// supported yet", never reported as unknown (`action`, `local_action` and `with_<lookup>`
+    /// are read where the module is).
     #[test]
     fn every_ansible_task_keyword_is_implemented_or_refused_as_not_yet() {
         let ansible = [
-            "action",
             "any_errors_fatal",
             "args",
             "async",

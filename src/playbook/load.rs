@@ -183,6 +183,11 @@ fn wrap_steps(steps: &mut [Step], when: &[String], tags: &[String]) {
 fn wrap_task(t: &mut Task, when: &[String], tags: &[String]) {
     prepend_conditions(&mut t.when, when);
     add_tags(&mut t.tags, tags);
+    // A handler that includes tasks runs as its include: the conditions go there.
+    if let Some(inc) = t.handler_include.as_mut() {
+        prepend_conditions(&mut inc.when, when);
+        add_tags(&mut inc.tags, tags);
+    }
 }
 
 /// One play: its keywords, its sections loaded in run order, its roles' variables merged.

@@ -26,6 +26,10 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
     };
     match kind {
         LoopKind::List => list(value, "loop"),
+        LoopKind::WithList => Ok(match value {
+            Value::Array(a) => a,
+            other => vec![other],
+        }),
         LoopKind::Items => Ok(list(value, "with_items")?
             .into_iter()
             .flat_map(|i| match i {
@@ -40,7 +44,8 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
                 .collect()),
             Value::Null => Ok(Vec::new()),
             other => Err(format!(
-                "`with_dict` must be a mapping, but it rendered to {}",
+                // ansible-core's words, which playbooks test for (its loops target does).
+                "`with_dict`: the 'dict' lookup plugin expects a dictionary, got {}",
                 short(&other)
             )),
         },

@@ -40,7 +40,7 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
         out.write_str(&s)
             .map_err(|_| Error::new(ErrorKind::WriteFailure, "failed to write output"))
     });
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.set_unknown_method_callback(unknown_method);
     let dirs = Arc::new(search_path.clone().unwrap_or_default());
     if search_path.is_some() {
         let dirs = dirs.clone();
@@ -99,6 +99,53 @@ fn load_from_dirs(dirs: &[PathBuf], name: &str) -> Result<Option<String>, Error>
         }
     }
     Ok(None)
+}
+
+/// Python's methods on values: minijinja's pycompat ones, plus `list.index(x[, start[, end]])`
+/// (Ansible's loops target uses it), which pycompat lacks.
+fn unknown_method(
+    state: &State,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+) -> Result<Value, Error> {
+    if method == "index" && value.kind() == ValueKind::Seq {
+        let items: Vec<Value> = value.try_iter()?.collect();
+        let bound = |i: Option<&Value>, default: usize| -> Result<usize, Error> {
+            match i {
+                None => Ok(default),
+                Some(v) => {
+                    let n = i64::try_from(v.clone())?;
+                    let len = items.len() as i64;
+                    // Negative bounds count from the end, as Python slices do.
+                    let n = if n < 0 { (len + n).max(0) } else { n.min(len) };
+                    Ok(n as usize)
+                }
+            }
+        };
+        let Some(wanted) = args.first() else {
+            return Err(Error::new(
+                ErrorKind::MissingArgument,
+                "index() takes at least 1 argument",
+            ));
+        };
+        let start = bound(args.get(1), 0)?;
+        let end = bound(args.get(2), items.len())?;
+        return items
+            .iter()
+            .enumerate()
+            .take(end)
+            .skip(start)
+            .find(|(_, v)| *v == wanted)
+            .map(|(i, _)| Value::from(i))
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("{} is not in list", py_string(wanted).unwrap_or_default()),
+                )
+            });
+    }
+    minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
 }
 
 #[cfg(test)]

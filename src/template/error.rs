@@ -38,8 +38,10 @@ fn undefined_message(name: &str) -> String {
         Some((parent, key, true)) => {
             format!("`{name}` is undefined (`{parent}` has no item `{key}`)")
         }
+        // The attribute quoted as ansible-core's message quotes it (`has no attribute 'x'`),
+        // which playbooks test for.
         Some((parent, attr, false)) => {
-            format!("`{name}` is undefined (`{parent}` has no attribute `{attr}`)")
+            format!("`{name}` is undefined (`{parent}` has no attribute '{attr}')")
         }
         None => format!("undefined variable `{name}`"),
     }

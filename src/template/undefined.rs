@@ -409,7 +409,7 @@ mod tests {
         let e = render_err("name: {{ user.nmae }}");
         assert_eq!(
             e.to_string(),
-            "`user.nmae` is undefined (`user` has no attribute `nmae`) (in \"name: {{ user.nmae }}\", line 1)"
+            "`user.nmae` is undefined (`user` has no attribute 'nmae') (in \"name: {{ user.nmae }}\", line 1)"
         );
         assert_eq!(
             undefined_name(render_err("{{ user['nmae'] }}")),

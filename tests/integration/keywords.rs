@@ -189,6 +189,8 @@ fn meta_flush_handlers_end_host_end_play_and_noop() {
             "h",
             "after flush",
             "after flush",
+            // `end_host` whose `when` is false on `a`: skipped there, as ansible-core reports it.
+            "meta",
             "after end_host"
         ]
     );
@@ -568,4 +570,39 @@ fn local_action_is_a_task_delegated_to_localhost() {
         "    - local_action: command true\n      changed_when: false\n      delegate_to: a\n",
     );
     run(&fx, &[]).expect(2);
+}
+
+/// Issue 9, item 6: `action:` with a module fixpoint cannot decide at load (a template), or
+/// given beside `local_action`, is refused at load with its position.
+#[test]
+fn action_keyword_refuses_a_templated_module_and_a_second_action() {
+    let fx = Fx::new();
+    hosts_play(
+        &fx,
+        &["a"],
+        "",
+        "    - action: \"{{ mod }} msg=x\"\n      vars: {mod: debug}\n",
+    );
+    let out = run(&fx, &[]);
+    out.expect(2);
+    assert!(out.stderr.contains("site.yml:4:15"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("must name its module"),
+        "{}",
+        out.stderr
+    );
+    hosts_play(
+        &fx,
+        &["a"],
+        "",
+        "    - action: debug msg=x\n      local_action: debug msg=y\n",
+    );
+    let out = run(&fx, &[]);
+    out.expect(2);
+    assert!(out.stderr.contains("site.yml:5:7"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("both `action` and `local_action`"),
+        "{}",
+        out.stderr
+    );
 }

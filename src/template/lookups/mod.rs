@@ -41,6 +41,7 @@ pub(crate) const NAMES: &[&str] = &[
     "subelements",
     "sequence",
     "indexed_items",
+    "list",
 ];
 
 /// The lookups that need nothing but the controller: `env`, `file` (searched like templates,
@@ -94,6 +95,15 @@ pub(super) fn run_lookup(
         return Ok((out, wantlist.unwrap_or(false)));
     }
     let _ = kwargs.get::<Option<bool>>("skip");
+    // `file`'s options, as Python's str.lstrip()/rstrip() (all whitespace); rstrip by default.
+    let (lstrip, rstrip) = if plugin == "file" {
+        (
+            kwargs.get::<Option<bool>>("lstrip")?.unwrap_or(false),
+            kwargs.get::<Option<bool>>("rstrip")?.unwrap_or(true),
+        )
+    } else {
+        (false, true)
+    };
     let mut out = Vec::new();
     for term in terms {
         let term = py_string(defined(term)?)?;
@@ -156,8 +166,9 @@ pub(super) fn run_lookup(
                         path.display()
                     ))
                 })?;
-                // Ansible strips the trailing newline (rstrip=True).
-                Value::from(text.trim_end_matches(['\n', '\r']).to_string())
+                let text = if lstrip { text.trim_start() } else { &text[..] };
+                let text = if rstrip { text.trim_end() } else { text };
+                Value::from(text.to_string())
             }
             "varnames" => {
                 // The names of the variables (not the environment's functions) that the
@@ -193,7 +204,7 @@ pub(super) fn run_lookup(
             },
             other => {
                 return Err(op_err(format!(
-                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines, pipe, password, url, dict, subelements, sequence and indexed_items are)"
+                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines, pipe, password, url, dict, subelements, sequence, indexed_items and list are)"
                 )))
             }
         });
@@ -217,6 +228,8 @@ fn run_listing(
         "dict" => listing::dict_items(&json),
         "subelements" => listing::subelements(&json),
         "indexed_items" => Ok(listing::indexed_items(json)),
+        // ansible.builtin.list: the terms as they are.
+        "list" => Ok(json),
         "sequence" => {
             // Keyword arguments are every term's defaults; alone, they make one sequence.
             let mut defaults = Vec::new();
