@@ -191,6 +191,9 @@ pub fn dispatch<O: ModuleOp>(name: &str, op: O) -> Option<O::Out> {
     Some(match name {
         "file" => op.on::<file::File>(),
         "copy" => op.on::<copy::Copy>(),
+        // A `copy` whose controller `src` is a directory: the controller sends it under this
+        // internal name (not one a playbook can use: it is in neither module list).
+        "copy_tree" => op.on::<crate::copy_tree::CopyTree>(),
         "lineinfile" => op.on::<lineinfile::LineInFile>(),
         "blockinfile" => op.on::<blockinfile::BlockInFile>(),
         "stat" => op.on::<stat::Stat>(),
