@@ -492,8 +492,7 @@ impl Module for CopyTree {
 
         let changed = !plan.actions.is_empty();
         let r = &mut plan.result;
-        if let ([f], [], true) = (&p.tree.files[..], &p.tree.dirs[..], st.new_root_dirs.is_empty())
-        {
+        if let ([f], []) = (&p.tree.files[..], &p.tree.dirs[..]) {
             // One file at the top of the tree: Ansible returns that file's copy result.
             let probed = &st.files[0];
             r.insert("dest".into(), probed.path.display().to_string().into());
@@ -560,8 +559,7 @@ impl Module for CopyTree {
             }
         }
         let mut out = Map::new();
-        if let ([_], [], true) = (&p.tree.files[..], &p.tree.dirs[..], st.new_root_dirs.is_empty())
-        {
+        if let ([_], []) = (&p.tree.files[..], &p.tree.dirs[..]) {
             out = path_info(&st.files[0].path)?;
             out.insert("state".into(), "file".into());
         }
