@@ -109,8 +109,14 @@ fn de_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error>
 /// One step of the plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    Mkdir { at: Loc, attrs: Attrs },
-    SetAttrs { at: Loc, attrs: Attrs },
+    Mkdir {
+        at: Loc,
+        attrs: Attrs,
+    },
+    SetAttrs {
+        at: Loc,
+        attrs: Attrs,
+    },
     /// Write file `index` of the tree at `at` (atomically; the old file or link is replaced).
     Write {
         index: usize,
@@ -427,8 +433,7 @@ impl Module for CopyTree {
                 Some(spec) => spec.resolve(cur_mode, false).map_err(ModuleError::Params)?,
             };
             let content_changes = cur.is_none()
-                || f
-                    .before
+                || f.before
                     .as_ref()
                     .is_none_or(|(sum, n)| *sum != src.sha256 || *n != src.size);
             let attrs = match cur {
@@ -586,7 +591,8 @@ fn diff_attrs(plan: &mut Plan<Action>, shown: &str, m: &Metadata, a: &Attrs) {
             .attr(shown, "mode", mode_str(m.mode() & 0o7777), mode_str(mode));
     }
     if let Some(u) = a.uid {
-        plan.diff.attr(shown, "owner", user_name(m.uid()), user_name(u));
+        plan.diff
+            .attr(shown, "owner", user_name(m.uid()), user_name(u));
     }
     if let Some(g) = a.gid {
         plan.diff

@@ -90,7 +90,13 @@ fn tree_is_created_uploaded_once_then_converges() {
     assert_eq!(fs::read(dest.join("d/sub/same.conf")).unwrap(), b"alpha\n");
     assert_eq!(mode_of(&dest.join("d/a.conf")), 0o600, "mode: preserve");
     assert_eq!(mode_of(&dest.join("d/sub/b.sh")), 0o755);
-    for d in ["new", "new/out", "new/out/d", "new/out/d/sub", "new/out/d/empty"] {
+    for d in [
+        "new",
+        "new/out",
+        "new/out/d",
+        "new/out/d/sub",
+        "new/out/d/empty",
+    ] {
         assert_eq!(mode_of(&t.path().join(d)), 0o750, "{d}: directory_mode");
     }
 
@@ -123,7 +129,11 @@ fn tree_is_created_uploaded_once_then_converges() {
     assert!(fs::symlink_metadata(dest.join("d/sub/same.conf"))
         .unwrap()
         .is_file());
-    assert_eq!(mode_of(&dest.join("d")), 0o750, "existing tree dirs get directory_mode");
+    assert_eq!(
+        mode_of(&dest.join("d")),
+        0o750,
+        "existing tree dirs get directory_mode"
+    );
     assert_eq!(stamp(&dest.join("d/a.conf")), a_stamp);
 
     // force: false leaves existing files alone, whatever their content.
@@ -146,7 +156,10 @@ fn one_top_file_returns_the_file_result_and_bad_trees_are_refused() {
     .unwrap();
     assert!(!out.changed);
     assert_eq!(out.result["dest"], t.path().join("a").display().to_string());
-    assert_eq!(out.result["checksum"], hex::encode(sha1::Sha1::digest(b"x")));
+    assert_eq!(
+        out.result["checksum"],
+        hex::encode(sha1::Sha1::digest(b"x"))
+    );
 
     let bad = |tree: Value| {
         run::<CopyTree>(&json!({"_tree": tree, "dest": "/tmp/x/"}), &RUN)
@@ -161,11 +174,8 @@ fn one_top_file_returns_the_file_result_and_bad_trees_are_refused() {
 
     // A symlink where a directory of the tree goes is not followed.
     std::os::unix::fs::symlink("/etc", t.path().join("d")).unwrap();
-    let e = run::<CopyTree>(
-        &json!({"_tree": {"dirs": ["d"]}, "dest": t.path()}),
-        &RUN,
-    )
-    .unwrap_err()
-    .to_string();
+    let e = run::<CopyTree>(&json!({"_tree": {"dirs": ["d"]}, "dest": t.path()}), &RUN)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("symlink"), "{e}");
 }

@@ -12,6 +12,7 @@ mod blocks;
 mod cli_docs;
 mod cli_listing;
 mod controller_actions;
+mod copy_dir;
 mod cron;
 mod dnf;
 mod fx;

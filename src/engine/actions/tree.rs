@@ -49,10 +49,7 @@ pub fn prepare(
             json!({"rel": rel, "sha256": up.sha256, "sha1": up.sha1, "size": up.size, "mode": mode})
         })
         .collect();
-    params.insert(
-        "_tree".into(),
-        json!({"dirs": walk.dirs, "files": files}),
-    );
+    params.insert("_tree".into(), json!({"dirs": walk.dirs, "files": files}));
     // Ansible's result names the directory it found, with the slash the task wrote.
     let shown = crate::vars::magic::abs(dir);
     let shown = shown.trim_end_matches('/');
@@ -94,7 +91,10 @@ impl Walk {
         for name in names {
             let path = dir.join(&name);
             let name = name.to_str().ok_or_else(|| {
-                format!("{}: a name that is not UTF-8 cannot be copied", path.display())
+                format!(
+                    "{}: a name that is not UTF-8 cannot be copied",
+                    path.display()
+                )
             })?;
             let sub = if rel.is_empty() {
                 name.to_string()
