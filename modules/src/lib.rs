@@ -15,6 +15,7 @@ pub mod capture;
 pub mod children;
 pub mod command;
 pub mod copy;
+pub mod copy_remote_tree;
 pub mod copy_tree;
 pub mod deb822_repository;
 pub mod debconf;

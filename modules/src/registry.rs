@@ -166,6 +166,10 @@ pub fn run_module_hooked(
     if name == "package" {
         return crate::package::run(params, ctx, before_apply);
     }
+    // `remote_src` with a directory on the host: only the host can tell.
+    if name == "copy" && crate::copy_remote_tree::is_remote_dir(params) {
+        return run_hooked::<crate::copy_remote_tree::CopyRemoteTree>(params, ctx, before_apply);
+    }
     let run = Run {
         params,
         ctx,
