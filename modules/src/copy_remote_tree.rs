@@ -443,3 +443,49 @@ impl Module for CopyRemoteTree {
         Ok(Map::new())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::run_module;
+    use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
+
+    const RUN: Ctx = Ctx {
+        check: false,
+        diff: true,
+    };
+
+    #[test]
+    fn the_registry_sends_a_host_directory_here_and_it_converges() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        fs::create_dir_all(src.join("d")).unwrap();
+        fs::write(src.join("d/f"), "f\n").unwrap();
+        fs::set_permissions(src.join("d/f"), fs::Permissions::from_mode(0o640)).unwrap();
+        let dest = t.path().join("out");
+        let params = json!({"src": src, "dest": dest, "remote_src": true});
+        let checked = run_module(
+            "copy",
+            &params,
+            &Ctx {
+                check: true,
+                diff: true,
+            },
+        )
+        .unwrap();
+        assert!(checked.changed);
+        assert!(!dest.exists(), "check mode writes nothing");
+        let out = run_module("copy", &params, &RUN).unwrap();
+        assert!(out.changed);
+        assert_eq!(out.result["dest"], dest.display().to_string());
+        let f = dest.join("src/d/f");
+        assert_eq!(fs::read(&f).unwrap(), b"f\n");
+        assert_eq!(fs::metadata(&f).unwrap().mode() & 0o7777, 0o640);
+        let ino = fs::metadata(&f).unwrap().ino();
+        let again = run_module("copy", &params, &RUN).unwrap();
+        assert!(!again.changed, "{:?}", again.diff);
+        assert_eq!(fs::metadata(&f).unwrap().ino(), ino, "not rewritten");
+        assert_eq!(again.result["dest"], dest.join("src").display().to_string());
+    }
+}

@@ -119,3 +119,64 @@ fn copy_of_a_directory_converges_and_sends_only_what_differs() {
     );
     assert_eq!(mode(&whole.join("app/conf.d/b.conf")), 0o640);
 }
+
+#[test]
+fn remote_src_copy_of_a_host_directory_converges_and_rewrites_only_what_differs() {
+    let fleet = Fleet::start(1, "fpsudo");
+    let base = fleet.base(&fleet.hosts[0]);
+    let src = base.join("src");
+    std::fs::create_dir_all(src.join("sub/deep")).unwrap();
+    std::fs::write(src.join("a.conf"), "a\n").unwrap();
+    std::fs::write(src.join("sub/deep/run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(src.join("a.conf"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(
+        src.join("sub/deep/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("../a.conf", src.join("sub/link")).unwrap();
+    let mirror = base.join("mirror");
+    std::fs::create_dir_all(&mirror).unwrap();
+    std::fs::write(mirror.join("extra"), "kept\n").unwrap();
+    fleet.play(
+        r#"    - name: mirror
+      copy: {src: "{{ base }}/src/", dest: "{{ base }}/mirror", remote_src: true, owner: fpuser}
+      become: true
+"#,
+    );
+    let user = nix::unistd::User::from_name("fpuser")
+        .unwrap()
+        .expect("fpuser");
+    let observed = || observe(&[&mirror]);
+    crate::fx::converge(&|a: &[&str]| fleet.apply(a), &observed);
+    let m = |p: &str| std::fs::symlink_metadata(mirror.join(p)).unwrap();
+    assert_eq!(m("a.conf").mode() & 0o7777, 0o600, "the source's mode");
+    assert_eq!(m("sub/deep/run.sh").mode() & 0o7777, 0o755);
+    assert_eq!(
+        std::fs::read_link(mirror.join("sub/link")).unwrap(),
+        Path::new("../a.conf"),
+        "a link stays a link"
+    );
+    for p in ["a.conf", "sub", "sub/deep/run.sh", "sub/link"] {
+        assert_eq!(m(p).uid(), user.uid.as_raw(), "{p}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(mirror.join("extra")).unwrap(),
+        "kept\n"
+    );
+
+    // One source file changes: only it is rewritten.
+    std::fs::write(src.join("a.conf"), "a changed\n").unwrap();
+    let run_sh = crate::fx::stamp(&mirror.join("sub/deep/run.sh"));
+    let a_before = crate::fx::stamp(&mirror.join("a.conf"));
+    let out = fleet.apply(&[]);
+    out.expect(0);
+    assert_eq!(out.status_of("mirror"), "changed");
+    assert_eq!(
+        std::fs::read_to_string(mirror.join("a.conf")).unwrap(),
+        "a changed\n"
+    );
+    assert_ne!(crate::fx::stamp(&mirror.join("a.conf")), a_before);
+    assert_eq!(crate::fx::stamp(&mirror.join("sub/deep/run.sh")), run_sh);
+    assert_eq!(m("a.conf").uid(), user.uid.as_raw());
+}
