@@ -218,7 +218,18 @@ pub enum Response {
     NeedContent {
         sha256: String,
         size: u64,
+        /// Further contents to send before repeating the request (a `copy` of a directory
+        /// tree needs one per distinct file that differs): all of them travel in one go.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        more: Vec<Needed>,
     },
+}
+
+/// One more content a `NeedContent` asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Needed {
+    pub sha256: String,
+    pub size: u64,
 }
 
 /// Encode one message as a frame.

@@ -76,6 +76,7 @@ fn cached_zip(run: &PythonRun) -> Result<Result<PathBuf, Response>, String> {
     Ok(Err(Response::NeedContent {
         sha256: run.zip_sha256.clone(),
         size: run.zip_size,
+        more: Vec::new(),
     }))
 }
 

@@ -303,7 +303,29 @@ impl Session {
             Err(ModuleError::Failed { msg, result }) => Response::Failed { msg, result },
             Err(ModuleError::NeedContent { dir, sha256, size }) => {
                 match fixpoint_modules::fs::stage::begin(&dir, &sha256, size) {
-                    Ok(()) => Response::NeedContent { sha256, size },
+                    Ok(()) => Response::NeedContent {
+                        sha256,
+                        size,
+                        more: Vec::new(),
+                    },
+                    Err(e) => failed(e.to_string()),
+                }
+            }
+            Err(ModuleError::NeedContents(wanted)) => {
+                match fixpoint_modules::fs::stage::begin_many(&wanted) {
+                    Ok(()) => {
+                        let mut all = wanted
+                            .into_iter()
+                            .map(|(_, sha256, size)| crate::protocol::Needed { sha256, size });
+                        match all.next() {
+                            Some(first) => Response::NeedContent {
+                                sha256: first.sha256,
+                                size: first.size,
+                                more: all.collect(),
+                            },
+                            None => failed("internal error: no content named"),
+                        }
+                    }
                     Err(e) => failed(e.to_string()),
                 }
             }

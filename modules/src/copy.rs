@@ -3,8 +3,9 @@
 //!
 //! The controller turns a controller-side `src: foo.conf` into `_content_b64` (the bytes, base64)
 //! and `_src_name: foo.conf` (plus `_src_mode` for `mode: preserve`); `template` arrives the same
-//! way. With `remote_src: true`, `src` names a file on the host instead. Recursive copies of a
-//! directory `src` are not supported.
+//! way. With `remote_src: true`, `src` names a file on the host instead. A controller `src`
+//! that is a directory goes to `copy_tree` instead, and a directory on the host (`remote_src`)
+//! to `copy_remote_tree` (the registry decides).
 //!
 //! Differences from Ansible worth knowing:
 //! - The result has no `md5sum` (Ansible adds one outside FIPS mode); `checksum` is the sha1 of
@@ -707,8 +708,8 @@ fn source(p: &Params) -> Result<Source, ModuleError> {
     };
     if meta.is_dir() {
         return Err(ModuleError::failed(format!(
-            "Cannot copy {src}: it is a directory, and fixpoint does not copy directories \
-             recursively; copy its files one by one"
+            "Cannot copy {src}: it is a directory (copied by `copy_remote_tree`, which the \
+             registry picks for a `copy` of a directory)"
         )));
     }
     if !meta.is_file() {

@@ -15,6 +15,8 @@ pub mod capture;
 pub mod children;
 pub mod command;
 pub mod copy;
+pub mod copy_remote_tree;
+pub mod copy_tree;
 pub mod deb822_repository;
 pub mod debconf;
 pub mod dnf;
@@ -76,6 +78,11 @@ pub enum ModuleError {
         sha256: String,
         size: u64,
     },
+    /// Like `NeedContent`, for several contents at once (a `copy` of a directory tree): each
+    /// (directory, sha256, size). The agent stages them all, the controller sends them all, then
+    /// repeats the request once.
+    #[error("{} contents must be uploaded first", .0.len())]
+    NeedContents(Vec<(std::path::PathBuf, String, u64)>),
     /// Anything else the module reports as a failure (non-zero exit, failed validation...).
     #[error("{msg}")]
     Failed {

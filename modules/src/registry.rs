@@ -168,6 +168,10 @@ pub fn run_module_hooked(
         return crate::package::run(params, ctx, before_apply);
     }
     let params = selinux::without(name, params);
+    // `remote_src` with a directory on the host: only the host can tell.
+    if name == "copy" && crate::copy_remote_tree::is_remote_dir(&params) {
+        return run_hooked::<crate::copy_remote_tree::CopyRemoteTree>(&params, ctx, before_apply);
+    }
     let run = Run {
         params: &params,
         ctx,
@@ -193,6 +197,9 @@ pub fn dispatch<O: ModuleOp>(name: &str, op: O) -> Option<O::Out> {
     Some(match name {
         "file" => op.on::<file::File>(),
         "copy" => op.on::<copy::Copy>(),
+        // A `copy` whose controller `src` is a directory: the controller sends it under this
+        // internal name (not one a playbook can use: it is in neither module list).
+        "copy_tree" => op.on::<crate::copy_tree::CopyTree>(),
         "lineinfile" => op.on::<lineinfile::LineInFile>(),
         "blockinfile" => op.on::<blockinfile::BlockInFile>(),
         "stat" => op.on::<stat::Stat>(),

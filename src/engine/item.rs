@@ -3,6 +3,7 @@
 
 use super::actions::include_vars;
 use super::actions::prepare::{self as actions, Prepared};
+use super::actions::upload::Upload;
 use super::connect::conn_key;
 use super::handlers::handler_names;
 use super::result::ItemResult;
@@ -149,19 +150,40 @@ impl Shared<'_> {
         let timeout = task.timeout.map(Duration::from_secs);
         let mut answer = conn.call(&req, timeout).await;
         let mut sent = None;
-        // The host's file differs from the controller's: send the content, then ask again.
-        if let (Ok(Response::NeedContent { sha256, .. }), Some(up)) = (&answer, &upload) {
-            if *sha256 == up.sha256 {
-                answer = match up.send(conn, timeout).await {
-                    Ok(Ok(n)) => {
-                        sent = Some(n);
+        // The host's files differ from the controller's: send the contents, then ask again.
+        if let Ok(Response::NeedContent { sha256, more, .. }) = &answer {
+            let asked: Vec<&String> = std::iter::once(sha256)
+                .chain(more.iter().map(|m| &m.sha256))
+                .collect();
+            let ups: Vec<&Upload> = asked
+                .iter()
+                .filter_map(|sha| upload.iter().find(|u| u.sha256 == **sha))
+                .collect();
+            if !ups.is_empty() && ups.len() == asked.len() {
+                let mut total = 0;
+                let mut failed = None;
+                for up in ups {
+                    match up.send(conn, timeout).await {
+                        Ok(Ok(n)) => total += n,
+                        Ok(Err(msg)) => {
+                            failed = Some(Ok(Response::Failed {
+                                msg,
+                                result: Map::new(),
+                            }));
+                            break;
+                        }
+                        Err(e) => {
+                            failed = Some(Err(e));
+                            break;
+                        }
+                    }
+                }
+                answer = match failed {
+                    Some(f) => f,
+                    None => {
+                        sent = Some(total);
                         conn.call(&req, timeout).await
                     }
-                    Ok(Err(msg)) => Ok(Response::Failed {
-                        msg,
-                        result: Map::new(),
-                    }),
-                    Err(e) => Err(e),
                 };
             }
         }
@@ -172,7 +194,7 @@ impl Shared<'_> {
                 outbox_written,
             }) => Ok(ItemResult {
                 note: {
-                    if let Some(up) = &upload {
+                    for up in &upload {
                         up.fill_diff(&mut outcome, diff);
                     }
                     let sent = sent.map(|n| format!("content sent: {n} bytes"));

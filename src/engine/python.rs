@@ -145,6 +145,7 @@ impl Shared<'_> {
                     sha256: pkg.sha256.clone(),
                     sha1: None,
                     size: pkg.size,
+                    rel: None,
                 };
                 answer = match up.send(conn, timeout).await {
                     Ok(Ok(n)) => {

@@ -329,12 +329,8 @@ pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<()
             if !remote {
                 if let Some(src) = p.remove("src") {
                     if let Value::String(s) = &src {
-                        let found = find_file(dirs, "files", s).map_err(missing_src)?;
-                        if found.is_dir() {
-                            return Err(missing_src(format!(
-                                "`{s}` is a directory; copying directories is not supported yet (copy each file, or use `remote_src`)"
-                            )));
-                        }
+                        // A directory is copied whole (`engine/actions/tree.rs`).
+                        find_file(dirs, "files", s).map_err(missing_src)?;
                     }
                     p.insert("_content_b64".into(), Value::String(String::new()));
                 }

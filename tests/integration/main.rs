@@ -13,6 +13,7 @@ mod cas;
 mod cli_docs;
 mod cli_listing;
 mod controller_actions;
+mod copy_dir;
 mod cron;
 mod dnf;
 mod fx;

@@ -14,10 +14,11 @@ use std::path::Path;
 pub const KEYS: &[&str] = &["seuser", "serole", "setype", "selevel"];
 
 /// The native agent modules that take Ansible's common file arguments (`template` hands its
-/// parameters to `copy`).
+/// parameters to `copy`, `copy` of a controller directory runs as `copy_tree`).
 const MODULES: &[&str] = &[
     "file",
     "copy",
+    "copy_tree",
     "lineinfile",
     "blockinfile",
     "replace",

@@ -10,9 +10,11 @@
 //! renames it into place (`atomic::install_staged`), so the destination only ever holds the old
 //! content or the whole verified new one.
 //!
-//! One stage exists at a time (the agent serves one request at a time). A stage that is not
-//! taken is removed by the next `begin` or by `discard` when the agent's session ends; an agent
-//! killed mid-upload leaves its temp file behind, as an interrupted atomic write does.
+//! One request's stages exist at a time (the agent serves one request at a time): a `copy` of a
+//! directory tree begins one stage per distinct content it lacks (`begin_many`), and the
+//! controller sends them all before repeating the request once. Stages that are not taken are
+//! removed by the next `begin` or by `discard` when the agent's session ends; an agent killed
+//! mid-upload leaves its temp files behind, as an interrupted atomic write does.
 
 use super::dirfd::Dir;
 use crate::ModuleError;
@@ -35,10 +37,10 @@ pub struct Staged {
     complete: bool,
 }
 
-static STAGE: Mutex<Option<Staged>> = Mutex::new(None);
+static STAGE: Mutex<Vec<Staged>> = Mutex::new(Vec::new());
 
-/// The stage is one value replaced whole: a poisoned lock is used as is.
-fn stage() -> MutexGuard<'static, Option<Staged>> {
+/// The stages are values added and removed whole: a poisoned lock is used as is.
+fn stage() -> MutexGuard<'static, Vec<Staged>> {
     STAGE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -63,35 +65,53 @@ fn existing_ancestor(dir: &Path) -> PathBuf {
     }
 }
 
-/// Start receiving content with this sha256 and size, for a file that goes into `dir`.
+/// Start receiving content with this sha256 and size, for a file that goes into `dir` (any
+/// earlier stage is removed).
 pub fn begin(dir: &Path, sha256: &str, size: u64) -> Result<(), ModuleError> {
+    begin_many(&[(dir.to_path_buf(), sha256.to_string(), size)])
+}
+
+/// Start receiving several contents (sha256, size), each for a file that goes into its `dir`;
+/// any earlier stage is removed. A content named twice is staged once.
+pub fn begin_many(wanted: &[(PathBuf, String, u64)]) -> Result<(), ModuleError> {
     let mut g = stage();
-    if let Some(old) = g.take() {
+    for old in g.drain(..) {
         unlink(old);
     }
-    let dir = Dir::open(&existing_ancestor(dir))?;
-    let (file, name) = dir.create_temp(".fixpoint.", ".upload")?;
-    *g = Some(Staged {
-        dir,
-        name,
-        file,
-        sha256: sha256.to_string(),
-        size,
-        written: 0,
-        hasher: sha2::Sha256::new(),
-        complete: size == 0,
-    });
-    if size == 0 {
-        // Nothing will arrive: the empty file is the content, if it is the content announced.
-        if let Some(s) = g.as_mut() {
-            if hex::encode(sha2::Sha256::digest(b"")) != s.sha256 {
-                let s = g.take().expect("just set");
-                unlink(s);
-                return Err(ModuleError::failed(
-                    "the announced content is empty but its sha256 is not that of empty content",
-                ));
-            }
+    for (dir, sha256, size) in wanted {
+        if g.iter().any(|s| s.sha256 == *sha256) {
+            continue;
         }
+        if *size == 0 && hex::encode(sha2::Sha256::digest(b"")) != *sha256 {
+            // Nothing will arrive: the empty file is the content only if it is the one announced.
+            for s in g.drain(..) {
+                unlink(s);
+            }
+            return Err(ModuleError::failed(
+                "the announced content is empty but its sha256 is not that of empty content",
+            ));
+        }
+        let started = Dir::open(&existing_ancestor(dir))
+            .and_then(|d| d.create_temp(".fixpoint.", ".upload").map(|t| (d, t)));
+        let (dir, (file, name)) = match started {
+            Ok(x) => x,
+            Err(e) => {
+                for s in g.drain(..) {
+                    unlink(s);
+                }
+                return Err(e);
+            }
+        };
+        g.push(Staged {
+            dir,
+            name,
+            file,
+            sha256: sha256.clone(),
+            size: *size,
+            written: 0,
+            hasher: sha2::Sha256::new(),
+            complete: *size == 0,
+        });
     }
     Ok(())
 }
@@ -100,11 +120,12 @@ pub fn begin(dir: &Path, sha256: &str, size: u64) -> Result<(), ModuleError> {
 /// one the size and hash are checked, and a mismatch discards the stage.
 pub fn write_chunk(sha256: &str, offset: u64, data: &[u8]) -> Result<(), ModuleError> {
     let mut g = stage();
-    let Some(s) = g.as_mut().filter(|s| s.sha256 == sha256 && !s.complete) else {
+    let Some(i) = g.iter().position(|s| s.sha256 == sha256 && !s.complete) else {
         return Err(ModuleError::failed(format!(
             "no upload of content {sha256} is in progress on this host"
         )));
     };
+    let s = &mut g[i];
     let fits = s
         .written
         .checked_add(data.len() as u64)
@@ -116,7 +137,7 @@ pub fn write_chunk(sha256: &str, offset: u64, data: &[u8]) -> Result<(), ModuleE
             s.written,
             s.size
         );
-        let s = g.take().expect("matched above");
+        let s = g.swap_remove(i);
         unlink(s);
         return Err(ModuleError::failed(msg));
     }
@@ -130,7 +151,7 @@ pub fn write_chunk(sha256: &str, offset: u64, data: &[u8]) -> Result<(), ModuleE
         s.file.write_all(data)
     };
     if let Err(e) = res {
-        let s = g.take().expect("matched above");
+        let s = g.swap_remove(i);
         unlink(s);
         return Err(ModuleError::io(path, e));
     }
@@ -147,7 +168,7 @@ pub fn write_chunk(sha256: &str, offset: u64, data: &[u8]) -> Result<(), ModuleE
                     s.sha256
                 ),
             };
-            let s = g.take().expect("matched above");
+            let s = g.swap_remove(i);
             unlink(s);
             return Err(ModuleError::failed(msg));
         }
@@ -158,24 +179,19 @@ pub fn write_chunk(sha256: &str, offset: u64, data: &[u8]) -> Result<(), ModuleE
 
 /// Whether complete content `sha256` is staged.
 pub fn ready(sha256: &str) -> bool {
-    stage()
-        .as_ref()
-        .is_some_and(|s| s.complete && s.sha256 == sha256)
+    stage().iter().any(|s| s.complete && s.sha256 == sha256)
 }
 
 /// Take the complete stage of content `sha256` (its temp file now belongs to the caller).
 pub fn take(sha256: &str) -> Option<Staged> {
     let mut g = stage();
-    if g.as_ref().is_some_and(|s| s.complete && s.sha256 == sha256) {
-        g.take()
-    } else {
-        None
-    }
+    let i = g.iter().position(|s| s.complete && s.sha256 == sha256)?;
+    Some(g.swap_remove(i))
 }
 
 /// Remove whatever is staged (the session ends, or a stage was not used).
 pub fn discard() {
-    if let Some(s) = stage().take() {
+    for s in stage().drain(..) {
         unlink(s);
     }
 }

@@ -5,6 +5,7 @@ pub mod fetch;
 pub mod inventory;
 pub mod pause;
 pub mod prepare;
+pub mod tree;
 pub mod upload;
 
 use super::facts::facts_vars;

@@ -105,11 +105,11 @@ pub fn raw_param_keys(module: &str) -> &'static [&'static str] {
 
 /// What to run for a task after its parameters were rendered.
 pub enum Prepared {
-    /// Send to the agent; with `upload`, a controller file the agent may ask for.
+    /// Send to the agent; with `upload`, the controller files the agent may ask for.
     Agent {
         module: &'static str,
         params: Value,
-        upload: Option<super::upload::Upload>,
+        upload: Vec<super::upload::Upload>,
     },
     /// Already decided on the controller.
     Done(Result<Outcome, Failure>),
@@ -269,7 +269,7 @@ pub fn prepare(
     let obj = params.as_object_mut().expect("parameters are a mapping");
     match module {
         "copy" => {
-            let mut upload = None;
+            let mut upload = Vec::new();
             let remote = obj
                 .get("remote_src")
                 .and_then(|v| serde_json::from_value::<Bool>(v.clone()).ok())
@@ -278,9 +278,13 @@ pub fn prepare(
                 if let Some(Value::String(src)) = obj.remove("src") {
                     let path = find_file(dirs, "files", &src).map_err(Failure::msg)?;
                     if path.is_dir() {
-                        return Err(Failure::msg(format!(
-                            "`{src}` is a directory; copying directories is not supported yet"
-                        )));
+                        return super::tree::prepare(obj, &src, &path).map(|upload| {
+                            Prepared::Agent {
+                                module: "copy_tree",
+                                params,
+                                upload,
+                            }
+                        });
                     }
                     // Only the file's hash goes with the request: the agent asks for the
                     // content when the host's file differs, and it is then streamed.
@@ -289,7 +293,7 @@ pub fn prepare(
                     obj.insert("_src_sha1".into(), json!(up.sha1));
                     obj.insert("_src_size".into(), json!(up.size));
                     obj.insert("_src_name".into(), json!(basename(&src)));
-                    upload = Some(up);
+                    upload.push(up);
                     if obj.get("mode").and_then(Value::as_str) == Some("preserve") {
                         use std::os::unix::fs::PermissionsExt;
                         let m = std::fs::metadata(&path)
@@ -316,7 +320,7 @@ pub fn prepare(
                     .map(|b| b.0)
             };
             let remote = flag("remote_src") == Some(true) || flag("copy") == Some(false);
-            let mut upload = None;
+            let mut upload = Vec::new();
             if !remote {
                 if let Some(Value::String(src)) = obj.get("src").cloned() {
                     let path = find_file(dirs, "files", &src).map_err(Failure::msg)?;
@@ -328,7 +332,7 @@ pub fn prepare(
                     let up = super::upload::Upload::of(&path).map_err(Failure::msg)?;
                     obj.insert("_src_sha256".into(), json!(up.sha256));
                     obj.insert("_src_size".into(), json!(up.size));
-                    upload = Some(up);
+                    upload.push(up);
                 }
             }
             Ok(Prepared::Agent {
@@ -363,7 +367,7 @@ pub fn prepare(
             Ok(Prepared::Agent {
                 module: "script",
                 params,
-                upload: Some(up),
+                upload: vec![up],
             })
         }
         "template" => {
@@ -385,7 +389,7 @@ pub fn prepare(
             Ok(Prepared::Agent {
                 module: "copy",
                 params,
-                upload: None,
+                upload: Vec::new(),
             })
         }
         // The modules that run programs on the host get the task's `environment` (`apt` too:
@@ -399,7 +403,7 @@ pub fn prepare(
             Ok(Prepared::Agent {
                 module,
                 params,
-                upload: None,
+                upload: Vec::new(),
             })
         }
         "debug" => Ok(Prepared::Done(debug(&params, scope))),
@@ -426,7 +430,7 @@ pub fn prepare(
         other => Ok(Prepared::Agent {
             module: fixpoint_modules::canonical_name(other).unwrap_or("unknown"),
             params,
-            upload: None,
+            upload: Vec::new(),
         }),
     }
 }

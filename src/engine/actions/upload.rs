@@ -28,6 +28,8 @@ pub struct Upload {
     /// sha1 (hex), for a `copy` source: what Ansible's copy returns as `checksum`.
     pub sha1: Option<String>,
     pub size: u64,
+    /// A file of a copied directory: its path below the copy's `dest`, to find its diff.
+    pub rel: Option<String>,
 }
 
 /// The file's identity and version: (device, inode, size, mtime s, mtime ns).
@@ -58,6 +60,7 @@ impl Upload {
                 sha256: sha256.clone(),
                 sha1: Some(sha1.clone()),
                 size: m.size(),
+                rel: None,
             });
         }
         // Both sums in one read: sha256 names the content on the wire, sha1 is the result's.
@@ -84,6 +87,7 @@ impl Upload {
             sha256,
             sha1: Some(sha1),
             size,
+            rel: None,
         })
     }
 
@@ -138,8 +142,17 @@ impl Upload {
         if !diff {
             return;
         }
+        // A tree's file fills the entry of its own path (`dest` ends with `/`).
+        let path = self.rel.as_ref().map(|rel| {
+            match outcome.result.get("dest").and_then(|d| d.as_str()) {
+                Some(d) if d.ends_with('/') => format!("{d}{rel}"),
+                // A tree of one file returns that file's path.
+                Some(d) => d.to_string(),
+                None => rel.clone(),
+            }
+        });
         for c in &mut outcome.diff.content {
-            if !c.after.is_empty() {
+            if !c.after.is_empty() || path.as_ref().is_some_and(|p| *p != c.path) {
                 continue;
             }
             c.after = if self.size > MAX_DIFF_SIZE {
