@@ -1,14 +1,15 @@
 //! The `user` module: a local account present (uid, primary group, supplementary groups,
-//! comment, home, shell, password hash, lock, expiry) or absent, through `useradd`, `usermod`
-//! and `userdel`, planned from `getpwnam`, `/etc/group` and `/etc/shadow` as Ansible's module
-//! does, with its return values.
+//! comment, home, shell, password hash, lock, expiry, password ageing, an SSH key) or absent,
+//! through `useradd`, `usermod`, `chage`, `ssh-keygen` and `userdel`, planned from `getpwnam`,
+//! `/etc/group` and `/etc/shadow` as Ansible's module does, with its return values.
 //!
-//! SSH key generation, the libuser tools (`local`), SELinux users, password ageing and the
-//! other platforms' parameters are refused at load time (README).
+//! The libuser tools (`local`), SELinux users and the other platforms' parameters are refused
+//! at load time (README).
 
+use super::ssh_key::{self, KeySpec};
 use super::{
-    de_opt_u32, group_lookup, memberships, shadow, shadow_tool, tool_failed, user_by_name, GrEntry,
-    PwEntry,
+    de_opt_i64, de_opt_u32, group_lookup, memberships, shadow, shadow_tool, tool_failed,
+    user_by_name, GrEntry, PwEntry, Shadow,
 };
 use crate::params::{de_opt_string, Bool, StringList};
 use crate::service::run;
@@ -39,13 +40,12 @@ fn yes() -> Bool {
     Bool(true)
 }
 
+fn rsa() -> String {
+    "rsa".into()
+}
+
 /// Parameters this implementation does not support; refused by name in `validate`.
 const REFUSED: &[&str] = &[
-    "ssh_key_bits",
-    "ssh_key_type",
-    "ssh_key_file",
-    "ssh_key_comment",
-    "ssh_key_passphrase",
     "login_class",
     "hidden",
     "seuser",
@@ -53,10 +53,6 @@ const REFUSED: &[&str] = &[
     "profile",
     "authorization",
     "role",
-    "password_expire_max",
-    "password_expire_min",
-    "password_expire_warn",
-    "password_expire_account_disable",
 ];
 
 /// Unknown and refused parameters land in `refused` (named by `validate`): serde cannot
@@ -112,6 +108,26 @@ pub struct Params {
     pub uid_max: Option<u32>,
     #[serde(default)]
     pub generate_ssh_key: Option<Bool>,
+    #[serde(default, deserialize_with = "de_opt_i64")]
+    pub ssh_key_bits: Option<i64>,
+    #[serde(default = "rsa")]
+    pub ssh_key_type: String,
+    #[serde(default, deserialize_with = "de_opt_string")]
+    pub ssh_key_file: Option<String>,
+    #[serde(default, deserialize_with = "de_opt_string")]
+    pub ssh_key_comment: Option<String>,
+    #[serde(default, deserialize_with = "de_opt_string")]
+    pub ssh_key_passphrase: Option<String>,
+    /// Days (chage `-M`, `-m`, `-W`); compared with the shadow entry.
+    #[serde(default, deserialize_with = "de_opt_i64")]
+    pub password_expire_max: Option<i64>,
+    #[serde(default, deserialize_with = "de_opt_i64")]
+    pub password_expire_min: Option<i64>,
+    #[serde(default, deserialize_with = "de_opt_i64")]
+    pub password_expire_warn: Option<i64>,
+    /// Days after the password expires until the account is disabled (`-f`).
+    #[serde(default, deserialize_with = "de_opt_i64")]
+    pub password_expire_account_disable: Option<i64>,
     #[serde(flatten)]
     pub refused: Map<String, Value>,
 }
@@ -143,8 +159,7 @@ impl Expires {
 #[derive(Debug)]
 pub struct Probed {
     pw: Option<PwEntry>,
-    hash: String,
-    expire: i64,
+    shadow: Shadow,
     member_of: Vec<String>,
     /// `group`, resolved (None inside: no such group).
     group: Option<Option<GrEntry>>,
@@ -155,6 +170,8 @@ pub struct Probed {
     /// The home directory the task ends with exists.
     home_exists: bool,
     old_home_exists: bool,
+    /// The key's files, for an account whose home is known.
+    key: Option<ssh_key::KeyState>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +182,10 @@ pub enum Action {
     Mod(Vec<String>),
     /// Create the missing home directory from the skeleton, owned by the user.
     MakeHome(String),
+    /// chage for the ageing fields that differ from the shadow entry then.
+    Ageing,
+    /// ssh-keygen for the account.
+    SshKey,
     Del(Vec<String>),
 }
 
@@ -211,11 +232,6 @@ impl Module for User {
             };
             return Err(ModuleError::Params(msg));
         }
-        if p.generate_ssh_key.is_some_and(|g| g.0) {
-            return Err(ModuleError::Params(
-                "`generate_ssh_key` is not supported by fixpoint's user module".into(),
-            ));
-        }
         if p.non_unique.0 && p.uid.is_none() {
             return Err(ModuleError::Params(
                 "non_unique is True but all of the following are missing: uid".into(),
@@ -233,10 +249,14 @@ impl Module for User {
         let pw = user_by_name(&p.name)?;
         // /etc/shadow is read only when a parameter needs it: it is root's alone, and a task
         // that sets no password, lock or expiry can be checked without it.
-        let needs_shadow = p.password.is_some() || p.password_lock.is_some() || p.expires.is_some();
-        let (hash, expire) = match &pw {
+        let needs_shadow = p.password.is_some()
+            || p.password_lock.is_some()
+            || p.expires.is_some()
+            || p.password_expire_account_disable.is_some()
+            || ageing(p).iter().any(|(_, _, v)| v.is_some());
+        let shadow = match &pw {
             Some(_) if needs_shadow => shadow(&p.name)?,
-            _ => (String::new(), -1),
+            _ => Shadow::default(),
         };
         let member_of = match &pw {
             Some(_) => memberships(&p.name)?,
@@ -253,13 +273,17 @@ impl Module for User {
             .clone()
             .or_else(|| pw.as_ref().map(|u| u.home.clone()));
         let old_home = pw.as_ref().map(|u| u.home.clone());
+        let key = match (&pw, key_spec(p)) {
+            (Some(u), Some(k)) => Some(k.state(&u.home)),
+            _ => None,
+        };
         Ok(Probed {
+            key,
             own_group_exists: group_lookup(&p.name)?.is_some(),
             home_exists: home.is_some_and(|h| Path::new(&h).exists()),
             old_home_exists: old_home.is_some_and(|h| Path::new(&h).exists()),
             pw,
-            hash,
-            expire,
+            shadow,
             member_of,
             group,
             groups,
@@ -311,6 +335,13 @@ impl Module for User {
                     }
                 }
                 plan.actions.push(Action::Add(add_args(p, s)?));
+                // Ansible generates the key, then sets the ageing the new entry lacks.
+                if key_spec(p).is_some() {
+                    plan.actions.push(Action::SshKey);
+                }
+                if ageing(p).iter().any(|(_, _, v)| v.is_some()) {
+                    plan.actions.push(Action::Ageing);
+                }
                 plan.result.insert("system".into(), json!(p.system.0));
                 plan.result
                     .insert("create_home".into(), json!(p.create_home.0));
@@ -333,6 +364,30 @@ impl Module for User {
                 if p.create_home.0 && !s.home_exists && !moved_there {
                     plan.diff.attr(&home, "state", "absent", "directory");
                     plan.actions.push(Action::MakeHome(home));
+                }
+                if let (Some(spec), Some(key)) = (key_spec(p), &s.key) {
+                    let (go, warnings) = spec.decide(key);
+                    if go {
+                        plan.diff.attr(
+                            key.path.display().to_string(),
+                            "state",
+                            if key.private_exists { "file" } else { "absent" },
+                            "generated",
+                        );
+                        plan.actions.push(Action::SshKey);
+                    }
+                    ssh_key::report(&key.path, &mut plan.result)?;
+                    if !warnings.is_empty() {
+                        plan.result.insert("warnings".into(), json!(warnings));
+                    }
+                }
+                let ageing_changes = ageing_changes(p, &s.shadow);
+                for (_, attr, before, after) in &ageing_changes {
+                    plan.diff
+                        .attr(&p.name, attr, before.to_string(), after.to_string());
+                }
+                if !ageing_changes.is_empty() {
+                    plan.actions.push(Action::Ageing);
                 }
                 plan.result.insert("append".into(), json!(p.append.0));
                 plan.result.insert("move_home".into(), json!(p.move_home.0));
@@ -363,11 +418,32 @@ impl Module for User {
                     make_home(p, home)?;
                     continue;
                 }
-                Action::Add(a) => ("useradd", a),
-                Action::Mod(a) => ("usermod", a),
-                Action::Del(a) => ("userdel", a),
+                Action::SshKey => {
+                    let spec = key_spec(p).unwrap_or_else(|| unreachable!("planned with a key"));
+                    let pw = looked_up(p)?;
+                    let (path, warnings) = ssh_key::generate(&spec, &pw)?;
+                    ssh_key::report(&path, &mut out)?;
+                    if !warnings.is_empty() {
+                        out.insert("warnings".into(), json!(warnings));
+                    }
+                    continue;
+                }
+                Action::Ageing => {
+                    let flags: Vec<String> = ageing_changes(p, &shadow(&p.name)?)
+                        .into_iter()
+                        .flat_map(|(flag, _, _, after)| [flag.to_string(), after.to_string()])
+                        .chain([p.name.clone()])
+                        .collect();
+                    if flags.len() == 1 {
+                        continue;
+                    }
+                    ("chage", flags)
+                }
+                Action::Add(a) => ("useradd", a.clone()),
+                Action::Mod(a) => ("usermod", a.clone()),
+                Action::Del(a) => ("userdel", a.clone()),
             };
-            let ran = shadow_tool(tool, args)?;
+            let ran = shadow_tool(tool, &args)?;
             if ran.rc != 0 {
                 return Err(tool_failed(&p.name, &ran));
             }
@@ -381,13 +457,51 @@ impl Module for User {
             out.insert("stderr".into(), json!(stderr));
         }
         if p.state == State::Present {
-            let pw = user_by_name(&p.name)?.ok_or_else(|| {
-                ModuleError::failed(format!("failed to look up user name: {}", p.name))
-            })?;
-            insert_info(&mut out, &pw, p);
+            insert_info(&mut out, &looked_up(p)?, p);
         }
         Ok(out)
     }
+}
+
+fn looked_up(p: &Params) -> Result<PwEntry, ModuleError> {
+    user_by_name(&p.name)?
+        .ok_or_else(|| ModuleError::failed(format!("failed to look up user name: {}", p.name)))
+}
+
+/// The key to generate, when `generate_ssh_key` asks for one.
+fn key_spec(p: &Params) -> Option<KeySpec> {
+    p.generate_ssh_key.filter(|g| g.0)?;
+    Some(KeySpec {
+        file: p
+            .ssh_key_file
+            .clone()
+            .unwrap_or_else(|| format!(".ssh/id_{}", p.ssh_key_type)),
+        kind: p.ssh_key_type.clone(),
+        bits: p.ssh_key_bits.unwrap_or(0),
+        comment: p.ssh_key_comment.clone(),
+        passphrase: p.ssh_key_passphrase.clone(),
+        force: p.force.0,
+    })
+}
+
+/// The ageing parameters: chage's flag, the name, the value asked for.
+fn ageing(p: &Params) -> [(&'static str, &'static str, Option<i64>); 3] {
+    [
+        ("-m", "password_expire_min", p.password_expire_min),
+        ("-M", "password_expire_max", p.password_expire_max),
+        ("-W", "password_expire_warn", p.password_expire_warn),
+    ]
+}
+
+/// The ageing fields that differ from the shadow entry: flag, name, before, after.
+fn ageing_changes(p: &Params, sh: &Shadow) -> Vec<(&'static str, &'static str, i64, i64)> {
+    ageing(p)
+        .into_iter()
+        .zip([sh.min, sh.max, sh.warn])
+        .filter_map(|((flag, name, want), have)| {
+            want.filter(|w| *w != have).map(|w| (flag, name, have, w))
+        })
+        .collect()
 }
 
 /// The account's fields as Ansible returns them after the run.
@@ -450,6 +564,9 @@ fn add_args(p: &Params, s: &Probed) -> Result<Vec<String>, ModuleError> {
     if let Some(e) = p.expires {
         a.push("-e".into());
         a.push(e.days().map(date_of).unwrap_or_default());
+    }
+    if let Some(days) = p.password_expire_account_disable {
+        a.extend(["-f".into(), days.to_string()]);
     }
     if let Some(pw) = &p.password {
         a.push("-p".into());
@@ -561,7 +678,11 @@ fn mod_args(
         a.extend(["-s".into(), sh.clone()]);
     }
     if let Some(e) = p.expires {
-        let current = if s.expire < 0 { None } else { Some(s.expire) };
+        let current = if s.shadow.expire < 0 {
+            None
+        } else {
+            Some(s.shadow.expire)
+        };
         let want = e.days();
         // Ansible compares the day only, and "never" with any set expiry.
         let differ = match want {
@@ -574,7 +695,21 @@ fn mod_args(
             a.extend(["-e".into(), want.map(date_of).unwrap_or_default()]);
         }
     }
-    let locked = s.hash.starts_with('!');
+    if let Some(days) = p
+        .password_expire_account_disable
+        .filter(|d| *d != s.shadow.inactive)
+    {
+        // Ansible passes `-f` on every run, changing each time; fixpoint compares first
+        // (DEVIATIONS.md).
+        plan.diff.attr(
+            name,
+            "password_expire_account_disable",
+            s.shadow.inactive.to_string(),
+            days.to_string(),
+        );
+        a.extend(["-f".into(), days.to_string()]);
+    }
+    let locked = s.shadow.hash.starts_with('!');
     let mut lock_flag = None;
     match p.password_lock.map(|l| l.0) {
         Some(true) if !locked => lock_flag = Some("-L"),
@@ -584,7 +719,7 @@ fn mod_args(
     let set_password = p.update_password == UpdatePassword::Always
         && p.password
             .as_deref()
-            .is_some_and(|pw| s.hash.trim_start_matches('!') != pw.trim_start_matches('!'));
+            .is_some_and(|pw| s.shadow.hash.trim_start_matches('!') != pw.trim_start_matches('!'));
     if set_password {
         // The hash is a secret: the diff says only that it changes.
         plan.diff.attr(name, "password", "********", "********");
@@ -610,8 +745,7 @@ fn mod_args(
 /// Ansible's `create_homedir`: a copy of the skeleton (or an empty directory) with the mode
 /// login.defs asks for, then owned by the user throughout.
 fn make_home(p: &Params, home: &str) -> Result<(), ModuleError> {
-    let pw = user_by_name(&p.name)?
-        .ok_or_else(|| ModuleError::failed(format!("failed to look up user name: {}", p.name)))?;
+    let pw = looked_up(p)?;
     let skel = p.skeleton.clone().unwrap_or_else(|| "/etc/skel".into());
     if Path::new(&skel).is_dir() {
         if let Some(parent) = Path::new(home).parent() {
@@ -656,36 +790,5 @@ fn home_mode() -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn params(v: Value) -> Params {
-        serde_json::from_value(v).unwrap()
-    }
-
-    #[test]
-    fn unsupported_parameters_are_refused_by_name() {
-        let p = params(json!({"name": "u", "seuser": "x"}));
-        let e = User::validate(&p).unwrap_err().to_string();
-        assert!(e.contains("seuser") && e.contains("not supported"), "{e}");
-        let p = params(json!({"name": "u", "bogus": 1}));
-        assert!(User::validate(&p)
-            .unwrap_err()
-            .to_string()
-            .contains("unknown parameter `bogus`"));
-        let p = params(json!({"name": "u", "generate_ssh_key": true}));
-        assert!(User::validate(&p).is_err());
-        let p = params(json!({"user": "u", "createhome": false, "expires": "1700000000"}));
-        assert!(User::validate(&p).is_ok());
-        assert!(!p.create_home.0);
-    }
-
-    #[test]
-    fn expiry_is_a_day_and_negative_is_never() {
-        assert_eq!(
-            Expires(1_700_000_000.5).days().map(date_of),
-            Some("2023-11-14".into())
-        );
-        assert_eq!(Expires(-1.0).days(), None);
-    }
-}
+#[path = "user_tests.rs"]
+mod tests;

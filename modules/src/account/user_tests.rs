@@ -1,0 +1,55 @@
+//! Unit tests of `user`: parameters, the ageing fields chage gets, expiry days.
+
+use super::*;
+
+fn params(v: Value) -> Params {
+    serde_json::from_value(v).unwrap()
+}
+
+#[test]
+fn unsupported_parameters_are_refused_by_name() {
+    let p = params(json!({"name": "u", "seuser": "x"}));
+    let e = User::validate(&p).unwrap_err().to_string();
+    assert!(e.contains("seuser") && e.contains("not supported"), "{e}");
+    let p = params(json!({"name": "u", "bogus": 1}));
+    assert!(User::validate(&p)
+        .unwrap_err()
+        .to_string()
+        .contains("unknown parameter `bogus`"));
+    let p = params(json!({"name": "u", "generate_ssh_key": true, "ssh_key_bits": "4096"}));
+    assert!(User::validate(&p).is_ok());
+    assert_eq!(key_spec(&p).unwrap().file, ".ssh/id_rsa");
+    assert_eq!(key_spec(&p).unwrap().bits, 4096);
+    let p = params(json!({"user": "u", "createhome": false, "expires": "1700000000"}));
+    assert!(User::validate(&p).is_ok());
+    assert!(!p.create_home.0);
+}
+
+#[test]
+fn only_the_ageing_fields_that_differ_go_to_chage() {
+    let p = params(
+        json!({"name": "u", "password_expire_min": 0, "password_expire_max": "10",
+        "password_expire_warn": 7}),
+    );
+    let sh = Shadow {
+        min: 0,
+        max: 99999,
+        warn: 7,
+        ..Shadow::default()
+    };
+    assert_eq!(
+        ageing_changes(&p, &sh),
+        [("-M", "password_expire_max", 99999, 10)]
+    );
+    let none = params(json!({"name": "u"}));
+    assert!(ageing_changes(&none, &sh).is_empty());
+}
+
+#[test]
+fn expiry_is_a_day_and_negative_is_never() {
+    assert_eq!(
+        Expires(1_700_000_000.5).days().map(date_of),
+        Some("2023-11-14".into())
+    );
+    assert_eq!(Expires(-1.0).days(), None);
+}
