@@ -44,6 +44,11 @@ fn rsa() -> String {
     "rsa".into()
 }
 
+/// Ansible's `type='path'`: a leading `~` is the home of the user the module runs as.
+fn de_opt_path<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(de_opt_string(d)?.map(|s| crate::fs::expand_user(&s).to_string_lossy().into_owned()))
+}
+
 /// Parameters this implementation does not support; refused by name in `validate`.
 const REFUSED: &[&str] = &[
     "login_class",
@@ -73,9 +78,9 @@ pub struct Params {
     pub groups: Option<StringList>,
     #[serde(default, deserialize_with = "de_opt_string")]
     pub comment: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de_opt_path")]
     pub home: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de_opt_path")]
     pub shell: Option<String>,
     #[serde(default)]
     pub password: Option<String>,
@@ -112,7 +117,7 @@ pub struct Params {
     pub ssh_key_bits: Option<i64>,
     #[serde(default = "rsa")]
     pub ssh_key_type: String,
-    #[serde(default, deserialize_with = "de_opt_string")]
+    #[serde(default, deserialize_with = "de_opt_path")]
     pub ssh_key_file: Option<String>,
     #[serde(default, deserialize_with = "de_opt_string")]
     pub ssh_key_comment: Option<String>,

@@ -53,3 +53,15 @@ fn expiry_is_a_day_and_negative_is_never() {
     );
     assert_eq!(Expires(-1.0).days(), None);
 }
+
+#[test]
+fn path_parameters_expand_the_home() {
+    let p = params(json!({"name": "u", "shell": "~/sh", "home": "/h", "ssh_key_file": "k"}));
+    assert!(
+        !p.shell.as_deref().unwrap().starts_with('~'),
+        "{:?}",
+        p.shell
+    );
+    assert!(p.shell.as_deref().unwrap().ends_with("/sh"));
+    assert_eq!(p.ssh_key_file.as_deref(), Some("k"));
+}
