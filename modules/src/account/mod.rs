@@ -2,13 +2,14 @@
 //! databases, running the shadow tools).
 //!
 //! The modules live beside this file: `user.rs` (`user`, with `ssh_key.rs` for its key
-//! generation), `group.rs` (`group`) and `getent.rs` (`getent`, which only reads). Every change
+//! generation and `home.rs` for a home made again), `group.rs` (`group`) and `getent.rs` (`getent`, which only reads). Every change
 //! goes through `useradd`, `usermod`, `userdel`, `chage`, `groupadd`, `groupmod` and `groupdel`, which
 //! take the databases' locks (`lckpwdf`) themselves: nothing here writes `/etc/passwd`,
 //! `/etc/group` or `/etc/shadow`.
 
 pub mod getent;
 pub mod group;
+pub mod home;
 pub mod ssh_key;
 pub mod user;
 

@@ -12,7 +12,6 @@ use super::{
     user_by_name, GrEntry, PwEntry, Shadow,
 };
 use crate::params::{de_opt_string, Bool, StringList};
-use crate::service::run;
 use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -296,111 +295,16 @@ impl Module for User {
     }
 
     fn plan(p: &Params, s: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
-        let mut plan = Plan::new();
-        plan.result.insert("name".into(), json!(p.name));
-        let state = match p.state {
-            State::Present => "present",
-            State::Absent => "absent",
-        };
-        plan.result.insert("state".into(), json!(state));
-        match (p.state, &s.pw) {
-            (State::Absent, None) => {}
-            (State::Absent, Some(_)) => {
-                let mut args = Vec::new();
-                if p.force.0 {
-                    args.push("-f".into());
+        let mut plan = plan_account(p, s, ctx)?;
+        // Ansible warns whatever the state, check mode included.
+        if p.password.as_deref().is_some_and(looks_unhashed) {
+            let w = "The input password appears not to have been hashed. The 'password' \
+                     argument must be encrypted for this module to work properly.";
+            match plan.result.get_mut("warnings") {
+                Some(Value::Array(all)) => all.insert(0, json!(w)),
+                _ => {
+                    plan.result.insert("warnings".into(), json!([w]));
                 }
-                if p.remove.0 {
-                    args.push("-r".into());
-                }
-                args.push(p.name.clone());
-                plan.actions.push(Action::Del(args));
-                plan.diff.attr(&p.name, "state", "present", "absent");
-                if ctx.check {
-                    // Ansible's module stops there in check mode and returns nothing else.
-                    plan.result = Map::new();
-                } else {
-                    plan.result.insert("force".into(), json!(p.force.0));
-                    plan.result.insert("remove".into(), json!(p.remove.0));
-                }
-            }
-            (State::Present, None) => {
-                plan.diff.attr(&p.name, "state", "absent", "present");
-                if ctx.check {
-                    plan.actions.push(Action::Add(Vec::new()));
-                    plan.result = Map::new();
-                    return Ok(plan);
-                }
-                if let (Some(home), true) = (&p.home, p.create_home.0) {
-                    if let Some(parent) = Path::new(home).parent() {
-                        if !parent.as_os_str().is_empty() && !parent.is_dir() {
-                            plan.actions
-                                .push(Action::Parents(parent.display().to_string()));
-                        }
-                    }
-                }
-                plan.actions.push(Action::Add(add_args(p, s)?));
-                // Ansible generates the key, then sets the ageing the new entry lacks.
-                if key_spec(p).is_some() {
-                    plan.actions.push(Action::SshKey);
-                }
-                if ageing(p).iter().any(|(_, _, v)| v.is_some()) {
-                    plan.actions.push(Action::Ageing);
-                }
-                plan.result.insert("system".into(), json!(p.system.0));
-                plan.result
-                    .insert("create_home".into(), json!(p.create_home.0));
-                if p.password.is_some() {
-                    plan.result
-                        .insert("password".into(), json!("NOT_LOGGING_PASSWORD"));
-                }
-            }
-            (State::Present, Some(pw)) => {
-                let args = mod_args(p, s, pw, &mut plan)?;
-                let moves_home = args.iter().any(|a| a == "-d") && p.move_home.0;
-                if !args.is_empty() {
-                    let mut args = args;
-                    args.push(p.name.clone());
-                    plan.actions.push(Action::Mod(args));
-                }
-                // Ansible creates a missing home even for an account it did not change.
-                let home = p.home.clone().unwrap_or_else(|| pw.home.clone());
-                let moved_there = moves_home && s.old_home_exists && !ctx.check;
-                if p.create_home.0 && !s.home_exists && !moved_there {
-                    plan.diff.attr(&home, "state", "absent", "directory");
-                    plan.actions.push(Action::MakeHome(home));
-                }
-                if let (Some(spec), Some(key)) = (key_spec(p), &s.key) {
-                    let (go, warnings) = spec.decide(key);
-                    if go {
-                        plan.diff.attr(
-                            key.path.display().to_string(),
-                            "state",
-                            if key.private_exists { "file" } else { "absent" },
-                            "generated",
-                        );
-                        plan.actions.push(Action::SshKey);
-                    }
-                    ssh_key::report(&key.path, &mut plan.result)?;
-                    if !warnings.is_empty() {
-                        plan.result.insert("warnings".into(), json!(warnings));
-                    }
-                }
-                let ageing_changes = ageing_changes(p, &s.shadow);
-                for (_, attr, before, after) in &ageing_changes {
-                    plan.diff
-                        .attr(&p.name, attr, before.to_string(), after.to_string());
-                }
-                if !ageing_changes.is_empty() {
-                    plan.actions.push(Action::Ageing);
-                }
-                plan.result.insert("append".into(), json!(p.append.0));
-                plan.result.insert("move_home".into(), json!(p.move_home.0));
-                if p.password.is_some() {
-                    plan.result
-                        .insert("password".into(), json!("NOT_LOGGING_PASSWORD"));
-                }
-                insert_info(&mut plan.result, pw, p);
             }
         }
         Ok(plan)
@@ -420,7 +324,7 @@ impl Module for User {
                     continue;
                 }
                 Action::MakeHome(home) => {
-                    make_home(p, home)?;
+                    super::home::make_home(&looked_up(p)?, p.skeleton.as_deref(), home)?;
                     continue;
                 }
                 Action::SshKey => {
@@ -466,6 +370,143 @@ impl Module for User {
         }
         Ok(out)
     }
+}
+
+/// The plan for the account, its home, key and ageing.
+fn plan_account(p: &Params, s: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+    let mut plan = Plan::new();
+    plan.result.insert("name".into(), json!(p.name));
+    let state = match p.state {
+        State::Present => "present",
+        State::Absent => "absent",
+    };
+    plan.result.insert("state".into(), json!(state));
+    match (p.state, &s.pw) {
+        (State::Absent, None) => {}
+        (State::Absent, Some(_)) => {
+            let mut args = Vec::new();
+            if p.force.0 {
+                args.push("-f".into());
+            }
+            if p.remove.0 {
+                args.push("-r".into());
+            }
+            args.push(p.name.clone());
+            plan.actions.push(Action::Del(args));
+            plan.diff.attr(&p.name, "state", "present", "absent");
+            if ctx.check {
+                // Ansible's module stops there in check mode and returns nothing else.
+                plan.result = Map::new();
+            } else {
+                plan.result.insert("force".into(), json!(p.force.0));
+                plan.result.insert("remove".into(), json!(p.remove.0));
+            }
+        }
+        (State::Present, None) => {
+            plan.diff.attr(&p.name, "state", "absent", "present");
+            if ctx.check {
+                plan.actions.push(Action::Add(Vec::new()));
+                plan.result = Map::new();
+                return Ok(plan);
+            }
+            if let (Some(home), true) = (&p.home, p.create_home.0) {
+                if let Some(parent) = Path::new(home).parent() {
+                    if !parent.as_os_str().is_empty() && !parent.is_dir() {
+                        plan.actions
+                            .push(Action::Parents(parent.display().to_string()));
+                    }
+                }
+            }
+            plan.actions.push(Action::Add(add_args(p, s)?));
+            // Ansible generates the key, then sets the ageing the new entry lacks.
+            if key_spec(p).is_some() {
+                plan.actions.push(Action::SshKey);
+            }
+            if ageing(p).iter().any(|(_, _, v)| v.is_some()) {
+                plan.actions.push(Action::Ageing);
+            }
+            plan.result.insert("system".into(), json!(p.system.0));
+            plan.result
+                .insert("create_home".into(), json!(p.create_home.0));
+            if p.password.is_some() {
+                plan.result
+                    .insert("password".into(), json!("NOT_LOGGING_PASSWORD"));
+            }
+        }
+        (State::Present, Some(pw)) => {
+            let args = mod_args(p, s, pw, &mut plan)?;
+            let moves_home = args.iter().any(|a| a == "-d") && p.move_home.0;
+            if !args.is_empty() {
+                let mut args = args;
+                args.push(p.name.clone());
+                plan.actions.push(Action::Mod(args));
+            }
+            // Ansible creates a missing home even for an account it did not change.
+            let home = p.home.clone().unwrap_or_else(|| pw.home.clone());
+            let moved_there = moves_home && s.old_home_exists && !ctx.check;
+            if p.create_home.0 && !s.home_exists && !moved_there {
+                plan.diff.attr(&home, "state", "absent", "directory");
+                plan.actions.push(Action::MakeHome(home));
+            }
+            if let (Some(spec), Some(key)) = (key_spec(p), &s.key) {
+                let (go, warnings) = spec.decide(key);
+                if go {
+                    plan.diff.attr(
+                        key.path.display().to_string(),
+                        "state",
+                        if key.private_exists { "file" } else { "absent" },
+                        "generated",
+                    );
+                    plan.actions.push(Action::SshKey);
+                }
+                ssh_key::report(&key.path, &mut plan.result)?;
+                if !warnings.is_empty() {
+                    plan.result.insert("warnings".into(), json!(warnings));
+                }
+            }
+            let ageing_changes = ageing_changes(p, &s.shadow);
+            for (_, attr, before, after) in &ageing_changes {
+                plan.diff
+                    .attr(&p.name, attr, before.to_string(), after.to_string());
+            }
+            if !ageing_changes.is_empty() {
+                plan.actions.push(Action::Ageing);
+            }
+            plan.result.insert("append".into(), json!(p.append.0));
+            plan.result.insert("move_home".into(), json!(p.move_home.0));
+            if p.password.is_some() {
+                plan.result
+                    .insert("password".into(), json!("NOT_LOGGING_PASSWORD"));
+            }
+            insert_info(&mut plan.result, pw, p);
+        }
+    }
+    Ok(plan)
+}
+
+/// Ansible's test for a password given in clear (it warns, and sets it anyway): not a crypt(3)
+/// hash by its characters and, for the common schemes, its length.
+fn looks_unhashed(pw: &str) -> bool {
+    if ["*", "!", "*************"].contains(&pw) {
+        return false;
+    }
+    if pw.contains([':', '*', '!']) || !pw.contains('$') {
+        return true;
+    }
+    let fields: Vec<&str> = pw.split('$').collect();
+    let Some(last) = fields.last().filter(|_| fields.len() >= 3) else {
+        return true;
+    };
+    let bad_char = last
+        .chars()
+        .any(|c| !(c.is_ascii_alphanumeric() || "./=".contains(c)));
+    let want = match fields[1] {
+        "1" => Some(22),
+        "5" | "y" => Some(43),
+        "6" => Some(86),
+        _ => None,
+    };
+    bad_char || want.is_some_and(|n| last.len() != n)
 }
 
 fn looked_up(p: &Params) -> Result<PwEntry, ModuleError> {
@@ -745,53 +786,6 @@ fn mod_args(
         a.push(f.into());
     }
     Ok(a)
-}
-
-/// Ansible's `create_homedir`: a copy of the skeleton (or an empty directory) with the mode
-/// login.defs asks for, then owned by the user throughout.
-fn make_home(p: &Params, home: &str) -> Result<(), ModuleError> {
-    let pw = looked_up(p)?;
-    let skel = p.skeleton.clone().unwrap_or_else(|| "/etc/skel".into());
-    if Path::new(&skel).is_dir() {
-        if let Some(parent) = Path::new(home).parent() {
-            std::fs::create_dir_all(parent).map_err(|e| ModuleError::io(parent, e))?;
-        }
-        let cp = run(Path::new("/bin/cp"), &["-a", &skel, home])?;
-        if cp.rc != 0 {
-            return Err(ModuleError::failed(format!(
-                "copying {skel} to {home}: {}",
-                cp.stderr.trim_end()
-            )));
-        }
-    } else {
-        std::fs::create_dir_all(home).map_err(|e| ModuleError::io(home, e))?;
-    }
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(home, std::fs::Permissions::from_mode(home_mode()))
-        .map_err(|e| ModuleError::io(home, e))?;
-    let owner = format!("{}:{}", pw.uid, pw.gid);
-    let ch = run(Path::new("/bin/chown"), &["-R", &owner, home])?;
-    if ch.rc != 0 {
-        return Err(ModuleError::failed(format!(
-            "chown {home}: {}",
-            ch.stderr.trim_end()
-        )));
-    }
-    Ok(())
-}
-
-/// `HOME_MODE`, else `0777 & ~UMASK`, from /etc/login.defs (0755 when it says neither).
-fn home_mode() -> u32 {
-    let defs = std::fs::read_to_string("/etc/login.defs").unwrap_or_default();
-    let get = |key: &str| {
-        defs.lines().find_map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next() == Some(key))
-                .then(|| it.next().and_then(|v| u32::from_str_radix(v, 8).ok()))
-                .flatten()
-        })
-    };
-    get("HOME_MODE").unwrap_or_else(|| 0o777 & !get("UMASK").unwrap_or(0o022))
 }
 
 #[cfg(test)]

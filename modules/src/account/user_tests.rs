@@ -65,3 +65,13 @@ fn path_parameters_expand_the_home() {
     assert!(p.shell.as_deref().unwrap().ends_with("/sh"));
     assert_eq!(p.ssh_key_file.as_deref(), Some("k"));
 }
+
+#[test]
+fn a_clear_password_is_told_from_a_hash() {
+    let hash = "$6$saltsalt$Pc6RS3TY1n2wEC3Qx1HR3C4.oJEUzF2G3.cmq1pjqkR7bX7bHSuIbAkKXl0UW0lc8zXHxyU2hOsUtrxKqjGWX1";
+    assert!(!looks_unhashed(hash));
+    assert!(!looks_unhashed("!"));
+    assert!(looks_unhashed("plaintextpassword"));
+    assert!(looks_unhashed("$6$rounds=656000$tgK3$lAFr+++"));
+    assert!(looks_unhashed("$6$x$short"));
+}
