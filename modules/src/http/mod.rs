@@ -273,3 +273,30 @@ mod tests {
         assert_eq!(d[1], "900150983cd24fb0d6963f7d28e17f72");
     }
 }
+
+/// Ansible's `fetch_file`, for modules that take a URL where they want a file (`apt`'s `deb`,
+/// `apt_key`'s `url`): GET it on the host into `dir` under the URL's last path segment, and
+/// return that path. An answer other than 200 fails as Ansible's does.
+pub fn fetch_file(
+    url: &str,
+    dir: &std::path::Path,
+    env: &[(String, String)],
+) -> Result<std::path::PathBuf, crate::ModuleError> {
+    let mut req = client::Request::new(url, "GET");
+    req.env = env.iter().cloned().collect();
+    let fail = |m: String| crate::ModuleError::failed(format!("Failure downloading {url}, {m}"));
+    let mut resp = client::send(&req).map_err(|e| fail(e.to_string()))?;
+    if resp.status != 200 {
+        return Err(fail(resp.msg()));
+    }
+    let name = url
+        .split(['?', '#'])
+        .next()
+        .and_then(|u| u.rsplit('/').next())
+        .filter(|n| !n.is_empty() && *n != "." && *n != "..")
+        .unwrap_or("download");
+    let path = dir.join(name);
+    let mut f = std::fs::File::create(&path).map_err(|e| crate::ModuleError::io(&path, e))?;
+    std::io::copy(&mut resp.body, &mut f).map_err(|e| fail(e.to_string()))?;
+    Ok(path)
+}
