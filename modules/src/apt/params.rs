@@ -182,10 +182,8 @@ pub fn validate(p: &Params) -> Result<(), ModuleError> {
              `update_cache` (`update-cache`), `upgrade`",
         ));
     }
-    if p.deb.is_some() {
-        if p.state != "present" && !is_template(&p.state) {
-            return Err(err("deb only supports state=present"));
-        }
+    if p.deb.is_some() && p.state != "present" && !is_template(&p.state) {
+        return Err(err("deb only supports state=present"));
     }
     if let Some(pkgs) = &p.package {
         for spec in pkgs.iter().filter(|s| !is_template(s)) {

@@ -238,42 +238,6 @@ pub fn digest_file(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_names_from_urls_and_headers() {
-        assert_eq!(url_filename("http://h/a/b.tar.gz?x=1"), "b.tar.gz");
-        assert_eq!(url_filename("http://h/"), "index.html");
-        assert_eq!(url_filename("http://h/a%20b"), "a b");
-        assert_eq!(
-            disposition_filename(Some("attachment; filename=\"../x.bin\"")).as_deref(),
-            Some("x.bin")
-        );
-        assert_eq!(disposition_filename(Some("inline")), None);
-        assert_eq!(
-            mask_url("http://u:secret@h/x"),
-            "http://u:********@h/x".to_string()
-        );
-    }
-
-    #[test]
-    fn answers_larger_than_the_memory_limit_fail_instead_of_being_cut() {
-        let mut big = std::io::repeat(b'x').take(MAX_IN_MEMORY + 1);
-        assert!(read_limited(&mut big).unwrap_err().contains("64 MiB"));
-        let mut small = &b"abc"[..];
-        assert_eq!(read_limited(&mut small).unwrap(), b"abc");
-    }
-
-    #[test]
-    fn digests() {
-        let d = digest_reader(&mut &b"abc"[..], &[Algo::Sha1, Algo::Md5]).unwrap();
-        assert_eq!(d[0], "a9993e364706816aba3e25717850c26c9cd0d89d");
-        assert_eq!(d[1], "900150983cd24fb0d6963f7d28e17f72");
-    }
-}
-
 /// Ansible's `fetch_file`, for modules that take a URL where they want a file (`apt`'s `deb`,
 /// `apt_key`'s `url`): GET it on the host into `dir` under the URL's last path segment, and
 /// return that path. An answer other than 200 fails as Ansible's does.
@@ -311,4 +275,40 @@ pub fn get_ok(
         return Err(resp.msg());
     }
     Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_from_urls_and_headers() {
+        assert_eq!(url_filename("http://h/a/b.tar.gz?x=1"), "b.tar.gz");
+        assert_eq!(url_filename("http://h/"), "index.html");
+        assert_eq!(url_filename("http://h/a%20b"), "a b");
+        assert_eq!(
+            disposition_filename(Some("attachment; filename=\"../x.bin\"")).as_deref(),
+            Some("x.bin")
+        );
+        assert_eq!(disposition_filename(Some("inline")), None);
+        assert_eq!(
+            mask_url("http://u:secret@h/x"),
+            "http://u:********@h/x".to_string()
+        );
+    }
+
+    #[test]
+    fn answers_larger_than_the_memory_limit_fail_instead_of_being_cut() {
+        let mut big = std::io::repeat(b'x').take(MAX_IN_MEMORY + 1);
+        assert!(read_limited(&mut big).unwrap_err().contains("64 MiB"));
+        let mut small = &b"abc"[..];
+        assert_eq!(read_limited(&mut small).unwrap(), b"abc");
+    }
+
+    #[test]
+    fn digests() {
+        let d = digest_reader(&mut &b"abc"[..], &[Algo::Sha1, Algo::Md5]).unwrap();
+        assert_eq!(d[0], "a9993e364706816aba3e25717850c26c9cd0d89d");
+        assert_eq!(d[1], "900150983cd24fb0d6963f7d28e17f72");
+    }
 }
