@@ -4,8 +4,9 @@
 //!
 //! Probe finds the key id (given, or read from the key with `gpg --with-colons`) and lists the
 //! keys apt-key knows; plan compares; apply runs `apt-key add` or `apt-key del` and lists the
-//! keys again to prove the change. Downloads (`url`, `keyserver`) need the network and an HTTP
-//! or HKP client on the host: refused at load time.
+//! keys again to prove the change. A `url` is fetched on the host with the HTTP client of
+//! `get_url` (in the probe when the key's id must be read from it, else only to add it), as
+//! Ansible's `download_key`; `keyserver` needs an HKP client and the network: refused at load.
 
 use crate::apt::exec::{base_env, run, Ran};
 use crate::params::{de_opt_string, is_template, Bool};
@@ -29,7 +30,7 @@ pub struct Params {
     pub file: Option<String>,
     #[serde(default)]
     pub keyring: Option<String>,
-    /// Accepted: only used by Ansible to download `url`, refused here.
+    /// For `url`'s download (default true).
     #[serde(default)]
     pub validate_certs: Option<Bool>,
     #[serde(default)]
@@ -106,6 +107,8 @@ pub struct Probed {
     id: String,
     short_format: bool,
     before: Vec<String>,
+    /// The key `url` gave, when the probe had to fetch it to read its id.
+    fetched: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,7 +154,7 @@ fn all_keys(p: &Params, env: &[(String, String)], short: bool) -> Result<Vec<Str
 /// reading a key creates nothing in root's ~/.gnupg.
 fn key_id_of(
     file: &str,
-    data: Option<&str>,
+    data: Option<&[u8]>,
     env: &[(String, String)],
 ) -> Result<Option<String>, ModuleError> {
     let home = tempfile::tempdir().map_err(|e| ModuleError::io("temp dir", e))?;
@@ -164,7 +167,7 @@ fn key_id_of(
         file,
     ]
     .map(String::from);
-    let ran = run(&a, env, data.map(str::as_bytes))?;
+    let ran = run(&a, env, data)?;
     if ran.rc != 0 {
         let what = if data.is_some() { "inline data" } else { file };
         return Err(failed(
@@ -179,6 +182,18 @@ fn key_id_of(
         ));
     }
     Ok(keys_in(&ran.stdout, false).into_iter().next())
+}
+
+/// Ansible's `download_key`: the key at `url`, fetched on the host.
+fn download_key(p: &Params, url: &str, env: &[(String, String)]) -> Result<Vec<u8>, ModuleError> {
+    let validate = p.validate_certs.is_none_or(|v| v.0);
+    let shown = crate::http::mask_url(url);
+    let mut resp = crate::http::get_ok(url, env, validate)
+        .map_err(|m| ModuleError::failed(format!("Failed to download key at {shown}: {m}")))?;
+    let mut key = Vec::new();
+    std::io::Read::read_to_end(&mut resp.body, &mut key)
+        .map_err(|_| ModuleError::failed(format!("Error getting key id from url: {shown}")))?;
+    Ok(key)
 }
 
 impl Module for AptKey {
@@ -198,12 +213,11 @@ impl Module for AptKey {
         if given.iter().filter(|g| g.is_some()).count() > 1 {
             return err("parameters are mutually exclusive: data|file|keyserver|url".into());
         }
-        if p.url.is_some() || p.keyserver.is_some() {
+        if p.keyserver.is_some() {
             return err(
-                "`url` and `keyserver` download the key on the host, which fixpoint's apt_key \
-                 does not do (no network client there); fetch the key first (get_url) and give \
-                 `file`, or better put it under /etc/apt/keyrings and name it in the source's \
-                 signed-by (see the README)"
+                "`keyserver` needs an HKP client and the network on the host, which fixpoint's \
+                 apt_key does not have; give the key with `url`, `file` or `data`, or better put \
+                 it under /etc/apt/keyrings and name it in the source's signed-by (see the README)"
                     .into(),
             );
         }
@@ -214,10 +228,16 @@ impl Module for AptKey {
     fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
         let mut env = crate::command::env_pairs(&p.env)?;
         env.extend(base_env());
-        let id = match (&p.id, &p.file, &p.data) {
-            (Some(id), _, _) if !id.is_empty() => Some(id.clone()),
-            (_, Some(f), _) => key_id_of(f, None, &env)?,
-            (_, None, Some(d)) if !d.is_empty() => key_id_of("-", Some(d), &env)?,
+        let given_id = p.id.as_deref().filter(|id| !id.is_empty());
+        let fetched = match (&p.url, given_id) {
+            (Some(url), None) => Some(download_key(p, url, &env)?),
+            _ => None,
+        };
+        let id = match (given_id, &p.file, &p.data, &fetched) {
+            (Some(id), _, _, _) => Some(id.to_string()),
+            (_, Some(f), _, _) => key_id_of(f, None, &env)?,
+            (_, None, Some(d), _) if !d.is_empty() => key_id_of("-", Some(d.as_bytes()), &env)?,
+            (_, _, _, Some(k)) if !k.is_empty() => key_id_of("-", Some(k), &env)?,
             _ => None,
         };
         let mut r = Map::new();
@@ -235,6 +255,7 @@ impl Module for AptKey {
             id: id.unwrap_or_default(),
             short_format,
             before,
+            fetched,
         })
     }
 
@@ -271,15 +292,21 @@ impl Module for AptKey {
         let env = &st.env;
         let mut out = Map::new();
         if plan.actions.contains(&Action::Add) {
-            let (a, input) = match (&p.file, &p.data) {
-                (Some(f), _) => (apt_key(p, &["add", f]), None),
-                (None, Some(d)) => (apt_key(p, &["add", "-"]), Some(d.as_bytes())),
-                _ => {
-                    return Err(ModuleError::failed(
-                        "the key is not installed and neither `file` nor `data` gives it",
-                    ))
-                }
+            // With an `id`, Ansible fetches `url` only now that the key is known missing.
+            let fetched = match (&st.fetched, &p.url) {
+                (Some(k), _) => Some(k.clone()),
+                (None, Some(url)) => Some(download_key(p, url, env)?),
+                (None, None) => None,
             };
+            let (a, input) =
+                match (&p.file, &p.data, &fetched) {
+                    (Some(f), _, _) => (apt_key(p, &["add", f]), None),
+                    (None, Some(d), _) => (apt_key(p, &["add", "-"]), Some(d.as_bytes())),
+                    (None, None, Some(k)) => (apt_key(p, &["add", "-"]), Some(k.as_slice())),
+                    _ => return Err(ModuleError::failed(
+                        "the key is not installed and neither `file`, `data` nor `url` gives it",
+                    )),
+                };
             let ran = run(&a, env, input)?;
             if ran.rc != 0 {
                 let msg = match &p.file {
@@ -360,12 +387,9 @@ mod tests {
     }
 
     #[test]
-    fn downloads_are_refused_at_load_time() {
+    fn keyservers_are_refused_at_load_time() {
         let check = |v: Value| crate::registry::check_params("apt_key", &v);
-        assert!(check(json!({"url": "https://x/k.asc"}))
-            .unwrap_err()
-            .to_string()
-            .contains("get_url"));
+        assert!(check(json!({"url": "https://x/k.asc"})).is_ok());
         assert!(check(json!({"id": "ABCD1234", "keyserver": "keyserver.ubuntu.com"})).is_err());
         assert!(check(json!({"file": "/k", "data": "x"}))
             .unwrap_err()

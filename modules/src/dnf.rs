@@ -59,20 +59,31 @@ pub struct Params {
     pub autoremove: Option<Value>,
     #[serde(default)]
     pub exclude: Option<Value>,
+    /// Only packages with a security (bugfix) advisory: dnf's `--security` (`--bugfix`).
     #[serde(default)]
-    pub security: Option<Value>,
+    pub security: Bool,
     #[serde(default)]
-    pub bugfix: Option<Value>,
+    pub bugfix: Bool,
+    /// Where `download_only` puts the packages (`--downloaddir`).
     #[serde(default)]
-    pub download_dir: Option<Value>,
+    pub download_dir: Option<String>,
+    /// Upgrade the named packages that are installed; install none.
+    #[serde(default)]
+    pub update_only: Bool,
+    /// A version older than the installed one is installed (a downgrade); else left out.
+    #[serde(default)]
+    pub allow_downgrade: Bool,
+    #[serde(default)]
+    pub skip_broken: Bool,
+    /// `--nobest` / `--best`; unset: dnf.conf's `best`.
+    #[serde(default)]
+    pub nobest: Option<Bool>,
     #[serde(default)]
     pub enable_plugin: Option<Value>,
     #[serde(default)]
     pub disable_plugin: Option<Value>,
     #[serde(default)]
     pub allowerasing: Option<Value>,
-    #[serde(default)]
-    pub update_only: Option<Value>,
     /// Environment from the play/task `environment`, passed by the controller.
     #[serde(default, rename = "_env")]
     pub env: Option<Map<String, Value>>,
@@ -188,8 +199,43 @@ fn dnf_base(p: &Params) -> Vec<String> {
     }
     if p.download_only.0 {
         a.push("--downloadonly".into());
+        if let Some(d) = &p.download_dir {
+            a.push(format!("--downloaddir={d}"));
+        }
+    }
+    if p.skip_broken.0 {
+        a.push("--skip-broken".into());
+    }
+    match p.nobest {
+        Some(Bool(true)) => a.push("--nobest".into()),
+        Some(Bool(false)) => a.push("--best".into()),
+        None => {}
+    }
+    if p.security.0 {
+        a.push("--security".into());
+    }
+    if p.bugfix.0 {
+        a.push("--bugfix".into());
     }
     a
+}
+
+/// The names a transaction downgrades (its `Downgrading:` rows).
+fn downgraded(out: &str) -> BTreeSet<String> {
+    let mut section = "";
+    let mut names = BTreeSet::new();
+    for line in out.lines() {
+        if !line.starts_with(' ') {
+            section = line;
+            continue;
+        }
+        if section.starts_with("Downgrading") {
+            if let Some(n) = line.split_whitespace().next() {
+                names.insert(n.to_string());
+            }
+        }
+    }
+    names
 }
 
 /// Every installed package in `root` as `name-version-release.arch`.
@@ -236,7 +282,7 @@ fn preview(
     installed: &BTreeSet<String>,
     env: &[(String, String)],
     what: &str,
-) -> Result<Vec<Change>, ModuleError> {
+) -> Result<(Vec<Change>, BTreeSet<String>), ModuleError> {
     let mut a = cmd.to_vec();
     a.insert(1, "--assumeno".into());
     let ran = run(&a, env, None)?;
@@ -254,7 +300,10 @@ fn preview(
         };
         return Err(failed(&msg, &ran, failures));
     }
-    Ok(parse_transaction(&ran.stdout, installed))
+    Ok((
+        parse_transaction(&ran.stdout, installed),
+        downgraded(&ran.stdout),
+    ))
 }
 
 impl Module for Dnf {
@@ -284,13 +333,9 @@ impl Module for Dnf {
             ("list", &p.list),
             ("autoremove", &p.autoremove),
             ("exclude", &p.exclude),
-            ("security", &p.security),
-            ("bugfix", &p.bugfix),
-            ("download_dir", &p.download_dir),
             ("enable_plugin", &p.enable_plugin),
             ("disable_plugin", &p.disable_plugin),
             ("allowerasing", &p.allowerasing),
-            ("update_only", &p.update_only),
         ];
         if let Some((name, _)) = unsupported.iter().find(|(_, v)| v.is_some()) {
             return err(format!(
@@ -331,20 +376,38 @@ impl Module for Dnf {
         let mut changes = Vec::new();
         let mut notes = Vec::new();
         let mut add = |op: &str, specs: &[String], what: &str| -> Result<(), ModuleError> {
-            if specs.is_empty() {
+            let mut specs = specs.to_vec();
+            loop {
+                if specs.is_empty() {
+                    return Ok(());
+                }
+                let mut cmd = dnf_base(p);
+                cmd.push(op.into());
+                cmd.extend(specs.iter().cloned());
+                let (c, down) = preview(&cmd, &installed, &env, what)?;
+                // dnf installs an older version named as a downgrade; Ansible leaves such a
+                // spec out unless `allow_downgrade`.
+                if op == "install" && !p.allow_downgrade.0 && !down.is_empty() {
+                    specs.retain(|s| !down.iter().any(|n| names_version_of(s, n)));
+                    continue;
+                }
+                if !c.is_empty() {
+                    changes.extend(c);
+                    commands.push(cmd);
+                }
                 return Ok(());
             }
-            let mut cmd = dnf_base(p);
-            cmd.push(op.into());
-            cmd.extend(specs.iter().cloned());
-            let c = preview(&cmd, &installed, &env, what)?;
-            if !c.is_empty() {
-                changes.extend(c);
-                commands.push(cmd);
-            }
-            Ok(())
         };
         match state_of(p) {
+            _ if p.update_only.0 && state_of(p) != "absent" => {
+                add("upgrade", &present, "upgrade")?;
+                notes = missing
+                    .iter()
+                    .map(|n| {
+                        format!("Packages providing {n} not installed due to update_only specified")
+                    })
+                    .collect();
+            }
             "present" => add("install", &missing, "install")?,
             "latest" => {
                 add("install", &missing, "install")?;
@@ -393,6 +456,8 @@ impl Module for Dnf {
         }
         plan.actions.push(Action::Run);
         let lines = result_lines(p, &st.changes);
+        // update_only's notes come first, as Ansible appends them before the transaction's.
+        let lines: Vec<String> = st.notes.iter().cloned().chain(lines).collect();
         plan.diff.prepared = Some(lines.join("\n"));
         r.insert("results".into(), json!(lines));
         r.insert(
@@ -447,10 +512,20 @@ impl Module for Dnf {
                 .map(|n| Change::Removed(n.clone()).line()),
         );
         if !lines.is_empty() {
+            let lines: Vec<String> = st.notes.iter().cloned().chain(lines).collect();
             out.insert("results".into(), json!(lines));
         }
         Ok(out)
     }
+}
+
+/// Whether `spec` names package `name` (the name itself, or it with a version after a dash).
+fn names_version_of(spec: &str, name: &str) -> bool {
+    spec == name
+        || spec
+            .strip_prefix(name)
+            .and_then(|r| r.strip_prefix('-'))
+            .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 /// Ansible's `results` for a transaction; a download-only one reports `Downloaded: <nevra>` for
@@ -506,5 +581,29 @@ mod tests {
             .to_string()
             .contains("not supported"));
         assert!(check(json!({"state": "present"})).is_err());
+        let all = json!({"name": "a", "update_only": true, "allow_downgrade": true, "skip_broken": true,
+            "nobest": true, "download_only": true, "download_dir": "/d", "security": true, "bugfix": true});
+        assert!(check(all.clone()).is_ok());
+        let p: Params = serde_json::from_value(all).unwrap();
+        let base = dnf_base(&p).join(" ");
+        for flag in [
+            "--downloaddir=/d",
+            "--skip-broken",
+            "--nobest",
+            "--security",
+            "--bugfix",
+        ] {
+            assert!(base.contains(flag), "{base}");
+        }
+    }
+
+    #[test]
+    fn downgrades_are_told_by_name() {
+        let out = "Downgrading:\n fptest-a  noarch  1.0-1  fptest  6 k\nInstalling:\n fptest-b  noarch  1.0-1  fptest  6 k\n";
+        assert_eq!(downgraded(out), ["fptest-a".to_string()].into());
+        assert!(names_version_of("fptest-a-1.0", "fptest-a"));
+        assert!(names_version_of("fptest-a", "fptest-a"));
+        assert!(!names_version_of("fptest-ab", "fptest-a"));
+        assert!(!names_version_of("fptest-a-b", "fptest-a"));
     }
 }

@@ -229,8 +229,8 @@ fn bad_account_parameters_are_refused_at_load_time() {
     let fx = Fx::new();
     for (task, says) in [
         (
-            "user: { name: fptest-ux, generate_ssh_key: true }",
-            "generate_ssh_key",
+            "user: { name: fptest-ux, password_expire_max: soon }",
+            "password_expire_max",
         ),
         ("user: { name: fptest-ux, seuser: x }", "seuser"),
         (
@@ -250,4 +250,106 @@ fn bad_account_parameters_are_refused_at_load_time() {
             out.stderr
         );
     }
+}
+
+/// Password ageing (chage's fields and useradd/usermod's `-f`) and a generated SSH key with a
+/// passphrase: converged like the other fields; the key belongs to the user and opens with the
+/// passphrase only; an existing key is kept (a link left alone) unless `force` replaces it.
+#[test]
+fn user_password_ageing_and_ssh_key() {
+    crate::support::require_root();
+    assert!(
+        std::path::Path::new("/usr/bin/ssh-keygen").exists(),
+        "/usr/bin/ssh-keygen is missing: install openssh-client"
+    );
+    let fx = Fx::new();
+    let acc = Accounts::new("k");
+    let u = acc.user.clone();
+    let home = fx.path("kh");
+    let key = home.join(".ssh/fpkey");
+    let observe = || {
+        format!(
+            "{}key={:?}",
+            acc.lines(),
+            std::fs::read_to_string(&key).ok()
+        )
+    };
+    let task = |extra: &str| {
+        format!(
+            "    - name: usr\n      user:\n        name: {u}\n        home: {}\n        password_expire_max: 10\n        password_expire_min: 5\n        password_expire_warn: 28\n        password_expire_account_disable: 15\n        generate_ssh_key: true\n        ssh_key_type: ed25519\n        ssh_key_file: .ssh/fpkey\n        ssh_key_comment: fp test\n        ssh_key_passphrase: s3cret pass\n{extra}",
+            home.display()
+        )
+    };
+    fx.play(&task(""));
+    let first = crate::fx::converge(&|a: &[&str]| fx.apply(a), &observe);
+    let r = result(&first, "usr");
+    assert_eq!(r["ssh_key_file"], key.display().to_string(), "{r}");
+    assert!(
+        r["ssh_public_key"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("ssh-ed25519 ") && k.ends_with(" fp test")),
+        "{r}"
+    );
+    assert!(
+        r["ssh_fingerprint"]
+            .as_str()
+            .is_some_and(|f| f.contains("SHA256:") && f.ends_with("(ED25519)")),
+        "{r}"
+    );
+    assert!(!first.stdout.contains("s3cret"), "{}", first.stdout);
+    let lines = acc.lines();
+    assert!(lines.contains(":5:10:28:15:"), "{lines}");
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::User::from_name(&u)
+        .unwrap()
+        .unwrap()
+        .uid
+        .as_raw();
+    for f in [key.clone(), home.join(".ssh/fpkey.pub"), home.join(".ssh")] {
+        assert_eq!(std::fs::metadata(&f).unwrap().uid(), uid, "{}", f.display());
+    }
+    let opens = |pass: &str| {
+        Command::new("ssh-keygen")
+            .args(["-y", "-P", pass, "-f"])
+            .arg(&key)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(opens("s3cret pass") && !opens("") && !opens("other"));
+
+    // The rerun keeps the key and says so; the values are still returned.
+    let again = fx.apply(&["-v"]);
+    let r2 = result(&again, "usr");
+    assert_eq!(r2["ssh_public_key"], r["ssh_public_key"], "{r2}");
+    assert!(again.stdout.contains("no force"), "{}", again.stdout);
+
+    // New ageing values, 0 included, are set; the rest is left.
+    fx.play(&format!(
+        "    - name: usr\n      user: {{ name: {u}, password_expire_max: 0, password_expire_min: 0, password_expire_account_disable: 3 }}\n"
+    ));
+    crate::fx::converge(&|a: &[&str]| fx.apply(a), &observe);
+    assert!(acc.lines().contains(":0:0:28:3:"), "{}", acc.lines());
+
+    // A public key that is a link to root's file: kept without force, replaced with it.
+    let pubf = home.join(".ssh/fpkey.pub");
+    let flag = fx.write("flag", "root's\n");
+    std::fs::remove_file(&key).unwrap();
+    std::fs::remove_file(&pubf).unwrap();
+    std::os::unix::fs::symlink(&flag, &pubf).unwrap();
+    fx.play(&format!(
+        "    - name: usr\n      user: {{ name: {u}, generate_ssh_key: true, ssh_key_file: .ssh/fpkey }}\n"
+    ));
+    assert_eq!(fx.apply(&[]).expect(0).status_of("usr"), "ok");
+    assert!(pubf.symlink_metadata().unwrap().file_type().is_symlink());
+    assert!(!key.exists());
+    fx.play(&format!(
+        "    - name: usr\n      user: {{ name: {u}, generate_ssh_key: true, ssh_key_file: .ssh/fpkey, force: true }}\n"
+    ));
+    assert_eq!(fx.apply(&[]).expect(0).status_of("usr"), "changed");
+    let meta = pubf.symlink_metadata().unwrap();
+    assert!(meta.file_type().is_file() && meta.uid() == uid);
+    assert_eq!(std::fs::read_to_string(&flag).unwrap(), "root's\n");
+    assert!(opens(""), "the forced key has no passphrase");
 }

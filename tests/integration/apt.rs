@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// Shared with the other tests that install packages (`nginx.rs`).
 pub(crate) static APT_LOCK: Mutex<()> = Mutex::new(());
 
-const PACKAGES: &[&str] = &["fptest-b", "fptest-a", "fptest-c", "fptest-d"];
+const PACKAGES: &[&str] = &["fptest-b", "fptest-a", "fptest-c", "fptest-d", "fptest-e"];
 
 pub(crate) fn sh(argv: &[&str]) -> std::process::Output {
     Command::new(argv[0])
@@ -550,18 +550,88 @@ fn apt_deb_files_and_the_package_module() {
     fx.run(&["apply", "facts.yml"]).expect(0);
 }
 
+/// `deb:` as a URL is downloaded on the host (from a real HTTP server) and installed, and
+/// `policy_rc_d` is what `/usr/sbin/policy-rc.d` says while the package's maintainer scripts
+/// run (the package's postinst copies it out), the host's own state of that file coming back.
+#[test]
+fn apt_deb_from_a_url_with_policy_rc_d() {
+    let repo = Repo::new();
+    repo.update();
+    let fx = Fx::new();
+    let seen = fx.path("policy-seen");
+    let root = repo.path("build/fptest-e");
+    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
+    std::fs::write(
+        root.join("DEBIAN/control"),
+        "Package: fptest-e\nVersion: 1.0\nArchitecture: all\nMaintainer: fixpoint tests <root@localhost>\nDescription: fixpoint test package\n",
+    )
+    .unwrap();
+    let postinst = root.join("DEBIAN/postinst");
+    std::fs::write(
+        &postinst,
+        format!(
+            "#!/bin/sh\ncat /usr/sbin/policy-rc.d > {0} 2>/dev/null || echo none > {0}\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&postinst, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let deb = repo.path("fptest-e_1.0_all.deb");
+    let o = sh(&[
+        "dpkg-deb",
+        "--root-owner-group",
+        "--build",
+        root.to_str().unwrap(),
+        deb.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success(),
+        "dpkg-deb: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let www = crate::http_server::Server::start();
+    let mut route = crate::http_server::Route::ok("");
+    route.body = std::fs::read(&deb).unwrap();
+    www.route("/pool/fptest-e_1.0_all.deb", route);
+    let policy_before = std::fs::read("/usr/sbin/policy-rc.d").ok();
+
+    repo.play(
+        &fx,
+        &task(
+            "deb",
+            &format!(
+                "        deb: {}\n        policy_rc_d: 101\n",
+                www.url("/pool/fptest-e_1.0_all.deb")
+            ),
+        ),
+    );
+    let first = crate::fx::converge(&|a| fx.apply(a), &|| {
+        format!("{:?}", dpkg_status("fptest-e"))
+    });
+    assert_eq!(result(&first, "deb")["changed"], true);
+    assert_eq!(dpkg_status("fptest-e"), ("ii".into(), "1.0".into()));
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "#!/bin/sh\nexit 101\n"
+    );
+    assert_eq!(std::fs::read("/usr/sbin/policy-rc.d").ok(), policy_before);
+
+    // A URL that answers 404 fails and says so.
+    repo.play(
+        &fx,
+        &task(
+            "deb",
+            &format!("        deb: {}\n", www.url("/pool/missing.deb")),
+        ),
+    );
+    let out = fx.apply(&["-v"]);
+    out.expect(1);
+    assert!(out.stdout.contains("HTTP Error 404"), "{}", out.stdout);
+}
+
 #[test]
 fn apt_refuses_what_it_does_not_support_at_load_time() {
     let fx = Fx::new();
-    fx.play("    - apt:\n        deb: https://example.org/x.deb\n");
-    let out = fx.apply(&[]);
-    out.expect(2);
-    assert!(out.stderr.contains("site.yml:"), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("local .deb files only"),
-        "{}",
-        out.stderr
-    );
     fx.play("    - package:\n        name: x\n        state: present\n        use: zypper\n");
     let out = fx.apply(&[]);
     out.expect(2);

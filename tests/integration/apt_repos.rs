@@ -403,12 +403,66 @@ fn apt_key_adds_a_key_apt_then_trusts_and_removes_it() {
     converge(&|a| fx.apply(a), &|| trusted_state(&repo));
     assert!(keyring.exists());
 
-    // What needs the network is refused at load time, before anything runs.
+    // From a URL on a real HTTP server: without an id the key is fetched to read it; with one,
+    // it is fetched only when missing (the rerun asks the server nothing).
+    std::fs::remove_file(&keyring).unwrap();
+    assert_eq!(trusted_state(&repo), "");
+    let www = crate::http_server::Server::start();
+    www.route(
+        "/k.asc",
+        crate::http_server::Route::ok(&std::fs::read_to_string(&key).unwrap()),
+    );
     repo.play(
         &fx,
-        "    - name: key\n      apt_key:\n        url: https://example.org/k.asc\n",
+        &format!(
+            "    - name: key\n      apt_key:\n        url: {}\n",
+            www.url("/k.asc")
+        ),
+    );
+    let by_url = converge(&|a| fx.apply(a), &|| trusted_state(&repo));
+    assert_eq!(result(&by_url, "key")["id"], fp.as_str());
+    repo.play(
+        &fx,
+        &format!(
+            "    - name: key\n      apt_key:\n        id: \"0x{}\"\n        state: absent\n",
+            fp
+        ),
+    );
+    fx.apply(&[]).expect(0);
+    repo.play(
+        &fx,
+        &format!(
+            "    - name: key\n      apt_key:\n        id: {fp}\n        url: {}\n",
+            www.url("/k.asc")
+        ),
+    );
+    converge(&|a| fx.apply(a), &|| trusted_state(&repo));
+    assert!(
+        trusted_state(&repo).contains(&fp),
+        "{}",
+        trusted_state(&repo)
+    );
+    repo.play(
+        &fx,
+        &format!(
+            "    - name: key\n      apt_key:\n        url: {}\n",
+            www.url("/nope.asc")
+        ),
+    );
+    let missing = fx.apply(&["-v"]);
+    missing.expect(1);
+    assert!(
+        missing.stdout.contains("Failed to download key at") && missing.stdout.contains("404"),
+        "{}",
+        missing.stdout
+    );
+
+    // What needs a key server is refused at load time, before anything runs.
+    repo.play(
+        &fx,
+        "    - name: key\n      apt_key:\n        id: ABCD1234\n        keyserver: keyserver.ubuntu.com\n",
     );
     let refused = fx.apply(&[]);
     refused.expect(2);
-    assert!(refused.stderr.contains("get_url"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("keyserver"), "{}", refused.stderr);
 }

@@ -230,3 +230,67 @@ fn package_picks_dnf_on_a_host_whose_manager_is_dnf() {
     assert!(debian.stdout.contains("installroot"), "{}", debian.stdout);
     assert_eq!(repo.installed(), "fptest-a-1.0");
 }
+
+/// `update_only` upgrades only what is installed, an older version is installed only with
+/// `allow_downgrade`, `security` leaves an update without an advisory alone, `download_dir`
+/// receives what `download_only` fetches, and `skip_broken`/`nobest` reach dnf.
+#[test]
+fn dnf_update_only_downgrade_security_and_download_dir() {
+    let repo = RpmRepo::new();
+    let fx = Fx::new();
+    fx.play(&repo.task("dnf", "        name: fptest-a\n"));
+    fx.apply(&[]).expect(0);
+    repo.build("fptest-a", "2.0");
+
+    // No advisory in the repository: nothing is a security update.
+    fx.play(&repo.task(
+        "dnf",
+        "        name: fptest-a\n        state: latest\n        security: true\n        update_cache: true\n",
+    ));
+    assert_eq!(fx.apply(&[]).expect(0).status_of("pkg"), "ok");
+    assert_eq!(repo.installed(), "fptest-a-1.0");
+
+    fx.play(&repo.task(
+        "dnf",
+        "        name: [fptest-a, fptest-b]\n        state: latest\n        update_only: true\n",
+    ));
+    let up = converge(&|a| fx.apply(a), &|| repo.installed());
+    assert_eq!(repo.installed(), "fptest-a-2.0");
+    assert_eq!(
+        result(&up, "pkg")["results"],
+        serde_json::json!([
+            "Packages providing fptest-b not installed due to update_only specified",
+            "Installed: fptest-a-2.0-1.noarch",
+            "Removed: fptest-a-1.0-1.noarch"
+        ])
+    );
+
+    fx.play(&repo.task("dnf", "        name: fptest-a-1.0\n"));
+    assert_eq!(fx.apply(&[]).expect(0).status_of("pkg"), "ok");
+    assert_eq!(repo.installed(), "fptest-a-2.0");
+    fx.play(&repo.task(
+        "dnf",
+        "        name: fptest-a-1.0\n        allow_downgrade: true\n",
+    ));
+    converge(&|a| fx.apply(a), &|| repo.installed());
+    assert_eq!(repo.installed(), "fptest-a-1.0");
+
+    let dir = fx.path("rpms");
+    fx.play(&repo.task(
+        "dnf",
+        &format!(
+            "        name: fptest-b\n        download_only: true\n        download_dir: {}\n",
+            dir.display()
+        ),
+    ));
+    fx.apply(&[]).expect(0);
+    assert!(dir.join("fptest-b-1.0-1.noarch.rpm").exists());
+    assert_eq!(repo.installed(), "fptest-a-1.0");
+
+    fx.play(&repo.task(
+        "dnf",
+        "        name: fptest-b\n        skip_broken: true\n        nobest: true\n",
+    ));
+    converge(&|a| fx.apply(a), &|| repo.installed());
+    assert_eq!(repo.installed(), "fptest-a-1.0 fptest-b-1.0");
+}

@@ -1,14 +1,16 @@
 //! Accounts: what the `user` and `group` modules share (reading the passwd, group and shadow
 //! databases, running the shadow tools).
 //!
-//! The modules live beside this file: `user.rs` (`user`), `group.rs` (`group`) and
-//! `getent.rs` (`getent`, which only reads). Every change
-//! goes through `useradd`, `usermod`, `userdel`, `groupadd`, `groupmod` and `groupdel`, which
+//! The modules live beside this file: `user.rs` (`user`, with `ssh_key.rs` for its key
+//! generation and `home.rs` for a home made again), `group.rs` (`group`) and `getent.rs` (`getent`, which only reads). Every change
+//! goes through `useradd`, `usermod`, `userdel`, `chage`, `groupadd`, `groupmod` and `groupdel`, which
 //! take the databases' locks (`lckpwdf`) themselves: nothing here writes `/etc/passwd`,
 //! `/etc/group` or `/etc/shadow`.
 
 pub mod getent;
 pub mod group;
+pub mod home;
+pub mod ssh_key;
 pub mod user;
 
 use crate::service::{run, which, Ran};
@@ -109,22 +111,78 @@ pub fn memberships(user: &str) -> Result<Vec<String>, ModuleError> {
         .collect())
 }
 
-/// The shadow entry's password hash and account expiry (days since the epoch, -1 when empty),
-/// as Ansible reads them. Empty when the user has no shadow line.
-pub fn shadow(user: &str) -> Result<(String, i64), ModuleError> {
-    let text =
-        std::fs::read_to_string("/etc/shadow").map_err(|e| ModuleError::io("/etc/shadow", e))?;
-    for l in text.lines() {
-        let f: Vec<&str> = l.split(':').collect();
-        if f.first() == Some(&user) {
-            let expire = f
-                .get(7)
-                .and_then(|s| s.trim().parse::<i64>().ok())
-                .unwrap_or(-1);
-            return Ok((f.get(1).unwrap_or(&"").to_string(), expire));
+/// One `/etc/shadow` line as Ansible reads it (`getspnam`): the hash, and the ageing fields in
+/// days, -1 where the field is empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shadow {
+    pub hash: String,
+    pub min: i64,
+    pub max: i64,
+    pub warn: i64,
+    pub inactive: i64,
+    pub expire: i64,
+}
+
+impl Default for Shadow {
+    fn default() -> Self {
+        Shadow {
+            hash: String::new(),
+            min: -1,
+            max: -1,
+            warn: -1,
+            inactive: -1,
+            expire: -1,
         }
     }
-    Ok((String::new(), -1))
+}
+
+/// The user's shadow entry; the default (empty hash, every field -1) when there is none.
+pub fn shadow(user: &str) -> Result<Shadow, ModuleError> {
+    let text =
+        std::fs::read_to_string("/etc/shadow").map_err(|e| ModuleError::io("/etc/shadow", e))?;
+    Ok(text
+        .lines()
+        .find_map(|l| parse_shadow_line(l, user))
+        .unwrap_or_default())
+}
+
+fn parse_shadow_line(line: &str, user: &str) -> Option<Shadow> {
+    let f: Vec<&str> = line.split(':').collect();
+    if f.first() != Some(&user) {
+        return None;
+    }
+    let day = |i: usize| {
+        f.get(i)
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .unwrap_or(-1)
+    };
+    Some(Shadow {
+        hash: f.get(1).unwrap_or(&"").to_string(),
+        min: day(3),
+        max: day(4),
+        warn: day(5),
+        inactive: day(6),
+        expire: day(7),
+    })
+}
+
+/// An optional number of days given as a number or as digits in a string (Ansible's
+/// `type='int'`; a templated value arrives as a string).
+pub fn de_opt_i64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    use serde::Deserialize;
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::Number(n)) => n
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom(format!("expected a whole number, found {n}"))),
+        Some(serde_json::Value::String(s)) => s.trim().parse::<i64>().map(Some).map_err(|_| {
+            serde::de::Error::custom(format!("expected a whole number, found \"{s}\""))
+        }),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "expected a whole number, found {other}"
+        ))),
+    }
 }
 
 /// Run a shadow tool. Another process holding the databases' lock makes the tools fail at
@@ -158,5 +216,20 @@ pub fn tool_failed(name: &str, ran: &Ran) -> ModuleError {
         ]
         .into_iter()
         .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shadow_fields_are_days_and_empty_is_minus_one() {
+        let s = parse_shadow_line("u:$6$x:19000:5:10:28::21990:", "u").unwrap();
+        assert_eq!(
+            (s.hash.as_str(), s.min, s.max, s.warn, s.inactive, s.expire),
+            ("$6$x", 5, 10, 28, -1, 21990)
+        );
+        assert!(parse_shadow_line("uu:x:1:2:3:4:5:6:", "u").is_none());
     }
 }

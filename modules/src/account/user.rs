@@ -1,17 +1,17 @@
 //! The `user` module: a local account present (uid, primary group, supplementary groups,
-//! comment, home, shell, password hash, lock, expiry) or absent, through `useradd`, `usermod`
-//! and `userdel`, planned from `getpwnam`, `/etc/group` and `/etc/shadow` as Ansible's module
-//! does, with its return values.
+//! comment, home, shell, password hash, lock, expiry, password ageing, an SSH key) or absent,
+//! through `useradd`, `usermod`, `chage`, `ssh-keygen` and `userdel`, planned from `getpwnam`,
+//! `/etc/group` and `/etc/shadow` as Ansible's module does, with its return values.
 //!
-//! SSH key generation, the libuser tools (`local`), SELinux users, password ageing and the
-//! other platforms' parameters are refused at load time (README).
+//! The libuser tools (`local`), SELinux users and the other platforms' parameters are refused
+//! at load time (README).
 
+use super::ssh_key::{self, KeySpec};
 use super::{
-    de_opt_u32, group_lookup, memberships, shadow, shadow_tool, tool_failed, user_by_name, GrEntry,
-    PwEntry,
+    de_opt_i64, de_opt_u32, group_lookup, memberships, shadow, shadow_tool, tool_failed,
+    user_by_name, GrEntry, PwEntry, Shadow,
 };
 use crate::params::{de_opt_string, Bool, StringList};
-use crate::service::run;
 use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -39,13 +39,17 @@ fn yes() -> Bool {
     Bool(true)
 }
 
+fn rsa() -> String {
+    "rsa".into()
+}
+
+/// Ansible's `type='path'`: a leading `~` is the home of the user the module runs as.
+fn de_opt_path<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(de_opt_string(d)?.map(|s| crate::fs::expand_user(&s).to_string_lossy().into_owned()))
+}
+
 /// Parameters this implementation does not support; refused by name in `validate`.
 const REFUSED: &[&str] = &[
-    "ssh_key_bits",
-    "ssh_key_type",
-    "ssh_key_file",
-    "ssh_key_comment",
-    "ssh_key_passphrase",
     "login_class",
     "hidden",
     "seuser",
@@ -53,10 +57,6 @@ const REFUSED: &[&str] = &[
     "profile",
     "authorization",
     "role",
-    "password_expire_max",
-    "password_expire_min",
-    "password_expire_warn",
-    "password_expire_account_disable",
 ];
 
 /// Unknown and refused parameters land in `refused` (named by `validate`): serde cannot
@@ -77,9 +77,9 @@ pub struct Params {
     pub groups: Option<StringList>,
     #[serde(default, deserialize_with = "de_opt_string")]
     pub comment: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de_opt_path")]
     pub home: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de_opt_path")]
     pub shell: Option<String>,
     #[serde(default)]
     pub password: Option<String>,
@@ -112,6 +112,26 @@ pub struct Params {
     pub uid_max: Option<u32>,
     #[serde(default)]
     pub generate_ssh_key: Option<Bool>,
+    #[serde(default, deserialize_with = "de_opt_i64")]
+    pub ssh_key_bits: Option<i64>,
+    #[serde(default = "rsa")]
+    pub ssh_key_type: String,
+    #[serde(default, deserialize_with = "de_opt_path")]
+    pub ssh_key_file: Option<String>,
+    #[serde(default, deserialize_with = "de_opt_string")]
+    pub ssh_key_comment: Option<String>,
+    #[serde(default, deserialize_with = "de_opt_string")]
+    pub ssh_key_passphrase: Option<String>,
+    /// Days (chage `-M`, `-m`, `-W`); compared with the shadow entry.
+    #[serde(default, deserialize_with = "de_opt_i64")]
+    pub password_expire_max: Option<i64>,
+    #[serde(default, deserialize_with = "de_opt_i64")]
+    pub password_expire_min: Option<i64>,
+    #[serde(default, deserialize_with = "de_opt_i64")]
+    pub password_expire_warn: Option<i64>,
+    /// Days after the password expires until the account is disabled (`-f`).
+    #[serde(default, deserialize_with = "de_opt_i64")]
+    pub password_expire_account_disable: Option<i64>,
     #[serde(flatten)]
     pub refused: Map<String, Value>,
 }
@@ -143,8 +163,7 @@ impl Expires {
 #[derive(Debug)]
 pub struct Probed {
     pw: Option<PwEntry>,
-    hash: String,
-    expire: i64,
+    shadow: Shadow,
     member_of: Vec<String>,
     /// `group`, resolved (None inside: no such group).
     group: Option<Option<GrEntry>>,
@@ -155,6 +174,8 @@ pub struct Probed {
     /// The home directory the task ends with exists.
     home_exists: bool,
     old_home_exists: bool,
+    /// The key's files, for an account whose home is known.
+    key: Option<ssh_key::KeyState>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +186,10 @@ pub enum Action {
     Mod(Vec<String>),
     /// Create the missing home directory from the skeleton, owned by the user.
     MakeHome(String),
+    /// chage for the ageing fields that differ from the shadow entry then.
+    Ageing,
+    /// ssh-keygen for the account.
+    SshKey,
     Del(Vec<String>),
 }
 
@@ -211,11 +236,6 @@ impl Module for User {
             };
             return Err(ModuleError::Params(msg));
         }
-        if p.generate_ssh_key.is_some_and(|g| g.0) {
-            return Err(ModuleError::Params(
-                "`generate_ssh_key` is not supported by fixpoint's user module".into(),
-            ));
-        }
         if p.non_unique.0 && p.uid.is_none() {
             return Err(ModuleError::Params(
                 "non_unique is True but all of the following are missing: uid".into(),
@@ -233,10 +253,14 @@ impl Module for User {
         let pw = user_by_name(&p.name)?;
         // /etc/shadow is read only when a parameter needs it: it is root's alone, and a task
         // that sets no password, lock or expiry can be checked without it.
-        let needs_shadow = p.password.is_some() || p.password_lock.is_some() || p.expires.is_some();
-        let (hash, expire) = match &pw {
+        let needs_shadow = p.password.is_some()
+            || p.password_lock.is_some()
+            || p.expires.is_some()
+            || p.password_expire_account_disable.is_some()
+            || ageing(p).iter().any(|(_, _, v)| v.is_some());
+        let shadow = match &pw {
             Some(_) if needs_shadow => shadow(&p.name)?,
-            _ => (String::new(), -1),
+            _ => Shadow::default(),
         };
         let member_of = match &pw {
             Some(_) => memberships(&p.name)?,
@@ -253,13 +277,17 @@ impl Module for User {
             .clone()
             .or_else(|| pw.as_ref().map(|u| u.home.clone()));
         let old_home = pw.as_ref().map(|u| u.home.clone());
+        let key = match (&pw, key_spec(p)) {
+            (Some(u), Some(k)) => Some(k.state(&u.home)),
+            _ => None,
+        };
         Ok(Probed {
+            key,
             own_group_exists: group_lookup(&p.name)?.is_some(),
             home_exists: home.is_some_and(|h| Path::new(&h).exists()),
             old_home_exists: old_home.is_some_and(|h| Path::new(&h).exists()),
             pw,
-            hash,
-            expire,
+            shadow,
             member_of,
             group,
             groups,
@@ -267,80 +295,16 @@ impl Module for User {
     }
 
     fn plan(p: &Params, s: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
-        let mut plan = Plan::new();
-        plan.result.insert("name".into(), json!(p.name));
-        let state = match p.state {
-            State::Present => "present",
-            State::Absent => "absent",
-        };
-        plan.result.insert("state".into(), json!(state));
-        match (p.state, &s.pw) {
-            (State::Absent, None) => {}
-            (State::Absent, Some(_)) => {
-                let mut args = Vec::new();
-                if p.force.0 {
-                    args.push("-f".into());
+        let mut plan = plan_account(p, s, ctx)?;
+        // Ansible warns whatever the state, check mode included.
+        if p.password.as_deref().is_some_and(looks_unhashed) {
+            let w = "The input password appears not to have been hashed. The 'password' \
+                     argument must be encrypted for this module to work properly.";
+            match plan.result.get_mut("warnings") {
+                Some(Value::Array(all)) => all.insert(0, json!(w)),
+                _ => {
+                    plan.result.insert("warnings".into(), json!([w]));
                 }
-                if p.remove.0 {
-                    args.push("-r".into());
-                }
-                args.push(p.name.clone());
-                plan.actions.push(Action::Del(args));
-                plan.diff.attr(&p.name, "state", "present", "absent");
-                if ctx.check {
-                    // Ansible's module stops there in check mode and returns nothing else.
-                    plan.result = Map::new();
-                } else {
-                    plan.result.insert("force".into(), json!(p.force.0));
-                    plan.result.insert("remove".into(), json!(p.remove.0));
-                }
-            }
-            (State::Present, None) => {
-                plan.diff.attr(&p.name, "state", "absent", "present");
-                if ctx.check {
-                    plan.actions.push(Action::Add(Vec::new()));
-                    plan.result = Map::new();
-                    return Ok(plan);
-                }
-                if let (Some(home), true) = (&p.home, p.create_home.0) {
-                    if let Some(parent) = Path::new(home).parent() {
-                        if !parent.as_os_str().is_empty() && !parent.is_dir() {
-                            plan.actions
-                                .push(Action::Parents(parent.display().to_string()));
-                        }
-                    }
-                }
-                plan.actions.push(Action::Add(add_args(p, s)?));
-                plan.result.insert("system".into(), json!(p.system.0));
-                plan.result
-                    .insert("create_home".into(), json!(p.create_home.0));
-                if p.password.is_some() {
-                    plan.result
-                        .insert("password".into(), json!("NOT_LOGGING_PASSWORD"));
-                }
-            }
-            (State::Present, Some(pw)) => {
-                let args = mod_args(p, s, pw, &mut plan)?;
-                let moves_home = args.iter().any(|a| a == "-d") && p.move_home.0;
-                if !args.is_empty() {
-                    let mut args = args;
-                    args.push(p.name.clone());
-                    plan.actions.push(Action::Mod(args));
-                }
-                // Ansible creates a missing home even for an account it did not change.
-                let home = p.home.clone().unwrap_or_else(|| pw.home.clone());
-                let moved_there = moves_home && s.old_home_exists && !ctx.check;
-                if p.create_home.0 && !s.home_exists && !moved_there {
-                    plan.diff.attr(&home, "state", "absent", "directory");
-                    plan.actions.push(Action::MakeHome(home));
-                }
-                plan.result.insert("append".into(), json!(p.append.0));
-                plan.result.insert("move_home".into(), json!(p.move_home.0));
-                if p.password.is_some() {
-                    plan.result
-                        .insert("password".into(), json!("NOT_LOGGING_PASSWORD"));
-                }
-                insert_info(&mut plan.result, pw, p);
             }
         }
         Ok(plan)
@@ -360,14 +324,35 @@ impl Module for User {
                     continue;
                 }
                 Action::MakeHome(home) => {
-                    make_home(p, home)?;
+                    super::home::make_home(&looked_up(p)?, p.skeleton.as_deref(), home)?;
                     continue;
                 }
-                Action::Add(a) => ("useradd", a),
-                Action::Mod(a) => ("usermod", a),
-                Action::Del(a) => ("userdel", a),
+                Action::SshKey => {
+                    let spec = key_spec(p).unwrap_or_else(|| unreachable!("planned with a key"));
+                    let pw = looked_up(p)?;
+                    let (path, warnings) = ssh_key::generate(&spec, &pw)?;
+                    ssh_key::report(&path, &mut out)?;
+                    if !warnings.is_empty() {
+                        out.insert("warnings".into(), json!(warnings));
+                    }
+                    continue;
+                }
+                Action::Ageing => {
+                    let flags: Vec<String> = ageing_changes(p, &shadow(&p.name)?)
+                        .into_iter()
+                        .flat_map(|(flag, _, _, after)| [flag.to_string(), after.to_string()])
+                        .chain([p.name.clone()])
+                        .collect();
+                    if flags.len() == 1 {
+                        continue;
+                    }
+                    ("chage", flags)
+                }
+                Action::Add(a) => ("useradd", a.clone()),
+                Action::Mod(a) => ("usermod", a.clone()),
+                Action::Del(a) => ("userdel", a.clone()),
             };
-            let ran = shadow_tool(tool, args)?;
+            let ran = shadow_tool(tool, &args)?;
             if ran.rc != 0 {
                 return Err(tool_failed(&p.name, &ran));
             }
@@ -381,13 +366,188 @@ impl Module for User {
             out.insert("stderr".into(), json!(stderr));
         }
         if p.state == State::Present {
-            let pw = user_by_name(&p.name)?.ok_or_else(|| {
-                ModuleError::failed(format!("failed to look up user name: {}", p.name))
-            })?;
-            insert_info(&mut out, &pw, p);
+            insert_info(&mut out, &looked_up(p)?, p);
         }
         Ok(out)
     }
+}
+
+/// The plan for the account, its home, key and ageing.
+fn plan_account(p: &Params, s: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+    let mut plan = Plan::new();
+    plan.result.insert("name".into(), json!(p.name));
+    let state = match p.state {
+        State::Present => "present",
+        State::Absent => "absent",
+    };
+    plan.result.insert("state".into(), json!(state));
+    match (p.state, &s.pw) {
+        (State::Absent, None) => {}
+        (State::Absent, Some(_)) => {
+            let mut args = Vec::new();
+            if p.force.0 {
+                args.push("-f".into());
+            }
+            if p.remove.0 {
+                args.push("-r".into());
+            }
+            args.push(p.name.clone());
+            plan.actions.push(Action::Del(args));
+            plan.diff.attr(&p.name, "state", "present", "absent");
+            if ctx.check {
+                // Ansible's module stops there in check mode and returns nothing else.
+                plan.result = Map::new();
+            } else {
+                plan.result.insert("force".into(), json!(p.force.0));
+                plan.result.insert("remove".into(), json!(p.remove.0));
+            }
+        }
+        (State::Present, None) => {
+            plan.diff.attr(&p.name, "state", "absent", "present");
+            if ctx.check {
+                plan.actions.push(Action::Add(Vec::new()));
+                plan.result = Map::new();
+                return Ok(plan);
+            }
+            if let (Some(home), true) = (&p.home, p.create_home.0) {
+                if let Some(parent) = Path::new(home).parent() {
+                    if !parent.as_os_str().is_empty() && !parent.is_dir() {
+                        plan.actions
+                            .push(Action::Parents(parent.display().to_string()));
+                    }
+                }
+            }
+            plan.actions.push(Action::Add(add_args(p, s)?));
+            // Ansible generates the key, then sets the ageing the new entry lacks.
+            if key_spec(p).is_some() {
+                plan.actions.push(Action::SshKey);
+            }
+            if ageing(p).iter().any(|(_, _, v)| v.is_some()) {
+                plan.actions.push(Action::Ageing);
+            }
+            plan.result.insert("system".into(), json!(p.system.0));
+            plan.result
+                .insert("create_home".into(), json!(p.create_home.0));
+            if p.password.is_some() {
+                plan.result
+                    .insert("password".into(), json!("NOT_LOGGING_PASSWORD"));
+            }
+        }
+        (State::Present, Some(pw)) => {
+            let args = mod_args(p, s, pw, &mut plan)?;
+            let moves_home = args.iter().any(|a| a == "-d") && p.move_home.0;
+            if !args.is_empty() {
+                let mut args = args;
+                args.push(p.name.clone());
+                plan.actions.push(Action::Mod(args));
+            }
+            // Ansible creates a missing home even for an account it did not change.
+            let home = p.home.clone().unwrap_or_else(|| pw.home.clone());
+            let moved_there = moves_home && s.old_home_exists && !ctx.check;
+            if p.create_home.0 && !s.home_exists && !moved_there {
+                plan.diff.attr(&home, "state", "absent", "directory");
+                plan.actions.push(Action::MakeHome(home));
+            }
+            if let (Some(spec), Some(key)) = (key_spec(p), &s.key) {
+                let (go, warnings) = spec.decide(key);
+                if go {
+                    plan.diff.attr(
+                        key.path.display().to_string(),
+                        "state",
+                        if key.private_exists { "file" } else { "absent" },
+                        "generated",
+                    );
+                    plan.actions.push(Action::SshKey);
+                }
+                ssh_key::report(&key.path, &mut plan.result)?;
+                if !warnings.is_empty() {
+                    plan.result.insert("warnings".into(), json!(warnings));
+                }
+            }
+            let ageing_changes = ageing_changes(p, &s.shadow);
+            for (_, attr, before, after) in &ageing_changes {
+                plan.diff
+                    .attr(&p.name, attr, before.to_string(), after.to_string());
+            }
+            if !ageing_changes.is_empty() {
+                plan.actions.push(Action::Ageing);
+            }
+            plan.result.insert("append".into(), json!(p.append.0));
+            plan.result.insert("move_home".into(), json!(p.move_home.0));
+            if p.password.is_some() {
+                plan.result
+                    .insert("password".into(), json!("NOT_LOGGING_PASSWORD"));
+            }
+            insert_info(&mut plan.result, pw, p);
+        }
+    }
+    Ok(plan)
+}
+
+/// Ansible's test for a password given in clear (it warns, and sets it anyway): not a crypt(3)
+/// hash by its characters and, for the common schemes, its length.
+fn looks_unhashed(pw: &str) -> bool {
+    if ["*", "!", "*************"].contains(&pw) {
+        return false;
+    }
+    if pw.contains([':', '*', '!']) || !pw.contains('$') {
+        return true;
+    }
+    let fields: Vec<&str> = pw.split('$').collect();
+    let Some(last) = fields.last().filter(|_| fields.len() >= 3) else {
+        return true;
+    };
+    let bad_char = last
+        .chars()
+        .any(|c| !(c.is_ascii_alphanumeric() || "./=".contains(c)));
+    let want = match fields[1] {
+        "1" => Some(22),
+        "5" | "y" => Some(43),
+        "6" => Some(86),
+        _ => None,
+    };
+    bad_char || want.is_some_and(|n| last.len() != n)
+}
+
+fn looked_up(p: &Params) -> Result<PwEntry, ModuleError> {
+    user_by_name(&p.name)?
+        .ok_or_else(|| ModuleError::failed(format!("failed to look up user name: {}", p.name)))
+}
+
+/// The key to generate, when `generate_ssh_key` asks for one.
+fn key_spec(p: &Params) -> Option<KeySpec> {
+    p.generate_ssh_key.filter(|g| g.0)?;
+    Some(KeySpec {
+        file: p
+            .ssh_key_file
+            .clone()
+            .unwrap_or_else(|| format!(".ssh/id_{}", p.ssh_key_type)),
+        kind: p.ssh_key_type.clone(),
+        bits: p.ssh_key_bits.unwrap_or(0),
+        comment: p.ssh_key_comment.clone(),
+        passphrase: p.ssh_key_passphrase.clone(),
+        force: p.force.0,
+    })
+}
+
+/// The ageing parameters: chage's flag, the name, the value asked for.
+fn ageing(p: &Params) -> [(&'static str, &'static str, Option<i64>); 3] {
+    [
+        ("-m", "password_expire_min", p.password_expire_min),
+        ("-M", "password_expire_max", p.password_expire_max),
+        ("-W", "password_expire_warn", p.password_expire_warn),
+    ]
+}
+
+/// The ageing fields that differ from the shadow entry: flag, name, before, after.
+fn ageing_changes(p: &Params, sh: &Shadow) -> Vec<(&'static str, &'static str, i64, i64)> {
+    ageing(p)
+        .into_iter()
+        .zip([sh.min, sh.max, sh.warn])
+        .filter_map(|((flag, name, want), have)| {
+            want.filter(|w| *w != have).map(|w| (flag, name, have, w))
+        })
+        .collect()
 }
 
 /// The account's fields as Ansible returns them after the run.
@@ -450,6 +610,9 @@ fn add_args(p: &Params, s: &Probed) -> Result<Vec<String>, ModuleError> {
     if let Some(e) = p.expires {
         a.push("-e".into());
         a.push(e.days().map(date_of).unwrap_or_default());
+    }
+    if let Some(days) = p.password_expire_account_disable {
+        a.extend(["-f".into(), days.to_string()]);
     }
     if let Some(pw) = &p.password {
         a.push("-p".into());
@@ -561,7 +724,11 @@ fn mod_args(
         a.extend(["-s".into(), sh.clone()]);
     }
     if let Some(e) = p.expires {
-        let current = if s.expire < 0 { None } else { Some(s.expire) };
+        let current = if s.shadow.expire < 0 {
+            None
+        } else {
+            Some(s.shadow.expire)
+        };
         let want = e.days();
         // Ansible compares the day only, and "never" with any set expiry.
         let differ = match want {
@@ -574,7 +741,21 @@ fn mod_args(
             a.extend(["-e".into(), want.map(date_of).unwrap_or_default()]);
         }
     }
-    let locked = s.hash.starts_with('!');
+    if let Some(days) = p
+        .password_expire_account_disable
+        .filter(|d| *d != s.shadow.inactive)
+    {
+        // Ansible passes `-f` on every run, changing each time; fixpoint compares first
+        // (DEVIATIONS.md).
+        plan.diff.attr(
+            name,
+            "password_expire_account_disable",
+            s.shadow.inactive.to_string(),
+            days.to_string(),
+        );
+        a.extend(["-f".into(), days.to_string()]);
+    }
+    let locked = s.shadow.hash.starts_with('!');
     let mut lock_flag = None;
     match p.password_lock.map(|l| l.0) {
         Some(true) if !locked => lock_flag = Some("-L"),
@@ -584,7 +765,7 @@ fn mod_args(
     let set_password = p.update_password == UpdatePassword::Always
         && p.password
             .as_deref()
-            .is_some_and(|pw| s.hash.trim_start_matches('!') != pw.trim_start_matches('!'));
+            .is_some_and(|pw| s.shadow.hash.trim_start_matches('!') != pw.trim_start_matches('!'));
     if set_password {
         // The hash is a secret: the diff says only that it changes.
         plan.diff.attr(name, "password", "********", "********");
@@ -607,85 +788,6 @@ fn mod_args(
     Ok(a)
 }
 
-/// Ansible's `create_homedir`: a copy of the skeleton (or an empty directory) with the mode
-/// login.defs asks for, then owned by the user throughout.
-fn make_home(p: &Params, home: &str) -> Result<(), ModuleError> {
-    let pw = user_by_name(&p.name)?
-        .ok_or_else(|| ModuleError::failed(format!("failed to look up user name: {}", p.name)))?;
-    let skel = p.skeleton.clone().unwrap_or_else(|| "/etc/skel".into());
-    if Path::new(&skel).is_dir() {
-        if let Some(parent) = Path::new(home).parent() {
-            std::fs::create_dir_all(parent).map_err(|e| ModuleError::io(parent, e))?;
-        }
-        let cp = run(Path::new("/bin/cp"), &["-a", &skel, home])?;
-        if cp.rc != 0 {
-            return Err(ModuleError::failed(format!(
-                "copying {skel} to {home}: {}",
-                cp.stderr.trim_end()
-            )));
-        }
-    } else {
-        std::fs::create_dir_all(home).map_err(|e| ModuleError::io(home, e))?;
-    }
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(home, std::fs::Permissions::from_mode(home_mode()))
-        .map_err(|e| ModuleError::io(home, e))?;
-    let owner = format!("{}:{}", pw.uid, pw.gid);
-    let ch = run(Path::new("/bin/chown"), &["-R", &owner, home])?;
-    if ch.rc != 0 {
-        return Err(ModuleError::failed(format!(
-            "chown {home}: {}",
-            ch.stderr.trim_end()
-        )));
-    }
-    Ok(())
-}
-
-/// `HOME_MODE`, else `0777 & ~UMASK`, from /etc/login.defs (0755 when it says neither).
-fn home_mode() -> u32 {
-    let defs = std::fs::read_to_string("/etc/login.defs").unwrap_or_default();
-    let get = |key: &str| {
-        defs.lines().find_map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next() == Some(key))
-                .then(|| it.next().and_then(|v| u32::from_str_radix(v, 8).ok()))
-                .flatten()
-        })
-    };
-    get("HOME_MODE").unwrap_or_else(|| 0o777 & !get("UMASK").unwrap_or(0o022))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn params(v: Value) -> Params {
-        serde_json::from_value(v).unwrap()
-    }
-
-    #[test]
-    fn unsupported_parameters_are_refused_by_name() {
-        let p = params(json!({"name": "u", "seuser": "x"}));
-        let e = User::validate(&p).unwrap_err().to_string();
-        assert!(e.contains("seuser") && e.contains("not supported"), "{e}");
-        let p = params(json!({"name": "u", "bogus": 1}));
-        assert!(User::validate(&p)
-            .unwrap_err()
-            .to_string()
-            .contains("unknown parameter `bogus`"));
-        let p = params(json!({"name": "u", "generate_ssh_key": true}));
-        assert!(User::validate(&p).is_err());
-        let p = params(json!({"user": "u", "createhome": false, "expires": "1700000000"}));
-        assert!(User::validate(&p).is_ok());
-        assert!(!p.create_home.0);
-    }
-
-    #[test]
-    fn expiry_is_a_day_and_negative_is_never() {
-        assert_eq!(
-            Expires(1_700_000_000.5).days().map(date_of),
-            Some("2023-11-14".into())
-        );
-        assert_eq!(Expires(-1.0).days(), None);
-    }
-}
+#[path = "user_tests.rs"]
+mod tests;

@@ -9,10 +9,13 @@
 //! (`DEBIAN_FRONTEND=noninteractive`, `--force-confdef --force-confold`).
 //!
 //! `update_cache` must happen before the packages are looked at again, so apply refreshes the
-//! cache first and then recomputes the transaction from the fresh cache.
+//! cache first and then recomputes the transaction from the fresh cache. `policy_rc_d` puts
+//! `/usr/sbin/policy-rc.d` in place around the transaction (`policy.rs`); a `deb:` URL is
+//! downloaded on the host first (`http/client.rs`).
 
 pub mod exec;
 pub mod params;
+mod policy;
 pub mod query;
 mod work;
 
@@ -67,6 +70,10 @@ pub struct Work {
 /// What the probe found.
 pub struct Probed {
     env: Vec<(String, String)>,
+    /// Where downloaded `deb` files wait until the module ends.
+    _downloads: Option<tempfile::TempDir>,
+    /// `deb` as local paths.
+    debs: Option<String>,
     /// Seconds since the epoch of the last cache update (0 when unknown), as Ansible reports it.
     cache_time: i64,
     /// The cache must be refreshed before the packages are handled.
@@ -103,7 +110,25 @@ impl Module for Apt {
             .unwrap_or_default()
             .as_secs_f64();
         let cache_stale = wants_update && mtime + (p.cache_valid_time as f64) < now;
-        let work = match compute(p, &env, ctx.check || ctx.diff) {
+        // A URL is fetched now, as Ansible's `fetch_file` does before anything else (check
+        // mode included); the files live as long as the probe's state.
+        let (downloads, debs) = match p.deb.as_deref() {
+            Some(d) if d.contains("://") => {
+                let dir = tempfile::tempdir().map_err(|e| ModuleError::io("temporary dir", e))?;
+                let mut local = Vec::new();
+                for u in d.split(',').map(str::trim) {
+                    let f = if u.contains("://") {
+                        crate::http::fetch_file(u, dir.path(), &env)?
+                    } else {
+                        u.into()
+                    };
+                    local.push(f.display().to_string());
+                }
+                (Some(dir), Some(local.join(",")))
+            }
+            d => (None, d.map(str::to_string)),
+        };
+        let work = match compute(p, debs.as_deref(), &env, ctx.check || ctx.diff) {
             Ok(w) => Ok(w),
             Err(e) if cache_stale && !ctx.check => Err(e.to_string()),
             Err(e)
@@ -116,6 +141,8 @@ impl Module for Apt {
         };
         Ok(Probed {
             env,
+            _downloads: downloads,
+            debs,
             cache_time,
             cache_stale,
             work,
@@ -224,13 +251,18 @@ impl Module for Apt {
                 changed = updated;
             } else {
                 // The fresh cache may change what the transaction is (`latest`, new packages).
-                work = compute(p, env, false)?;
+                work = compute(p, st.debs.as_deref(), env, false)?;
             }
             if !matches!(work.kind, Kind::CacheOnly | Kind::Install | Kind::BuildDep) {
                 out.remove("cache_updated");
                 out.remove("cache_update_time");
             }
         }
+        // Held over the transaction and the marking after it, as Ansible's `with PolicyRcD`.
+        let _policy = match p.policy_rc_d {
+            Some(code) if work.argv.is_some() => Some(policy::PolicyRcD::install(code)?),
+            _ => None,
+        };
         if let Some(a) = &work.argv {
             let ran = run(a, env, None)?;
             if ran.rc != 0 {
@@ -491,15 +523,13 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("mutually exclusive"));
-        assert!(check(json!({"deb": "https://example.org/x.deb"}))
-            .unwrap_err()
-            .to_string()
-            .contains("local .deb files only"));
+        assert!(check(json!({"deb": "https://example.org/x.deb"})).is_ok());
         assert!(check(json!({"name": "a=1=2"}))
             .unwrap_err()
             .to_string()
             .contains("invalid package spec"));
-        assert!(check(json!({"name": "a", "policy_rc_d": 101})).is_err());
+        assert!(check(json!({"name": "a", "policy_rc_d": 101})).is_ok());
+        assert!(check(json!({"name": "a", "policy_rc_d": "x"})).is_err());
         assert!(check(json!({"name": "a", "lock_timeout": "5", "cache_valid_time": 3600})).is_ok());
         assert!(check(json!({"upgrade": true})).is_ok());
         assert!(check(json!({"pkg": "a,b", "allow-downgrades": "yes"})).is_ok());

@@ -46,9 +46,9 @@ pub struct Params {
     pub autoclean: Bool,
     #[serde(default)]
     pub fail_on_autoremove: Bool,
-    /// Refused by `validate` when set (see the README).
-    #[serde(default)]
-    pub policy_rc_d: Option<Value>,
+    /// The exit code `/usr/sbin/policy-rc.d` gives while the transaction runs (`apt/policy.rs`).
+    #[serde(default, deserialize_with = "crate::account::de_opt_i64")]
+    pub policy_rc_d: Option<i64>,
     #[serde(default)]
     pub only_upgrade: Bool,
     #[serde(default)]
@@ -182,21 +182,8 @@ pub fn validate(p: &Params) -> Result<(), ModuleError> {
              `update_cache` (`update-cache`), `upgrade`",
         ));
     }
-    if p.policy_rc_d.is_some() {
-        return Err(err(
-            "`policy_rc_d` is not supported by fixpoint's apt (see the README); leave it out",
-        ));
-    }
-    if let Some(deb) = &p.deb {
-        if deb.contains("://") && !is_template(deb) {
-            return Err(err(format!(
-                "`deb: {deb}`: fixpoint's apt installs local .deb files only; fetch it first \
-                 (get_url) and give its path"
-            )));
-        }
-        if p.state != "present" && !is_template(&p.state) {
-            return Err(err("deb only supports state=present"));
-        }
+    if p.deb.is_some() && p.state != "present" && !is_template(&p.state) {
+        return Err(err("deb only supports state=present"));
     }
     if let Some(pkgs) = &p.package {
         for spec in pkgs.iter().filter(|s| !is_template(s)) {

@@ -86,8 +86,10 @@ pub(super) fn nothing(kind: Kind) -> Work {
 
 /// The package work of the task on the current cache, in the order Ansible's apt decides it.
 /// `want_sim`: check or diff mode, which report what apt would do.
+/// `debs`: the `deb` files as local paths (a URL already downloaded, `mod.rs`).
 pub(super) fn compute(
     p: &Params,
+    debs: Option<&str>,
     env: &[(String, String)],
     want_sim: bool,
 ) -> Result<Work, ModuleError> {
@@ -103,7 +105,7 @@ pub(super) fn compute(
     if let Some(mode) = upgrade {
         return upgrade_work(p, mode, env);
     }
-    if let Some(deb) = &p.deb {
+    if let Some(deb) = debs {
         return deb_work(p, deb, env, want_sim);
     }
     let raw = p.package.clone().unwrap_or_default();

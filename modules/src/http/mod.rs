@@ -238,6 +238,45 @@ pub fn digest_file(
     }
 }
 
+/// Ansible's `fetch_file`, for modules that take a URL where they want a file (`apt`'s `deb`,
+/// `apt_key`'s `url`): GET it on the host into `dir` under the URL's last path segment, and
+/// return that path. An answer other than 200 fails as Ansible's does.
+pub fn fetch_file(
+    url: &str,
+    dir: &std::path::Path,
+    env: &[(String, String)],
+) -> Result<std::path::PathBuf, crate::ModuleError> {
+    let fail = |m: String| crate::ModuleError::failed(format!("Failure downloading {url}, {m}"));
+    let mut resp = get_ok(url, env, true).map_err(fail)?;
+    let name = url
+        .split(['?', '#'])
+        .next()
+        .and_then(|u| u.rsplit('/').next())
+        .filter(|n| !n.is_empty() && *n != "." && *n != "..")
+        .unwrap_or("download");
+    let path = dir.join(name);
+    let mut f = std::fs::File::create(&path).map_err(|e| crate::ModuleError::io(&path, e))?;
+    std::io::copy(&mut resp.body, &mut f).map_err(|e| fail(e.to_string()))?;
+    Ok(path)
+}
+
+/// GET `url` on the host (proxies from `env` first), an answer other than 200 being an error
+/// (its message is urllib's: `HTTP Error 404: Not Found`).
+pub fn get_ok(
+    url: &str,
+    env: &[(String, String)],
+    validate_certs: bool,
+) -> Result<client::Response, String> {
+    let mut req = client::Request::new(url, "GET");
+    req.env = env.iter().cloned().collect();
+    req.validate_certs = validate_certs;
+    let resp = client::send(&req).map_err(|e| e.to_string())?;
+    if resp.status != 200 {
+        return Err(resp.msg());
+    }
+    Ok(resp)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
