@@ -92,14 +92,6 @@ pub struct Params {
     pub follow: Bool,
     #[serde(default)]
     pub directory_mode: Option<ModeSpec>,
-    #[serde(default)]
-    pub seuser: Option<String>,
-    #[serde(default)]
-    pub serole: Option<String>,
-    #[serde(default)]
-    pub setype: Option<String>,
-    #[serde(default)]
-    pub selevel: Option<String>,
 }
 
 fn de_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {

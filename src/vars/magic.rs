@@ -32,7 +32,7 @@ pub fn host_names(name: &str) -> Map<String, Value> {
 pub struct PlayObjects {
     groups: minijinja::Value,
     /// `group_names` of every host, computed with `groups`.
-    group_names: Arc<HashMap<String, minijinja::Value>>,
+    group_names: GroupNames,
     hostvars: minijinja::Value,
     all_hosts: minijinja::Value,
     live_hosts: minijinja::Value,
@@ -93,11 +93,11 @@ impl PlayObjects {
     }
 }
 
+/// Every host's `group_names`, as template objects.
+type GroupNames = Arc<HashMap<String, minijinja::Value>>;
+
 /// `groups` and every host's `group_names`, as template objects.
-#[allow(clippy::type_complexity)]
-fn group_objects(
-    groups: &BTreeMap<String, Vec<String>>,
-) -> (minijinja::Value, Arc<HashMap<String, minijinja::Value>>) {
+fn group_objects(groups: &BTreeMap<String, Vec<String>>) -> (minijinja::Value, GroupNames) {
     let groups_json = serde_json::to_value(groups).unwrap_or_default();
     let mut names: HashMap<String, minijinja::Value> = HashMap::new();
     for host in groups.values().flatten() {
