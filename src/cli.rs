@@ -126,6 +126,14 @@ pub struct RunArgs {
     /// Skip the tasks before the first one with this name (or `role : name`).
     #[arg(long = "start-at-task", value_name = "NAME")]
     pub start_at_task: Option<String>,
+    /// Run only this shard's hosts, one of COUNT controllers splitting the inventory (the
+    /// index counts from 0: `--shard "$JOB_COMPLETION_INDEX/8"`); applied after --limit.
+    #[arg(long, value_name = "INDEX/COUNT", env = "FIXPOINT_SHARD")]
+    pub shard: Option<crate::inventory::Shard>,
+    /// Under --shard, run plays that need the whole fleet (run_once, serial percentages,
+    /// cross-host hostvars, delegate_to) with their per-shard meaning (docs/fleet.md).
+    #[arg(long = "shard-allow-cross")]
+    pub shard_allow_cross: bool,
 }
 
 #[derive(Debug, Args)]

@@ -37,6 +37,10 @@ pub struct Config {
     pub listing: Option<Listing>,
     /// `--start-at-task`.
     pub start_at_task: Option<String>,
+    /// `--shard i/N`: only this shard's hosts run.
+    pub shard: Option<crate::inventory::Shard>,
+    /// `--shard-allow-cross`: plays that need the whole fleet run with their per-shard meaning.
+    pub shard_allow_cross: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +74,10 @@ impl Config {
                 Diagnostic::new("--twice cannot be combined with check mode")
                     .help("--twice applies changes and then proves a second run changes nothing"),
             );
+        }
+        if a.shard_allow_cross && a.shard.is_none() {
+            return Err(Diagnostic::new("--shard-allow-cross needs --shard")
+                .help("give the shard (--shard INDEX/COUNT or FIXPOINT_SHARD), or drop --shard-allow-cross"));
         }
         let become_password = if a.ask_become_pass {
             Some(read_become_password()?)
@@ -108,6 +116,8 @@ impl Config {
                 None
             },
             start_at_task: a.start_at_task,
+            shard: a.shard,
+            shard_allow_cross: a.shard_allow_cross,
         })
     }
 }
@@ -153,6 +163,8 @@ impl Config {
             roles_path: Vec::new(),
             listing: None,
             start_at_task: None,
+            shard: None,
+            shard_allow_cross: false,
         })
     }
 }

@@ -156,11 +156,13 @@ fn inventory_diag(e: inventory::InventoryError) -> Diagnostic {
     Diagnostic::at(&pos, format!("invalid inventory: {}", e.msg))
 }
 
-/// Load every playbook, and the vars directories beside them, or say everything that is wrong.
+/// Load every playbook, and the vars directories beside them, or say everything that is wrong
+/// (under `--shard` without `--shard-allow-cross`, what needs the whole fleet too).
 fn load_all(
     paths: &[std::path::PathBuf],
     roles_path: &[std::path::PathBuf],
     inv: &mut inventory::Inventory,
+    shard: Option<inventory::Shard>,
 ) -> Result<Vec<playbook::Playbook>, Vec<Diagnostic>> {
     let mut books = Vec::new();
     let mut errors = Vec::new();
@@ -175,7 +177,13 @@ fn load_all(
         }
     }
     // What is wrong in the books that loaded, found beside what is wrong in those that did not.
-    let found = validate::validate(&books);
+    let inv: &inventory::Inventory = inv;
+    let other_owner = |host: &str| shard?.other_owner(inv, host).map(|s| s.to_string());
+    let sharding = shard.map(|s| validate::Sharding {
+        shard: s.to_string(),
+        other_owner: &other_owner,
+    });
+    let found = validate::validate_sharded(&books, sharding.as_ref());
     errors.extend(found.errors);
     for w in &found.warnings {
         eprint!("{}", w.to_string().replacen("error:", "warning:", 1));
@@ -213,7 +221,8 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         Err(d) => return invalid(&d),
     };
     // The same checks as `fixpoint validate`, all of them, before any host is touched.
-    let books = match load_all(&cfg.playbooks, &cfg.roles_path, &mut inv) {
+    let refuse_cross = cfg.shard.filter(|_| !cfg.shard_allow_cross);
+    let books = match load_all(&cfg.playbooks, &cfg.roles_path, &mut inv, refuse_cross) {
         Ok(b) => b,
         Err(problems) => return invalid_all(&problems),
     };
@@ -278,7 +287,7 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
         Err(d) => return invalid(&d),
     };
     let roles_path = config::roles_path(&args.roles_path);
-    match load_all(&args.playbooks, &roles_path, &mut inv) {
+    match load_all(&args.playbooks, &roles_path, &mut inv, None) {
         Ok(books) => {
             if args.modules || args.verbose > 0 {
                 print!("{}", pymod::listing::modules_table(&books));

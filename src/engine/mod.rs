@@ -115,7 +115,8 @@ pub struct Engine {
 impl Engine {
     pub fn new(cfg: Config, inventory: Inventory, templar: Templar) -> Engine {
         let inventory = Arc::new(inventory);
-        let reporter = Reporter::new(cfg.json, cfg.verbosity, cfg.diff || cfg.twice);
+        let mut reporter = Reporter::new(cfg.json, cfg.verbosity, cfg.diff || cfg.twice);
+        reporter.set_shard(cfg.shard);
         Engine {
             cfg,
             templar: Arc::new(templar),

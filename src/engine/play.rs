@@ -28,12 +28,19 @@ impl Engine {
                 }
             }
         }
+        if let Some(shard) = &self.cfg.shard {
+            shard.retain(&self.inventory, &mut selected);
+        }
         order_hosts(&mut selected, play.order);
         self.reporter
             .play_start(&shown_name(&self.play_scope(play), &play.name), pass);
         if selected.is_empty() {
+            let shard = match &self.cfg.shard {
+                Some(s) => format!(" in shard {s}"),
+                None => String::new(),
+            };
             self.reporter.warn(&format!(
-                "play \"{}\": no hosts matched `{}`",
+                "play \"{}\": no hosts matched `{}`{shard}",
                 play.name, play.hosts
             ));
             return;

@@ -18,6 +18,7 @@ mod model;
 mod output;
 mod pattern;
 mod pyliteral;
+mod shard;
 mod vars_dirs;
 mod yaml;
 
@@ -26,5 +27,6 @@ mod testutil;
 
 pub use dynamic::InventoryEdit;
 pub use model::{Inventory, InventoryError, Vars};
+pub use shard::Shard;
 /// The `literal_eval` reader of INI values, public for the fuzz targets (`fuzz/`).
 pub use pyliteral::{parse_inline_value, parse_value};

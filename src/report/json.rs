@@ -61,11 +61,19 @@ pub(super) fn journal(host: &str, data: &Value) -> Value {
     json!({"event": "journal", "host": host, "data": data})
 }
 
-pub(super) fn recap(stats: &BTreeMap<String, Stats>, pass: u8, twice: bool) -> Value {
+pub(super) fn recap(
+    stats: &BTreeMap<String, Stats>,
+    pass: u8,
+    twice: bool,
+    shard: Option<crate::inventory::Shard>,
+) -> Value {
     let hosts: Map<String, Value> = stats.iter().map(|(h, s)| (h.clone(), json!(s))).collect();
     let mut o = json!({"event": "recap", "hosts": hosts});
     if twice {
         o["pass"] = json!(pass);
+    }
+    if let Some(s) = shard {
+        o["shard"] = json!({"index": s.index, "count": s.count});
     }
     o
 }

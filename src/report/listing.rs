@@ -34,6 +34,9 @@ pub fn print(
                         })?;
                         hosts.retain(|h| allowed.contains(h));
                     }
+                    if let Some(shard) = &cfg.shard {
+                        shard.retain(inv, &mut hosts);
+                    }
                     println!("    pattern: ['{}']", play.hosts);
                     println!("    hosts ({}):", hosts.len());
                     for h in hosts {

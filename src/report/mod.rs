@@ -80,6 +80,8 @@ pub struct Reporter {
     verbosity: u8,
     show_diff: bool,
     out: Box<dyn Write + Send>,
+    /// `--shard`: named in the recap, so the shards' recaps can be merged.
+    shard: Option<crate::inventory::Shard>,
 }
 
 const CENSORED: &str =
@@ -95,7 +97,13 @@ impl Reporter {
             verbosity,
             show_diff,
             out: Box::new(stdout),
+            shard: None,
         }
+    }
+
+    /// The shard this run is (`--shard`), for the recap.
+    pub fn set_shard(&mut self, shard: Option<crate::inventory::Shard>) {
+        self.shard = shard;
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -195,7 +203,7 @@ impl Reporter {
             stats
         };
         if self.json {
-            self.emit(json::recap(stats, pass, twice));
+            self.emit(json::recap(stats, pass, twice, self.shard));
         } else {
             self.recap_text(stats, pass, twice);
         }

@@ -127,11 +127,14 @@ impl Reporter {
     }
 
     pub(super) fn recap_text(&mut self, stats: &BTreeMap<String, Stats>, pass: u8, twice: bool) {
-        let title = if twice {
+        let mut title = if twice {
             format!("PLAY RECAP (pass {pass})")
         } else {
             "PLAY RECAP".to_string()
         };
+        if let Some(shard) = self.shard {
+            title.push_str(&format!(" [shard {shard}]"));
+        }
         self.banner(&title);
         for (h, s) in stats {
             let line = format!(

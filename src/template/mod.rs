@@ -18,6 +18,7 @@
 //! loader (`crate::yaml`), so `from_yaml`/`to_yaml` type scalars as every other YAML source.
 
 mod condition;
+mod cross;
 mod env;
 mod error;
 mod expr;
@@ -50,6 +51,7 @@ use rewrite::{
     block_end, closes_block, escape_backslashes, escape_backslashes_in_code, rewrite_chains,
     rewrite_code,
 };
+pub use cross::{CrossRead, FLEET_NAMES};
 pub use scan::{Problem, Reference, Scan, ScanAs};
 use undefined::{convert_error, is_silent_undefined, undefined_result, Source};
 use value::value_to_json;

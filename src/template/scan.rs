@@ -43,6 +43,8 @@ pub struct Reference {
 pub struct Scan {
     pub problems: Vec<Problem>,
     pub refs: Vec<Reference>,
+    /// Reads of other hosts' state, refused under `--shard` (`cross.rs`).
+    pub cross: Vec<super::cross::CrossRead>,
 }
 
 /// How the text is used, which decides how it is compiled.
@@ -117,6 +119,11 @@ impl Templar {
                 _ => None,
             })
             .collect();
+        for (name, line) in super::cross::cross_reads(&lists, &locals) {
+            let col = super::cross::find_name(&code, line, name).unwrap_or(1);
+            let (line, col) = at(line, col);
+            scan.cross.push(super::cross::CrossRead { name, line, col });
+        }
         let mut seen = BTreeSet::new();
         for ins in lists {
             for idx in 0..ins.len() as u32 {

@@ -170,6 +170,7 @@ impl Validator<'_> {
             }
         };
         let scan = self.templar.scan(&source, ScanAs::File);
+        self.fleet_file_reads(&scan.cross, &file);
         for p in scan.problems {
             self.out
                 .push(Diagnostic::at(&Pos::new(&file, p.line, p.col), p.msg).help(p.help));

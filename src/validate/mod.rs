@@ -18,7 +18,10 @@
 //!
 //! It must not render anything: no variable has a value here.
 
+mod fleet;
 mod files;
+
+pub use fleet::Sharding;
 
 use crate::diag::{Diagnostic, Pos};
 use crate::playbook::validate as guard;
@@ -39,8 +42,16 @@ pub struct Findings {
 
 /// Every problem in these playbooks, in the order found, each once.
 pub fn validate(books: &[Playbook]) -> Findings {
+    validate_sharded(books, None)
+}
+
+/// The same, and under `--shard` (without `--shard-allow-cross`) what needs the whole fleet
+/// (`fleet.rs`).
+pub fn validate_sharded(books: &[Playbook], sharding: Option<&Sharding<'_>>) -> Findings {
     let templar = Templar::new();
     let mut v = Validator {
+        sharding,
+        cross: Vec::new(),
         templar: &templar,
         out: Vec::new(),
         warnings: Vec::new(),
@@ -62,6 +73,7 @@ pub fn validate(books: &[Playbook]) -> Findings {
         }
     }
     v.decide_guards();
+    v.out.append(&mut v.cross);
     let mut seen = BTreeSet::new();
     let mut once = |list: Vec<Diagnostic>| -> Vec<Diagnostic> {
         list.into_iter()
@@ -76,6 +88,11 @@ pub fn validate(books: &[Playbook]) -> Findings {
 
 struct Validator<'a> {
     templar: &'a Templar,
+    /// `--shard`: refuse what needs the whole fleet.
+    sharding: Option<&'a Sharding<'a>>,
+    /// What needs the whole fleet: errors wherever found, even in a file only a templated
+    /// include reaches (the run cannot tell in advance that no host includes it).
+    cross: Vec<Diagnostic>,
     out: Vec<Diagnostic>,
     /// Problems in files only a templated include name may reach (see the module comment).
     warnings: Vec<Diagnostic>,
@@ -99,6 +116,7 @@ struct Validator<'a> {
 impl Validator<'_> {
     fn play(&mut self, play: &Play) {
         self.dirs = vec![play.dir.clone()];
+        self.fleet_play(play);
         for (k, val) in play.vars.iter() {
             self.value(val, &play.pos, &format!("play variable `{k}`"));
         }
@@ -121,6 +139,7 @@ impl Validator<'_> {
                 }
                 Step::Meta(m) => self.conditions(&m.when, &m.pos, "when"),
                 Step::Include(i) => {
+                    self.fleet_include(i);
                     self.conditions(&i.when, &i.pos, "when");
                     if let Some(items) = &i.loop_items {
                         self.value(items, &i.pos, "loop");
@@ -153,6 +172,7 @@ impl Validator<'_> {
     fn task(&mut self, t: &Task, play: &Play) {
         let at = &t.pos;
         self.guard_facts(t);
+        self.fleet_task(t);
         self.dirs = t.search_dirs(&play.dir);
         if let Some(n) = &t.name {
             self.text(n, at, "name");
@@ -305,6 +325,7 @@ impl Validator<'_> {
     /// naming the keyword and, for a text of several lines, the line inside it.
     fn scan(&mut self, s: &str, how: ScanAs, at: &Pos, what: &str) {
         let scan = self.templar.scan(s, how);
+        self.fleet_reads(&scan.cross, s, at, what);
         for p in scan.problems {
             let inside = if s.contains('\n') {
                 format!(" (line {} of the text)", p.line)

@@ -46,6 +46,7 @@ mod schema;
 mod secrets;
 mod services_systemd;
 mod services_sysv;
+mod shard;
 mod soak;
 mod ssh;
 mod system_ns;
