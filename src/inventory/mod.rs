@@ -27,6 +27,6 @@ mod testutil;
 
 pub use dynamic::InventoryEdit;
 pub use model::{Inventory, InventoryError, Vars};
-pub use shard::Shard;
 /// The `literal_eval` reader of INI values, public for the fuzz targets (`fuzz/`).
 pub use pyliteral::{parse_inline_value, parse_value};
+pub use shard::Shard;

@@ -131,10 +131,15 @@ mod tests {
         let more = names(0..220);
         for n in 1..=16 {
             // Adding 10 % hosts: a host's shard depends on its name and N only, so none moves.
-            let before: BTreeMap<&String, usize> = old.iter().map(|h| (h, Shard::of(h, n))).collect();
-            let after: BTreeMap<&String, usize> = more.iter().map(|h| (h, Shard::of(h, n))).collect();
+            let before: BTreeMap<&String, usize> =
+                old.iter().map(|h| (h, Shard::of(h, n))).collect();
+            let after: BTreeMap<&String, usize> =
+                more.iter().map(|h| (h, Shard::of(h, n))).collect();
             let moved = old.iter().filter(|h| before[h] != after[h]).count();
-            assert!(moved as f64 <= 1.5 / n as f64 * old.len() as f64, "N={n}: {moved} moved");
+            assert!(
+                moved as f64 <= 1.5 / n as f64 * old.len() as f64,
+                "N={n}: {moved} moved"
+            );
             assert_eq!(moved, 0, "N={n}");
             // One more shard: only the hosts the new shard wins move, about 1/(N+1).
             let moved: Vec<&String> = old
@@ -190,7 +195,11 @@ mod tests {
         assert_eq!("3/8".parse(), Ok(Shard { index: 3, count: 8 }));
         assert_eq!(" 0/1 ".parse(), Ok(Shard { index: 0, count: 1 }));
         let err = |s: &str| s.parse::<Shard>().unwrap_err();
-        assert!(err("8/8").contains("must be below 8 (0/8 … 7/8)"), "{}", err("8/8"));
+        assert!(
+            err("8/8").contains("must be below 8 (0/8 … 7/8)"),
+            "{}",
+            err("8/8")
+        );
         assert!(err("1/0").contains("at least 1"));
         assert!(err("3").contains("INDEX/COUNT"));
         assert!(err("a/4").contains("index `a`"));

@@ -49,7 +49,10 @@ pub(super) fn cross_reads(
             // `hostvars[inventory_hostname]` (also as `__fp_chain(hostvars, inventory_hostname, …)`
             // after `rewrite_chains`): the host's own variables.
             if *name == "hostvars"
-                && matches!(ins.get(idx + 1), Some(Instruction::Lookup("inventory_hostname")))
+                && matches!(
+                    ins.get(idx + 1),
+                    Some(Instruction::Lookup("inventory_hostname"))
+                )
             {
                 continue;
             }
@@ -105,7 +108,10 @@ mod tests {
             vec![("hostvars".into(), 2, 32)]
         );
         assert_eq!(
-            reads("inventory_hostname == ansible_play_hosts[0]", ScanAs::Condition),
+            reads(
+                "inventory_hostname == ansible_play_hosts[0]",
+                ScanAs::Condition
+            ),
             vec![("ansible_play_hosts".into(), 1, 23)]
         );
         assert_eq!(t("{{ play_hosts | length }}")[0].0, "play_hosts");

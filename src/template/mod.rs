@@ -43,6 +43,7 @@ use serde_json::Value as Json;
 
 use crate::yaml::mark;
 pub use condition::Verdict;
+pub use cross::{CrossRead, FLEET_NAMES};
 use env::build_env;
 pub use error::TemplateError;
 use error::{label_for_text, syntax_error};
@@ -51,7 +52,6 @@ use rewrite::{
     block_end, closes_block, escape_backslashes, escape_backslashes_in_code, rewrite_chains,
     rewrite_code,
 };
-pub use cross::{CrossRead, FLEET_NAMES};
 pub use scan::{Problem, Reference, Scan, ScanAs};
 use undefined::{convert_error, is_silent_undefined, undefined_result, Source};
 use value::value_to_json;

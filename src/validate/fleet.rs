@@ -30,7 +30,10 @@ pub struct Sharding<'a> {
     pub other_owner: &'a dyn Fn(&str) -> Option<String>,
 }
 
-const ALLOW: &str = "or pass --shard-allow-cross to accept the per-shard meaning (docs/fleet.md)";
+/// The way out every refusal offers, with what it then means.
+fn allow(meaning: &str) -> String {
+    format!("or pass --shard-allow-cross to {meaning} (docs/fleet.md, \"Sharded push\")")
+}
 
 impl Validator<'_> {
     /// `serial` percentages, and the templates of the variables every task of the play sees.
@@ -54,7 +57,8 @@ impl Validator<'_> {
                 )
                 .help(format!(
                     "give a count (each shard takes batches of it from its own hosts), run \
-                     this play without --shard, {ALLOW}"
+                     this play without --shard, {}",
+                    allow("take the percentage of each shard's hosts")
                 )),
             );
         }
@@ -112,7 +116,8 @@ impl Validator<'_> {
                 ),
             )
             .help(format!(
-                "move it to a play run once without --shard, {ALLOW} (once per shard)"
+                "run it in a play of its own without --shard, {}",
+                allow("run it once in each shard")
             )),
         );
     }
@@ -135,7 +140,8 @@ impl Validator<'_> {
                         ),
                     )
                     .help(format!(
-                        "name the host (fixpoint then checks which shard runs it), {ALLOW}"
+                        "name the host (fixpoint then checks which shard runs it), {}",
+                        allow("accept whichever host it names")
                     )),
                 );
             }
@@ -152,8 +158,9 @@ impl Validator<'_> {
                     ),
                 )
                 .help(format!(
-                    "delegate to a host outside the inventory or to the host itself, {ALLOW} \
-                     (the host lock then makes one controller wait: give --lock-timeout)"
+                    "delegate to the host itself, the controller or a host outside the \
+                     inventory, {}",
+                    allow("delegate anyway: the host lock makes one controller wait (give --lock-timeout)")
                 )),
             );
         }
@@ -226,10 +233,13 @@ fn cross_msg(name: &str, shard: &str) -> String {
 fn cross_help(name: &str) -> String {
     if name == "hostvars" {
         format!(
-            "read only `hostvars[inventory_hostname]`, pass the value in as a variable, {ALLOW} \
-             (other hosts' inventory variables, but no facts)"
+            "read only `hostvars[inventory_hostname]` or pass the value in as a variable, {}",
+            allow("read other hosts' inventory variables, without their facts")
         )
     } else {
-        format!("use `groups[...]` (the inventory's, the same in every shard), {ALLOW}")
+        format!(
+            "use `groups[...]` (the inventory's, the same in every shard), {}",
+            allow("list this shard's hosts")
+        )
     }
 }

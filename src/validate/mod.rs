@@ -18,8 +18,8 @@
 //!
 //! It must not render anything: no variable has a value here.
 
-mod fleet;
 mod files;
+mod fleet;
 
 pub use fleet::Sharding;
 

@@ -53,7 +53,10 @@ fn wait(child: Child) -> Out {
 
 /// The recap's per-host counts.
 fn recap_hosts(out: &Out) -> Map<String, Value> {
-    out.recap()["hosts"].as_object().cloned().unwrap_or_default()
+    out.recap()["hosts"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The union of the shards' recaps, asserting no host is in two of them.
@@ -61,7 +64,10 @@ fn merge(recaps: &[Map<String, Value>]) -> Map<String, Value> {
     let mut all = Map::new();
     for r in recaps {
         for (h, s) in r {
-            assert!(all.insert(h.clone(), s.clone()).is_none(), "{h} in two shards");
+            assert!(
+                all.insert(h.clone(), s.clone()).is_none(),
+                "{h} in two shards"
+            );
         }
     }
     all
@@ -73,14 +79,20 @@ fn two_shards_at_once_equal_one_unsharded_run() {
     fleet_files(&fleet, "hosts.ini");
     // Both shards have hosts, so the test says something (the assignment is fixed).
     for i in 0..2 {
-        assert!(NAMES.iter().any(|n| Shard::of(n, 2) == i), "shard {i} empty");
+        assert!(
+            NAMES.iter().any(|n| Shard::of(n, 2) == i),
+            "shard {i} empty"
+        );
     }
     let whole = fleet.apply(&["-e", "run=whole"]);
     whole.expect(0);
     let shards: Vec<Child> = (0..2)
         .map(|i| {
             let shard = format!("{i}/2");
-            fleet.spawn_apply(&["-e", "run=sharded", "--shard", shard.as_str()], Stdio::null())
+            fleet.spawn_apply(
+                &["-e", "run=sharded", "--shard", shard.as_str()],
+                Stdio::null(),
+            )
         })
         .collect();
     let outs: Vec<Out> = shards.into_iter().map(wait).collect();
@@ -100,7 +112,10 @@ fn two_shards_at_once_equal_one_unsharded_run() {
     assert_eq!(merge(&recaps), whole_recap);
     for name in NAMES {
         let conf = fleet.fx.path("t").join("sharded").join(name).join("conf");
-        assert_eq!(std::fs::read_to_string(conf).unwrap(), format!("host={name}\n"));
+        assert_eq!(
+            std::fs::read_to_string(conf).unwrap(),
+            format!("host={name}\n")
+        );
     }
 }
 
@@ -153,33 +168,54 @@ fn refusal_fixture() -> (Fx, String) {
     (fx, other)
 }
 
+/// `msg` is one of the errors, and it points at `at` (`file:line:col`).
+fn refused(err: &str, at: &str, msg: &str) {
+    let lines: Vec<&str> = err.lines().collect();
+    let i = lines
+        .iter()
+        .position(|l| l.starts_with("error: ") && l.contains(msg))
+        .unwrap_or_else(|| panic!("no error {msg:?} in:\n{err}"));
+    assert_eq!(
+        lines.get(i + 1).map(|l| l.trim()),
+        Some(format!("--> {at}").as_str()),
+        "{err}"
+    );
+}
+
 #[test]
 fn what_needs_the_whole_fleet_is_refused_under_shard() {
     let (fx, other) = refusal_fixture();
     let out = fx.run(&["apply", "-i", "hosts.ini", "--shard", "0/2", "site.yml"]);
     out.expect(2);
     let err = &out.stderr;
-    for want in [
-        "site.yml:1:3: error: `serial: 50%` needs the whole fleet: under --shard 0/2",
-        "site.yml:5:7: error: `run_once` needs the whole fleet",
-        "site.yml:8:7: error: `delegate_to: {{ groups['db'][0] }}` is templated",
-        "help: name the host (fixpoint then checks which shard runs it), or pass --shard-allow-cross",
-        &format!("site.yml:11:7: error: `delegate_to: {other}` names a host of shard 1/2, not of this one (0/2)"),
-        "templates/peers.j2:2:45: error: `hostvars` of another host needs the whole fleet",
-        "site.yml:23:7: error: `ansible_play_hosts` needs the whole fleet: under --shard 0/2 it lists only this shard's hosts, in when `inventory_hostname == ansible_play_hosts[0]`",
-        "6 problem(s) found; no host was touched",
+    let other_msg =
+        format!("`delegate_to: {other}` names a host of shard 1/2, not of this one (0/2)");
+    for (at, msg) in [
+        ("site.yml:1:3", "`serial: 50%` needs the whole fleet: under --shard 0/2"),
+        ("site.yml:5:7", "`run_once` needs the whole fleet"),
+        ("site.yml:8:7", "`delegate_to: {{ groups['db'][0] }}` is templated"),
+        ("site.yml:11:7", other_msg.as_str()),
+        ("templates/peers.j2:2:32", "`hostvars` of another host needs the whole fleet"),
+        (
+            "site.yml:22:7",
+            "`ansible_play_hosts` needs the whole fleet: under --shard 0/2 it lists only this \
+             shard's hosts, in when `inventory_hostname == ansible_play_hosts[0]` (line 1, column 23",
+        ),
     ] {
-        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+        refused(err, at, msg);
     }
+    assert!(err.contains("help: name the host (fixpoint then checks which shard runs it), or pass --shard-allow-cross"), "{err}");
+    assert!(
+        err.contains("6 problem(s) found; no host was touched"),
+        "{err}"
+    );
     // The host itself, the controller and the inventory's groups are not refused.
     assert!(!err.contains("site.yml:14:"), "{err}");
     assert!(!err.contains("site.yml:17:"), "{err}");
+    assert!(!err.contains("groups['db'] | length"), "{err}");
 
     // Accepted with their per-shard meaning; the same checks without --shard find nothing.
-    for args in [
-        &["--shard", "0/2", "--shard-allow-cross"][..],
-        &[][..],
-    ] {
+    for args in [&["--shard", "0/2", "--shard-allow-cross"][..], &[][..]] {
         let mut all = vec!["apply", "-i", "hosts.ini", "--syntax-check"];
         all.extend_from_slice(args);
         all.push("site.yml");
@@ -191,7 +227,10 @@ fn what_needs_the_whole_fleet_is_refused_under_shard() {
 fn shard_arguments_and_listing() {
     let (fx, other) = refusal_fixture();
     for (bad, want) in [
-        ("2/2", "the index counts from 0, so it must be below 2 (0/2 … 1/2)"),
+        (
+            "2/2",
+            "the index counts from 0, so it must be below 2 (0/2 … 1/2)",
+        ),
         ("1", "INDEX/COUNT"),
         ("0/0", "the count must be at least 1"),
     ] {
@@ -201,7 +240,11 @@ fn shard_arguments_and_listing() {
     }
     let out = fx.run(&["apply", "--shard-allow-cross", "--list-hosts", "site.yml"]);
     out.expect(2);
-    assert!(out.stderr.contains("--shard-allow-cross needs --shard"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--shard-allow-cross needs --shard"),
+        "{}",
+        out.stderr
+    );
     // --list-hosts shows each shard's part; FIXPOINT_SHARD stands in for --shard.
     fx.write("hosts.ini", &format!("[web]\nweb[1:9]\n[db]\n{other}\n"));
     fx.write("list.yml", "- hosts: all\n  tasks: []\n");
@@ -252,17 +295,27 @@ fn shard_allow_cross_runs_run_once_once_per_shard() {
     for i in 0..2 {
         let shard = format!("{i}/2");
         let out = fx.run(&[
-            "apply", "--format", "json", "-i", "hosts.ini", "--shard", shard.as_str(),
-            "--shard-allow-cross", "site.yml",
+            "apply",
+            "--format",
+            "json",
+            "-i",
+            "hosts.ini",
+            "--shard",
+            shard.as_str(),
+            "--shard-allow-cross",
+            "-v",
+            "site.yml",
         ]);
         out.expect(0);
-        let mine = (1..=8).filter(|n| Shard::of(&format!("l{n}"), 2) == i).count();
+        let mine = (1..=8)
+            .filter(|n| Shard::of(&format!("l{n}"), 2) == i)
+            .count();
         let events = out.task_events("once");
         let hosts: Vec<&str> = events.iter().filter_map(|e| e["host"].as_str()).collect();
         // Once in this shard, on one of its hosts, which sees only the shard's hosts.
         assert_eq!(hosts.len(), 1, "{}", out.stdout);
         assert_eq!(Shard::of(hosts[0], 2), i);
-        assert!(out.stdout.contains(&format!("\"msg\":\"{mine}\"")), "{}", out.stdout);
+        assert_eq!(events[0]["result"]["msg"], mine, "{}", out.stdout);
         ran.push(hosts[0].to_string());
     }
     assert_ne!(ran[0], ran[1]);
@@ -270,10 +323,12 @@ fn shard_allow_cross_runs_run_once_once_per_shard() {
 
 /// The `docs/fleet/` files, read as YAML.
 fn doc(name: &str) -> Yaml {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fleet").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs/fleet")
+        .join(name);
     let text = std::fs::read_to_string(&path).unwrap();
-    let mut docs = YamlLoader::load_from_str(&text)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut docs =
+        YamlLoader::load_from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert_eq!(docs.len(), 1, "{} holds one document", path.display());
     docs.remove(0)
 }
@@ -289,8 +344,10 @@ fn s(y: &Yaml) -> String {
 /// Parse a fixpoint command line with the real CLI, as a check that the docs name real options.
 fn parses(argv: &[String]) -> fixpoint::cli::RunArgs {
     use clap::Parser;
-    let cli = fixpoint::cli::Cli::try_parse_from(std::iter::once("fixpoint".to_string()).chain(argv.iter().cloned()))
-        .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    let cli = fixpoint::cli::Cli::try_parse_from(
+        std::iter::once("fixpoint".to_string()).chain(argv.iter().cloned()),
+    )
+    .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
     match cli.command {
         fixpoint::cli::Command::Apply(a) => a,
         other => panic!("not `apply`: {other:?}"),
@@ -302,12 +359,17 @@ fn covers_fleet_once(outputs: &[String]) {
     let recaps: Vec<Map<String, Value>> = outputs
         .iter()
         .map(|stdout| {
-            let out = Out { code: 0, stdout: stdout.clone(), stderr: String::new() };
+            let out = Out {
+                code: 0,
+                stdout: stdout.clone(),
+                stderr: String::new(),
+            };
             recap_hosts(&out)
         })
         .collect();
     let all = merge(&recaps);
-    let names: Vec<&str> = all.keys().map(String::as_str).collect();
+    let mut names: Vec<&str> = all.keys().map(String::as_str).collect();
+    names.sort();
     let mut want = NAMES.to_vec();
     want.sort();
     assert_eq!(names, want);
@@ -427,7 +489,12 @@ fn the_github_actions_matrix_runs_as_written() {
         .map(|m| fleet.fx.read(&format!("shard-{m}.jsonl")))
         .collect();
     for (m, out) in shards.iter().zip(&outs) {
-        let recap = Out { code: 0, stdout: out.clone(), stderr: String::new() }.recap();
+        let recap = Out {
+            code: 0,
+            stdout: out.clone(),
+            stderr: String::new(),
+        }
+        .recap();
         assert_eq!(recap["shard"]["index"].to_string(), *m);
         assert_eq!(recap["shard"]["count"], shards.len());
     }
