@@ -7,8 +7,8 @@
 #   bash bench/run.sh
 # Environment knobs (all optional):
 #   N=5                  hosts (127.0.0.200-249, then 127.0.1.1-200), at most 250
-#   CONCURRENCY=4*nproc  handshakes at once: fixpoint's --connect-concurrency, and the floor's
-#                        `ssh host true` run this many at a time (xargs -P)
+#   CONCURRENCY=         handshakes at once (default fixpoint's: 4 per core, at most 10): fixpoint's
+#                        --connect-concurrency, and the floor's `ssh host true` this many at a time
 #   MAX_STARTUPS=1000    each sshd's MaxStartups
 #   FIRST_RUNS=1         0: repetitions measure the floor and the converged run only
 #   PYINFRA_REPS=$ANSIBLE_REPS  repetitions of the pyinfra 3 runs of bench/pyinfra_deploy.py
@@ -66,7 +66,7 @@ TWICE=${TWICE:-1}
 FP=${FP_BIN:-$REPO/target/release/fixpoint}
 [ -z "${FP_BIN:-}" ] || SKIP_BUILD=1
 PERF=${PERF:-0}
-CONCURRENCY=${CONCURRENCY:-$((4 * $(nproc)))}
+CONCURRENCY=${CONCURRENCY:-$(( 4 * $(nproc) < 10 ? 4 * $(nproc) : 10 ))} # fixpoint's default
 MAX_STARTUPS=${MAX_STARTUPS:-1000}
 FIRST_RUNS=${FIRST_RUNS:-1}
 PYINFRA_REPS=${PYINFRA_REPS:-$ANSIBLE_REPS}
@@ -510,7 +510,7 @@ p_first=$(echo "${PY_FIRST[*]:-}" | median)
 p_conv=$(echo "${PY_CONV[*]:-}" | median)
 floor_cpu=$(median <"$WORK/floor-cpu.txt")
 conv_cpu=$(echo "${FP_CPU_CONV[*]}" | median)
-conv_rss=$(echo "${FP_RSS[*]}" | median)
+conv_rss=$(echo "${FP_RSS[*]}" | median | cut -d. -f1)
 [ -z "$SUMMARY" ] || echo "$N $floor $m_conv $conv_cpu $floor_cpu $conv_rss ${PEAK_FDS:-?} ${PEAK_HWM:-?} $CONCURRENCY" >>"$SUMMARY"
 verdict() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "-") print "-"; else if (r + 0 <= t + 0) print "met (<= " t "x)"; else print "MISSED (> " t "x)" }'; }
 conns() { tr ' ' '\n' | awk 'NF' | sort -u | tr '\n' ' ' | sed 's/ $//'; }

@@ -6,8 +6,8 @@
 #
 # Usage (as root):
 #   bash bench/scale.sh
-# Knobs (all optional): SIZES="1 10 50 100 200", REPS=2, CONCURRENCY (default 4 per core: the
-# --connect-concurrency given to fixpoint and the floor's parallelism), IDLE_WAIT=20 (seconds to
+# Knobs (all optional): SIZES="1 10 50 100 200", REPS=2, CONCURRENCY (default fixpoint's, 4 per
+# core and at most 10: the --connect-concurrency given to fixpoint and the floor's parallelism), IDLE_WAIT=20 (seconds to
 # wait for an idle machine before each repetition; the report says when it stayed busy),
 # FP_BIN / SKIP_BUILD as for run.sh (the release build runs once, before the first size).
 set -euo pipefail
@@ -15,7 +15,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SIZES=${SIZES:-1 10 50 100 200}
 REPS=${REPS:-2}
-CONCURRENCY=${CONCURRENCY:-$((4 * $(nproc)))}
+CONCURRENCY=${CONCURRENCY:-$(( 4 * $(nproc) < 10 ? 4 * $(nproc) : 10 ))} # fixpoint's default
 IDLE_WAIT=${IDLE_WAIT:-20}
 [ "$(id -u)" = 0 ] || { echo "scale: run as root (bench/run.sh starts sshd)" >&2; exit 1; }
 

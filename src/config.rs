@@ -161,7 +161,7 @@ impl Config {
     }
 }
 
-/// `--connect-concurrency`, else `FIXPOINT_CONNECT_CONCURRENCY`, else 4 per core.
+/// `--connect-concurrency`, else `FIXPOINT_CONNECT_CONCURRENCY`, else 4 per core (at most 10).
 fn connect_concurrency(cli: Option<usize>) -> Result<usize, Diagnostic> {
     let n = match cli {
         Some(n) => n,
@@ -170,7 +170,7 @@ fn connect_concurrency(cli: Option<usize>) -> Result<usize, Diagnostic> {
                 Diagnostic::new(format!(
                     "FIXPOINT_CONNECT_CONCURRENCY=`{v}` is not a number of handshakes"
                 ))
-                .help("set it to a positive integer, or unset it for the default (4 per core)")
+                .help("set it to a positive integer, or unset it for the default (4 per core, at most 10)")
             })?,
             Err(_) => Handshakes::default_limit(),
         },
@@ -179,7 +179,7 @@ fn connect_concurrency(cli: Option<usize>) -> Result<usize, Diagnostic> {
         return Err(Diagnostic::new(
             "the connect concurrency (--connect-concurrency, FIXPOINT_CONNECT_CONCURRENCY) must be at least 1",
         )
-            .help("it is how many SSH handshakes run at once; the default is 4 per core"));
+            .help("it is how many SSH handshakes run at once; the default is 4 per core, at most 10"));
     }
     Ok(n)
 }

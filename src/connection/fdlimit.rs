@@ -2,17 +2,18 @@
 //! host, and raising `RLIMIT_NOFILE` to fit it before any host is touched.
 //!
 //! Every host keeps its agent for the whole run, so descriptors grow with the hosts, not with
-//! `--forks`. What one SSH host holds in the controller (counted in `/proc/<pid>/fd` with 1 to
-//! 200 hosts; bench/RESULTS.md, "Scale"): the agent channel's stdin, stdout and stderr pipes
-//! (their other ends are passed to the ssh master through its control socket) and the control
-//! socket connection that waits for the channel's exit. The master itself is another process
-//! with its own limit. While a handshake is in flight (at most `--connect-concurrency` of them)
-//! the `ssh` being started holds a few more: the pipes it reports through.
+//! `--forks`. What one SSH host holds in the controller, measured in `/proc/<pid>/fd` during
+//! bench/run.sh (the most at once: 37 with 5 hosts, 112 with 20, so 5 per host; bench/RESULTS.md,
+//! "Scale"): the agent channel's stdin, stdout and stderr pipes (their other ends are passed to
+//! the ssh master through its control socket) and the control-socket connections that wait for
+//! the channel's exit. The master itself is another process with its own limit. While a handshake
+//! is in flight (at most `--connect-concurrency` of them) the `ssh` being started holds a few
+//! more: the pipes it reports through.
 
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
-/// Descriptors one connected host holds in the controller (agent channel and its mux
-/// connection), with room for one `become` agent on the same host.
+/// Descriptors one connected host holds in the controller: the 5 measured, and room for part
+/// of a second (`become`) agent on the same host; `ensure` doubles the total besides.
 pub const PER_HOST: u64 = 8;
 /// Descriptors one handshake in flight holds on top (the starting `ssh` client's pipes).
 pub const PER_HANDSHAKE: u64 = 4;

@@ -16,6 +16,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// round trips) and on the remote sshd's fork and exec, so a few per core keep the CPU busy
 /// without piling up.
 const PER_CORE: usize = 4;
+/// The default's ceiling: sshd's own default `MaxStartups` starts dropping new connections once
+/// 10 are unauthenticated, and hosts behind one bastion (`ProxyJump`) all count against the
+/// bastion's. Below it a default setup never drops one of ours, whatever the controller's size.
+const SSHD_DEFAULT_MAX_STARTUPS: usize = 10;
 
 /// The run's handshake cap, shared by every connection (clones share the permits).
 #[derive(Clone, Debug)]
@@ -34,9 +38,11 @@ impl Handshakes {
         }
     }
 
-    /// The default cap: `PER_CORE` handshakes per core of this machine.
+    /// The default cap: `PER_CORE` handshakes per core of this machine, at most
+    /// `SSHD_DEFAULT_MAX_STARTUPS`.
     pub fn default_limit() -> usize {
-        std::thread::available_parallelism().map_or(1, usize::from) * PER_CORE
+        (std::thread::available_parallelism().map_or(1, usize::from) * PER_CORE)
+            .min(SSHD_DEFAULT_MAX_STARTUPS)
     }
 
     pub fn limit(&self) -> usize {
@@ -76,7 +82,7 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
         drop(a);
-        waiting
+        let _third = waiting
             .await
             .expect("the third handshake starts once one ends");
     }
