@@ -24,7 +24,6 @@ if [ -z "${FP_BIN:-}" ] && [ "${SKIP_BUILD:-0}" != 1 ]; then
     (cd "$REPO" && cargo build --release --quiet)
 fi
 FP_BIN=${FP_BIN:-$REPO/target/release/fixpoint}
-TASKS=$(awk '/^ *- name:/ { n++ } END { print n }' "$REPO/bench/site.yml") # plays' names too; only a label
 SUMMARY=$(mktemp /tmp/fpscale.XXXXXX)
 trap 'rm -f "$SUMMARY"' EXIT
 
@@ -40,7 +39,7 @@ done
 # One line per size from run.sh: N floor converged cpu floor_cpu rss_kb fds hwm_kb concurrency.
 {
     echo
-    echo "fixpoint scale curve: bench/site.yml (88 tasks per host, ${TASKS} names in the file), $(nproc) cores, --connect-concurrency $CONCURRENCY, medians of $REPS repetitions ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+    echo "fixpoint scale curve: bench/site.yml (88 tasks per host), $(nproc) cores, --connect-concurrency $CONCURRENCY, medians of $REPS repetitions ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
     echo "fixpoint $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown), $(ssh -V 2>&1); load average before each size: ${LOAD[*]}"
     echo
     printf '| %5s | %8s | %9s | %6s | %7s | %9s | %15s | %10s | %9s | %8s | %5s |\n' \
