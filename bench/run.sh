@@ -6,7 +6,14 @@
 # Usage (as root; it starts sshd and logs in as the dedicated user fpbench):
 #   bash bench/run.sh
 # Environment knobs (all optional):
-#   N=5                  hosts (127.0.0.200, .201, ...), at most 50
+#   N=5                  hosts (127.0.0.200-249, then 127.0.1.1-200), at most 250
+#   CONCURRENCY=         handshakes at once (default fixpoint's: 4 per core, at most 10): fixpoint's
+#                        --connect-concurrency, and the floor's `ssh host true` this many at a time
+#   MAX_STARTUPS=1000    each sshd's MaxStartups
+#   FIRST_RUNS=1         0: repetitions measure the floor and the converged run only
+#   PYINFRA_REPS=$ANSIBLE_REPS  repetitions of the pyinfra 3 runs of bench/pyinfra_deploy.py
+#                        (0 skips pyinfra); SETUP_PYINFRA=1 installs it into /tmp/fp-pyinfra
+#   SUMMARY=             append one line `N floor converged cpu rss_kb fds` to this file
 #   REPS=3               repetitions of every measurement (the table shows medians)
 #   ANSIBLE_REPS=$REPS   repetitions of the Ansible runs (0 skips Ansible)
 #   ANSIBLE_PLAYBOOK=    path of ansible-playbook (default: PATH, then /tmp/fp-ansible/bin)
@@ -47,7 +54,7 @@ SSH_TIMEOUT=30       # seconds for one `ssh host true`
 
 die() { echo "bench: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (it starts sshd and logs in as $BENCH_USER)"
-[[ "$N" =~ ^[0-9]+$ ]] && [ "$N" -ge 1 ] && [ "$N" -le 50 ] || die "N must be 1..50"
+[[ "$N" =~ ^[0-9]+$ ]] && [ "$N" -ge 1 ] && [ "$N" -le 250 ] || die "N must be 1..250"
 [[ "$REPS" =~ ^[0-9]+$ ]] && [ "$REPS" -ge 1 ] && [ "$REPS" -le 20 ] || die "REPS must be 1..20"
 [[ "$ANSIBLE_REPS" =~ ^[0-9]+$ ]] && [ "$ANSIBLE_REPS" -le 20 ] || die "ANSIBLE_REPS must be 0..20"
 
@@ -59,6 +66,12 @@ TWICE=${TWICE:-1}
 FP=${FP_BIN:-$REPO/target/release/fixpoint}
 [ -z "${FP_BIN:-}" ] || SKIP_BUILD=1
 PERF=${PERF:-0}
+CONCURRENCY=${CONCURRENCY:-$(( 4 * $(nproc) < 10 ? 4 * $(nproc) : 10 ))} # fixpoint's default
+MAX_STARTUPS=${MAX_STARTUPS:-1000}
+FIRST_RUNS=${FIRST_RUNS:-1}
+PYINFRA_REPS=${PYINFRA_REPS:-$ANSIBLE_REPS}
+SETUP_PYINFRA=${SETUP_PYINFRA:-1}
+SUMMARY=${SUMMARY:-}
 
 for tool in /usr/sbin/sshd ssh ssh-keygen timeout /usr/bin/time awk; do
     command -v "$tool" >/dev/null || die "$tool is missing (openssh-server / openssh-client / coreutils)"
@@ -104,6 +117,22 @@ if [ -z "$ANSIBLE" ] && [ "$ANSIBLE_REPS" -gt 0 ]; then
 fi
 [ "$ANSIBLE_REPS" -gt 0 ] || ANSIBLE=
 
+# ---- pyinfra 3 (optional) -------------------------------------------------------------------------
+PYINFRA=
+if [ "$PYINFRA_REPS" -gt 0 ]; then
+    if [ -x /tmp/fp-pyinfra/bin/pyinfra ]; then
+        PYINFRA=/tmp/fp-pyinfra/bin/pyinfra
+    elif [ "$SETUP_PYINFRA" = 1 ]; then
+        echo "bench: installing pyinfra 3 into /tmp/fp-pyinfra" >&2
+        if timeout 600 python3 -m venv /tmp/fp-pyinfra &&
+            timeout 600 /tmp/fp-pyinfra/bin/pip install -q 'pyinfra>=3,<4'; then
+            PYINFRA=/tmp/fp-pyinfra/bin/pyinfra
+        else
+            echo "bench: could not install pyinfra; it is left out" >&2
+        fi
+    fi
+fi
+
 # ---- work directory, keys, sshd -------------------------------------------------------------------
 WORK=$(mktemp -d /tmp/fpbench.XXXXXX)
 chmod 755 "$WORK" # sshd reads authorized_keys as $BENCH_USER
@@ -147,7 +176,7 @@ INV="$WORK/inventory.ini"
 HOSTS=()
 for i in $(seq "$N"); do
     h="fp$i"
-    addr="127.0.0.$((199 + i))"
+    if [ "$i" -le 50 ]; then addr="127.0.0.$((199 + i))"; else addr="127.0.1.$((i - 50))"; fi
     HOSTS+=("$h")
     d="$WORK/sshd-$h"
     mkdir -p "$d"
@@ -168,7 +197,7 @@ AllowUsers $BENCH_USER
 Subsystem sftp internal-sftp
 LogLevel VERBOSE
 MaxSessions 50
-MaxStartups 100
+MaxStartups $MAX_STARTUPS
 PrintMotd no
 PrintLastLog no
 UseDNS no
@@ -213,6 +242,17 @@ done
     echo "ansible_python_interpreter=/usr/bin/python3"
     echo "ansible_ssh_common_args=-F $CFG"
 } >"$INV"
+# The same hosts for pyinfra (its own SSH client, paramiko: the key, known_hosts and strict host
+# key checking are given here, as the ssh_config gives them to the other two).
+{
+    echo "bench = ["
+    for i in "${!HOSTS[@]}"; do
+        h=${HOSTS[$i]}
+        addr=$(awk -v h="$h" '$1 == "Host" { cur = $2 } $1 == "HostName" && cur == h { print $2 }' "$CFG")
+        echo "    (\"$h\", {\"ssh_hostname\": \"$addr\", \"ssh_port\": $PORT, \"ssh_user\": \"$BENCH_USER\", \"ssh_key\": \"$WORK/id_ed25519\", \"ssh_known_hosts_file\": \"$KNOWN\", \"ssh_strict_host_key_checking\": \"yes\", \"ssh_allow_agent\": False, \"ssh_look_for_keys\": False, \"base\": \"$HOSTS_ROOT/$h/tree\"}),"
+    done
+    echo "]"
+} >"$WORK/pyinfra_inventory.py"
 
 # ---- helpers --------------------------------------------------------------------------------------
 now() { date +%s.%N; }
@@ -277,17 +317,16 @@ recap() {
         END { print seen ? sum : "?" }' "$1"
 }
 
-# floor: every host, one fresh connection (`ssh host true`), all at once. Prints seconds.
+# floor: every host, one fresh connection (`ssh host true`), CONCURRENCY at a time (fixpoint's
+# handshake cap). Prints seconds; appends the CPU (user+sys of the ssh clients) to floor-cpu.txt.
 floor_once() {
-    local t0 t1 pids=() p bad=0
+    local t0 t1 bad=0
     t0=$(now)
-    for h in "${HOSTS[@]}"; do
-        timeout "$SSH_TIMEOUT" ssh -F "$CFG" -o ControlMaster=no -o ControlPath=none "$h" true </dev/null &
-        pids+=("$!")
-    done
-    for p in "${pids[@]}"; do wait "$p" || bad=1; done
+    printf '%s\n' "${HOSTS[@]}" | /usr/bin/time -f "%U %S" -o "$WORK/floor.time" \
+        xargs -P "$CONCURRENCY" -I@ timeout "$SSH_TIMEOUT" ssh -F "$CFG" -o ControlMaster=no -o ControlPath=none @ true || bad=1
     t1=$(now)
     [ "$bad" = 0 ] || die "ssh to a host failed (see $WORK/sshd-*/sshd.log)"
+    tail -n1 "$WORK/floor.time" | awk '{ printf "%.2f\n", $1 + $2 }' >>"$WORK/floor-cpu.txt"
     sub "$t0" "$t1"
 }
 
@@ -300,23 +339,48 @@ run_timed() {
     conn_mark
     t0=$(now)
     set +e
-    /usr/bin/time -f "%U %S" -o "$WORK/logs/$label.time" timeout "$limit" "$@" >"$log" 2>&1
+    /usr/bin/time -f "%U %S %M" -o "$WORK/logs/$label.time" timeout "$limit" "$@" >"$log" 2>&1 &
+    local tp=$! probe=""
+    if [ "${FD_PROBE:-0}" = 1 ]; then
+        fd_probe "$tp" >"$WORK/logs/$label.fds" &
+        probe=$!
+    fi
+    wait "$tp"
     RUN_RC=$?
     set -e
     t1=$(now)
     RUN_WALL=$(sub "$t0" "$t1")
     RUN_CPU=$(tail -n1 "$WORK/logs/$label.time" | awk '{ printf "%.2f", $1 + $2 }')
+    RUN_RSS=$(tail -n1 "$WORK/logs/$label.time" | awk '{ print $3 }')
+    [ -z "$probe" ] || wait "$probe" # it ends with the run
     RUN_CONN=$(conn_count)
     RUN_CHANGED=$(recap "$log" changed)
     local failed unreach
     failed=$(recap "$log" failed)
     unreach=$(recap "$log" unreachable)
-    printf 'bench: %-24s %7.3f s  cpu %5s s  rc=%s  changed=%s  failed=%s  unreachable=%s  ssh connections/host=%s\n' \
-        "$label" "$RUN_WALL" "$RUN_CPU" "$RUN_RC" "$RUN_CHANGED" "$failed" "$unreach" "$RUN_CONN" >&2
-    echo "$label wall=$RUN_WALL cpu=$RUN_CPU rc=$RUN_RC changed=$RUN_CHANGED failed=$failed unreachable=$unreach conn=$RUN_CONN" >>"$WORK/samples.txt"
+    printf 'bench: %-24s %7.3f s  cpu %5s s  rss %6s kB  rc=%s  changed=%s  failed=%s  unreachable=%s  ssh connections/host=%s\n' \
+        "$label" "$RUN_WALL" "$RUN_CPU" "$RUN_RSS" "$RUN_RC" "$RUN_CHANGED" "$failed" "$unreach" "$RUN_CONN" >&2
+    echo "$label wall=$RUN_WALL cpu=$RUN_CPU rss_kb=$RUN_RSS rc=$RUN_RC changed=$RUN_CHANGED failed=$failed unreachable=$unreach conn=$RUN_CONN" >>"$WORK/samples.txt"
 }
 
-fp_apply() { run_timed "$1" "$FP_TIMEOUT" "$FP" apply -i "$INV" --ssh-config "$CFG" "${@:2}" "$PLAYBOOK"; }
+fp_apply() { run_timed "$1" "$FP_TIMEOUT" "$FP" apply -i "$INV" --ssh-config "$CFG" --connect-concurrency "$CONCURRENCY" "${@:2}" "$PLAYBOOK"; }
+
+# The most descriptors the fixpoint process under `/usr/bin/time timeout fixpoint` (pid $1) had
+# open, and its peak RSS (VmHWM, kB), polled every 50 ms until it exits: "fds rss_kb".
+fd_probe() {
+    local tp=$1 fp="" max=0 hwm=0 n
+    while kill -0 "$tp" 2>/dev/null; do
+        [ -n "$fp" ] || fp=$(pgrep -P "$(pgrep -P "$tp" | head -n1)" 2>/dev/null | head -n1) || true
+        if [ -n "$fp" ] && [ -d "/proc/$fp/fd" ]; then
+            n=$(find "/proc/$fp/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+            [ "$n" -gt "$max" ] && max=$n
+            n=$(awk '/^VmHWM/ { print $2 }' "/proc/$fp/status" 2>/dev/null || echo 0)
+            [ "${n:-0}" -gt "$hwm" ] && hwm=$n
+        fi
+        sleep 0.05
+    done
+    echo "$max $hwm"
+}
 
 ansible_close_masters() {
     local sock
@@ -351,15 +415,18 @@ check_run() { # label: the run must have succeeded, and changed nothing if conve
 ANSIBLE_VERSION=
 [ -z "$ANSIBLE" ] || ANSIBLE_VERSION=$("$ANSIBLE" --version 2>/dev/null | sed -n 1p || true)
 TASKS=$("$FP" validate -i "$INV" "$PLAYBOOK" | grep -o '[0-9]* task(s)' | grep -o '[0-9]*')
-echo "bench: $N hosts, $TASKS tasks per host, $REPS repetitions, ansible: ${ANSIBLE:-not available}" >&2
+echo "bench: $N hosts, $TASKS tasks per host, $REPS repetitions, ansible: ${ANSIBLE:-not available}, pyinfra: ${PYINFRA:-not used}" >&2
 : >"$WORK/samples.txt"
 
 # Warm-up: the first ssh logins and the first run pay for cold page caches; not measured.
 floor_once >/dev/null
 clean_trees; clean_agent_cache
-fp_apply warmup; check_run warmup 1
+FD_PROBE=1 fp_apply warmup; check_run warmup 1
+read -r PEAK_FDS PEAK_HWM <"$WORK/logs/warmup.fds" || true
+echo "bench: warm-up run: fixpoint held at most ${PEAK_FDS:-?} descriptors, VmHWM ${PEAK_HWM:-?} kB" >&2
 
-FLOOR=() FP_COLD=() FP_CONV=() FP_WARM=() FP_CONN=() FP_CPU_CONV=() FP_CPU_COLD=()
+FLOOR=() FP_COLD=() FP_CONV=() FP_WARM=() FP_CONN=() FP_CPU_CONV=() FP_CPU_COLD=() FP_RSS=()
+: >"$WORK/floor-cpu.txt"
 for r in $(seq "$REPS"); do
     wait_idle "fixpoint-rep-$r"
     for _ in 1 2 3; do FLOOR+=("$(floor_once)"); done
@@ -373,11 +440,13 @@ for r in $(seq "$REPS"); do
         FP_CONV+=("$RUN_WALL"); FP_CPU_CONV+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN")
     fi
 
-    clean_trees
-    fp_apply "fixpoint-warm-first-$r"; check_run "fixpoint-warm-first-$r" 1
-    FP_WARM+=("$RUN_WALL"); FP_CONN+=("$RUN_CONN")
+    if [ "$FIRST_RUNS" = 1 ]; then
+        clean_trees
+        fp_apply "fixpoint-warm-first-$r"; check_run "fixpoint-warm-first-$r" 1
+        FP_WARM+=("$RUN_WALL"); FP_CONN+=("$RUN_CONN")
+    fi
     fp_apply "fixpoint-converged-$r-b"; check_run "fixpoint-converged-$r-b" 0
-    FP_CONV+=("$RUN_WALL"); FP_CPU_CONV+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN")
+    FP_CONV+=("$RUN_WALL"); FP_CPU_CONV+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN"); FP_RSS+=("$RUN_RSS")
 done
 
 # Convergence proof on a clean tree: --twice exits 3 if the second pass changed anything.
@@ -412,6 +481,24 @@ if [ -n "$ANSIBLE" ]; then
     done
 fi
 
+PY_FIRST=() PY_CONV=() PY_CONN=()
+if [ -n "$PYINFRA" ]; then
+    PYINFRA_VERSION=$("$PYINFRA" --version 2>/dev/null | head -n1)
+    echo "bench: $PYINFRA_VERSION" >&2
+    for r in $(seq "$PYINFRA_REPS"); do
+        wait_idle "pyinfra-rep-$r"
+        FLOOR+=("$(floor_once)")
+        clean_trees
+        for run in first converged; do
+            run_timed "pyinfra-$run-$r" "$ANSIBLE_TIMEOUT" env FP_BENCH_DIR="$BENCH" PYINFRA_PROGRESS=off \
+                "$PYINFRA" -y --parallel "$N" "$WORK/pyinfra_inventory.py" "$BENCH/pyinfra_deploy.py"
+            [ "$RUN_RC" = 0 ] || die "pyinfra-$run-$r exited $RUN_RC; see $WORK/logs/pyinfra-$run-$r.log (KEEP=1 keeps it)"
+            if [ "$run" = first ]; then PY_FIRST+=("$RUN_WALL"); else PY_CONV+=("$RUN_WALL"); fi
+            PY_CONN+=("$RUN_CONN")
+        done
+    done
+fi
+
 # ---- report ---------------------------------------------------------------------------------------
 floor=$(echo "${FLOOR[*]}" | median)
 m_cold=$(echo "${FP_COLD[*]}" | median)
@@ -419,6 +506,12 @@ m_warm=$(echo "${FP_WARM[*]}" | median)
 m_conv=$(echo "${FP_CONV[*]}" | median)
 a_first=$(echo "${AN_FIRST[*]:-}" | median)
 a_conv=$(echo "${AN_CONV[*]:-}" | median)
+p_first=$(echo "${PY_FIRST[*]:-}" | median)
+p_conv=$(echo "${PY_CONV[*]:-}" | median)
+floor_cpu=$(median <"$WORK/floor-cpu.txt")
+conv_cpu=$(echo "${FP_CPU_CONV[*]}" | median)
+conv_rss=$(echo "${FP_RSS[*]}" | median | cut -d. -f1)
+[ -z "$SUMMARY" ] || echo "$N $floor $m_conv $conv_cpu $floor_cpu $conv_rss ${PEAK_FDS:-?} ${PEAK_HWM:-?} $CONCURRENCY" >>"$SUMMARY"
 verdict() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "-") print "-"; else if (r + 0 <= t + 0) print "met (<= " t "x)"; else print "MISSED (> " t "x)" }'; }
 conns() { tr ' ' '\n' | awk 'NF' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
 
@@ -431,20 +524,27 @@ conns() { tr ' ' '\n' | awk 'NF' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
     printf '%-34s %10s %10s  %-18s %s\n' "connection floor (ssh true x$N, ||)" "$floor" "1.00" "" "${FLOOR[*]}"
     r=$(ratio "$m_cold" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "fixpoint first run, cold cache" "$m_cold" "$r" "$(verdict "$r" 2)" "${FP_COLD[*]}"
     r=$(ratio "$m_warm" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "fixpoint first run, warm cache" "$m_warm" "$r" "$(verdict "$r" 2)" "${FP_WARM[*]}"
-    r=$(ratio "$m_conv" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "fixpoint converged run" "$m_conv" "$r" "$(verdict "$r" 1.2)" "${FP_CONV[*]}"
+    r=$(ratio "$m_conv" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "fixpoint converged run" "$m_conv" "$r" "$(verdict "$r" 1.15)" "${FP_CONV[*]}"
     if [ -n "$ANSIBLE" ]; then
         r=$(ratio "$a_first" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "ansible-playbook first run" "$a_first" "$r" "" "${AN_FIRST[*]}"
         r=$(ratio "$a_conv" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "ansible-playbook converged run" "$a_conv" "$r" "" "${AN_CONV[*]}"
     else
         echo "ansible-playbook: not available (pip install ansible-core, or SETUP_ANSIBLE=1)"
     fi
+    if [ -n "$PYINFRA" ]; then
+        r=$(ratio "$p_first" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "pyinfra first run" "$p_first" "$r" "" "${PY_FIRST[*]}"
+        r=$(ratio "$p_conv" "$floor"); printf '%-34s %10s %10s  %-18s %s\n' "pyinfra converged run" "$p_conv" "$r" "" "${PY_CONV[*]}"
+    fi
     echo
     [ -z "$ANSIBLE" ] || echo "ansible-playbook / fixpoint: first run $(ratio "$a_first" "$m_warm")x (warm cache) / $(ratio "$a_first" "$m_cold")x (cold cache), converged run $(ratio "$a_conv" "$m_conv")x"
-    echo "fixpoint controller CPU (user+sys): converged median $(echo "${FP_CPU_CONV[*]}" | median) s, cold first median $(echo "${FP_CPU_COLD[*]}" | median) s"
+    echo "fixpoint controller CPU (user+sys): converged median $conv_cpu s, cold first median $(echo "${FP_CPU_COLD[*]}" | median) s; floor's ssh clients $floor_cpu s"
+    echo "fixpoint converged run: max RSS $conv_rss kB (/usr/bin/time); warm-up run: at most ${PEAK_FDS:-?} descriptors, VmHWM ${PEAK_HWM:-?} kB; --connect-concurrency $CONCURRENCY"
+    [ -z "$PYINFRA" ] || echo "ssh connections per host per run: pyinfra $(echo "${PY_CONN[*]:-}" | conns)"
     echo "ssh connections per host per run: fixpoint $(echo "${FP_CONN[*]}" | conns) (target 1), fixpoint --twice $TWICE_CONN, ansible $(echo "${AN_CONN[*]:-}" | conns)"
     echo "fixpoint --twice on a clean tree: exit $TWICE_RC (target 0)"
     echo "repetitions started on a busy machine:${BUSY_NOTES:- none}"
     echo
     echo "command: $FP apply -i <inventory> --ssh-config <ssh_config> $PLAYBOOK"
+    [ -z "$PYINFRA" ] || echo "pyinfra: $PYINFRA -y --parallel $N <inventory.py> bench/pyinfra_deploy.py  (${PYINFRA_VERSION:-})"
     [ -z "$ANSIBLE" ] || echo "ansible: ANSIBLE_PIPELINING=1 ANSIBLE_SSH_ARGS='-o ControlMaster=auto -o ControlPersist=60s' $ANSIBLE -i <inventory> -f $N $PLAYBOOK  (ansible_ssh_common_args=-F <ssh_config>)"
 } | tee "$WORK/results.txt"

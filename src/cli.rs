@@ -92,6 +92,10 @@ pub struct RunArgs {
     /// Seconds to wait for a connection (and for the agent to start).
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
+    /// SSH handshakes in flight at once (default: 4 per core, at most 10; or FIXPOINT_CONNECT_CONCURRENCY);
+    /// the other hosts wait for a slot, in order.
+    #[arg(long = "connect-concurrency", value_name = "N")]
+    pub connect_concurrency: Option<usize>,
     /// An ssh_config file to use instead of ~/.ssh/config.
     #[arg(long = "ssh-config")]
     pub ssh_config: Option<PathBuf>,

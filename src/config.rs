@@ -1,7 +1,7 @@
 //! The checked run configuration built from the raw command line: the engine never sees clap types.
 
 use crate::cli::{Format, RunArgs};
-use crate::connection::Secret;
+use crate::connection::{Handshakes, Secret};
 use crate::diag::{Diagnostic, Pos};
 use crate::yaml;
 use serde_json::{Map, Value};
@@ -24,6 +24,8 @@ pub struct Config {
     pub verbosity: u8,
     pub forks: usize,
     pub connect_timeout: Duration,
+    /// The cap on SSH handshakes in flight (`--connect-concurrency`), shared by every clone.
+    pub handshakes: Handshakes,
     pub ssh_config: Option<PathBuf>,
     pub accept_new_host_keys: bool,
     /// The `-K` answer.
@@ -98,6 +100,7 @@ impl Config {
             verbosity: a.verbose,
             forks: a.forks,
             connect_timeout: Duration::from_secs(a.timeout.max(1)),
+            handshakes: Handshakes::new(connect_concurrency(a.connect_concurrency)?),
             ssh_config: a.ssh_config,
             accept_new_host_keys: a.accept_new_host_keys,
             become_password,
@@ -155,6 +158,7 @@ impl Config {
             verbosity: 0,
             forks: 50,
             connect_timeout: Duration::from_secs(30),
+            handshakes: Handshakes::new(connect_concurrency(None)?),
             ssh_config: a.ssh_config.clone(),
             accept_new_host_keys: a.accept_new_host_keys,
             become_password: None,
@@ -167,6 +171,29 @@ impl Config {
             shard_allow_cross: false,
         })
     }
+}
+
+/// `--connect-concurrency`, else `FIXPOINT_CONNECT_CONCURRENCY`, else 4 per core (at most 10).
+fn connect_concurrency(cli: Option<usize>) -> Result<usize, Diagnostic> {
+    let n = match cli {
+        Some(n) => n,
+        None => match std::env::var("FIXPOINT_CONNECT_CONCURRENCY") {
+            Ok(v) => v.trim().parse().map_err(|_| {
+                Diagnostic::new(format!(
+                    "FIXPOINT_CONNECT_CONCURRENCY=`{v}` is not a number of handshakes"
+                ))
+                .help("set it to a positive integer, or unset it for the default (4 per core, at most 10)")
+            })?,
+            Err(_) => Handshakes::default_limit(),
+        },
+    };
+    if n == 0 {
+        return Err(Diagnostic::new(
+            "the connect concurrency (--connect-concurrency, FIXPOINT_CONNECT_CONCURRENCY) must be at least 1",
+        )
+            .help("it is how many SSH handshakes run at once; the default is 4 per core, at most 10"));
+    }
+    Ok(n)
 }
 
 /// Read the sudo password once: from the terminal without echo, or one line of stdin.

@@ -240,6 +240,9 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         }
         None => {}
     }
+    if let Err(d) = fit_open_files(run_hosts(&books, &inv, &cfg), &cfg) {
+        return invalid(&d);
+    }
     let runtime = match runtime() {
         Ok(r) => r,
         Err(code) => return code,
@@ -252,6 +255,42 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
         engine::RunOutcome::Failed => ExitCode::from(EXIT_FAILED),
         engine::RunOutcome::NotConverged => ExitCode::from(EXIT_NOT_CONVERGED),
         engine::RunOutcome::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
+    }
+}
+
+/// How many hosts the plays may connect to: the hosts their patterns select (after `--limit`);
+/// a pattern that cannot be read before the run (a template) counts the whole inventory.
+fn run_hosts(
+    books: &[playbook::Playbook],
+    inv: &inventory::Inventory,
+    cfg: &config::Config,
+) -> usize {
+    let allowed = cfg.limit.as_ref().and_then(|l| inv.select(l).ok());
+    let mut hosts = std::collections::BTreeSet::new();
+    for play in books.iter().flat_map(|b| &b.plays) {
+        let selected = match inv.select(&play.hosts) {
+            Ok(h) if !play.hosts.contains("{{") => h,
+            _ => inv.select("all").unwrap_or_default(),
+        };
+        hosts.extend(
+            selected
+                .into_iter()
+                .filter(|h| allowed.as_ref().is_none_or(|a| a.contains(h))),
+        );
+    }
+    hosts.len()
+}
+
+/// Raise the open-file limit to what `hosts` connections need, or refuse the run (exit 2,
+/// nothing touched) when even the hard limit is too small.
+fn fit_open_files(hosts: usize, cfg: &config::Config) -> Result<(), Diagnostic> {
+    match connection::fdlimit::ensure(hosts, cfg.handshakes.limit()) {
+        Ok(connection::fdlimit::Raised::From(old, new)) => {
+            tracing::debug!("raised the open-file limit from {old} to {new} for {hosts} hosts");
+            Ok(())
+        }
+        Ok(connection::fdlimit::Raised::No) => Ok(()),
+        Err(msg) => Err(Diagnostic::new(msg)),
     }
 }
 
@@ -337,6 +376,10 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
             fixpoint_agent::protocol::JournalOp::Resolve { key, done }
         }
     };
+    let hosts = inv.select(&pattern).map_or(0, |h| h.len());
+    if let Err(d) = fit_open_files(hosts, &cfg) {
+        return invalid(&d);
+    }
     let runtime = match runtime() {
         Ok(r) => r,
         Err(code) => return code,

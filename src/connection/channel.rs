@@ -52,6 +52,8 @@ pub enum ConnKind {
         key_file: Option<PathBuf>,
         ssh_config: Option<PathBuf>,
         accept_new_host_keys: bool,
+        /// The run's cap on handshakes in flight (`--connect-concurrency`).
+        handshakes: super::Handshakes,
     },
 }
 

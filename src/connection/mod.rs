@@ -9,6 +9,8 @@
 pub mod agent_binary;
 mod bootstrap;
 mod channel;
+pub mod fdlimit;
+mod handshake;
 mod local;
 pub mod pool;
 mod secret;
@@ -17,4 +19,5 @@ mod ssh;
 
 pub use agent_binary::AgentBinary;
 pub use channel::{connect, AgentConn, ConnKind, ConnSpec, TransportError};
+pub use handshake::Handshakes;
 pub use secret::Secret;

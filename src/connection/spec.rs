@@ -159,6 +159,7 @@ pub fn from_vars(
             key_file: as_string(get("ansible_ssh_private_key_file")?).map(PathBuf::from),
             ssh_config: cfg.ssh_config.clone(),
             accept_new_host_keys: cfg.accept_new_host_keys,
+            handshakes: cfg.handshakes.clone(),
         },
         other => {
             return Err(format!(

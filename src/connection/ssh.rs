@@ -20,6 +20,7 @@ pub(super) async fn start(
         key_file,
         ssh_config,
         accept_new_host_keys,
+        handshakes,
     } = &spec.kind
     else {
         // `channel::connect` calls this for `ConnKind::Ssh` only.
@@ -51,7 +52,13 @@ pub(super) async fn start(
     if let Some(c) = ssh_config {
         b.config_file(c);
     }
-    let (session, bin) = tokio::join!(b.connect_mux(address), binary);
+    // The permit covers the handshake only (until the master is authenticated and up): the
+    // agent's start that follows costs this machine little CPU.
+    let handshake = async {
+        let _permit = handshakes.acquire().await;
+        b.connect_mux(address).await
+    };
+    let (session, bin) = tokio::join!(handshake, binary);
     let session = session.map_err(|e| {
         TransportError::Connect(describe_ssh_error(&e, address, *accept_new_host_keys))
     })?;

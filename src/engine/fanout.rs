@@ -114,7 +114,12 @@ impl Engine {
                 // `add_host` and `group_by` change the run's inventory, not a host: every run
                 // starts from the inventory as loaded, so they are changed on every pass and
                 // say nothing about convergence.
-                if ev.status == Status::Changed && !matches!(task.module, "add_host" | "group_by") {
+                // Kept for --twice only: the diffs hold whole file contents, megabytes per host
+                // on a first run.
+                if self.cfg.twice
+                    && ev.status == Status::Changed
+                    && !matches!(task.module, "add_host" | "group_by")
+                {
                     // The --twice verdict shows diffs: never a no_log task's.
                     let diff = if no_log {
                         Diff::default()

@@ -42,6 +42,7 @@ mod python_modules;
 mod raw_script;
 mod release_example;
 mod roles;
+mod scale;
 mod schema;
 mod secrets;
 mod services_systemd;

@@ -192,6 +192,12 @@ impl SshHost {
     /// Starts sshd for `user` and returns once it is accepting connections.
     /// Panics (with the sshd log) if it does not come up.
     pub fn start(user: &str) -> SshHost {
+        Self::start_with_max_startups(user, "100")
+    }
+
+    /// Like [`start`](Self::start), with sshd's `MaxStartups` (how many unauthenticated
+    /// connections it takes at once, `start:rate:full`) set to `max_startups`.
+    pub fn start_with_max_startups(user: &str, max_startups: &str) -> SshHost {
         require_root();
         require_sshd();
         require_user(user);
@@ -200,7 +206,7 @@ impl SshHost {
         // address and port in that case.
         let mut failures = Vec::new();
         for _ in 0..5 {
-            match Self::try_start(user) {
+            match Self::try_start(user, max_startups) {
                 Ok(host) => return host,
                 Err(StartError::AddressInUse(log)) => failures.push(log),
                 Err(StartError::Fatal(msg)) => panic!("{msg}"),
@@ -212,7 +218,7 @@ impl SshHost {
         );
     }
 
-    fn try_start(user: &str) -> Result<SshHost, StartError> {
+    fn try_start(user: &str, max_startups: &str) -> Result<SshHost, StartError> {
         let (seq, addr) = next_address();
         let port = TcpListener::bind((addr, 0))
             .and_then(|l| l.local_addr())
@@ -270,7 +276,7 @@ impl SshHost {
              Subsystem sftp internal-sftp\n\
              LogLevel VERBOSE\n\
              MaxSessions 50\n\
-             MaxStartups 100\n\
+             MaxStartups {max_startups}\n\
              PrintMotd no\n\
              PrintLastLog no\n",
             host_key = host_key.display(),
