@@ -80,6 +80,8 @@ pub struct Reporter {
     verbosity: u8,
     show_diff: bool,
     out: Box<dyn Write + Send>,
+    /// Where the JSON lines also go, whatever `json` says (`fixpoint pull`'s result).
+    tee: Option<Box<dyn Write + Send>>,
 }
 
 const CENSORED: &str =
@@ -95,7 +97,18 @@ impl Reporter {
             verbosity,
             show_diff,
             out: Box::new(stdout),
+            tee: None,
         }
+    }
+
+    /// Also write every event as a JSON line to `sink`, whatever stdout shows.
+    pub fn tee_json(&mut self, sink: Box<dyn Write + Send>) {
+        self.tee = Some(sink);
+    }
+
+    /// Whether events are made as JSON at all: for stdout, or for the tee.
+    fn wants_json(&self) -> bool {
+        self.json || self.tee.is_some()
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -120,15 +133,22 @@ impl Reporter {
         self.line(&format!("{title} {stars}"));
     }
 
+    /// A JSON event: to stdout under `--format json`, and to the tee.
     fn emit(&mut self, v: Value) {
         let s = v.to_string();
-        self.line(&s);
+        if let Some(tee) = &mut self.tee {
+            let _ = writeln!(tee, "{s}");
+        }
+        if self.json {
+            self.line(&s);
+        }
     }
 
     pub fn play_start(&mut self, name: &str, pass: u8) {
-        if self.json {
+        if self.wants_json() {
             self.emit(json::play(name, pass));
-        } else {
+        }
+        if !self.json {
             self.banner(&format!("PLAY [{name}]"));
         }
     }
@@ -141,18 +161,20 @@ impl Reporter {
     }
 
     pub fn warn(&mut self, msg: &str) {
-        if self.json {
+        if self.wants_json() {
             self.emit(json::warning(msg));
-        } else {
+        }
+        if !self.json {
             let w = self.paint("35", &format!("[WARNING]: {msg}"));
             self.line(&w);
         }
     }
 
     pub fn note(&mut self, host: &str, msg: &str) {
-        if self.json {
+        if self.wants_json() {
             self.emit(json::note(host, msg));
-        } else {
+        }
+        if !self.json {
             self.line(&format!("note: [{host}] {msg}"));
         }
     }
@@ -163,19 +185,21 @@ impl Reporter {
         } else {
             (ev.msg, ev.diff, ev.result)
         };
-        if self.json {
+        if self.wants_json() {
             let o = json::task(ev, msg, diff, result, self.verbosity);
             self.emit(o);
-        } else {
+        }
+        if !self.json {
             self.task_text(ev, msg, diff, result);
         }
     }
 
     /// The answer of a `fixpoint journal` action on one host.
     pub fn journal(&mut self, host: &str, data: &Value) {
-        if self.json {
+        if self.wants_json() {
             self.emit(json::journal(host, data));
-        } else {
+        }
+        if !self.json {
             self.journal_text(host, data);
         }
     }
@@ -194,18 +218,20 @@ impl Reporter {
         } else {
             stats
         };
-        if self.json {
+        if self.wants_json() {
             self.emit(json::recap(stats, pass, twice));
-        } else {
+        }
+        if !self.json {
             self.recap_text(stats, pass, twice);
         }
     }
 
     /// The verdict of `--twice` when the second pass changed something.
     pub fn not_converged(&mut self, culprits: &[(String, String, String, Diff)]) {
-        if self.json {
+        if self.wants_json() {
             self.emit(json::not_converged(culprits));
-        } else {
+        }
+        if !self.json {
             self.not_converged_text(culprits);
         }
     }
