@@ -156,25 +156,39 @@ impl PullArgs {
             opt("--result-attempts", Some(self.result_attempts.to_string()));
         }
         opt("--limit", self.limit.clone());
-        for e in &self.extra_vars {
-            opt("--extra-vars", Some(e.clone()));
-        }
-        if !self.tags.is_empty() {
-            opt("--tags", Some(self.tags.join(",")));
-        }
-        if !self.skip_tags.is_empty() {
-            opt("--skip-tags", Some(self.skip_tags.join(",")));
-        }
-        if self.lock_timeout != 0 {
-            opt("--lock-timeout", Some(self.lock_timeout.to_string()));
-        }
-        if self.format == Format::Json {
-            opt("--format", Some("json".into()));
-        }
         for (on, flag) in [
             (self.full, "--full"),
             (self.verify_commit, "--verify-commit"),
             (self.only_if_changed, "--only-if-changed"),
+        ] {
+            if on {
+                v.push(flag.into());
+            }
+        }
+        v.extend(self.run_options());
+        v
+    }
+
+    /// The run options a pull shares with `apply`, as `apply` spells them: the scheduled pull's
+    /// command line and the run's configuration are both made from them.
+    pub fn run_options(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for e in &self.extra_vars {
+            v.extend(["--extra-vars".into(), e.clone()]);
+        }
+        if !self.tags.is_empty() {
+            v.extend(["--tags".into(), self.tags.join(",")]);
+        }
+        if !self.skip_tags.is_empty() {
+            v.extend(["--skip-tags".into(), self.skip_tags.join(",")]);
+        }
+        if self.lock_timeout != 0 {
+            v.extend(["--lock-timeout".into(), self.lock_timeout.to_string()]);
+        }
+        if self.format == Format::Json {
+            v.extend(["--format".into(), "json".into()]);
+        }
+        for (on, flag) in [
             (self.check, "--check"),
             (self.diff, "--diff"),
             (self.force_handlers, "--force-handlers"),
@@ -187,5 +201,59 @@ impl PullArgs {
             v.push("-v".into());
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn parse(argv: &[&str]) -> super::PullArgs {
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Pull(a) => *a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_scheduled_command_line_says_the_same_pull() {
+        let a = parse(&[
+            "fixpoint",
+            "pull",
+            "-U",
+            "file:///r.git",
+            "-C",
+            "main",
+            "-p",
+            "site.yml",
+            "--install-timer",
+            "--interval",
+            "1h",
+            "-o",
+            "--max-age",
+            "1d",
+            "-e",
+            "x=1 y=2",
+            "-t",
+            "a,b",
+            "--check",
+            "-v",
+            "--lock-timeout",
+            "30",
+        ]);
+        let mut argv = vec!["fixpoint".to_string()];
+        argv.extend(a.pull_argv());
+        assert!(!argv
+            .iter()
+            .any(|w| w.contains("interval") || w.contains("timer")));
+        let b = parse(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(
+            format!("{:?}", b.pull_argv()),
+            format!("{:?}", a.pull_argv())
+        );
+        assert_eq!(b.extra_vars, ["x=1 y=2"]);
+        assert_eq!(b.max_age, Some(std::time::Duration::from_secs(86400)));
+        assert!(b.check && b.only_if_changed && b.verbose == 1 && b.lock_timeout == 30);
     }
 }

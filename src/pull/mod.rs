@@ -245,31 +245,7 @@ fn run_books(
     } else if let Some(l) = &args.limit {
         opt("--limit", l.clone());
     }
-    for e in &args.extra_vars {
-        opt("--extra-vars", e.clone());
-    }
-    if !args.tags.is_empty() {
-        opt("--tags", args.tags.join(","));
-    }
-    if !args.skip_tags.is_empty() {
-        opt("--skip-tags", args.skip_tags.join(","));
-    }
-    opt("--lock-timeout", args.lock_timeout.to_string());
-    if args.format == crate::cli::Format::Json {
-        opt("--format", "json".into());
-    }
-    for (on, flag) in [
-        (args.check, "--check"),
-        (args.diff, "--diff"),
-        (args.force_handlers, "--force-handlers"),
-    ] {
-        if on {
-            argv.push(flag.into());
-        }
-    }
-    for _ in 0..args.verbose {
-        argv.push("-v".into());
-    }
+    argv.extend(args.run_options());
     argv.push("--".into());
     argv.extend(books.iter().map(|b| b.display().to_string()));
     let run_args = match <crate::cli::Cli as clap::Parser>::try_parse_from(&argv) {
