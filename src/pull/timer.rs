@@ -356,15 +356,15 @@ fn cron_schedule(every: Duration) -> Result<String, Bad> {
             span(every)
         ))
     };
-    if secs == 0 || secs % 60 != 0 {
+    if secs == 0 || !secs.is_multiple_of(60) {
         return Err(bad());
     }
     let mins = secs / 60;
     Ok(match mins {
         1 => "* * * * *".to_string(),
-        m if m < 60 && 60 % m == 0 => format!("*/{m} * * * *"),
+        m if m < 60 && 60u64.is_multiple_of(m) => format!("*/{m} * * * *"),
         60 => "0 * * * *".to_string(),
-        m if m % 60 == 0 && m / 60 < 24 && 24 % (m / 60) == 0 => {
+        m if m.is_multiple_of(60) && m / 60 < 24 && 24u64.is_multiple_of(m / 60) => {
             format!("0 */{} * * *", m / 60)
         }
         1440 => "0 0 * * *".to_string(),

@@ -710,7 +710,7 @@ fn without_systemd_the_timer_is_a_cron_entry_with_a_splay() {
 
 /// Copy host paths (relative to `/`) into the booted root, through `tar` across `nsenter`.
 fn copy_into(h: &crate::services_systemd::SystemdHost, base: &Path, paths: &[&str], to: &str) {
-    let tar = Command::new("tar")
+    let mut tar = Command::new("tar")
         .arg("-C")
         .arg(base)
         .arg("-cf")
@@ -722,13 +722,14 @@ fn copy_into(h: &crate::services_systemd::SystemdHost, base: &Path, paths: &[&st
     let st = Command::new("nsenter")
         .args(["-t", &h.pid().to_string(), "-m", "-p", "-r", "-w"])
         .args(["tar", "-C", to, "-xf", "-"])
-        .stdin(tar.stdout.unwrap())
+        .stdin(tar.stdout.take().unwrap())
         .status()
         .unwrap();
     assert!(
         st.success(),
         "copying {paths:?} into the booted root failed"
     );
+    assert!(tar.wait().unwrap().success(), "tar of {paths:?} failed");
 }
 
 #[test]
