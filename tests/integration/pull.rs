@@ -102,6 +102,13 @@ fn result_events(fx: &Fx) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Every one of `lines` is in what the run printed.
+fn says(out: &Out, lines: &[&str]) {
+    for line in lines {
+        assert!(out.stdout.contains(line), "{line}: {}", out.stdout);
+    }
+}
+
 fn pull_event(fx: &Fx) -> serde_json::Value {
     let events = result_events(fx);
     let last = events.last().expect("a pull event").clone();
@@ -644,15 +651,9 @@ fn without_systemd_the_timer_is_a_cron_entry_with_a_splay() {
     };
     let first = install(&["--interval", "30min", "--splay", "2min"]);
     first.expect(0);
-    assert!(
-        first.stdout.contains("changed: /etc/cron.d/fixpoint-pull"),
-        "{}",
-        first.stdout
-    );
-    assert!(
-        first.stdout.contains("cron entry: changed"),
-        "{}",
-        first.stdout
+    says(
+        &first,
+        &["changed: /etc/cron.d/fixpoint-pull", "cron entry: changed"],
     );
     let entry = ns.sh("cat /etc/cron.d/fixpoint-pull");
     let line = entry
@@ -666,15 +667,12 @@ fn without_systemd_the_timer_is_a_cron_entry_with_a_splay() {
     // Again: nothing to change.
     let again = install(&["--interval", "30min", "--splay", "2min"]);
     again.expect(0);
-    assert!(
-        again.stdout.contains("ok: /etc/cron.d/fixpoint-pull"),
-        "{}",
-        again.stdout
-    );
-    assert!(
-        again.stdout.contains("cron entry: nothing to change"),
-        "{}",
-        again.stdout
+    says(
+        &again,
+        &[
+            "ok: /etc/cron.d/fixpoint-pull",
+            "cron entry: nothing to change",
+        ],
     );
 
     // What cron runs runs the pull (bash, after cron's `\%` unescaping; no splay for the test).
@@ -769,14 +767,15 @@ fn the_systemd_timer_is_installed_once_and_fires() {
     };
     let first = install();
     first.expect(0);
-    for line in [
-        "changed: /etc/systemd/system/fixpoint-pull.service",
-        "changed: /etc/systemd/system/fixpoint-pull.timer",
-        "changed: fixpoint-pull.timer enabled and started",
-        "systemd timer: changed",
-    ] {
-        assert!(first.stdout.contains(line), "{line}: {}", first.stdout);
-    }
+    says(
+        &first,
+        &[
+            "changed: /etc/systemd/system/fixpoint-pull.service",
+            "changed: /etc/systemd/system/fixpoint-pull.timer",
+            "changed: fixpoint-pull.timer enabled and started",
+            "systemd timer: changed",
+        ],
+    );
     let timer = h.nsenter(&["cat", "/etc/systemd/system/fixpoint-pull.timer"]);
     for line in [
         "OnUnitActiveSec=2s",
