@@ -22,6 +22,9 @@ pub enum Command {
     Check(RunArgs),
     /// Load and check playbooks (schema, guards, templates) without touching any host.
     Validate(ValidateArgs),
+    /// On the host itself: fetch a playbook repository (git), verify it, run it locally under
+    /// the host lock, report the result; or `--install-timer` to do that on a schedule.
+    Pull(Box<crate::pull::PullArgs>),
     /// Show the resolved inventory.
     Inventory(InventoryArgs),
     /// Read and manage the on-host journal of `once:` steps.

@@ -11,6 +11,7 @@ pub mod diag;
 pub mod engine;
 pub mod inventory;
 pub mod playbook;
+pub mod pull;
 pub mod pymod;
 pub mod report;
 pub mod schema;
@@ -45,6 +46,7 @@ pub fn main_entry() -> ExitCode {
         cli::Command::Apply(args) => run_cmd(args, false),
         cli::Command::Check(args) => run_cmd(args, true),
         cli::Command::Validate(args) => validate_cmd(args),
+        cli::Command::Pull(args) => pull::pull_cmd(*args),
         cli::Command::Inventory(args) => inventory_cmd(args),
         cli::Command::Journal(args) => journal_cmd(args),
         cli::Command::Completions { shell } => completions_cmd(shell),

@@ -142,6 +142,12 @@ impl Engine {
         }
     }
 
+    /// Also write the run's JSON events (those `--format json` prints) to `sink`, whatever
+    /// stdout shows: `fixpoint pull` keeps them as its result.
+    pub fn tee_json(&mut self, sink: Box<dyn std::io::Write + Send>) {
+        self.reporter.tee_json(sink);
+    }
+
     fn host_state(&mut self, name: &str) -> &mut HostState {
         if !self.hosts.contains_key(name) {
             let inv_vars = Arc::new(self.inventory.host_vars(name));

@@ -178,6 +178,16 @@ impl Inventory {
             .insert(key.to_string(), value);
     }
 
+    /// `fixpoint pull`'s `-c local` (ansible-pull's): these hosts use the local transport unless
+    /// their own variables name a connection.
+    pub fn default_to_local(&mut self, hosts: &[String]) {
+        for h in hosts {
+            if !self.host_vars(h).contains_key("ansible_connection") {
+                self.set_host_var(h, "ansible_connection", Value::from("local"));
+            }
+        }
+    }
+
     pub(super) fn set_group_var(&mut self, group: &str, key: &str, value: Value) {
         self.groups
             .entry(group.to_string())

@@ -82,6 +82,8 @@ pub struct Reporter {
     out: Box<dyn Write + Send>,
     /// `--shard`: named in the recap, so the shards' recaps can be merged.
     shard: Option<crate::inventory::Shard>,
+    /// Where the JSON lines also go, whatever `json` says (`fixpoint pull`'s result).
+    tee: Option<Box<dyn Write + Send>>,
 }
 
 const CENSORED: &str =
@@ -98,12 +100,23 @@ impl Reporter {
             show_diff,
             out: Box::new(stdout),
             shard: None,
+            tee: None,
         }
     }
 
     /// The shard this run is (`--shard`), for the recap.
     pub fn set_shard(&mut self, shard: Option<crate::inventory::Shard>) {
         self.shard = shard;
+    }
+
+    /// Also write every event as a JSON line to `sink`, whatever stdout shows.
+    pub fn tee_json(&mut self, sink: Box<dyn Write + Send>) {
+        self.tee = Some(sink);
+    }
+
+    /// Whether events are made as JSON at all: for stdout, or for the tee.
+    fn wants_json(&self) -> bool {
+        self.json || self.tee.is_some()
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -128,15 +141,22 @@ impl Reporter {
         self.line(&format!("{title} {stars}"));
     }
 
+    /// A JSON event: to stdout under `--format json`, and to the tee.
     fn emit(&mut self, v: Value) {
         let s = v.to_string();
-        self.line(&s);
+        if let Some(tee) = &mut self.tee {
+            let _ = writeln!(tee, "{s}");
+        }
+        if self.json {
+            self.line(&s);
+        }
     }
 
     pub fn play_start(&mut self, name: &str, pass: u8) {
-        if self.json {
+        if self.wants_json() {
             self.emit(json::play(name, pass));
-        } else {
+        }
+        if !self.json {
             self.banner(&format!("PLAY [{name}]"));
         }
     }
@@ -149,18 +169,20 @@ impl Reporter {
     }
 
     pub fn warn(&mut self, msg: &str) {
-        if self.json {
+        if self.wants_json() {
             self.emit(json::warning(msg));
-        } else {
+        }
+        if !self.json {
             let w = self.paint("35", &format!("[WARNING]: {msg}"));
             self.line(&w);
         }
     }
 
     pub fn note(&mut self, host: &str, msg: &str) {
-        if self.json {
+        if self.wants_json() {
             self.emit(json::note(host, msg));
-        } else {
+        }
+        if !self.json {
             self.line(&format!("note: [{host}] {msg}"));
         }
     }
@@ -171,19 +193,21 @@ impl Reporter {
         } else {
             (ev.msg, ev.diff, ev.result)
         };
-        if self.json {
+        if self.wants_json() {
             let o = json::task(ev, msg, diff, result, self.verbosity);
             self.emit(o);
-        } else {
+        }
+        if !self.json {
             self.task_text(ev, msg, diff, result);
         }
     }
 
     /// The answer of a `fixpoint journal` action on one host.
     pub fn journal(&mut self, host: &str, data: &Value) {
-        if self.json {
+        if self.wants_json() {
             self.emit(json::journal(host, data));
-        } else {
+        }
+        if !self.json {
             self.journal_text(host, data);
         }
     }
@@ -202,18 +226,20 @@ impl Reporter {
         } else {
             stats
         };
-        if self.json {
+        if self.wants_json() {
             self.emit(json::recap(stats, pass, twice, self.shard));
-        } else {
+        }
+        if !self.json {
             self.recap_text(stats, pass, twice);
         }
     }
 
     /// The verdict of `--twice` when the second pass changed something.
     pub fn not_converged(&mut self, culprits: &[(String, String, String, Diff)]) {
-        if self.json {
+        if self.wants_json() {
             self.emit(json::not_converged(culprits));
-        } else {
+        }
+        if !self.json {
             self.not_converged_text(culprits);
         }
     }

@@ -31,7 +31,7 @@ fn man_pages_document_every_option_of_every_subcommand() {
     let main = fx.run(&["man"]);
     main.expect(0);
     assert!(main.stdout.contains(".TH fixpoint 1"), "{}", main.stdout);
-    for sub in ["apply", "check", "validate", "inventory", "journal"] {
+    for sub in ["apply", "check", "validate", "inventory", "journal", "pull"] {
         assert!(
             main.stdout.contains(sub),
             "fixpoint(1) does not name `{sub}`"

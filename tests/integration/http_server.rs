@@ -75,6 +75,8 @@ pub struct Server {
     addr: std::net::SocketAddr,
     routes: Arc<Mutex<BTreeMap<String, Route>>>,
     log: Arc<Mutex<Vec<Logged>>>,
+    /// Paths whose next requests fail (`fail_next`): how many are left to fail.
+    failing: Arc<Mutex<BTreeMap<String, usize>>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -106,24 +108,26 @@ impl Server {
         let port = addr.port();
         let routes: Arc<Mutex<BTreeMap<String, Route>>> = Arc::default();
         let log: Arc<Mutex<Vec<Logged>>> = Arc::default();
+        let failing: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (r, l, s) = (routes.clone(), log.clone(), stop.clone());
+        let f = failing.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s.load(std::sync::atomic::Ordering::SeqCst) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let (r, l) = (r.clone(), l.clone());
+                let (r, l, f) = (r.clone(), l.clone(), f.clone());
                 let tls = tls.clone();
                 std::thread::spawn(move || match tls {
-                    None => serve(&mut { conn }, &r, &l),
+                    None => serve(&mut { conn }, &r, &l, &f),
                     Some(config) => {
                         let Ok(session) = rustls::ServerConnection::new(config) else {
                             return;
                         };
                         let mut stream = rustls::StreamOwned::new(session, conn);
-                        serve(&mut stream, &r, &l);
+                        serve(&mut stream, &r, &l, &f);
                         stream.conn.send_close_notify();
                         let _ = stream.flush();
                     }
@@ -135,8 +139,15 @@ impl Server {
             addr,
             routes,
             log,
+            failing,
             stop,
         }
+    }
+
+    /// The next `n` requests to `path` are answered `503 Service Unavailable`, whatever its
+    /// route: a receiver that fails before it works.
+    pub fn fail_next(&self, path: &str, n: usize) {
+        self.failing.lock().unwrap().insert(path.into(), n);
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -172,6 +183,7 @@ fn serve(
     conn: &mut impl ReadWrite,
     routes: &Mutex<BTreeMap<String, Route>>,
     log: &Mutex<Vec<Logged>>,
+    failing: &Mutex<BTreeMap<String, usize>>,
 ) {
     let mut reader = BufReader::new(&mut *conn);
     let mut line = String::new();
@@ -212,7 +224,21 @@ fn serve(
         headers: headers.clone(),
         body: body.clone(),
     });
-    let route = routes.lock().unwrap().get(&path).cloned();
+    let fail = match failing.lock().unwrap().get_mut(&path) {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            true
+        }
+        _ => false,
+    };
+    let route = if fail {
+        Some(Route {
+            status: 503,
+            ..Route::ok("not yet\n")
+        })
+    } else {
+        routes.lock().unwrap().get(&path).cloned()
+    };
     let route = match route {
         // `/echo` answers with what it was sent, as JSON.
         None if path == "/echo" => Route::json(
@@ -252,6 +278,7 @@ fn serve(
         302 => "Found",
         401 => "Unauthorized",
         404 => "Not Found",
+        503 => "Service Unavailable",
         _ => "Other",
     };
     let mut out = format!("HTTP/1.1 {} {reason}\r\n", route.status);

@@ -38,6 +38,7 @@ mod no_log;
 mod node_exporter;
 mod pip;
 mod public_roles;
+mod pull;
 mod python_modules;
 mod raw_script;
 mod release_example;
