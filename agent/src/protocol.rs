@@ -160,6 +160,9 @@ pub enum JournalOp {
     Show { key: String },
     Resolve { key: String, done: bool },
     Prune { days: u64 },
+    /// The files of the journal's written-file records that differ from what fixpoint left,
+    /// leaving out those a task of this agent's run already compared (`fixpoint drift`).
+    Drift,
 }
 
 /// What the agent answers.
