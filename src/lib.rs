@@ -26,6 +26,8 @@ use std::process::ExitCode;
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
 pub const EXIT_NOT_CONVERGED: u8 = 3;
+/// `fixpoint drift` found files changed outside fixpoint.
+pub const EXIT_DRIFT: u8 = 3;
 /// Stopped by Ctrl-C (SIGINT), as shells report a process ended by it (128 + 2).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
@@ -42,8 +44,10 @@ pub fn main_entry() -> ExitCode {
         }
     };
     match cli.command {
-        cli::Command::Apply(args) => run_cmd(args, false),
-        cli::Command::Check(args) => run_cmd(args, true),
+        cli::Command::Apply(args) => run_cmd(args, false, false),
+        cli::Command::Check(args) => run_cmd(args, true, false),
+        cli::Command::Drift(args) if args.playbooks.is_empty() => drift_journal_cmd(args),
+        cli::Command::Drift(args) => run_cmd(args.into_run_args(), true, true),
         cli::Command::Validate(args) => validate_cmd(args),
         cli::Command::Inventory(args) => inventory_cmd(args),
         cli::Command::Journal(args) => journal_cmd(args),
@@ -202,7 +206,8 @@ fn invalid_all(problems: &[Diagnostic]) -> ExitCode {
     ExitCode::from(EXIT_INVALID)
 }
 
-fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
+/// `apply`, `check`, or (`drift`) a check that reports drift and exits 3 when it finds some.
+fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
     init_tracing(args.verbose);
     let cfg = match config::Config::from_run_args(args, check_cmd) {
         Ok(c) => c,
@@ -237,9 +242,13 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
     };
     let templar = template::Templar::new();
     let mut engine = engine::Engine::new(cfg, inv, templar);
+    if drift {
+        engine.report_drift();
+    }
     let outcome = runtime.block_on(engine.run(&books));
     match outcome {
         engine::RunOutcome::Success => ExitCode::SUCCESS,
+        engine::RunOutcome::Drifted => ExitCode::from(EXIT_DRIFT),
         engine::RunOutcome::Failed => ExitCode::from(EXIT_FAILED),
         engine::RunOutcome::NotConverged => ExitCode::from(EXIT_NOT_CONVERGED),
         engine::RunOutcome::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
@@ -334,6 +343,36 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
     };
     let mut engine = engine::Engine::new(cfg, inv, template::Templar::new());
     if runtime.block_on(engine.journal(&pattern, args.become_, action)) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILED)
+    }
+}
+
+/// `fixpoint drift` without playbooks: every journal record's file compared with what fixpoint
+/// left there, on the selected hosts.
+fn drift_journal_cmd(args: cli::DriftArgs) -> ExitCode {
+    init_tracing(args.verbose);
+    let args = args.into_journal_args();
+    let cfg = match config::Config::for_journal(&args) {
+        Ok(c) => c,
+        Err(d) => return invalid(&d),
+    };
+    let inv = match load_inventory(cfg.inventory.as_deref()) {
+        Ok(i) => i,
+        Err(d) => return invalid(&d),
+    };
+    let pattern = args.host.clone().unwrap_or_else(|| "all".into());
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let mut engine = engine::Engine::new(cfg, inv, template::Templar::new());
+    let op = fixpoint_agent::protocol::JournalOp::Drift;
+    let ok = runtime.block_on(engine.journal(&pattern, args.become_, op));
+    if engine.drifts() > 0 {
+        ExitCode::from(EXIT_DRIFT)
+    } else if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)

@@ -80,6 +80,10 @@ pub struct Reporter {
     verbosity: u8,
     show_diff: bool,
     out: Box<dyn Write + Send>,
+    /// This run's id, carried by the JSON recap.
+    run_id: String,
+    /// Results that reported drift (files changed outside fixpoint), for `fixpoint drift`.
+    drifts: usize,
 }
 
 const CENSORED: &str =
@@ -95,7 +99,24 @@ impl Reporter {
             verbosity,
             show_diff,
             out: Box::new(stdout),
+            run_id: String::new(),
+            drifts: 0,
         }
+    }
+
+    /// The run's id, for the JSON recap.
+    pub fn set_run_id(&mut self, id: &str) {
+        self.run_id = id.to_string();
+    }
+
+    /// Count the drift another reporter saw (a free play's lane).
+    pub fn add_drifts(&mut self, n: usize) {
+        self.drifts += n;
+    }
+
+    /// How many results (and journal-only files) reported drift so far.
+    pub fn drifts(&self) -> usize {
+        self.drifts
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -163,6 +184,9 @@ impl Reporter {
         } else {
             (ev.msg, ev.diff, ev.result)
         };
+        if ev.result.is_some_and(|r| r.contains_key("drift")) {
+            self.drifts += 1;
+        }
         if self.json {
             let o = json::task(ev, msg, diff, result, self.verbosity);
             self.emit(o);
@@ -177,6 +201,24 @@ impl Reporter {
             self.emit(json::journal(host, data));
         } else {
             self.journal_text(host, data);
+        }
+    }
+
+    /// `fixpoint drift`'s comparison of the journal alone on one host: files fixpoint wrote that
+    /// changed since, which no task of the run compared (`entries` as the agent answers).
+    pub fn drift_journal(&mut self, host: &str, entries: &[Value]) {
+        self.drifts += entries.len();
+        for e in entries {
+            if self.json {
+                self.emit(json::drift_journal(host, e));
+            } else {
+                let line = format!(
+                    "{} (journal only: no task of the playbook compared it)",
+                    text::drift_line(host, e)
+                );
+                let painted = self.paint("35", &line);
+                self.line(&painted);
+            }
         }
     }
 
@@ -195,7 +237,9 @@ impl Reporter {
             stats
         };
         if self.json {
-            self.emit(json::recap(stats, pass, twice));
+            let mut o = json::recap(stats, pass, twice);
+            o["run_id"] = Value::from(self.run_id.as_str());
+            self.emit(o);
         } else {
             self.recap_text(stats, pass, twice);
         }

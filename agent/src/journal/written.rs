@@ -144,7 +144,8 @@ impl Recorder {
     pub fn new(st: &StateDir, run_id: &str) -> Recorder {
         Recorder {
             dir: st.written(),
-            state: st.path.clone(),
+            // The write path names files by their canonical directory.
+            state: fs::canonicalize(&st.path).unwrap_or_else(|_| st.path.clone()),
             run_id: run_id.to_string(),
             before: HashMap::new(),
         }
