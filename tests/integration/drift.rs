@@ -55,12 +55,15 @@ fn run_id(out: &Out) -> String {
     out.recap()["run_id"].as_str().expect("the recap names the run").to_string()
 }
 
+/// The play runs as root (become), so files the test writes by hand are the agent's to replace.
+const BECOME: &str = "  gather_facts: false\n  become: true\n";
+
 fn start() -> Fleet {
-    let fleet = Fleet::start(1, "fpuser");
+    let fleet = Fleet::start(1, "fpsudo");
     let base = fleet.base(&fleet.hosts[0]);
     std::fs::create_dir_all(&base).unwrap();
     std::fs::write(base.join("hand.conf"), "mine\n").unwrap();
-    fleet.play(CONF);
+    fleet.play_full(BECOME, CONF);
     fleet
 }
 
@@ -124,7 +127,7 @@ fn fixpoint_drift_reports_and_changes_nothing() {
     let clean = fleet.drift(&["site.yml"], false);
     clean.expect(0);
     assert!(clean.events().iter().all(|e| e.get("drift").is_none()));
-    fleet.drift(&[], false).expect(0);
+    fleet.drift(&["-b"], false).expect(0);
 
     std::fs::write(base.join("app.conf"), "port=9\n").unwrap();
     std::fs::write(base.join("hand.conf"), "mine\n").unwrap();
@@ -149,7 +152,10 @@ fn fixpoint_drift_reports_and_changes_nothing() {
     );
 
     // A playbook that no longer mentions the files: the journal's records alone, said so.
-    fleet.fx.write("other.yml", "- hosts: fleet\n  gather_facts: false\n  tasks:\n    - ping:\n");
+    fleet.fx.write(
+        "other.yml",
+        "- hosts: fleet\n  gather_facts: false\n  become: true\n  tasks:\n    - ping:\n",
+    );
     let journal_only = fleet.drift(&["other.yml"], false);
     journal_only.expect(3);
     let mut paths: Vec<String> = journal_only
@@ -167,8 +173,8 @@ fn fixpoint_drift_reports_and_changes_nothing() {
             real.join("hand.conf").display().to_string()
         ]
     );
-    // Without a playbook, in text.
-    let text = fleet.drift(&[], true);
+    // Without a playbook (the become user's journal), in text.
+    let text = fleet.drift(&["-b"], true);
     text.expect(3);
     assert!(
         text.stdout.contains("drift: changed outside fixpoint since run")
@@ -193,7 +199,7 @@ fn fixpoint_drift_reports_and_changes_nothing() {
 
 #[test]
 fn if_unchanged_since_last_run_refuses_to_overwrite_a_hand_edit() {
-    let fleet = Fleet::start(1, "fpuser");
+    let fleet = Fleet::start(1, "fpsudo");
     let base = fleet.base(&fleet.hosts[0]);
     let conf = base.join("app.conf");
     let task = |content: &str| {
@@ -206,13 +212,13 @@ fn if_unchanged_since_last_run_refuses_to_overwrite_a_hand_edit() {
         )
     };
     // No record yet: the first run writes (as a first run of any task would).
-    fleet.play(&task("v1"));
+    fleet.play_full(BECOME, &task("v1"));
     let first = fleet.apply(&[]);
     first.expect(0);
     assert_eq!(first.status_of("conf"), "changed");
     let first_id = run_id(&first);
     // Unchanged since: the next version goes in.
-    fleet.play(&task("v2"));
+    fleet.play_full(BECOME, &task("v2"));
     let second = fleet.apply(&[]);
     second.expect(0);
     assert_eq!(second.status_of("conf"), "changed");
@@ -223,7 +229,7 @@ fn if_unchanged_since_last_run_refuses_to_overwrite_a_hand_edit() {
     // By hand; then v3 is refused, with both sums and the run, in check mode and for real.
     std::fs::write(&conf, "hand\n").unwrap();
     let stamp = crate::fx::stamp(&conf);
-    fleet.play(&task("v3"));
+    fleet.play_full(BECOME, &task("v3"));
     for flags in [&["--check", "-v"][..], &["-v"][..]] {
         let out = fleet.apply(flags);
         out.expect(1);
@@ -246,14 +252,14 @@ fn if_unchanged_since_last_run_refuses_to_overwrite_a_hand_edit() {
 
 #[test]
 fn a_shell_appending_while_fixpoint_writes_never_loses_a_line() {
-    let fleet = Fleet::start(1, "fpuser");
+    let fleet = Fleet::start(1, "fpsudo");
     let base = fleet.base(&fleet.hosts[0]);
     let log = base.join("log");
     std::fs::create_dir_all(&base).unwrap();
     std::fs::write(&log, "").unwrap();
     std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let play = |n: usize| {
-        fleet.play(&format!(
+        fleet.play_full(BECOME, &format!(
             "    - name: line\n      lineinfile: {{path: \"{{{{ base }}}}/log\", line: fixpoint-{n}, if_unchanged_since_last_run: true}}\n      ignore_errors: true\n"
         ))
     };
