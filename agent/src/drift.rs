@@ -24,11 +24,15 @@ struct Target {
 fn target(module: &str, params: &Value) -> Option<Target> {
     let keys: &[&str] = match module {
         "copy" | "copy_tree" => &["dest"],
-        "lineinfile" | "blockinfile" | "replace" | "ini_file" => &["path", "dest", "destfile", "name"],
+        "lineinfile" | "blockinfile" | "replace" | "ini_file" => {
+            &["path", "dest", "destfile", "name"]
+        }
         "file" => &["path", "dest", "name"],
         _ => return None,
     };
-    let raw = keys.iter().find_map(|k| params.get(*k).and_then(Value::as_str))?;
+    let raw = keys
+        .iter()
+        .find_map(|k| params.get(*k).and_then(Value::as_str))?;
     let expanded = fixpoint_modules::fs::expand_user(raw);
     let loc = fixpoint_modules::fs::locate(&expanded, None).ok()?;
     let path = if loc.name == "." {
@@ -149,7 +153,9 @@ pub fn unchanged_guard(
         return Ok((None, None));
     };
     let mut p = params.clone();
-    let obj = p.as_object_mut().expect("parameters with a key are a mapping");
+    let obj = p
+        .as_object_mut()
+        .expect("parameters with a key are a mapping");
     obj.remove(IF_UNCHANGED);
     let on = serde_json::from_value::<Bool>(flag.clone()).is_ok_and(|b| b.0);
     let (Some(written), true) = (written, on) else {
@@ -196,7 +202,13 @@ pub fn reword_refusal(since: &Since, msg: &str, result: &mut Map<String, Value>)
         return msg.to_string();
     }
     result.insert("since_run".into(), json!(since.run_id));
-    let s = |k: &str| result.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
+    let s = |k: &str| {
+        result
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string()
+    };
     let during = if msg.contains("another writer") {
         " (another writer changed it while the task ran)"
     } else {
@@ -284,7 +296,11 @@ mod tests {
         let mut result = Map::new();
         result.insert("expected_checksum".into(), json!("absent"));
         result.insert("found_checksum".into(), json!("abc"));
-        let msg = reword_refusal(&since, "if_checksum: x is not the expected content", &mut result);
+        let msg = reword_refusal(
+            &since,
+            "if_checksum: x is not the expected content",
+            &mut result,
+        );
         assert!(msg.contains("since fixpoint's run run-1"), "{msg}");
         assert_eq!(result["since_run"], "run-1");
         // In doubt: refused.

@@ -296,11 +296,14 @@ impl Session {
         let drift = self.state.as_ref().and_then(|st| {
             crate::drift::of_task(&st.written(), module, params, &mut self.drift_checked)
         });
-        let (guarded, since) =
-            match crate::drift::unchanged_guard(self.state.as_ref().map(|s| s.written()).as_ref(), module, params) {
-                Ok(g) => g,
-                Err(msg) => return with_drift(failed(msg), drift),
-            };
+        let (guarded, since) = match crate::drift::unchanged_guard(
+            self.state.as_ref().map(|s| s.written()).as_ref(),
+            module,
+            params,
+        ) {
+            Ok(g) => g,
+            Err(msg) => return with_drift(failed(msg), drift),
+        };
         let params = guarded.as_ref().unwrap_or(params);
         // Every change the module makes is recorded in the journal with what it left.
         let _watching = match (&self.state, ctx.check) {

@@ -182,9 +182,9 @@ pub(super) fn drift_line(host: &str, d: &Value) -> String {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    let files = d["files"].as_array().map_or(String::new(), |f| {
-        format!(", {} files", f.len())
-    });
+    let files = d["files"]
+        .as_array()
+        .map_or(String::new(), |f| format!(", {} files", f.len()));
     format!(
         "drift: changed outside fixpoint since run {} at {}: [{host}] {} ({}{files})",
         s("since_run"),

@@ -52,7 +52,10 @@ impl Fleet {
 }
 
 fn run_id(out: &Out) -> String {
-    out.recap()["run_id"].as_str().expect("the recap names the run").to_string()
+    out.recap()["run_id"]
+        .as_str()
+        .expect("the recap names the run")
+        .to_string()
 }
 
 /// The play runs as root (become), so files the test writes by hand are the agent's to replace.
@@ -90,7 +93,11 @@ fn a_hand_edit_is_reported_with_the_run_that_wrote_the_file() {
     assert_eq!(ev["status"], "changed", "{ev}");
     let drift = &ev["drift"];
     assert_eq!(drift["since_run"], first_id.as_str(), "{ev}");
-    assert_eq!(drift["what"], serde_json::json!(["content", "mode"]), "{ev}");
+    assert_eq!(
+        drift["what"],
+        serde_json::json!(["content", "mode"]),
+        "{ev}"
+    );
     let real = std::fs::canonicalize(&conf).unwrap();
     assert_eq!(drift["path"], real.display().to_string(), "{ev}");
     assert!(drift["at"].as_str().unwrap().ends_with("UTC"), "{ev}");
@@ -112,10 +119,17 @@ fn a_hand_edit_is_reported_with_the_run_that_wrote_the_file() {
     let text = fleet.apply_text(&["--diff"]);
     text.expect(0);
     let want = format!("drift: changed outside fixpoint since run {second_id} at ");
-    let at = text.stdout.find(&want).unwrap_or_else(|| panic!("{}", text.stdout));
+    let at = text
+        .stdout
+        .find(&want)
+        .unwrap_or_else(|| panic!("{}", text.stdout));
     let diff_at = text.stdout.find("+port=1").expect("the diff");
     assert!(at < diff_at, "{}", text.stdout);
-    assert!(text.stdout[at..].lines().next().unwrap().contains("app.conf (content)"));
+    assert!(text.stdout[at..]
+        .lines()
+        .next()
+        .unwrap()
+        .contains("app.conf (content)"));
 }
 
 #[test]
@@ -140,10 +154,18 @@ fn fixpoint_drift_reports_and_changes_nothing() {
     let found = fleet.drift(&["site.yml"], false);
     found.expect(3);
     let conf = &found.task_events("conf")[0];
-    assert_eq!(conf["drift"]["what"], serde_json::json!(["content"]), "{conf}");
+    assert_eq!(
+        conf["drift"]["what"],
+        serde_json::json!(["content"]),
+        "{conf}"
+    );
     // hand.conf: fixpoint added its line on the first run, and the hand edit removed it.
     let line = &found.task_events("line")[0];
-    assert_eq!(line["drift"]["what"], serde_json::json!(["content"]), "{line}");
+    assert_eq!(
+        line["drift"]["what"],
+        serde_json::json!(["content"]),
+        "{line}"
+    );
     // Every file a task compared is not reported again from the journal.
     assert!(
         found.events().iter().all(|e| e["event"] != "drift"),
@@ -177,7 +199,8 @@ fn fixpoint_drift_reports_and_changes_nothing() {
     let text = fleet.drift(&["-b"], true);
     text.expect(3);
     assert!(
-        text.stdout.contains("drift: changed outside fixpoint since run")
+        text.stdout
+            .contains("drift: changed outside fixpoint since run")
             && text.stdout.contains("journal only"),
         "{}",
         text.stdout
@@ -191,7 +214,10 @@ fn fixpoint_drift_reports_and_changes_nothing() {
     assert_eq!(after, sums);
 
     // Bad input: exit 2, no host touched.
-    fleet.fx.write("bad.yml", "- hosts: fleet\n  tasks:\n    - copy: {nope: 1}\n");
+    fleet.fx.write(
+        "bad.yml",
+        "- hosts: fleet\n  tasks:\n    - copy: {nope: 1}\n",
+    );
     let bad = fleet.drift(&["bad.yml"], false);
     bad.expect(2);
     assert!(bad.stderr.contains("bad.yml:"), "{}", bad.stderr);

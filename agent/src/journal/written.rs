@@ -283,7 +283,10 @@ mod tests {
         )
         .unwrap();
         let v1 = w.read("/v1").unwrap();
-        assert_eq!((v1.version, v1.left, v1.in_doubt), (1, Some(Left::Absent), None));
+        assert_eq!(
+            (v1.version, v1.left, v1.in_doubt),
+            (1, Some(Left::Absent), None)
+        );
     }
 
     #[test]

@@ -41,7 +41,9 @@ impl Left {
             None => Ok(Some(Left::Absent)),
             Some(m) if m.is_file() => {
                 let f = File::open(path).map_err(|e| ModuleError::io(path, e))?;
-                Left::of_file(&f).map(Some).map_err(|e| ModuleError::io(path, e))
+                Left::of_file(&f)
+                    .map(Some)
+                    .map_err(|e| ModuleError::io(path, e))
             }
             Some(_) => Ok(None),
         }
@@ -161,7 +163,10 @@ pub(crate) fn change<T>(
     };
     let result = (|| {
         w.changing(path).map_err(|e| {
-            ModuleError::io(path, format!("cannot record the change in the journal: {e}"))
+            ModuleError::io(
+                path,
+                format!("cannot record the change in the journal: {e}"),
+            )
         })?;
         match step() {
             Ok(v) => {
@@ -199,7 +204,9 @@ mod tests {
 
     impl Witness for Log {
         fn changing(&mut self, path: &Path) -> Result<(), String> {
-            self.0.borrow_mut().push(format!("changing {}", path.display()));
+            self.0
+                .borrow_mut()
+                .push(format!("changing {}", path.display()));
             Ok(())
         }
         fn left(&mut self, path: &Path, now: Option<&Left>) -> Result<(), String> {
@@ -238,8 +245,8 @@ mod tests {
             None,
         )
         .unwrap();
-        let loc = crate::fs::locate(&f, Some(crate::fs::id_of(&std::fs::metadata(&f).unwrap())))
-            .unwrap();
+        let loc =
+            crate::fs::locate(&f, Some(crate::fs::id_of(&std::fs::metadata(&f).unwrap()))).unwrap();
         crate::fs::set_attrs_at(
             &loc,
             &crate::fs::Attrs {
