@@ -206,7 +206,7 @@ impl DriftArgs {
         }
     }
 
-    /// `fixpoint drift` without playbooks: a journal action on the selected hosts.
+    /// `fixpoint drift` without playbooks: `fixpoint journal drift` on the selected hosts.
     pub fn into_journal_args(self) -> JournalArgs {
         JournalArgs {
             inventory: self.inventory,
@@ -217,7 +217,7 @@ impl DriftArgs {
             lock_timeout: self.lock_timeout,
             format: self.format,
             extra_vars: self.extra_vars,
-            action: JournalAction::List,
+            action: JournalAction::Drift,
         }
     }
 }
@@ -299,6 +299,9 @@ pub enum JournalAction {
         #[arg(long)]
         retry: bool,
     },
+    /// Compare every written-file record with its file now: what changed outside fixpoint
+    /// (exit 3 when something did), as `fixpoint drift` without playbooks.
+    Drift,
     /// Remove records older than the retention.
     Prune {
         #[arg(long, default_value_t = 90)]

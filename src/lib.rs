@@ -46,7 +46,10 @@ pub fn main_entry() -> ExitCode {
     match cli.command {
         cli::Command::Apply(args) => run_cmd(args, false, false),
         cli::Command::Check(args) => run_cmd(args, true, false),
-        cli::Command::Drift(args) if args.playbooks.is_empty() => drift_journal_cmd(args),
+        // Without playbooks: every journal record's file compared, as `journal drift`.
+        cli::Command::Drift(args) if args.playbooks.is_empty() => {
+            journal_cmd(args.into_journal_args())
+        }
         cli::Command::Drift(args) => run_cmd(args.into_run_args(), true, true),
         cli::Command::Validate(args) => validate_cmd(args),
         cli::Command::Inventory(args) => inventory_cmd(args),
@@ -328,6 +331,7 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
         cli::JournalAction::List => fixpoint_agent::protocol::JournalOp::List,
         cli::JournalAction::Show { key } => fixpoint_agent::protocol::JournalOp::Show { key },
         cli::JournalAction::Prune { days } => fixpoint_agent::protocol::JournalOp::Prune { days },
+        cli::JournalAction::Drift => fixpoint_agent::protocol::JournalOp::Drift,
         cli::JournalAction::Resolve { mut args, done, .. } => {
             // `args` is `required` with 1..=2 values (cli.rs): never empty.
             let key = args.pop().expect("clap requires the key");
@@ -342,34 +346,7 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
         Err(code) => return code,
     };
     let mut engine = engine::Engine::new(cfg, inv, template::Templar::new());
-    if runtime.block_on(engine.journal(&pattern, args.become_, action)) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_FAILED)
-    }
-}
-
-/// `fixpoint drift` without playbooks: every journal record's file compared with what fixpoint
-/// left there, on the selected hosts.
-fn drift_journal_cmd(args: cli::DriftArgs) -> ExitCode {
-    init_tracing(args.verbose);
-    let args = args.into_journal_args();
-    let cfg = match config::Config::for_journal(&args) {
-        Ok(c) => c,
-        Err(d) => return invalid(&d),
-    };
-    let inv = match load_inventory(cfg.inventory.as_deref()) {
-        Ok(i) => i,
-        Err(d) => return invalid(&d),
-    };
-    let pattern = args.host.clone().unwrap_or_else(|| "all".into());
-    let runtime = match runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let mut engine = engine::Engine::new(cfg, inv, template::Templar::new());
-    let op = fixpoint_agent::protocol::JournalOp::Drift;
-    let ok = runtime.block_on(engine.journal(&pattern, args.become_, op));
+    let ok = runtime.block_on(engine.journal(&pattern, args.become_, action));
     if engine.drifts() > 0 {
         ExitCode::from(EXIT_DRIFT)
     } else if ok {
