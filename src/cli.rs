@@ -29,6 +29,10 @@ pub enum Command {
     Inventory(InventoryArgs),
     /// Read and manage the on-host journal of `once:` steps.
     Journal(JournalArgs),
+    /// Report files changed outside fixpoint since it last wrote them, on every host, changing
+    /// nothing: the playbooks run as a check, and the journal's other records are compared
+    /// too (exit 0: no drift, 3: drift found).
+    Drift(DriftArgs),
     /// Print a shell completion script (e.g. `fixpoint completions bash > /etc/bash_completion.d/fixpoint`).
     Completions {
         #[arg(value_enum)]
@@ -144,6 +148,96 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct DriftArgs {
+    /// Playbooks to check (their tasks' files are compared, with what a run would change);
+    /// without any, only the journal's records are compared.
+    pub playbooks: Vec<PathBuf>,
+    #[arg(short = 'i', long = "inventory")]
+    pub inventory: Option<PathBuf>,
+    /// Further limit the selected hosts with a pattern.
+    #[arg(short = 'l', long = "limit")]
+    pub limit: Option<String>,
+    /// Show the diffs a run would apply.
+    #[arg(short = 'D', long = "diff")]
+    pub diff: bool,
+    #[arg(short = 'e', long = "extra-vars")]
+    pub extra_vars: Vec<String>,
+    #[arg(short = 't', long = "tags", value_delimiter = ',')]
+    pub tags: Vec<String>,
+    #[arg(long = "skip-tags", value_delimiter = ',')]
+    pub skip_tags: Vec<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    #[arg(short = 'v', action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[arg(short = 'f', long = "forks", default_value_t = 50)]
+    pub forks: usize,
+    #[arg(long, default_value_t = 30)]
+    pub timeout: u64,
+    #[arg(long = "ssh-config")]
+    pub ssh_config: Option<PathBuf>,
+    #[arg(long = "accept-new-host-keys")]
+    pub accept_new_host_keys: bool,
+    #[arg(short = 'K', long = "ask-become-pass")]
+    pub ask_become_pass: bool,
+    #[arg(long = "lock-timeout", default_value_t = 0)]
+    pub lock_timeout: u64,
+    #[arg(long = "roles-path")]
+    pub roles_path: Vec<String>,
+    /// Without playbooks: read the become user's journal (root by default), where `become:
+    /// true` tasks record.
+    #[arg(short = 'b', long = "become")]
+    pub become_: bool,
+}
+
+impl DriftArgs {
+    /// The check run of `fixpoint drift PLAYBOOK...`, as `fixpoint check` would parse it.
+    pub fn into_run_args(self) -> RunArgs {
+        RunArgs {
+            playbooks: self.playbooks,
+            inventory: self.inventory,
+            limit: self.limit,
+            check: true,
+            diff: self.diff,
+            extra_vars: self.extra_vars,
+            tags: self.tags,
+            skip_tags: self.skip_tags,
+            twice: false,
+            format: self.format,
+            verbose: self.verbose,
+            forks: self.forks,
+            timeout: self.timeout,
+            ssh_config: self.ssh_config,
+            accept_new_host_keys: self.accept_new_host_keys,
+            ask_become_pass: self.ask_become_pass,
+            force_handlers: false,
+            lock_timeout: self.lock_timeout,
+            roles_path: self.roles_path,
+            list_tasks: false,
+            list_hosts: false,
+            list_tags: false,
+            syntax_check: false,
+            start_at_task: None,
+        }
+    }
+
+    /// `fixpoint drift` without playbooks: `fixpoint journal drift` on the selected hosts.
+    pub fn into_journal_args(self) -> JournalArgs {
+        JournalArgs {
+            inventory: self.inventory,
+            host: self.limit,
+            ssh_config: self.ssh_config,
+            accept_new_host_keys: self.accept_new_host_keys,
+            become_: self.become_,
+            lock_timeout: self.lock_timeout,
+            format: self.format,
+            extra_vars: self.extra_vars,
+            action: JournalAction::Drift,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
 pub struct ValidateArgs {
     #[arg(required = true)]
     pub playbooks: Vec<PathBuf>,
@@ -220,6 +314,9 @@ pub enum JournalAction {
         #[arg(long)]
         retry: bool,
     },
+    /// Compare every written-file record with its file now: what changed outside fixpoint
+    /// (exit 3 when something did), as `fixpoint drift` without playbooks.
+    Drift,
     /// Remove records older than the retention.
     Prune {
         #[arg(long, default_value_t = 90)]

@@ -27,6 +27,8 @@ use std::process::ExitCode;
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
 pub const EXIT_NOT_CONVERGED: u8 = 3;
+/// `fixpoint drift` found files changed outside fixpoint.
+pub const EXIT_DRIFT: u8 = 3;
 /// Stopped by Ctrl-C (SIGINT), as shells report a process ended by it (128 + 2).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
@@ -43,8 +45,13 @@ pub fn main_entry() -> ExitCode {
         }
     };
     match cli.command {
-        cli::Command::Apply(args) => run_cmd(args, false),
-        cli::Command::Check(args) => run_cmd(args, true),
+        cli::Command::Apply(args) => run_cmd(args, false, false),
+        cli::Command::Check(args) => run_cmd(args, true, false),
+        // Without playbooks: every journal record's file compared, as `journal drift`.
+        cli::Command::Drift(args) if args.playbooks.is_empty() => {
+            journal_cmd(args.into_journal_args())
+        }
+        cli::Command::Drift(args) => run_cmd(args.into_run_args(), true, true),
         cli::Command::Validate(args) => validate_cmd(args),
         cli::Command::Pull(args) => pull::pull_cmd(*args),
         cli::Command::Inventory(args) => inventory_cmd(args),
@@ -212,7 +219,8 @@ fn invalid_all(problems: &[Diagnostic]) -> ExitCode {
     ExitCode::from(EXIT_INVALID)
 }
 
-fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
+/// `apply`, `check`, or (`drift`) a check that reports drift and exits 3 when it finds some.
+fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
     init_tracing(args.verbose);
     let cfg = match config::Config::from_run_args(args, check_cmd) {
         Ok(c) => c,
@@ -251,9 +259,13 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool) -> ExitCode {
     };
     let templar = template::Templar::new();
     let mut engine = engine::Engine::new(cfg, inv, templar);
+    if drift {
+        engine.report_drift();
+    }
     let outcome = runtime.block_on(engine.run(&books));
     match outcome {
         engine::RunOutcome::Success => ExitCode::SUCCESS,
+        engine::RunOutcome::Drifted => ExitCode::from(EXIT_DRIFT),
         engine::RunOutcome::Failed => ExitCode::from(EXIT_FAILED),
         engine::RunOutcome::NotConverged => ExitCode::from(EXIT_NOT_CONVERGED),
         engine::RunOutcome::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
@@ -369,6 +381,7 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
         cli::JournalAction::List => fixpoint_agent::protocol::JournalOp::List,
         cli::JournalAction::Show { key } => fixpoint_agent::protocol::JournalOp::Show { key },
         cli::JournalAction::Prune { days } => fixpoint_agent::protocol::JournalOp::Prune { days },
+        cli::JournalAction::Drift => fixpoint_agent::protocol::JournalOp::Drift,
         cli::JournalAction::Resolve { mut args, done, .. } => {
             // `args` is `required` with 1..=2 values (cli.rs): never empty.
             let key = args.pop().expect("clap requires the key");
@@ -387,7 +400,10 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
         Err(code) => return code,
     };
     let mut engine = engine::Engine::new(cfg, inv, template::Templar::new());
-    if runtime.block_on(engine.journal(&pattern, args.become_, action)) {
+    let ok = runtime.block_on(engine.journal(&pattern, args.become_, action));
+    if engine.drifts() > 0 {
+        ExitCode::from(EXIT_DRIFT)
+    } else if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)

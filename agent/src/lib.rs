@@ -7,6 +7,7 @@
 //! records and the handler outbox. It must not know about playbooks, templating, inventories or
 //! transports: it receives fully rendered module parameters and answers with results.
 
+pub mod drift;
 pub mod facts;
 pub mod journal;
 pub mod protocol;

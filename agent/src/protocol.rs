@@ -157,9 +157,19 @@ pub struct NotifySpec {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum JournalOp {
     List,
-    Show { key: String },
-    Resolve { key: String, done: bool },
-    Prune { days: u64 },
+    Show {
+        key: String,
+    },
+    Resolve {
+        key: String,
+        done: bool,
+    },
+    Prune {
+        days: u64,
+    },
+    /// The files of the journal's written-file records that differ from what fixpoint left,
+    /// leaving out those a task of this agent's run already compared (`fixpoint drift`).
+    Drift,
 }
 
 /// What the agent answers.

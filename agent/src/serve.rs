@@ -145,6 +145,8 @@ struct Session {
     run_id: String,
     /// Says whether the request in progress was stopped (timeout, hang-up).
     stopped: Option<Arc<Watch>>,
+    /// The written-file records a task of this run compared (see `drift`).
+    drift_checked: std::collections::HashSet<String>,
 }
 
 fn failed(msg: impl Into<String>) -> Response {
@@ -152,6 +154,23 @@ fn failed(msg: impl Into<String>) -> Response {
         msg: msg.into(),
         result: Map::new(),
     }
+}
+
+/// A task result with the drift its files showed before it ran (see `drift`).
+fn with_drift(mut response: Response, drift: Option<Value>) -> Response {
+    let Some(d) = drift else {
+        return response;
+    };
+    match &mut response {
+        Response::Done { outcome, .. } => {
+            outcome.result.insert("drift".into(), d);
+        }
+        Response::Failed { result, .. } => {
+            result.insert("drift".into(), d);
+        }
+        _ => {}
+    }
+    response
 }
 
 fn me() -> String {
@@ -242,7 +261,11 @@ impl Session {
         if let Err(e) = st.migrate_outbox(&me()) {
             return failed(e);
         }
-        let pruned = match st.prune(retention_days) {
+        let pruned = match st.prune(retention_days).and_then(|n| {
+            st.written()
+                .prune(retention_days, journal::MAX_WRITTEN)
+                .map(|m| n + m)
+        }) {
             Ok(n) => n,
             Err(e) => return failed(e),
         };
@@ -269,6 +292,26 @@ impl Session {
         notify: Option<&NotifySpec>,
         note: Option<String>,
     ) -> Response {
+        // Compared before the module runs: its own change updates the record.
+        let drift = self.state.as_ref().and_then(|st| {
+            crate::drift::of_task(&st.written(), module, params, &mut self.drift_checked)
+        });
+        let (guarded, since) = match crate::drift::unchanged_guard(
+            self.state.as_ref().map(|s| s.written()).as_ref(),
+            module,
+            params,
+        ) {
+            Ok(g) => g,
+            Err(msg) => return with_drift(failed(msg), drift),
+        };
+        let params = guarded.as_ref().unwrap_or(params);
+        // Every change the module makes is recorded in the journal with what it left.
+        let _watching = match (&self.state, ctx.check) {
+            (Some(st), false) => Some(fixpoint_modules::fs::written::watch(Box::new(
+                journal::Recorder::new(st, &self.run_id),
+            ))),
+            _ => None,
+        };
         let mut outbox_written = Vec::new();
         let state = self.state.as_ref();
         let run_id = self.run_id.clone();
@@ -294,13 +337,19 @@ impl Session {
             }
             Ok(())
         };
-        match run_module_hooked(module, params, ctx, &mut before_apply) {
+        let response = match run_module_hooked(module, params, ctx, &mut before_apply) {
             Ok(outcome) => Response::Done {
                 outcome,
                 note,
                 outbox_written,
             },
-            Err(ModuleError::Failed { msg, result }) => Response::Failed { msg, result },
+            Err(ModuleError::Failed { msg, mut result }) => {
+                let msg = match &since {
+                    Some(s) => crate::drift::reword_refusal(s, &msg, &mut result),
+                    None => msg,
+                };
+                Response::Failed { msg, result }
+            }
             Err(ModuleError::NeedContent { dir, sha256, size }) => {
                 match fixpoint_modules::fs::stage::begin(&dir, &sha256, size) {
                     Ok(()) => Response::NeedContent {
@@ -330,7 +379,8 @@ impl Session {
                 }
             }
             Err(e) => failed(e.to_string()),
-        }
+        };
+        with_drift(response, drift)
     }
 
     /// Run a Python module. Its change cannot be seen before it happens, so the handlers it
@@ -530,7 +580,11 @@ impl Session {
                     .collect::<Vec<_>>())
             }),
             JournalOp::Show { key } => find(&key).map(|rs| json!(rs)),
-            JournalOp::Prune { days } => st.prune(days).map(|n| json!({ "pruned": n })),
+            JournalOp::Prune { days } => st.prune(days).and_then(|n| {
+                let m = st.written().prune(days, journal::MAX_WRITTEN)?;
+                Ok(json!({ "pruned": n, "pruned_written": m }))
+            }),
+            JournalOp::Drift => crate::drift::of_journal(&st.written(), &self.drift_checked),
             JournalOp::Resolve { key, done } => find(&key).and_then(|rs| {
                 if rs.is_empty() {
                     return Err(format!(

@@ -66,6 +66,10 @@ pub struct Params {
     /// this sha256, or while it does not exist (`absent`); see `fs::cas`.
     #[serde(default)]
     pub if_checksum: Option<IfChecksum>,
+    /// fixpoint's `if_unchanged_since_last_run`: the agent turns it into `if_checksum` with the
+    /// sum the journal recorded for the file (see `fs::cas::check_unchanged_param`).
+    #[serde(default)]
+    pub if_unchanged_since_last_run: Bool,
 }
 
 impl Module for BlockInFile {
@@ -75,6 +79,10 @@ impl Module for BlockInFile {
 
     fn validate(p: &Params) -> Result<(), ModuleError> {
         check_common(&p.path, p.validate.as_deref(), p.mode.as_ref())?;
+        crate::fs::cas::check_unchanged_param(
+            p.if_checksum.as_ref(),
+            p.if_unchanged_since_last_run.0,
+        )?;
         if p.insertafter.is_some() && p.insertbefore.is_some() {
             return Err(exclusive("insertafter", "insertbefore"));
         }

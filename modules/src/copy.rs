@@ -101,6 +101,10 @@ pub struct Params {
     /// this sha256, or while it does not exist (`absent`); see `fs::cas`.
     #[serde(default)]
     pub if_checksum: Option<IfChecksum>,
+    /// fixpoint's `if_unchanged_since_last_run`: the agent turns it into `if_checksum` with the
+    /// sum the journal recorded for the file (see `fs::cas::check_unchanged_param`).
+    #[serde(default)]
+    pub if_unchanged_since_last_run: Bool,
 }
 
 /// `dest` must be a string, but YAML may have typed a name like `1234` as a number.
@@ -179,6 +183,10 @@ impl Module for Copy {
         if p.dest.trim().is_empty() {
             return bad("`dest` must not be empty");
         }
+        crate::fs::cas::check_unchanged_param(
+            p.if_checksum.as_ref(),
+            p.if_unchanged_since_last_run.0,
+        )?;
         let has_content = p.content.is_some();
         if has_content && p.content_b64.is_some() {
             return bad("`content` and `_content_b64` are mutually exclusive");

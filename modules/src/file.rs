@@ -27,7 +27,7 @@
 use crate::fs::{
     current_umask, expand_user, group_name, id_of, locate, lookup_gid, lookup_uid, lstat,
     meta_info, missing_ancestors, mkdir_at, mode_str, parent_of, path_info, recheck_guard, resolve,
-    state_of, user_name, with_entry, Dir, Found, IfChecksum, Loc,
+    state_of, user_name, with_entry, written, Dir, Found, IfChecksum, Loc,
 };
 use crate::params::{de_opt_string, Bool, ModeSpec};
 use crate::{Ctx, Module, ModuleError, Plan};
@@ -114,6 +114,10 @@ pub struct Params {
     /// (`absent`); see `fs::cas`.
     #[serde(default)]
     pub if_checksum: Option<IfChecksum>,
+    /// fixpoint's `if_unchanged_since_last_run`: the agent turns it into `if_checksum` with the
+    /// sum the journal recorded for the file (see `fs::cas::check_unchanged_param`).
+    #[serde(default)]
+    pub if_unchanged_since_last_run: Bool,
     /// Ansible's internal diff peek (its action plugins pass it; so do its own tests): when given
     /// at all, true or false, the module only reports whether `path` looks binary (a NUL byte in
     /// its first 8 KiB) and changes nothing.
@@ -323,6 +327,12 @@ impl Module for File {
         if p.path.trim().is_empty() {
             return Err(ModuleError::Params("`path` must not be empty".into()));
         }
+        crate::fs::cas::check_unchanged_param(
+            p.if_checksum.as_ref(),
+            p.if_unchanged_since_last_run.0,
+        )?;
+        // Both guards compare one file's content.
+        let guarded = p.if_checksum.is_some() || p.if_unchanged_since_last_run.0;
         if let Some(s) = p.state {
             let is_link = matches!(s, FileState::Link | FileState::Hard);
             if is_link && p.src.is_none() {
@@ -337,12 +347,10 @@ impl Module for File {
                     s.as_str()
                 )));
             }
-            if p.if_checksum.is_some()
-                && !matches!(s, FileState::File | FileState::Touch | FileState::Absent)
-            {
+            if guarded && !matches!(s, FileState::File | FileState::Touch | FileState::Absent) {
                 return Err(ModuleError::Params(format!(
-                    "`if_checksum` compares a file's content: it applies to state: file, touch \
-                     or absent, not state: {}",
+                    "`if_checksum` and `if_unchanged_since_last_run` compare a file's content: \
+                     they apply to state: file, touch or absent, not state: {}",
                     s.as_str()
                 )));
             }
@@ -353,9 +361,10 @@ impl Module for File {
                 )));
             }
         }
-        if p.if_checksum.is_some() && p.recurse.0 {
+        if guarded && p.recurse.0 {
             return Err(ModuleError::Params(
-                "`if_checksum` compares one file's content; it cannot be used with `recurse`"
+                "`if_checksum` and `if_unchanged_since_last_run` compare one file's content; \
+                 they cannot be used with `recurse`"
                     .into(),
             ));
         }
@@ -1126,7 +1135,7 @@ fn perform(action: &Action) -> Result<(), ModuleError> {
         Action::CreateFile { at, .. } => {
             let dir = Dir::open(&at.dir)?;
             recheck_guard(&dir, at)?;
-            dir.create_file(&at.name)
+            written::change(&dir.at(&at.name), None, || dir.create_file(&at.name))
         }
         Action::Symlink {
             src, replace, at, ..
@@ -1139,7 +1148,9 @@ fn perform(action: &Action) -> Result<(), ModuleError> {
         Action::Remove { at, .. } => {
             let dir = Dir::open(&at.dir)?;
             recheck_guard(&dir, at)?;
-            dir.unlink(&at.name)
+            written::change(&dir.at(&at.name), Some(written::Left::Absent), || {
+                dir.unlink(&at.name)
+            })
         }
         Action::RemoveTree { at, .. } => {
             let dir = Dir::open(&at.dir)?;

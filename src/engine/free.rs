@@ -52,6 +52,7 @@ impl Engine {
             self.hosts.extend(lane.hosts);
             self.replay_inventory(lane.inventory_log);
             self.changed_log.extend(lane.changed_log);
+            self.reporter.add_drifts(lane.reporter.drifts());
             self.started |= lane.started;
             // `meta: end_play` in any lane ends the play (the other lanes finished the section).
             self.play_ended |= lane.play_ended;
@@ -80,6 +81,7 @@ impl Engine {
             binary: self.binary.clone(),
             changed_log: Vec::new(),
             run_id: self.run_id.clone(),
+            drift: self.drift,
             play_ended: false,
             playbook_stopped: false,
             started: self.started,

@@ -64,6 +64,8 @@ pub enum RunOutcome {
     NotConverged,
     /// Stopped by SIGINT (exit 130).
     Interrupted,
+    /// `fixpoint drift` found files changed outside fixpoint (exit 3).
+    Drifted,
 }
 
 pub struct Engine {
@@ -89,6 +91,9 @@ pub struct Engine {
     changed_log: Vec<(String, String, String, Diff)>,
     /// This run's id, recorded with the host lock and journal records.
     run_id: String,
+    /// `fixpoint drift`: after the playbooks, each host's agents compare the journal's other
+    /// written-file records too (see `run::journal_drift`).
+    drift: bool,
     /// `meta: end_play` was reached in the current play (or a failure limit).
     play_ended: bool,
     /// A failure limit was hit, or every host of a batch failed: as in ansible-core, no
@@ -117,6 +122,8 @@ impl Engine {
         let inventory = Arc::new(inventory);
         let mut reporter = Reporter::new(cfg.json, cfg.verbosity, cfg.diff || cfg.twice);
         reporter.set_shard(cfg.shard);
+        let run_id = new_run_id();
+        reporter.set_run_id(&run_id);
         Engine {
             cfg,
             templar: Arc::new(templar),
@@ -129,7 +136,8 @@ impl Engine {
             hosts: BTreeMap::new(),
             binary: Arc::new(AgentBinary::embedded()),
             changed_log: Vec::new(),
-            run_id: new_run_id(),
+            run_id,
+            drift: false,
             play_ended: false,
             playbook_stopped: false,
             started: true,

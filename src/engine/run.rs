@@ -64,8 +64,60 @@ impl Engine {
                 outcome = RunOutcome::NotConverged;
             }
         }
+        if self.drift && outcome != RunOutcome::Interrupted {
+            if !self.journal_drift().await {
+                outcome = RunOutcome::Failed;
+            }
+            if self.reporter.drifts() > 0 {
+                outcome = RunOutcome::Drifted;
+            }
+        }
         self.close_all().await;
         outcome
+    }
+
+    /// `fixpoint drift`: report drift instead of changing anything (the run is a check).
+    pub fn report_drift(&mut self) {
+        self.drift = true;
+    }
+
+    /// How many results and journal-only files reported drift.
+    pub fn drifts(&self) -> usize {
+        self.reporter.drifts()
+    }
+
+    /// Ask every agent the run opened for the journal's drifted files that no task compared,
+    /// and report them. False when an agent could not answer.
+    async fn journal_drift(&mut self) -> bool {
+        let mut ok = true;
+        let timeout = Some(self.cfg.connect_timeout);
+        for (host, h) in self.hosts.iter_mut() {
+            for conn in h.conns.values_mut() {
+                let req = Request::Journal {
+                    action: JournalOp::Drift,
+                };
+                match conn.call(&req, timeout).await {
+                    Ok(Response::Journal { data }) => {
+                        let entries = data.as_array().cloned().unwrap_or_default();
+                        self.reporter.drift_journal(host, &entries);
+                    }
+                    Ok(Response::Failed { msg, .. }) => {
+                        ok = false;
+                        self.reporter.warn(&format!("[{host}] {msg}"));
+                    }
+                    Ok(other) => {
+                        ok = false;
+                        self.reporter
+                            .warn(&format!("[{host}] unexpected answer: {other:?}"));
+                    }
+                    Err(e) => {
+                        ok = false;
+                        self.reporter.warn(&format!("[{host}] {e}"));
+                    }
+                }
+            }
+        }
+        ok
     }
 
     /// `fixpoint journal`: run one journal action on every selected host; true when all succeeded.
@@ -122,6 +174,10 @@ impl Engine {
             }
             .await;
             match res {
+                Ok(data) if matches!(action, JournalOp::Drift) => {
+                    let entries = data.as_array().cloned().unwrap_or_default();
+                    self.reporter.drift_journal(host, &entries);
+                }
                 Ok(data) => self.reporter.journal(host, &data),
                 Err(e) => {
                     ok = false;

@@ -38,6 +38,8 @@ pub(crate) struct TemplateParams {
     pub(crate) output_encoding: Option<String>,
     /// fixpoint's compare-and-swap, handed to `copy` on the host (see `fs::cas`).
     pub(crate) if_checksum: Option<fixpoint_modules::fs::IfChecksum>,
+    /// fixpoint's `if_unchanged_since_last_run`, handed to `copy` likewise.
+    pub(crate) if_unchanged_since_last_run: Option<Bool>,
 }
 
 /// `debug`: a message or one variable.

@@ -51,10 +51,19 @@ pub(super) fn task(
     if ev.python {
         o["engine"] = json!("python");
     }
+    // Files changed outside fixpoint since it last wrote them: shown at any verbosity.
+    if let Some(d) = result.and_then(|r| r.get("drift")) {
+        o["drift"] = d.clone();
+    }
     if verbosity > 0 {
         o["result"] = json!(result);
     }
     o
+}
+
+/// A drifted file no task of the run compared (`fixpoint drift`).
+pub(super) fn drift_journal(host: &str, entry: &Value) -> Value {
+    json!({"event": "drift", "host": host, "journal_only": true, "drift": entry})
 }
 
 pub(super) fn journal(host: &str, data: &Value) -> Value {

@@ -84,6 +84,10 @@ pub struct Reporter {
     shard: Option<crate::inventory::Shard>,
     /// Where the JSON lines also go, whatever `json` says (`fixpoint pull`'s result).
     tee: Option<Box<dyn Write + Send>>,
+    /// This run's id, carried by the JSON recap.
+    run_id: String,
+    /// Results that reported drift (files changed outside fixpoint), for `fixpoint drift`.
+    drifts: usize,
 }
 
 const CENSORED: &str =
@@ -101,6 +105,8 @@ impl Reporter {
             out: Box::new(stdout),
             shard: None,
             tee: None,
+            run_id: String::new(),
+            drifts: 0,
         }
     }
 
@@ -117,6 +123,21 @@ impl Reporter {
     /// Whether events are made as JSON at all: for stdout, or for the tee.
     fn wants_json(&self) -> bool {
         self.json || self.tee.is_some()
+    }
+
+    /// The run's id, for the JSON recap.
+    pub fn set_run_id(&mut self, id: &str) {
+        self.run_id = id.to_string();
+    }
+
+    /// Count the drift another reporter saw (a free play's lane).
+    pub fn add_drifts(&mut self, n: usize) {
+        self.drifts += n;
+    }
+
+    /// How many results (and journal-only files) reported drift so far.
+    pub fn drifts(&self) -> usize {
+        self.drifts
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -193,6 +214,9 @@ impl Reporter {
         } else {
             (ev.msg, ev.diff, ev.result)
         };
+        if ev.result.is_some_and(|r| r.contains_key("drift")) {
+            self.drifts += 1;
+        }
         if self.wants_json() {
             let o = json::task(ev, msg, diff, result, self.verbosity);
             self.emit(o);
@@ -212,6 +236,24 @@ impl Reporter {
         }
     }
 
+    /// `fixpoint drift`'s comparison of the journal alone on one host: files fixpoint wrote that
+    /// changed since, which no task of the run compared (`entries` as the agent answers).
+    pub fn drift_journal(&mut self, host: &str, entries: &[Value]) {
+        self.drifts += entries.len();
+        for e in entries {
+            if self.json {
+                self.emit(json::drift_journal(host, e));
+            } else {
+                let line = format!(
+                    "{} (journal only: no task of the playbook compared it)",
+                    text::drift_line(host, e)
+                );
+                let painted = self.paint("35", &line);
+                self.line(&painted);
+            }
+        }
+    }
+
     pub fn recap(&mut self, stats: &BTreeMap<String, Stats>, pass: u8, twice: bool) {
         // As in Ansible, a host that no result was counted for (only in plays whose tasks all
         // ran once on another host, say) is not in the recap.
@@ -227,7 +269,9 @@ impl Reporter {
             stats
         };
         if self.wants_json() {
-            self.emit(json::recap(stats, pass, twice, self.shard));
+            let mut o = json::recap(stats, pass, twice, self.shard);
+            o["run_id"] = Value::from(self.run_id.as_str());
+            self.emit(o);
         }
         if !self.json {
             self.recap_text(stats, pass, twice);

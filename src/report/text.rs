@@ -21,6 +21,12 @@ impl Reporter {
             Status::Failed | Status::Unreachable => "31",
             Status::Skipped => "36",
         };
+        // Before the diff that would undo it: who changed the file last.
+        if let Some(d) = result.and_then(|r| r.get("drift")) {
+            let line = drift_line(ev.host, d);
+            let painted = self.paint("35", &line);
+            self.line(&painted);
+        }
         if self.show_diff {
             if let Some(d) = diff {
                 self.diff(d);
@@ -168,6 +174,27 @@ impl Reporter {
             self.diff(diff);
         }
     }
+}
+
+/// `drift: changed outside fixpoint since run <id> at <time>: [host] <path> (content, mode)`.
+pub(super) fn drift_line(host: &str, d: &Value) -> String {
+    let s = |k: &str| d[k].as_str().unwrap_or("?").to_string();
+    let what: Vec<&str> = d["what"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let files = d["files"]
+        .as_array()
+        .map_or(String::new(), |f| format!(", {} files", f.len()));
+    format!(
+        "drift: changed outside fixpoint since run {} at {}: [{host}] {} ({}{files})",
+        s("since_run"),
+        s("at"),
+        s("path"),
+        what.join(", ")
+    )
 }
 
 /// `v` with every mapping's keys sorted, as Ansible's default output shows results (mappings

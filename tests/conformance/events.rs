@@ -235,9 +235,24 @@ fn debug_output(ev: &Value, status: &str) -> Option<Value> {
         .iter()
         .filter(|(k, _)| !k.starts_with("_ansible") && !NOT_PRINTED.contains(&k.as_str()))
         .filter(|(k, _)| !loop_vars.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .map(|(k, v)| (k.clone(), without_drift(v)))
         .collect();
     Some(Value::Object(printed))
+}
+
+/// `v` without fixpoint's own `drift` entries (a registered result's report of a file changed
+/// outside fixpoint since it last wrote it): Ansible has no such thing to print.
+fn without_drift(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, d)| !(*k == "drift" && d.get("since_run").is_some()))
+                .map(|(k, v)| (k.clone(), without_drift(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_drift).collect()),
+        other => other.clone(),
+    }
 }
 
 /// An item's label as both tools show it: a string as it is, anything else as compact JSON
@@ -357,4 +372,14 @@ fn a_loop_is_failed_if_an_item_failed_and_skipped_only_if_all_were() {
     assert_eq!(run(&[line("a", "skipped"), line("b", "ok")]), "ok");
     assert_eq!(run(&[line("a", "changed"), line("b", "failed")]), "failed");
     assert_eq!(run(&[line("a", "ok"), line("b", "changed")]), "changed");
+}
+
+#[test]
+fn a_registered_drift_is_not_what_debug_printed() {
+    let fixpoint = r#"{"diff":null,"event":"task","host":"h","location":"p.yml:3:7","module":"debug","msg":null,"result":{"changed":false,"r":{"changed":true,"dest":"/x","drift":{"since_run":"r1","at":"t","what":["content"],"path":"/x"}},"drift":"a variable"},"status":"ok","task":"show"}"#;
+    let f = parse(Tool::Fixpoint, fixpoint).unwrap();
+    assert_eq!(
+        f.hosts["h"][0].debug,
+        Some(serde_json::json!({"r": {"changed": true, "dest": "/x"}, "drift": "a variable"}))
+    );
 }

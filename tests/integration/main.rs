@@ -16,6 +16,7 @@ mod controller_actions;
 mod copy_dir;
 mod cron;
 mod dnf;
+mod drift;
 mod fx;
 mod git;
 mod guards;

@@ -9,15 +9,18 @@
 //! <state>/lock.json        who holds it (run id, pid, user, since, playbook)
 //! <state>/journal/<id>.json   one `once:` key: request hash, status, times, result
 //! <state>/outbox/<id>.json    one pending handler notification
+//! <state>/written/<id>.json   what fixpoint last left at one path (drift attribution)
 //! ```
 
 mod lock;
 mod once;
 mod outbox;
+mod written;
 
 pub use lock::LockInfo;
 pub use once::{request_hash, OnceStatus, Record};
 pub use outbox::OutboxEntry;
+pub use written::{Recorder, Written, WrittenDir, MAX_WRITTEN, WRITTEN_VERSION};
 
 use fixpoint_modules::fs::{atomic_write_path, Attrs};
 use fixpoint_modules::time::format_datetime;
@@ -121,7 +124,7 @@ impl StateDir {
                 path.display()
             ));
         }
-        for sub in ["journal", "outbox"] {
+        for sub in ["journal", "outbox", "written"] {
             let d = path.join(sub);
             if !d.exists() {
                 // Another agent of this run (a delegated task) may create it at the same moment.

@@ -177,7 +177,15 @@ fn finish(
         still_as_probed(dir, dest)?;
         recheck_guard(dir, dest)?;
     }
-    tmp_dir.rename_to(tmp_name, dir, &dest.name)
+    // What the rename leaves, for the journal (drift attribution): the temp file as it is now.
+    let known = if super::written::active() {
+        Some(super::written::Left::of_file(tmp).map_err(|e| ModuleError::io(&tmp_path, e))?)
+    } else {
+        None
+    };
+    super::written::change(&path, known, || {
+        tmp_dir.rename_to(tmp_name, dir, &dest.name)
+    })
 }
 
 /// [`atomic_write`] to `path` as it is now, whatever is there (for files that no probe looked at,

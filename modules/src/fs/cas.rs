@@ -165,3 +165,23 @@ pub fn check_plan<A>(
         _ => Ok(()),
     }
 }
+
+/// The parameter the agent replaces: `if_unchanged_since_last_run: true` asks for the content the
+/// journal says fixpoint last left at the destination, which only the agent can read; it hands
+/// the module `if_checksum` with that sum instead. A module only refuses the two together.
+pub const IF_UNCHANGED: &str = "if_unchanged_since_last_run";
+
+/// `if_checksum` and `if_unchanged_since_last_run` both name the content expected: one of them.
+pub fn check_unchanged_param(
+    if_checksum: Option<&IfChecksum>,
+    if_unchanged: bool,
+) -> Result<(), ModuleError> {
+    if if_checksum.is_some() && if_unchanged {
+        return Err(ModuleError::Params(
+            "`if_checksum` and `if_unchanged_since_last_run` both say what the destination must \
+             contain: give one of them"
+                .into(),
+        ));
+    }
+    Ok(())
+}

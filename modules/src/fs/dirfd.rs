@@ -607,7 +607,12 @@ pub fn with_entry<T>(
         return Err(changed(&path));
     }
     recheck_guard(&dir, loc)?;
-    f(&h)
+    // A regular file's attributes are part of what the journal keeps (drift attribution).
+    if SFlag::from_bits_truncate(h.stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG {
+        super::written::change(&path, None, || f(&h))
+    } else {
+        f(&h)
+    }
 }
 
 /// The last `if_checksum` check (see `cas`), made immediately before a change: what is at `loc`

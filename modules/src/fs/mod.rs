@@ -6,7 +6,8 @@
 //! It knows nothing about any one module, their parameters (beyond the `mode` type) or text
 //! editing; the dependency runs one way inside: `paths` <- `attrs` <- `cas` <- `dirfd` <- `atomic`.
 //! `cas` holds fixpoint's `if_checksum` (compare-and-swap writes): `Loc::guard` carries it to
-//! the write path, which re-checks it immediately before the change.
+//! the write path, which re-checks it immediately before the change. `written` tells the agent's
+//! journal what each change left (drift attribution).
 
 mod atomic;
 mod attrs;
@@ -17,6 +18,7 @@ mod dirfd;
 mod paths;
 pub mod selinux;
 pub mod stage;
+pub mod written;
 
 pub use atomic::{
     atomic_write, atomic_write_from, atomic_write_path, backup_file, fsync_dir, install_staged,
