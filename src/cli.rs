@@ -126,6 +126,10 @@ pub struct RunArgs {
     /// Skip the tasks before the first one with this name (or `role : name`).
     #[arg(long = "start-at-task", value_name = "NAME")]
     pub start_at_task: Option<String>,
+    /// No live status lines per host, even on a terminal (they are never shown when stdout is
+    /// not a terminal, with --format json, NO_COLOR or TERM=dumb).
+    #[arg(long = "no-progress")]
+    pub no_progress: bool,
 }
 
 #[derive(Debug, Args)]

@@ -37,6 +37,8 @@ pub struct Config {
     pub listing: Option<Listing>,
     /// `--start-at-task`.
     pub start_at_task: Option<String>,
+    /// `--no-progress`: no live status lines even on a terminal.
+    pub no_progress: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +110,7 @@ impl Config {
                 None
             },
             start_at_task: a.start_at_task,
+            no_progress: a.no_progress,
         })
     }
 }
@@ -153,6 +156,7 @@ impl Config {
             roles_path: Vec::new(),
             listing: None,
             start_at_task: None,
+            no_progress: false,
         })
     }
 }

@@ -65,6 +65,7 @@ impl Engine {
             }
         }
         self.close_all().await;
+        self.progress.clear();
         outcome
     }
 

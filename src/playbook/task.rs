@@ -182,7 +182,8 @@ pub(crate) fn load_task(
         return Err(Diagnostic::at(
             &param_pos(raw_params, k).unwrap_or_else(|| mod_pos.clone()),
             format!("unknown parameter `{k}` for module `{module}`"),
-        ));
+        )
+        .help("names starting with `_` are Ansible's internal parameters: remove it"));
     }
 
     let opt = |key: &str| node.get(key);

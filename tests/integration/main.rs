@@ -37,6 +37,7 @@ mod nginx;
 mod no_log;
 mod node_exporter;
 mod pip;
+mod progress;
 mod public_roles;
 mod python_modules;
 mod raw_script;
