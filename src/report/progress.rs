@@ -168,7 +168,7 @@ impl Progress {
 
     /// Before its task, the host waits for something (`connecting`, another run's lock).
     pub fn waiting(&self, host: &str, what: String) {
-        self.each(&[host], |l| l.doing = Doing::Waiting(what));
+        self.each(&[host], |l| l.doing = Doing::Waiting(what.clone()));
     }
 
     /// The wait is over: back to the task.
