@@ -255,20 +255,21 @@ fn table() -> Vec<Bad> {
         bad(
             "a filter that does not exist",
             tasks("    - name: t\n      debug:\n        msg: \"{{ 1 | nosuchfilter }}\"\n"),
-            "site.yml:6:",
-            "",
+            // The task, the parameter named in the message.
+            "site.yml:4:7",
+            "fixpoint has no filter of that name",
         ),
         bad(
             "a template that does not parse",
             tasks("    - name: t\n      debug:\n        msg: \"{{ 1 + }}\"\n"),
-            "site.yml:6:",
-            "",
+            "site.yml:4:7",
+            "fix the Jinja2 syntax",
         ),
         bad(
             "an imported task file that is missing",
             tasks("    - import_tasks: missing.yml\n"),
-            "site.yml:4:",
-            "",
+            "site.yml:4:21",
+            "fix the name, or create the file",
         ),
         bad(
             "a role that is not found",
@@ -295,10 +296,22 @@ fn table() -> Vec<Bad> {
             "fixpoint runs `linear` and `free`",
         ),
         bad(
+            "an imported playbook that is missing",
+            "- import_playbook: other.yml\n".into(),
+            "site.yml:1:",
+            "it is relative to the importing playbook's directory",
+        ),
+        bad(
+            "module parameters written as a list",
+            tasks("    - name: t\n      copy:\n        - dest: /tmp/x\n"),
+            "site.yml:6:",
+            "indented under `copy:`",
+        ),
+        bad(
             "a timeout that is not a number of seconds",
             tasks("    - name: t\n      debug: {msg: x}\n      timeout: soon\n"),
             "site.yml:6:16",
-            "",
+            "e.g. `timeout: 300`",
         ),
     ]
 }
@@ -339,16 +352,27 @@ fn a_task_failing_on_a_host_names_where_the_task_is_written() {
             .lines()
             .any(|l| l.starts_with("  task: ") && l.ends_with(at))
     };
-    assert!(out.stdout.contains("fatal: [localhost]: FAILED!"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("fatal: [localhost]: FAILED!"),
+        "{}",
+        out.stdout
+    );
     assert!(task_at(&out, "site.yml:7:7"), "{}", out.stdout);
     // An unreachable host's line names the task it could not run too.
-    fx.write("hosts.ini", "web ansible_host=127.0.0.1 ansible_port=1 ansible_user=nobody\n");
+    fx.write(
+        "hosts.ini",
+        "web ansible_host=127.0.0.1 ansible_port=1 ansible_user=nobody\n",
+    );
     fx.write(
         "site.yml",
         "- hosts: web\n  gather_facts: false\n  tasks:\n    - name: t\n      command: \"true\"\n      changed_when: false\n",
     );
     let out = fx.run(&["apply", "-i", "hosts.ini", "--timeout", "5", "site.yml"]);
     out.expect(1);
-    assert!(out.stdout.contains("fatal: [web]: UNREACHABLE!"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("fatal: [web]: UNREACHABLE!"),
+        "{}",
+        out.stdout
+    );
     assert!(task_at(&out, "site.yml:4:7"), "{}", out.stdout);
 }
