@@ -146,6 +146,35 @@ fn await_signal(fifo: &Path) {
         .unwrap();
 }
 
+/// A localhost playbook whose task signals (the `ready` FIFO) that it runs, then blocks until
+/// the test writes the `go` FIFO; the FIFOs' paths.
+fn held_play(fx: &Fx) -> (PathBuf, PathBuf) {
+    let t = fx.path("t");
+    std::fs::create_dir_all(&t).unwrap();
+    fx.play(concat!(
+        "    - name: held\n      shell: \"echo started > {{ base }}/ready && cat {{ base }}/go\"\n",
+        "      changed_when: false\n",
+    ));
+    (fifo(&t.join("ready")), fifo(&t.join("go")))
+}
+
+/// `fixpoint args` in `dir` with stdout and stderr piped, on a terminal's `TERM`.
+fn spawn_piped(dir: &Path, args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(args)
+        .current_dir(dir)
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm-256color")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The flags and the environment of one run.
+type Setting<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+
 /// The status lines' marks: an activity, the barrier.
 fn is_status_line(row: &str) -> bool {
     row.contains(": running ")
@@ -225,25 +254,9 @@ fn a_terminal_shows_a_line_per_host_while_a_task_runs_and_the_plain_log_after() 
 #[test]
 fn piped_output_json_no_color_dumb_terminals_and_no_progress_show_no_status_lines() {
     let fx = Fx::new();
-    let t = fx.path("t");
-    std::fs::create_dir_all(&t).unwrap();
-    fx.play(concat!(
-        "    - name: held\n      shell: \"echo started > {{ base }}/ready && cat {{ base }}/go\"\n",
-        "      changed_when: false\n",
-    ));
+    let (ready, go) = held_play(&fx);
     // Piped, with a terminal's TERM and no NO_COLOR: plain text, not a control character.
-    let ready = fifo(&t.join("ready"));
-    let go = fifo(&t.join("go"));
-    let piped = Command::new(bin())
-        .args(["apply", "site.yml"])
-        .current_dir(fx.dir.path())
-        .env_remove("NO_COLOR")
-        .env("TERM", "xterm-256color")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let piped = spawn_piped(fx.dir.path(), &["apply", "site.yml"]);
     await_signal(&ready);
     release(&go);
     let out = piped.wait_with_output().unwrap();
@@ -255,7 +268,7 @@ fn piped_output_json_no_color_dumb_terminals_and_no_progress_show_no_status_line
         "{stdout:?}"
     );
     // On a terminal, each of these turns the lines off.
-    let cases: [(&[&str], &[(&str, &str)]); 4] = [
+    let cases: [Setting; 4] = [
         (&["--format", "json"], &[]),
         (&[], &[("NO_COLOR", "1")]),
         (&[], &[("TERM", "dumb")]),
@@ -294,22 +307,8 @@ fn piped_output_json_no_color_dumb_terminals_and_no_progress_show_no_status_line
 #[test]
 fn a_run_waiting_for_the_host_lock_names_the_run_holding_it() {
     let fx = Fx::new();
-    let t = fx.path("t");
-    std::fs::create_dir_all(&t).unwrap();
-    let ready = fifo(&t.join("ready"));
-    let go = fifo(&t.join("go"));
-    fx.play(concat!(
-        "    - name: hold\n      shell: \"echo started > {{ base }}/ready && cat {{ base }}/go\"\n",
-        "      changed_when: false\n",
-    ));
-    let holder = Command::new(bin())
-        .args(["apply", "--format", "json", "site.yml"])
-        .current_dir(fx.dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (ready, go) = held_play(&fx);
+    let holder = spawn_piped(fx.dir.path(), &["apply", "--format", "json", "site.yml"]);
     // Its task runs: it holds the host lock, and says so in the state directory.
     await_signal(&ready);
     let lock: serde_json::Value =
