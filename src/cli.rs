@@ -145,6 +145,10 @@ pub struct RunArgs {
     /// cross-host hostvars, delegate_to) with their per-shard meaning (docs/fleet.md).
     #[arg(long = "shard-allow-cross")]
     pub shard_allow_cross: bool,
+    /// No live status lines per host, even on a terminal (they are never shown when stdout is
+    /// not a terminal, with --format json, NO_COLOR or TERM=dumb).
+    #[arg(long = "no-progress")]
+    pub no_progress: bool,
 }
 
 #[derive(Debug, Args)]
@@ -218,6 +222,10 @@ impl DriftArgs {
             list_tags: false,
             syntax_check: false,
             start_at_task: None,
+            shard: None,
+            shard_allow_cross: false,
+            no_progress: false,
+            connect_concurrency: None,
         }
     }
 

@@ -43,6 +43,8 @@ pub struct Config {
     pub shard: Option<crate::inventory::Shard>,
     /// `--shard-allow-cross`: plays that need the whole fleet run with their per-shard meaning.
     pub shard_allow_cross: bool,
+    /// `--no-progress`: no live status lines even on a terminal.
+    pub no_progress: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +123,7 @@ impl Config {
             start_at_task: a.start_at_task,
             shard: a.shard,
             shard_allow_cross: a.shard_allow_cross,
+            no_progress: a.no_progress,
         })
     }
 }
@@ -169,6 +172,7 @@ impl Config {
             start_at_task: None,
             shard: None,
             shard_allow_cross: false,
+            no_progress: false,
         })
     }
 }

@@ -80,6 +80,11 @@ pub enum Request {
         state_dir: Option<String>,
         lock_timeout_secs: u64,
         retention_days: u64,
+        /// The controller reads `Notice` frames before the answer (while the agent waits for
+        /// another run's lock). An older agent ignores the field and sends none; an older
+        /// controller does not set it and gets none.
+        #[serde(default)]
+        notices: bool,
     },
     /// A handler ran: remove its outbox entry (one per handler name and remote user).
     HandlerDone { handler: String },
@@ -220,6 +225,11 @@ pub enum Response {
     },
     /// A plain acknowledgement.
     Ack,
+    /// Not an answer: said while the request is in progress (only to a request that asked
+    /// for notices), under the request's id; its answer follows.
+    Notice {
+        msg: String,
+    },
     Journal {
         data: Value,
     },

@@ -208,12 +208,14 @@ impl Session {
                 state_dir,
                 lock_timeout_secs,
                 retention_days,
+                notices,
             } => self.begin(
                 run_id,
                 playbook,
                 state_dir,
                 lock_timeout_secs,
                 retention_days,
+                notices,
             ),
             Request::HandlerDone { handler } => match &self.state {
                 Some(st) => match st.outbox_remove(&me(), &handler) {
@@ -238,6 +240,7 @@ impl Session {
         state_dir: Option<String>,
         lock_timeout_secs: u64,
         retention_days: u64,
+        notices: bool,
     ) -> Response {
         let mut st = match StateDir::open(state_dir.as_deref()) {
             Ok(s) => s,
@@ -250,7 +253,17 @@ impl Session {
             since: journal::now_text(),
             playbook: playbook.clone(),
         };
-        if let Err(e) = st.lock(&info, std::time::Duration::from_secs(lock_timeout_secs)) {
+        let watch = self.stopped.clone().filter(|_| notices);
+        let mut waiting = |h: &LockInfo| {
+            if let Some(w) = &watch {
+                let _ = w.notice(format!(
+                    "waiting for the host lock held by run {} (pid {}, user {}, since {}, playbook {})",
+                    h.run_id, h.pid, h.user, h.since, h.playbook
+                ));
+            }
+        };
+        let timeout = std::time::Duration::from_secs(lock_timeout_secs);
+        if let Err(e) = st.lock_telling(&info, timeout, &mut waiting) {
             return failed(e);
         }
         // Under the lock, before anything reads the journal: records of the first layout are

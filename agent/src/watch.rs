@@ -73,6 +73,14 @@ impl Watch {
         out.flush()
     }
 
+    /// Say something about the request in progress before its answer (`Response::Notice`).
+    pub fn notice(&self, msg: String) -> std::io::Result<()> {
+        let Some((id, _)) = self.lock().running else {
+            return Ok(());
+        };
+        self.answer(id, Response::Notice { msg })
+    }
+
     /// Request `id` starts, with its timeout.
     pub fn start(&self, id: u64, timeout_ms: Option<u64>) {
         fixpoint_modules::children::reset();

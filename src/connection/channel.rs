@@ -300,6 +300,17 @@ impl AgentConn {
         req: &Request,
         timeout: Option<Duration>,
     ) -> Result<Response, TransportError> {
+        self.call_noticed(req, timeout, &|_| {}).await
+    }
+
+    /// `call`, handing each `Response::Notice` the agent sends before its answer to `notice`
+    /// (the wait is still bounded by `timeout` as a whole).
+    pub async fn call_noticed(
+        &mut self,
+        req: &Request,
+        timeout: Option<Duration>,
+        notice: &(dyn Fn(&str) + Sync),
+    ) -> Result<Response, TransportError> {
         if let Some(why) = &self.broken {
             return Err(TransportError::Protocol(format!(
                 "the channel to the agent is out of step after an earlier failure ({why})"
@@ -325,37 +336,12 @@ impl AgentConn {
         }
         let exchange = async {
             self.write_raw(&bytes).await?;
-            let mut len = [0u8; 4];
-            self.read_exact_or_lost(&mut len).await?;
-            let n = frame_len(len, MAX_RESPONSE_FRAME)
-                .map_err(|e| TransportError::Protocol(format!("the agent's answer: {e}")))?;
-            // Grown as bytes arrive: a length that lies costs nothing.
-            let mut body = Vec::new();
-            let got = match (&mut self.reader)
-                .take(n as u64)
-                .read_to_end(&mut body)
-                .await
-            {
-                Ok(got) => got,
-                Err(e) => return Err(lost(&self.stderr, e.to_string()).await),
-            };
-            if got != n {
-                return Err(lost(
-                    &self.stderr,
-                    "the agent's channel closed inside an answer".into(),
-                )
-                .await);
+            loop {
+                match self.read_answer(id).await? {
+                    Response::Notice { msg } => notice(&msg),
+                    resp => return Ok(resp),
+                }
             }
-            let answer = serde_json::from_slice::<ResponseFrame>(&body).map_err(|e| {
-                TransportError::Protocol(format!("the agent's answer is not readable: {e}"))
-            })?;
-            if answer.id != id {
-                return Err(TransportError::Protocol(format!(
-                    "the agent answered request {} while request {id} was waiting: the channel is out of step",
-                    answer.id
-                )));
-            }
-            Ok(answer.resp)
         };
         let res = match timeout {
             Some(t) => {
@@ -370,6 +356,41 @@ impl AgentConn {
             self.broken = Some(e.to_string());
         }
         res
+    }
+
+    /// Read one frame from the agent, which must carry request `id`'s id.
+    async fn read_answer(&mut self, id: u64) -> Result<Response, TransportError> {
+        let mut len = [0u8; 4];
+        self.read_exact_or_lost(&mut len).await?;
+        let n = frame_len(len, MAX_RESPONSE_FRAME)
+            .map_err(|e| TransportError::Protocol(format!("the agent's answer: {e}")))?;
+        // Grown as bytes arrive: a length that lies costs nothing.
+        let mut body = Vec::new();
+        let got = match (&mut self.reader)
+            .take(n as u64)
+            .read_to_end(&mut body)
+            .await
+        {
+            Ok(got) => got,
+            Err(e) => return Err(lost(&self.stderr, e.to_string()).await),
+        };
+        if got != n {
+            return Err(lost(
+                &self.stderr,
+                "the agent's channel closed inside an answer".into(),
+            )
+            .await);
+        }
+        let answer = serde_json::from_slice::<ResponseFrame>(&body).map_err(|e| {
+            TransportError::Protocol(format!("the agent's answer is not readable: {e}"))
+        })?;
+        if answer.id != id {
+            return Err(TransportError::Protocol(format!(
+                "the agent answered request {} while request {id} was waiting: the channel is out of step",
+                answer.id
+            )));
+        }
+        Ok(answer.resp)
     }
 
     /// Whether an exchange failed part way, leaving the channel unusable.

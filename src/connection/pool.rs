@@ -41,7 +41,8 @@ pub async fn agent_binary(
 /// The agent for `key`, started on first use. A new agent gets `begin()` first (the `Begin`
 /// request and how long it may take): it opens the host's state directory and takes the run
 /// lock before it does anything else, and answers with the handler notifications earlier runs
-/// left pending, which are added to `pending`.
+/// left pending, which are added to `pending`. `waiting` hears what a start waits for
+/// (`connecting`, another run's host lock), and `None` once it waits no more.
 /// Errors say whether the host is unreachable (true) or failed (false).
 pub async fn get_or_start<'c>(
     conns: &'c mut Conns,
@@ -50,6 +51,7 @@ pub async fn get_or_start<'c>(
     binary: &Arc<AgentBinary>,
     begin: impl FnOnce() -> (Request, Duration),
     pending: &mut Vec<OutboxEntry>,
+    waiting: &(dyn Fn(Option<&str>) + Sync),
 ) -> Result<&'c mut AgentConn, (bool, String)> {
     // A channel left out of step by an earlier failure is replaced by a new agent (of the same
     // run, so it shares the host lock); the old one is closed on the side.
@@ -59,37 +61,53 @@ pub async fn get_or_start<'c>(
         }
     }
     if !conns.contains_key(&key) {
-        let mut conn = connection::connect(spec, agent_binary(binary, spec))
-            .await
-            .map_err(|e| {
-                let msg = match &spec.become_user {
-                    Some(u) => format!("{e} (while starting the agent as `{u}` through sudo)"),
-                    None => e.to_string(),
-                };
-                (true, msg)
-            })?;
-        let (begin, timeout) = begin();
-        match conn.call(&begin, Some(timeout)).await {
-            Ok(Response::Begun { pending: found, .. }) => {
-                // A delegated host's pending handlers belong to that host, not this one.
-                let found = if key.0.is_some() { Vec::new() } else { found };
-                for p in found {
-                    if !pending.contains(&p) {
-                        pending.push(p);
-                    }
-                }
-            }
-            Ok(Response::Failed { msg, .. }) => {
-                conn.close().await;
-                return Err((false, msg));
-            }
-            Ok(other) => return Err((false, format!("unexpected answer to begin: {other:?}"))),
-            Err(e) => return Err((true, e.to_string())),
-        }
-        conns.insert(key.clone(), conn);
+        waiting(Some("connecting"));
+        let started = start(spec, binary, begin, pending, waiting, key.0.is_some()).await;
+        waiting(None);
+        conns.insert(key.clone(), started?);
     }
     // Present already or inserted above.
     Ok(conns.get_mut(&key).expect("just inserted"))
+}
+
+/// Start one agent and begin the run on it (see `get_or_start`).
+async fn start(
+    spec: &ConnSpec,
+    binary: &Arc<AgentBinary>,
+    begin: impl FnOnce() -> (Request, Duration),
+    pending: &mut Vec<OutboxEntry>,
+    waiting: &(dyn Fn(Option<&str>) + Sync),
+    delegated: bool,
+) -> Result<AgentConn, (bool, String)> {
+    let mut conn = connection::connect(spec, agent_binary(binary, spec))
+        .await
+        .map_err(|e| {
+            let msg = match &spec.become_user {
+                Some(u) => format!("{e} (while starting the agent as `{u}` through sudo)"),
+                None => e.to_string(),
+            };
+            (true, msg)
+        })?;
+    let (begin, timeout) = begin();
+    let notice = |msg: &str| waiting(Some(msg));
+    match conn.call_noticed(&begin, Some(timeout), &notice).await {
+        Ok(Response::Begun { pending: found, .. }) => {
+            // A delegated host's pending handlers belong to that host, not this one.
+            let found = if delegated { Vec::new() } else { found };
+            for p in found {
+                if !pending.contains(&p) {
+                    pending.push(p);
+                }
+            }
+        }
+        Ok(Response::Failed { msg, .. }) => {
+            conn.close().await;
+            return Err((false, msg));
+        }
+        Ok(other) => return Err((false, format!("unexpected answer to begin: {other:?}"))),
+        Err(e) => return Err((true, e.to_string())),
+    }
+    Ok(conn)
 }
 
 /// Close these agents and their master connections all at once: each close waits for the agent

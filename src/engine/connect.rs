@@ -93,6 +93,7 @@ impl Shared<'_> {
                 state_dir: spec.state_dir.clone(),
                 lock_timeout_secs: self.cfg.lock_timeout,
                 retention_days: journal_retention(ctx.play),
+                notices: self.progress.enabled(),
             };
             // The agent may wait for another run's lock before it answers. `--lock-timeout`
             // is any number of seconds: one too far to add up means no deadline.
@@ -102,7 +103,22 @@ impl Shared<'_> {
                 .saturating_add(Duration::from_secs(self.cfg.lock_timeout));
             (req, timeout)
         };
-        pool::get_or_start(&mut h.conns, key, spec, self.binary, begin, &mut h.pending).await
+        // The host's status line says what starting the agent waits for.
+        let host = h.name.clone();
+        let waiting = |what: Option<&str>| match what {
+            Some(w) => self.progress.waiting(&host, w.to_string()),
+            None => self.progress.resumed(&host),
+        };
+        pool::get_or_start(
+            &mut h.conns,
+            key,
+            spec,
+            self.binary,
+            begin,
+            &mut h.pending,
+            &waiting,
+        )
+        .await
     }
 }
 

@@ -19,6 +19,7 @@ impl Engine {
             return;
         }
         self.reporter.task_start("Gathering Facts", false);
+        self.progress.queued(&targets, "Gathering Facts");
         let shared = shared!(self);
         // At most MAX_PERMITS (2^61 - 1), which is the same as no bound (see `run_task`).
         let sem =
@@ -33,29 +34,36 @@ impl Engine {
                 async move {
                     // The semaphore is local and never closed.
                     let _permit = sem.acquire().await.expect("semaphore open");
-                    let spec = match shared.conn_spec(h, ctx, None) {
-                        Ok(s) => s,
-                        Err(e) => return (h.name.clone(), Err((false, e))),
-                    };
-                    let res = match shared.conn(h, &spec, ctx).await {
-                        Ok(conn) => conn
-                            .call(&Request::Facts, Some(shared.cfg.connect_timeout))
-                            .await
-                            .map_err(|e| (false, e.to_string())),
-                        Err(e) => Err(e),
-                    };
-                    match res {
-                        Ok(Response::Facts { facts }) => {
-                            h.facts = Arc::new(facts_vars(facts));
-                            h.gathered = true;
-                            (h.name.clone(), Ok(()))
+                    shared.progress.running(&h.name);
+                    let name = h.name.clone();
+                    let res = async {
+                        let spec = match shared.conn_spec(h, ctx, None) {
+                            Ok(s) => s,
+                            Err(e) => return (h.name.clone(), Err((false, e))),
+                        };
+                        let res = match shared.conn(h, &spec, ctx).await {
+                            Ok(conn) => conn
+                                .call(&Request::Facts, Some(shared.cfg.connect_timeout))
+                                .await
+                                .map_err(|e| (false, e.to_string())),
+                            Err(e) => Err(e),
+                        };
+                        match res {
+                            Ok(Response::Facts { facts }) => {
+                                h.facts = Arc::new(facts_vars(facts));
+                                h.gathered = true;
+                                (h.name.clone(), Ok(()))
+                            }
+                            Ok(other) => (
+                                h.name.clone(),
+                                Err((false, format!("unexpected answer to facts: {other:?}"))),
+                            ),
+                            Err(e) => (h.name.clone(), Err(e)),
                         }
-                        Ok(other) => (
-                            h.name.clone(),
-                            Err((false, format!("unexpected answer to facts: {other:?}"))),
-                        ),
-                        Err(e) => (h.name.clone(), Err(e)),
                     }
+                    .await;
+                    shared.progress.finished(&name);
+                    res
                 }
             });
         let results = futures::future::join_all(futures).await;

@@ -50,6 +50,12 @@ impl Engine {
                 .min(tokio::sync::Semaphore::MAX_PERMITS),
         );
         let interrupt = self.interrupt.clone();
+        let label = if handler {
+            format!("handler {banner}")
+        } else {
+            banner.clone()
+        };
+        self.progress.queued(targets, &label);
         let names: Vec<String> = self
             .hosts
             .keys()
@@ -67,7 +73,10 @@ impl Engine {
                 async move {
                     // The semaphore is local and never closed.
                     let _permit = sem.acquire().await.expect("semaphore open");
-                    (i, shared.run_task_on_host(ctx, task, h).await)
+                    shared.progress.running(&h.name);
+                    let done = shared.run_task_on_host(ctx, task, h).await;
+                    shared.progress.finished(&h.name);
+                    (i, done)
                 }
             })
             .collect();
@@ -205,6 +214,9 @@ impl Engine {
             }
         }
         if task.run_once && all_targets.len() > 1 {
+            for h in &all_targets[1..] {
+                self.progress.finished(h);
+            }
             self.share_run_once(task, &all_targets[0], &all_targets[1..]);
         }
         // Before the next task renders anything: `add_host` / `group_by` changed the inventory.

@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::connection::AgentBinary;
 use crate::inventory::Inventory;
 use crate::playbook::{Playbook, Task};
-use crate::report::Reporter;
+use crate::report::{Progress, Reporter};
 use crate::template::Templar;
 use crate::vars::{hostvars, precedence, Scope, VarSrc};
 use fixpoint_modules::Diff;
@@ -33,6 +33,7 @@ macro_rules! shared {
             templar: &$engine.templar,
             binary: &$engine.binary,
             pending_inventory: &$engine.pending_inventory,
+            progress: &$engine.progress,
         }
     };
 }
@@ -81,6 +82,8 @@ pub struct Engine {
     /// The `groups` variable after an edit of the current play (its `PlayCtx` has the older).
     inventory_groups: Option<BTreeMap<String, Vec<String>>>,
     reporter: Reporter,
+    /// The live status lines (shared with the reporter, which prints above them).
+    progress: Progress,
     /// Every host a play selected gets its state here before any step runs (`play.rs` calls
     /// `host_state` for each), and states are never removed (a free play's lane takes its host's
     /// and gives it back): the engine's `expect("host state")` on a host of the play hold.
@@ -120,7 +123,13 @@ pub struct Engine {
 impl Engine {
     pub fn new(cfg: Config, inventory: Inventory, templar: Templar) -> Engine {
         let inventory = Arc::new(inventory);
-        let mut reporter = Reporter::new(cfg.json, cfg.verbosity, cfg.diff || cfg.twice);
+        let progress = Progress::new(Reporter::progress_wanted(cfg.json, cfg.no_progress));
+        let mut reporter = Reporter::new(
+            cfg.json,
+            cfg.verbosity,
+            cfg.diff || cfg.twice,
+            progress.clone(),
+        );
         reporter.set_shard(cfg.shard);
         let run_id = new_run_id();
         reporter.set_run_id(&run_id);
@@ -133,6 +142,7 @@ impl Engine {
             inventory_log: Vec::new(),
             inventory_groups: None,
             reporter,
+            progress,
             hosts: BTreeMap::new(),
             binary: Arc::new(AgentBinary::embedded()),
             changed_log: Vec::new(),
@@ -179,6 +189,7 @@ struct Shared<'a> {
     templar: &'a Arc<Templar>,
     binary: &'a Arc<AgentBinary>,
     pending_inventory: &'a actions::inventory::Pending,
+    progress: &'a Progress,
 }
 
 impl Shared<'_> {

@@ -68,7 +68,16 @@ impl Engine {
         self.inventory_groups = None;
         let files_vars = Arc::new(files_vars);
         self.handlers = Arc::new(play.handlers.clone());
+        // What the status lines count a host's tasks against: those the tags select, as far
+        // as is known before run-time includes load (they add theirs when they do).
+        let total = usize::from(play.gather_facts)
+            + [&play.pre_tasks, &play.roles, &play.tasks, &play.post_tasks]
+                .into_iter()
+                .flat_map(|s| crate::playbook::ast::all_tasks(s))
+                .filter(|t| self.tag_selected(&t.tags))
+                .count();
         for batch in batches(&selected, &play.serial) {
+            self.progress.play(&batch, total);
             let ctx = PlayCtx::new(
                 play,
                 book,

@@ -73,6 +73,7 @@ impl Engine {
             }
         }
         self.close_all().await;
+        self.progress.clear();
         outcome
     }
 

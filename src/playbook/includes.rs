@@ -650,6 +650,7 @@ fn not_found(at: &Node, what: &str, file: &str, dirs: &[PathBuf]) -> Diagnostic 
         "{what} `{file}` not found; looked in {}",
         looked_in(dirs)
     ))
+    .help("fix the name, or create the file in one of those directories")
 }
 
 /// The run-time part of `include_tasks` / `include_role`.

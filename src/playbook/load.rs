@@ -109,17 +109,21 @@ fn load_plays(
         let around = Inherited::default().with_keywords(item)?;
         let file = string_of(target, "import_playbook")?;
         if is_template(&file) {
-            return Err(
-                target.err("`import_playbook` is static: its file name cannot use variables")
-            );
+            return Err(target
+                .err("`import_playbook` is static: its file name cannot use variables")
+                .help("write the file name as it is"));
         }
         let file_path = joined(&dir, &file);
         if !file_path.is_file() {
-            return Err(target.err(format!("playbook {} does not exist", file_path.display())));
+            return Err(target
+                .err(format!("playbook {} does not exist", file_path.display()))
+                .help("fix the name: it is relative to the importing playbook's directory"));
         }
         let canon = std::fs::canonicalize(&file_path).unwrap_or(file_path.clone());
         if stack.contains(&canon) {
-            return Err(target.err(format!("{file} imports itself")));
+            return Err(target
+                .err(format!("{file} imports itself"))
+                .help("remove this `import_playbook`"));
         }
         stack.push(canon);
         let imported = load_plays(&file_path, roles_path, stack, errors);
@@ -238,7 +242,11 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
                 }
             }
             Kind::Null => {}
-            _ => return Err(list.err("`roles` must be a list of roles")),
+            _ => {
+                return Err(list
+                    .err("`roles` must be a list of roles")
+                    .help("e.g. `roles: [common, web]`"))
+            }
         }
     }
     let tasks = section(loader, "tasks", false)?;
@@ -430,9 +438,11 @@ fn first_vars_file(
         .cloned()
         .ok_or_else(|| {
             let names: Vec<&str> = paths.iter().map(|(p, _)| p.as_str()).collect();
-            entry.err(format!(
-                "none of the `vars_files` alternatives exists: {}",
-                names.join(", ")
-            ))
+            entry
+                .err(format!(
+                    "none of the `vars_files` alternatives exists: {}",
+                    names.join(", ")
+                ))
+                .help("create one of them, or fix the names: they are relative to the playbook's directory")
         })
 }

@@ -156,10 +156,14 @@ pub(crate) fn load_task(
         }
         Kind::Str(s) => parse_kv(s, &raw_params.pos)?,
         _ => {
-            return Err(raw_params.err(format!(
-                "the parameters of `{module}` must be a mapping, found {}",
-                raw_params.type_name()
-            )))
+            return Err(raw_params
+                .err(format!(
+                    "the parameters of `{module}` must be a mapping, found {}",
+                    raw_params.type_name()
+                ))
+                .help(format!(
+                    "write each parameter as `name: value` indented under `{module}:`"
+                )))
         }
     };
     if let Some(args) = node.get("args") {
@@ -169,7 +173,11 @@ pub(crate) fn load_task(
                     params.insert(k, v);
                 }
             }
-            _ => return Err(args.err("`args` must be a mapping of module parameters")),
+            _ => {
+                return Err(args
+                    .err("`args` must be a mapping of module parameters")
+                    .help("write each parameter as `name: value` indented under `args:`"))
+            }
         }
     }
     // Parameters starting with `_` are Ansible's own; a fact set by `set_fact` may be named so,
@@ -182,7 +190,8 @@ pub(crate) fn load_task(
         return Err(Diagnostic::at(
             &param_pos(raw_params, k).unwrap_or_else(|| mod_pos.clone()),
             format!("unknown parameter `{k}` for module `{module}`"),
-        ));
+        )
+        .help("names starting with `_` are Ansible's internal parameters: remove it"));
     }
 
     let opt = |key: &str| node.get(key);
@@ -205,7 +214,11 @@ pub(crate) fn load_task(
             let secs = match v.kind {
                 Kind::Int(i) if i >= 0 => i as f64,
                 Kind::Float(f) if f >= 0.0 => f,
-                _ => return Err(v.err("`pause` must be a number of seconds")),
+                _ => {
+                    return Err(v
+                        .err("`pause` must be a number of seconds")
+                        .help("e.g. `pause: 2`"))
+                }
             };
             // `.inf` and 1e300 are floats too, but no wait that long can be counted.
             loop_pause = std::time::Duration::try_from_secs_f64(secs)
@@ -316,7 +329,11 @@ pub(crate) fn load_task(
                         "`timeout` of {i} seconds is too long: ansible-core takes at most {MAX_TIMEOUT}"
                     )))
                 }
-                _ => return Err(n.err("`timeout` must be a positive number of seconds")),
+                _ => {
+                    return Err(n
+                        .err("`timeout` must be a positive number of seconds")
+                        .help("e.g. `timeout: 300`"))
+                }
             },
             None => None,
         },
@@ -325,7 +342,11 @@ pub(crate) fn load_task(
         throttle: match opt("throttle") {
             Some(n) => match n.kind {
                 Kind::Int(i) if i > 0 => Some(i as usize),
-                _ => return Err(n.err("`throttle` must be a positive number of hosts")),
+                _ => {
+                    return Err(n
+                        .err("`throttle` must be a positive number of hosts")
+                        .help("e.g. `throttle: 1` to run the task on one host at a time"))
+                }
             },
             None => None,
         },
@@ -338,7 +359,11 @@ pub(crate) fn load_task(
             Some(n) => match &n.kind {
                 Kind::Int(i) if *i >= 0 => Templated::Fixed(*i as u64),
                 Kind::Str(s) if s.contains("{{") => Templated::Template(s.clone()),
-                _ => return Err(n.err("`retries` must be a number (or a template giving one)")),
+                _ => {
+                    return Err(n
+                        .err("`retries` must be a number (or a template giving one)")
+                        .help("e.g. `retries: 5`"))
+                }
             },
             // Ansible's default when `until` is given.
             None => Templated::Fixed(3),
@@ -349,9 +374,9 @@ pub(crate) fn load_task(
                 Kind::Float(f) if *f >= 0.0 && f.is_finite() => Templated::Fixed(*f),
                 Kind::Str(s) if s.contains("{{") => Templated::Template(s.clone()),
                 _ => {
-                    return Err(n.err(
-                        "`delay` must be a number of seconds (or a template giving one)",
-                    ))
+                    return Err(n
+                        .err("`delay` must be a number of seconds (or a template giving one)")
+                        .help("e.g. `delay: 10`"))
                 }
             },
             None => Templated::Fixed(5.0),
@@ -407,8 +432,9 @@ pub(crate) fn action_keyword(node: &Node) -> Result<Option<Node>, Diagnostic> {
         if let Some((_, dpos, _)) = entries.iter().find(|(k, _, _)| k == "delegate_to") {
             return Err(Diagnostic::at(
                 dpos,
-                "a task with `local_action` already runs on localhost; remove `delegate_to`",
-            ));
+                "a task with `local_action` already runs on localhost",
+            )
+            .help("remove `delegate_to`"));
         }
     }
     let (module, args) = match &value.kind {

@@ -86,10 +86,13 @@ pub(crate) fn check_module_params(
                         .join(", ")
                 ),
             )
-            .help(format!(
-                "see the `{}` module in README.md for its parameters",
-                task.module
-            ));
+            .help(match crate::diag::suggest(k, known.iter().copied()) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => format!(
+                    "see the `{}` module in README.md for its parameters",
+                    task.module
+                ),
+            });
             if task.when.is_empty() {
                 return Err(d);
             }

@@ -275,7 +275,7 @@ fn run_books(
             }
         },
     };
-    let loaded = match crate::load_all(&cfg.playbooks, &cfg.roles_path, &mut inv) {
+    let loaded = match crate::load_all(&cfg.playbooks, &cfg.roles_path, &mut inv, None) {
         Ok(b) => b,
         Err(problems) => {
             crate::invalid_all(&problems);
@@ -303,5 +303,7 @@ fn run_books(
         engine::RunOutcome::Failed => ("failed", EXIT_FAILED),
         engine::RunOutcome::NotConverged => ("not_converged", crate::EXIT_NOT_CONVERGED),
         engine::RunOutcome::Interrupted => ("interrupted", crate::EXIT_INTERRUPTED),
+        // Only `fixpoint drift` runs end so; a pull never asks for it.
+        engine::RunOutcome::Drifted => ("drifted", crate::EXIT_DRIFT),
     }
 }

@@ -8,9 +8,11 @@
 mod diff;
 mod json;
 pub mod listing;
+mod progress;
 mod text;
 
 pub use diff::render_unified;
+pub use progress::Progress;
 
 use fixpoint_modules::Diff;
 use serde_json::{Map, Value};
@@ -88,15 +90,20 @@ pub struct Reporter {
     run_id: String,
     /// Results that reported drift (files changed outside fixpoint), for `fixpoint drift`.
     drifts: usize,
+    /// The live status lines the log scrolls above (a no-op when off).
+    progress: Progress,
 }
 
 const CENSORED: &str =
     "the output has been hidden due to the fact that 'no_log: true' was specified for this result";
 
 impl Reporter {
-    pub fn new(json: bool, verbosity: u8, show_diff: bool) -> Reporter {
+    pub fn new(json: bool, verbosity: u8, show_diff: bool, progress: Progress) -> Reporter {
         let stdout = std::io::stdout();
-        let color = !json && stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        let color = !json
+            && stdout.is_terminal()
+            && std::env::var_os("NO_COLOR").is_none()
+            && std::env::var("TERM").map_or(true, |t| t != "dumb");
         Reporter {
             json,
             color,
@@ -107,6 +114,7 @@ impl Reporter {
             tee: None,
             run_id: String::new(),
             drifts: 0,
+            progress,
         }
     }
 
@@ -140,6 +148,12 @@ impl Reporter {
         self.drifts
     }
 
+    /// Whether a run printing through this reporter may show live status lines: on a
+    /// terminal, as text, unless `NO_COLOR`, `TERM=dumb` or `--no-progress` say otherwise.
+    pub fn progress_wanted(json: bool, no_progress: bool) -> bool {
+        !json && !no_progress && progress::wanted()
+    }
+
     fn paint(&self, code: &str, text: &str) -> String {
         if self.color {
             format!("\x1b[{code}m{text}\x1b[0m")
@@ -149,8 +163,7 @@ impl Reporter {
     }
 
     fn line(&mut self, s: &str) {
-        // A closed stdout (e.g. piped into `head`) must not abort the run half-way.
-        let _ = writeln!(self.out, "{s}");
+        self.progress.println(&mut *self.out, s);
     }
 
     fn banner(&mut self, title: &str) {
@@ -255,6 +268,8 @@ impl Reporter {
     }
 
     pub fn recap(&mut self, stats: &BTreeMap<String, Stats>, pass: u8, twice: bool) {
+        // The status lines go before the recap: the screen ends as the log would without them.
+        self.progress.clear();
         // As in Ansible, a host that no result was counted for (only in plays whose tasks all
         // ran once on another host, say) is not in the recap.
         let counted: BTreeMap<String, Stats>;

@@ -65,14 +65,15 @@ impl Reporter {
                 let head = format!("fatal: [{host}]: FAILED!{item}");
                 let tail = if ev.ignored { "\n...ignoring" } else { "" };
                 format!(
-                    "{head} => {}\n  task: {}{tail}",
+                    "{head} => {}{}{tail}",
                     keys_sorted(Value::Object(body)),
-                    ev.location
+                    task_at(ev.location)
                 )
             }
             Status::Unreachable => format!(
-                "fatal: [{host}]: UNREACHABLE! => {}",
-                json!({"msg": msg.unwrap_or("unreachable")})
+                "fatal: [{host}]: UNREACHABLE! => {}{}",
+                json!({"msg": msg.unwrap_or("unreachable")}),
+                task_at(ev.location)
             ),
             s => {
                 let mut t = format!("{}: [{host}]{item}{note}", s.word());
@@ -195,6 +196,16 @@ pub(super) fn drift_line(host: &str, d: &Value) -> String {
         s("path"),
         what.join(", ")
     )
+}
+
+/// Where the failed task is written, under its result line (ansible-core's "The error appears
+/// to be in ..."), when the engine knows it.
+fn task_at(location: &str) -> String {
+    if location.is_empty() {
+        String::new()
+    } else {
+        format!("\n  task: {location}")
+    }
 }
 
 /// `v` with every mapping's keys sorted, as Ansible's default output shows results (mappings

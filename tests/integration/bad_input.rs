@@ -1,6 +1,8 @@
 //! Input at the edges (non-ASCII text where a message cuts it, numbers too big to count with)
 //! never panics: a value the loader can judge is refused with its `file:line:col` and exit 2, a
 //! value known only at run time fails that host with a message, and one that can be honoured is.
+//! And a table of the usual mistakes: each refusal names its `file:line:col` and a hint, and a
+//! task that fails on a host names where it is written.
 
 use crate::fx::Fx;
 
@@ -163,4 +165,214 @@ fn a_port_number_out_of_range_fails_the_host_instead_of_wrapping_round() {
         msg.contains("ansible_port `70000` is not a port number"),
         "{msg}"
     );
+}
+
+/// One bad input: the playbook (`site.yml`), where the error must point, and a piece of the
+/// hint it must give.
+struct Bad {
+    what: &'static str,
+    playbook: String,
+    at: &'static str,
+    hint: &'static str,
+}
+
+/// A playbook on localhost whose task list is `tasks` (YAML, indented 4): its first task is at
+/// line 4.
+fn tasks(tasks: &str) -> String {
+    format!("- hosts: localhost\n  gather_facts: false\n  tasks:\n{tasks}")
+}
+
+/// The mistakes people make, each refused before any host is touched with where it is
+/// (`file:line:col`), what was expected and, where the fix is obvious, the fix.
+fn table() -> Vec<Bad> {
+    let bad = |what, playbook: String, at, hint| Bad {
+        what,
+        playbook,
+        at,
+        hint,
+    };
+    vec![
+        bad(
+            "a task keyword misspelt",
+            tasks("    - name: t\n      debug: {msg: x}\n      whne: true\n"),
+            "site.yml:6:7",
+            "did you mean `when`?",
+        ),
+        bad(
+            "a module misspelt",
+            tasks("    - name: t\n      debgu: {msg: x}\n"),
+            "site.yml:5:7",
+            "did you mean `debug`?",
+        ),
+        bad(
+            "a module parameter misspelt",
+            tasks("    - name: t\n      copy:\n        content: x\n        dset: /tmp/x\n"),
+            "site.yml:7:9",
+            "did you mean `dest`?",
+        ),
+        bad(
+            "a required parameter missing",
+            tasks("    - name: t\n      copy:\n        content: x\n"),
+            "site.yml:5:7",
+            "see the `copy` module",
+        ),
+        bad(
+            "a command without a guard",
+            tasks("    - name: t\n      command: /bin/true\n"),
+            "site.yml:5:7",
+            "`changed_when: false` if the command only reads",
+        ),
+        bad(
+            "two modules in one task",
+            tasks("    - name: t\n      debug: {msg: x}\n      file: {path: /tmp}\n"),
+            "site.yml:6:7",
+            "split it into two tasks",
+        ),
+        bad(
+            "a task without a module",
+            tasks("    - name: t\n      when: true\n"),
+            "site.yml:4:7",
+            "add one module",
+        ),
+        bad(
+            "an unclosed quote",
+            tasks("    - name: t\n      debug: {msg: \"x}\n"),
+            "site.yml:",
+            "check indentation and quoting",
+        ),
+        bad(
+            "a boolean keyword that is not one",
+            tasks("    - name: t\n      debug: {msg: x}\n      ignore_errors: maybe\n"),
+            "site.yml:6:22",
+            "use true or false",
+        ),
+        bad(
+            "an invalid register name",
+            tasks("    - name: t\n      debug: {msg: x}\n      register: 1x\n"),
+            "site.yml:6:17",
+            "variable names start with a letter",
+        ),
+        bad(
+            "a filter that does not exist",
+            tasks("    - name: t\n      debug:\n        msg: \"{{ 1 | nosuchfilter }}\"\n"),
+            // The task, the parameter named in the message.
+            "site.yml:4:7",
+            "fixpoint has no filter of that name",
+        ),
+        bad(
+            "a template that does not parse",
+            tasks("    - name: t\n      debug:\n        msg: \"{{ 1 + }}\"\n"),
+            "site.yml:4:7",
+            "fix the Jinja2 syntax",
+        ),
+        bad(
+            "an imported task file that is missing",
+            tasks("    - import_tasks: missing.yml\n"),
+            "site.yml:4:21",
+            "fix the name, or create the file",
+        ),
+        bad(
+            "a role that is not found",
+            "- hosts: localhost\n  gather_facts: false\n  roles:\n    - nosuchrole\n".into(),
+            "site.yml:4:",
+            "put the role in roles/",
+        ),
+        bad(
+            "a play without hosts",
+            "- gather_facts: false\n  tasks: []\n".into(),
+            "site.yml:1:",
+            "add `hosts: localhost`",
+        ),
+        bad(
+            "a play keyword misspelt",
+            "- hosts: localhost\n  gather_fact: false\n  tasks: []\n".into(),
+            "site.yml:2:3",
+            "did you mean `gather_facts`?",
+        ),
+        bad(
+            "a strategy fixpoint does not run",
+            "- hosts: localhost\n  strategy: host_pinned\n  tasks: []\n".into(),
+            "site.yml:2:",
+            "fixpoint runs `linear` and `free`",
+        ),
+        bad(
+            "an imported playbook that is missing",
+            "- import_playbook: other.yml\n".into(),
+            "site.yml:1:",
+            "it is relative to the importing playbook's directory",
+        ),
+        bad(
+            "module parameters written as a list",
+            tasks("    - name: t\n      copy:\n        - dest: /tmp/x\n"),
+            "site.yml:6:",
+            "indented under `copy:`",
+        ),
+        bad(
+            "a timeout that is not a number of seconds",
+            tasks("    - name: t\n      debug: {msg: x}\n      timeout: soon\n"),
+            "site.yml:6:16",
+            "e.g. `timeout: 300`",
+        ),
+    ]
+}
+
+#[test]
+fn every_refusal_names_where_it_is_and_how_to_fix_it() {
+    let fx = Fx::new();
+    let mut wrong = Vec::new();
+    for case in table() {
+        fx.write("site.yml", &case.playbook);
+        let out = fx.run(&["apply", "site.yml"]);
+        no_panic(&out);
+        let e = &out.stderr;
+        let located = e
+            .lines()
+            .any(|l| l.trim_start().starts_with("--> ") && l.contains(case.at));
+        let hinted = e.contains("= help: ") && e.contains(case.hint);
+        if out.code != 2 || !located || !hinted || !out.stdout.is_empty() {
+            wrong.push(format!(
+                "{} (exit {}, want {} and a hint with {:?}):\n{e}",
+                case.what, out.code, case.at, case.hint
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_task_failing_on_a_host_names_where_the_task_is_written() {
+    let fx = Fx::new();
+    fx.play("    - name: fails\n      command: /bin/false\n      changed_when: false\n");
+    let out = fx.run(&["apply", "site.yml"]);
+    out.expect(1);
+    // The line under the result says where the task is, as ansible-core's "The error appears
+    // to be in ..." does.
+    let task_at = |out: &crate::fx::Out, at: &str| {
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with("  task: ") && l.ends_with(at))
+    };
+    assert!(
+        out.stdout.contains("fatal: [localhost]: FAILED!"),
+        "{}",
+        out.stdout
+    );
+    assert!(task_at(&out, "site.yml:7:7"), "{}", out.stdout);
+    // An unreachable host's line names the task it could not run too.
+    fx.write(
+        "hosts.ini",
+        "web ansible_host=127.0.0.1 ansible_port=1 ansible_user=nobody\n",
+    );
+    fx.write(
+        "site.yml",
+        "- hosts: web\n  gather_facts: false\n  tasks:\n    - name: t\n      command: \"true\"\n      changed_when: false\n",
+    );
+    let out = fx.run(&["apply", "-i", "hosts.ini", "--timeout", "5", "site.yml"]);
+    out.expect(1);
+    assert!(
+        out.stdout.contains("fatal: [web]: UNREACHABLE!"),
+        "{}",
+        out.stdout
+    );
+    assert!(task_at(&out, "site.yml:4:7"), "{}", out.stdout);
 }

@@ -20,6 +20,18 @@ impl StateDir {
     /// Take the host lock for this run, waiting up to `timeout`. The lock is an flock held by
     /// this process: it dies with the agent, so a killed run never leaves a stale lock.
     pub fn lock(&mut self, info: &LockInfo, timeout: Duration) -> Result<(), String> {
+        self.lock_telling(info, timeout, &mut |_| {})
+    }
+
+    /// `lock`, telling `waiting` who holds the lock when it has to wait for another run (once
+    /// per holder), so that the person watching the run knows what it waits for.
+    pub fn lock_telling(
+        &mut self,
+        info: &LockInfo,
+        timeout: Duration,
+        waiting: &mut dyn FnMut(&LockInfo),
+    ) -> Result<(), String> {
+        let mut told: Option<String> = None;
         use nix::fcntl::{Flock, FlockArg};
         let lock_path = self.path.join("lock");
         // `--lock-timeout` is any number of seconds: one too far to count means no deadline.
@@ -46,8 +58,17 @@ impl StateDir {
                     // is also in the play): they are one run, so this one goes ahead.
                     let holder: Option<LockInfo> =
                         read_json(&self.path.join("lock.json")).ok().flatten();
-                    if holder.is_some_and(|h| h.run_id == info.run_id) {
-                        return Ok(());
+                    match holder {
+                        Some(h) if h.run_id == info.run_id => return Ok(()),
+                        // Said once the grace for an agent of this run is over.
+                        Some(h)
+                            if Instant::now() >= same_run_grace
+                                && told.as_deref() != Some(h.run_id.as_str()) =>
+                        {
+                            waiting(&h);
+                            told = Some(h.run_id);
+                        }
+                        _ => {}
                     }
                 }
                 Err((_, e)) => return Err(format!("cannot lock {}: {e}", lock_path.display())),
@@ -97,6 +118,16 @@ mod tests {
         // Another agent of the same run (a delegated task) goes ahead.
         let mut c = StateDir::open(Some(dir.to_str().unwrap())).unwrap();
         c.lock(&info, Duration::ZERO).unwrap();
+        // A run that waits is told who it waits for, once.
+        let mut heard = Vec::new();
+        let e = b
+            .lock_telling(&other, Duration::from_millis(1500), &mut |h| {
+                heard.push(h.run_id.clone())
+            })
+            .err()
+            .unwrap();
+        assert!(e.contains("locked by run run-1"), "{e}");
+        assert_eq!(heard, ["run-1"]);
         drop(a);
         b.lock(&other, Duration::ZERO).unwrap();
     }
