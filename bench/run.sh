@@ -13,7 +13,8 @@
 #   FIRST_RUNS=1         0: repetitions measure the floor and the converged run only
 #   PYINFRA_REPS=$ANSIBLE_REPS  repetitions of the pyinfra 3 runs of bench/pyinfra_deploy.py
 #                        (0 skips pyinfra); SETUP_PYINFRA=1 installs it into /tmp/fp-pyinfra
-#   SUMMARY=             append one line `N floor converged cpu rss_kb fds` to this file
+#   SUMMARY=             append one line `N floor converged cpu floor_cpu rss_kb fds hwm_kb
+#                        concurrency hosts_cpu floor_hosts_cpu` to this file
 #   REPS=3               repetitions of every measurement (the table shows medians)
 #   ANSIBLE_REPS=$REPS   repetitions of the Ansible runs (0 skips Ansible)
 #   ANSIBLE_PLAYBOOK=    path of ansible-playbook (default: PATH, then /tmp/fp-ansible/bin)
@@ -137,6 +138,27 @@ fi
 WORK=$(mktemp -d /tmp/fpbench.XXXXXX)
 chmod 755 "$WORK" # sshd reads authorized_keys as $BENCH_USER
 SSHD_PIDS=()
+# The hosts' own CPU: every sshd runs in a CPU-accounting cgroup of its own, so its sessions and
+# the agents they start are counted apart from the controller (these "hosts" share the
+# controller's cores; on real hosts that work runs on their CPUs), whatever else the machine runs.
+HOST_CG=
+for cg in /sys/fs/cgroup/cpuacct /sys/fs/cgroup/unified /sys/fs/cgroup; do
+    if [ -f "$cg/cpuacct.usage" ] || [ -f "$cg/cgroup.controllers" ]; then
+        if mkdir "$cg/fpbench-$$" 2>/dev/null; then HOST_CG=$cg/fpbench-$$; break; fi
+    fi
+done
+# Nanoseconds of CPU the hosts' processes used so far ("-" without a cgroup).
+host_cpu_ns() {
+    if [ -z "$HOST_CG" ]; then echo -
+    elif [ -f "$HOST_CG/cpuacct.usage" ]; then cat "$HOST_CG/cpuacct.usage"
+    else awk '$1 == "usage_usec" { print $2 * 1000 }' "$HOST_CG/cpu.stat"; fi
+}
+host_cpu_since() { # start_ns: seconds of hosts' CPU since then ("-" without a cgroup)
+    local now_ns
+    now_ns=$(host_cpu_ns)
+    [ "$1" != - ] && [ "$now_ns" != - ] || { echo -; return; }
+    awk -v a="$1" -v b="$now_ns" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'
+}
 cleanup() {
     local rc=$?
     set +e
@@ -152,6 +174,7 @@ cleanup() {
         kill -9 "$pid" 2>/dev/null
         wait "$pid" 2>/dev/null
     done
+    [ -z "$HOST_CG" ] || rmdir "$HOST_CG" 2>/dev/null
     if [ "$KEEP" = 1 ]; then
         echo "bench: kept $WORK" >&2
     else
@@ -202,7 +225,10 @@ PrintMotd no
 PrintLastLog no
 UseDNS no
 EOF
-    /usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" </dev/null >/dev/null 2>&1 &
+    (
+        [ -z "$HOST_CG" ] || echo "$BASHPID" >"$HOST_CG/cgroup.procs"
+        exec /usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" </dev/null >/dev/null 2>&1
+    ) &
     SSHD_PIDS+=("$!")
     up=0
     for _ in $(seq 100); do
@@ -291,6 +317,7 @@ busy_pct() {
 BUSY_NOTES=""
 wait_idle() {
     local what=$1 quiet=0 waited=0 p
+    p=$(busy_pct)
     while [ "$waited" -lt "$IDLE_WAIT" ]; do
         p=$(busy_pct)
         waited=$((waited + 1))
@@ -320,13 +347,15 @@ recap() {
 # floor: every host, one fresh connection (`ssh host true`), CONCURRENCY at a time (fixpoint's
 # handshake cap). Prints seconds; appends the CPU (user+sys of the ssh clients) to floor-cpu.txt.
 floor_once() {
-    local t0 t1 bad=0
+    local t0 t1 bad=0 h0
+    h0=$(host_cpu_ns)
     t0=$(now)
     printf '%s\n' "${HOSTS[@]}" | /usr/bin/time -f "%U %S" -o "$WORK/floor.time" \
         xargs -P "$CONCURRENCY" -I@ timeout "$SSH_TIMEOUT" ssh -F "$CFG" -o ControlMaster=no -o ControlPath=none @ true || bad=1
     t1=$(now)
     [ "$bad" = 0 ] || die "ssh to a host failed (see $WORK/sshd-*/sshd.log)"
     tail -n1 "$WORK/floor.time" | awk '{ printf "%.2f\n", $1 + $2 }' >>"$WORK/floor-cpu.txt"
+    host_cpu_since "$h0" >>"$WORK/floor-hostcpu.txt"
     sub "$t0" "$t1"
 }
 
@@ -335,8 +364,9 @@ floor_once() {
 run_timed() {
     local label=$1 limit=$2
     shift 2
-    local log="$WORK/logs/$label.log" t0 t1
+    local log="$WORK/logs/$label.log" t0 t1 h0
     conn_mark
+    h0=$(host_cpu_ns)
     t0=$(now)
     set +e
     /usr/bin/time -f "%U %S %M" -o "$WORK/logs/$label.time" timeout "$limit" "$@" >"$log" 2>&1 &
@@ -352,15 +382,16 @@ run_timed() {
     RUN_WALL=$(sub "$t0" "$t1")
     RUN_CPU=$(tail -n1 "$WORK/logs/$label.time" | awk '{ printf "%.2f", $1 + $2 }')
     RUN_RSS=$(tail -n1 "$WORK/logs/$label.time" | awk '{ print $3 }')
+    RUN_HOSTCPU=$(host_cpu_since "$h0")
     [ -z "$probe" ] || wait "$probe" # it ends with the run
     RUN_CONN=$(conn_count)
     RUN_CHANGED=$(recap "$log" changed)
     local failed unreach
     failed=$(recap "$log" failed)
     unreach=$(recap "$log" unreachable)
-    printf 'bench: %-24s %7.3f s  cpu %5s s  rss %6s kB  rc=%s  changed=%s  failed=%s  unreachable=%s  ssh connections/host=%s\n' \
-        "$label" "$RUN_WALL" "$RUN_CPU" "$RUN_RSS" "$RUN_RC" "$RUN_CHANGED" "$failed" "$unreach" "$RUN_CONN" >&2
-    echo "$label wall=$RUN_WALL cpu=$RUN_CPU rss_kb=$RUN_RSS rc=$RUN_RC changed=$RUN_CHANGED failed=$failed unreachable=$unreach conn=$RUN_CONN" >>"$WORK/samples.txt"
+    printf 'bench: %-24s %7.3f s  cpu %5s s  hosts cpu %5s s  rss %6s kB  rc=%s  changed=%s  failed=%s  unreachable=%s  ssh connections/host=%s\n' \
+        "$label" "$RUN_WALL" "$RUN_CPU" "$RUN_HOSTCPU" "$RUN_RSS" "$RUN_RC" "$RUN_CHANGED" "$failed" "$unreach" "$RUN_CONN" >&2
+    echo "$label wall=$RUN_WALL cpu=$RUN_CPU hostcpu=$RUN_HOSTCPU rss_kb=$RUN_RSS rc=$RUN_RC changed=$RUN_CHANGED failed=$failed unreachable=$unreach conn=$RUN_CONN" >>"$WORK/samples.txt"
 }
 
 fp_apply() { run_timed "$1" "$FP_TIMEOUT" "$FP" apply -i "$INV" --ssh-config "$CFG" --connect-concurrency "$CONCURRENCY" "${@:2}" "$PLAYBOOK"; }
@@ -425,8 +456,9 @@ FD_PROBE=1 fp_apply warmup; check_run warmup 1
 read -r PEAK_FDS PEAK_HWM <"$WORK/logs/warmup.fds" || true
 echo "bench: warm-up run: fixpoint held at most ${PEAK_FDS:-?} descriptors, VmHWM ${PEAK_HWM:-?} kB" >&2
 
-FLOOR=() FP_COLD=() FP_CONV=() FP_WARM=() FP_CONN=() FP_CPU_CONV=() FP_CPU_COLD=() FP_RSS=()
+FLOOR=() FP_COLD=() FP_CONV=() FP_WARM=() FP_CONN=() FP_CPU_CONV=() FP_CPU_COLD=() FP_RSS=() FP_HOSTCPU_CONV=()
 : >"$WORK/floor-cpu.txt"
+: >"$WORK/floor-hostcpu.txt"
 for r in $(seq "$REPS"); do
     wait_idle "fixpoint-rep-$r"
     for _ in 1 2 3; do FLOOR+=("$(floor_once)"); done
@@ -437,7 +469,7 @@ for r in $(seq "$REPS"); do
         fp_apply "fixpoint-cold-first-$r"; check_run "fixpoint-cold-first-$r" 1
         FP_COLD+=("$RUN_WALL"); FP_CPU_COLD+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN")
         fp_apply "fixpoint-converged-$r"; check_run "fixpoint-converged-$r" 0
-        FP_CONV+=("$RUN_WALL"); FP_CPU_CONV+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN")
+        FP_CONV+=("$RUN_WALL"); FP_CPU_CONV+=("$RUN_CPU"); FP_HOSTCPU_CONV+=("$RUN_HOSTCPU"); FP_CONN+=("$RUN_CONN")
     fi
 
     if [ "$FIRST_RUNS" = 1 ]; then
@@ -446,7 +478,7 @@ for r in $(seq "$REPS"); do
         FP_WARM+=("$RUN_WALL"); FP_CONN+=("$RUN_CONN")
     fi
     fp_apply "fixpoint-converged-$r-b"; check_run "fixpoint-converged-$r-b" 0
-    FP_CONV+=("$RUN_WALL"); FP_CPU_CONV+=("$RUN_CPU"); FP_CONN+=("$RUN_CONN"); FP_RSS+=("$RUN_RSS")
+    FP_CONV+=("$RUN_WALL"); FP_CPU_CONV+=("$RUN_CPU"); FP_HOSTCPU_CONV+=("$RUN_HOSTCPU"); FP_CONN+=("$RUN_CONN"); FP_RSS+=("$RUN_RSS")
 done
 
 # Convergence proof on a clean tree: --twice exits 3 if the second pass changed anything.
@@ -510,8 +542,11 @@ p_first=$(echo "${PY_FIRST[*]:-}" | median)
 p_conv=$(echo "${PY_CONV[*]:-}" | median)
 floor_cpu=$(median <"$WORK/floor-cpu.txt")
 conv_cpu=$(echo "${FP_CPU_CONV[*]}" | median)
+# Without a cgroup the hosts' CPU is "-": the median of nothing is "-" too.
+conv_hostcpu=$(echo "${FP_HOSTCPU_CONV[*]}" | tr ' ' '\n' | grep -v '^-$' | median)
+floor_hostcpu=$(grep -v '^-$' "$WORK/floor-hostcpu.txt" | median)
 conv_rss=$(echo "${FP_RSS[*]}" | median | cut -d. -f1)
-[ -z "$SUMMARY" ] || echo "$N $floor $m_conv $conv_cpu $floor_cpu $conv_rss ${PEAK_FDS:-?} ${PEAK_HWM:-?} $CONCURRENCY" >>"$SUMMARY"
+[ -z "$SUMMARY" ] || echo "$N $floor $m_conv $conv_cpu $floor_cpu $conv_rss ${PEAK_FDS:-?} ${PEAK_HWM:-?} $CONCURRENCY $conv_hostcpu $floor_hostcpu" >>"$SUMMARY"
 verdict() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "-") print "-"; else if (r + 0 <= t + 0) print "met (<= " t "x)"; else print "MISSED (> " t "x)" }'; }
 conns() { tr ' ' '\n' | awk 'NF' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
 
@@ -538,6 +573,7 @@ conns() { tr ' ' '\n' | awk 'NF' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
     echo
     [ -z "$ANSIBLE" ] || echo "ansible-playbook / fixpoint: first run $(ratio "$a_first" "$m_warm")x (warm cache) / $(ratio "$a_first" "$m_cold")x (cold cache), converged run $(ratio "$a_conv" "$m_conv")x"
     echo "fixpoint controller CPU (user+sys): converged median $conv_cpu s, cold first median $(echo "${FP_CPU_COLD[*]}" | median) s; floor's ssh clients $floor_cpu s"
+    echo "hosts' CPU (their sshd sessions and agents, one cgroup): converged median ${conv_hostcpu} s, floor ${floor_hostcpu} s"
     echo "fixpoint converged run: max RSS $conv_rss kB (/usr/bin/time); warm-up run: at most ${PEAK_FDS:-?} descriptors, VmHWM ${PEAK_HWM:-?} kB; --connect-concurrency $CONCURRENCY"
     [ -z "$PYINFRA" ] || echo "ssh connections per host per run: pyinfra $(echo "${PY_CONN[*]:-}" | conns)"
     echo "ssh connections per host per run: fixpoint $(echo "${FP_CONN[*]}" | conns) (target 1), fixpoint --twice $TWICE_CONN, ansible $(echo "${AN_CONN[*]:-}" | conns)"

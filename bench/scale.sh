@@ -42,17 +42,20 @@ done
     echo "fixpoint scale curve: bench/site.yml (88 tasks per host), $(nproc) cores, --connect-concurrency $CONCURRENCY, medians of $REPS repetitions ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
     echo "fixpoint $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown), $(ssh -V 2>&1); load average before each size: ${LOAD[*]}"
     echo
-    printf '| %5s | %8s | %9s | %6s | %7s | %9s | %15s | %10s | %9s | %8s | %5s |\n' \
-        hosts "floor s" "converged" "x floor" "CPU s" "floor CPU" "above/task/host" "RSS MB" "first MB" "per host" "fds"
-    printf '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
-    while read -r n floor conv cpu fcpu rss fds hwm _; do
-        awk -v n="$n" -v f="$floor" -v c="$conv" -v cpu="$cpu" -v fc="$fcpu" -v rss="$rss" -v fds="$fds" -v hwm="$hwm" 'BEGIN {
-            printf "| %5d | %8.3f | %9.3f | %6.2f | %7.2f | %9.2f | %12.3f ms | %10.1f | %9.1f | %5.0f kB | %5s |\n",
-                n, f, c, (f > 0 ? c / f : 0), cpu, fc, (cpu - fc) * 1000 / (n * 88), rss / 1024, hwm / 1024, hwm / n, fds }'
+    printf '| %5s | %8s | %9s | %6s | %7s | %9s | %15s | %9s | %10s | %15s | %10s | %9s | %8s | %5s |\n' \
+        hosts "floor s" "converged" "x floor" "CPU s" "floor CPU" "above/task/host" "hosts CPU" "floor hosts" "hosts/task/host" "RSS MB" "first MB" "per host" "fds"
+    printf '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
+    while read -r n floor conv cpu fcpu rss fds hwm _ hcpu fhcpu; do
+        awk -v n="$n" -v f="$floor" -v c="$conv" -v cpu="$cpu" -v fc="$fcpu" -v rss="$rss" -v fds="$fds" -v hwm="$hwm" \
+            -v hc="${hcpu:--}" -v fhc="${fhcpu:--}" 'BEGIN {
+            per = (hc == "-" || fhc == "-") ? "-" : sprintf("%.3f ms", (hc - fhc) * 1000 / (n * 88))
+            printf "| %5d | %8.3f | %9.3f | %6.2f | %7.2f | %9.2f | %12.3f ms | %9s | %10s | %15s | %10.1f | %9.1f | %5.0f kB | %5s |\n",
+                n, f, c, (f > 0 ? c / f : 0), cpu, fc, (cpu - fc) * 1000 / (n * 88), hc, fhc, per, rss / 1024, hwm / 1024, hwm / n, fds }'
     done <"$SUMMARY"
     echo
     echo "converged: fixpoint apply --connect-concurrency $CONCURRENCY on a converged tree; floor: ssh host true for every host, $CONCURRENCY at a time (xargs -P)"
     echo "CPU: user+sys of the command and the processes it waited for (/usr/bin/time); above/task/host = (CPU - floor CPU) / (hosts x 88)"
+    echo "hosts CPU: CPU of every bench sshd and what it started (sessions, agents) during the run, one cpuacct cgroup; hosts/task/host = (hosts CPU - floor hosts) / (hosts x 88)"
     echo "RSS MB: max RSS of the converged run (/usr/bin/time: the largest of fixpoint and the ssh clients it waited for);"
     echo "first MB, per host, fds: the fixpoint process alone in the warm-up (first) run: VmHWM, and the most descriptors it held"
 }
