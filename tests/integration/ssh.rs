@@ -34,16 +34,11 @@ impl Fleet {
         let config = fx.path("ssh_config");
         let refs: Vec<&SshHost> = hosts.iter().collect();
         let known_hosts = support::write_ssh_config(&refs, &config);
-        // Each loopback "host" shares this filesystem: give each its own state directory.
-        let mut inv = String::from("[fleet]\n");
-        for h in &hosts {
-            inv.push_str(&format!(
-                "{} fixpoint_state_dir={}\n",
-                h.alias(),
-                work.join(format!("{}.state", h.alias())).display()
-            ));
-        }
-        fx.write("hosts.ini", &inv);
+        let names = hosts.iter().map(|h| (h.alias().to_string(), String::new()));
+        fx.write(
+            "hosts.ini",
+            &support::hosts_inventory("fleet", names, &work),
+        );
         Fleet {
             hosts,
             fx,
