@@ -196,7 +196,7 @@ pub struct ApplyOptions {
 
 #[derive(Debug, Args)]
 // Drift's own wording where the shared one would mislead: it never applies the diffs.
-#[command(mut_arg("diff", |a| a.help("Show the diffs a run would apply.")))]
+#[command(mut_arg("diff", |a| a.help("Show the diffs a run would apply")))]
 pub struct DriftArgs {
     /// Playbooks to check (their tasks' files are compared, with what a run would change);
     /// without any, only the journal's records are compared.

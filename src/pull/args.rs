@@ -11,14 +11,14 @@ use std::path::PathBuf;
 // ansible-pull's `--checkout`, so `--check` has no short form here.
 #[command(
     mut_arg("inventory", |a| a.help("Inventory file or directory, relative to the checkout; without it, \
-        `localhost` on the local transport.")),
+        `localhost` on the local transport")),
     mut_arg("limit", |a| a.help("Further limit the selected hosts (default with `-i`: this host's \
-        names and localhost).")),
-    mut_arg("diff", |a| a.help("Show what changes.")),
-    mut_arg("extra_vars", |a| a.help("Extra variables (K=V, @file.yml or JSON); repeatable.")),
-    mut_arg("format", |a| a.help("Output format on stdout.")),
+        names and localhost)")),
+    mut_arg("diff", |a| a.help("Show what changes")),
+    mut_arg("extra_vars", |a| a.help("Extra variables (K=V, @file.yml or JSON); repeatable")),
+    mut_arg("format", |a| a.help("Output format on stdout")),
     mut_arg("lock_timeout", |a| a.help("Seconds to wait when another run (a push, another pull) \
-        holds the host's lock.")),
+        holds the host's lock")),
     mut_arg("check", |a| a.short(None)),
 )]
 pub struct PullArgs {
