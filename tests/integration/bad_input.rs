@@ -243,6 +243,13 @@ fn table() -> Vec<Bad> {
             "did you mean `webs`?",
         ),
         run(
+            "a YAML inventory key misspelt",
+            Some("all:\n  children:\n    web:\n      host:\n        w1:\n"),
+            &[],
+            Some("hosts.ini:4:7"),
+            "did you mean `hosts`?",
+        ),
+        run(
             "--limit matching no host",
             hosts,
             &["--limit", "webb"],
