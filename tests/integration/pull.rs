@@ -54,6 +54,12 @@ fn says(out: &Out, lines: &[&str]) {
     }
 }
 
+/// The pull was refused as bad input (exit 2), saying `why`.
+fn refused(out: &Out, why: &str) {
+    out.expect(2);
+    assert!(out.stderr.contains(why), "{why}: {}", out.stderr);
+}
+
 fn pull_event(fx: &Fx) -> serde_json::Value {
     let events = result_events(fx);
     let last = events.last().expect("a pull event").clone();
@@ -145,13 +151,7 @@ fn the_playbook_is_the_named_one_else_the_hosts_own_else_local() {
     assert_eq!(fx.read("t/mark"), "site\n");
     // A playbook that is not there: bad input, nothing run.
     let out = pull(&fx, &repo.url(), &["-p", "nope.yml"]);
-    out.expect(2);
-    assert!(
-        out.stderr
-            .contains("playbook `nope.yml` is not in the checkout"),
-        "{}",
-        out.stderr
-    );
+    refused(&out, "playbook `nope.yml` is not in the checkout");
     assert_eq!(fx.read("t/mark"), "site\n");
 }
 
@@ -254,14 +254,11 @@ fn only_a_commit_signed_by_a_given_ssh_key_runs() {
     let head = sh(git(&fx.path("co"), &["rev-parse", "HEAD"]));
     let unsigned = repo.commit(&[("local.yml", &local_yml("unsigned"))]);
     let out = pull(&fx, &repo.url(), &verify);
-    out.expect(2);
-    assert!(out.task_names().is_empty(), "{}", out.stdout);
-    assert!(
-        out.stderr
-            .contains(&format!("commit {unsigned} is not signed; nothing was run")),
-        "{}",
-        out.stderr
+    refused(
+        &out,
+        &format!("commit {unsigned} is not signed; nothing was run"),
     );
+    assert!(out.task_names().is_empty(), "{}", out.stdout);
     let ev = pull_event(&fx);
     assert_eq!(ev["status"], "refused");
     assert_eq!(ev["exit"], 2);
@@ -275,19 +272,12 @@ fn only_a_commit_signed_by_a_given_ssh_key_runs() {
         &[],
     );
     let out = pull(&fx, &repo.url(), &verify);
-    out.expect(2);
-    assert!(
-        out.stderr
-            .contains("does not verify against the given keys"),
-        "{}",
-        out.stderr
-    );
+    refused(&out, "does not verify against the given keys");
     assert_eq!(fx.read("t/mark"), "signed\n");
 
     // `--verify-commit` without keys is bad input.
     let out = pull(&fx, &repo.url(), &["--verify-commit"]);
-    out.expect(2);
-    assert!(out.stderr.contains("needs the keys"), "{}", out.stderr);
+    refused(&out, "needs the keys");
 }
 
 #[test]
@@ -315,13 +305,7 @@ fn only_a_commit_signed_by_a_key_of_the_keyring_runs() {
         &[("GNUPGHOME", &other.home)],
     );
     let out = pull(&fx, &repo.url(), &verify);
-    out.expect(2);
-    assert!(
-        out.stderr
-            .contains("does not verify against the given keys"),
-        "{}",
-        out.stderr
-    );
+    refused(&out, "does not verify against the given keys");
     assert_eq!(pull_event(&fx)["status"], "refused");
     assert_eq!(fx.read("t/mark"), "gpg\n");
 }
