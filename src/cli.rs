@@ -63,15 +63,28 @@ pub struct RunArgs {
     /// Playbook files to run, in order.
     #[arg(required = true)]
     pub playbooks: Vec<PathBuf>,
+    #[command(flatten)]
+    pub run: RunOptions,
+    #[command(flatten)]
+    pub change: ChangeOptions,
+    #[command(flatten)]
+    pub controller: ControllerOptions,
+    #[command(flatten)]
+    pub apply: ApplyOptions,
+}
+
+// The option structs below are flattened into the subcommands that take them, so each option
+// is declared once. They carry no `///` line: clap would make it the subcommand's about text.
+
+// What every run of playbooks takes: `apply`, `check`, `drift` and `pull`.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct RunOptions {
     /// Inventory file or directory; without it, the implicit host `localhost` on the local transport.
     #[arg(short = 'i', long = "inventory")]
     pub inventory: Option<PathBuf>,
     /// Further limit the selected hosts with a pattern.
     #[arg(short = 'l', long = "limit")]
     pub limit: Option<String>,
-    /// Probe and plan only; change nothing.
-    #[arg(short = 'C', long = "check")]
-    pub check: bool,
     /// Show what changes: unified diffs for content, before → after for attributes.
     #[arg(short = 'D', long = "diff")]
     pub diff: bool,
@@ -84,17 +97,34 @@ pub struct RunArgs {
     /// Skip tasks with these tags.
     #[arg(long = "skip-tags", value_delimiter = ',')]
     pub skip_tags: Vec<String>,
-    /// Apply, then apply again; exit 3 if the second pass changed anything.
-    #[arg(long)]
-    pub twice: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// More detail (repeatable).
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Seconds to wait when another run holds a host's lock (0: fail that host at once).
+    #[arg(long = "lock-timeout", default_value_t = 0)]
+    pub lock_timeout: u64,
+}
+
+// What a run that may change hosts takes: `apply`, `check` and `pull` (not `drift`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct ChangeOptions {
+    /// Probe and plan only; change nothing.
+    #[arg(short = 'C', long = "check")]
+    pub check: bool,
+    /// Run notified handlers even on hosts that failed.
+    #[arg(long = "force-handlers")]
+    pub force_handlers: bool,
+}
+
+// What a run from this controller to its hosts takes: `apply`, `check` and `drift` (not
+// `pull`, which runs on the host itself).
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct ControllerOptions {
     /// How many hosts to work on at once.
-    #[arg(short = 'f', long = "forks", default_value_t = 50)]
+    #[arg(short = 'f', long = "forks", default_value_t = 50, value_parser = forks)]
     pub forks: usize,
     /// Seconds to wait for a connection (and for the agent to start).
     #[arg(long, default_value_t = 30)]
@@ -112,16 +142,33 @@ pub struct RunArgs {
     /// Ask for the sudo password once (read from the terminal, or from stdin when not a terminal).
     #[arg(short = 'K', long = "ask-become-pass")]
     pub ask_become_pass: bool,
-    /// Run notified handlers even on hosts that failed.
-    #[arg(long = "force-handlers")]
-    pub force_handlers: bool,
-    /// Seconds to wait when another run holds a host's lock (0: fail that host at once).
-    #[arg(long = "lock-timeout", default_value_t = 0)]
-    pub lock_timeout: u64,
     /// Directories to search for roles after roles/ beside the playbook (colon-separated);
     /// ANSIBLE_ROLES_PATH is searched after them.
     #[arg(long = "roles-path")]
     pub roles_path: Vec<String>,
+    /// No live status lines per host, even on a terminal (they are never shown when stdout is
+    /// not a terminal, with --format json, NO_COLOR or TERM=dumb).
+    #[arg(long = "no-progress")]
+    pub no_progress: bool,
+}
+
+/// `--forks`: a whole number of hosts, at least 1 (clap's own message would not say what to
+/// write instead).
+fn forks(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "`{s}` is not a number of hosts to work on at once; write a whole number of at least 1, e.g. --forks 10"
+        )),
+    }
+}
+
+// What only `apply` and `check` take; `drift` runs with the defaults.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ApplyOptions {
+    /// Apply, then apply again; exit 3 if the second pass changed anything.
+    #[arg(long)]
+    pub twice: bool,
     /// List the tasks each play would run (after --tags/--skip-tags), and exit.
     #[arg(long = "list-tasks")]
     pub list_tasks: bool,
@@ -145,49 +192,19 @@ pub struct RunArgs {
     /// cross-host hostvars, delegate_to) with their per-shard meaning (docs/fleet.md).
     #[arg(long = "shard-allow-cross")]
     pub shard_allow_cross: bool,
-    /// No live status lines per host, even on a terminal (they are never shown when stdout is
-    /// not a terminal, with --format json, NO_COLOR or TERM=dumb).
-    #[arg(long = "no-progress")]
-    pub no_progress: bool,
 }
 
 #[derive(Debug, Args)]
+// Drift's own wording where the shared one would mislead: it never applies the diffs.
+#[command(mut_arg("diff", |a| a.help("Show the diffs a run would apply")))]
 pub struct DriftArgs {
     /// Playbooks to check (their tasks' files are compared, with what a run would change);
     /// without any, only the journal's records are compared.
     pub playbooks: Vec<PathBuf>,
-    #[arg(short = 'i', long = "inventory")]
-    pub inventory: Option<PathBuf>,
-    /// Further limit the selected hosts with a pattern.
-    #[arg(short = 'l', long = "limit")]
-    pub limit: Option<String>,
-    /// Show the diffs a run would apply.
-    #[arg(short = 'D', long = "diff")]
-    pub diff: bool,
-    #[arg(short = 'e', long = "extra-vars")]
-    pub extra_vars: Vec<String>,
-    #[arg(short = 't', long = "tags", value_delimiter = ',')]
-    pub tags: Vec<String>,
-    #[arg(long = "skip-tags", value_delimiter = ',')]
-    pub skip_tags: Vec<String>,
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
-    #[arg(short = 'v', action = clap::ArgAction::Count)]
-    pub verbose: u8,
-    #[arg(short = 'f', long = "forks", default_value_t = 50)]
-    pub forks: usize,
-    #[arg(long, default_value_t = 30)]
-    pub timeout: u64,
-    #[arg(long = "ssh-config")]
-    pub ssh_config: Option<PathBuf>,
-    #[arg(long = "accept-new-host-keys")]
-    pub accept_new_host_keys: bool,
-    #[arg(short = 'K', long = "ask-become-pass")]
-    pub ask_become_pass: bool,
-    #[arg(long = "lock-timeout", default_value_t = 0)]
-    pub lock_timeout: u64,
-    #[arg(long = "roles-path")]
-    pub roles_path: Vec<String>,
+    #[command(flatten)]
+    pub run: RunOptions,
+    #[command(flatten)]
+    pub controller: ControllerOptions,
     /// Without playbooks: read the become user's journal (root by default), where `become:
     /// true` tasks record.
     #[arg(short = 'b', long = "become")]
@@ -199,47 +216,28 @@ impl DriftArgs {
     pub fn into_run_args(self) -> RunArgs {
         RunArgs {
             playbooks: self.playbooks,
-            inventory: self.inventory,
-            limit: self.limit,
-            check: true,
-            diff: self.diff,
-            extra_vars: self.extra_vars,
-            tags: self.tags,
-            skip_tags: self.skip_tags,
-            twice: false,
-            format: self.format,
-            verbose: self.verbose,
-            forks: self.forks,
-            timeout: self.timeout,
-            ssh_config: self.ssh_config,
-            accept_new_host_keys: self.accept_new_host_keys,
-            ask_become_pass: self.ask_become_pass,
-            force_handlers: false,
-            lock_timeout: self.lock_timeout,
-            roles_path: self.roles_path,
-            list_tasks: false,
-            list_hosts: false,
-            list_tags: false,
-            syntax_check: false,
-            start_at_task: None,
-            shard: None,
-            shard_allow_cross: false,
-            no_progress: false,
-            connect_concurrency: None,
+            run: self.run,
+            change: ChangeOptions {
+                check: true,
+                ..ChangeOptions::default()
+            },
+            controller: self.controller,
+            apply: ApplyOptions::default(),
         }
     }
 
     /// `fixpoint drift` without playbooks: `fixpoint journal drift` on the selected hosts.
     pub fn into_journal_args(self) -> JournalArgs {
+        let run = self.run;
         JournalArgs {
-            inventory: self.inventory,
-            host: self.limit,
-            ssh_config: self.ssh_config,
-            accept_new_host_keys: self.accept_new_host_keys,
+            inventory: run.inventory,
+            host: run.limit,
+            ssh_config: self.controller.ssh_config,
+            accept_new_host_keys: self.controller.accept_new_host_keys,
             become_: self.become_,
-            lock_timeout: self.lock_timeout,
-            format: self.format,
-            extra_vars: self.extra_vars,
+            lock_timeout: run.lock_timeout,
+            format: run.format,
+            extra_vars: run.extra_vars,
             action: JournalAction::Drift,
         }
     }
@@ -330,4 +328,116 @@ pub enum JournalAction {
         #[arg(long, default_value_t = 90)]
         days: u64,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every option of `T` given a value other than its default, as `apply` spells it.
+    fn every_option<T: Args>(argv: &[&str]) -> Vec<String> {
+        let cmd = T::augment_args(clap::Command::new("t"));
+        for arg in cmd.get_arguments() {
+            let given = argv.iter().any(|w| {
+                arg.get_long().is_some_and(|l| *w == format!("--{l}"))
+                    || arg.get_short().is_some_and(|s| *w == format!("-{s}"))
+            });
+            assert!(given, "the test gives no value to --{}", arg.get_id());
+        }
+        argv.iter().map(|w| w.to_string()).collect()
+    }
+
+    fn parse(argv: &[String]) -> Command {
+        let argv = ["fixpoint"]
+            .into_iter()
+            .map(String::from)
+            .chain(argv.iter().cloned());
+        Cli::try_parse_from(argv)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .command
+    }
+
+    fn line(parts: &[&[String]]) -> Vec<String> {
+        parts.concat()
+    }
+
+    #[test]
+    fn drift_and_pull_take_the_shared_options_as_apply_does() {
+        let run = every_option::<RunOptions>(&[
+            "-i",
+            "inv",
+            "-l",
+            "web",
+            "-D",
+            "-e",
+            "a=1",
+            "-t",
+            "x,y",
+            "--skip-tags",
+            "z",
+            "--format",
+            "json",
+            "-v",
+            "-v",
+            "--lock-timeout",
+            "7",
+        ]);
+        let change = every_option::<ChangeOptions>(&["--check", "--force-handlers"]);
+        let controller = every_option::<ControllerOptions>(&[
+            "-f",
+            "3",
+            "--timeout",
+            "9",
+            "--connect-concurrency",
+            "2",
+            "--ssh-config",
+            "cfg",
+            "--accept-new-host-keys",
+            "-K",
+            "--roles-path",
+            "r",
+            "--no-progress",
+        ]);
+        let words = |w: &[&str]| -> Vec<String> { w.iter().map(|s| s.to_string()).collect() };
+        let book = words(&["site.yml"]);
+        let Command::Apply(apply) = parse(&line(&[
+            &words(&["apply"]),
+            &run,
+            &change,
+            &controller,
+            &book,
+        ])) else {
+            panic!("not apply")
+        };
+        assert_eq!(apply.run.lock_timeout, 7);
+        assert!(apply.change.force_handlers && apply.controller.no_progress);
+
+        let Command::Drift(drift) = parse(&line(&[&words(&["drift"]), &run, &controller, &book]))
+        else {
+            panic!("not drift")
+        };
+        assert_eq!(drift.run, apply.run);
+        assert_eq!(drift.controller, apply.controller);
+        let as_run = drift.into_run_args();
+        assert!(as_run.change.check && !as_run.change.force_handlers);
+
+        let Command::Pull(pull) = parse(&line(&[&words(&["pull", "-U", "u"]), &run, &change]))
+        else {
+            panic!("not pull")
+        };
+        assert_eq!(pull.run, apply.run);
+        assert_eq!(pull.change, apply.change);
+
+        // What a subcommand does not share it refuses: a drift changes nothing, and a pull
+        // connects to no other host.
+        for (sub, opt) in [
+            (&["drift"][..], "--force-handlers"),
+            (&["drift"][..], "--twice"),
+            (&["pull", "-U", "u"][..], "--forks=2"),
+            (&["pull", "-U", "u"][..], "--shard=0/2"),
+        ] {
+            let argv = ["fixpoint"].iter().chain(sub).chain([&opt, &"site.yml"]);
+            assert!(Cli::try_parse_from(argv).is_err(), "{sub:?} took {opt}");
+        }
+    }
 }

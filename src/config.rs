@@ -69,61 +69,65 @@ pub fn roles_path(cli: &[String]) -> Vec<PathBuf> {
 
 impl Config {
     pub fn from_run_args(a: RunArgs, check_cmd: bool) -> Result<Config, Diagnostic> {
-        let extra_vars = parse_extra_vars(&a.extra_vars)?;
-        if a.forks == 0 {
-            return Err(Diagnostic::new("--forks must be at least 1"));
-        }
-        if a.twice && (a.check || check_cmd) {
+        let RunArgs {
+            playbooks,
+            run,
+            change,
+            controller: ctl,
+            apply,
+        } = a;
+        let extra_vars = parse_extra_vars(&run.extra_vars)?;
+        if apply.twice && (change.check || check_cmd) {
             return Err(
                 Diagnostic::new("--twice cannot be combined with check mode")
                     .help("--twice applies changes and then proves a second run changes nothing"),
             );
         }
-        if a.shard_allow_cross && a.shard.is_none() {
+        if apply.shard_allow_cross && apply.shard.is_none() {
             return Err(Diagnostic::new("--shard-allow-cross needs --shard")
                 .help("give the shard (--shard INDEX/COUNT or FIXPOINT_SHARD), or drop --shard-allow-cross"));
         }
-        let become_password = if a.ask_become_pass {
+        let become_password = if ctl.ask_become_pass {
             Some(read_become_password()?)
         } else {
             None
         };
         Ok(Config {
-            playbooks: a.playbooks,
-            inventory: a.inventory,
-            limit: a.limit,
-            check: a.check || check_cmd,
-            diff: a.diff || check_cmd,
+            playbooks,
+            inventory: run.inventory,
+            limit: run.limit,
+            check: change.check || check_cmd,
+            diff: run.diff || check_cmd,
             extra_vars: extra_vars.into(),
-            tags: a.tags,
-            skip_tags: a.skip_tags,
-            twice: a.twice,
-            json: a.format == Format::Json,
-            verbosity: a.verbose,
-            forks: a.forks,
-            connect_timeout: Duration::from_secs(a.timeout.max(1)),
-            handshakes: Handshakes::new(connect_concurrency(a.connect_concurrency)?),
-            ssh_config: a.ssh_config,
-            accept_new_host_keys: a.accept_new_host_keys,
+            tags: run.tags,
+            skip_tags: run.skip_tags,
+            twice: apply.twice,
+            json: run.format == Format::Json,
+            verbosity: run.verbose,
+            forks: ctl.forks,
+            connect_timeout: Duration::from_secs(ctl.timeout.max(1)),
+            handshakes: Handshakes::new(connect_concurrency(ctl.connect_concurrency)?),
+            ssh_config: ctl.ssh_config,
+            accept_new_host_keys: ctl.accept_new_host_keys,
             become_password,
-            force_handlers: a.force_handlers,
-            lock_timeout: a.lock_timeout,
-            roles_path: roles_path(&a.roles_path),
-            listing: if a.syntax_check {
+            force_handlers: change.force_handlers,
+            lock_timeout: run.lock_timeout,
+            roles_path: roles_path(&ctl.roles_path),
+            listing: if apply.syntax_check {
                 Some(Listing::SyntaxCheck)
-            } else if a.list_hosts {
+            } else if apply.list_hosts {
                 Some(Listing::Hosts)
-            } else if a.list_tasks {
+            } else if apply.list_tasks {
                 Some(Listing::Tasks)
-            } else if a.list_tags {
+            } else if apply.list_tags {
                 Some(Listing::Tags)
             } else {
                 None
             },
-            start_at_task: a.start_at_task,
-            shard: a.shard,
-            shard_allow_cross: a.shard_allow_cross,
-            no_progress: a.no_progress,
+            start_at_task: apply.start_at_task,
+            shard: apply.shard,
+            shard_allow_cross: apply.shard_allow_cross,
+            no_progress: ctl.no_progress,
         })
     }
 }
@@ -238,7 +242,10 @@ pub fn parse_extra_vars(items: &[String]) -> Result<Map<String, Value>, Diagnost
     for item in items {
         let item = item.trim();
         let vars = if let Some(file) = item.strip_prefix('@') {
-            let node = yaml::load_file(Path::new(file))?;
+            let node = yaml::load_file(Path::new(file)).map_err(|mut d| {
+                d.msg = format!("-e @{file}: {}", d.msg);
+                d
+            })?;
             match node.to_json() {
                 Value::Object(m) => m,
                 Value::Null => Map::new(),
@@ -246,14 +253,23 @@ pub fn parse_extra_vars(items: &[String]) -> Result<Map<String, Value>, Diagnost
                     return Err(Diagnostic::at(
                         &node.pos,
                         format!("-e @{file}: the file must hold a mapping of variables"),
-                    ))
+                    )
+                    .help("write one `name: value` line per variable"))
                 }
             }
         } else if item.starts_with('{') {
-            let node = yaml::parse_str(item, Path::new("<-e>"))?;
+            let json_help = "write a JSON object, quoted for the shell: -e '{\"key\": \"value\"}'";
+            let node = yaml::parse_str(item, Path::new("<-e>")).map_err(|d| Diagnostic {
+                msg: format!("-e {item}: {}", d.msg),
+                ..d.help(json_help)
+            })?;
             match node.to_json() {
                 Value::Object(m) => m,
-                _ => return Err(Diagnostic::new(format!("-e {item}: expected a mapping"))),
+                _ => {
+                    return Err(
+                        Diagnostic::new(format!("-e {item}: expected a mapping")).help(json_help)
+                    )
+                }
             }
         } else {
             let pos = Pos::file_only(Path::new("<-e>"));

@@ -162,7 +162,11 @@ fn inventory_diag(e: inventory::InventoryError) -> Diagnostic {
         line: e.line.unwrap_or(0),
         col: e.col.unwrap_or(1),
     };
-    Diagnostic::at(&pos, format!("invalid inventory: {}", e.msg))
+    let d = Diagnostic::at(&pos, format!("invalid inventory: {}", e.msg));
+    match e.help {
+        Some(help) => d.help(help),
+        None => d,
+    }
 }
 
 /// Load every playbook, and the vars directories beside them, or say everything that is wrong
@@ -221,7 +225,7 @@ fn invalid_all(problems: &[Diagnostic]) -> ExitCode {
 
 /// `apply`, `check`, or (`drift`) a check that reports drift and exits 3 when it finds some.
 fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
-    init_tracing(args.verbose);
+    init_tracing(args.run.verbose);
     let cfg = match config::Config::from_run_args(args, check_cmd) {
         Ok(c) => c,
         Err(d) => return invalid(&d),
@@ -236,9 +240,8 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
         Ok(b) => b,
         Err(problems) => return invalid_all(&problems),
     };
-    if let Err(msg) = check_limit(&cfg, &inv) {
-        eprintln!("error: {msg}");
-        return ExitCode::from(EXIT_INVALID);
+    if let Err(d) = check_limit(&cfg, &inv) {
+        return invalid(&d);
     }
     match cfg.listing {
         Some(config::Listing::SyntaxCheck) => return validated(&books),
@@ -311,23 +314,29 @@ fn fit_open_files(hosts: usize, cfg: &config::Config) -> Result<(), Diagnostic> 
 /// `--limit` that leaves none of the inventory's hosts is refused before anything runs, as
 /// ansible-playbook does ("no hosts to target"); without an inventory file (the implicit
 /// localhost) there is nothing to refuse, as there.
-fn check_limit(cfg: &config::Config, inv: &inventory::Inventory) -> Result<(), String> {
+fn check_limit(cfg: &config::Config, inv: &inventory::Inventory) -> Result<(), Diagnostic> {
     let (Some(limit), Some(_)) = (&cfg.limit, &cfg.inventory) else {
         return Ok(());
     };
-    let all = inv.select("all").map_err(|e| e.msg.clone())?;
+    let all = inv
+        .select("all")
+        .map_err(|e| Diagnostic::new(e.msg.clone()))?;
     if all.is_empty() {
         return Ok(());
     }
-    let allowed = inv
-        .select(limit)
-        .map_err(|e| format!("bad --limit pattern: {}", e.msg))?;
+    let allowed = inv.select(limit).map_err(|e| {
+        Diagnostic::new(format!("bad --limit pattern: {}", e.msg)).help(
+            "a pattern is host or group names, globs (`web*`) or `~regex`, joined by `:`, \
+             with `&` to intersect and `!` to exclude",
+        )
+    })?;
     if all.iter().any(|h| allowed.contains(h)) {
         return Ok(());
     }
-    Err(format!(
+    Err(Diagnostic::new(format!(
         "--limit `{limit}` leaves no hosts to target: it matches none of the inventory's hosts"
     ))
+    .help(inv.unmatched_pattern_hint(limit)))
 }
 
 fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {

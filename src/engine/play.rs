@@ -19,6 +19,16 @@ impl Engine {
                 return;
             }
         };
+        // Ansible skips such a play with a warning; the warning says where it is and what to do.
+        let pattern_hint = selected.is_empty().then(|| {
+            let hint = match &self.cfg.inventory {
+                None => {
+                    "without -i the only host is `localhost`: give the inventory with -i".into()
+                }
+                Some(_) => self.inventory.unmatched_pattern_hint(&play.hosts),
+            };
+            format!(" (written at {}); {hint}", play.pos)
+        });
         if let Some(limit) = &self.cfg.limit {
             match self.inventory.select(limit) {
                 Ok(allowed) => selected.retain(|h| allowed.contains(h)),
@@ -40,8 +50,10 @@ impl Engine {
                 None => String::new(),
             };
             self.reporter.warn(&format!(
-                "play \"{}\": no hosts matched `{}`{shard}",
-                play.name, play.hosts
+                "play \"{}\": no hosts matched `{}`{shard}{}",
+                play.name,
+                play.hosts,
+                pattern_hint.unwrap_or_default()
             ));
             return;
         }

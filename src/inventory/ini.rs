@@ -9,9 +9,17 @@ use super::host_entry::{expand_host_pattern, is_ipv6};
 use super::model::{Inventory, InventoryError, Loc, UNGROUPED};
 use super::pyliteral::{parse_inline_value, parse_value};
 
-/// `[g:vars]` sections seen while loading, checked once every file is read (the group may be
-/// defined in a later file of an inventory directory).
-pub(super) type PendingVars = Vec<(String, Loc)>;
+/// Groups that INI sections name without defining them (`[g:vars]`, or `g` under
+/// `[parent:children]`), checked once every file is read: the group may be defined in a later
+/// file of an inventory directory.
+pub(super) type Pending = Vec<Reference>;
+
+pub(super) struct Reference {
+    pub(super) group: String,
+    pub(super) loc: Loc,
+    /// The group whose `:children` section names it; `None` for a `[group:vars]` section.
+    pub(super) child_of: Option<String>,
+}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Section {
@@ -25,7 +33,7 @@ impl Inventory {
         &mut self,
         path: &Path,
         text: &str,
-        pending: &mut PendingVars,
+        pending: &mut Pending,
     ) -> Result<(), InventoryError> {
         // Hosts before any section header are ungrouped, as in Ansible.
         let mut group = UNGROUPED.to_string();
@@ -42,7 +50,12 @@ impl Inventory {
                 InventoryError::new(path, Some(lineno), Some(col_of(col)), msg)
             };
             if line.starts_with('[') && !starts_with_bracketed_ipv6(line) {
-                let (name, kind) = parse_section_header(line).map_err(|m| err(0, m))?;
+                let (name, kind) = parse_section_header(line).map_err(|m| {
+                    err(0, m).help(
+                        "a section header is `[group]`, `[group:vars]` or `[group:children]`, \
+                         alone on its line; a group name has no spaces",
+                    )
+                })?;
                 section = match kind {
                     None => Section::Hosts,
                     Some("children") => Section::Children,
@@ -53,7 +66,11 @@ impl Inventory {
                             format!(
                             "unknown section type `[{name}:{other}]`; expected :vars or :children"
                         ),
-                        ))
+                        )
+                        .help(format!(
+                            "write `[{name}]` for hosts, `[{name}:vars]` for variables or \
+                             `[{name}:children]` for groups"
+                        )))
                     }
                 };
                 group = name.to_string();
@@ -64,7 +81,11 @@ impl Inventory {
                 };
                 if section == Section::Vars {
                     self.groups.entry(group.clone()).or_default();
-                    pending.push((group.clone(), loc));
+                    pending.push(Reference {
+                        group: group.clone(),
+                        loc,
+                        child_of: None,
+                    });
                 } else {
                     self.declare_group(&group);
                 }
@@ -80,14 +101,21 @@ impl Inventory {
                                 "expected one group name per line in `[{group}:children]`, got `{line}`"
                             ),
                         )
+                        .help(format!(
+                            "list one group name per line here; hosts go under `[{group}]`"
+                        ))
                     })?;
-                    // Groups only named as children exist, empty unless defined elsewhere.
-                    self.declare_group(child);
                     let loc = Loc {
                         file: path.to_path_buf(),
                         line: Some(lineno),
                         col: Some(col_of(0)),
                     };
+                    // As in Ansible, the child must be defined somewhere (its own section).
+                    pending.push(Reference {
+                        group: child.to_string(),
+                        loc: loc.clone(),
+                        child_of: Some(group.clone()),
+                    });
                     self.link(&group, child, Some(loc));
                 }
                 Section::Vars => {
@@ -95,14 +123,16 @@ impl Inventory {
                         return Err(err(
                             0,
                             format!("expected `name=value` in `[{group}:vars]`, got `{line}`"),
-                        ));
+                        )
+                        .help("write one variable per line as `name=value`"));
                     };
                     let k = k.trim();
                     if k.is_empty() {
                         return Err(err(
                             0,
                             format!("missing variable name before `=` in `{line}`"),
-                        ));
+                        )
+                        .help("write one variable per line as `name=value`"));
                     }
                     self.set_group_var(&group, k, parse_value(v.trim()));
                 }
@@ -117,6 +147,13 @@ impl Inventory {
         line: &str,
         err: &dyn Fn(usize, String) -> InventoryError,
     ) -> Result<(), InventoryError> {
+        // Every mistake in a host line has the same remedy: the line's shape.
+        let err = |col: usize, msg: String| {
+            err(col, msg).help(
+                "a host line is `name [name=value ...]` (name may be `host:port` or a range like \
+                 `web[01:20]`); quote a value that has spaces: `name=\"a b\"`",
+            )
+        };
         let tokens = shell_split(line).map_err(|(pos, m)| err(pos, m))?;
         let Some(first) = tokens.first() else {
             return Ok(()); // only a trailing comment
@@ -131,7 +168,7 @@ impl Inventory {
                 return Err(err(
                     t.start,
                     format!(
-                        "expected `name=value` after the host name, got `{}`; quote values that contain spaces",
+                        "expected `name=value` after the host name, got `{}`",
                         t.text
                     ),
                 ));
@@ -385,18 +422,30 @@ mod tests {
     }
 
     #[test]
-    fn children_only_groups_are_created_empty() {
+    fn a_children_entry_must_name_a_group_defined_somewhere() {
         let dir = tempfile::tempdir().unwrap();
+        // Defined after it is named, or only by an empty section: fine, as in Ansible.
         let p = write(
             dir.path(),
             "hosts",
-            "[web]\nw1\n[site:children]\nweb\nfuture\n",
+            "[site:children]\nweb\nfuture\n[web]\nw1\n[future]\n",
         );
         let inv = Inventory::load(&p).unwrap();
         let g = inv.groups_map();
         assert_eq!(g["future"], Vec::<String>::new());
         assert_eq!(g["site"], strs(&["w1"]));
         assert_eq!(inv.group_names("w1"), strs(&["site", "web"]));
+
+        // Never defined: refused where it is named, with the near name.
+        let p = write(dir.path(), "h2", "[webs]\nw1\n[site:children]\nweb\n");
+        let e = Inventory::load(&p).unwrap_err();
+        assert_eq!((e.line, e.col), (Some(4), Some(1)));
+        assert!(
+            e.msg.contains("`[site:children]` names group `web`"),
+            "{}",
+            e.msg
+        );
+        assert!(e.help.unwrap().contains("did you mean `webs`?"));
     }
 
     #[test]

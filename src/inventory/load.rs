@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::ini::PendingVars;
+use super::ini::Pending;
 use super::model::{Inventory, InventoryError};
 use super::yaml::{looks_like_yaml_inventory, parse_yaml};
 
@@ -17,14 +17,12 @@ impl Inventory {
                 path,
                 None,
                 None,
-                format!(
-                    "cannot read inventory `{}`: {e}; pass an existing inventory file or directory",
-                    path.display()
-                ),
+                format!("cannot read inventory `{}`: {e}", path.display()),
             )
+            .help("pass an existing inventory file or directory with -i")
         })?;
         let mut inv = Inventory::empty(path);
-        let mut pending = PendingVars::new();
+        let mut pending = Pending::new();
         let vars_dir = if meta.is_dir() {
             inv.load_dir(path, &mut pending)?;
             path.to_path_buf()
@@ -44,7 +42,7 @@ impl Inventory {
     /// `load` does, without reading the disk (no `group_vars/`): what the fuzz targets call.
     pub fn parse_text(path: &Path, text: &str, yaml: bool) -> Result<Inventory, InventoryError> {
         let mut inv = Inventory::empty(path);
-        let mut pending = PendingVars::new();
+        let mut pending = Pending::new();
         if yaml {
             let doc = parse_yaml(path, text)?;
             inv.parse_yaml_inventory(&doc)?;
@@ -55,26 +53,34 @@ impl Inventory {
         Ok(inv)
     }
 
-    /// Refuses `[g:vars]` sections of groups no source defined, then finalises the groups.
-    fn check_and_finalize(&mut self, pending: PendingVars) -> Result<(), InventoryError> {
-        for (group, loc) in pending {
-            if !self.groups.get(&group).is_some_and(|g| g.declared) {
-                return Err(InventoryError::new(
-                    &loc.file,
-                    loc.line,
-                    loc.col,
-                    format!(
-                        "section `[{group}:vars]` sets variables for group `{group}`, which is never defined; \
-                         add a `[{group}]` section or fix the group name"
-                    ),
-                ));
+    /// Refuses `[g:vars]` sections and `[p:children]` entries of groups no source defined,
+    /// then finalises the groups.
+    fn check_and_finalize(&mut self, pending: Pending) -> Result<(), InventoryError> {
+        for r in pending {
+            if self.groups.get(&r.group).is_some_and(|g| g.declared) {
+                continue;
             }
+            let group = &r.group;
+            let (msg, help) = match &r.child_of {
+                None => (
+                    format!("section `[{group}:vars]` sets variables for group `{group}`, which is never defined"),
+                    format!("add a `[{group}]` section (it may be empty) or fix the group name"),
+                ),
+                Some(parent) => (
+                    format!("`[{parent}:children]` names group `{group}`, which is never defined"),
+                    match crate::diag::suggest(group, self.declared_groups()) {
+                        Some(near) => format!("did you mean `{near}`? Else add a `[{group}]` section (it may be empty)"),
+                        None => format!("add a `[{group}]` section (it may be empty), or fix the group name"),
+                    },
+                ),
+            };
+            return Err(InventoryError::new(&r.loc.file, r.loc.line, r.loc.col, msg).help(help));
         }
         self.finalize()
     }
 
     /// Every inventory file of a directory (recursively, in name order), as Ansible does.
-    fn load_dir(&mut self, dir: &Path, pending: &mut PendingVars) -> Result<(), InventoryError> {
+    fn load_dir(&mut self, dir: &Path, pending: &mut Pending) -> Result<(), InventoryError> {
         let read_err = |e: std::io::Error| {
             InventoryError::new(
                 dir,
@@ -104,7 +110,7 @@ impl Inventory {
         Ok(())
     }
 
-    fn load_file(&mut self, path: &Path, pending: &mut PendingVars) -> Result<(), InventoryError> {
+    fn load_file(&mut self, path: &Path, pending: &mut Pending) -> Result<(), InventoryError> {
         let text = fs::read_to_string(path).map_err(|e| {
             InventoryError::new(path, None, None, format!("cannot read inventory file: {e}"))
         })?;
@@ -231,6 +237,12 @@ mod tests {
         assert_eq!(e.line, Some(4));
 
         let e = Inventory::load(&dir.path().join("missing")).unwrap_err();
-        assert!(e.msg.contains("pass an existing inventory"), "{}", e.msg);
+        assert!(
+            e.help
+                .as_deref()
+                .unwrap_or_default()
+                .contains("pass an existing inventory"),
+            "{e:?}"
+        );
     }
 }

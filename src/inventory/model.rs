@@ -21,6 +21,8 @@ pub struct InventoryError {
     /// 1-based column, when known.
     pub col: Option<usize>,
     pub msg: String,
+    /// What to do about it, when the message alone does not say.
+    pub help: Option<String>,
 }
 
 impl InventoryError {
@@ -35,7 +37,13 @@ impl InventoryError {
             line,
             col,
             msg: msg.into(),
+            help: None,
         }
+    }
+
+    pub(super) fn help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
     }
 }
 
@@ -155,6 +163,14 @@ impl Inventory {
             .push(host.to_string());
     }
 
+    /// The groups a source defines (not those only referred to), for "did you mean" hints.
+    pub(super) fn declared_groups(&self) -> impl Iterator<Item = &str> {
+        self.groups
+            .iter()
+            .filter(|(_, g)| g.declared)
+            .map(|(name, _)| name.as_str())
+    }
+
     pub(super) fn link(&mut self, parent: &str, child: &str, loc: Option<Loc>) {
         let p = self.groups.entry(parent.to_string()).or_default();
         if !p.children.iter().any(|c| c == child) {
@@ -271,11 +287,9 @@ impl Inventory {
                     &file,
                     line,
                     col,
-                    format!(
-                        "groups form a cycle: {}; a group cannot contain itself, so remove one of these children entries",
-                        cycle.join(" → ")
-                    ),
-                ));
+                    format!("groups form a cycle: {}", cycle.join(" → ")),
+                )
+                .help("a group cannot contain itself: remove one of these children entries"));
             }
         }
         Ok(())

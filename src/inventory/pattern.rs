@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use super::host_entry::is_ipv6;
-use super::model::{Inventory, InventoryError, ALL, LOCALHOST_NAMES};
+use super::model::{Inventory, InventoryError, ALL, LOCALHOST_NAMES, UNGROUPED};
 
 impl Inventory {
     /// Hosts matching an Ansible host pattern (`hosts:` of a play, `--limit`), in inventory
@@ -49,6 +49,45 @@ impl Inventory {
         // Stable: implicit hosts (not in the inventory) stay last, in pattern order.
         out.sort_by_key(|h| self.host_index.get(h).copied().unwrap_or(usize::MAX));
         Ok(out)
+    }
+
+    /// What to do about a pattern that selects no host: the nearest host or group name to a
+    /// term that names neither, else the groups there are.
+    pub fn unmatched_pattern_hint(&self, pattern: &str) -> String {
+        let names = || {
+            self.groups
+                .keys()
+                .map(String::as_str)
+                .chain(self.hosts.iter().map(String::as_str))
+        };
+        for term in split_pattern(pattern) {
+            let name = split_subscript(term.trim_start_matches(['&', '!'])).0;
+            let plain = !name.starts_with('~') && !name.contains(['*', '?', '[']);
+            if plain && !names().any(|n| n == name) {
+                if let Some(near) = crate::diag::suggest(name, names()) {
+                    return format!("`{name}` is no host or group here; did you mean `{near}`?");
+                }
+            }
+        }
+        let mut groups: Vec<&str> = self
+            .groups
+            .keys()
+            .map(String::as_str)
+            .filter(|g| *g != ALL && *g != UNGROUPED)
+            .collect();
+        if groups.len() > 10 {
+            groups.truncate(10);
+            groups.push("…");
+        }
+        if groups.is_empty() {
+            "name a host of the inventory (`fixpoint inventory -i INVENTORY --list` shows them)"
+                .to_string()
+        } else {
+            format!(
+                "name a host or one of the groups {} (`fixpoint inventory -i INVENTORY --graph` shows them)",
+                groups.join(", ")
+            )
+        }
     }
 
     /// Hosts of one pattern term, in inventory order, subscript applied.

@@ -30,7 +30,8 @@ impl Inventory {
                     "expected a mapping of group names at the top level (like `all:`), found {}",
                     doc.type_name()
                 ),
-            )),
+            )
+            .help("start the file with `all:` and put hosts and groups under it")),
         }
     }
 
@@ -52,17 +53,19 @@ impl Inventory {
                         "group `{group}` must be a mapping with `hosts`, `vars` or `children`, found {}",
                         data.type_name()
                     ),
-                ))
+                )
+                .help(format!("indent `hosts:`, `vars:` or `children:` under `{group}:`")))
             }
         };
         for (key, kpos, val) in m {
             if !matches!(key.as_str(), "hosts" | "vars" | "children") {
-                return Err(error_at(
-                    kpos,
-                    format!(
-                        "unexpected key `{key}` in group `{group}`; a group may only have `hosts`, `vars` and `children`"
-                    ),
-                ));
+                let fix = match crate::diag::suggest(key, ["hosts", "vars", "children"]) {
+                    Some(near) => format!("did you mean `{near}`?"),
+                    None => "a group may only have `hosts`, `vars` and `children`; a host goes under `hosts:`".into(),
+                };
+                return Err(
+                    error_at(kpos, format!("unexpected key `{key}` in group `{group}`")).help(fix),
+                );
             }
             match (key.as_str(), &val.kind) {
                 (_, Kind::Null) => {}
@@ -94,17 +97,18 @@ impl Inventory {
                 }
                 (_, _) => {
                     let hint = if key == "vars" {
-                        "name: value pairs"
+                        "write `name: value` lines under `vars:`".to_string()
                     } else {
-                        "names as keys (`web1:`), not a list"
+                        format!("write the names as keys under `{key}:` (`web1:`), not as a list")
                     };
                     return Err(error_at(
                         kpos,
                         format!(
-                            "`{key}` of group `{group}` must be a mapping of {hint}; found {}",
+                            "`{key}` of group `{group}` must be a mapping; found {}",
                             val.type_name()
                         ),
-                    ));
+                    )
+                    .help(hint));
                 }
             }
         }
@@ -120,7 +124,9 @@ impl Inventory {
         at: &Pos,
         vars: Option<&Node>,
     ) -> Result<(), InventoryError> {
-        let (names, port) = expand_host_pattern(entry).map_err(|m| error_at(at, m))?;
+        let (names, port) = expand_host_pattern(entry).map_err(|m| {
+            error_at(at, m).help("a host is a name, `host:port` or a range like `web[01:20]`")
+        })?;
         let vars = match vars {
             None => Vars::new(),
             Some(v) => match (&v.kind, v.to_json()) {
@@ -133,7 +139,8 @@ impl Inventory {
                             "variables of host `{entry}` must be a mapping (or empty), found {}",
                             v.type_name()
                         ),
-                    ))
+                    )
+                    .help(format!("indent `name: value` lines under `{entry}:`")))
                 }
             },
         };
@@ -155,17 +162,13 @@ pub(super) fn parse_yaml(path: &Path, text: &str) -> Result<Node, InventoryError
     crate::yaml::parse_str(text, path).map_err(|d| from_diagnostic(path, d))
 }
 
-/// The loader's diagnostic as an inventory error; its hint joins the message, since inventory
-/// errors carry their advice inline.
+/// The loader's diagnostic as an inventory error, its hint kept.
 fn from_diagnostic(path: &Path, d: Diagnostic) -> InventoryError {
-    let msg = match d.help {
-        Some(h) => format!("{}; {h}", d.msg),
-        None => d.msg,
+    let e = match d.pos {
+        Some(p) if p.line > 0 => error_at(&p, d.msg),
+        _ => InventoryError::new(path, None, None, d.msg),
     };
-    match d.pos {
-        Some(p) if p.line > 0 => error_at(&p, msg),
-        _ => InventoryError::new(path, None, None, msg),
-    }
+    InventoryError { help: d.help, ..e }
 }
 
 /// An error at a node's position.
@@ -236,12 +239,13 @@ mod tests {
             "{}",
             e.msg
         );
+        assert_eq!(e.help.as_deref(), Some("did you mean `hosts`?"));
 
         let p = write(dir.path(), "h3.yml", "all:\n  hosts:\n    - w1\n");
         let e = Inventory::load(&p).unwrap_err();
         assert_eq!(e.line, Some(2));
         assert_eq!(e.col, Some(3));
-        assert!(e.msg.contains("not a list"), "{}", e.msg);
+        assert!(e.help.unwrap().contains("not as a list"));
 
         let p = write(dir.path(), "h4.yml", "- all\n");
         assert!(Inventory::load(&p).unwrap_err().msg.contains("top level"));

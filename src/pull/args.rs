@@ -2,11 +2,25 @@
 //! `--verify-commit`, `--check`...), fixpoint's result and timer options, and the run options
 //! of `apply` that make sense on the host itself.
 
-use crate::cli::Format;
+use crate::cli::{ChangeOptions, Format, RunOptions};
 use clap::Args;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Args)]
+// The shared run options in a pull's words: it runs in the checkout, on this host; and `-C` is
+// ansible-pull's `--checkout`, so `--check` has no short form here.
+#[command(
+    mut_arg("inventory", |a| a.help("Inventory file or directory, relative to the checkout; without it, \
+        `localhost` on the local transport")),
+    mut_arg("limit", |a| a.help("Further limit the selected hosts (default with `-i`: this host's \
+        names and localhost)")),
+    mut_arg("diff", |a| a.help("Show what changes")),
+    mut_arg("extra_vars", |a| a.help("Extra variables (K=V, @file.yml or JSON); repeatable")),
+    mut_arg("format", |a| a.help("Output format on stdout")),
+    mut_arg("lock_timeout", |a| a.help("Seconds to wait when another run (a push, another pull) \
+        holds the host's lock")),
+    mut_arg("check", |a| a.short(None)),
+)]
 pub struct PullArgs {
     /// The playbook repository: a git URL (`https://`, `git://`, `ssh://`, `file://`, a path) or
     /// a `git bundle` file.
@@ -22,10 +36,6 @@ pub struct PullArgs {
     /// Fetch the whole history instead of only the wanted commit.
     #[arg(long)]
     pub full: bool,
-    /// Inventory file or directory, relative to the checkout; without it, `localhost` on the
-    /// local transport.
-    #[arg(short = 'i', long = "inventory")]
-    pub inventory: Option<PathBuf>,
     /// The playbook to run, relative to the checkout (repeatable); without it, the first of
     /// `<fqdn>.yml`, `<hostname>.yml`, `local.yml` that the checkout has.
     #[arg(short = 'p', long = "playbook")]
@@ -60,36 +70,10 @@ pub struct PullArgs {
     /// How many times the POST is tried before giving up.
     #[arg(long = "result-attempts", default_value_t = 5, value_name = "N")]
     pub result_attempts: u32,
-    /// Further limit the selected hosts (default with `-i`: this host's names and localhost).
-    #[arg(short = 'l', long = "limit")]
-    pub limit: Option<String>,
-    /// Probe and plan only; change nothing.
-    #[arg(long = "check")]
-    pub check: bool,
-    /// Show what changes.
-    #[arg(short = 'D', long = "diff")]
-    pub diff: bool,
-    /// Extra variables (K=V, @file.yml or JSON); repeatable.
-    #[arg(short = 'e', long = "extra-vars")]
-    pub extra_vars: Vec<String>,
-    /// Only run tasks with these tags.
-    #[arg(short = 't', long = "tags", value_delimiter = ',')]
-    pub tags: Vec<String>,
-    /// Skip tasks with these tags.
-    #[arg(long = "skip-tags", value_delimiter = ',')]
-    pub skip_tags: Vec<String>,
-    /// Run notified handlers even on hosts that failed.
-    #[arg(long = "force-handlers")]
-    pub force_handlers: bool,
-    /// Seconds to wait when another run (a push, another pull) holds the host's lock.
-    #[arg(long = "lock-timeout", default_value_t = 0)]
-    pub lock_timeout: u64,
-    /// Output format on stdout.
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
-    /// More detail (repeatable).
-    #[arg(short = 'v', action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    #[command(flatten)]
+    pub run: RunOptions,
+    #[command(flatten)]
+    pub change: ChangeOptions,
     /// Instead of pulling now, install a systemd timer (or, without systemd, a cron.d entry)
     /// that runs this same pull command.
     #[arg(long = "install-timer", conflicts_with = "uninstall_timer")]
@@ -139,7 +123,7 @@ impl PullArgs {
         opt("--url", self.url.clone());
         opt("--checkout", self.checkout.clone());
         opt("--directory", path(&self.directory));
-        opt("--inventory", path(&self.inventory));
+        opt("--inventory", path(&self.run.inventory));
         for p in self.named_playbooks() {
             opt("--playbook", Some(p.display().to_string()));
         }
@@ -155,7 +139,7 @@ impl PullArgs {
         if self.result_attempts != 5 {
             opt("--result-attempts", Some(self.result_attempts.to_string()));
         }
-        opt("--limit", self.limit.clone());
+        opt("--limit", self.run.limit.clone());
         for (on, flag) in [
             (self.full, "--full"),
             (self.verify_commit, "--verify-commit"),
@@ -173,31 +157,31 @@ impl PullArgs {
     /// command line and the run's configuration are both made from them.
     pub fn run_options(&self) -> Vec<String> {
         let mut v: Vec<String> = Vec::new();
-        for e in &self.extra_vars {
+        for e in &self.run.extra_vars {
             v.extend(["--extra-vars".into(), e.clone()]);
         }
-        if !self.tags.is_empty() {
-            v.extend(["--tags".into(), self.tags.join(",")]);
+        if !self.run.tags.is_empty() {
+            v.extend(["--tags".into(), self.run.tags.join(",")]);
         }
-        if !self.skip_tags.is_empty() {
-            v.extend(["--skip-tags".into(), self.skip_tags.join(",")]);
+        if !self.run.skip_tags.is_empty() {
+            v.extend(["--skip-tags".into(), self.run.skip_tags.join(",")]);
         }
-        if self.lock_timeout != 0 {
-            v.extend(["--lock-timeout".into(), self.lock_timeout.to_string()]);
+        if self.run.lock_timeout != 0 {
+            v.extend(["--lock-timeout".into(), self.run.lock_timeout.to_string()]);
         }
-        if self.format == Format::Json {
+        if self.run.format == Format::Json {
             v.extend(["--format".into(), "json".into()]);
         }
         for (on, flag) in [
-            (self.check, "--check"),
-            (self.diff, "--diff"),
-            (self.force_handlers, "--force-handlers"),
+            (self.change.check, "--check"),
+            (self.run.diff, "--diff"),
+            (self.change.force_handlers, "--force-handlers"),
         ] {
             if on {
                 v.push(flag.into());
             }
         }
-        for _ in 0..self.verbose {
+        for _ in 0..self.run.verbose {
             v.push("-v".into());
         }
         v
@@ -252,8 +236,10 @@ mod tests {
             format!("{:?}", b.pull_argv()),
             format!("{:?}", a.pull_argv())
         );
-        assert_eq!(b.extra_vars, ["x=1 y=2"]);
+        assert_eq!(b.run.extra_vars, ["x=1 y=2"]);
         assert_eq!(b.max_age, Some(std::time::Duration::from_secs(86400)));
-        assert!(b.check && b.only_if_changed && b.verbose == 1 && b.lock_timeout == 30);
+        assert!(
+            b.change.check && b.only_if_changed && b.run.verbose == 1 && b.run.lock_timeout == 30
+        );
     }
 }

@@ -44,7 +44,7 @@ struct Facts {
 }
 
 pub fn pull_cmd(mut args: PullArgs) -> ExitCode {
-    crate::init_tracing(args.verbose);
+    crate::init_tracing(args.run.verbose);
     if args.install_timer || args.uninstall_timer {
         return timer::cmd(&args);
     }
@@ -54,7 +54,7 @@ pub fn pull_cmd(mut args: PullArgs) -> ExitCode {
             *path = std::path::absolute(&*path).unwrap_or_else(|_| path.clone());
         }
     }
-    let extra = match config::parse_extra_vars(&args.extra_vars) {
+    let extra = match config::parse_extra_vars(&args.run.extra_vars) {
         Ok(e) => e,
         Err(d) => return crate::invalid(&d),
     };
@@ -100,7 +100,7 @@ pub fn pull_cmd(mut args: PullArgs) -> ExitCode {
         "commit": facts.commit,
         "signed_by": facts.signer,
         "playbooks": facts.playbooks,
-        "check": args.check,
+        "check": args.change.check,
         "idempotency_key": key,
         "started": started,
         "finished": state::now(),
@@ -139,7 +139,7 @@ fn run_pull(
     // once; the host lock, taken by the run itself, orders them against pushes too.
     let _lock = match state::lock(
         &lock_path,
-        std::time::Duration::from_secs(args.lock_timeout),
+        std::time::Duration::from_secs(args.run.lock_timeout),
     ) {
         Ok(l) => l,
         Err(e) => return failed(e),
@@ -169,12 +169,12 @@ fn run_pull(
         "url": url,
         "ref": args.checkout,
         "playbooks": args.named_playbooks(),
-        "inventory": args.inventory,
-        "limit": args.limit,
-        "extra_vars": args.extra_vars,
-        "tags": args.tags,
-        "skip_tags": args.skip_tags,
-        "force_handlers": args.force_handlers,
+        "inventory": args.run.inventory,
+        "limit": args.run.limit,
+        "extra_vars": args.run.extra_vars,
+        "tags": args.run.tags,
+        "skip_tags": args.run.skip_tags,
+        "force_handlers": args.change.force_handlers,
     });
     let fingerprint = state::fingerprint(&commit, &inputs);
     if args.only_if_changed {
@@ -206,7 +206,7 @@ fn run_pull(
         return failed(format!("cannot enter {}: {e}", checkout.display()));
     }
     let (status, code) = run_books(args, &books, names, collected);
-    if code == 0 && !args.check {
+    if code == 0 && !args.change.check {
         let last = state::LastSuccess {
             fingerprint,
             commit,
@@ -234,15 +234,16 @@ fn run_books(
         argv.push(flag.into());
         argv.push(value);
     };
-    if let Some(i) = &args.inventory {
+    if let Some(i) = &args.run.inventory {
         opt("--inventory", i.display().to_string());
         opt(
             "--limit",
-            args.limit
+            args.run
+                .limit
                 .clone()
                 .unwrap_or_else(|| select::default_limit(names)),
         );
-    } else if let Some(l) = &args.limit {
+    } else if let Some(l) = &args.run.limit {
         opt("--limit", l.clone());
     }
     argv.extend(args.run_options());
@@ -282,8 +283,8 @@ fn run_books(
             return invalid;
         }
     };
-    if let Err(msg) = crate::check_limit(&cfg, &inv) {
-        eprintln!("error: {msg}");
+    if let Err(d) = crate::check_limit(&cfg, &inv) {
+        crate::invalid(&d);
         return invalid;
     }
     // ansible-pull's `-c local`: the hosts this pull runs on are this machine.

@@ -26,8 +26,8 @@ struct Step {
 pub fn cmd(args: &PullArgs) -> ExitCode {
     let systemd = Path::new("/run/systemd/system").is_dir();
     let ctx = Ctx {
-        check: args.check,
-        diff: args.diff,
+        check: args.change.check,
+        diff: args.run.diff,
     };
     let steps = if args.uninstall_timer {
         uninstall(systemd, &ctx)
@@ -45,7 +45,7 @@ pub fn cmd(args: &PullArgs) -> ExitCode {
         Err((s, e)) => (s, Some(e)),
     };
     let changed = steps.iter().any(|s| s.outcome.changed);
-    let json = args.format == crate::cli::Format::Json;
+    let json = args.run.format == crate::cli::Format::Json;
     for s in &steps {
         let status = if s.outcome.changed { "changed" } else { "ok" };
         if json {
@@ -61,7 +61,7 @@ pub fn cmd(args: &PullArgs) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_FAILED);
     }
-    let verdict = match (changed, args.check) {
+    let verdict = match (changed, args.change.check) {
         (false, _) => "nothing to change",
         (true, true) => "would change (check mode)",
         (true, false) => "changed",

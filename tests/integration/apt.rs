@@ -489,14 +489,7 @@ fn apt_waits_for_the_dpkg_lock_and_never_breaks_it() {
             "        name: fptest-a\n        lock_timeout: 117\n",
         ),
     );
-    let child = Command::new(crate::fx::bin())
-        .args(["apply", "--format", "json", "site.yml"])
-        .current_dir(fx.dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = fx.spawn(&["apply", "--format", "json", "site.yml"]);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !apt_get_waiting("DPkg::Lock::Timeout=117") {
         assert!(Instant::now() < deadline, "apt-get never started");

@@ -167,12 +167,15 @@ fn a_port_number_out_of_range_fails_the_host_instead_of_wrapping_round() {
     );
 }
 
-/// One bad input: the playbook (`site.yml`), where the error must point, and a piece of the
-/// hint it must give.
+/// One bad input: the playbook (`site.yml`), the inventory (`hosts.ini`) and command-line flags
+/// it runs with, where the error must point (nothing for a flag), and a piece of the hint it
+/// must give.
 struct Bad {
     what: &'static str,
     playbook: String,
-    at: &'static str,
+    inventory: Option<&'static str>,
+    args: &'static [&'static str],
+    at: Option<&'static str>,
     hint: &'static str,
 }
 
@@ -188,10 +191,113 @@ fn table() -> Vec<Bad> {
     let bad = |what, playbook: String, at, hint| Bad {
         what,
         playbook,
+        inventory: None,
+        args: &[],
+        at: Some(at),
+        hint,
+    };
+    // A mistake in the inventory or on the command line, under a playbook that is fine.
+    let run = |what, inventory, args, at, hint| Bad {
+        what,
+        playbook: tasks("    - name: t\n      debug: {msg: x}\n"),
+        inventory,
+        args,
         at,
         hint,
     };
+    let hosts = Some("[web]\nw1 ansible_connection=local\n");
     vec![
+        run(
+            "an INI host line with a word that is not name=value",
+            Some("[web]\nw1 port=22 oops\n"),
+            &[],
+            Some("hosts.ini:2:12"),
+            "a host line is `name [name=value ...]`",
+        ),
+        run(
+            "an INI section of an unknown type",
+            Some("[web:kids]\nw1\n"),
+            &[],
+            Some("hosts.ini:1:6"),
+            "`[web:children]` for groups",
+        ),
+        run(
+            "an INI children section listing hosts",
+            Some("[web]\nw1\n[site:children]\nweb w1\n"),
+            &[],
+            Some("hosts.ini:4:1"),
+            "list one group name per line",
+        ),
+        run(
+            "an INI vars line without `=`",
+            Some("[web]\nw1\n[web:vars]\nport 80\n"),
+            &[],
+            Some("hosts.ini:4:1"),
+            "`name=value`",
+        ),
+        run(
+            "an INI children entry naming a group never defined",
+            Some("[webs]\nw1\n[site:children]\nweb\n"),
+            &[],
+            Some("hosts.ini:4:1"),
+            "did you mean `webs`?",
+        ),
+        run(
+            "a YAML inventory key misspelt",
+            Some("all:\n  children:\n    web:\n      host:\n        w1:\n"),
+            &[],
+            Some("hosts.ini:4:7"),
+            "did you mean `hosts`?",
+        ),
+        run(
+            "--limit matching no host",
+            hosts,
+            &["--limit", "webb"],
+            None,
+            "did you mean `web`?",
+        ),
+        run(
+            "-e @file that does not exist",
+            None,
+            &["-e", "@missing.yml"],
+            Some("missing.yml"),
+            "relative paths are relative to the current directory",
+        ),
+        run(
+            "-e with broken JSON",
+            None,
+            &["-e", "{\"a\": [1,}"],
+            Some("<-e>:1:"),
+            "write a JSON object",
+        ),
+        run(
+            "--forks that is not a number",
+            None,
+            &["--forks", "many"],
+            None,
+            "write a whole number of at least 1",
+        ),
+        run(
+            "--forks 0",
+            None,
+            &["--forks", "0"],
+            None,
+            "write a whole number of at least 1",
+        ),
+        run(
+            "--shard without a count",
+            None,
+            &["--shard", "3"],
+            None,
+            "write the shard as INDEX/COUNT",
+        ),
+        run(
+            "--shard with the index past the count",
+            None,
+            &["--shard", "2/2"],
+            None,
+            "the index counts from 0",
+        ),
         bad(
             "a task keyword misspelt",
             tasks("    - name: t\n      debug: {msg: x}\n      whne: true\n"),
@@ -322,21 +428,55 @@ fn every_refusal_names_where_it_is_and_how_to_fix_it() {
     let mut wrong = Vec::new();
     for case in table() {
         fx.write("site.yml", &case.playbook);
-        let out = fx.run(&["apply", "site.yml"]);
+        let mut args = vec!["apply"];
+        if let Some(inventory) = case.inventory {
+            fx.write("hosts.ini", inventory);
+            args.extend(["-i", "hosts.ini"]);
+        }
+        args.extend(case.args);
+        args.push("site.yml");
+        let out = fx.run(&args);
         no_panic(&out);
         let e = &out.stderr;
-        let located = e
-            .lines()
-            .any(|l| l.trim_start().starts_with("--> ") && l.contains(case.at));
-        let hinted = e.contains("= help: ") && e.contains(case.hint);
+        let located = case.at.is_none_or(|at| {
+            e.lines()
+                .any(|l| l.trim_start().starts_with("--> ") && l.contains(at))
+        });
+        // A flag value clap refuses carries its hint in clap's own message.
+        let hinted =
+            (e.contains("= help: ") || e.contains("error: invalid value")) && e.contains(case.hint);
         if out.code != 2 || !located || !hinted || !out.stdout.is_empty() {
             wrong.push(format!(
-                "{} (exit {}, want {} and a hint with {:?}):\n{e}",
+                "{} (exit {}, want {:?} and a hint with {:?}):\n{e}",
                 case.what, out.code, case.at, case.hint
             ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_play_whose_hosts_match_nothing_is_skipped_with_where_it_is_and_the_near_name() {
+    // As ansible-playbook: a warning and the play skipped, not an error.
+    let fx = Fx::new();
+    fx.write("hosts.ini", "[web]\nw1 ansible_connection=local\n");
+    fx.write(
+        "site.yml",
+        "- hosts: webb\n  gather_facts: false\n  tasks:\n    - debug: {msg: x}\n",
+    );
+    let out = fx.run(&["apply", "-i", "hosts.ini", "site.yml"]);
+    out.expect(0);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        all.contains("no hosts matched `webb` (written at site.yml:1:"),
+        "{all}"
+    );
+    assert!(all.contains("did you mean `web`?"), "{all}");
+    // Without -i, the hint is the inventory.
+    let out = fx.run(&["apply", "site.yml"]);
+    out.expect(0);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(all.contains("give the inventory with -i"), "{all}");
 }
 
 #[test]

@@ -22,32 +22,18 @@ const CONF: &str = concat!(
 impl Fleet {
     /// `fixpoint drift` against the fleet (JSON unless `text`), with `playbooks`.
     fn drift(&self, playbooks: &[&str], text: bool) -> Out {
-        let mut args = vec![
-            "drift",
-            "-i",
-            "hosts.ini",
-            "--ssh-config",
-            self.config.to_str().unwrap(),
-        ];
-        if !text {
-            args.extend(["--format", "json"]);
-        }
+        let mut args = if text {
+            vec![]
+        } else {
+            vec!["--format", "json"]
+        };
         args.extend_from_slice(playbooks);
-        self.fx.run(&args)
+        self.run("drift", &args)
     }
 
     /// `fixpoint apply` with text output.
     fn apply_text(&self, extra: &[&str]) -> Out {
-        let mut args = vec![
-            "apply",
-            "-i",
-            "hosts.ini",
-            "--ssh-config",
-            self.config.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        args.push("site.yml");
-        self.fx.run(&args)
+        self.run("apply", &[extra, &["site.yml"]].concat())
     }
 }
 

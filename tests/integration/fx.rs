@@ -160,6 +160,20 @@ impl Fx {
         Out::from(out)
     }
 
+    /// Start the binary with these arguments, in the fixture directory, without waiting for
+    /// it: for a run the test acts on while it goes. Its stdout and stderr are piped.
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        Command::new(bin())
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start fixpoint")
+    }
+
     /// `fixpoint apply --format json site.yml` plus extra args.
     pub fn apply(&self, extra: &[&str]) -> Out {
         let mut args = vec!["apply", "--format", "json"];

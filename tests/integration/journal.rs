@@ -15,15 +15,7 @@ fn lines(path: &std::path::Path) -> usize {
 impl Fleet {
     /// `fixpoint journal` against the fleet.
     fn journal(&self, args: &[&str]) -> Out {
-        let mut full = vec![
-            "journal",
-            "-i",
-            "hosts.ini",
-            "--ssh-config",
-            self.config.to_str().unwrap(),
-        ];
-        full.extend_from_slice(args);
-        self.fx.run(&full)
+        self.run("journal", args)
     }
 }
 

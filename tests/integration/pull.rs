@@ -6,72 +6,11 @@
 //! systemd timer that fires inside the booted root of `tests/support/systemd.rs`.
 
 use crate::fx::{stamp, Fx, Out};
+use crate::support::git::{git, sh, ssh_key, ssh_signing, GpgKey, Repo};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Run a command, panicking with its output on failure; its stdout, trimmed.
-fn sh(mut c: Command) -> String {
-    let out = c.output().expect("run a command");
-    assert!(
-        out.status.success(),
-        "{c:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// A playbook repository: a work tree whose commits are pushed to a bare repository.
-struct Repo {
-    work: PathBuf,
-    bare: PathBuf,
-}
-
-impl Repo {
-    fn new(fx: &Fx) -> Repo {
-        let (work, bare) = (fx.path("work"), fx.path("srv/site.git"));
-        std::fs::create_dir_all(&work).unwrap();
-        std::fs::create_dir_all(&bare).unwrap();
-        sh(git(&bare, &["init", "-q", "--bare", "-b", "main"]));
-        sh(git(&work, &["init", "-q", "-b", "main"]));
-        sh(git(
-            &work,
-            &["remote", "add", "origin", &bare.display().to_string()],
-        ));
-        Repo { work, bare }
-    }
-
-    fn url(&self) -> String {
-        format!("file://{}", self.bare.display())
-    }
-
-    /// Write `files`, commit (with `sign`'s extra git arguments, e.g. `-S`), push; the sha.
-    fn commit(&self, files: &[(&str, &str)], sign: &[&str]) -> String {
-        for (name, text) in files {
-            std::fs::write(self.work.join(name), text).unwrap();
-            sh(git(&self.work, &["add", name]));
-        }
-        let mut args = vec!["commit", "-q", "--allow-empty", "-m", "change"];
-        args.extend_from_slice(sign);
-        sh(git(&self.work, &args));
-        sh(git(
-            &self.work,
-            &["push", "-q", "origin", "HEAD:refs/heads/main"],
-        ));
-        sh(git(&self.work, &["rev-parse", "HEAD"]))
-    }
-}
-
-fn git(dir: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new("git");
-    c.args(["-c", "user.name=fp", "-c", "user.email=fp@example.org"])
-        .arg("-C")
-        .arg(dir)
-        .args(args);
-    c
-}
 
 /// The playbook every test pulls: writes `mark` with `text` under the fixture's `t/`.
 fn local_yml(text: &str) -> String {
@@ -80,18 +19,24 @@ fn local_yml(text: &str) -> String {
     )
 }
 
-/// `fixpoint pull` of `url` into the fixture's checkout, its state under the fixture.
-fn pull(fx: &Fx, url: &str, extra: &[&str]) -> Out {
+/// The arguments of `fixpoint pull` of `url` into the fixture's checkout, its state under the
+/// fixture.
+fn pull_args(fx: &Fx, url: &str, extra: &[&str]) -> Vec<String> {
     std::fs::create_dir_all(fx.path("t")).unwrap();
-    let mut args = vec!["pull", "--format", "json", "-U", url];
     let co = fx.path("co").display().to_string();
     let out = format!("out={}", fx.path("t").display());
     let state = format!("fixpoint_state_dir={}", fx.state_dir().display());
     let result = fx.path("result.json").display().to_string();
+    let mut args = vec!["pull", "--format", "json", "-U", url];
     args.extend_from_slice(&["-d", &co, "-e", &out, "-e", &state]);
     args.extend_from_slice(&["--result-file", &result]);
     args.extend_from_slice(extra);
-    fx.run(&args)
+    args.into_iter().map(String::from).collect()
+}
+
+fn pull(fx: &Fx, url: &str, extra: &[&str]) -> Out {
+    let args = pull_args(fx, url, extra);
+    fx.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// The result file's lines: the run's JSON events, then the `pull` event.
@@ -109,6 +54,12 @@ fn says(out: &Out, lines: &[&str]) {
     }
 }
 
+/// The pull was refused as bad input (exit 2), saying `why`.
+fn refused(out: &Out, why: &str) {
+    out.expect(2);
+    assert!(out.stderr.contains(why), "{why}: {}", out.stderr);
+}
+
 fn pull_event(fx: &Fx) -> serde_json::Value {
     let events = result_events(fx);
     let last = events.last().expect("a pull event").clone();
@@ -119,8 +70,8 @@ fn pull_event(fx: &Fx) -> serde_json::Value {
 #[test]
 fn a_pull_runs_the_commit_and_a_second_pull_changes_nothing() {
     let fx = Fx::new();
-    let repo = Repo::new(&fx);
-    let c1 = repo.commit(&[("local.yml", &local_yml("one"))], &[]);
+    let repo = Repo::new(fx.dir.path());
+    let c1 = repo.commit(&[("local.yml", &local_yml("one"))]);
 
     let first = pull(&fx, &repo.url(), &[]);
     first.expect(0);
@@ -160,7 +111,7 @@ fn a_pull_runs_the_commit_and_a_second_pull_changes_nothing() {
     assert_eq!(aged.status_of("mark"), "ok", "{}", aged.stdout);
 
     // A new commit runs under `-o`.
-    let c2 = repo.commit(&[("local.yml", &local_yml("two"))], &[]);
+    let c2 = repo.commit(&[("local.yml", &local_yml("two"))]);
     let changed = pull(&fx, &repo.url(), &["-o"]);
     changed.expect(0);
     assert_eq!(changed.status_of("mark"), "changed", "{}", changed.stdout);
@@ -172,7 +123,7 @@ fn a_pull_runs_the_commit_and_a_second_pull_changes_nothing() {
         "{}    - name: boom\n      fail: {{ msg: no }}\n",
         local_yml("three")
     );
-    repo.commit(&[("local.yml", &failing)], &[]);
+    repo.commit(&[("local.yml", &failing)]);
     pull(&fx, &repo.url(), &["-o"]).expect(1);
     assert_eq!(pull_event(&fx)["status"], "failed");
     let again = pull(&fx, &repo.url(), &["-o"]);
@@ -183,33 +134,24 @@ fn a_pull_runs_the_commit_and_a_second_pull_changes_nothing() {
 #[test]
 fn the_playbook_is_the_named_one_else_the_hosts_own_else_local() {
     let fx = Fx::new();
-    let repo = Repo::new(&fx);
+    let repo = Repo::new(fx.dir.path());
     let node = nix::sys::utsname::uname()
         .unwrap()
         .nodename()
         .to_string_lossy()
         .into_owned();
-    repo.commit(
-        &[
-            ("local.yml", &local_yml("local")),
-            (&format!("{node}.yml"), &local_yml("mine")),
-            ("site.yml", &local_yml("site")),
-        ],
-        &[],
-    );
+    repo.commit(&[
+        ("local.yml", &local_yml("local")),
+        (&format!("{node}.yml"), &local_yml("mine")),
+        ("site.yml", &local_yml("site")),
+    ]);
     pull(&fx, &repo.url(), &[]).expect(0);
     assert_eq!(fx.read("t/mark"), "mine\n");
     pull(&fx, &repo.url(), &["-p", "site.yml"]).expect(0);
     assert_eq!(fx.read("t/mark"), "site\n");
     // A playbook that is not there: bad input, nothing run.
     let out = pull(&fx, &repo.url(), &["-p", "nope.yml"]);
-    out.expect(2);
-    assert!(
-        out.stderr
-            .contains("playbook `nope.yml` is not in the checkout"),
-        "{}",
-        out.stderr
-    );
+    refused(&out, "playbook `nope.yml` is not in the checkout");
     assert_eq!(fx.read("t/mark"), "site\n");
 }
 
@@ -260,8 +202,8 @@ impl Drop for GitDaemon {
 #[test]
 fn a_pull_over_git_daemon_and_from_a_bundle() {
     let fx = Fx::new();
-    let repo = Repo::new(&fx);
-    let c1 = repo.commit(&[("local.yml", &local_yml("daemon"))], &[]);
+    let repo = Repo::new(fx.dir.path());
+    let c1 = repo.commit(&[("local.yml", &local_yml("daemon"))]);
     let daemon = GitDaemon::start(&fx.path("srv"));
     let url = format!("git://127.0.0.1:{}/site.git", daemon.port);
     let out = pull(&fx, &url, &["-C", "main"]);
@@ -271,7 +213,7 @@ fn a_pull_over_git_daemon_and_from_a_bundle() {
     assert_eq!(pull_event(&fx)["ref"], "main");
 
     // A bundle file: the repository carried as one file.
-    let c2 = repo.commit(&[("local.yml", &local_yml("bundle"))], &[]);
+    let c2 = repo.commit(&[("local.yml", &local_yml("bundle"))]);
     let bundle = fx.path("site.bundle");
     sh(git(
         &repo.work,
@@ -288,64 +230,18 @@ fn a_pull_over_git_daemon_and_from_a_bundle() {
     assert_eq!(pull_event(&fx)["commit"], c2.as_str());
 }
 
-/// An SSH signing key made with ssh-keygen; `allowed` is its allowed-signers file.
-fn ssh_key(fx: &Fx, name: &str) -> (PathBuf, PathBuf) {
-    let key = fx.path(&format!("keys/{name}"));
-    std::fs::create_dir_all(key.parent().unwrap()).unwrap();
-    let mut c = Command::new("ssh-keygen");
-    c.args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-        .arg(&key);
-    sh(c);
-    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
-    let allowed = fx.path(&format!("keys/{name}.allowed"));
-    std::fs::write(&allowed, format!("fp@example.org {public}")).unwrap();
-    (key, allowed)
-}
-
-fn ssh_sign(key: &Path) -> Vec<String> {
-    vec![
-        "-c".into(),
-        "gpg.format=ssh".into(),
-        "-c".into(),
-        format!("user.signingkey={}", key.display()),
-    ]
-}
-
-/// Commit signed with `signer`'s git configuration (`-c` pairs before the subcommand).
-fn signed_commit(repo: &Repo, files: &[(&str, &str)], config: &[String], env: &[(&str, &Path)]) {
-    for (name, text) in files {
-        std::fs::write(repo.work.join(name), text).unwrap();
-        sh(git(&repo.work, &["add", name]));
-    }
-    let mut c = Command::new("git");
-    c.args(["-c", "user.name=fp", "-c", "user.email=fp@example.org"])
-        .args(config)
-        .arg("-C")
-        .arg(&repo.work)
-        .args(["commit", "-q", "-S", "-m", "signed"]);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    sh(c);
-    sh(git(
-        &repo.work,
-        &["push", "-q", "origin", "HEAD:refs/heads/main"],
-    ));
-}
-
 #[test]
 fn only_a_commit_signed_by_a_given_ssh_key_runs() {
     let fx = Fx::new();
-    let repo = Repo::new(&fx);
-    let (key, allowed) = ssh_key(&fx, "good");
-    let (other, _) = ssh_key(&fx, "other");
+    let repo = Repo::new(fx.dir.path());
+    let (key, allowed) = ssh_key(fx.dir.path(), "good");
+    let (other, _) = ssh_key(fx.dir.path(), "other");
     let allowed_arg = allowed.display().to_string();
     let verify = ["--verify-commit", "--allowed-signers", allowed_arg.as_str()];
 
-    signed_commit(
-        &repo,
+    repo.commit_signed(
         &[("local.yml", &local_yml("signed"))],
-        &ssh_sign(&key),
+        &ssh_signing(&key),
         &[],
     );
     let out = pull(&fx, &repo.url(), &verify);
@@ -356,16 +252,13 @@ fn only_a_commit_signed_by_a_given_ssh_key_runs() {
 
     // Unsigned: refused, exit 2, nothing run, the checkout not moved.
     let head = sh(git(&fx.path("co"), &["rev-parse", "HEAD"]));
-    let unsigned = repo.commit(&[("local.yml", &local_yml("unsigned"))], &[]);
+    let unsigned = repo.commit(&[("local.yml", &local_yml("unsigned"))]);
     let out = pull(&fx, &repo.url(), &verify);
-    out.expect(2);
-    assert!(out.task_names().is_empty(), "{}", out.stdout);
-    assert!(
-        out.stderr
-            .contains(&format!("commit {unsigned} is not signed; nothing was run")),
-        "{}",
-        out.stderr
+    refused(
+        &out,
+        &format!("commit {unsigned} is not signed; nothing was run"),
     );
+    assert!(out.task_names().is_empty(), "{}", out.stdout);
     let ev = pull_event(&fx);
     assert_eq!(ev["status"], "refused");
     assert_eq!(ev["exit"], 2);
@@ -373,119 +266,46 @@ fn only_a_commit_signed_by_a_given_ssh_key_runs() {
     assert_eq!(sh(git(&fx.path("co"), &["rev-parse", "HEAD"])), head);
 
     // Signed by a key that is not allowed: refused as well.
-    signed_commit(
-        &repo,
+    repo.commit_signed(
         &[("local.yml", &local_yml("foreign"))],
-        &ssh_sign(&other),
+        &ssh_signing(&other),
         &[],
     );
     let out = pull(&fx, &repo.url(), &verify);
-    out.expect(2);
-    assert!(
-        out.stderr
-            .contains("does not verify against the given keys"),
-        "{}",
-        out.stderr
-    );
+    refused(&out, "does not verify against the given keys");
     assert_eq!(fx.read("t/mark"), "signed\n");
 
     // `--verify-commit` without keys is bad input.
     let out = pull(&fx, &repo.url(), &["--verify-commit"]);
-    out.expect(2);
-    assert!(out.stderr.contains("needs the keys"), "{}", out.stderr);
-}
-
-/// A GnuPG home with a new signing key (no passphrase); (home, exported public key, fingerprint).
-fn gpg_key(fx: &Fx, name: &str) -> (PathBuf, PathBuf, String) {
-    let home = fx.path(&format!("gnupg-{name}"));
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    let gpg = || {
-        let mut c = Command::new("gpg");
-        c.arg("--homedir").arg(&home).arg("--batch");
-        c
-    };
-    let mut c = gpg();
-    c.args(["--passphrase", "", "--quick-gen-key"])
-        .arg(format!("{name} <fp@example.org>"))
-        .args(["ed25519", "sign", "never"]);
-    sh(c);
-    let mut c = gpg();
-    c.args(["--with-colons", "--list-secret-keys"]);
-    let listing = sh(c);
-    let fpr = listing
-        .lines()
-        .find_map(|l| l.strip_prefix("fpr:"))
-        .map(|l| l.trim_matches(':').to_string())
-        .expect("a fingerprint");
-    let public = fx.path(&format!("keys/{name}.asc"));
-    std::fs::create_dir_all(public.parent().unwrap()).unwrap();
-    let mut c = gpg();
-    c.args(["--armor", "--output"])
-        .arg(&public)
-        .args(["--export", &fpr]);
-    sh(c);
-    (home, public, fpr)
-}
-
-/// Stops the gpg-agents the test's homes started.
-struct Agents(Vec<PathBuf>);
-
-impl Drop for Agents {
-    fn drop(&mut self) {
-        for home in &self.0 {
-            let _ = Command::new("gpgconf")
-                .arg("--homedir")
-                .arg(home)
-                .args(["--kill", "all"])
-                .output();
-        }
-    }
+    refused(&out, "needs the keys");
 }
 
 #[test]
 fn only_a_commit_signed_by_a_key_of_the_keyring_runs() {
     let fx = Fx::new();
-    let repo = Repo::new(&fx);
-    let (home, public, fpr) = gpg_key(&fx, "good");
-    let (other_home, _, other_fpr) = gpg_key(&fx, "other");
-    let _agents = Agents(vec![home.clone(), other_home.clone()]);
-    let keyring = public.display().to_string();
+    let repo = Repo::new(fx.dir.path());
+    let good = GpgKey::new(fx.dir.path(), "good");
+    let other = GpgKey::new(fx.dir.path(), "other");
+    let keyring = good.public.display().to_string();
     let verify = ["--verify-commit", "--keyring", keyring.as_str()];
-    let config = |fpr: &str| -> Vec<String> {
-        vec![
-            "-c".into(),
-            "gpg.format=openpgp".into(),
-            "-c".into(),
-            format!("user.signingkey={fpr}"),
-        ]
-    };
 
-    signed_commit(
-        &repo,
+    repo.commit_signed(
         &[("local.yml", &local_yml("gpg"))],
-        &config(&fpr),
-        &[("GNUPGHOME", &home)],
+        &good.signing(),
+        &[("GNUPGHOME", &good.home)],
     );
     pull(&fx, &repo.url(), &verify).expect(0);
     assert_eq!(fx.read("t/mark"), "gpg\n");
     let signer = pull_event(&fx)["signed_by"].as_str().unwrap().to_string();
     assert!(signer.contains("good <fp@example.org>"), "{signer}");
 
-    signed_commit(
-        &repo,
+    repo.commit_signed(
         &[("local.yml", &local_yml("other"))],
-        &config(&other_fpr),
-        &[("GNUPGHOME", &other_home)],
+        &other.signing(),
+        &[("GNUPGHOME", &other.home)],
     );
     let out = pull(&fx, &repo.url(), &verify);
-    out.expect(2);
-    assert!(
-        out.stderr
-            .contains("does not verify against the given keys"),
-        "{}",
-        out.stderr
-    );
+    refused(&out, "does not verify against the given keys");
     assert_eq!(pull_event(&fx)["status"], "refused");
     assert_eq!(fx.read("t/mark"), "gpg\n");
 }
@@ -493,7 +313,7 @@ fn only_a_commit_signed_by_a_key_of_the_keyring_runs() {
 #[test]
 fn a_pull_waits_for_the_host_lock_a_push_holds() {
     let fx = Fx::new();
-    let repo = Repo::new(&fx);
+    let repo = Repo::new(fx.dir.path());
     let log = fx.path("t/log");
     let fifo = fx.path("t/fifo");
     std::fs::create_dir_all(fx.path("t")).unwrap();
@@ -507,7 +327,6 @@ fn a_pull_waits_for_the_host_lock_a_push_holds() {
             "local.yml",
             "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: note\n      shell: echo pull >> {{ out }}/log\n      args: { creates: /nonexistent }\n",
         )],
-        &[],
     );
     // The push: a run on this host (same state directory, so the same host lock) that holds
     // its lock until the test writes to the fifo.
@@ -516,14 +335,7 @@ fn a_pull_waits_for_the_host_lock_a_push_holds() {
         log = log.display(),
         fifo = fifo.display()
     ));
-    let push = Command::new(crate::fx::bin())
-        .args(["apply", "--format", "json", "site.yml"])
-        .current_dir(fx.dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let push = fx.spawn(&["apply", "--format", "json", "site.yml"]);
     let deadline = Instant::now() + Duration::from_secs(120);
     while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("push-start")) {
         assert!(Instant::now() < deadline, "the push never started");
@@ -537,19 +349,8 @@ fn a_pull_waits_for_the_host_lock_a_push_holds() {
     assert_eq!(pull_event(&fx)["status"], "failed");
 
     // Waiting: the pull's agent starts and waits; the push ends; then the pull runs.
-    let state = format!("fixpoint_state_dir={}", fx.state_dir().display());
-    let out = format!("out={}", fx.path("t").display());
-    let co = fx.path("co").display().to_string();
-    let url = repo.url();
-    let waiting = Command::new(crate::fx::bin())
-        .args(["pull", "--format", "json", "-U", &url, "-d", &co])
-        .args(["-e", &state, "-e", &out, "--lock-timeout", "120"])
-        .current_dir(fx.dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = pull_args(&fx, &repo.url(), &["--lock-timeout", "120"]);
+    let waiting = fx.spawn(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let pid = waiting.id() as i32;
     while !crate::support::descendants(pid).into_iter().any(|p| {
         std::fs::read_to_string(format!("/proc/{p}/comm"))
@@ -574,8 +375,8 @@ fn a_pull_waits_for_the_host_lock_a_push_holds() {
 #[test]
 fn the_result_is_posted_with_retries_under_one_idempotency_key() {
     let fx = Fx::new();
-    let repo = Repo::new(&fx);
-    repo.commit(&[("local.yml", &local_yml("posted"))], &[]);
+    let repo = Repo::new(fx.dir.path());
+    repo.commit(&[("local.yml", &local_yml("posted"))]);
     let server = crate::http_server::Server::start();
     server.route("/results", crate::http_server::Route::ok("thanks\n"));
     server.fail_next("/results", 1);
@@ -626,8 +427,8 @@ fn the_result_is_posted_with_retries_under_one_idempotency_key() {
 #[test]
 fn without_systemd_the_timer_is_a_cron_entry_with_a_splay() {
     let fx = Fx::new();
-    let repo = Repo::new(&fx);
-    repo.commit(&[("local.yml", &local_yml("cron"))], &[]);
+    let repo = Repo::new(fx.dir.path());
+    repo.commit(&[("local.yml", &local_yml("cron"))]);
     let ns = crate::system_ns::Ns::new(&fx);
     let install = |extra: &[&str]| {
         let out = ns
@@ -734,8 +535,8 @@ fn copy_into(h: &crate::services_systemd::SystemdHost, base: &Path, paths: &[&st
 fn the_systemd_timer_is_installed_once_and_fires() {
     let h = crate::services_systemd::SystemdHost::boot();
     let fx = Fx::new();
-    let repo = Repo::new(&fx);
-    repo.commit(&[("local.yml", &local_yml("timer"))], &[]);
+    let repo = Repo::new(fx.dir.path());
+    repo.commit(&[("local.yml", &local_yml("timer"))]);
     // The root has neither git nor fixpoint: this machine's (the same Debian release) go in.
     copy_into(
         &h,

@@ -20,18 +20,18 @@ fn crowd(n: usize) -> (SshHost, Fx) {
     let work = fx.path("t");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let mut inv = String::from("[crowd]\n");
-    for i in 0..n {
-        // Each name is its own host to fixpoint: its own master connection and state directory.
-        inv.push_str(&format!(
-            "h{i:02} ansible_host={} ansible_port={} ansible_user=fpuser ansible_ssh_private_key_file={} fixpoint_state_dir={}\n",
-            host.addr(),
-            host.port(),
-            host.key_path().display(),
-            work.join(format!("h{i:02}.state")).display(),
-        ));
-    }
-    fx.write("hosts.ini", &inv);
+    // Each name is its own host to fixpoint: its own master connection and state directory.
+    let via = format!(
+        "ansible_host={} ansible_port={} ansible_user=fpuser ansible_ssh_private_key_file={}",
+        host.addr(),
+        host.port(),
+        host.key_path().display(),
+    );
+    let names = (0..n).map(|i| (format!("h{i:02}"), via.clone()));
+    fx.write(
+        "hosts.ini",
+        &support::hosts_inventory("crowd", names, &work),
+    );
     fx.write(
         "ssh_config",
         &format!(
@@ -94,14 +94,11 @@ fn a_zero_handshake_cap_is_refused_before_any_host_is_touched() {
 
 /// `fixpoint apply` over `n` local hosts under an open-file limit of `soft`:`hard`.
 fn under_nofile(fx: &Fx, n: usize, soft: u64, hard: u64) -> Out {
-    let mut inv = String::from("[many]\n");
-    for i in 0..n {
-        inv.push_str(&format!(
-            "m{i:03} ansible_connection=local fixpoint_state_dir={}\n",
-            fx.path(&format!("state/m{i:03}")).display()
-        ));
-    }
-    fx.write("hosts.ini", &inv);
+    let hosts = (0..n).map(|i| (format!("m{i:03}"), "ansible_connection=local".to_string()));
+    fx.write(
+        "hosts.ini",
+        &support::hosts_inventory("many", hosts, &fx.state_dir()),
+    );
     fx.write(
         "site.yml",
         &format!(

@@ -3,6 +3,7 @@
 
 use crate::fx::{bin, Fx, Out};
 use crate::ssh::Fleet;
+use crate::support;
 use fixpoint::inventory::Shard;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -15,15 +16,13 @@ const NAMES: [&str; 6] = ["node1", "node2", "node3", "node4", "node5", "node6"];
 /// Write `rel` as an inventory of the fleet under fixed names, and the playbook `site.yml`.
 fn fleet_files(fleet: &Fleet, rel: &str) {
     let work = fleet.fx.path("t");
-    let mut inv = String::from("[fleet]\n");
-    for (name, h) in NAMES.iter().zip(&fleet.hosts) {
-        inv.push_str(&format!(
-            "{name} ansible_host={} fixpoint_state_dir={}\n",
-            h.alias(),
-            work.join(format!("{name}.state")).display()
-        ));
-    }
-    fleet.fx.write(rel, &inv);
+    let hosts = NAMES
+        .iter()
+        .zip(&fleet.hosts)
+        .map(|(name, h)| (name.to_string(), format!("ansible_host={}", h.alias())));
+    fleet
+        .fx
+        .write(rel, &support::hosts_inventory("fleet", hosts, &work));
     fleet.fx.write(
         "site.yml",
         &format!(
@@ -278,15 +277,11 @@ fn shard_arguments_and_listing() {
 #[test]
 fn shard_allow_cross_runs_run_once_once_per_shard() {
     let fx = Fx::new();
-    let state = fx.state_dir();
-    let mut inv = String::from("[local]\n");
-    for i in 1..=8 {
-        inv.push_str(&format!(
-            "l{i} ansible_connection=local fixpoint_state_dir={}/l{i}\n",
-            state.display()
-        ));
-    }
-    fx.write("hosts.ini", &inv);
+    let hosts = (1..=8).map(|i| (format!("l{i}"), "ansible_connection=local".to_string()));
+    fx.write(
+        "hosts.ini",
+        &support::hosts_inventory("local", hosts, &fx.state_dir()),
+    );
     fx.write(
         "site.yml",
         "- hosts: local\n  gather_facts: false\n  tasks:\n    - name: once\n      debug: { msg: \"{{ ansible_play_hosts | length }}\" }\n      run_once: true\n",
@@ -405,7 +400,7 @@ fn the_kubernetes_indexed_job_runs_as_written() {
                 })
                 .collect();
             let parsed = parses(&args);
-            assert_eq!(parsed.shard, Some(Shard { index, count: n }));
+            assert_eq!(parsed.apply.shard, Some(Shard { index, count: n }));
             Command::new(bin())
                 .args(&args)
                 .env("JOB_COMPLETION_INDEX", index.to_string())
@@ -468,7 +463,10 @@ fn the_github_actions_matrix_runs_as_written() {
             let cut = words.iter().position(|w| w == ">").unwrap_or(words.len());
             assert_eq!(words[0], "fixpoint");
             let parsed = parses(&words[1..cut]);
-            assert_eq!(parsed.shard, None, "the matrix sets FIXPOINT_SHARD instead");
+            assert_eq!(
+                parsed.apply.shard, None,
+                "the matrix sets FIXPOINT_SHARD instead"
+            );
             Command::new("bash")
                 .args(["--noprofile", "--norc", "-e", "-o", "pipefail", "-c", &run])
                 .env("PATH", &path)

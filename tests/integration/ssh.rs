@@ -34,16 +34,11 @@ impl Fleet {
         let config = fx.path("ssh_config");
         let refs: Vec<&SshHost> = hosts.iter().collect();
         let known_hosts = support::write_ssh_config(&refs, &config);
-        // Each loopback "host" shares this filesystem: give each its own state directory.
-        let mut inv = String::from("[fleet]\n");
-        for h in &hosts {
-            inv.push_str(&format!(
-                "{} fixpoint_state_dir={}\n",
-                h.alias(),
-                work.join(format!("{}.state", h.alias())).display()
-            ));
-        }
-        fx.write("hosts.ini", &inv);
+        let names = hosts.iter().map(|h| (h.alias().to_string(), String::new()));
+        fx.write(
+            "hosts.ini",
+            &support::hosts_inventory("fleet", names, &work),
+        );
         Fleet {
             hosts,
             fx,
@@ -52,23 +47,33 @@ impl Fleet {
         }
     }
 
+    /// The arguments of `fixpoint <sub>` against the fleet (its inventory and ssh_config),
+    /// then `rest`.
+    pub fn args(&self, sub: &str, rest: &[&str]) -> Vec<String> {
+        let config = self.config.to_str().unwrap();
+        [sub, "-i", "hosts.ini", "--ssh-config", config]
+            .iter()
+            .chain(rest)
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    /// Run `fixpoint <sub>` against the fleet, then `rest`, and wait for it.
+    pub fn run(&self, sub: &str, rest: &[&str]) -> Out {
+        let args = self.args(sub, rest);
+        self.fx
+            .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
     /// The arguments of `fixpoint apply` on `site.yml` against the fleet, JSON output.
     pub fn apply_args(&self, extra: &[&str]) -> Vec<String> {
-        let mut args: Vec<String> = [
-            "apply",
-            "--format",
-            "json",
-            "-i",
-            "hosts.ini",
-            "--ssh-config",
-            self.config.to_str().unwrap(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args.push("site.yml".into());
-        args
+        let rest: Vec<&str> = ["--format", "json"]
+            .iter()
+            .chain(extra)
+            .chain(&["site.yml"])
+            .copied()
+            .collect();
+        self.args("apply", &rest)
     }
 
     /// Run `fixpoint apply` against the fleet and wait for it.

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{geteuid, Pid, User};
 
+pub mod git;
 pub mod systemd;
 
 /// What every prerequisite failure tells the reader to do.
@@ -572,6 +573,31 @@ pub fn inventory(group: &str, hosts: &[&SshHost]) -> String {
     let mut text = format!("[{group}]\n");
     for h in hosts {
         text.push_str(&h.inventory_line());
+        text.push('\n');
+    }
+    text
+}
+
+/// An Ansible INI inventory of `hosts` in group `group`: each line a name, its connection
+/// variables (may be empty), and a `fixpoint_state_dir` of its own, `<state>/<name>.state`:
+/// hosts on loopback share this filesystem, and so would share one journal and host lock.
+pub fn hosts_inventory(
+    group: &str,
+    hosts: impl IntoIterator<Item = (String, String)>,
+    state: &Path,
+) -> String {
+    let mut text = format!("[{group}]\n");
+    for (name, vars) in hosts {
+        let dir = state.join(format!("{name}.state"));
+        let line = [name, vars, format!("fixpoint_state_dir={}", dir.display())];
+        text.push_str(
+            &line
+                .iter()
+                .filter(|w| !w.is_empty())
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
         text.push('\n');
     }
     text
