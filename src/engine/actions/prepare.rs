@@ -492,11 +492,29 @@ pub fn prepare(
             for k in TEMPLATE_ONLY {
                 obj.remove(*k);
             }
-            obj.insert("content".into(), Value::String(rendered));
+            // `mode: preserve` gives the file the template's own mode, as copy does for its
+            // `src`: the text then goes as a source file's bytes, with that file's mode.
+            if p.mode == Some(fixpoint_modules::params::ModeSpec::Preserve) {
+                use base64::Engine as _;
+                use std::os::unix::fs::PermissionsExt as _;
+                let bits = std::fs::metadata(&path)
+                    .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?
+                    .permissions()
+                    .mode()
+                    & 0o7777;
+                obj.insert(
+                    "_content_b64".into(),
+                    json!(base64::engine::general_purpose::STANDARD.encode(rendered.as_bytes())),
+                );
+                obj.insert("_src_mode".into(), json!(bits));
+            } else {
+                obj.insert("content".into(), Value::String(rendered));
+            }
             obj.insert("_template_src".into(), json!(p.src));
             obj.insert(
                 "_src_name".into(),
-                json!(basename(&p.src).trim_end_matches(".j2")),
+                // The file keeps the template's name, `.j2` included, as in Ansible.
+                json!(basename(&p.src)),
             );
             Ok(Prepared::Agent {
                 module: "copy",
