@@ -288,16 +288,7 @@ fn file_options(p: &TemplateParams) -> Result<(FileOptions, &'static str), Failu
             )))
         }
     };
-    // ansible-core encodes the rendered text into `output_encoding` (default utf-8);
-    // fixpoint writes UTF-8 only.
-    if let Some(enc) = p.output_encoding.as_deref() {
-        let e = enc.to_ascii_lowercase().replace('_', "-");
-        if !matches!(e.as_str(), "" | "utf-8" | "utf8" | "u8") {
-            return Err(Failure::msg(format!(
-                "output_encoding `{enc}` is not supported by fixpoint yet (it writes UTF-8)"
-            )));
-        }
-    }
+    output_encoding(p)?;
     let opts = FileOptions {
         trim_blocks: p.trim_blocks.map(|b| b.0),
         lstrip_blocks: p.lstrip_blocks.map(|b| b.0),
@@ -311,6 +302,42 @@ fn file_options(p: &TemplateParams) -> Result<(FileOptions, &'static str), Failu
         ],
     };
     Ok((opts, newline))
+}
+
+/// The encoding `output_encoding` asks for; `None` for UTF-8 (the default, also for `''`).
+/// ansible-core encodes the rendered text with Python's codec of that name; fixpoint takes
+/// the WHATWG encoders (`encoding_rs`) whose own name is the one given, so that an alias that
+/// means another table there than in Python (`latin-1` is windows-1252 for WHATWG) is refused
+/// rather than written differently, as are the encodings it cannot write (UTF-16).
+fn output_encoding(p: &TemplateParams) -> Result<Option<&'static encoding_rs::Encoding>, Failure> {
+    let Some(asked) = p.output_encoding.as_deref() else {
+        return Ok(None);
+    };
+    let label = asked.trim().to_ascii_lowercase().replace('_', "-");
+    if matches!(label.as_str(), "" | "utf-8" | "utf8" | "u8") {
+        return Ok(None);
+    }
+    let named =
+        |e: &'static encoding_rs::Encoding| e.name().replace('_', "-").eq_ignore_ascii_case(&label);
+    match encoding_rs::Encoding::for_label(label.as_bytes()) {
+        Some(e) if named(e) && e.output_encoding() == e && e != encoding_rs::UTF_8 => Ok(Some(e)),
+        _ => Err(Failure::msg(format!(
+            "output_encoding `{asked}` is not supported by fixpoint: give UTF-8 or an encoding \
+             by its WHATWG name (windows-1252, iso-8859-2, shift_jis, euc-kr, gbk, koi8-r...)"
+        ))),
+    }
+}
+
+/// The rendered text in `enc`; a character it cannot hold fails, as Python's strict codec.
+fn encode_output(text: &str, enc: &'static encoding_rs::Encoding) -> Result<Vec<u8>, Failure> {
+    let (bytes, _, unmappable) = enc.encode(text);
+    if unmappable {
+        return Err(Failure::msg(format!(
+            "the rendered template has characters that {} cannot encode",
+            enc.name()
+        )));
+    }
+    Ok(bytes.into_owned())
 }
 
 fn render_template_file(
@@ -493,20 +520,29 @@ pub fn prepare(
                 obj.remove(*k);
             }
             // `mode: preserve` gives the file the template's own mode, as copy does for its
-            // `src`: the text then goes as a source file's bytes, with that file's mode.
-            if p.mode == Some(fixpoint_modules::params::ModeSpec::Preserve) {
+            // `src`, and `output_encoding` other bytes than the text's UTF-8: the file then goes
+            // as a source file's bytes (with that file's mode).
+            let preserve = p.mode == Some(fixpoint_modules::params::ModeSpec::Preserve);
+            let encoding = output_encoding(&p)?;
+            if preserve || encoding.is_some() {
                 use base64::Engine as _;
                 use std::os::unix::fs::PermissionsExt as _;
-                let bits = std::fs::metadata(&path)
-                    .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?
-                    .permissions()
-                    .mode()
-                    & 0o7777;
+                let bytes = match encoding {
+                    Some(enc) => encode_output(&rendered, enc)?,
+                    None => rendered.into_bytes(),
+                };
                 obj.insert(
                     "_content_b64".into(),
-                    json!(base64::engine::general_purpose::STANDARD.encode(rendered.as_bytes())),
+                    json!(base64::engine::general_purpose::STANDARD.encode(bytes)),
                 );
-                obj.insert("_src_mode".into(), json!(bits));
+                if preserve {
+                    let bits = std::fs::metadata(&path)
+                        .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?
+                        .permissions()
+                        .mode()
+                        & 0o7777;
+                    obj.insert("_src_mode".into(), json!(bits));
+                }
             } else {
                 obj.insert("content".into(), Value::String(rendered));
             }
