@@ -3,13 +3,13 @@
 
 use crate::fs::{IfChecksum, WantedAttrs};
 use crate::params::{de_opt_string, is_template, Bool, ModeSpec};
+use crate::text::regex::{Captures, Regex};
 use crate::text::{
     apply_edit, check_anchors, check_common, check_if_checksum, compile_regex, exclusive,
     insert_anchors, missing_file, plan_edit, probe_guarded, registered_diff, strip_eol, EditAction,
     Presence, TextFile,
 };
 use crate::{Ctx, Module, ModuleError, Plan};
-use regex::bytes::{Captures, Regex};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -417,7 +417,9 @@ fn expand(tpl: &[u8], re: &Regex, caps: Option<&Captures>) -> Result<Vec<u8>, St
                     match caps.and_then(|c| c.name(&name)) {
                         Some(m) => out.extend_from_slice(m.as_bytes()),
                         // A named group that exists but did not take part is empty.
-                        None if re.capture_names().any(|n| n == Some(name.as_str())) => {}
+                        None if re
+                            .capture_names()
+                            .any(|n| n.as_deref() == Some(name.as_str())) => {}
                         None => return Err(format!("unknown group name '{name}'")),
                     }
                 }
