@@ -240,14 +240,12 @@ fn edit(p: &Params, original: Option<&[u8]>) -> Result<Vec<u8>, ModuleError> {
             Some((pattern, re)) if is_multiline(pattern) => {
                 let text = original.unwrap_or_default();
                 match re.find(text) {
-                    Some(m) => {
-                        let upto = if insertafter.is_some() {
-                            m.end()
-                        } else {
-                            m.start()
-                        };
-                        text[..upto].iter().filter(|b| **b == b'\n').count()
+                    // The line the match ends on (insertafter: the block goes after it) or
+                    // starts on (insertbefore: before it), as Ansible counts them.
+                    Some(m) if insertafter.is_some() => {
+                        text[..m.end()].iter().filter(|b| **b == b'\n').count() + 1
                     }
+                    Some(m) => text[..m.start()].iter().filter(|b| **b == b'\n').count(),
                     // Ansible crashes here; the end of the file is the documented fallback.
                     None => lines.len(),
                 }
@@ -381,8 +379,16 @@ mod tests {
     #[test]
     fn multiline_anchor_searches_whole_file() {
         let (_d, path) = setup("a\nb\nc\n");
-        go(json!({"path": path, "block": "x", "insertafter": "(?m)^a\\nb\\n"}));
+        go(json!({"path": path, "block": "x", "insertafter": "(?m)^a\\nb"}));
         assert_eq!(read(&path), format!("a\nb\n{B}x\n{E}c\n"));
+        // Ansible counts the newlines up to the match's end, then goes one line further: a
+        // match that ends with its newline puts the block one line lower.
+        let (_d, path) = setup("a\nb\nc\n");
+        go(json!({"path": path, "block": "x", "insertafter": "(?m)^a\\nb\\n"}));
+        assert_eq!(read(&path), format!("a\nb\nc\n{B}x\n{E}"));
+        let (_d, path) = setup("a\nb\nc\n");
+        go(json!({"path": path, "block": "x", "insertbefore": "(?m)^b\\nc"}));
+        assert_eq!(read(&path), format!("a\n{B}x\n{E}b\nc\n"));
     }
 
     #[test]

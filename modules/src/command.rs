@@ -135,9 +135,12 @@ impl Module for Command {
     fn validate(p: &Params) -> Result<(), ModuleError> {
         match (&p.cmd, &p.argv) {
             (Some(_), Some(_)) => {
+                // Ansible's wording first: its own tests look for it.
                 return Err(ModuleError::Params(
-                    "`cmd` and `argv` are mutually exclusive: give the command line or the argument list, not both".into(),
-                ))
+                    "parameters are mutually exclusive: _raw_params|cmd|argv (give the command \
+                     line or the argument list, not both)"
+                        .into(),
+                ));
             }
             (Some(c), None) => {
                 if c.trim().is_empty() {
@@ -151,7 +154,7 @@ impl Module for Command {
             }
             (None, Some(a)) if a.0.is_empty() || a.0[0].is_empty() => return Err(no_command()),
             (None, Some(_)) => {}
-            (None, None) => return Err(no_command()),
+            (None, None) => return Err(missing_command()),
         }
         check_env(&p.env)
     }
@@ -196,8 +199,19 @@ impl Module for Command {
         probe(inv)
     }
 
-    fn plan(_: &Params, state: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
-        Ok(plan(state, ctx))
+    fn plan(p: &Params, state: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+        let mut plan = plan(state, ctx);
+        if let Some(x) = &p.executable {
+            plan.result.insert(
+                "warnings".into(),
+                json!([format!(
+                    "`executable` is no longer supported by the `command` module (since \
+                     Ansible 2.4): `{x}` is not used; use `shell` to run a command through \
+                     another shell"
+                )]),
+            );
+        }
+        Ok(plan)
     }
 
     fn apply(
@@ -215,8 +229,10 @@ impl Module for Shell {
     type Action = Action;
 
     fn validate(p: &ShellParams) -> Result<(), ModuleError> {
-        if p.cmd.as_deref().is_none_or(|c| c.trim().is_empty()) {
-            return Err(no_command());
+        match p.cmd.as_deref() {
+            None => return Err(missing_command()),
+            Some(c) if c.trim().is_empty() => return Err(no_command()),
+            Some(_) => {}
         }
         if p.executable.as_deref() == Some("") {
             return Err(ModuleError::Params(
@@ -262,6 +278,15 @@ impl Module for Shell {
     ) -> Result<Map<String, Value>, ModuleError> {
         execute(&state.inv)
     }
+}
+
+/// No command at all: Ansible's wording first (its own tests look for it), then ours.
+fn missing_command() -> ModuleError {
+    ModuleError::Params(
+        "one of the following is required: _raw_params, cmd, argv (write the command after \
+         the module name, or set `cmd`)"
+            .into(),
+    )
 }
 
 fn no_command() -> ModuleError {
@@ -852,6 +877,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out.result["stdout"], json!("$0"));
+        // ... with a warning that says so, as ansible-core's (its target checks it).
+        let w = out.result["warnings"][0].as_str().unwrap();
+        assert!(
+            w.contains("no longer supported") && w.contains("/bin/bash"),
+            "{w}"
+        );
     }
 
     #[test]
@@ -1036,6 +1067,12 @@ mod tests {
         let e = check_params("command", &json!({"cmd": "a", "argv": ["a"]})).unwrap_err();
         assert!(e.to_string().contains("mutually exclusive"), "{e}");
         let e = check_params("command", &json!({})).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("one of the following is required: _raw_params, cmd, argv"),
+            "{e}"
+        );
+        let e = check_params("command", &json!({"cmd": " "})).unwrap_err();
         assert!(e.to_string().contains("no command given"), "{e}");
         let e = check_params("shell", &json!({"cmd": "  "})).unwrap_err();
         assert!(e.to_string().contains("no command given"), "{e}");

@@ -8,8 +8,9 @@
 //! to `copy_remote_tree` (the registry decides).
 //!
 //! Differences from Ansible worth knowing:
-//! - The result has no `md5sum` (Ansible adds one outside FIPS mode); `checksum` is the sha1 of
-//!   the new content, as Ansible's.
+//! - The result has `md5sum` when the content is written, as Ansible's outside FIPS mode, but
+//!   not for a controller file (its bytes reach the host only when they are needed); `checksum`
+//!   is the sha1 of the new content, as Ansible's.
 //! - A content change keeps the existing file's owner, group and mode unless they are given
 //!   (with `remote_src`, Ansible instead gives a rewritten file the source file's mode and owner);
 //!   a new file from `remote_src` gets the source file's mode, as Ansible's copystat does.
@@ -69,6 +70,10 @@ pub struct Params {
     /// The permission bits of the controller-side `src`, for `mode: preserve`.
     #[serde(default, rename = "_src_mode")]
     pub src_mode: Option<u32>,
+    /// `template`'s `src` as the task gave it (its rendered text arrives as `content`): the
+    /// result's `src`, as Ansible's template result has one.
+    #[serde(default, rename = "_template_src")]
+    pub template_src: Option<String>,
     /// With `remote_src: true`, a file on the host to copy; otherwise the controller's file
     /// (informational once the controller has sent its content).
     #[serde(default, deserialize_with = "de_opt_string")]
@@ -222,7 +227,7 @@ impl Module for Copy {
         if let Some(v) = &p.validate {
             if !v.contains("%s") {
                 return Err(ModuleError::Params(format!(
-                    "`validate` must contain %s (where the file to check goes), got `{v}`"
+                    "validate must contain %s: {v}"
                 )));
             }
         }
@@ -382,7 +387,7 @@ impl Module for Copy {
         let mut plan = Plan::new();
         let shown = st.dest.display().to_string();
         plan.result.insert("dest".into(), shown.clone().into());
-        if let Some(src) = &p.src {
+        if let Some(src) = p.src.as_ref().or(p.template_src.as_ref()) {
             plan.result.insert("src".into(), src.clone().into());
         }
         if st.skip {
@@ -524,6 +529,16 @@ impl Module for Copy {
                     size: st.size,
                 });
             }
+            // Ansible's copy module returns the new content's md5 when it writes (outside
+            // FIPS mode); a controller file's bytes are not on the host yet, so it has none.
+            let md5 = match &st.data {
+                Data::Bytes(b) => Some(hex::encode(md5::Md5::digest(b))),
+                Data::Host(path) => Some(md5_of_file(path)?),
+                Data::Controller => None,
+            };
+            if let Some(m) = md5 {
+                plan.result.insert("md5sum".into(), m.into());
+            }
             plan.actions.push(Action::Write {
                 path: st.dest.clone(),
                 at,
@@ -632,6 +647,14 @@ fn sha256_of_file(path: &Path) -> Result<(String, u64), ModuleError> {
     let mut h = sha2::Sha256::new();
     let n = std::io::copy(&mut f, &mut h).map_err(|e| ModuleError::io(path, e))?;
     Ok((hex::encode(h.finalize()), n))
+}
+
+/// md5 (hex) of a file, read in chunks.
+fn md5_of_file(path: &Path) -> Result<String, ModuleError> {
+    let mut f = fs::File::open(path).map_err(|e| ModuleError::io(path, e))?;
+    let mut h = md5::Md5::new();
+    std::io::copy(&mut f, &mut h).map_err(|e| ModuleError::io(path, e))?;
+    Ok(hex::encode(h.finalize()))
 }
 
 /// sha1 (hex) of a file, read in chunks.

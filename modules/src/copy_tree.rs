@@ -196,7 +196,7 @@ impl Module for CopyTree {
         if let Some(v) = &p.validate {
             if !v.contains("%s") {
                 return Err(ModuleError::Params(format!(
-                    "`validate` must contain %s (where the file to check goes), got `{v}`"
+                    "validate must contain %s: {v}"
                 )));
             }
         }

@@ -335,7 +335,9 @@ impl Module for File {
         let guarded = p.if_checksum.is_some() || p.if_unchanged_since_last_run.0;
         if let Some(s) = p.state {
             let is_link = matches!(s, FileState::Link | FileState::Hard);
-            if is_link && p.src.is_none() {
+            // `state: link` without `src` keeps an existing link's target (to change its
+            // attributes), as in Ansible; creating one without `src` fails on the host.
+            if s == FileState::Hard && p.src.is_none() {
                 return Err(ModuleError::Params(format!(
                     "state: {} needs `src`: the path the link points to",
                     s.as_str()
@@ -343,7 +345,7 @@ impl Module for File {
             }
             if !is_link && p.src.is_some() {
                 return Err(ModuleError::Params(format!(
-                    "`src` only applies to state: link or state: hard, not state: {}",
+                    "src option requires state to be 'link' or 'hard', not state: {}",
                     s.as_str()
                 )));
             }
@@ -360,6 +362,12 @@ impl Module for File {
                     s.as_str()
                 )));
             }
+        }
+        // Ansible's wording: its target checks it.
+        if p.state.is_none() && p.src.is_some() {
+            return Err(ModuleError::Params(
+                "src option requires state to be 'link' or 'hard' (`src` without `state`)".into(),
+            ));
         }
         if guarded && p.recurse.0 {
             return Err(ModuleError::Params(
@@ -618,6 +626,11 @@ impl Module for File {
             r.insert("src".into(), src.into());
         }
         r.insert("changed".into(), (!plan.actions.is_empty()).into());
+        // Registered only in diff mode, as ansible-core does.
+        if ctx.diff {
+            let diff = registered_diff(&plan.diff, &[&st.path, &st.report]);
+            plan.result.insert("diff".into(), diff);
+        }
         Ok(plan)
     }
 
@@ -631,6 +644,30 @@ impl Module for File {
         }
         path_info(&st.report)
     }
+}
+
+/// Ansible's registered `diff` of `file`: `before` and `after` mappings with the `path` and
+/// each of its attributes that changes (`state`, `src`, `mode`, `owner` and `group` as ids, times).
+fn registered_diff(diff: &crate::Diff, paths: &[&Path]) -> Value {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let path = shown.first().cloned().unwrap_or_default();
+    let mut before = Map::new();
+    let mut after = Map::new();
+    before.insert("path".into(), path.clone().into());
+    after.insert("path".into(), path.into());
+    for a in diff.attrs.iter().filter(|a| shown.contains(&a.path)) {
+        let id = |v: &str, f: fn(&str) -> Result<u32, ModuleError>| -> Value {
+            f(v).map_or_else(|_| v.into(), Value::from)
+        };
+        let (b, n) = match a.attr.as_str() {
+            "owner" => (id(&a.before, lookup_uid), id(&a.after, lookup_uid)),
+            "group" => (id(&a.before, lookup_gid), id(&a.after, lookup_gid)),
+            _ => (a.before.clone().into(), a.after.clone().into()),
+        };
+        before.insert(a.attr.clone(), b);
+        after.insert(a.attr.clone(), n);
+    }
+    serde_json::json!({"before": before, "after": after})
 }
 
 /// The wanted attributes, resolved.
@@ -958,8 +995,10 @@ fn plan_touch<'a>(
 /// The `src` that `state: link` and `state: hard` need; `what` tells the user what it names.
 fn link_src<'a>(st: &'a Probed, state: &str, what: &str) -> Result<&'a LinkProbe, ModuleError> {
     st.link.as_ref().ok_or_else(|| {
-        ModuleError::Params(format!(
-            "state: {state} needs `src` to create {}: {what}",
+        // Ansible's wording first.
+        ModuleError::failed(format!(
+            "src is required for creating new symlinks: state: {state} needs `src` to create \
+             {}: {what}",
             st.path.display()
         ))
     })
@@ -1729,6 +1768,30 @@ mod tests {
     }
 
     #[test]
+    fn link_without_src_keeps_an_existing_link_and_cannot_create_one() {
+        let t = tempfile::tempdir().unwrap();
+        let target = t.path().join("target");
+        fs::write(&target, "").unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o644)).unwrap();
+        let l = t.path().join("l");
+        std::os::unix::fs::symlink("target", &l).unwrap();
+        // Ansible's file target: attributes of the link itself, its target untouched.
+        let params = json!({"path": l, "state": "link", "mode": "0600", "follow": false});
+        check_params("file", &params).unwrap();
+        let out = run_file(params, &RUN);
+        assert!(!out.changed);
+        assert_eq!(fs::read_link(&l).unwrap(), Path::new("target"));
+        assert_eq!(mode_of(&target), 0o644);
+        let missing = json!({"path": t.path().join("new"), "state": "link"});
+        let e = run::<File>(&missing, &RUN).unwrap_err().to_string();
+        assert!(
+            e.starts_with("src is required for creating new symlinks"),
+            "{e}"
+        );
+        assert!(check_params("file", &json!({"path": "/x", "state": "hard"})).is_err());
+    }
+
+    #[test]
     fn follow_decides_where_link_attributes_go() {
         let t = tempfile::tempdir().unwrap();
         let target = t.path().join("target");
@@ -1930,8 +1993,12 @@ mod tests {
         assert!(run_file(json!({"dest": d, "state": "directory"}), &RUN).changed);
         assert!(!run_file(json!({"name": d, "state": "directory"}), &RUN).changed);
 
-        let e = check_params("file", &json!({"path": "/x", "state": "link"})).unwrap_err();
-        assert!(e.to_string().contains("src"), "{e}");
+        // `state: link` without `src` is decided on the host (an existing link keeps its target).
+        check_params("file", &json!({"path": "/x", "state": "link"})).unwrap();
+        let e = check_params("file", &json!({"path": "/x", "src": "/y"})).unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("src option requires state to be 'link' or 'hard'"));
         let e = check_params("file", &json!({"path": "/x", "state": "hard"})).unwrap_err();
         assert!(e.to_string().contains("src"), "{e}");
         let e = check_params("file", &json!({"path": "/x", "state": "dir"})).unwrap_err();

@@ -4,7 +4,7 @@
 
 use crate::fs::expand_user;
 use crate::fs::WantedAttrs;
-use crate::params::{de_opt_string, is_template, Bool};
+use crate::params::{de_opt_string, Bool};
 use crate::text::{
     add_path_info, apply_edit, plan_edit, probe_text_file, EditAction, Presence, TextFile,
 };
@@ -216,16 +216,19 @@ impl Module for KnownHosts {
                 "No key specified when adding a host: give `key`".into(),
             ));
         }
-        let comma = regex::Regex::new(r"\S+(\s+)?,(\s+)?").expect("a valid pattern");
-        if p.key.is_some() && !is_template(&p.name) && comma.is_match(&p.name) {
-            return Err(ModuleError::Params(
-                "Comma separated list of names is not supported. Please pass a single name to lookup in the known_hosts file (`name`).".into(),
-            ));
-        }
         Ok(())
     }
 
     fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
+        // A failure of the task with Ansible's exact message (its target compares it), so it
+        // is checked here, on the host, rather than as a parameter at load time.
+        let comma = regex::Regex::new(r"\S+(\s+)?,(\s+)?").expect("a valid pattern");
+        if p.key.is_some() && comma.is_match(&p.name) {
+            return Err(ModuleError::failed(
+                "Comma separated list of names is not supported. Please pass a single name to \
+                 lookup in the known_hosts file.",
+            ));
+        }
         let host = p.name.to_lowercase();
         let path = expand_user(&p.path).to_string_lossy().into_owned();
         let mut key = p.key.clone().filter(|k| !k.is_empty());

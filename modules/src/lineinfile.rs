@@ -3,13 +3,13 @@
 
 use crate::fs::{IfChecksum, WantedAttrs};
 use crate::params::{de_opt_string, is_template, Bool, ModeSpec};
+use crate::text::regex::{Captures, Regex};
 use crate::text::{
     apply_edit, check_anchors, check_common, check_if_checksum, compile_regex, exclusive,
     insert_anchors, missing_file, plan_edit, probe_guarded, registered_diff, strip_eol, EditAction,
     Presence, TextFile,
 };
 use crate::{Ctx, Module, ModuleError, Plan};
-use regex::bytes::{Captures, Regex};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -370,13 +370,24 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 /// Python's `match.expand(template)`: `\1`, `\g<1>`, `\g<name>`, and the escapes `\n`, `\t`, `\\`...
 /// Groups that did not take part in the match expand to nothing, as in Python 3.5+.
 pub(crate) fn expand_template(tpl: &[u8], re: &Regex, caps: &Captures) -> Result<Vec<u8>, String> {
+    expand(tpl, re, Some(caps))
+}
+
+/// Check a replacement template against `re` without a match, as Python compiles it before
+/// substituting: a bad escape or group fails even where nothing matches (`replace: '\D'`).
+pub(crate) fn check_template(tpl: &[u8], re: &Regex) -> Result<(), String> {
+    expand(tpl, re, None).map(|_| ())
+}
+
+/// [`expand_template`]; without `caps`, group references are checked and expand to nothing.
+fn expand(tpl: &[u8], re: &Regex, caps: Option<&Captures>) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(tpl.len());
     let mut i = 0;
     let group = |out: &mut Vec<u8>, idx: usize| -> Result<(), String> {
-        if idx >= caps.len() {
+        if idx >= re.captures_len() {
             return Err(format!("invalid group reference {idx}"));
         }
-        if let Some(m) = caps.get(idx) {
+        if let Some(m) = caps.and_then(|c| c.get(idx)) {
             out.extend_from_slice(m.as_bytes());
         }
         Ok(())
@@ -403,10 +414,12 @@ pub(crate) fn expand_template(tpl: &[u8], re: &Regex, caps: &Captures) -> Result
                 if let Ok(idx) = name.parse::<usize>() {
                     group(&mut out, idx)?;
                 } else {
-                    match caps.name(&name) {
+                    match caps.and_then(|c| c.name(&name)) {
                         Some(m) => out.extend_from_slice(m.as_bytes()),
                         // A named group that exists but did not take part is empty.
-                        None if re.capture_names().any(|n| n == Some(name.as_str())) => {}
+                        None if re
+                            .capture_names()
+                            .any(|n| n.as_deref() == Some(name.as_str())) => {}
                         None => return Err(format!("unknown group name '{name}'")),
                     }
                 }

@@ -1,7 +1,7 @@
 //! The one place that maps module names (`copy`, `ansible.builtin.copy`) to module implementations.
 
 use crate::account::{getent, group, user};
-use crate::fs::selinux;
+use crate::fs::{chattr, selinux};
 use crate::service::{auto, facts, systemd, sysv};
 use crate::{
     apt, blockinfile, command, copy, file, lineinfile, parse_params, run_hooked, stat, Ctx, Module,
@@ -136,7 +136,16 @@ impl ModuleOp for Check<'_> {
 pub fn check_params(name: &str, params: &Value) -> Result<(), ParamError> {
     match name {
         "package" => crate::package::check(params),
-        _ => dispatch(name, Check(&selinux::without(name, params))).unwrap_or(Ok(())),
+        _ => {
+            if chattr::takes(name) {
+                chattr::spec_of(params).map_err(|msg| ParamError {
+                    path: String::new(),
+                    msg,
+                })?;
+            }
+            let params = chattr::without(name, params);
+            dispatch(name, Check(&selinux::without(name, &params))).unwrap_or(Ok(()))
+        }
     }
 }
 
@@ -167,21 +176,36 @@ pub fn run_module_hooked(
     if name == "package" {
         return crate::package::run(params, ctx, before_apply);
     }
-    let params = selinux::without(name, params);
-    // `remote_src` with a directory on the host: only the host can tell.
-    if name == "copy" && crate::copy_remote_tree::is_remote_dir(&params) {
-        return run_hooked::<crate::copy_remote_tree::CopyRemoteTree>(&params, ctx, before_apply);
+    if chattr::takes(name) {
+        chattr::spec_of(params).map_err(ModuleError::Params)?;
     }
-    let run = Run {
-        params: &params,
-        ctx,
-        before_apply,
+    let own = selinux::without(name, params);
+    let own = chattr::without(name, &own);
+    // `remote_src` with a directory on the host: only the host can tell.
+    let mut outcome = if name == "copy" && crate::copy_remote_tree::is_remote_dir(&own) {
+        // Ansible sets `attributes` on each file of such a copy: not supported yet.
+        if chattr::spec_of(params).ok().flatten().is_some() {
+            return Err(ModuleError::failed(
+                "`attributes` on a `copy` of a directory is not supported yet: set them with \
+                 `file` (`recurse: true`) after the copy",
+            ));
+        }
+        run_hooked::<crate::copy_remote_tree::CopyRemoteTree>(&own, ctx, before_apply)?
+    } else {
+        let run = Run {
+            params: &own,
+            ctx,
+            before_apply: &mut *before_apply,
+        };
+        dispatch(name, run).unwrap_or_else(|| {
+            Err(ModuleError::Params(format!(
+                "module `{name}` does not run on the host"
+            )))
+        })?
     };
-    dispatch(name, run).unwrap_or_else(|| {
-        Err(ModuleError::Params(format!(
-            "module `{name}` does not run on the host"
-        )))
-    })
+    // Ansible's `attributes`, after the module's own work (`fs/chattr.rs`).
+    chattr::reconcile(name, params, ctx, &mut outcome, before_apply)?;
+    Ok(outcome)
 }
 
 /// One operation over a module's implementation type, chosen by name in [`dispatch`]. (A
@@ -262,6 +286,9 @@ pub fn param_names(name: &str) -> Option<Vec<&'static str>> {
     let mut names = dispatch(name, Names).flatten()?.to_vec();
     if selinux::takes(name) {
         names.extend_from_slice(selinux::KEYS);
+    }
+    if chattr::takes(name) {
+        names.extend_from_slice(chattr::KEYS);
     }
     Some(names)
 }

@@ -3,7 +3,7 @@
 //! file handling (atomic rewrite, backup, validate, attributes) is shared with lineinfile in `text`.
 
 use crate::fs::WantedAttrs;
-use crate::lineinfile::expand_template;
+use crate::lineinfile::{check_template, expand_template};
 use crate::params::{de_opt_string, is_template, Bool, ModeSpec};
 use crate::text::{
     apply_edit, check_common, compile_regex, missing_file, plan_edit, probe_text_file, EditAction,
@@ -134,6 +134,9 @@ impl Module for Replace {
         let section = &content[start..end];
         let re = compile_regex("regexp", &format!("(?m){}", p.regexp))?;
         let template = p.replace.as_deref().unwrap_or_default().as_bytes();
+        check_template(template, &re).map_err(|e| {
+            ModuleError::failed(format!("Unable to process replace due to error: {e}"))
+        })?;
         let mut replaced = Vec::with_capacity(section.len());
         let mut count = 0usize;
         let mut last = 0;
@@ -332,6 +335,22 @@ mod tests {
         let err =
             run::<Replace>(&json!({"path": path, "regexp": "a"}), &Ctx::default()).unwrap_err();
         assert!(err.to_string().contains("UTF-8"), "{err}");
+    }
+
+    /// Python compiles the replacement before substituting: a bad escape fails the task even
+    /// where nothing matches (Ansible's replace target, issue 79364).
+    #[test]
+    fn a_bad_escape_fails_without_a_match() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        fs::write(&path, "abc\n").unwrap();
+        let p = json!({"path": path, "regexp": "\\.", "replace": "\\D"});
+        let e = run::<Replace>(&p, &Ctx::default()).unwrap_err().to_string();
+        assert!(e.starts_with("Unable to process replace"), "{e}");
+        let p = json!({"path": path, "regexp": "x", "replace": "\\2"});
+        let e = run::<Replace>(&p, &Ctx::default()).unwrap_err().to_string();
+        assert!(e.contains("invalid group reference 2"), "{e}");
+        assert!(!go(json!({"path": path, "regexp": "x", "replace": "\\n"})).changed);
     }
 
     #[test]

@@ -249,9 +249,9 @@ struct Found {
     named: Map<String, Value>,
 }
 
-fn search(re: &regex::bytes::Regex, data: &[u8]) -> Option<Found> {
+fn search(re: &crate::text::regex::Regex, data: &[u8]) -> Option<Found> {
     let caps = re.captures(data)?;
-    let text = |m: Option<regex::bytes::Match<'_>>| {
+    let text = |m: Option<crate::text::regex::Match<'_>>| {
         m.map_or(Value::Null, |m| {
             String::from_utf8_lossy(m.as_bytes()).into_owned().into()
         })
@@ -261,7 +261,8 @@ fn search(re: &regex::bytes::Regex, data: &[u8]) -> Option<Found> {
         f.groups.push(text(caps.get(i)));
     }
     for name in re.capture_names().flatten() {
-        f.named.insert(name.to_string(), text(caps.name(name)));
+        let value = text(caps.name(&name));
+        f.named.insert(name, value);
     }
     Some(f)
 }
@@ -278,7 +279,7 @@ fn connect(host: &str, port: u16, limit: Duration) -> Option<TcpStream> {
 /// Read from the connection until `re` matches what arrived, the peer closes, or `end`.
 fn read_until(
     mut s: TcpStream,
-    re: &regex::bytes::Regex,
+    re: &crate::text::regex::Regex,
     end: Instant,
 ) -> Result<Option<Found>, Stop> {
     let mut data = Vec::new();
@@ -408,7 +409,7 @@ fn ready(
     p: &Params,
     path: Option<&std::path::Path>,
     port: Option<u16>,
-    re: Option<&regex::bytes::Regex>,
+    re: Option<&crate::text::regex::Regex>,
     end: Instant,
     found: &mut Found,
 ) -> Result<bool, Stop> {

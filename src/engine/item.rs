@@ -67,7 +67,7 @@ impl Shared<'_> {
                 .await;
         }
         match task.module {
-            "include_vars" => return Ok(include_vars(ctx, task, h, &params)),
+            "include_vars" => return Ok(include_vars(ctx, task, h, &params, scope)),
             "setup" | "gather_facts" => return self.setup(ctx, task, h, &params).await,
             "pause" => return Ok(self.pause(task, scope, &params).await),
             "group_by" => return Ok(self.group_by(&h.name, &params)),

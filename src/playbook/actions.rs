@@ -5,7 +5,7 @@
 //! (`engine::actions::prepare`); it reuses these parameter types so both halves accept the same keys.
 
 use super::files::looked_in;
-use fixpoint_modules::fs::selinux;
+use fixpoint_modules::fs::{chattr, selinux};
 use fixpoint_modules::params::{Bool, ModeSpec};
 use fixpoint_modules::ParamError;
 use serde::Deserialize;
@@ -63,8 +63,23 @@ pub struct IncludeVarsParams {
     pub name: Option<String>,
     #[serde(default)]
     pub depth: Option<u32>,
+    /// A Python regex the names of a directory's files must match (searched, not anchored).
     #[serde(default)]
     pub files_matching: Option<String>,
+    /// Python regexes (a list, or one string of them split on spaces) for the names of a
+    /// directory's files to skip: each must match the name's end.
+    #[serde(default)]
+    pub ignore_files: Option<Value>,
+    /// The extensions a directory's files may have (`''`: none); default `yaml`, `yml`, `json`.
+    #[serde(default)]
+    pub extensions: Option<Vec<String>>,
+    /// Skip a directory's files of other extensions instead of failing on them.
+    #[serde(default)]
+    pub ignore_unknown_extensions: Option<Bool>,
+    /// `merge`: a mapping the files set is merged into the variable's value (Ansible's
+    /// `combine_vars`); `replace` (the default) sets it.
+    #[serde(default)]
+    pub hash_behaviour: Option<String>,
 }
 
 /// `setup`: the facts fixpoint gathers are a fixed set, so the subsets are accepted as given
@@ -255,10 +270,11 @@ fn split_port(raw: &str) -> (String, Option<u16>) {
 pub fn param_names(module: &str) -> Option<Vec<&'static str>> {
     use fixpoint_modules::params::struct_fields;
     let names = match module {
-        // `template` hands Ansible's SELinux file arguments to `copy`.
+        // `template` hands Ansible's SELinux file arguments and `attributes` to `copy`.
         "template" => {
             let mut n = struct_fields::<TemplateParams>()?.to_vec();
             n.extend_from_slice(fixpoint_modules::fs::selinux::KEYS);
+            n.extend_from_slice(fixpoint_modules::fs::chattr::KEYS);
             return Some(n);
         }
         "debug" => struct_fields::<DebugParams>(),
@@ -316,7 +332,12 @@ pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<()
     };
     match module {
         "template" => {
-            let _: TemplateParams = parse(&selinux::without("copy", params))?;
+            chattr::spec_of(params).map_err(|msg| ParamError {
+                path: String::new(),
+                msg,
+            })?;
+            let _: TemplateParams =
+                parse(&selinux::without("copy", &chattr::without("copy", params)))?;
             if let Some(Value::String(src)) = params.get("src") {
                 find_file(dirs, "templates", src).map_err(missing_src)?;
             }
@@ -356,6 +377,27 @@ pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<()
                     path: String::new(),
                     msg: "give exactly one of `file` and `dir`".into(),
                 });
+            }
+            let dir_only = p.depth.is_some()
+                || p.files_matching.is_some()
+                || p.ignore_files.is_some()
+                || p.extensions.is_some()
+                || p.ignore_unknown_extensions.is_some();
+            if p.file.is_some() && dir_only {
+                return Err(ParamError {
+                    path: String::new(),
+                    msg: "`depth`, `files_matching`, `ignore_files`, `extensions` and \
+                          `ignore_unknown_extensions` go with `dir`, not `file`"
+                        .into(),
+                });
+            }
+            if let Some(h) = p.hash_behaviour.as_deref() {
+                if h != "merge" && h != "replace" {
+                    return Err(ParamError {
+                        path: "hash_behaviour".into(),
+                        msg: format!("`{h}` is neither `merge` nor `replace`"),
+                    });
+                }
             }
             Ok(())
         }),

@@ -441,6 +441,7 @@ pub struct Task {
     /// A parameter the module does not take, on a task with a `when`: ansible-core fails such
     /// a task only when a host runs it (roles keep tasks that only old Ansible versions reach,
     /// like `command`'s removed `warn`), so `validate` warns and the module fails it on the host.
+    /// Any invalid parameters of a task with `ignore_errors: true` are kept here likewise.
     pub unknown_param: Option<Diagnostic>,
     /// A handler that is an `include_tasks` (module `include_tasks`): notified, it includes
     /// its file, whose tasks run then (ansible-core lets a handler include tasks).

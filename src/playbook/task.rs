@@ -687,7 +687,9 @@ fn free_form_command(s: &str) -> Map<String, Value> {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let re = RE.get_or_init(|| {
         regex::Regex::new(
-            r#"(?:^|\s)(creates|removes|chdir|executable|stdin|warn)=("[^"]*"|'[^']*'|\S+)"#,
+            // A value is quoted, or runs to the next space outside `{{ }}`/`{% %}` (ansible-core
+            // splits these words as `parse_kv` does: `creates={{ dir }}/f` is one word).
+            r#"(?:^|\s)(creates|removes|chdir|executable|stdin|warn)=("[^"]*"|'[^']*'|(?:\{\{.*?\}\}|\{%.*?%\}|\S)+)"#,
         )
         .expect("static regex")
     });
@@ -716,6 +718,13 @@ mod tests {
         assert_eq!(m["cmd"], "touch /tmp/x");
         assert_eq!(m["creates"], "/tmp/x");
         assert_eq!(m["chdir"], "/tmp");
+        // Spaces inside a template do not end the value (Ansible's command_shell target).
+        let m = free_form_command(
+            "executable=\"{{ bash.stdout }}\"\ncreates={{ dir }}/afile.txt\necho \"test\"\n",
+        );
+        assert_eq!(m["cmd"], "echo \"test\"");
+        assert_eq!(m["creates"], "{{ dir }}/afile.txt");
+        assert_eq!(m["executable"], "{{ bash.stdout }}");
     }
 
     #[test]

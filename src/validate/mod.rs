@@ -226,8 +226,13 @@ impl Validator<'_> {
         if let Some(d) = &t.unknown_param {
             let mut d = d.clone();
             d.msg = format!(
-                "{} (the task has a `when`: it fails only if a host runs it, as in ansible-core)",
-                d.msg
+                "{} (the task has {}: it fails only if a host runs it, as in ansible-core)",
+                d.msg,
+                if t.ignore_errors {
+                    "`ignore_errors`"
+                } else {
+                    "a `when`"
+                }
             );
             self.warnings.push(d);
         }

@@ -152,9 +152,12 @@ fn include_vars_loads_a_file_or_a_directory_above_play_vars() {
                 "  tasks:\n",
                 "    - include_vars: vars/one.yml\n",
                 "    - name: after file\n      assert:\n        that:\n          - colour == 'red'\n          - size == 1\n",
-                "    - include_vars:\n        dir: vars/dir\n",
+                // A file of another extension fails the task unless told to skip it, as in Ansible.
+                "    - include_vars:\n        dir: vars/dir\n      ignore_errors: true\n      register: strict\n",
+                "    - name: strict\n      assert:\n        that: strict is failed and 'ignored.txt does not have a valid extension' in strict.message\n",
+                "    - include_vars:\n        dir: vars/dir\n        ignore_unknown_extensions: true\n",
                 "    - name: after dir\n      assert:\n        that:\n          - size == 3\n          - shape == 'round'\n          - deep\n",
-                "    - include_vars:\n        dir: vars/dir\n        depth: 1\n        name: shallow\n",
+                "    - include_vars:\n        dir: vars/dir\n        depth: 1\n        name: shallow\n        ignore_unknown_extensions: true\n",
                 "    - name: depth\n      assert:\n        that:\n          - shallow.size == 3\n          - shallow.deep is undefined\n",
                 "    - include_vars:\n        file: vars/one.yml\n        name: bundle\n",
                 "    - name: named\n      assert:\n        that: bundle.colour == 'red'\n",
@@ -164,6 +167,7 @@ fn include_vars_loads_a_file_or_a_directory_above_play_vars() {
     let out = fx.apply(&[]);
     out.expect(0);
     assert_eq!(out.status_of("after file"), "ok");
+    assert_eq!(out.status_of("strict"), "ok");
     assert_eq!(out.status_of("after dir"), "ok");
     assert_eq!(out.status_of("named"), "ok");
     assert_eq!(out.status_of("depth"), "ok");

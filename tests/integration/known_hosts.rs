@@ -68,12 +68,6 @@ fn known_hosts_bad_params_are_refused_at_load() {
             "No key specified",
         ),
         (
-            &*format!(
-                "    - known_hosts: {{name: \"a, b\", key: \"a {K1}\", path: /nonexistent/kh}}\n"
-            ),
-            "Comma separated",
-        ),
-        (
             "    - known_hosts: {name: a, key: x, state: gone}\n",
             "gone",
         ),

@@ -519,6 +519,9 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("one of the following is required"));
+        // Cleaning alone is a task of its own (Ansible's apt target).
+        assert!(check(json!({"clean": true})).is_ok());
+        assert!(check(json!({"autoclean": "yes"})).is_ok());
         assert!(check(json!({"name": "a", "deb": "/x.deb"}))
             .unwrap_err()
             .to_string()

@@ -171,15 +171,19 @@ pub fn validate(p: &Params) -> Result<(), ModuleError> {
             "parameters are mutually exclusive: deb|package|upgrade",
         ));
     }
+    // `clean` and `autoclean` alone are tasks of their own (Ansible's required_one_of never
+    // fails: `upgrade` and `autoremove` have defaults; its apt target runs them alone).
     if p.autoremove.is_none()
         && p.deb.is_none()
         && p.package.is_none()
         && p.update_cache.is_none()
         && p.upgrade.is_none()
+        && !p.clean.0
+        && !p.autoclean.0
     {
         return Err(err(
             "one of the following is required: `autoremove`, `deb`, `package` (`name`, `pkg`), \
-             `update_cache` (`update-cache`), `upgrade`",
+             `update_cache` (`update-cache`), `upgrade`, `clean`, `autoclean`",
         ));
     }
     if p.deb.is_some() && p.state != "present" && !is_template(&p.state) {

@@ -196,7 +196,7 @@ fn parse_mode(v: &Value) -> Result<u32, ModuleError> {
 /// A name filter: fnmatch globs, or Python regexes matched at the start of the name.
 enum Matcher {
     Glob(glob::Pattern),
-    Regex(regex::bytes::Regex),
+    Regex(crate::text::regex::Regex),
 }
 
 impl Matcher {
@@ -236,7 +236,7 @@ impl Matcher {
 struct Filters {
     patterns: Vec<Matcher>,
     excludes: Vec<Matcher>,
-    contains: Option<regex::bytes::Regex>,
+    contains: Option<crate::text::regex::Regex>,
     latin1: bool,
     age: Option<i64>,
     size: Option<i64>,

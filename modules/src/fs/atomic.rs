@@ -205,7 +205,7 @@ pub fn atomic_write_path(
 pub fn run_validate(cmd: &str, candidate: &Path) -> Result<(), ModuleError> {
     if !cmd.contains("%s") {
         return Err(ModuleError::Params(format!(
-            "validate must contain %s (the file to check), got `{cmd}`"
+            "validate must contain %s: {cmd}"
         )));
     }
     let full = cmd.replace("%s", &shell_quote(&candidate.to_string_lossy()));

@@ -7,13 +7,15 @@
 //! editing; the dependency runs one way inside: `paths` <- `attrs` <- `cas` <- `dirfd` <- `atomic`.
 //! `cas` holds fixpoint's `if_checksum` (compare-and-swap writes): `Loc::guard` carries it to
 //! the write path, which re-checks it immediately before the change. `written` tells the agent's
-//! journal what each change left (drift attribution).
+//! journal what each change left (drift attribution). `chattr` holds Ansible's `attributes`
+//! argument (inode flags), applied after a module ran, as `selinux` holds the SELinux ones.
 
 mod atomic;
 mod attrs;
 pub mod cas;
 #[cfg(test)]
 mod cas_tests;
+pub mod chattr;
 mod dirfd;
 mod paths;
 pub mod selinux;

@@ -308,9 +308,6 @@ impl Module for Cron {
                 )));
             }
         }
-        if p.cron_file.as_deref() == Some("/etc/crontab") {
-            return bad("Will not manage /etc/crontab via cron_file, see documentation.");
-        }
         if p.special_time.is_some() && p.times().iter().any(|t| *t != "*") {
             return bad(
                 "You cannot combine special_time with any of the time or day/date parameters.",
@@ -334,6 +331,13 @@ impl Module for Cron {
     }
 
     fn probe(p: &Params, _ctx: &Ctx) -> Result<State, ModuleError> {
+        // A failure of the task with Ansible's exact message (its target compares it), so it
+        // is checked on the host rather than as a parameter.
+        if p.cron_file.as_deref() == Some("/etc/crontab") {
+            return Err(ModuleError::failed(
+                "Will not manage /etc/crontab via cron_file, see documentation.",
+            ));
+        }
         if let Some(path) = p.cron_path() {
             let file = ConfFile::probe(&path)?;
             let existing = file.text.clone().unwrap_or_default();
@@ -646,9 +650,13 @@ mod tests {
             json!({"name": "a", "job": "x", "insertafter": "B"}),
             "only with env",
         );
-        refused(
-            json!({"name": "a", "job": "x", "cron_file": "/etc/crontab", "user": "r"}),
-            "/etc/crontab",
+        // Checked on the host, with Ansible's exact message.
+        let p = json!({"name": "a", "job": "x", "cron_file": "/etc/crontab", "user": "r"});
+        assert!(check_params("cron", &p).is_ok());
+        let e = run::<Cron>(&p, &RUN).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Will not manage /etc/crontab via cron_file, see documentation."
         );
         assert!(check_params("cron", &json!({"name": "a", "state": "absent"})).is_ok());
     }

@@ -44,7 +44,7 @@ pub(crate) fn check_common(
     if let Some(v) = validate {
         if !v.contains("%s") {
             return Err(ModuleError::Params(format!(
-                "`validate` must contain %s (replaced by the file to check), got `{v}`"
+                "validate must contain %s: {v}"
             )));
         }
     }

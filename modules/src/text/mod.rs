@@ -6,7 +6,7 @@
 //! what a line or block module decides to put in the file: that stays in the module's own file.
 
 mod edit;
-mod regex;
+pub(crate) mod regex;
 
 pub(crate) use self::regex::compile_regex;
 pub use edit::{

@@ -26,6 +26,7 @@ pub(super) fn include_vars(
     task: &Task,
     h: &mut HostState,
     params: &Value,
+    scope: &Arc<crate::vars::Scope>,
 ) -> ItemResult {
     let mut search = Vec::new();
     if let Some(r) = &task.role {
@@ -33,7 +34,12 @@ pub(super) fn include_vars(
         search.push(r.path.clone());
     }
     search.push(ctx.play.dir.clone());
-    match prepare::include_vars(params, &search, &task.pos) {
+    // A variable's value now, for `hash_behaviour: merge` (only plain names are looked up).
+    let existing = |name: &str| {
+        let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        plain.then(|| scope.eval(name).ok()).flatten()
+    };
+    match prepare::include_vars(params, &search, &task.pos, &existing) {
         Ok((vars, files)) => {
             Arc::make_mut(&mut h.included_vars).extend(vars.clone());
             let mut result = Map::new();
@@ -44,7 +50,11 @@ pub(super) fn include_vars(
             );
             ItemResult::ok(result)
         }
-        Err(msg) => ItemResult::failed(msg, Map::new()),
+        // Ansible's action reports its failure as `message`.
+        Err(msg) => {
+            let result = [("message".to_string(), json!(msg))].into_iter().collect();
+            ItemResult::failed(msg, result)
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use crate::playbook::files::looked_in;
 use crate::template::FileOptions;
 use crate::vars::magic::OMIT;
 use crate::vars::{Layer, Scope};
-use fixpoint_modules::fs::selinux;
+use fixpoint_modules::fs::{chattr, selinux};
 use fixpoint_modules::params::Bool;
 use fixpoint_modules::{Outcome, ParamError};
 use serde_json::{json, Map, Value};
@@ -21,17 +21,19 @@ use std::sync::Arc;
 fn include_vars_params(params: &Value) -> Result<IncludeVarsParams, ParamError> {
     parse(params)
 }
-/// `include_vars`: the variables of a file, or of every `.yml`/`.yaml`/`.json` file under a
-/// directory, found in `search` when relative. Returns them with the files read.
+/// `include_vars`: the variables of a file, or of the files of a directory, found in `search`
+/// when relative. `existing` gives a variable's current value, for `hash_behaviour: merge`.
+/// Returns them with the files read.
 pub fn include_vars(
     params: &Value,
     search: &[PathBuf],
     referenced_at: &crate::diag::Pos,
+    existing: &dyn Fn(&str) -> Option<Value>,
 ) -> Result<(Map<String, Value>, Vec<PathBuf>), String> {
     let p = include_vars_params(params)
         .map_err(|e| format!("invalid parameters for `include_vars`: {e}"))?;
     let (rel, is_dir) = match (&p.file, &p.dir) {
-        (Some(f), _) => (f.clone(), false),
+        (Some(f), _) => (f.trim_end_matches('\n').to_string(), false),
         (None, Some(d)) => (d.clone(), true),
         (None, None) => return Err("`include_vars` needs `file` or `dir`".into()),
     };
@@ -42,40 +44,12 @@ pub fn include_vars(
     };
     let Some(found) = found else {
         return Err(format!(
-            "`{rel}` not found; looked in {}",
+            "Could not find file or directory `{rel}`; looked in {}",
             looked_in(search)
         ));
     };
     let files: Vec<PathBuf> = if is_dir {
-        let re = p
-            .files_matching
-            .as_deref()
-            .map(regex::Regex::new)
-            .transpose()
-            .map_err(|e| format!("invalid `files_matching`: {e}"))?;
-        // Ansible reads the directory recursively (`depth: 0` is unlimited), in name order.
-        let max_depth = p.depth.unwrap_or(0);
-        let mut fs = Vec::new();
-        let mut stack = vec![(found.clone(), 1u32)];
-        while let Some((d, level)) = stack.pop() {
-            let rd = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
-            for path in rd.filter_map(|e| e.ok().map(|e| e.path())) {
-                if path.is_dir() {
-                    if max_depth == 0 || level < max_depth {
-                        stack.push((path, level + 1));
-                    }
-                } else if matches!(
-                    path.extension().and_then(|e| e.to_str()),
-                    Some("yml" | "yaml" | "json")
-                ) && re.as_ref().is_none_or(|r| {
-                    r.is_match(&path.file_name().unwrap_or_default().to_string_lossy())
-                }) {
-                    fs.push(path);
-                }
-            }
-        }
-        fs.sort();
-        fs
+        vars_dir_files(&found, &p)?
     } else {
         vec![found]
     };
@@ -83,7 +57,7 @@ pub fn include_vars(
     for f in &files {
         vars.extend(crate::playbook::load_vars_file(f, referenced_at).map_err(|d| d.to_string())?);
     }
-    let vars = match &p.name {
+    let mut vars = match &p.name {
         Some(n) => {
             let mut m = Map::new();
             m.insert(n.clone(), Value::Object(vars));
@@ -91,7 +65,143 @@ pub fn include_vars(
         }
         None => vars,
     };
+    // `merge`: each mapping is merged into the variable's current value, recursively (the
+    // value from the files wins on other types), as Ansible's `combine_vars`.
+    if p.hash_behaviour.as_deref() == Some("merge") {
+        for (k, v) in vars.iter_mut() {
+            if let Some(old) = existing(k) {
+                let new = std::mem::take(v);
+                *v = merge_vars(old, new);
+            }
+        }
+    }
     Ok((vars, files))
+}
+
+/// Ansible's recursive `merge_hash`: mappings merge key by key, anything else is replaced.
+fn merge_vars(old: Value, new: Value) -> Value {
+    match (old, new) {
+        (Value::Object(mut a), Value::Object(b)) => {
+            // In place: a key keeps its position, new keys come last (as Python's dicts).
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    Some(slot) => *slot = merge_vars(std::mem::take(slot), v),
+                    None => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+            Value::Object(a)
+        }
+        (_, new) => new,
+    }
+}
+
+/// The files `include_vars` reads from a directory, in Ansible's order: the directories of the
+/// walk (links followed) sorted by path, each one's file names sorted; `depth` levels (0: all);
+/// only names `files_matching` matches and no `ignore_files` pattern ends; a name of another
+/// extension is skipped with `ignore_unknown_extensions`, else it fails the task.
+fn vars_dir_files(root: &Path, p: &IncludeVarsParams) -> Result<Vec<PathBuf>, String> {
+    if !root.is_dir() {
+        return Err(format!("{} is not a directory", root.display()));
+    }
+    let python_re = |pattern: &str| {
+        fancy_regex::Regex::new(pattern)
+            .map_err(|_| format!("Invalid regular expression: {pattern}"))
+    };
+    let matcher = p.files_matching.as_deref().map(python_re).transpose()?;
+    let ignore: Vec<String> = match &p.ignore_files {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect(),
+        Some(other) => return Err(format!("{other} must be a list")),
+    };
+    let ignore = ignore
+        .iter()
+        .map(|pat| {
+            python_re(&format!("{pat}$")).map_err(|_| format!("Invalid regular expression: {pat}"))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let extensions: Vec<String> = p
+        .extensions
+        .clone()
+        .unwrap_or_else(|| vec!["yaml".into(), "yml".into(), "json".into()]);
+    let skip_unknown = p.ignore_unknown_extensions.is_some_and(|b| b.0);
+    let max_depth = p.depth.unwrap_or(0) as usize;
+    let mut dirs = Vec::new();
+    walk_dirs(root, &mut dirs, &mut Vec::new());
+    dirs.sort_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
+    let mut out = Vec::new();
+    for (dir, mut names) in dirs {
+        let level = dir.strip_prefix(root).map_or(0, |r| r.components().count()) + 1;
+        if max_depth != 0 && level > max_depth {
+            continue;
+        }
+        names.sort();
+        for name in names {
+            let searched = |re: &fancy_regex::Regex| re.is_match(&name).unwrap_or(false);
+            if matcher.as_ref().is_some_and(|m| !searched(m)) {
+                continue;
+            }
+            let path = dir.join(&name);
+            if !path.exists() || ignore.iter().any(searched) {
+                continue;
+            }
+            let ext = Path::new(&name)
+                .extension()
+                .map(|e| e.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if !extensions.contains(&ext) {
+                if skip_unknown {
+                    continue;
+                }
+                return Err(format!(
+                    "{} does not have a valid extension: {}",
+                    path.display(),
+                    extensions.join(", ")
+                ));
+            }
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
+/// Every directory under `dir` (itself included) with the names of its entries that are not
+/// directories, following links to directories as Python's `os.walk(followlinks=True)`; a
+/// directory already on the way down (a link loop) is not entered again.
+fn walk_dirs(dir: &Path, out: &mut Vec<(PathBuf, Vec<String>)>, up: &mut Vec<PathBuf>) {
+    let Ok(real) = std::fs::canonicalize(dir) else {
+        return;
+    };
+    if up.contains(&real) {
+        return;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut names = Vec::new();
+    let mut subdirs = Vec::new();
+    for e in rd.filter_map(Result::ok) {
+        let path = e.path();
+        if path.is_dir() {
+            subdirs.push(path);
+        } else {
+            names.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    out.push((dir.to_path_buf(), names));
+    up.push(real);
+    for d in subdirs {
+        walk_dirs(&d, out, up);
+    }
+    up.pop();
 }
 
 /// Parameters that must not be templated before the action sees them (bare expressions).
@@ -178,16 +288,7 @@ fn file_options(p: &TemplateParams) -> Result<(FileOptions, &'static str), Failu
             )))
         }
     };
-    // ansible-core encodes the rendered text into `output_encoding` (default utf-8);
-    // fixpoint writes UTF-8 only.
-    if let Some(enc) = p.output_encoding.as_deref() {
-        let e = enc.to_ascii_lowercase().replace('_', "-");
-        if !matches!(e.as_str(), "" | "utf-8" | "utf8" | "u8") {
-            return Err(Failure::msg(format!(
-                "output_encoding `{enc}` is not supported by fixpoint yet (it writes UTF-8)"
-            )));
-        }
-    }
+    output_encoding(p)?;
     let opts = FileOptions {
         trim_blocks: p.trim_blocks.map(|b| b.0),
         lstrip_blocks: p.lstrip_blocks.map(|b| b.0),
@@ -201,6 +302,42 @@ fn file_options(p: &TemplateParams) -> Result<(FileOptions, &'static str), Failu
         ],
     };
     Ok((opts, newline))
+}
+
+/// The encoding `output_encoding` asks for; `None` for UTF-8 (the default, also for `''`).
+/// ansible-core encodes the rendered text with Python's codec of that name; fixpoint takes
+/// the WHATWG encoders (`encoding_rs`) whose own name is the one given, so that an alias that
+/// means another table there than in Python (`latin-1` is windows-1252 for WHATWG) is refused
+/// rather than written differently, as are the encodings it cannot write (UTF-16).
+fn output_encoding(p: &TemplateParams) -> Result<Option<&'static encoding_rs::Encoding>, Failure> {
+    let Some(asked) = p.output_encoding.as_deref() else {
+        return Ok(None);
+    };
+    let label = asked.trim().to_ascii_lowercase().replace('_', "-");
+    if matches!(label.as_str(), "" | "utf-8" | "utf8" | "u8") {
+        return Ok(None);
+    }
+    let named =
+        |e: &'static encoding_rs::Encoding| e.name().replace('_', "-").eq_ignore_ascii_case(&label);
+    match encoding_rs::Encoding::for_label(label.as_bytes()) {
+        Some(e) if named(e) && e.output_encoding() == e && e != encoding_rs::UTF_8 => Ok(Some(e)),
+        _ => Err(Failure::msg(format!(
+            "output_encoding `{asked}` is not supported by fixpoint: give UTF-8 or an encoding \
+             by its WHATWG name (windows-1252, iso-8859-2, shift_jis, euc-kr, gbk, koi8-r...)"
+        ))),
+    }
+}
+
+/// The rendered text in `enc`; a character it cannot hold fails, as Python's strict codec.
+fn encode_output(text: &str, enc: &'static encoding_rs::Encoding) -> Result<Vec<u8>, Failure> {
+    let (bytes, _, unmappable) = enc.encode(text);
+    if unmappable {
+        return Err(Failure::msg(format!(
+            "the rendered template has characters that {} cannot encode",
+            enc.name()
+        )));
+    }
+    Ok(bytes.into_owned())
 }
 
 fn render_template_file(
@@ -371,9 +508,10 @@ pub fn prepare(
             })
         }
         "template" => {
-            // Ansible's SELinux file arguments go on to `copy`, which takes them.
-            let p: TemplateParams = parse(&selinux::without("copy", &params))
-                .map_err(|e| Failure::msg(e.to_string()))?;
+            // Ansible's SELinux file arguments and `attributes` go on to `copy`, which takes them.
+            let p: TemplateParams =
+                parse(&selinux::without("copy", &chattr::without("copy", &params)))
+                    .map_err(|e| Failure::msg(e.to_string()))?;
             let path = find_file(dirs, "templates", &p.src).map_err(Failure::msg)?;
             let rendered = render_template_file(&path, &p, dirs, scope, params.get("dest"))?;
             // The same mapping as above.
@@ -381,10 +519,38 @@ pub fn prepare(
             for k in TEMPLATE_ONLY {
                 obj.remove(*k);
             }
-            obj.insert("content".into(), Value::String(rendered));
+            // `mode: preserve` gives the file the template's own mode, as copy does for its
+            // `src`, and `output_encoding` other bytes than the text's UTF-8: the file then goes
+            // as a source file's bytes (with that file's mode).
+            let preserve = p.mode == Some(fixpoint_modules::params::ModeSpec::Preserve);
+            let encoding = output_encoding(&p)?;
+            if preserve || encoding.is_some() {
+                use base64::Engine as _;
+                use std::os::unix::fs::PermissionsExt as _;
+                let bytes = match encoding {
+                    Some(enc) => encode_output(&rendered, enc)?,
+                    None => rendered.into_bytes(),
+                };
+                obj.insert(
+                    "_content_b64".into(),
+                    json!(base64::engine::general_purpose::STANDARD.encode(bytes)),
+                );
+                if preserve {
+                    let bits = std::fs::metadata(&path)
+                        .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?
+                        .permissions()
+                        .mode()
+                        & 0o7777;
+                    obj.insert("_src_mode".into(), json!(bits));
+                }
+            } else {
+                obj.insert("content".into(), Value::String(rendered));
+            }
+            obj.insert("_template_src".into(), json!(p.src));
             obj.insert(
                 "_src_name".into(),
-                json!(basename(&p.src).trim_end_matches(".j2")),
+                // The file keeps the template's name, `.j2` included, as in Ansible.
+                json!(basename(&p.src)),
             );
             Ok(Prepared::Agent {
                 module: "copy",
