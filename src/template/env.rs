@@ -79,7 +79,7 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
 /// Loads an included template from the first search directory that has it. Its one trailing
 /// newline is dropped, as Jinja does for every template under Ansible (which puts the newlines
 /// back only at the end of the whole output): `a {% include 'b' %} c` stays on one line.
-fn load_from_dirs(dirs: &[PathBuf], name: &str) -> Result<Option<String>, Error> {
+pub(super) fn load_from_dirs(dirs: &[PathBuf], name: &str) -> Result<Option<String>, Error> {
     for dir in dirs {
         let path = dir.join(name);
         if path.is_file() {

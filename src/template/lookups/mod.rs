@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use minijinja::value::Kwargs;
 use minijinja::{Error, ErrorKind, State, Value};
 
-use super::filters::regex::{cached_regex, match_err};
+use super::filters::regex::match_err;
 use super::pyrepr::py_string;
 use super::rewrite::rewrite_chains;
 use super::value::{defined, op_err, split_kwargs};
@@ -106,6 +106,14 @@ pub(super) fn run_lookup(
     };
     let mut out = Vec::new();
     for term in terms {
+        // `varnames` takes regexes: a term that is not a string is refused, as ansible-core
+        // refuses it (rather than searching for its text).
+        if plugin == "varnames" && defined(term)?.kind() != minijinja::value::ValueKind::String {
+            return Err(op_err(format!(
+                "Invalid setting identifier, \"{term}\" is not a string, it is a {}",
+                term.kind()
+            )));
+        }
         let term = py_string(defined(term)?)?;
         out.push(match plugin.as_str() {
             "template" => {
@@ -126,9 +134,18 @@ pub(super) fn run_lookup(
                     }
                 }
                 let code = rewrite_chains(&source);
-                let mut rendered = state
-                    .env()
-                    .render_named_str(&path.display().to_string(), &code, Value::from(vars))?;
+                // `{% include %}` and `{% import %}` inside it search the template's own
+                // directory first, then each search path's `templates/` and itself, as
+                // ansible-core's template lookup does.
+                let mut include_dirs: Vec<PathBuf> = path.parent().map(Path::to_path_buf).into_iter().collect();
+                for d in &search {
+                    include_dirs.push(d.join("templates"));
+                    include_dirs.push(d.clone());
+                }
+                let mut env = state.env().clone();
+                env.set_loader(move |name| super::env::load_from_dirs(&include_dirs, name));
+                let mut rendered =
+                    env.render_named_str(&path.display().to_string(), &code, Value::from(vars))?;
                 // As the template module (`Templar::render_file`): at least as many trailing
                 // newlines as the source, so `{% endfor %}` on the last line keeps its line end.
                 let trailing = |t: &str| t.len() - t.trim_end_matches('\n').len();
@@ -173,7 +190,12 @@ pub(super) fn run_lookup(
             "varnames" => {
                 // The names of the variables (not the environment's functions) that the
                 // Python regex `term` finds something in, sorted.
-                let re = cached_regex(&term, false, false)?;
+                let re = fancy_regex::Regex::new(&term).map_err(|e| {
+                    op_err(format!(
+                        "Unable to use \"{term}\" as a search parameter: {}",
+                        python_re_error(&e)
+                    ))
+                })?;
                 let globals: Vec<&str> = state.env().globals().map(|(k, _)| k).collect();
                 let mut names: Vec<String> = state
                     .known_variables()
@@ -395,5 +417,16 @@ mod tests {
         );
         let e = t.eval("lookup('nosuchlookup', 'ls')", &c).unwrap_err();
         assert!(e.to_string().contains("not supported"), "{e}");
+    }
+}
+
+/// A regex compile error worded as Python's `re` words the common ones (Ansible's messages
+/// quote it; its targets test for "nothing to repeat").
+fn python_re_error(e: &fancy_regex::Error) -> String {
+    match e {
+        fancy_regex::Error::ParseError(pos, fancy_regex::ParseError::TargetNotRepeatable) => {
+            format!("nothing to repeat at position {pos}")
+        }
+        other => other.to_string(),
     }
 }
