@@ -69,6 +69,15 @@ impl Shared<'_> {
                 }
             }
         }
+        // `ansible_package_use` chooses the manager of a `package` task that names none, as
+        // ansible-core's package action reads it.
+        if let (true, Value::Object(m)) = (task.module == "package", &mut params) {
+            if !m.contains_key("use") {
+                if let Ok(Value::String(u)) = scope.eval("ansible_package_use") {
+                    m.insert("use".into(), Value::String(u));
+                }
+            }
+        }
         if let (Some(all), Value::Object(m)) = (&task.module_defaults, &mut params) {
             if let Some(d) = manager_module(task.module, m, scope)
                 .and_then(|mgr| crate::playbook::defaults::backend_defaults(all, &mgr))

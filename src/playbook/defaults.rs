@@ -148,7 +148,8 @@ pub(crate) fn merge_under(
 /// (`action_groups`; ansible-core's own `ansible_builtin_runtime.yml` for `ansible.builtin`),
 /// with the groups it extends (`metadata: {extend_group: ...}`). Cached per process.
 fn group_members(group: &str, play_dir: &Path) -> Result<Vec<String>, String> {
-    static CACHE: Mutex<Option<HashMap<(String, PathBuf), Vec<String>>>> = Mutex::new(None);
+    type Groups = HashMap<(String, PathBuf), Vec<String>>;
+    static CACHE: Mutex<Option<Groups>> = Mutex::new(None);
     let key = (group.to_string(), play_dir.to_path_buf());
     if let Some(v) = CACHE
         .lock()

@@ -543,8 +543,10 @@ impl<'a> Loader<'a> {
                     is_action,
                 )?;
                 let am = map_of(arg, &format!("`{short}`"))?;
+                // `role` is another name for `name`, as ansible-core reads it.
                 let arg_keys: &[&str] = &[
                     "name",
+                    "role",
                     "tasks_from",
                     "vars_from",
                     "defaults_from",
@@ -560,6 +562,7 @@ impl<'a> Loader<'a> {
                 )?;
                 let name = arg
                     .get("name")
+                    .or_else(|| arg.get("role"))
                     .ok_or_else(|| arg.err(format!("`{short}` needs the role's `name`")))?;
                 let opt = |k: &str| arg.get(k).map(|n| string_of(n, k)).transpose();
                 let opts = RoleOpts {

@@ -71,6 +71,8 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     }
     env.add_function(CHAIN_FN, chain_lookup);
     env.add_function("now", |args: Rest<Value>| super::now::now(&args));
+    // Jinja2's global `joiner` (minijinja-contrib's).
+    env.add_function("joiner", minijinja_contrib::globals::joiner);
     add_filters(&mut env);
     add_tests(&mut env);
     env

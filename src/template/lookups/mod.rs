@@ -104,6 +104,20 @@ pub(super) fn run_lookup(
     } else {
         (false, true)
     };
+    // `template`'s delimiters, as its options name them (the defaults when not given).
+    let mut delimiters: Vec<Option<String>> = Vec::new();
+    if plugin == "template" {
+        for k in [
+            "block_start_string",
+            "block_end_string",
+            "variable_start_string",
+            "variable_end_string",
+            "comment_start_string",
+            "comment_end_string",
+        ] {
+            delimiters.push(kwargs.get::<Option<String>>(k)?);
+        }
+    }
     let mut out = Vec::new();
     for term in terms {
         // `varnames` takes regexes: a term that is not a string is refused, as ansible-core
@@ -144,6 +158,17 @@ pub(super) fn run_lookup(
                 }
                 let mut env = state.env().clone();
                 env.set_loader(move |name| super::env::load_from_dirs(&include_dirs, name));
+                if delimiters.iter().any(Option::is_some) {
+                    let d = |i: usize, default: &'static str| {
+                        delimiters[i].clone().unwrap_or_else(|| default.to_string())
+                    };
+                    let syntax = minijinja::syntax::SyntaxConfig::builder()
+                        .block_delimiters(d(0, "{%"), d(1, "%}"))
+                        .variable_delimiters(d(2, "{{"), d(3, "}}"))
+                        .comment_delimiters(d(4, "{#"), d(5, "#}"))
+                        .build()?;
+                    env.set_syntax(syntax);
+                }
                 let mut rendered =
                     env.render_named_str(&path.display().to_string(), &code, Value::from(vars))?;
                 // As the template module (`Templar::render_file`): at least as many trailing
@@ -328,6 +353,17 @@ fn kwargs_skip(kwargs: &Kwargs) -> bool {
         .unwrap_or(false)
 }
 
+/// A regex compile error worded as Python's `re` words the common ones (Ansible's messages
+/// quote it; its targets test for "nothing to repeat").
+fn python_re_error(e: &fancy_regex::Error) -> String {
+    match e {
+        fancy_regex::Error::ParseError(pos, fancy_regex::ParseError::TargetNotRepeatable) => {
+            format!("nothing to repeat at position {pos}")
+        }
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::template::test_support::*;
@@ -417,16 +453,5 @@ mod tests {
         );
         let e = t.eval("lookup('nosuchlookup', 'ls')", &c).unwrap_err();
         assert!(e.to_string().contains("not supported"), "{e}");
-    }
-}
-
-/// A regex compile error worded as Python's `re` words the common ones (Ansible's messages
-/// quote it; its targets test for "nothing to repeat").
-fn python_re_error(e: &fancy_regex::Error) -> String {
-    match e {
-        fancy_regex::Error::ParseError(pos, fancy_regex::ParseError::TargetNotRepeatable) => {
-            format!("nothing to repeat at position {pos}")
-        }
-        other => other.to_string(),
     }
 }
