@@ -757,11 +757,18 @@ fn include_of(
         name,
         shown,
         pos: node.pos.clone(),
-        when: node
-            .get("when")
-            .map(|n| conditions_of(n, "when"))
-            .transpose()?
-            .unwrap_or_default(),
+        // The enclosing blocks' and imports' conditions come first, as for a task: a host they
+        // skip skips the include itself (its file name is not even rendered).
+        when: {
+            let mut when = inh.when.clone();
+            when.extend(
+                node.get("when")
+                    .map(|n| conditions_of(n, "when"))
+                    .transpose()?
+                    .unwrap_or_default(),
+            );
+            when
+        },
         loop_items: lp.items,
         loop_kind: lp.kind,
         loop_var: lp.var,

@@ -106,7 +106,9 @@ pub(super) fn run_lookup(
     };
     // `template`'s delimiters, as its options name them (the defaults when not given).
     let mut delimiters: Vec<Option<String>> = Vec::new();
+    let mut trim_blocks = None;
     if plugin == "template" {
+        trim_blocks = kwargs.get::<Option<bool>>("trim_blocks")?;
         for k in [
             "block_start_string",
             "block_end_string",
@@ -158,6 +160,9 @@ pub(super) fn run_lookup(
                 }
                 let mut env = state.env().clone();
                 env.set_loader(move |name| super::env::load_from_dirs(&include_dirs, name));
+                if let Some(t) = trim_blocks {
+                    env.set_trim_blocks(t);
+                }
                 if delimiters.iter().any(Option::is_some) {
                     let d = |i: usize, default: &'static str| {
                         delimiters[i].clone().unwrap_or_else(|| default.to_string())
