@@ -111,11 +111,41 @@ pub fn facts() -> Map<String, Value> {
         json!(fixpoint_modules::service::service_mgr()),
     );
     put("selinux", selinux());
+    for (k, v) in crate::virt::facts() {
+        put(&k, v);
+    }
+    if let Some(p) = crate::python::python_fact() {
+        put("python", p);
+    }
+    if let Some(s) = systemd() {
+        put("systemd", s);
+    }
     put(
         "mounts",
         mounts(&std::fs::read_to_string("/proc/mounts").unwrap_or_default()),
     );
     facts
+}
+
+/// `ansible_systemd` on a host systemd manages: `systemctl --version`'s version number (its first
+/// line's second word) and its features line, as ansible-core reports them.
+fn systemd() -> Option<Value> {
+    if fixpoint_modules::service::service_mgr() != "systemd" {
+        return None;
+    }
+    let out = std::process::Command::new("systemctl")
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.split('\n');
+    let version: u64 = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    Some(json!({"features": lines.next().unwrap_or_default(), "version": version}))
 }
 
 /// `ansible_selinux`, read from selinuxfs (Ansible asks libselinux): `status` `disabled` when

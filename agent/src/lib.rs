@@ -13,4 +13,5 @@ pub mod journal;
 pub mod protocol;
 pub mod python;
 pub mod serve;
+pub mod virt;
 pub mod watch;

@@ -139,6 +139,41 @@ fn interpreter(given: Option<&str>) -> Result<PathBuf, String> {
         })
 }
 
+/// What the `ansible_python` fact reports of the interpreter modules would run with here
+/// (ansible-core reports the one running its setup module): printed by the interpreter itself.
+const PYTHON_FACT: &str = "import json, sys
+try:
+    import ssl
+    has_ctx = hasattr(ssl, 'SSLContext')
+except ImportError:
+    has_ctx = False
+v = sys.version_info
+print(json.dumps({
+    'executable': sys.executable,
+    'has_sslcontext': has_ctx,
+    'type': sys.implementation.name,
+    'version': {'major': v.major, 'minor': v.minor, 'micro': v.micro,
+                'releaselevel': v.releaselevel, 'serial': v.serial},
+    'version_info': list(v),
+}))
+";
+
+/// The `ansible_python` fact: None when the host has no Python (ansible-core could not gather
+/// facts there at all).
+pub fn python_fact() -> Option<serde_json::Value> {
+    let python = interpreter(None).ok()?;
+    let out = std::process::Command::new(&python)
+        .args(["-c", PYTHON_FACT])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
 /// Run the module: `Ok` with its output, or the response to send instead (content needed,
 /// failure before it ran).
 pub fn run(run: &PythonRun) -> Result<Response, String> {

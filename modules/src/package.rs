@@ -40,8 +40,10 @@ pub fn check(params: &Value) -> Result<(), ParamError> {
     if using != "auto" && !is_template(&using) && !pkg_mgr::SUPPORTED.contains(&using.as_str()) {
         return Err(ParamError {
             path: "use".into(),
+            // The start is ansible-core's wording, which playbooks (its own tests) check.
             msg: format!(
-                "fixpoint's package module drives {} only, not `{using}`",
+                "Could not find a matching action for the \"{using}\" package manager: \
+                 fixpoint's package module drives {} only",
                 pkg_mgr::SUPPORTED.join(", ")
             ),
         });

@@ -98,6 +98,18 @@ impl<'de> Deserialize<'de> for Int {
     }
 }
 
+/// An optional non-negative integer taken as `Int` is (a number, or a string of one: `k=v`
+/// arguments and templated values arrive as strings).
+pub fn de_opt_uint<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Option::<Int>::deserialize(d)?
+        .map(|Int(i)| {
+            u64::try_from(i).map_err(|_| {
+                serde::de::Error::custom(format!("expected a non-negative integer, found {i}"))
+            })
+        })
+        .transpose()
+}
+
 /// A value given either as one string or as a list of strings (`notify`, `argv`...).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StringList(pub Vec<String>);

@@ -44,7 +44,13 @@ pub fn fixed_in(
         .and_then(|t| t.become_method.as_deref())
         .or(play.become_method.as_deref())
         .is_some_and(fixpoint_modules::params::is_template);
+    // A templated `become_user` (`"{{ a_fact }}"`) is rendered for each task.
+    let user_templated = task
+        .and_then(|t| t.become_user.as_deref())
+        .or(play.become_user.as_deref())
+        .is_some_and(fixpoint_modules::params::is_template);
     !method_templated
+        && !user_templated
         && CONN_VARS.iter().all(|k| {
             if !fixed_sources.iter().any(|m| m.contains_key(*k)) {
                 return true;
@@ -104,6 +110,13 @@ pub fn from_vars(
         )
     } else {
         None
+    };
+    // The keyword may be a template (the variables above are rendered already).
+    let become_user = match become_user {
+        Some(u) if fixpoint_modules::params::is_template(&u) => {
+            as_string(Some(scope.render(&json!(u))?))
+        }
+        other => other,
     };
     if become_ {
         let method = task

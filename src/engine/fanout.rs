@@ -141,7 +141,7 @@ impl Engine {
                 self.reporter.task(&TaskEvent {
                     host: &host,
                     task: &name,
-                    module: task.module,
+                    module: task.alias.unwrap_or(task.module),
                     location: &location,
                     status: ev.status,
                     item: ev.item.as_deref(),

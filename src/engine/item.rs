@@ -31,6 +31,62 @@ impl Shared<'_> {
         // Bare expressions (assert's `that`, debug's `var`) are evaluated by the action, not rendered.
         let raw_keys = actions::raw_param_keys(task.module);
         let mut params = task.params.clone();
+        if let (Some(splat), Value::Object(m)) = (&task.args_splat, &mut params) {
+            let layer = scope
+                .render(&Value::String(splat.template.clone()))
+                .map_err(|e| (false, format!("cannot render the parameters: {e}")))?;
+            // As ansible-core warns: whoever controls the variable controls every argument.
+            scope.warn(format!(
+                "the arguments of `{}` are the template `{}`: a variable's value decides them all                  (a value from a host could add any argument); prefer writing them out",
+                task.module, splat.template
+            ));
+            let Value::Object(layer) = layer else {
+                return Err((
+                    false,
+                    format!(
+                        "the task's arguments `{}` must render to a mapping, not {}",
+                        splat.template,
+                        match &layer {
+                            Value::Array(_) => "a list",
+                            Value::String(_) => "a string",
+                            Value::Null => "null",
+                            Value::Bool(_) => "a boolean",
+                            _ => "a number",
+                        }
+                    ),
+                ));
+            };
+            for (k, v) in layer {
+                if !m.contains_key(&k) || splat.defaulted.contains(&k) {
+                    // What a template rendered to is data, never rendered again; the
+                    // expressions an action evaluates itself (`that`) stay as they are.
+                    let v = if raw_keys.contains(&k.as_str()) {
+                        v
+                    } else {
+                        crate::yaml::mark::mark(v)
+                    };
+                    m.insert(k, v);
+                }
+            }
+        }
+        // `ansible_package_use` chooses the manager of a `package` task that names none, as
+        // ansible-core's package action reads it.
+        if let (true, Value::Object(m)) = (task.module == "package", &mut params) {
+            if !m.contains_key("use") {
+                if let Ok(Value::String(u)) = scope.eval("ansible_package_use") {
+                    m.insert("use".into(), Value::String(u));
+                }
+            }
+        }
+        if let (Some(all), Value::Object(m)) = (&task.module_defaults, &mut params) {
+            if let Some(d) = manager_module(task.module, m, scope)
+                .and_then(|mgr| crate::playbook::defaults::backend_defaults(all, &mgr))
+            {
+                for (k, v) in d {
+                    m.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
         let mut raw = Map::new();
         if let Value::Object(m) = &mut params {
             for k in raw_keys {
@@ -234,4 +290,26 @@ pub(super) fn outbox_writer(
     r: &Result<ItemResult, (bool, String)>,
 ) -> Option<(ConnKey, Vec<String>)> {
     r.as_ref().ok().and_then(|i| i.outbox_written.clone())
+}
+
+/// The module `package` or `service` runs on this host, as ansible-core's actions pick it: the
+/// task's `use`, else the host's `pkg_mgr` / `service_mgr` fact (None when not gathered).
+fn manager_module(module: &str, params: &Map<String, Value>, scope: &Arc<Scope>) -> Option<String> {
+    let fact = match module {
+        "package" => "pkg_mgr",
+        "service" => "service_mgr",
+        _ => return None,
+    };
+    let given = match params.get("use") {
+        Some(v) => scope.render(v).ok()?.as_str().map(str::to_lowercase),
+        None => None,
+    };
+    match given {
+        Some(m) if m != "auto" => Some(m),
+        _ => scope
+            .eval(&format!("ansible_facts.{fact}"))
+            .ok()?
+            .as_str()
+            .map(str::to_string),
+    }
 }

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
 /// What ansible-core 2.19 puts under `exception` when it has no traceback to show.
-const NO_TRACEBACK: &str = "(traceback unavailable)";
+pub(super) const NO_TRACEBACK: &str = "(traceback unavailable)";
 
 /// One item's outcome before reporting.
 pub(super) struct ItemResult {

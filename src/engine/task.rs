@@ -278,7 +278,11 @@ impl Shared<'_> {
             // `retries` may be any count the playbook gives: past u64::MAX attempts (never
             // reached) the count stays put rather than wrap round to "first attempt".
             attempt = attempt.saturating_add(1);
-            let r = self.run_item(ctx, task, h, scope).await;
+            let mut r = self.run_item(ctx, task, h, scope).await;
+            // As in ansible-core, `changed_when`/`failed_when` already see the attempt count.
+            if let (Some(_), Ok(res)) = (&task.until, &mut r) {
+                res.outcome.result.insert("attempts".into(), json!(attempt));
+            }
             let wrote = outbox_writer(&r);
             let mut ev = self.finish_item(task, h, scope, r, item.clone());
             self.settle_outbox(h, wrote, ev.status).await;
@@ -322,6 +326,20 @@ impl Shared<'_> {
                     if attempt <= retries {
                         tokio::time::sleep(delay).await;
                         continue;
+                    }
+                    // ansible-core marks the result failed, but a `failed_when` it evaluated
+                    // decides whether the task failed (its `failed_when_result` wins).
+                    if task.failed_when.is_some() {
+                        ev.result.insert("attempts".into(), json!(retries));
+                        ev.result.insert("failed".into(), json!(true));
+                        ev.result
+                            .entry("exception")
+                            .or_insert_with(|| json!(super::result::NO_TRACEBACK));
+                        if let Some(reg) = &task.register {
+                            h.host_vars_mut()
+                                .insert(reg.clone(), Value::Object(ev.result.clone()));
+                        }
+                        return ev;
                     }
                     ev.status = Status::Failed;
                     ev.diff = Diff::default();

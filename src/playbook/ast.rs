@@ -164,6 +164,9 @@ pub struct Inherited {
     /// A block's `notify`: for its tasks that name none of their own (as in Ansible).
     pub notify: Vec<String>,
     pub role: Option<Arc<RoleCtx>>,
+    /// `module_defaults` of the enclosing levels, merged (`playbook::defaults`): by action
+    /// (`defaults::action_key`), the innermost level's entry.
+    pub module_defaults: Map<String, Value>,
 }
 
 impl Inherited {
@@ -446,6 +449,25 @@ pub struct Task {
     /// A handler that is an `include_tasks` (module `include_tasks`): notified, it includes
     /// its file, whose tasks run then (ansible-core lets a handler include tasks).
     pub handler_include: Option<Box<Include>>,
+    /// `package`/`service` with `module_defaults`: all of them, for the manager's module the
+    /// task runs on the host (`playbook::defaults::backend_defaults`); the defaults of
+    /// `package`/`service` themselves are in `params` already.
+    pub module_defaults: Option<Arc<Map<String, Value>>>,
+    /// The module's arguments given as one template (`assert: "{{ item }}"`, `args: "{{ x }}"`),
+    /// rendered on each host and item to a mapping that goes under the task's own arguments.
+    pub args_splat: Option<Box<ArgsSplat>>,
+    /// A local action plugin's name when it only re-exports the builtin action `module`
+    /// (`pymod::library::action_alias`): results name the action so, as ansible-core's do.
+    pub alias: Option<&'static str>,
+}
+
+/// Arguments given as one template: ansible-core renders it to a mapping that sits over the
+/// `module_defaults` and under the arguments the task writes out.
+#[derive(Debug, Clone)]
+pub struct ArgsSplat {
+    pub template: String,
+    /// The parameters `module_defaults` gave: the rendered mapping replaces them.
+    pub defaulted: Vec<String>,
 }
 
 /// A number keyword (`retries`, `delay`) that may also be a template, rendered on the host when

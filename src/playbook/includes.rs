@@ -42,6 +42,9 @@ pub struct Loader<'a> {
     /// out, so that one load reports every wrong entry; when not (a host reaching a run-time
     /// include), the first error is returned.
     collected: Option<Vec<Diagnostic>>,
+    /// The play's `vars:`: with the role's and block's variables, what a static import's
+    /// templated file name may use (`static_name`).
+    pub(crate) play_vars: Map<String, Value>,
 }
 
 impl<'a> Loader<'a> {
@@ -56,6 +59,7 @@ impl<'a> Loader<'a> {
             role_handlers: Vec::new(),
             exported_roles: Vec::new(),
             collected: None,
+            play_vars: Map::new(),
         }
     }
 
@@ -177,7 +181,11 @@ impl<'a> Loader<'a> {
         opts: &RoleOpts,
     ) -> Result<Vec<Step>, Diagnostic> {
         let dirs = roles::role_dirs(self.play_dir, self.roles_path);
-        let role = roles::find_role(name_node, &dirs, &self.stack)?;
+        // Only `roles:` and dependencies make a role depend on itself; a role may import or
+        // include itself (another of its task files: a recursion through the same file is
+        // refused by `task_file`, or left to run time for `include_role`), as in ansible-core.
+        let loading: &[PathBuf] = if opts.dedupe { &self.stack } else { &[] };
+        let role = roles::find_role(name_node, &dirs, loading)?;
         if opts.dedupe && !role.allow_duplicates {
             let key = (role.canon.clone(), params.clone());
             if self.seen_roles.contains(&key) {
@@ -235,6 +243,56 @@ impl<'a> Loader<'a> {
             }
         }
         Ok(steps)
+    }
+
+    /// A static import's templated file name, rendered with what is known at load time, as
+    /// ansible-core does: the role's defaults, the play's vars, the role's vars, the block's
+    /// vars and the role's parameters (in that precedence), `role_path`, `role_name` and
+    /// `playbook_dir`. A value that is itself a template is rendered in turn.
+    fn static_name(&self, file: &str, inh: &Inherited) -> Result<String, String> {
+        let mut vars = Map::new();
+        if let Some(r) = &inh.role {
+            vars.extend((*r.defaults).clone());
+        }
+        vars.extend(self.play_vars.clone());
+        if let Some(r) = &inh.role {
+            vars.extend((*r.vars).clone());
+        }
+        vars.extend(inh.vars.clone());
+        let abs = |p: &Path| {
+            std::fs::canonicalize(p)
+                .unwrap_or_else(|_| p.to_path_buf())
+                .display()
+                .to_string()
+        };
+        if let Some(r) = &inh.role {
+            vars.extend((*r.params).clone());
+            vars.insert("role_path".into(), Value::String(abs(&r.path)));
+            vars.insert("role_name".into(), Value::String(r.name.clone()));
+        }
+        vars.insert("playbook_dir".into(), Value::String(abs(self.play_dir)));
+        let templar = crate::template::Templar::new();
+        let ctx = minijinja::Value::from_serialize(&vars);
+        let mut name = file.to_string();
+        // A variable whose value is a template (`dir: "{{ role_path }}/x"`) takes one more
+        // pass each; a value that keeps naming itself stops here.
+        for _ in 0..8 {
+            if !is_template(&name) {
+                return Ok(name);
+            }
+            name = match templar.render_str(&name, &ctx).map_err(|e| e.to_string())? {
+                Value::String(s) => s,
+                other => return Err(format!("it renders to {other}, not a file name")),
+            };
+        }
+        Err(format!("`{file}` does not settle to a file name"))
+    }
+
+    /// Whether the role `name_node` names is being loaded (an include of itself).
+    fn loading_role(&self, name_node: &Node) -> Result<bool, Diagnostic> {
+        let dirs = roles::role_dirs(self.play_dir, self.roles_path);
+        let role = roles::find_role(name_node, &dirs, &[])?;
+        Ok(self.stack.contains(&role.canon))
     }
 
     /// Where a relative task file name is searched: beside the including file, in the
@@ -398,11 +456,16 @@ impl<'a> Loader<'a> {
                     "an import_tasks",
                     is_action,
                 )?;
-                let file = file_arg(arg, key)?;
+                let mut file = file_arg(arg, key)?;
                 if is_template(&file) {
-                    return Err(arg
-                        .err("`import_tasks` is static: its file name cannot use variables")
-                        .help("use `include_tasks` to choose the file at run time"));
+                    file = self.static_name(&file, inh).map_err(|why| {
+                        arg.err(format!(
+                            "`import_tasks` is static: its file name can use only the variables \
+                             known when the playbook loads (play, role and block variables, \
+                             `role_path`, `playbook_dir`): {why}"
+                        ))
+                        .help("use `include_tasks` to choose the file at run time")
+                    })?;
                 }
                 let path = find_in(&self.task_search(file_dir, inh), &file).ok_or_else(|| {
                     not_found(arg, "task file", &file, &self.task_search(file_dir, inh))
@@ -480,8 +543,10 @@ impl<'a> Loader<'a> {
                     is_action,
                 )?;
                 let am = map_of(arg, &format!("`{short}`"))?;
+                // `role` is another name for `name`, as ansible-core reads it.
                 let arg_keys: &[&str] = &[
                     "name",
+                    "role",
                     "tasks_from",
                     "vars_from",
                     "defaults_from",
@@ -497,6 +562,7 @@ impl<'a> Loader<'a> {
                 )?;
                 let name = arg
                     .get("name")
+                    .or_else(|| arg.get("role"))
                     .ok_or_else(|| arg.err(format!("`{short}` needs the role's `name`")))?;
                 let opt = |k: &str| arg.get(k).map(|n| string_of(n, k)).transpose();
                 let opts = RoleOpts {
@@ -519,6 +585,21 @@ impl<'a> Loader<'a> {
                 if include && templated_name {
                     // The role is known only when a host reaches the include (e.g. a loop
                     // over role names): it is loaded then.
+                    let source = IncludeSource::Role {
+                        name: string_of(name, "name")?,
+                        from: opts.from,
+                        params,
+                        inherit: Box::new(with_apply(arg, inh)?),
+                    };
+                    let mut inc = include_of(node, inh, "include_role", source)?;
+                    inc.vars = Map::new();
+                    if inc.name.is_none() {
+                        inc.shown = shown;
+                    }
+                    Ok(vec![Step::Include(Box::new(inc))])
+                } else if include && self.loading_role(name)? {
+                    // A role including itself: legal (its `when` ends the recursion on the
+                    // host), so it is loaded when a host reaches it, as ansible-core does.
                     let source = IncludeSource::Role {
                         name: string_of(name, "name")?,
                         from: opts.from,
@@ -676,11 +757,18 @@ fn include_of(
         name,
         shown,
         pos: node.pos.clone(),
-        when: node
-            .get("when")
-            .map(|n| conditions_of(n, "when"))
-            .transpose()?
-            .unwrap_or_default(),
+        // The enclosing blocks' and imports' conditions come first, as for a task: a host they
+        // skip skips the include itself (its file name is not even rendered).
+        when: {
+            let mut when = inh.when.clone();
+            when.extend(
+                node.get("when")
+                    .map(|n| conditions_of(n, "when"))
+                    .transpose()?
+                    .unwrap_or_default(),
+            );
+            when
+        },
         loop_items: lp.items,
         loop_kind: lp.kind,
         loop_var: lp.var,

@@ -24,6 +24,7 @@ pub(crate) const INHERITED_KEYS: &[&str] = &[
     "environment",
     "delegate_to",
     "run_once",
+    "module_defaults",
 ];
 
 /// What a block says besides its inherited keywords.
@@ -131,6 +132,9 @@ impl Inherited {
         if let Some(n) = node.get("delegate_to") {
             out.delegate_to = Some(string_of(n, "delegate_to")?);
         }
+        if let Some(n) = node.get("module_defaults") {
+            super::defaults::read(n, &mut out.module_defaults)?;
+        }
         // Only blocks accept `notify` (their key check says so); an inner one replaces it.
         if let Some(n) = node.get("notify") {
             out.notify = strings_of(n, "notify")?;
@@ -180,6 +184,7 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "until",
     "retries",
     "delay",
+    "module_defaults",
 ];
 
 /// Ansible keywords fixpoint knows but does not implement yet: refused with a clear message
@@ -198,7 +203,6 @@ pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
     "collections",
     "debugger",
     "ignore_unreachable",
-    "module_defaults",
 ];
 
 /// Keywords a play may carry.
@@ -230,6 +234,7 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "any_errors_fatal",
     "max_fail_percentage",
     "order",
+    "module_defaults",
 ];
 
 pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &["import_playbook", "vars_prompt"];

@@ -225,6 +225,13 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
     for key in ["no_log", "ignore_errors", "check_mode", "diff"] {
         base.set_flag(node, key)?;
     }
+    if let Some(n) = node.get("module_defaults") {
+        super::defaults::read(n, &mut base.module_defaults)?;
+    }
+    loader.play_vars = match node.get("vars") {
+        Some(v) => vars_of(v, "`vars`")?,
+        None => Map::new(),
+    };
     let section = |loader: &mut Loader, key: &str, handlers: bool| match node.get(key) {
         Some(list) => loader.steps_of(list, &format!("`{key}`"), handlers, &base, dir),
         None => Ok(Vec::new()),

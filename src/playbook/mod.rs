@@ -11,6 +11,7 @@
 
 pub mod actions;
 pub mod ast;
+pub mod defaults;
 pub mod files;
 pub mod includes;
 pub mod keywords;

@@ -56,7 +56,6 @@ const ROLE_KEYS_NOT_YET: &[&str] = &[
     "connection",
     "port",
     "remote_user",
-    "module_defaults",
     "ignore_unreachable",
     "any_errors_fatal",
     "throttle",

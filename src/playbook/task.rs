@@ -34,6 +34,9 @@ pub(crate) fn load_task(
 ) -> Result<Task, Diagnostic> {
     let entries = map_of(node, "a task")?;
     let mut module: Option<(&'static str, &Node, &Pos)> = None;
+    // The module key as written: `with_first_found` picks its subdirectory from it.
+    let mut written = "";
+    let mut alias = None;
     let mut python: Option<std::sync::Arc<crate::pymod::PyModule>> = None;
     for (k, kpos, v) in entries {
         if TASK_KEYS.contains(&k.as_str()) || LoopKind::of_key(k).is_some() {
@@ -78,7 +81,12 @@ pub(crate) fn load_task(
                         python = Some(m);
                         Some(crate::pymod::intern(k))
                     }
-                    Ok(None) => None,
+                    // A local action plugin that only re-exports a builtin action.
+                    Ok(None) => crate::pymod::library::action_alias(k, play_dir)
+                        .and_then(|x| {
+                            fixpoint_modules::canonical_name(&x).or_else(|| controller_action(&x))
+                        })
+                        .inspect(|_| alias = Some(crate::pymod::intern(k))),
                     Err(why) => return Err(Diagnostic::at(kpos, why).help(
                         "use a module fixpoint implements (see README.md, \"Modules\"), or keep \
                          this task on ansible-playbook",
@@ -98,6 +106,7 @@ pub(crate) fn load_task(
                     .help("split it into two tasks"));
                 }
                 module = Some((m, v, kpos));
+                written = k;
             }
             None if matches!(k.as_str(), "include" | "ansible.builtin.include") => {
                 // As ansible-core 2.19 refuses it.
@@ -136,7 +145,25 @@ pub(crate) fn load_task(
             .help("add one module, e.g. `copy:`, `file:`, `command:`"));
     };
 
+    // A module's arguments written as one template are rendered per host to a mapping, as in
+    // ansible-core (not for the modules whose string argument is their free-form text).
+    let mut splat: Option<String> = None;
+    let takes_raw = matches!(
+        module,
+        "command"
+            | "shell"
+            | "raw"
+            | "script"
+            | "set_fact"
+            | "include_vars"
+            | "add_host"
+            | "group_by"
+    );
     let mut params = match &raw_params.kind {
+        Kind::Str(s) if !takes_raw && is_all_template(s) => {
+            splat = Some(s.trim().to_string());
+            Map::new()
+        }
         Kind::Map(_) => raw_params
             .to_json()
             .as_object()
@@ -173,10 +200,39 @@ pub(crate) fn load_task(
                     params.insert(k, v);
                 }
             }
+            Kind::Str(s) if is_all_template(s) && splat.is_none() => {
+                splat = Some(s.trim().to_string());
+            }
             _ => {
                 return Err(args
                     .err("`args` must be a mapping of module parameters")
                     .help("write each parameter as `name: value` indented under `args:`"))
+            }
+        }
+    }
+    // `module_defaults` of the enclosing levels and of the task, under its own arguments.
+    let mut all_defaults = inh.module_defaults.clone();
+    if let Some(n) = node.get("module_defaults") {
+        super::defaults::read(n, &mut all_defaults)?;
+    }
+    let mut late: Vec<String> = Vec::new();
+    let mut backend_defaults = None;
+    let mut defaulted = Vec::new();
+    if !all_defaults.is_empty() {
+        let own = super::defaults::for_module(&all_defaults, module, play_dir)
+            .map_err(|why| Diagnostic::at(mod_pos, why))?;
+        defaulted = super::defaults::merge_under(&mut params, own);
+        // `package` and `service` run the host's manager module, whose own defaults apply
+        // too: known only on the host, so their names count as given until the task runs.
+        if matches!(module, "package" | "service") {
+            let me = super::defaults::action_key(module);
+            for (k, v) in &all_defaults {
+                if *k != me && !k.starts_with("group/") {
+                    late.extend(v.as_object().into_iter().flat_map(|m| m.keys().cloned()));
+                }
+            }
+            if !late.is_empty() {
+                backend_defaults = Some(std::sync::Arc::new(all_defaults));
             }
         }
     }
@@ -273,10 +329,10 @@ pub(crate) fn load_task(
         loop_items: lp.items,
         loop_kind: match lp.kind {
             // ansible-core picks the subdirectory from the action's name.
-            LoopKind::FirstFound(_) if module.contains("template") => {
+            LoopKind::FirstFound(_) if written.contains("template") => {
                 LoopKind::FirstFound("templates")
             }
-            LoopKind::FirstFound(_) if module.contains("var") => LoopKind::FirstFound("vars"),
+            LoopKind::FirstFound(_) if written.contains("var") => LoopKind::FirstFound("vars"),
             other => other,
         },
         loop_var: lp.var,
@@ -384,6 +440,14 @@ pub(crate) fn load_task(
         guard_pending: None,
         unknown_param: None,
         handler_include: None,
+        module_defaults: backend_defaults,
+        alias,
+        args_splat: splat.map(|template| {
+            Box::new(super::ast::ArgsSplat {
+                template,
+                defaulted,
+            })
+        }),
     };
     inh.apply(&mut task);
     // A value written on the task itself wins over the block's (or play's), also when false.
@@ -398,13 +462,23 @@ pub(crate) fn load_task(
         }
     }
     let dirs = task.search_dirs(play_dir);
-    check_module_params(&mut task, raw_params, mod_pos, &dirs)?;
+    // Arguments given as one template are known only on the host: checked there, rendered.
+    if task.args_splat.is_none() {
+        check_module_params(&mut task, raw_params, mod_pos, &dirs, &late)?;
+    }
     // A handler runs only when a change notified it, and that notification (durable in the
     // host's outbox) is its guard: its commands need none of their own.
     if !handler {
         check_guard(&mut task, mod_pos)?;
     }
     Ok(task)
+}
+
+/// A string that is all template (it starts and ends with Jinja delimiters), which ansible-core
+/// takes for a module's whole argument mapping.
+fn is_all_template(s: &str) -> bool {
+    let s = s.trim();
+    (s.starts_with("{{") || s.starts_with("{%")) && (s.ends_with("}}") || s.ends_with("%}"))
 }
 
 /// The `action:` and `local_action:` keywords: `action: <module> <args>` (or

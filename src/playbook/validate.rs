@@ -43,12 +43,16 @@ pub(crate) fn check_module_params(
     raw: &Node,
     mod_pos: &Pos,
     dirs: &[PathBuf],
+    late: &[String],
 ) -> Result<(), Diagnostic> {
     let params = task.params.as_object().cloned().unwrap_or_default();
+    // `late`: parameters that may be given on the host (`package`'s and `service`'s manager
+    // module defaults): checked, like templated ones, when the task runs.
     let templated: Vec<String> = params
         .iter()
         .filter(|(_, v)| contains_template(v))
         .map(|(k, _)| k.clone())
+        .chain(late.iter().filter(|k| !params.contains_key(*k)).cloned())
         .collect();
     let mut static_params: serde_json::Map<String, Value> = params
         .iter()

@@ -69,3 +69,38 @@ pub fn find(name: &str, play_dir: &Path) -> Result<Option<Arc<PyModule>>, String
         Err(super::locate::Refusal::NotFound) => Ok(None),
     }
 }
+
+/// The builtin action a local action plugin (`action_plugins/<name>.py` beside the playbook or
+/// in a role loaded) only re-exports: a file whose one statement, beside comments, `from
+/// __future__` imports and `assert ActionModule`, is `from ansible.plugins.action.<x> import
+/// ActionModule`. It behaves as action `<x>` under another name (ansible-core's own targets
+/// use such aliases); any other action plugin is Python code fixpoint does not run.
+pub fn action_alias(name: &str, play_dir: &Path) -> Option<String> {
+    let short = name.strip_prefix("ansible.legacy.").unwrap_or(name);
+    if short.is_empty() || short.contains('.') || short.contains('/') {
+        return None;
+    }
+    let path = bases(play_dir)
+        .iter()
+        .map(|b| b.join("action_plugins").join(format!("{short}.py")))
+        .find(|p| p.is_file())?;
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut target = None;
+    for line in text.lines().map(str::trim) {
+        if line.is_empty()
+            || line.starts_with('#')
+            || line.starts_with("from __future__ import")
+            || line == "assert ActionModule"
+        {
+            continue;
+        }
+        let x = line
+            .strip_prefix("from ansible.plugins.action.")?
+            .strip_suffix(" import ActionModule")?;
+        if target.is_some() || !x.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return None;
+        }
+        target = Some(x.to_string());
+    }
+    target
+}

@@ -139,6 +139,28 @@ pub fn searched(play_dir: &Path) -> String {
     parts.join(", ")
 }
 
+/// The `meta/runtime.yml` of collection `ns.coll` (ansible-core's own
+/// `config/ansible_builtin_runtime.yml` for `ansible.builtin`), found where modules are.
+pub fn runtime_yml(collection: &str, play_dir: &Path) -> Option<PathBuf> {
+    if collection == "ansible.builtin" {
+        let p = install()
+            .core
+            .as_ref()?
+            .join("config/ansible_builtin_runtime.yml");
+        return p.is_file().then_some(p);
+    }
+    let (ns, coll) = collection.split_once('.')?;
+    roots(play_dir)
+        .into_iter()
+        .map(|r| {
+            r.join("ansible_collections")
+                .join(ns)
+                .join(coll)
+                .join("meta/runtime.yml")
+        })
+        .find(|p| p.is_file())
+}
+
 fn roots(play_dir: &Path) -> Vec<PathBuf> {
     let mut r = vec![play_dir.join("collections")];
     r.extend(install().collection_roots.iter().cloned());

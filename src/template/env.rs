@@ -71,6 +71,8 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     }
     env.add_function(CHAIN_FN, chain_lookup);
     env.add_function("now", |args: Rest<Value>| super::now::now(&args));
+    // Jinja2's global `joiner` (minijinja-contrib's).
+    env.add_function("joiner", minijinja_contrib::globals::joiner);
     add_filters(&mut env);
     add_tests(&mut env);
     env
@@ -79,7 +81,7 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
 /// Loads an included template from the first search directory that has it. Its one trailing
 /// newline is dropped, as Jinja does for every template under Ansible (which puts the newlines
 /// back only at the end of the whole output): `a {% include 'b' %} c` stays on one line.
-fn load_from_dirs(dirs: &[PathBuf], name: &str) -> Result<Option<String>, Error> {
+pub(super) fn load_from_dirs(dirs: &[PathBuf], name: &str) -> Result<Option<String>, Error> {
     for dir in dirs {
         let path = dir.join(name);
         if path.is_file() {

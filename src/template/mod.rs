@@ -48,6 +48,7 @@ use env::build_env;
 pub use error::TemplateError;
 use error::{label_for_text, syntax_error};
 pub use lookups::{fileglob, first_found_file, listing};
+pub use now::python_local_time;
 use rewrite::{
     block_end, closes_block, escape_backslashes, escape_backslashes_in_code, rewrite_chains,
     rewrite_code,

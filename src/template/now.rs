@@ -23,7 +23,11 @@ unsafe impl Sync for DateTime {}
 
 impl DateTime {
     fn now(utc: bool) -> Result<DateTime, Error> {
-        let since = std::time::SystemTime::now()
+        Self::at(std::time::SystemTime::now(), utc)
+    }
+
+    fn at(t: std::time::SystemTime, utc: bool) -> Result<DateTime, Error> {
+        let since = t
             .duration_since(std::time::UNIX_EPOCH)
             .map_err(|e| op_err(format!("now(): the clock is before 1970: {e}")))?;
         let secs = since.as_secs() as libc::time_t;
@@ -125,6 +129,15 @@ impl DateTime {
             (false, _) => "%Y-%m-%d %H:%M:%S.%f",
         }
     }
+}
+
+/// A local `datetime` value (Python's `datetime.fromtimestamp(t)`: printed as
+/// `2026-12-01 08:00:00.123456`, with `.year`, `strftime`...), as the `template` module's
+/// `template_mtime` and `template_run_date` are.
+pub fn python_local_time(t: std::time::SystemTime) -> Value {
+    DateTime::at(t, false)
+        .map(Value::from_object)
+        .unwrap_or_default()
 }
 
 /// `now(utc=False, fmt=None)`.

@@ -67,7 +67,8 @@ fn chain_re() -> &'static Regex {
 pub(super) fn rewrite_chains(src: &str) -> String {
     static HINT: OnceLock<Regex> = OnceLock::new();
     let hint = HINT.get_or_init(|| {
-        Regex::new(r"default|defined|\|\s*d\b|ansible\.(?:builtin|legacy)\.").expect("valid regex")
+        Regex::new(r"default|defined|\|\s*d\b|ansible\.(?:builtin|legacy|_protomatter)\.")
+            .expect("valid regex")
     });
     if !hint.is_match(src) {
         return src.to_string();
@@ -166,12 +167,15 @@ pub(super) fn escape_backslashes_in_code(code: &str) -> String {
     out
 }
 
-/// `x | ansible.builtin.f` → `x | f`, and the same after `is` / `is not`.
+/// `x | ansible.builtin.f` → `x | f`, and the same after `is` / `is not` (also for
+/// `ansible._protomatter.`, ansible-core's internal collection, whose `finalize` is ours).
 fn strip_builtin_prefix(code: &str) -> String {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
-        Regex::new(r"(?:\||\bis(?:\s+not)?)\s*(ansible\.(?:builtin|legacy)\.)[A-Za-z_]")
-            .expect("valid regex")
+        Regex::new(
+            r"(?:\||\bis(?:\s+not)?)\s*(ansible\.(?:builtin|legacy|_protomatter)\.)[A-Za-z_]",
+        )
+        .expect("valid regex")
     });
     let masked = mask_strings(code);
     let mut out = String::with_capacity(code.len());

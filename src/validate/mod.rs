@@ -266,6 +266,13 @@ impl Validator<'_> {
 
     /// Module parameters: templates, except those a module reads as bare expressions.
     fn module_params(&mut self, t: &Task, _play: &Play) {
+        if let Some(splat) = &t.args_splat {
+            self.text(
+                &splat.template,
+                &t.pos,
+                &format!("`{}` arguments", t.module),
+            );
+        }
         let Some(params) = t.params.as_object() else {
             return;
         };

@@ -35,6 +35,8 @@ pub(super) struct Builder {
     error: Option<Diagnostic>,
     /// The whole text is JSON: plain scalars are JSON literals, not YAML 1.1 ones.
     json: bool,
+    /// Lines indented before parsing (`flow.rs`): their columns are given back.
+    shifts: super::flow::Shifts,
 }
 
 impl Builder {
@@ -48,7 +50,14 @@ impl Builder {
             docs: Vec::new(),
             error: None,
             json,
+            shifts: Default::default(),
         }
+    }
+
+    /// This builder for a text whose lines were indented by these counts.
+    pub(super) fn with_shifts(mut self, shifts: super::flow::Shifts) -> Builder {
+        self.shifts = shifts;
+        self
     }
 
     /// The first document (`None` for an empty text), or the first error met while building.
@@ -61,7 +70,11 @@ impl Builder {
 
     fn pos(&self, m: Marker) -> Pos {
         // yaml-rust2 markers: line is 1-based, column 0-based.
-        Pos::new(&self.file, m.line(), m.col() + 1)
+        Pos::new(
+            &self.file,
+            m.line(),
+            super::flow::original_col(&self.shifts, &m),
+        )
     }
 
     fn push_value(&mut self, node: Node) {

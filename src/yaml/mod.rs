@@ -11,6 +11,7 @@
 //! keywords: callers give the tree its meaning.
 
 mod builder;
+mod flow;
 pub mod mark;
 mod node;
 mod resolve;
@@ -39,16 +40,35 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Node, Diagnostic> {
     let file = Arc::new(path.to_path_buf());
     // Ansible tries `json.loads` before YAML, so a JSON document keeps JSON's number rules.
     let json = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
-    let mut builder = Builder::new(file.clone(), json);
-    let mut parser = Parser::new_from_str(text);
-    if let Err(e) = parser.load(&mut builder, false) {
-        let m = e.marker();
-        return Err(Diagnostic::at(
-            &Pos::new(&file, m.line(), m.col() + 1),
-            format!("invalid YAML: {}", e.info()),
-        )
-        .help("check indentation and quoting; a value starting with `{{` must be quoted"));
-    }
+    let mut shifts = flow::Shifts::new();
+    let mut padded: Option<String> = None;
+    let mut passes = 0;
+    // Each pass may indent one more flow collection that PyYAML would read (`flow.rs`).
+    let builder = loop {
+        let mut builder = Builder::new(file.clone(), json).with_shifts(shifts.clone());
+        let current = padded.as_deref().unwrap_or(text);
+        let mut parser = Parser::new_from_str(current);
+        match parser.load(&mut builder, false) {
+            Ok(()) => break builder,
+            Err(e) => {
+                // A collection indented once parses, or fails for another reason: each pass
+                // moves on to a later one, and a handful is all a real file needs.
+                passes += 1;
+                if passes <= 64 {
+                    if let Some(t) = flow::pad_flow(current, &e, &mut shifts) {
+                        padded = Some(t);
+                        continue;
+                    }
+                }
+                let m = e.marker();
+                return Err(Diagnostic::at(
+                    &Pos::new(&file, m.line(), flow::original_col(&shifts, m)),
+                    format!("invalid YAML: {}", e.info()),
+                )
+                .help("check indentation and quoting; a value starting with `{{` must be quoted"));
+            }
+        }
+    };
     Ok(builder.finish()?.unwrap_or(Node {
         kind: Kind::Null,
         pos: Pos::new(&file, 1, 1),

@@ -94,7 +94,7 @@ pub fn copy_roles(
         }
         copy_tree(&src, &dest).map_err(|e| format!("copying {}: {e}", src.display()))?;
         if guard_commands {
-            for file in yaml_files(&dest.join("tasks")) {
+            for file in task_files(&dest) {
                 let text = fs::read_to_string(&file).map_err(|e| format!("{e}"))?;
                 let (out, n, problems) = guard::guard_commands(&text);
                 if n > 0 {
@@ -135,6 +135,22 @@ fn dependencies(meta: &Path) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// The YAML files of a role that hold tasks: those under a `tasks/` directory (its own, or a
+/// nested role's) or a `tests/` one (task files a target imports by path).
+fn task_files(role: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = yaml_files(role)
+        .into_iter()
+        .filter(|f| {
+            f.strip_prefix(role).is_ok_and(|rel| {
+                rel.components()
+                    .any(|c| c.as_os_str() == "tasks" || c.as_os_str() == "tests")
+            })
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn yaml_files(dir: &Path) -> Vec<PathBuf> {

@@ -26,7 +26,7 @@ pub struct Params {
     pub name: Option<String>,
     #[serde(default)]
     pub state: Option<sysv::State>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::params::de_opt_uint")]
     pub sleep: Option<u64>,
     #[serde(default)]
     pub pattern: Option<String>,

@@ -20,7 +20,7 @@ pub struct Params {
     pub name: String,
     #[serde(default)]
     pub state: Option<State>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::params::de_opt_uint")]
     pub sleep: Option<u64>,
     #[serde(default)]
     pub pattern: Option<String>,

@@ -371,11 +371,30 @@ fn render_template_file(
     if let Ok(host) = nix::unistd::gethostname() {
         vars.insert("template_host".into(), json!(host.to_string_lossy()));
     }
+    // The source file's owner and modification time, and when it is rendered, as ansible-core
+    // gives them to the template (the times as datetime values).
+    let mut times = vec![(
+        "template_run_date".to_string(),
+        crate::template::python_local_time(std::time::SystemTime::now()),
+    )];
+    if let Ok(meta) = std::fs::metadata(path) {
+        use std::os::unix::fs::MetadataExt;
+        vars.insert(
+            "template_uid".into(),
+            json!(fixpoint_modules::fs::user_name(meta.uid())),
+        );
+        if let Ok(mtime) = meta.modified() {
+            times.push((
+                "template_mtime".into(),
+                crate::template::python_local_time(mtime),
+            ));
+        }
+    }
     if !scope.defines("ansible_managed") {
         // ansible-core's default `ansible_managed` (its DEFAULT_MANAGED_STR).
         vars.insert("ansible_managed".into(), json!("Ansible managed"));
     }
-    let scope = scope.with(Layer::data(vars));
+    let scope = scope.with(Layer::data(vars).with_objects(times));
     let rendered = scope
         .templar()
         .as_ref()

@@ -64,6 +64,22 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("quote", filter_quote);
     env.add_filter("b64encode", filter_b64encode);
     env.add_filter("b64decode", filter_b64decode);
+    // ansible-core's internal `ansible._protomatter.finalize` (its own tests use it): a value
+    // here is always plain data already.
+    env.add_filter("finalize", |v: minijinja::Value| v);
+    // `fileglob`: the controller's files (not directories) matching the pattern, as written
+    // (relative to the working directory).
+    env.add_filter("fileglob", |pattern: String| -> Vec<String> {
+        glob::glob(&pattern)
+            .map(|paths| {
+                paths
+                    .filter_map(Result::ok)
+                    .filter(|p| p.is_file())
+                    .map(|p| p.display().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
     env.add_filter("hash", filter_hash);
     env.add_filter("dict2items", filter_dict2items);
     env.add_filter("items2dict", filter_items2dict);

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use minijinja::value::Kwargs;
 use minijinja::{Error, ErrorKind, State, Value};
 
-use super::filters::regex::{cached_regex, match_err};
+use super::filters::regex::match_err;
 use super::pyrepr::py_string;
 use super::rewrite::rewrite_chains;
 use super::value::{defined, op_err, split_kwargs};
@@ -104,8 +104,32 @@ pub(super) fn run_lookup(
     } else {
         (false, true)
     };
+    // `template`'s delimiters, as its options name them (the defaults when not given).
+    let mut delimiters: Vec<Option<String>> = Vec::new();
+    let mut trim_blocks = None;
+    if plugin == "template" {
+        trim_blocks = kwargs.get::<Option<bool>>("trim_blocks")?;
+        for k in [
+            "block_start_string",
+            "block_end_string",
+            "variable_start_string",
+            "variable_end_string",
+            "comment_start_string",
+            "comment_end_string",
+        ] {
+            delimiters.push(kwargs.get::<Option<String>>(k)?);
+        }
+    }
     let mut out = Vec::new();
     for term in terms {
+        // `varnames` takes regexes: a term that is not a string is refused, as ansible-core
+        // refuses it (rather than searching for its text).
+        if plugin == "varnames" && defined(term)?.kind() != minijinja::value::ValueKind::String {
+            return Err(op_err(format!(
+                "Invalid setting identifier, \"{term}\" is not a string, it is a {}",
+                term.kind()
+            )));
+        }
         let term = py_string(defined(term)?)?;
         out.push(match plugin.as_str() {
             "template" => {
@@ -126,9 +150,32 @@ pub(super) fn run_lookup(
                     }
                 }
                 let code = rewrite_chains(&source);
-                let mut rendered = state
-                    .env()
-                    .render_named_str(&path.display().to_string(), &code, Value::from(vars))?;
+                // `{% include %}` and `{% import %}` inside it search the template's own
+                // directory first, then each search path's `templates/` and itself, as
+                // ansible-core's template lookup does.
+                let mut include_dirs: Vec<PathBuf> = path.parent().map(Path::to_path_buf).into_iter().collect();
+                for d in &search {
+                    include_dirs.push(d.join("templates"));
+                    include_dirs.push(d.clone());
+                }
+                let mut env = state.env().clone();
+                env.set_loader(move |name| super::env::load_from_dirs(&include_dirs, name));
+                if let Some(t) = trim_blocks {
+                    env.set_trim_blocks(t);
+                }
+                if delimiters.iter().any(Option::is_some) {
+                    let d = |i: usize, default: &'static str| {
+                        delimiters[i].clone().unwrap_or_else(|| default.to_string())
+                    };
+                    let syntax = minijinja::syntax::SyntaxConfig::builder()
+                        .block_delimiters(d(0, "{%"), d(1, "%}"))
+                        .variable_delimiters(d(2, "{{"), d(3, "}}"))
+                        .comment_delimiters(d(4, "{#"), d(5, "#}"))
+                        .build()?;
+                    env.set_syntax(syntax);
+                }
+                let mut rendered =
+                    env.render_named_str(&path.display().to_string(), &code, Value::from(vars))?;
                 // As the template module (`Templar::render_file`): at least as many trailing
                 // newlines as the source, so `{% endfor %}` on the last line keeps its line end.
                 let trailing = |t: &str| t.len() - t.trim_end_matches('\n').len();
@@ -173,7 +220,12 @@ pub(super) fn run_lookup(
             "varnames" => {
                 // The names of the variables (not the environment's functions) that the
                 // Python regex `term` finds something in, sorted.
-                let re = cached_regex(&term, false, false)?;
+                let re = fancy_regex::Regex::new(&term).map_err(|e| {
+                    op_err(format!(
+                        "Unable to use \"{term}\" as a search parameter: {}",
+                        python_re_error(&e)
+                    ))
+                })?;
                 let globals: Vec<&str> = state.env().globals().map(|(k, _)| k).collect();
                 let mut names: Vec<String> = state
                     .known_variables()
@@ -304,6 +356,17 @@ fn kwargs_skip(kwargs: &Kwargs) -> bool {
         .ok()
         .flatten()
         .unwrap_or(false)
+}
+
+/// A regex compile error worded as Python's `re` words the common ones (Ansible's messages
+/// quote it; its targets test for "nothing to repeat").
+fn python_re_error(e: &fancy_regex::Error) -> String {
+    match e {
+        fancy_regex::Error::ParseError(pos, fancy_regex::ParseError::TargetNotRepeatable) => {
+            format!("nothing to repeat at position {pos}")
+        }
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]
