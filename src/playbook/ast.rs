@@ -228,6 +228,9 @@ pub struct Play {
     /// Variables of the `vars_files` with plain paths, loaded (and checked) at load time.
     pub vars_from_files: Arc<Map<String, Value>>,
     pub gather_facts: bool,
+    /// The `when` of the `import_playbook` that brought this play in: fact gathering runs
+    /// only on the hosts where it holds (its tasks carry it too).
+    pub gather_when: Conditions,
     /// The play's own `tags` (also given to each of its tasks).
     pub tags: Vec<String>,
     pub pre_tasks: Vec<Step>,
@@ -502,6 +505,7 @@ impl Play {
             vars_files: Vec::new(),
             vars_from_files: Arc::default(),
             gather_facts: false,
+            gather_when: Vec::new(),
             tags: Vec::new(),
             pre_tasks: Vec::new(),
             roles: Vec::new(),

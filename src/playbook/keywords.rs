@@ -232,7 +232,7 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "order",
 ];
 
-pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &["import_playbook", "vars_prompt"];
+pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &["vars_prompt"];
 
 /// The short name of an action key: `ansible.builtin.import_tasks` → `import_tasks`.
 pub(crate) fn short_name(k: &str) -> &str {

@@ -275,7 +275,13 @@ fn run_books(
             }
         },
     };
-    let loaded = match crate::load_all(&cfg.playbooks, &cfg.roles_path, &mut inv, None) {
+    let loaded = match crate::load_all(
+        &cfg.playbooks,
+        &cfg.roles_path,
+        &cfg.extra_vars,
+        &mut inv,
+        None,
+    ) {
         Ok(b) => b,
         Err(problems) => {
             crate::invalid_all(&problems);
