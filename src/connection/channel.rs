@@ -42,6 +42,31 @@ pub struct ConnSpec {
     pub connect_timeout: Duration,
 }
 
+impl ConnSpec {
+    /// How this spec reaches its host: `local`, or the ssh user, address, port and key. Two
+    /// specs with the same route (and become user) share an agent.
+    pub fn route(&self) -> String {
+        match &self.kind {
+            ConnKind::Local => "local".into(),
+            ConnKind::Ssh {
+                address,
+                port,
+                user,
+                key_file,
+                ..
+            } => format!(
+                "ssh {}@{address}:{} {}",
+                user.as_deref().unwrap_or(""),
+                port.map(|p| p.to_string()).unwrap_or_default(),
+                key_file
+                    .as_ref()
+                    .map(|k| k.display().to_string())
+                    .unwrap_or_default()
+            ),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum ConnKind {
     Local,

@@ -122,7 +122,13 @@ impl Engine {
         }
     }
 
-    fn report_gathering(&mut self, ctx: &PlayCtx<'_>, host: &str, status: Status, msg: Option<&str>) {
+    fn report_gathering(
+        &mut self,
+        ctx: &PlayCtx<'_>,
+        host: &str,
+        status: Status,
+        msg: Option<&str>,
+    ) {
         self.reporter.task(&TaskEvent {
             host,
             task: "Gathering Facts",

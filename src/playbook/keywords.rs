@@ -24,6 +24,11 @@ pub(crate) const INHERITED_KEYS: &[&str] = &[
     "environment",
     "delegate_to",
     "run_once",
+    "remote_user",
+    "port",
+    "connection",
+    "any_errors_fatal",
+    "ignore_unreachable",
 ];
 
 /// What a block says besides its inherited keywords.
@@ -131,12 +136,58 @@ impl Inherited {
         if let Some(n) = node.get("delegate_to") {
             out.delegate_to = Some(string_of(n, "delegate_to")?);
         }
+        out.conn = conn_keywords_of(node)?.or(&out.conn);
+        if let Some(n) = node.get("any_errors_fatal") {
+            out.any_errors_fatal = Some(bool_of(n, "any_errors_fatal")?);
+        }
+        if let Some(n) = node.get("ignore_unreachable") {
+            out.ignore_unreachable = Some(bool_of(n, "ignore_unreachable")?);
+        }
         // Only blocks accept `notify` (their key check says so); an inner one replaces it.
         if let Some(n) = node.get("notify") {
             out.notify = strings_of(n, "notify")?;
         }
         Ok(out)
     }
+}
+
+/// `remote_user`, `port` and `connection` written on `node` (a play, block, role entry, task).
+/// A port that is not a template must be a port number; a connection other than `ssh` (and
+/// its aliases) or `local` is refused here, a templated one where it is rendered.
+pub(crate) fn conn_keywords_of(node: &Node) -> Result<super::ast::ConnKeywords, Diagnostic> {
+    let port = match node.get("port") {
+        None => None,
+        Some(n) => {
+            let p = string_of(n, "port")?;
+            if !is_template(&p) && !matches!(p.trim().parse::<u16>(), Ok(1..)) {
+                return Err(n
+                    .err(format!("`port` must be a port number, found \"{p}\""))
+                    .help("e.g. `port: 2222`"));
+            }
+            Some(p.trim().to_string())
+        }
+    };
+    let connection = match node.get("connection") {
+        None => None,
+        Some(n) => {
+            let c = string_of(n, "connection")?;
+            if !is_template(&c) && !crate::connection::spec::KNOWN_CONNECTIONS.contains(&c.as_str())
+            {
+                return Err(n
+                    .err(format!("connection `{c}` is not supported by fixpoint"))
+                    .help("fixpoint connects with `ssh` or `local`"));
+            }
+            Some(c)
+        }
+    };
+    Ok(super::ast::ConnKeywords {
+        remote_user: node
+            .get("remote_user")
+            .map(|n| string_of(n, "remote_user"))
+            .transpose()?,
+        port,
+        connection,
+    })
 }
 
 /// Keywords a task may carry besides its module.
@@ -180,24 +231,24 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "until",
     "retries",
     "delay",
+    "remote_user",
+    "port",
+    "connection",
+    "any_errors_fatal",
+    "ignore_unreachable",
+    "delegate_facts",
 ];
 
 /// Ansible keywords fixpoint knows but does not implement yet: refused with a clear message
 /// instead of being silently ignored.
 pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
-    "delegate_facts",
     "async",
     "poll",
-    "any_errors_fatal",
     "apply",
-    "remote_user",
-    "port",
-    "connection",
     "become_exe",
     "become_flags",
     "collections",
     "debugger",
-    "ignore_unreachable",
     "module_defaults",
 ];
 
@@ -217,6 +268,7 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "become_method",
     "connection",
     "remote_user",
+    "port",
     "check_mode",
     "diff",
     "environment",
@@ -230,6 +282,7 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "any_errors_fatal",
     "max_fail_percentage",
     "order",
+    "ignore_unreachable",
 ];
 
 pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &["vars_prompt"];

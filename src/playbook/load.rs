@@ -11,8 +11,8 @@ use super::ast::{
 use super::files::{dir_of, joined, load_vars_file};
 use super::includes::Loader;
 use super::keywords::{
-    become_method_of, bool_of, check_keys, env_of, map_of, percent_of, serial_of, short_name,
-    string_of, strings_of, vars_of, PLAY_KEYS, PLAY_KEYS_NOT_YET,
+    become_method_of, bool_of, check_keys, conn_keywords_of, env_of, map_of, percent_of, serial_of,
+    short_name, string_of, strings_of, vars_of, PLAY_KEYS, PLAY_KEYS_NOT_YET,
 };
 use crate::diag::Diagnostic;
 use crate::yaml::{self, Kind, Node};
@@ -198,7 +198,9 @@ fn import_name(
             ))
             .help("the name is rendered once, before any host, from the import's `vars` and `-e`")),
         Err(e) => Err(target
-            .err(format!("cannot render the `import_playbook` file name: {e}"))
+            .err(format!(
+                "cannot render the `import_playbook` file name: {e}"
+            ))
             .help(
                 "the name is rendered once, before any host: it may use the import's `vars` and \
                  `-e` variables, not host or play variables",
@@ -280,6 +282,9 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
     };
     for key in ["no_log", "ignore_errors", "check_mode", "diff"] {
         base.set_flag(node, key)?;
+    }
+    if let Some(n) = node.get("ignore_unreachable") {
+        base.ignore_unreachable = Some(bool_of(n, "ignore_unreachable")?);
     }
     let section = |loader: &mut Loader, key: &str, handlers: bool| match node.get(key) {
         Some(list) => loader.steps_of(list, &format!("`{key}`"), handlers, &base, dir),
@@ -387,8 +392,7 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
                 .get("become_method")
                 .map(become_method_of)
                 .transpose()?,
-            connection: opt_string("connection")?,
-            remote_user: opt_string("remote_user")?,
+            conn: conn_keywords_of(node)?,
             check_mode: base.check_mode,
             diff: base.diff,
             environment: match node.get("environment") {
@@ -443,6 +447,16 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
                     format!("`{key}` with `strategy: free` is not supported by fixpoint yet"),
                 ));
             }
+        }
+        if let Some(t) = play
+            .all_tasks()
+            .into_iter()
+            .find(|t| t.any_errors_fatal == Some(true))
+        {
+            return Err(Diagnostic::at(
+                &t.pos,
+                "`any_errors_fatal` with `strategy: free` is not supported by fixpoint yet",
+            ));
         }
         if let Some(t) = play.all_tasks().into_iter().find(|t| t.run_once) {
             return Err(Diagnostic::at(

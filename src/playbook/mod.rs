@@ -21,8 +21,8 @@ pub mod task;
 pub mod validate;
 
 pub use ast::{
-    all_tasks, BatchSize, Block, Conditions, HostOrder, Include, IncludeSource, Inherited,
-    LoopKind, Meta, MetaAction, Play, Playbook, RoleCtx, RoleFrom, Step, Task,
+    all_tasks, BatchSize, Block, Conditions, ConnKeywords, HostOrder, Include, IncludeSource,
+    Inherited, LoopKind, Meta, MetaAction, Play, Playbook, RoleCtx, RoleFrom, Step, Task,
 };
 pub use files::{find_in, load_vars_file, looked_in};
 pub use includes::Loader;

@@ -3,8 +3,9 @@
 
 use super::ast::{Inherited, LoopKind, Task, Templated};
 use super::keywords::{
-    become_method_of, bool_of, check_keys, check_var_name, conditions_of, env_of, flag_of, loop_of,
-    map_of, short_name, string_of, strings_of, vars_of, Flag, TASK_KEYS, TASK_KEYS_NOT_YET,
+    become_method_of, bool_of, check_keys, check_var_name, conditions_of, conn_keywords_of, env_of,
+    flag_of, loop_of, map_of, short_name, string_of, strings_of, vars_of, Flag, TASK_KEYS,
+    TASK_KEYS_NOT_YET,
 };
 use super::validate::{check_guard, check_module_params, param_pos};
 use crate::diag::{suggest, Diagnostic, Pos};
@@ -351,6 +352,10 @@ pub(crate) fn load_task(
             None => None,
         },
         delegate_to: opt_string("delegate_to")?,
+        conn: conn_keywords_of(node)?,
+        any_errors_fatal: opt_bool("any_errors_fatal")?,
+        ignore_unreachable: opt_bool("ignore_unreachable")?,
+        delegate_facts: opt_bool("delegate_facts")?.unwrap_or(false),
         run_once: opt_bool("run_once")?.unwrap_or(false),
         until: opt("until")
             .map(|n| conditions_of(n, "until"))
