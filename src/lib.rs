@@ -233,7 +233,7 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
     };
     // The same checks as `fixpoint validate`, all of them, before any host is touched.
     let refuse_cross = cfg.shard.filter(|_| !cfg.shard_allow_cross);
-    let books = match load_all(
+    let mut books = match load_all(
         &cfg.playbooks,
         &cfg.roles_path,
         &cfg.extra_vars,
@@ -243,6 +243,9 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
         Ok(b) => b,
         Err(problems) => return invalid_all(&problems),
     };
+    if let Err(d) = vars::prompt::settle(&mut books, &cfg.extra_vars, &template::Templar::new()) {
+        return invalid(&d);
+    }
     if let Err(msg) = check_limit(&cfg, &inv) {
         eprintln!("error: {msg}");
         return ExitCode::from(EXIT_INVALID);

@@ -267,6 +267,8 @@ pub struct Play {
     /// Variables of the `vars_files` with plain paths, loaded (and checked) at load time.
     pub vars_from_files: Arc<Map<String, Value>>,
     pub gather_facts: bool,
+    /// `vars_prompt`: play variables asked for when the run starts (`vars::prompt`).
+    pub vars_prompt: Vec<VarPrompt>,
     /// The `when` of the `import_playbook` that brought this play in: fact gathering runs
     /// only on the hosts where it holds (its tasks carry it too).
     pub gather_when: Conditions,
@@ -305,6 +307,21 @@ pub struct Play {
     pub any_errors_fatal: bool,
     /// End the play when more than this percentage of a batch's hosts failed.
     pub max_fail_percentage: Option<f64>,
+}
+
+/// One entry of a play's `vars_prompt`.
+#[derive(Debug, Clone)]
+pub struct VarPrompt {
+    pub name: String,
+    pub prompt: Option<String>,
+    pub default: Option<String>,
+    /// Not echoed (the default, as in ansible-core).
+    pub private: bool,
+    pub confirm: bool,
+    /// `encrypt`: the `password_hash` type the answer is hashed with, and its `salt`.
+    pub encrypt: Option<String>,
+    pub salt: Option<String>,
+    pub pos: Pos,
 }
 
 /// Play `order`.
@@ -555,6 +572,7 @@ impl Play {
             vars_from_files: Arc::default(),
             gather_facts: false,
             gather_when: Vec::new(),
+            vars_prompt: Vec::new(),
             tags: Vec::new(),
             pre_tasks: Vec::new(),
             roles: Vec::new(),

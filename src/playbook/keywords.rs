@@ -283,9 +283,10 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "max_fail_percentage",
     "order",
     "ignore_unreachable",
+    "vars_prompt",
 ];
 
-pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &["vars_prompt"];
+pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &[];
 
 /// The short name of an action key: `ansible.builtin.import_tasks` → `import_tasks`.
 pub(crate) fn short_name(k: &str) -> &str {

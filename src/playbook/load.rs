@@ -7,6 +7,7 @@
 
 use super::ast::{
     add_tags, prepend_conditions, HostOrder, IncludeSource, Inherited, Play, Playbook, Step, Task,
+    VarPrompt,
 };
 use super::files::{dir_of, joined, load_vars_file};
 use super::includes::Loader;
@@ -378,6 +379,10 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
             vars_files,
             gather_facts: opt_bool("gather_facts")?.unwrap_or(true),
             gather_when: Vec::new(),
+            vars_prompt: match node.get("vars_prompt") {
+                Some(n) => vars_prompt_of(n)?,
+                None => Vec::new(),
+            },
             tags: base.tags.clone(),
             pre_tasks,
             roles,
@@ -483,6 +488,52 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
         }
     }
     Ok(play)
+}
+
+/// `vars_prompt`: a list of `{name, prompt, default, private, confirm, encrypt, salt}`.
+fn vars_prompt_of(node: &Node) -> Result<Vec<VarPrompt>, Diagnostic> {
+    let items = match &node.kind {
+        Kind::Seq(items) => items,
+        Kind::Null => return Ok(Vec::new()),
+        _ => {
+            return Err(node
+                .err("`vars_prompt` must be a list")
+                .help("e.g. `vars_prompt: [{name: user, prompt: \"User?\", default: admin}]`"))
+        }
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let entries = map_of(item, "a `vars_prompt` entry")?;
+        check_keys(
+            entries,
+            &[
+                "name", "prompt", "default", "private", "confirm", "encrypt", "salt", "unsafe",
+            ],
+            &["salt_size"],
+            "a `vars_prompt` entry",
+            |_| false,
+        )?;
+        let Some(name) = item.get("name") else {
+            return Err(item
+                .err("this `vars_prompt` entry has no `name`")
+                .help("add `name:` with the variable to set"));
+        };
+        let name_text = string_of(name, "name")?;
+        super::keywords::check_var_name(&name_text, &name.pos)?;
+        let opt_string = |k: &str| item.get(k).map(|n| string_of(n, k)).transpose();
+        let opt_bool = |k: &str| item.get(k).map(|n| bool_of(n, k)).transpose();
+        out.push(VarPrompt {
+            name: name_text,
+            prompt: opt_string("prompt")?,
+            default: opt_string("default")?,
+            private: opt_bool("private")?.unwrap_or(true),
+            confirm: opt_bool("confirm")?.unwrap_or(false),
+            encrypt: opt_string("encrypt")?,
+            salt: opt_string("salt")?,
+            pos: item.pos.clone(),
+        });
+    }
+    Ok(out)
 }
 
 /// A `vars_files` entry that is itself a list: the first of its paths whose file exists.

@@ -275,7 +275,7 @@ fn run_books(
             }
         },
     };
-    let loaded = match crate::load_all(
+    let mut loaded = match crate::load_all(
         &cfg.playbooks,
         &cfg.roles_path,
         &cfg.extra_vars,
@@ -288,6 +288,11 @@ fn run_books(
             return invalid;
         }
     };
+    let templar = crate::template::Templar::new();
+    if let Err(d) = crate::vars::prompt::settle(&mut loaded, &cfg.extra_vars, &templar) {
+        crate::invalid(&d);
+        return invalid;
+    }
     if let Err(msg) = crate::check_limit(&cfg, &inv) {
         eprintln!("error: {msg}");
         return invalid;
