@@ -237,13 +237,13 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "any_errors_fatal",
     "ignore_unreachable",
     "delegate_facts",
+    "async",
+    "poll",
 ];
 
 /// Ansible keywords fixpoint knows but does not implement yet: refused with a clear message
 /// instead of being silently ignored.
 pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
-    "async",
-    "poll",
     "apply",
     "become_exe",
     "become_flags",

@@ -390,6 +390,9 @@ pub(crate) fn load_task(
         unknown_param: None,
         handler_include: None,
     };
+    if let Some(limit) = async_limit(node)? {
+        task.timeout = Some(task.timeout.map_or(limit, |t| t.min(limit)));
+    }
     inh.apply(&mut task);
     // A value written on the task itself wins over the block's (or play's), also when false.
     for (key, own, field) in [
@@ -414,6 +417,45 @@ pub(crate) fn load_task(
 
 /// The `action:` and `local_action:` keywords: `action: <module> <args>` (or
 /// `{module: …, args…}`) is the module written as a key; `local_action` is that with
+/// `async: N` with `poll` above 0: ansible-core starts the module in the background and waits
+/// for it at most N seconds, failing the task when it runs over. fixpoint waits for the module
+/// as for any task, with N as its time limit (the agent stops it then, as for `timeout`).
+/// `poll: 0` (leave it running, check on it with `async_status`) is refused: fixpoint cannot
+/// start a background job yet. `poll` without `async` means nothing, as in ansible-core.
+fn async_limit(node: &Node) -> Result<Option<u64>, Diagnostic> {
+    let Some(n) = node.get("async") else {
+        return Ok(None);
+    };
+    let limit = match n.kind {
+        Kind::Int(i) if (0..=MAX_TIMEOUT).contains(&i) => i as u64,
+        _ => {
+            return Err(n
+                .err("`async` must be a number of seconds")
+                .help("e.g. `async: 300`"))
+        }
+    };
+    if limit == 0 {
+        return Ok(None);
+    }
+    let poll = match node.get("poll").map(|p| &p.kind) {
+        None => 15,
+        Some(Kind::Int(i)) if *i >= 0 => *i,
+        Some(_) => {
+            let p = node.get("poll").expect("just matched");
+            return Err(p
+                .err("`poll` must be a number of seconds")
+                .help("e.g. `poll: 5`"));
+        }
+    };
+    if poll == 0 {
+        let p = node.get("poll").expect("poll: 0 is written");
+        return Err(p
+            .err("`async` with `poll: 0` (a job left running on the host) is not supported by fixpoint yet")
+            .help("give `poll` a number of seconds to wait for the task, or remove `async`"));
+    }
+    Ok(Some(limit))
+}
+
 /// `delegate_to: localhost`. The task is rewritten so, keeping the source positions.
 pub(crate) fn action_keyword(node: &Node) -> Result<Option<Node>, Diagnostic> {
     let Some(entries) = node.as_map() else {
