@@ -197,6 +197,8 @@ pub struct Inherited {
     pub conn: ConnKeywords,
     pub any_errors_fatal: Option<bool>,
     pub ignore_unreachable: Option<bool>,
+    /// `collections`: where a short module name is looked for (the innermost list wins).
+    pub collections: Vec<String>,
     /// A block's `notify`: for its tasks that name none of their own (as in Ansible).
     pub notify: Vec<String>,
     pub role: Option<Arc<RoleCtx>>,

@@ -29,6 +29,7 @@ pub(crate) const INHERITED_KEYS: &[&str] = &[
     "connection",
     "any_errors_fatal",
     "ignore_unreachable",
+    "collections",
 ];
 
 /// What a block says besides its inherited keywords.
@@ -143,6 +144,9 @@ impl Inherited {
         if let Some(n) = node.get("ignore_unreachable") {
             out.ignore_unreachable = Some(bool_of(n, "ignore_unreachable")?);
         }
+        if let Some(n) = node.get("collections") {
+            out.collections = strings_of(n, "collections")?;
+        }
         // Only blocks accept `notify` (their key check says so); an inner one replaces it.
         if let Some(n) = node.get("notify") {
             out.notify = strings_of(n, "notify")?;
@@ -239,6 +243,7 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "delegate_facts",
     "async",
     "poll",
+    "collections",
 ];
 
 /// Ansible keywords fixpoint knows but does not implement yet: refused with a clear message
@@ -247,7 +252,6 @@ pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
     "apply",
     "become_exe",
     "become_flags",
-    "collections",
     "debugger",
     "module_defaults",
 ];
@@ -284,6 +288,7 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "order",
     "ignore_unreachable",
     "vars_prompt",
+    "collections",
 ];
 
 pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &[];

@@ -59,7 +59,6 @@ const ROLE_KEYS_NOT_YET: &[&str] = &[
     "debugger",
     "become_flags",
     "become_exe",
-    "collections",
     "delegate_facts",
 ];
 

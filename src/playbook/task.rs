@@ -68,6 +68,30 @@ pub(crate) fn load_task(
             None => fixpoint_modules::canonical_name(k).or_else(|| controller_action(k)),
         };
         let found = match local {
+            None if native.is_none() && !k.contains('.') => {
+                // `collections`: a short name is looked for in each listed collection first.
+                let listed = match node.get("collections") {
+                    Some(n) => strings_of(n, "collections")?,
+                    None => inh.collections.clone(),
+                };
+                match in_collections(k, &listed, play_dir) {
+                    Some((fqcn, py)) => {
+                        python = py;
+                        Some(fqcn)
+                    }
+                    None => match crate::pymod::find(k, play_dir) {
+                        Ok(Some(m)) => {
+                            python = Some(m);
+                            Some(crate::pymod::intern(k))
+                        }
+                        Ok(None) => None,
+                        Err(why) => return Err(Diagnostic::at(kpos, why).help(
+                            "use a module fixpoint implements (see README.md, \"Modules\"), or \
+                             keep this task on ansible-playbook",
+                        )),
+                    },
+                }
+            }
             Some(m) => {
                 python = Some(m);
                 Some(crate::pymod::intern(k))
@@ -417,6 +441,26 @@ pub(crate) fn load_task(
 
 /// The `action:` and `local_action:` keywords: `action: <module> <args>` (or
 /// `{module: …, args…}`) is the module written as a key; `local_action` is that with
+/// The first of `collections` that holds module `short`: its full name (as the task's module),
+/// and the Python module when it is not one fixpoint implements natively.
+#[allow(clippy::type_complexity)]
+fn in_collections(
+    short: &str,
+    collections: &[String],
+    play_dir: &Path,
+) -> Option<(&'static str, Option<std::sync::Arc<crate::pymod::PyModule>>)> {
+    collections.iter().find_map(|c| {
+        let fqcn = format!("{c}.{short}");
+        if let Some(m) = fixpoint_modules::canonical_name(&fqcn) {
+            return Some((m, None));
+        }
+        match crate::pymod::find(&fqcn, play_dir) {
+            Ok(Some(m)) => Some((crate::pymod::intern(&fqcn), Some(m))),
+            _ => None,
+        }
+    })
+}
+
 /// `async: N` with `poll` above 0: ansible-core starts the module in the background and waits
 /// for it at most N seconds, failing the task when it runs over. fixpoint waits for the module
 /// as for any task, with N as its time limit (the agent stops it then, as for `timeout`).
