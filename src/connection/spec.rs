@@ -26,6 +26,8 @@ const CONN_VARS: &[&str] = &[
     "ansible_ssh_private_key_file",
     "fixpoint_agent_path",
     "fixpoint_state_dir",
+    "ansible_become_exe",
+    "ansible_become_flags",
 ];
 
 /// The `connection` values fixpoint connects with (`smart` and `paramiko` mean ssh here).
@@ -198,11 +200,26 @@ pub fn from_vars(
         (ConnKind::Local, Some(u)) if u == "root" && nix::unistd::geteuid().is_root() => None,
         (_, u) => u,
     };
+    // `ansible_become_exe` / `ansible_become_flags` win over the keywords, as for the others.
+    let become_exe = match as_string(get("ansible_become_exe")?) {
+        Some(e) => Some(e),
+        None => keyword(&keywords.become_exe, "become_exe")?,
+    };
+    let become_flags = match as_string(get("ansible_become_flags")?) {
+        Some(f) => Some(f),
+        None => keyword(&keywords.become_flags, "become_flags")?,
+    };
+    let become_flags = match become_flags {
+        Some(f) => crate::playbook::become_flags_of(&f)?,
+        None => Vec::new(),
+    };
     Ok(ConnSpec {
         host: host.to_string(),
         kind,
         become_user,
         become_password,
+        become_exe,
+        become_flags,
         agent_path: as_string(get("fixpoint_agent_path")?).map(PathBuf::from),
         state_dir: as_string(get("fixpoint_state_dir")?),
         connect_timeout: cfg.connect_timeout,

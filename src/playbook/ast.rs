@@ -152,6 +152,10 @@ pub struct ConnKeywords {
     pub remote_user: Option<String>,
     pub port: Option<String>,
     pub connection: Option<String>,
+    /// `become_exe`: the sudo to run (a path or a name on the host's PATH).
+    pub become_exe: Option<String>,
+    /// `become_flags`: sudo flags (checked by `keywords::become_flags_of`).
+    pub become_flags: Option<String>,
 }
 
 impl ConnKeywords {
@@ -164,15 +168,26 @@ impl ConnKeywords {
                 .or_else(|| outer.remote_user.clone()),
             port: self.port.clone().or_else(|| outer.port.clone()),
             connection: self.connection.clone().or_else(|| outer.connection.clone()),
+            become_exe: self.become_exe.clone().or_else(|| outer.become_exe.clone()),
+            become_flags: self
+                .become_flags
+                .clone()
+                .or_else(|| outer.become_flags.clone()),
         }
     }
 
     /// Whether any of them is a template (then the spec depends on the host's variables).
     pub fn templated(&self) -> bool {
-        [&self.remote_user, &self.port, &self.connection]
-            .into_iter()
-            .flatten()
-            .any(|s| fixpoint_modules::params::is_template(s))
+        [
+            &self.remote_user,
+            &self.port,
+            &self.connection,
+            &self.become_exe,
+            &self.become_flags,
+        ]
+        .into_iter()
+        .flatten()
+        .any(|s| fixpoint_modules::params::is_template(s))
     }
 }
 

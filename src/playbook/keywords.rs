@@ -30,6 +30,8 @@ pub(crate) const INHERITED_KEYS: &[&str] = &[
     "any_errors_fatal",
     "ignore_unreachable",
     "collections",
+    "become_exe",
+    "become_flags",
 ];
 
 /// What a block says besides its inherited keywords.
@@ -184,7 +186,27 @@ pub(crate) fn conn_keywords_of(node: &Node) -> Result<super::ast::ConnKeywords, 
             Some(c)
         }
     };
+    let become_flags = match node.get("become_flags") {
+        None => None,
+        Some(n) => {
+            let f = string_of(n, "become_flags")?;
+            if !is_template(&f) {
+                become_flags_of(&f).map_err(|e| {
+                    n.err(e).help(
+                        "fixpoint passes sudo -H, -E, -i, -s, --preserve-env[=...] and \
+                         --login; -S and -n are its own to decide (it gives the password itself)",
+                    )
+                })?;
+            }
+            Some(f)
+        }
+    };
     Ok(super::ast::ConnKeywords {
+        become_exe: node
+            .get("become_exe")
+            .map(|n| string_of(n, "become_exe"))
+            .transpose()?,
+        become_flags,
         remote_user: node
             .get("remote_user")
             .map(|n| string_of(n, "remote_user"))
@@ -192,6 +214,29 @@ pub(crate) fn conn_keywords_of(node: &Node) -> Result<super::ast::ConnKeywords, 
         port,
         connection,
     })
+}
+
+/// The sudo flags of `become_flags` that fixpoint passes on: the ones that only change the
+/// environment the agent starts in. `-S` (password on stdin, where fixpoint's channel is) and
+/// `-n` are dropped, since fixpoint decides how sudo gets the password; any other flag is
+/// refused rather than guessed at.
+pub fn become_flags_of(flags: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for f in flags.split_whitespace() {
+        match f {
+            "-S" | "-n" | "--stdin" | "--non-interactive" => {}
+            "-H" | "-E" | "-i" | "-s" | "--set-home" | "--preserve-env" | "--login" | "--shell" => {
+                out.push(f.to_string())
+            }
+            _ if f.starts_with("--preserve-env=") => out.push(f.to_string()),
+            other => {
+                return Err(format!(
+                    "become_flags: `{other}` is not supported by fixpoint"
+                ))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Keywords a task may carry besides its module.
@@ -244,17 +289,13 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "async",
     "poll",
     "collections",
+    "become_exe",
+    "become_flags",
 ];
 
 /// Ansible keywords fixpoint knows but does not implement yet: refused with a clear message
 /// instead of being silently ignored.
-pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
-    "apply",
-    "become_exe",
-    "become_flags",
-    "debugger",
-    "module_defaults",
-];
+pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &["apply", "debugger", "module_defaults"];
 
 /// Keywords a play may carry.
 pub(crate) const PLAY_KEYS: &[&str] = &[
@@ -289,6 +330,8 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "ignore_unreachable",
     "vars_prompt",
     "collections",
+    "become_exe",
+    "become_flags",
 ];
 
 pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &[];

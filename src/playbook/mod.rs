@@ -27,6 +27,6 @@ pub use ast::{
 };
 pub use files::{find_in, load_vars_file, looked_in};
 pub use includes::Loader;
-pub use keywords::{check_var_name, is_var_name};
+pub use keywords::{become_flags_of, check_var_name, is_var_name};
 pub use load::{load_playbook, load_playbook_all};
 pub use task::parse_kv;

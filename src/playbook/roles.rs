@@ -57,8 +57,6 @@ const ROLE_KEYS_NOT_YET: &[&str] = &[
     "throttle",
     "timeout",
     "debugger",
-    "become_flags",
-    "become_exe",
     "delegate_facts",
 ];
 

@@ -533,3 +533,54 @@ fn connection_keywords_on_tasks_and_blocks_pick_user_port_and_transport() {
     // The second remote user kept its own journal.
     assert!(work.join("fpsudo.state").exists());
 }
+
+/// `become_exe` and `become_flags` reach sudo: the flags that only shape the environment pass,
+/// `-S`/`-n` are fixpoint's own to decide, and another sudo binary starts another agent (one
+/// that does not exist cannot start, so the host is unreachable for that task only).
+#[test]
+fn become_exe_and_become_flags_reach_sudo() {
+    let fleet = Fleet::start(1, "fpsudo");
+    // The agent's state directory must belong to the user it runs as: root's own here.
+    let state = fleet.fx.path("root.state");
+    fleet.fx.write(
+        "hosts.ini",
+        &format!(
+            "[fleet]\n{} fixpoint_state_dir={}\n",
+            fleet.hosts[0].alias(),
+            state.display()
+        ),
+    );
+    fleet.fx.write(
+        "site.yml",
+        r#"- hosts: fleet
+  gather_facts: false
+  become: true
+  become_flags: "-H -S -n"
+  tasks:
+    - name: as root through the play's flags
+      command: id -un
+      register: who
+      changed_when: false
+    - name: through the named sudo
+      command: printenv HOME
+      register: home
+      changed_when: false
+      become_exe: /usr/bin/sudo
+    - name: through a sudo that is not there
+      command: id -un
+      changed_when: false
+      become_exe: /nonexistent/sudo
+      ignore_unreachable: true
+      ignore_errors: true
+    - name: check
+      assert:
+        that:
+          - who.stdout == 'root'
+          - home.stdout == '/root'
+"#,
+    );
+    let out = fleet.apply(&[]);
+    out.expect(0);
+    assert_eq!(out.status_of("check"), "ok", "{}", out.stdout);
+    assert_ne!(out.status_of("through a sudo that is not there"), "ok");
+}
