@@ -466,6 +466,18 @@ fn in_collections(
 /// as for any task, with N as its time limit (the agent stops it then, as for `timeout`).
 /// `poll: 0` (leave it running, check on it with `async_status`) is refused: fixpoint cannot
 /// start a background job yet. `poll` without `async` means nothing, as in ansible-core.
+///
+/// The plan for `poll: 0`, so that a dropped connection or a crash neither repeats nor loses a
+/// job: (1) after a dropped connection the controller repeats only the *start request*, never
+/// the module: (2) the host recognises the same job by a job id the controller derives from
+/// the run id, host, task position and loop index, so a repeated start finds the job's
+/// directory under the state directory and answers with it instead of starting a second one;
+/// (3) the effect is recorded by the detached job itself (its result file, written by
+/// fsync + rename when the module ends), and "started" by the agent creating the job directory
+/// (with the job's pid) *before* it forks the job; (4) a crash between them leaves a directory
+/// with a pid and no result: `async_status` then reports `finished: false` while that pid lives
+/// and a failed job ("ended without a result, effect unknown") once it does not, never a
+/// silent rerun.
 fn async_limit(node: &Node) -> Result<Option<u64>, Diagnostic> {
     let Some(n) = node.get("async") else {
         return Ok(None);
