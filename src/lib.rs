@@ -174,13 +174,14 @@ fn inventory_diag(e: inventory::InventoryError) -> Diagnostic {
 fn load_all(
     paths: &[std::path::PathBuf],
     roles_path: &[std::path::PathBuf],
+    extra_vars: &serde_json::Map<String, serde_json::Value>,
     inv: &mut inventory::Inventory,
     shard: Option<inventory::Shard>,
 ) -> Result<Vec<playbook::Playbook>, Vec<Diagnostic>> {
     let mut books = Vec::new();
     let mut errors = Vec::new();
     for p in paths {
-        let (book, load_errors) = playbook::load_playbook_all(p, roles_path);
+        let (book, load_errors) = playbook::load_playbook_all(p, roles_path, extra_vars);
         errors.extend(load_errors);
         if let Some(book) = book {
             if let Err(e) = inv.load_vars_dir(&book.dir) {
@@ -236,10 +237,19 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
     };
     // The same checks as `fixpoint validate`, all of them, before any host is touched.
     let refuse_cross = cfg.shard.filter(|_| !cfg.shard_allow_cross);
-    let books = match load_all(&cfg.playbooks, &cfg.roles_path, &mut inv, refuse_cross) {
+    let mut books = match load_all(
+        &cfg.playbooks,
+        &cfg.roles_path,
+        &cfg.extra_vars,
+        &mut inv,
+        refuse_cross,
+    ) {
         Ok(b) => b,
         Err(problems) => return invalid_all(&problems),
     };
+    if let Err(d) = vars::prompt::settle(&mut books, &cfg.extra_vars, &template::Templar::new()) {
+        return invalid(&d);
+    }
     if let Err(d) = check_limit(&cfg, &inv) {
         return invalid(&d);
     }
@@ -341,15 +351,16 @@ fn check_limit(cfg: &config::Config, inv: &inventory::Inventory) -> Result<(), D
 
 fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
     init_tracing(0);
-    if let Err(d) = config::parse_extra_vars(&args.extra_vars) {
-        return invalid(&d);
-    }
+    let extra_vars = match config::parse_extra_vars(&args.extra_vars) {
+        Ok(v) => v,
+        Err(d) => return invalid(&d),
+    };
     let mut inv = match load_inventory(args.inventory.as_deref()) {
         Ok(i) => i,
         Err(d) => return invalid(&d),
     };
     let roles_path = config::roles_path(&args.roles_path);
-    match load_all(&args.playbooks, &roles_path, &mut inv, None) {
+    match load_all(&args.playbooks, &roles_path, &extra_vars, &mut inv, None) {
         Ok(books) => {
             if args.modules || args.verbose > 0 {
                 print!("{}", pymod::listing::modules_table(&books));

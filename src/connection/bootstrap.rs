@@ -62,10 +62,15 @@ fi
 "#,
         arch = build_arch(),
     ));
+    // `become_exe` and the `become_flags` fixpoint passes on (checked at load time).
+    let sudo = std::iter::once(sh_quote(spec.become_exe.as_deref().unwrap_or("sudo")))
+        .chain(spec.become_flags.iter().map(|f| sh_quote(f)))
+        .collect::<Vec<_>>()
+        .join(" ");
     match (&spec.become_user, &spec.become_password) {
         (None, _) => s.push_str("exec \"$f\"\n"),
         (Some(user), None) => {
-            s.push_str(&format!("exec sudo -n -u {} -- \"$f\"\n", sh_quote(user)))
+            s.push_str(&format!("exec {sudo} -n -u {} -- \"$f\"\n", sh_quote(user)))
         }
         (Some(user), Some(_)) => {
             // The password (read above) reaches sudo through an askpass helper that reads it
@@ -73,7 +78,7 @@ fi
             s.push_str(&format!(
                 r#"a=$(mktemp "${{TMPDIR:-/tmp}}/fixpoint-askpass.XXXXXX") || exit 98
 printf '#!/bin/sh\nprintf "%%s\\n" "$FIXPOINT_BECOME_PASS"\n' > "$a"; chmod 700 "$a"
-SUDO_ASKPASS="$a" sudo -A -k -p fixpoint -u {user} -- "$f"
+SUDO_ASKPASS="$a" {sudo} -A -k -p fixpoint -u {user} -- "$f"
 r=$?; rm -f "$a"; exit $r
 "#,
                 user = sh_quote(user)

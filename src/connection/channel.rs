@@ -35,11 +35,49 @@ pub struct ConnSpec {
     pub kind: ConnKind,
     pub become_user: Option<String>,
     pub become_password: Option<Secret>,
+    /// `become_exe`: the sudo to run (default `sudo`).
+    pub become_exe: Option<String>,
+    /// `become_flags` that fixpoint passes to sudo (see `keywords::become_flags_of`).
+    pub become_flags: Vec<String>,
     /// `fixpoint_agent_path`: an agent binary to ship instead of the embedded one.
     pub agent_path: Option<PathBuf>,
     /// `fixpoint_state_dir`: where the agent keeps its lock, journal and outbox.
     pub state_dir: Option<String>,
     pub connect_timeout: Duration,
+}
+
+impl ConnSpec {
+    /// How this spec reaches its host: `local`, or the ssh user, address, port and key. Two
+    /// specs with the same route (and become user) share an agent.
+    pub fn route(&self) -> String {
+        let reach = match &self.kind {
+            ConnKind::Local => "local".into(),
+            ConnKind::Ssh {
+                address,
+                port,
+                user,
+                key_file,
+                ..
+            } => format!(
+                "ssh {}@{address}:{} {}",
+                user.as_deref().unwrap_or(""),
+                port.map(|p| p.to_string()).unwrap_or_default(),
+                key_file
+                    .as_ref()
+                    .map(|k| k.display().to_string())
+                    .unwrap_or_default()
+            ),
+        };
+        // Another sudo or other sudo flags start another agent.
+        match &self.become_user {
+            Some(_) => format!(
+                "{reach} {} {}",
+                self.become_exe.as_deref().unwrap_or("sudo"),
+                self.become_flags.join(" ")
+            ),
+            None => reach,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -1,5 +1,12 @@
-//! The pool of live agents: one per (host, delegated host, become user), started on first use
-//! with the run's `Begin` handshake, and closed all together at the end of the run.
+//! The pool of live agents: one per (host, delegated host, become user, connection), started on
+//! first use with the run's `Begin` handshake, and closed all together at the end of the run.
+//!
+//! A task with its own `remote_user`, `port` or `connection` reaches the host through another
+//! agent of the same run. Each agent keeps its lock, journal and outbox in the state directory
+//! of the user it runs as (its become user, else its remote user): a second remote user without
+//! `become` has a state directory of its own, so its `once:` records and handler outbox are its
+//! own, as they are for any run as that user; agents that run as the same user share one
+//! directory and its lock, which this run holds already (the lock is per run, not per agent).
 
 use crate::connection::{self, AgentBinary, AgentConn, ConnSpec, TransportError};
 use fixpoint_agent::journal::OutboxEntry;
@@ -8,9 +15,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Which agent of a host: the host this task is delegated to (None: the host itself), and the
-/// become user.
-pub type ConnKey = (Option<String>, Option<String>);
+/// Which agent of a host: the host this task is delegated to (None: the host itself), the
+/// become user, and how it is reached (`ConnSpec::route`).
+pub type ConnKey = (Option<String>, Option<String>, String);
 
 /// A host's agents, by (delegated host, become user).
 pub type Conns = HashMap<ConnKey, AgentConn>;
@@ -18,7 +25,7 @@ pub type Conns = HashMap<ConnKey, AgentConn>;
 /// The agent a spec reaches, among the agents of `host`.
 pub fn key(host: &str, spec: &ConnSpec) -> ConnKey {
     let delegate = (spec.host != host).then(|| spec.host.clone());
-    (delegate, spec.become_user.clone())
+    (delegate, spec.become_user.clone(), spec.route())
 }
 
 /// The agent to ship: the embedded one, or a `fixpoint_agent_path` override (read, hashed and

@@ -55,6 +55,8 @@ mod tests {
             kind: ConnKind::Local,
             become_user: Some("root".into()),
             become_password: Some(Secret::new(PW)),
+            become_exe: None,
+            become_flags: Vec::new(),
             agent_path: None,
             state_dir: None,
             connect_timeout: Duration::from_secs(1),

@@ -26,7 +26,12 @@ const CONN_VARS: &[&str] = &[
     "ansible_ssh_private_key_file",
     "fixpoint_agent_path",
     "fixpoint_state_dir",
+    "ansible_become_exe",
+    "ansible_become_flags",
 ];
+
+/// The `connection` values fixpoint connects with (`smart` and `paramiko` mean ssh here).
+pub const KNOWN_CONNECTIONS: &[&str] = &["ssh", "smart", "paramiko", "local"];
 
 /// Whether `from_vars` would give, in `scope`, the spec it gives from the inventory, the play's
 /// `vars` and `-e` alone: every connection variable it reads comes, as written (no template), from
@@ -49,8 +54,11 @@ pub fn fixed_in(
         .and_then(|t| t.become_user.as_deref())
         .or(play.become_user.as_deref())
         .is_some_and(fixpoint_modules::params::is_template);
+    // Templated connection keywords are rendered with the task's variables.
+    let keywords_templated = play.conn.templated() || task.is_some_and(|t| t.conn.templated());
     !method_templated
         && !user_templated
+        && !keywords_templated
         && CONN_VARS.iter().all(|k| {
             if !fixed_sources.iter().any(|m| m.contains_key(*k)) {
                 return true;
@@ -65,7 +73,8 @@ pub fn fixed_in(
 /// The connection spec for `host`, from its connection variables rendered in `scope` (the
 /// host's scope for `task`). Only variables set in the inventory, the play's `vars` or `-e` are
 /// looked up. The `become`/`become_user` keywords of the task or play win over the variables;
-/// the play's `connection` and `remote_user` are used when no variable sets them.
+/// the `connection`, `remote_user` and `port` keywords of the task (its blocks, its role) or
+/// else the play are used when no variable sets them, as in ansible-core.
 pub fn from_vars(
     host: &str,
     inv_vars: &Map<String, Value>,
@@ -91,9 +100,24 @@ pub fn from_vars(
             other => Some(other.to_string()),
         })
     };
-    let connection = as_string(get("ansible_connection")?)
-        .or_else(|| play.connection.clone())
-        .unwrap_or_else(|| "ssh".into());
+    let keywords = match task {
+        Some(t) => t.conn.or(&play.conn),
+        None => play.conn.clone(),
+    };
+    let keyword = |v: &Option<String>, what: &str| -> Result<Option<String>, String> {
+        match v {
+            Some(s) if fixpoint_modules::params::is_template(s) => Ok(as_string(Some(
+                scope
+                    .render(&json!(s))
+                    .map_err(|e| format!("cannot render `{what}`: {e}"))?,
+            ))),
+            other => Ok(other.clone()),
+        }
+    };
+    let connection = match as_string(get("ansible_connection")?) {
+        Some(c) => c,
+        None => keyword(&keywords.connection, "connection")?.unwrap_or_else(|| "ssh".into()),
+    };
     let become_ = task
         .and_then(|t| t.become_)
         .or(play.become_)
@@ -153,7 +177,10 @@ pub fn from_vars(
             address: as_string(get("ansible_host")?)
                 .or(as_string(get("ansible_ssh_host")?))
                 .unwrap_or_else(|| host.to_string()),
-            port: match get("ansible_port")?.or(get("ansible_ssh_port")?) {
+            port: match get("ansible_port")?
+                .or(get("ansible_ssh_port")?)
+                .or(keyword(&keywords.port, "port")?.map(|p| Value::String(p.trim().to_string())))
+            {
                 // A number that is not a port (70000, -1, 22.5) is refused, not cut to 16 bits.
                 Some(Value::Number(n)) => Some(
                     n.as_u64()
@@ -166,9 +193,10 @@ pub fn from_vars(
                 ),
                 _ => None,
             },
-            user: as_string(get("ansible_user")?)
-                .or(as_string(get("ansible_ssh_user")?))
-                .or_else(|| play.remote_user.clone()),
+            user: match as_string(get("ansible_user")?).or(as_string(get("ansible_ssh_user")?)) {
+                Some(u) => Some(u),
+                None => keyword(&keywords.remote_user, "remote_user")?,
+            },
             key_file: as_string(get("ansible_ssh_private_key_file")?).map(PathBuf::from),
             ssh_config: cfg.ssh_config.clone(),
             accept_new_host_keys: cfg.accept_new_host_keys,
@@ -185,11 +213,26 @@ pub fn from_vars(
         (ConnKind::Local, Some(u)) if u == "root" && nix::unistd::geteuid().is_root() => None,
         (_, u) => u,
     };
+    // `ansible_become_exe` / `ansible_become_flags` win over the keywords, as for the others.
+    let become_exe = match as_string(get("ansible_become_exe")?) {
+        Some(e) => Some(e),
+        None => keyword(&keywords.become_exe, "become_exe")?,
+    };
+    let become_flags = match as_string(get("ansible_become_flags")?) {
+        Some(f) => Some(f),
+        None => keyword(&keywords.become_flags, "become_flags")?,
+    };
+    let become_flags = match become_flags {
+        Some(f) => crate::playbook::become_flags_of(&f)?,
+        None => Vec::new(),
+    };
     Ok(ConnSpec {
         host: host.to_string(),
         kind,
         become_user,
         become_password,
+        become_exe,
+        become_flags,
         agent_path: as_string(get("fixpoint_agent_path")?).map(PathBuf::from),
         state_dir: as_string(get("fixpoint_state_dir")?),
         connect_timeout: cfg.connect_timeout,

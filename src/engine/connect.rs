@@ -28,6 +28,7 @@ impl Shared<'_> {
             task.and_then(|t| t.become_),
             task.and_then(|t| t.become_user.clone()),
             task.and_then(|t| t.become_method.clone()),
+            task.map(|t| t.conn.clone()),
         );
         let scope = self.scope(ctx, task, h);
         let fixed = spec::fixed_in(&h.inv_vars, &scope, ctx.play, task, self.cfg);

@@ -1,7 +1,7 @@
 //! Fact gathering at the start of a play (`gather_facts`), and facts as variables.
 
 use super::state::PlayCtx;
-use super::{Engine, Shared};
+use super::{all_hold, Engine, Shared};
 use crate::report::{Status, TaskEvent};
 use fixpoint_agent::protocol::{Request, Response};
 use serde_json::{Map, Value};
@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 impl Engine {
     pub(super) async fn gather_facts(&mut self, ctx: &PlayCtx<'_>) {
-        let targets: Vec<String> = ctx
+        let mut targets: Vec<String> = ctx
             .hosts
             .iter()
             .filter(|h| self.hosts[*h].active() && !self.hosts[*h].gathered)
@@ -19,6 +19,39 @@ impl Engine {
             return;
         }
         self.reporter.task_start("Gathering Facts", false);
+        // A play brought in by `import_playbook` with `when` gathers only where it holds.
+        let mut skipped = Vec::new();
+        if !ctx.play.gather_when.is_empty() {
+            let shared = shared!(self);
+            let mut held = Vec::new();
+            for host in targets {
+                let scope = shared.scope(ctx, None, &self.hosts[&host]);
+                match all_hold(&scope, &ctx.play.gather_when) {
+                    Ok(true) => held.push(host),
+                    Ok(false) => skipped.push((host, None)),
+                    Err(e) => skipped.push((host, Some(format!("cannot evaluate `when`: {e}")))),
+                }
+            }
+            targets = held;
+        }
+        for (host, err) in skipped {
+            let hs = self.hosts.get_mut(&host).expect("host state");
+            let status = match &err {
+                Some(_) => {
+                    hs.failed = true;
+                    hs.stats.failed += 1;
+                    Status::Failed
+                }
+                None => {
+                    hs.stats.skipped += 1;
+                    Status::Skipped
+                }
+            };
+            self.report_gathering(ctx, &host, status, err.as_deref());
+        }
+        if targets.is_empty() {
+            return;
+        }
         self.progress.queued(&targets, "Gathering Facts");
         let shared = shared!(self);
         // At most MAX_PERMITS (2^61 - 1), which is the same as no bound (see `run_task`).
@@ -85,23 +118,33 @@ impl Engine {
                     (Status::Failed, Some(e))
                 }
             };
-            self.reporter.task(&TaskEvent {
-                host: &host,
-                task: "Gathering Facts",
-                module: "setup",
-                location: &ctx.play.pos.to_string(),
-                status,
-                item: None,
-                diff: None,
-                msg: msg.as_deref(),
-                result: None,
-                ignored: false,
-                censored: false,
-                note: None,
-                delegated_to: None,
-                python: false,
-            });
+            self.report_gathering(ctx, &host, status, msg.as_deref());
         }
+    }
+
+    fn report_gathering(
+        &mut self,
+        ctx: &PlayCtx<'_>,
+        host: &str,
+        status: Status,
+        msg: Option<&str>,
+    ) {
+        self.reporter.task(&TaskEvent {
+            host,
+            task: "Gathering Facts",
+            module: "setup",
+            location: &ctx.play.pos.to_string(),
+            status,
+            item: None,
+            diff: None,
+            msg,
+            result: None,
+            ignored: false,
+            censored: false,
+            note: None,
+            delegated_to: None,
+            python: false,
+        });
     }
 }
 

@@ -113,10 +113,15 @@ impl Engine {
             let mut any_changed = false;
             let mut failed = false;
             let mut unreachable = false;
+            let mut unreachable_ignored = false;
             for ev in &events {
                 match ev.status {
                     Status::Changed => any_changed = true,
                     Status::Failed if !ev.ignored => failed = true,
+                    // `ignore_unreachable`: reported, counted ok and ignored, host kept.
+                    Status::Unreachable if task.ignore_unreachable == Some(true) => {
+                        unreachable_ignored = true
+                    }
                     Status::Unreachable => unreachable = true,
                     _ => {}
                 }
@@ -156,7 +161,7 @@ impl Engine {
                 });
             }
             // The recap counts a task once per host, like Ansible, whatever its loop length.
-            let ignored = events.iter().any(|e| e.ignored);
+            let ignored = events.iter().any(|e| e.ignored) || unreachable_ignored;
             if unreachable {
                 hs.unreachable = true;
                 hs.stats.unreachable += 1;

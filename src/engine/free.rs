@@ -89,6 +89,8 @@ impl Engine {
             started: self.started,
             rescue_depth: 0,
             failed_before: Vec::new(),
+            fatal_now: false,
+            fatal_excused: Vec::new(),
             hostvars: self.hostvars.fork(),
             peer_hostvars: Some(peers),
             handlers: self.handlers.clone(),

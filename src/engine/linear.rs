@@ -37,6 +37,8 @@ impl Engine {
                         }
                         if self.tag_selected(&task.tags) {
                             self.run_task(ctx, task, &targets, false).await;
+                            self.task_fail_limits(task, &targets);
+                            self.deliver_delegated_facts(&targets);
                         }
                     }
                     Step::Block(block) => self.run_block(ctx, block, &targets).await,
@@ -62,6 +64,7 @@ impl Engine {
         if self.rescue_depth > 0 {
             return;
         }
+        let fatal_now = std::mem::take(&mut self.fatal_now);
         let failed = ctx
             .hosts
             .iter()
@@ -73,7 +76,16 @@ impl Engine {
         if failed == 0 {
             return;
         }
-        let fatal = ctx.play.any_errors_fatal;
+        // As in ansible-core, `any_errors_fatal` is the failing task's (inherited from its
+        // block, role and play): a task that says false does not end the play.
+        let fatal = fatal_now
+            || ctx.play.any_errors_fatal
+                && ctx.hosts.iter().any(|h| {
+                    let hs = &self.hosts[h];
+                    (hs.failed || hs.unreachable)
+                        && !self.failed_before.contains(h)
+                        && !self.fatal_excused.contains(h)
+                });
         let over = ctx
             .play
             .max_fail_percentage
@@ -99,6 +111,50 @@ impl Engine {
                 if hs.active() {
                     hs.failed = true;
                 }
+            }
+        }
+    }
+
+    /// A task that sets `any_errors_fatal` itself (or through its block or role) decides for
+    /// the hosts it failed: true ends the play at the next check, false keeps the play's
+    /// `any_errors_fatal` from counting them. Every target was active when the task began.
+    fn task_fail_limits(&mut self, task: &crate::playbook::Task, targets: &[String]) {
+        let Some(fatal) = task.any_errors_fatal else {
+            return;
+        };
+        let failed: Vec<String> = targets
+            .iter()
+            .filter(|h| {
+                let hs = &self.hosts[*h];
+                hs.failed || hs.unreachable
+            })
+            .cloned()
+            .collect();
+        if failed.is_empty() {
+            return;
+        }
+        if fatal {
+            self.fatal_now = true;
+        } else {
+            self.fatal_excused.extend(failed);
+        }
+    }
+
+    /// Facts a `delegate_facts` task set for the hosts it was delegated to (kept on the
+    /// delegating host's state while the task ran): they join those hosts' facts now.
+    fn deliver_delegated_facts(&mut self, targets: &[String]) {
+        let mut moving = Vec::new();
+        for h in targets {
+            if let Some(hs) = self.hosts.get_mut(h) {
+                moving.append(&mut hs.delegated_facts);
+            }
+        }
+        for (to, facts, set_fact) in moving {
+            let hs = self.host_state(&to);
+            if set_fact {
+                hs.host_vars_mut().extend(facts);
+            } else {
+                super::facts::merge_facts(std::sync::Arc::make_mut(&mut hs.facts), &facts);
             }
         }
     }

@@ -108,6 +108,12 @@ pub struct Engine {
     rescue_depth: usize,
     /// Hosts of the current batch that had failed before it started.
     failed_before: Vec<String>,
+    /// A task whose own `any_errors_fatal` (or its block's, its role's) is true just failed a
+    /// host: the play ends at the next check (`linear::check_fail_limits`).
+    fatal_now: bool,
+    /// Hosts failed by a task whose own `any_errors_fatal` is false: the play's does not
+    /// count their failure.
+    fatal_excused: Vec<String>,
     /// `hostvars` entries kept between tasks (see `vars::hostvars`); `hostvars_changed` is the
     /// one place to call when the inventory changes during the run.
     hostvars: hostvars::Cache,
@@ -153,6 +159,8 @@ impl Engine {
             started: true,
             rescue_depth: 0,
             failed_before: Vec::new(),
+            fatal_now: false,
+            fatal_excused: Vec::new(),
             hostvars: hostvars::Cache::default(),
             peer_hostvars: None,
             handlers: Arc::default(),

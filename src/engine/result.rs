@@ -135,7 +135,11 @@ impl Shared<'_> {
         if let Some(m) = &r.msg {
             result.insert("msg".into(), json!(m));
         }
-        if let Some(Value::Object(facts)) = result.get("ansible_facts") {
+        let facts_to = delegated_facts_target(task, h, scope);
+        if let (Some(Value::Object(facts)), Some(to)) = (result.get("ansible_facts"), facts_to) {
+            h.delegated_facts
+                .push((to, facts.clone(), task.module == "set_fact"));
+        } else if let Some(Value::Object(facts)) = result.get("ansible_facts") {
             if task.module == "set_fact" {
                 for (k, v) in facts {
                     h.host_vars_mut().insert(k.clone(), v.clone());
@@ -278,4 +282,15 @@ pub(super) fn skip_event(item: Option<String>) -> Event {
         note: None,
         delegated_to: None,
     }
+}
+
+/// With `delegate_facts: true` and `delegate_to` another host: that host, which the facts the
+/// task sets are for (ansible-core gives them to it instead of the delegating host).
+fn delegated_facts_target(task: &Task, h: &HostState, scope: &Arc<Scope>) -> Option<String> {
+    if !task.delegate_facts {
+        return None;
+    }
+    let raw = task.delegate_to.as_ref()?;
+    let to = super::display(&scope.render(&json!(raw)).ok()?);
+    (to != h.name).then_some(to)
 }

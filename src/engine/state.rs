@@ -39,11 +39,21 @@ pub(super) struct HostState {
     /// The connection spec of the current play, when it depends on nothing a task changes
     /// (see `connect::conn_spec`).
     pub(super) spec_cache: Mutex<Option<(SpecKey, ConnSpec)>>,
+    /// Facts a `delegate_facts` task set for another host: (that host, the facts, whether
+    /// they came from `set_fact`), moved there once the task is done on every host.
+    pub(super) delegated_facts: Vec<(String, Map<String, Value>, bool)>,
 }
 
 /// What a cached connection spec was computed for: the play (by address: plays live as long
-/// as the run) and the task's `become`, `become_user` and `become_method` keywords.
-pub(super) type SpecKey = (usize, Option<bool>, Option<String>, Option<String>);
+/// as the run), the task's `become`, `become_user` and `become_method` keywords, and its
+/// connection keywords (`remote_user`, `port`, `connection`).
+pub(super) type SpecKey = (
+    usize,
+    Option<bool>,
+    Option<String>,
+    Option<String>,
+    Option<crate::playbook::ConnKeywords>,
+);
 
 impl HostState {
     pub(super) fn reset_for_pass(&mut self) {
@@ -83,6 +93,7 @@ impl HostState {
             stats: Stats::default(),
             gathered: false,
             spec_cache: Mutex::default(),
+            delegated_facts: Vec::new(),
         }
     }
 

@@ -143,6 +143,54 @@ pub struct RoleCtx {
     pub params: Arc<Map<String, Value>>,
 }
 
+/// The connection keywords of a play, block, role entry or task (`remote_user`, `port`,
+/// `connection`), as written: each may be a template, rendered on the host when the task runs.
+/// The host's connection variables (`ansible_user`, `ansible_port`, `ansible_connection`) win
+/// over them, as in ansible-core.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnKeywords {
+    pub remote_user: Option<String>,
+    pub port: Option<String>,
+    pub connection: Option<String>,
+    /// `become_exe`: the sudo to run (a path or a name on the host's PATH).
+    pub become_exe: Option<String>,
+    /// `become_flags`: sudo flags (checked by `keywords::become_flags_of`).
+    pub become_flags: Option<String>,
+}
+
+impl ConnKeywords {
+    /// These keywords, each falling back to `outer`'s (an inner one wins).
+    pub fn or(&self, outer: &ConnKeywords) -> ConnKeywords {
+        ConnKeywords {
+            remote_user: self
+                .remote_user
+                .clone()
+                .or_else(|| outer.remote_user.clone()),
+            port: self.port.clone().or_else(|| outer.port.clone()),
+            connection: self.connection.clone().or_else(|| outer.connection.clone()),
+            become_exe: self.become_exe.clone().or_else(|| outer.become_exe.clone()),
+            become_flags: self
+                .become_flags
+                .clone()
+                .or_else(|| outer.become_flags.clone()),
+        }
+    }
+
+    /// Whether any of them is a template (then the spec depends on the host's variables).
+    pub fn templated(&self) -> bool {
+        [
+            &self.remote_user,
+            &self.port,
+            &self.connection,
+            &self.become_exe,
+            &self.become_flags,
+        ]
+        .into_iter()
+        .flatten()
+        .any(|s| fixpoint_modules::params::is_template(s))
+    }
+}
+
 /// Keywords of an enclosing block, role entry or import, inherited by every task inside.
 #[derive(Debug, Clone, Default)]
 pub struct Inherited {
@@ -161,6 +209,11 @@ pub struct Inherited {
     pub environment: Map<String, Value>,
     pub delegate_to: Option<String>,
     pub run_once: Option<bool>,
+    pub conn: ConnKeywords,
+    pub any_errors_fatal: Option<bool>,
+    pub ignore_unreachable: Option<bool>,
+    /// `collections`: where a short module name is looked for (the innermost list wins).
+    pub collections: Vec<String>,
     /// A block's `notify`: for its tasks that name none of their own (as in Ansible).
     pub notify: Vec<String>,
     pub role: Option<Arc<RoleCtx>>,
@@ -208,6 +261,9 @@ impl Inherited {
         t.environment = env;
         t.run_once = t.run_once || self.run_once.unwrap_or(false);
         t.delegate_to = t.delegate_to.take().or_else(|| self.delegate_to.clone());
+        t.conn = t.conn.or(&self.conn);
+        t.any_errors_fatal = t.any_errors_fatal.or(self.any_errors_fatal);
+        t.ignore_unreachable = t.ignore_unreachable.or(self.ignore_unreachable);
         if t.notify.is_empty() {
             t.notify = self.notify.clone();
         }
@@ -231,6 +287,11 @@ pub struct Play {
     /// Variables of the `vars_files` with plain paths, loaded (and checked) at load time.
     pub vars_from_files: Arc<Map<String, Value>>,
     pub gather_facts: bool,
+    /// `vars_prompt`: play variables asked for when the run starts (`vars::prompt`).
+    pub vars_prompt: Vec<VarPrompt>,
+    /// The `when` of the `import_playbook` that brought this play in: fact gathering runs
+    /// only on the hosts where it holds (its tasks carry it too).
+    pub gather_when: Conditions,
     /// The play's own `tags` (also given to each of its tasks).
     pub tags: Vec<String>,
     pub pre_tasks: Vec<Step>,
@@ -248,8 +309,8 @@ pub struct Play {
     pub become_: Option<bool>,
     pub become_user: Option<String>,
     pub become_method: Option<String>,
-    pub connection: Option<String>,
-    pub remote_user: Option<String>,
+    /// `connection`, `remote_user` and `port`: the play's connection keywords.
+    pub conn: ConnKeywords,
     pub check_mode: Option<bool>,
     pub diff: Option<bool>,
     pub environment: Map<String, Value>,
@@ -266,6 +327,21 @@ pub struct Play {
     pub any_errors_fatal: bool,
     /// End the play when more than this percentage of a batch's hosts failed.
     pub max_fail_percentage: Option<f64>,
+}
+
+/// One entry of a play's `vars_prompt`.
+#[derive(Debug, Clone)]
+pub struct VarPrompt {
+    pub name: String,
+    pub prompt: Option<String>,
+    pub default: Option<String>,
+    /// Not echoed (the default, as in ansible-core).
+    pub private: bool,
+    pub confirm: bool,
+    /// `encrypt`: the `password_hash` type the answer is hashed with, and its `salt`.
+    pub encrypt: Option<String>,
+    pub salt: Option<String>,
+    pub pos: Pos,
 }
 
 /// Play `order`.
@@ -431,6 +507,16 @@ pub struct Task {
     pub python: Option<Arc<crate::pymod::PyModule>>,
     /// Run through this host's connection, with the original host's variables.
     pub delegate_to: Option<String>,
+    /// `remote_user`, `port`, `connection` of the task (and of its blocks and role): which
+    /// connection it runs through, below the host's connection variables.
+    pub conn: ConnKeywords,
+    /// `any_errors_fatal` of the task (its blocks, its role); the play's when unset.
+    pub any_errors_fatal: Option<bool>,
+    /// `ignore_unreachable`: a host this task cannot reach stays in the play (its result is
+    /// reported unreachable and counted ok and ignored, as in ansible-core).
+    pub ignore_unreachable: Option<bool>,
+    /// `delegate_facts` (with `delegate_to`): the facts the task sets go to the delegated host.
+    pub delegate_facts: bool,
     pub run_once: bool,
     /// `until`: retry the task until these hold, `retries` times, `delay` seconds apart.
     pub until: Option<Conditions>,
@@ -525,6 +611,8 @@ impl Play {
             vars_files: Vec::new(),
             vars_from_files: Arc::default(),
             gather_facts: false,
+            gather_when: Vec::new(),
+            vars_prompt: Vec::new(),
             tags: Vec::new(),
             pre_tasks: Vec::new(),
             roles: Vec::new(),
@@ -536,8 +624,7 @@ impl Play {
             become_: Some(become_),
             become_user: None,
             become_method: None,
-            connection: None,
-            remote_user: None,
+            conn: ConnKeywords::default(),
             check_mode: None,
             diff: None,
             environment: Map::new(),

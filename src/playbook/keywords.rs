@@ -25,6 +25,14 @@ pub(crate) const INHERITED_KEYS: &[&str] = &[
     "delegate_to",
     "run_once",
     "module_defaults",
+    "remote_user",
+    "port",
+    "connection",
+    "any_errors_fatal",
+    "ignore_unreachable",
+    "collections",
+    "become_exe",
+    "become_flags",
 ];
 
 /// What a block says besides its inherited keywords.
@@ -135,12 +143,104 @@ impl Inherited {
         if let Some(n) = node.get("module_defaults") {
             super::defaults::read(n, &mut out.module_defaults)?;
         }
+        out.conn = conn_keywords_of(node)?.or(&out.conn);
+        if let Some(n) = node.get("any_errors_fatal") {
+            out.any_errors_fatal = Some(bool_of(n, "any_errors_fatal")?);
+        }
+        if let Some(n) = node.get("ignore_unreachable") {
+            out.ignore_unreachable = Some(bool_of(n, "ignore_unreachable")?);
+        }
+        if let Some(n) = node.get("collections") {
+            out.collections = strings_of(n, "collections")?;
+        }
         // Only blocks accept `notify` (their key check says so); an inner one replaces it.
         if let Some(n) = node.get("notify") {
             out.notify = strings_of(n, "notify")?;
         }
         Ok(out)
     }
+}
+
+/// `remote_user`, `port` and `connection` written on `node` (a play, block, role entry, task).
+/// A port that is not a template must be a port number; a connection other than `ssh` (and
+/// its aliases) or `local` is refused here, a templated one where it is rendered.
+pub(crate) fn conn_keywords_of(node: &Node) -> Result<super::ast::ConnKeywords, Diagnostic> {
+    let port = match node.get("port") {
+        None => None,
+        Some(n) => {
+            let p = string_of(n, "port")?;
+            if !is_template(&p) && !matches!(p.trim().parse::<u16>(), Ok(1..)) {
+                return Err(n
+                    .err(format!("`port` must be a port number, found \"{p}\""))
+                    .help("e.g. `port: 2222`"));
+            }
+            Some(p.trim().to_string())
+        }
+    };
+    let connection = match node.get("connection") {
+        None => None,
+        Some(n) => {
+            let c = string_of(n, "connection")?;
+            if !is_template(&c) && !crate::connection::spec::KNOWN_CONNECTIONS.contains(&c.as_str())
+            {
+                return Err(n
+                    .err(format!("connection `{c}` is not supported by fixpoint"))
+                    .help("fixpoint connects with `ssh` or `local`"));
+            }
+            Some(c)
+        }
+    };
+    let become_flags = match node.get("become_flags") {
+        None => None,
+        Some(n) => {
+            let f = string_of(n, "become_flags")?;
+            if !is_template(&f) {
+                become_flags_of(&f).map_err(|e| {
+                    n.err(e).help(
+                        "fixpoint passes sudo -H, -E, -i, -s, --preserve-env[=...] and \
+                         --login; -S and -n are its own to decide (it gives the password itself)",
+                    )
+                })?;
+            }
+            Some(f)
+        }
+    };
+    Ok(super::ast::ConnKeywords {
+        become_exe: node
+            .get("become_exe")
+            .map(|n| string_of(n, "become_exe"))
+            .transpose()?,
+        become_flags,
+        remote_user: node
+            .get("remote_user")
+            .map(|n| string_of(n, "remote_user"))
+            .transpose()?,
+        port,
+        connection,
+    })
+}
+
+/// The sudo flags of `become_flags` that fixpoint passes on: the ones that only change the
+/// environment the agent starts in. `-S` (password on stdin, where fixpoint's channel is) and
+/// `-n` are dropped, since fixpoint decides how sudo gets the password; any other flag is
+/// refused rather than guessed at.
+pub fn become_flags_of(flags: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for f in flags.split_whitespace() {
+        match f {
+            "-S" | "-n" | "--stdin" | "--non-interactive" => {}
+            "-H" | "-E" | "-i" | "-s" | "--set-home" | "--preserve-env" | "--login" | "--shell" => {
+                out.push(f.to_string())
+            }
+            _ if f.starts_with("--preserve-env=") => out.push(f.to_string()),
+            other => {
+                return Err(format!(
+                    "become_flags: `{other}` is not supported by fixpoint"
+                ))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Keywords a task may carry besides its module.
@@ -185,25 +285,22 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "retries",
     "delay",
     "module_defaults",
+    "remote_user",
+    "port",
+    "connection",
+    "any_errors_fatal",
+    "ignore_unreachable",
+    "delegate_facts",
+    "async",
+    "poll",
+    "collections",
+    "become_exe",
+    "become_flags",
 ];
 
 /// Ansible keywords fixpoint knows but does not implement yet: refused with a clear message
 /// instead of being silently ignored.
-pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &[
-    "delegate_facts",
-    "async",
-    "poll",
-    "any_errors_fatal",
-    "apply",
-    "remote_user",
-    "port",
-    "connection",
-    "become_exe",
-    "become_flags",
-    "collections",
-    "debugger",
-    "ignore_unreachable",
-];
+pub(crate) const TASK_KEYS_NOT_YET: &[&str] = &["apply", "debugger"];
 
 /// Keywords a play may carry.
 pub(crate) const PLAY_KEYS: &[&str] = &[
@@ -221,6 +318,7 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "become_method",
     "connection",
     "remote_user",
+    "port",
     "check_mode",
     "diff",
     "environment",
@@ -235,9 +333,14 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "max_fail_percentage",
     "order",
     "module_defaults",
+    "ignore_unreachable",
+    "vars_prompt",
+    "collections",
+    "become_exe",
+    "become_flags",
 ];
 
-pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &["import_playbook", "vars_prompt"];
+pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &[];
 
 /// The short name of an action key: `ansible.builtin.import_tasks` → `import_tasks`.
 pub(crate) fn short_name(k: &str) -> &str {

@@ -7,23 +7,24 @@
 
 use super::ast::{
     add_tags, prepend_conditions, HostOrder, IncludeSource, Inherited, Play, Playbook, Step, Task,
+    VarPrompt,
 };
 use super::files::{dir_of, joined, load_vars_file};
 use super::includes::Loader;
 use super::keywords::{
-    become_method_of, bool_of, check_keys, env_of, map_of, percent_of, serial_of, short_name,
-    string_of, strings_of, vars_of, PLAY_KEYS, PLAY_KEYS_NOT_YET,
+    become_method_of, bool_of, check_keys, conn_keywords_of, env_of, map_of, percent_of, serial_of,
+    short_name, string_of, strings_of, vars_of, PLAY_KEYS, PLAY_KEYS_NOT_YET,
 };
 use crate::diag::Diagnostic;
 use crate::yaml::{self, Kind, Node};
 use fixpoint_modules::params::is_template;
-use serde_json::Map;
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Load and check a playbook file, with the playbooks it imports: the first error.
 pub fn load_playbook(path: &Path, roles_path: &[PathBuf]) -> Result<Playbook, Diagnostic> {
-    match load_playbook_all(path, roles_path) {
+    match load_playbook_all(path, roles_path, &Map::new()) {
         (Some(book), errors) if errors.is_empty() => Ok(book),
         (_, mut errors) => Err(errors.remove(0)),
     }
@@ -33,13 +34,20 @@ pub fn load_playbook(path: &Path, roles_path: &[PathBuf]) -> Result<Playbook, Di
 /// found: each play and each task entry is checked, a wrong one recorded and left out, and
 /// the load goes on. The playbook (what of it loaded) is there unless the file itself could
 /// not be read as a list of plays; with errors it is for further checks only, never to run.
+/// `extra_vars` (`-e`): what a templated `import_playbook` name may use besides the import's
+/// own `vars`, as in ansible-core, which renders the name once, before any host.
 pub fn load_playbook_all(
     path: &Path,
     roles_path: &[PathBuf],
+    extra_vars: &Map<String, Value>,
 ) -> (Option<Playbook>, Vec<Diagnostic>) {
-    let mut stack = Vec::new();
+    let mut stack = vec![std::fs::canonicalize(path).unwrap_or(path.to_path_buf())];
     let mut errors = Vec::new();
-    let plays = match load_plays(path, roles_path, &mut stack, &mut errors) {
+    let imports = Imports {
+        roles_path,
+        extra_vars,
+    };
+    let plays = match load_plays(path, &imports, &mut stack, &mut errors) {
         Ok(plays) => plays,
         Err(d) => {
             errors.push(d);
@@ -55,14 +63,21 @@ pub fn load_playbook_all(
     (Some(book), errors)
 }
 
+/// What every playbook of one load shares.
+struct Imports<'a> {
+    roles_path: &'a [PathBuf],
+    extra_vars: &'a Map<String, Value>,
+}
+
 /// The plays of one playbook file, with those of its `import_playbook`s in place. `stack`:
-/// the playbooks being imported, to refuse cycles.
+/// the playbooks being imported (the top one first), to refuse cycles.
 fn load_plays(
     path: &Path,
-    roles_path: &[PathBuf],
+    imports: &Imports<'_>,
     stack: &mut Vec<PathBuf>,
     errors: &mut Vec<Diagnostic>,
 ) -> Result<Vec<Play>, Diagnostic> {
+    let roles_path = imports.roles_path;
     let root = yaml::load_file(path)?;
     let dir = dir_of(path);
     let items = match &root.kind {
@@ -107,12 +122,7 @@ fn load_plays(
         )?;
         // The import's keywords reach every imported play (vars) and task (when, tags).
         let around = Inherited::default().with_keywords(item)?;
-        let file = string_of(target, "import_playbook")?;
-        if is_template(&file) {
-            return Err(target
-                .err("`import_playbook` is static: its file name cannot use variables")
-                .help("write the file name as it is"));
-        }
+        let file = import_name(target, &around.vars, imports.extra_vars)?;
         let file_path = joined(&dir, &file);
         if !file_path.is_file() {
             return Err(target
@@ -120,19 +130,36 @@ fn load_plays(
                 .help("fix the name: it is relative to the importing playbook's directory"));
         }
         let canon = std::fs::canonicalize(&file_path).unwrap_or(file_path.clone());
-        if stack.contains(&canon) {
+        if let Some(at) = stack.iter().position(|p| *p == canon) {
+            let chain: Vec<String> = stack[at..]
+                .iter()
+                .chain([&canon])
+                .map(|p| p.display().to_string())
+                .collect();
             return Err(target
-                .err(format!("{file} imports itself"))
-                .help("remove this `import_playbook`"));
+                .err(format!(
+                    "`import_playbook` makes a cycle: {}",
+                    chain.join(" imports ")
+                ))
+                .help("remove one of these imports: a playbook cannot import itself"));
         }
         stack.push(canon);
-        let imported = load_plays(&file_path, roles_path, stack, errors);
+        let imported = load_plays(&file_path, imports, stack, errors);
         stack.pop();
         for mut play in imported? {
-            let mut vars = around.vars.clone();
-            vars.extend(play.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
-            play.vars = vars.into();
+            // The import's vars win over the play's own (ansible-core merges them over), an
+            // outer import's over an inner one's.
+            if !around.vars.is_empty() {
+                let mut vars = (*play.vars).clone();
+                vars.extend(around.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+                play.vars = vars.into();
+            }
             add_tags(&mut play.tags, &around.tags);
+            // Fact gathering runs under the outermost import's `when` (ansible-core gives the
+            // play's setup task the conditions of the last import that wraps it).
+            if !around.when.is_empty() {
+                play.gather_when = around.when.clone();
+            }
             for section in [
                 &mut play.pre_tasks,
                 &mut play.roles,
@@ -148,6 +175,38 @@ fn load_plays(
         }
     }
     Ok(plays)
+}
+
+/// The file an `import_playbook` names: written as it is, or a template rendered once with the
+/// import's `vars` and `-e` (no host is known yet, as in ansible-core).
+fn import_name(
+    target: &Node,
+    vars: &Map<String, Value>,
+    extra_vars: &Map<String, Value>,
+) -> Result<String, Diagnostic> {
+    let file = string_of(target, "import_playbook")?;
+    if !is_template(&file) {
+        return Ok(file);
+    }
+    let mut known = vars.clone();
+    known.extend(extra_vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let ctx = minijinja::Value::from_serialize(&known);
+    match crate::template::Templar::new().render_str(&file, &ctx) {
+        Ok(Value::String(s)) if !s.is_empty() => Ok(s),
+        Ok(other) => Err(target
+            .err(format!(
+                "`import_playbook` must name a playbook file, but its template gave {other}"
+            ))
+            .help("the name is rendered once, before any host, from the import's `vars` and `-e`")),
+        Err(e) => Err(target
+            .err(format!(
+                "cannot render the `import_playbook` file name: {e}"
+            ))
+            .help(
+                "the name is rendered once, before any host: it may use the import's `vars` and \
+                 `-e` variables, not host or play variables",
+            )),
+    }
 }
 
 /// Add conditions (first) and tags to every task in these steps, as an enclosing import does.
@@ -232,6 +291,10 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
         Some(v) => vars_of(v, "`vars`")?,
         None => Map::new(),
     };
+    if let Some(n) = node.get("ignore_unreachable") {
+        base.ignore_unreachable = Some(bool_of(n, "ignore_unreachable")?);
+    if let Some(n) = node.get("collections") {
+        base.collections = strings_of(n, "collections")?;
     let section = |loader: &mut Loader, key: &str, handlers: bool| match node.get(key) {
         Some(list) => loader.steps_of(list, &format!("`{key}`"), handlers, &base, dir),
         None => Ok(Vec::new()),
@@ -323,6 +386,11 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
             },
             vars_files,
             gather_facts: opt_bool("gather_facts")?.unwrap_or(true),
+            gather_when: Vec::new(),
+            vars_prompt: match node.get("vars_prompt") {
+                Some(n) => vars_prompt_of(n)?,
+                None => Vec::new(),
+            },
             tags: base.tags.clone(),
             pre_tasks,
             roles,
@@ -337,8 +405,7 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
                 .get("become_method")
                 .map(become_method_of)
                 .transpose()?,
-            connection: opt_string("connection")?,
-            remote_user: opt_string("remote_user")?,
+            conn: conn_keywords_of(node)?,
             check_mode: base.check_mode,
             diff: base.diff,
             environment: match node.get("environment") {
@@ -394,6 +461,16 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
                 ));
             }
         }
+        if let Some(t) = play
+            .all_tasks()
+            .into_iter()
+            .find(|t| t.any_errors_fatal == Some(true))
+        {
+            return Err(Diagnostic::at(
+                &t.pos,
+                "`any_errors_fatal` with `strategy: free` is not supported by fixpoint yet",
+            ));
+        }
         if let Some(t) = play.all_tasks().into_iter().find(|t| t.run_once) {
             return Err(Diagnostic::at(
                 &t.pos,
@@ -419,6 +496,52 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
         }
     }
     Ok(play)
+}
+
+/// `vars_prompt`: a list of `{name, prompt, default, private, confirm, encrypt, salt}`.
+fn vars_prompt_of(node: &Node) -> Result<Vec<VarPrompt>, Diagnostic> {
+    let items = match &node.kind {
+        Kind::Seq(items) => items,
+        Kind::Null => return Ok(Vec::new()),
+        _ => {
+            return Err(node
+                .err("`vars_prompt` must be a list")
+                .help("e.g. `vars_prompt: [{name: user, prompt: \"User?\", default: admin}]`"))
+        }
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let entries = map_of(item, "a `vars_prompt` entry")?;
+        check_keys(
+            entries,
+            &[
+                "name", "prompt", "default", "private", "confirm", "encrypt", "salt", "unsafe",
+            ],
+            &["salt_size"],
+            "a `vars_prompt` entry",
+            |_| false,
+        )?;
+        let Some(name) = item.get("name") else {
+            return Err(item
+                .err("this `vars_prompt` entry has no `name`")
+                .help("add `name:` with the variable to set"));
+        };
+        let name_text = string_of(name, "name")?;
+        super::keywords::check_var_name(&name_text, &name.pos)?;
+        let opt_string = |k: &str| item.get(k).map(|n| string_of(n, k)).transpose();
+        let opt_bool = |k: &str| item.get(k).map(|n| bool_of(n, k)).transpose();
+        out.push(VarPrompt {
+            name: name_text,
+            prompt: opt_string("prompt")?,
+            default: opt_string("default")?,
+            private: opt_bool("private")?.unwrap_or(true),
+            confirm: opt_bool("confirm")?.unwrap_or(false),
+            encrypt: opt_string("encrypt")?,
+            salt: opt_string("salt")?,
+            pos: item.pos.clone(),
+        });
+    }
+    Ok(out)
 }
 
 /// A `vars_files` entry that is itself a list: the first of its paths whose file exists.

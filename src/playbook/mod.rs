@@ -22,11 +22,12 @@ pub mod task;
 pub mod validate;
 
 pub use ast::{
-    all_tasks, BatchSize, Block, Conditions, HostOrder, Include, IncludeSource, Inherited,
-    LoopKind, Meta, MetaAction, Play, Playbook, RoleCtx, RoleFrom, Step, Task,
+    all_tasks, BatchSize, Block, Conditions, ConnKeywords, HostOrder, Include, IncludeSource,
+    Inherited, LoopKind, Meta, MetaAction, Play, Playbook, RoleCtx, RoleFrom, Step, Task,
+    VarPrompt,
 };
 pub use files::{find_in, load_vars_file, looked_in};
 pub use includes::Loader;
-pub use keywords::{check_var_name, is_var_name};
+pub use keywords::{become_flags_of, check_var_name, is_var_name};
 pub use load::{load_playbook, load_playbook_all};
 pub use task::parse_kv;

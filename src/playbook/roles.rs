@@ -53,17 +53,9 @@ pub(crate) struct RoleEntry<'n> {
 /// implement there: refused, because taking them as role parameters (the other keys) would
 /// silently change what the role sees (`port: 8080` would override the role's `port` variable).
 const ROLE_KEYS_NOT_YET: &[&str] = &[
-    "connection",
-    "port",
-    "remote_user",
-    "ignore_unreachable",
-    "any_errors_fatal",
     "throttle",
     "timeout",
     "debugger",
-    "become_flags",
-    "become_exe",
-    "collections",
     "delegate_facts",
 ];
 

@@ -3,8 +3,9 @@
 
 use super::ast::{Inherited, LoopKind, Task, Templated};
 use super::keywords::{
-    become_method_of, bool_of, check_keys, check_var_name, conditions_of, env_of, flag_of, loop_of,
-    map_of, short_name, string_of, strings_of, vars_of, Flag, TASK_KEYS, TASK_KEYS_NOT_YET,
+    become_method_of, bool_of, check_keys, check_var_name, conditions_of, conn_keywords_of, env_of,
+    flag_of, loop_of, map_of, short_name, string_of, strings_of, vars_of, Flag, TASK_KEYS,
+    TASK_KEYS_NOT_YET,
 };
 use super::validate::{check_guard, check_module_params, param_pos};
 use crate::diag::{suggest, Diagnostic, Pos};
@@ -70,6 +71,30 @@ pub(crate) fn load_task(
             None => fixpoint_modules::canonical_name(k).or_else(|| controller_action(k)),
         };
         let found = match local {
+            None if native.is_none() && !k.contains('.') => {
+                // `collections`: a short name is looked for in each listed collection first.
+                let listed = match node.get("collections") {
+                    Some(n) => strings_of(n, "collections")?,
+                    None => inh.collections.clone(),
+                };
+                match in_collections(k, &listed, play_dir) {
+                    Some((fqcn, py)) => {
+                        python = py;
+                        Some(fqcn)
+                    }
+                    None => match crate::pymod::find(k, play_dir) {
+                        Ok(Some(m)) => {
+                            python = Some(m);
+                            Some(crate::pymod::intern(k))
+                        }
+                        Ok(None) => None,
+                        Err(why) => return Err(Diagnostic::at(kpos, why).help(
+                            "use a module fixpoint implements (see README.md, \"Modules\"), or \
+                             keep this task on ansible-playbook",
+                        )),
+                    },
+                }
+            }
             Some(m) => {
                 python = Some(m);
                 Some(crate::pymod::intern(k))
@@ -407,6 +432,10 @@ pub(crate) fn load_task(
             None => None,
         },
         delegate_to: opt_string("delegate_to")?,
+        conn: conn_keywords_of(node)?,
+        any_errors_fatal: opt_bool("any_errors_fatal")?,
+        ignore_unreachable: opt_bool("ignore_unreachable")?,
+        delegate_facts: opt_bool("delegate_facts")?.unwrap_or(false),
         run_once: opt_bool("run_once")?.unwrap_or(false),
         until: opt("until")
             .map(|n| conditions_of(n, "until"))
@@ -449,6 +478,9 @@ pub(crate) fn load_task(
             })
         }),
     };
+    if let Some(limit) = async_limit(node)? {
+        task.timeout = Some(task.timeout.map_or(limit, |t| t.min(limit)));
+    }
     inh.apply(&mut task);
     // A value written on the task itself wins over the block's (or play's), also when false.
     for (key, own, field) in [
@@ -483,6 +515,77 @@ fn is_all_template(s: &str) -> bool {
 
 /// The `action:` and `local_action:` keywords: `action: <module> <args>` (or
 /// `{module: …, args…}`) is the module written as a key; `local_action` is that with
+/// The first of `collections` that holds module `short`: its full name (as the task's module),
+/// and the Python module when it is not one fixpoint implements natively.
+#[allow(clippy::type_complexity)]
+fn in_collections(
+    short: &str,
+    collections: &[String],
+    play_dir: &Path,
+) -> Option<(&'static str, Option<std::sync::Arc<crate::pymod::PyModule>>)> {
+    collections.iter().find_map(|c| {
+        let fqcn = format!("{c}.{short}");
+        if let Some(m) = fixpoint_modules::canonical_name(&fqcn) {
+            return Some((m, None));
+        }
+        match crate::pymod::find(&fqcn, play_dir) {
+            Ok(Some(m)) => Some((crate::pymod::intern(&fqcn), Some(m))),
+            _ => None,
+        }
+    })
+}
+
+/// `async: N` with `poll` above 0: ansible-core starts the module in the background and waits
+/// for it at most N seconds, failing the task when it runs over. fixpoint waits for the module
+/// as for any task, with N as its time limit (the agent stops it then, as for `timeout`).
+/// `poll: 0` (leave it running, check on it with `async_status`) is refused: fixpoint cannot
+/// start a background job yet. `poll` without `async` means nothing, as in ansible-core.
+///
+/// The plan for `poll: 0`, so that a dropped connection or a crash neither repeats nor loses a
+/// job: (1) after a dropped connection the controller repeats only the *start request*, never
+/// the module: (2) the host recognises the same job by a job id the controller derives from
+/// the run id, host, task position and loop index, so a repeated start finds the job's
+/// directory under the state directory and answers with it instead of starting a second one;
+/// (3) the effect is recorded by the detached job itself (its result file, written by
+/// fsync + rename when the module ends), and "started" by the agent creating the job directory
+/// (with the job's pid) *before* it forks the job; (4) a crash between them leaves a directory
+/// with a pid and no result: `async_status` then reports `finished: false` while that pid lives
+/// and a failed job ("ended without a result, effect unknown") once it does not, never a
+/// silent rerun.
+fn async_limit(node: &Node) -> Result<Option<u64>, Diagnostic> {
+    let Some(n) = node.get("async") else {
+        return Ok(None);
+    };
+    let limit = match n.kind {
+        Kind::Int(i) if (0..=MAX_TIMEOUT).contains(&i) => i as u64,
+        _ => {
+            return Err(n
+                .err("`async` must be a number of seconds")
+                .help("e.g. `async: 300`"))
+        }
+    };
+    if limit == 0 {
+        return Ok(None);
+    }
+    let poll = match node.get("poll").map(|p| &p.kind) {
+        None => 15,
+        Some(Kind::Int(i)) if *i >= 0 => *i,
+        Some(_) => {
+            let p = node.get("poll").expect("just matched");
+            return Err(p
+                .err("`poll` must be a number of seconds")
+                .help("e.g. `poll: 5`"));
+        }
+    };
+    if poll == 0 {
+        let p = node.get("poll").expect("poll: 0 is written");
+        return Err(p
+            .err("`async` with `poll: 0` (a job left running on the host) is not supported by fixpoint yet")
+            .help("give `poll` a number of seconds to wait for the task, or remove `async`"));
+    }
+    Ok(Some(limit))
+}
+
 /// `delegate_to: localhost`. The task is rewritten so, keeping the source positions.
 pub(crate) fn action_keyword(node: &Node) -> Result<Option<Node>, Diagnostic> {
     let Some(entries) = node.as_map() else {

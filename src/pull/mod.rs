@@ -276,13 +276,24 @@ fn run_books(
             }
         },
     };
-    let loaded = match crate::load_all(&cfg.playbooks, &cfg.roles_path, &mut inv, None) {
+    let mut loaded = match crate::load_all(
+        &cfg.playbooks,
+        &cfg.roles_path,
+        &cfg.extra_vars,
+        &mut inv,
+        None,
+    ) {
         Ok(b) => b,
         Err(problems) => {
             crate::invalid_all(&problems);
             return invalid;
         }
     };
+    let templar = crate::template::Templar::new();
+    if let Err(d) = crate::vars::prompt::settle(&mut loaded, &cfg.extra_vars, &templar) {
+        crate::invalid(&d);
+        return invalid;
+    }
     if let Err(d) = crate::check_limit(&cfg, &inv) {
         crate::invalid(&d);
         return invalid;

@@ -8,6 +8,7 @@
 pub mod hostvars;
 pub mod magic;
 pub mod precedence;
+pub mod prompt;
 mod scope;
 
 pub use magic::PlayObjects;

@@ -414,6 +414,18 @@ fn table() -> Vec<Bad> {
             "indented under `copy:`",
         ),
         bad(
+            "a vars_prompt with no default and no terminal to ask on",
+            "- hosts: localhost\n  vars_prompt:\n    - name: who\n  tasks: []\n".into(),
+            "site.yml:3:7",
+            "give it on the command line (`-e who=...`)",
+        ),
+        bad(
+            "a sudo flag that would change who fixpoint runs as",
+            tasks("    - name: t\n      debug: {msg: x}\n      become_flags: \"-H -u nobody\"\n"),
+            "site.yml:6:21",
+            "fixpoint passes sudo -H",
+        ),
+        bad(
             "a timeout that is not a number of seconds",
             tasks("    - name: t\n      debug: {msg: x}\n      timeout: soon\n"),
             "site.yml:6:16",

@@ -214,12 +214,53 @@ fn import_playbook_vars_when_and_tags_reach_the_imported_plays() {
     );
     let out = fx.apply(&["-v"]);
     out.expect(0);
-    // The imported play's own vars win over the import's.
-    assert_eq!(out.task_events("sub task")[0]["result"]["msg"], "teal mine");
+    // The import's vars win over the imported play's own, as in ansible-core (the
+    // `import_playbook_nested` conformance case compares it).
+    assert_eq!(
+        out.task_events("sub task")[0]["result"]["msg"],
+        "teal overridden"
+    );
     let out = fx.apply(&["-e", "{\"go\": false}"]);
     assert_eq!(out.status_of("sub task"), "skipped");
     let out = fx.apply(&["--tags", "sub"]);
     assert_eq!(out.status_of("sub task"), "ok");
     let out = fx.apply(&["--skip-tags", "sub"]);
     assert!(out.task_events("sub task").is_empty());
+}
+
+/// `fixpoint validate` points into the imported file, wherever it sits, for every error there;
+/// an import cycle is refused at the import that closes it, naming the chain.
+#[test]
+fn import_playbook_errors_point_into_the_imported_files_and_cycles_are_refused() {
+    let fx = Fx::new();
+    fx.write(
+        "site.yml",
+        "- import_playbook: plays/mid.yml\n- hosts: localhost\n  tasks:\n    - name: ok\n      debug: {msg: x}\n",
+    );
+    fx.write(
+        "plays/mid.yml",
+        "- import_playbook: leaf.yml\n- hosts: localhost\n  tasks:\n    - name: bad\n      copy: {dest: /tmp/x, colour: red}\n",
+    );
+    fx.write(
+        "plays/leaf.yml",
+        "- hosts: localhost\n  tasks:\n    - name: also bad\n      nosuchmodule: {}\n",
+    );
+    let out = fx.run(&["validate", "site.yml"]);
+    out.expect(2);
+    let e = &out.stderr;
+    assert!(e.contains("plays/mid.yml:5:"), "{e}");
+    assert!(e.contains("plays/leaf.yml:4:7"), "{e}");
+
+    fx.write("plays/leaf.yml", "- import_playbook: ../site.yml\n");
+    let out = fx.run(&["validate", "site.yml"]);
+    out.expect(2);
+    let e = &out.stderr;
+    assert!(
+        e.contains("plays/leaf.yml:1:20") && e.contains("makes a cycle"),
+        "{e}"
+    );
+    assert!(
+        e.contains("site.yml imports") && e.contains("mid.yml imports"),
+        "{e}"
+    );
 }

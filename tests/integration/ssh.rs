@@ -478,3 +478,114 @@ fn a_cold_host_receives_the_compressed_agent_once_even_with_a_become_password() 
     let meta = std::fs::metadata(&cached).unwrap();
     assert_eq!(before, (meta.ino(), meta.mtime(), meta.mtime_nsec()));
 }
+
+/// `remote_user`, `port` and `connection` on a task or block pick the connection it runs
+/// through (the host's variables would win; this inventory sets none): another remote user
+/// gets an agent of its own, `connection: local` runs on the controller, and a port nothing
+/// listens on makes the host unreachable for that task only, with `ignore_unreachable`.
+#[test]
+fn connection_keywords_on_tasks_and_blocks_pick_user_port_and_transport() {
+    let fleet = Fleet::start(1, "fpuser");
+    support::require_user("fpsudo");
+    let work = fleet.fx.path("t");
+    let me = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    let text = format!(
+        r#"- hosts: fleet
+  gather_facts: false
+  tasks:
+    - name: as the configured user
+      command: id -un
+      register: plain
+      changed_when: false
+    - name: as another remote user
+      command: id -un
+      register: other
+      changed_when: false
+      remote_user: fpsudo
+      vars:
+        fixpoint_state_dir: "{work}/fpsudo.state"
+    - block:
+        - name: on the controller
+          command: id -un
+          register: here
+          changed_when: false
+      connection: local
+      vars:
+        fixpoint_state_dir: "{work}/local.state"
+    - name: through a port nothing listens on
+      command: id -un
+      changed_when: false
+      port: 1
+      ignore_unreachable: true
+    - name: users
+      assert:
+        that:
+          - plain.stdout == 'fpuser'
+          - other.stdout == 'fpsudo'
+          - here.stdout == '{me}'
+"#,
+        work = work.display(),
+        me = me.trim()
+    );
+    fleet.fx.write("site.yml", &text);
+    let out = fleet.apply(&[]);
+    out.expect(0);
+    assert_eq!(
+        out.status_of("through a port nothing listens on"),
+        "unreachable"
+    );
+    assert_eq!(out.status_of("users"), "ok");
+    // The second remote user kept its own journal.
+    assert!(work.join("fpsudo.state").exists());
+}
+
+/// `become_exe` and `become_flags` reach sudo: the flags that only shape the environment pass,
+/// `-S`/`-n` are fixpoint's own to decide, and another sudo binary starts another agent (one
+/// that does not exist cannot start, so the host is unreachable for that task only).
+#[test]
+fn become_exe_and_become_flags_reach_sudo() {
+    let fleet = Fleet::start(1, "fpsudo");
+    // The agent's state directory must belong to the user it runs as: root's own here.
+    let state = fleet.fx.path("root.state");
+    fleet.fx.write(
+        "hosts.ini",
+        &format!(
+            "[fleet]\n{} fixpoint_state_dir={}\n",
+            fleet.hosts[0].alias(),
+            state.display()
+        ),
+    );
+    fleet.fx.write(
+        "site.yml",
+        r#"- hosts: fleet
+  gather_facts: false
+  become: true
+  become_flags: "-H -S -n"
+  tasks:
+    - name: as root through the play's flags
+      command: id -un
+      register: who
+      changed_when: false
+    - name: through the named sudo
+      command: printenv HOME
+      register: home
+      changed_when: false
+      become_exe: /usr/bin/sudo
+    - name: through a sudo that is not there
+      command: id -un
+      changed_when: false
+      become_exe: /nonexistent/sudo
+      ignore_unreachable: true
+      ignore_errors: true
+    - name: check
+      assert:
+        that:
+          - who.stdout == 'root'
+          - home.stdout == '/root'
+"#,
+    );
+    let out = fleet.apply(&[]);
+    out.expect(0);
+    assert_eq!(out.status_of("check"), "ok", "{}", out.stdout);
+    assert_ne!(out.status_of("through a sudo that is not there"), "ok");
+}

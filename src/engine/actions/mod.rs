@@ -75,7 +75,13 @@ impl Shared<'_> {
             Some(Value::String(t)) => t.trim().parse().ok().map(Duration::from_secs),
             _ => None,
         };
-        let spec = self.conn_spec(h, ctx, Some(task)).map_err(|e| (false, e))?;
+        // With `delegate_to`, the delegated host's facts (given to this host, or with
+        // `delegate_facts` to that host: `result::delegated_facts_target`).
+        let scope = self.scope(ctx, Some(task), h);
+        let spec = self
+            .task_conn_spec(h, ctx, task, &scope)
+            .map_err(|e| (false, e))?;
+        let for_other = task.delegate_facts && spec.host != h.name;
         let conn = self.conn(h, &spec, ctx).await?;
         match conn
             .call(
@@ -89,8 +95,10 @@ impl Shared<'_> {
                     .iter()
                     .map(|(k, v)| (format!("ansible_{k}"), v.clone()))
                     .collect();
-                h.facts = Arc::new(facts_vars(facts));
-                h.gathered = true;
+                if !for_other {
+                    h.facts = Arc::new(facts_vars(facts));
+                    h.gathered = true;
+                }
                 let mut result = Map::new();
                 result.insert("ansible_facts".into(), Value::Object(returned));
                 Ok(ItemResult::ok(result))
