@@ -293,8 +293,10 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
     };
     if let Some(n) = node.get("ignore_unreachable") {
         base.ignore_unreachable = Some(bool_of(n, "ignore_unreachable")?);
+    }
     if let Some(n) = node.get("collections") {
         base.collections = strings_of(n, "collections")?;
+    }
     let section = |loader: &mut Loader, key: &str, handlers: bool| match node.get(key) {
         Some(list) => loader.steps_of(list, &format!("`{key}`"), handlers, &base, dir),
         None => Ok(Vec::new()),
