@@ -2,11 +2,12 @@
 //! delegated host's), and the agent from the pool, started with this run's `Begin`.
 
 use super::state::{HostState, PlayCtx, SpecKey};
-use super::{display, playbook_scope, Shared};
+use super::{display, playbook_scope, var_src, Shared};
 use crate::connection::pool::{self, ConnKey};
 use crate::connection::spec;
 use crate::connection::{AgentConn, ConnSpec};
 use crate::playbook::{Play, Task};
+use crate::vars::precedence::VarMaps;
 use crate::vars::Scope;
 use fixpoint_agent::protocol::Request;
 use serde_json::{json, Value};
@@ -29,8 +30,16 @@ impl Shared<'_> {
             task.and_then(|t| t.become_user.clone()),
             task.and_then(|t| t.become_method.clone()),
         );
-        let scope = self.scope(ctx, task, h);
-        let fixed = spec::fixed_in(&h.inv_vars, &scope, ctx.play, task, self.cfg);
+        // Where the connection variables come from is read from the scope's maps, without
+        // building the scope: on the cached path (every task after the first) none is needed.
+        let maps = VarMaps::new(self.cfg, ctx.vars(), var_src(task), h.vars());
+        let fixed = spec::fixed_in(
+            &h.inv_vars,
+            |k| maps.defining_map(k),
+            ctx.play,
+            task,
+            self.cfg,
+        );
         if fixed {
             let cache = h.spec_cache.lock().expect("spec cache");
             if let Some((k, spec)) = &*cache {
@@ -39,6 +48,7 @@ impl Shared<'_> {
                 }
             }
         }
+        let scope = self.scope(ctx, task, h);
         let spec = spec::from_vars(&h.name, &h.inv_vars, &scope, ctx.play, task, self.cfg)?;
         if fixed {
             *h.spec_cache.lock().expect("spec cache") = Some((key, spec.clone()));

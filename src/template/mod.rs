@@ -44,7 +44,7 @@ use serde_json::Value as Json;
 use crate::yaml::mark;
 pub use condition::Verdict;
 pub use cross::{CrossRead, FLEET_NAMES};
-use env::build_env;
+use env::{build_env, set_search_path};
 pub use error::TemplateError;
 use error::{label_for_text, syntax_error};
 pub use lookups::{fileglob, first_found_file, listing};
@@ -92,11 +92,11 @@ impl Templar {
     }
 
     /// Add a loader for `template` module sources / `{% include %}` relative to given dirs
-    /// (searched in order).
+    /// (searched in order); lookups read relative files from there too.
     pub fn with_search_path(self, dirs: Vec<PathBuf>) -> Templar {
-        Templar {
-            env: Arc::new(build_env(Some(dirs))),
-        }
+        let mut env = Arc::unwrap_or_clone(self.env);
+        set_search_path(&mut env, Some(dirs));
+        Templar { env: Arc::new(env) }
     }
 
     /// The `template` module's rendering options on this engine: `trim_blocks`, `lstrip_blocks`
@@ -175,11 +175,11 @@ impl Templar {
             // Not every `{{ ... }}` is one expression (`{{ a }} and {{ b }}` is not): only
             // when the inner text compiles on its own is it evaluated natively.
             if let Ok(compiled) = self.env.compile_expression_owned(code.clone()) {
-                let label = label_for_text(s);
                 let value = compiled.eval(ctx).map_err(|e| {
+                    let label = label_for_text(s);
                     convert_error(&self.env, &e, &label, Source::Expression(&code), ctx)
                 })?;
-                return Ok(match self.finish_native(&value, &label, &code, ctx)? {
+                return Ok(match self.finish_native(&value, s, &code, ctx)? {
                     // Text around the expression is kept for strings (`"{{ data }}\n"` in
                     // `content:`), unless whitespace control removes it.
                     Json::String(text) => Json::String(keep_surrounding(s, &text)),
@@ -247,7 +247,7 @@ impl Templar {
             _ => trimmed,
         };
         let value = self.eval_expr(code, expr, ctx, &mut Vec::new())?;
-        self.finish_native(&value, &label_for_text(expr), code, ctx)
+        self.finish_native(&value, expr, code, ctx)
     }
 
     /// The string a Jinja string constant (`'it\'s {{ x }}'`, quotes included) stands for.
@@ -336,11 +336,12 @@ impl Templar {
     }
 
     /// Converts an evaluated expression to JSON; undefined anywhere in it is an error, as
-    /// printing it would be.
+    /// printing it would be. `original` is the text evaluated, named in errors (the label is
+    /// made only for an error: it costs more than many a successful render).
     fn finish_native(
         &self,
         value: &Value,
-        label: &str,
+        original: &str,
         code: &str,
         ctx: &Value,
     ) -> Result<Json, TemplateError> {
@@ -349,10 +350,17 @@ impl Templar {
             return Ok(Json::String(String::new()));
         }
         if value.is_undefined() {
-            return Err(undefined_result(&self.env, label, code, ctx));
+            return Err(undefined_result(
+                &self.env,
+                &label_for_text(original),
+                code,
+                ctx,
+            ));
         }
-        value_to_json(value)
-            .map_err(|e| convert_error(&self.env, &e, label, Source::Expression(code), ctx))
+        value_to_json(value).map_err(|e| {
+            let label = label_for_text(original);
+            convert_error(&self.env, &e, &label, Source::Expression(code), ctx)
+        })
     }
 }
 
