@@ -46,14 +46,31 @@ pub fn fixed_in<'s>(
         .and_then(|t| t.become_method.as_deref())
         .or(play.become_method.as_deref())
         .is_some_and(fixpoint_modules::params::is_template);
+    // Only the connection variables the fixed sources set matter (a variable they do not set
+    // is not read). This runs for every task on every host: a small map's keys are compared
+    // with the list rather than the list hashed into the map.
+    let conn_vars_in = |m: &'_ Map<String, Value>| -> Vec<&'static str> {
+        if m.len() <= CONN_VARS.len() {
+            CONN_VARS
+                .iter()
+                .copied()
+                .filter(|k| m.keys().any(|mk| mk == k))
+                .collect()
+        } else {
+            CONN_VARS
+                .iter()
+                .copied()
+                .filter(|k| m.contains_key(*k))
+                .collect()
+        }
+    };
     !method_templated
-        && CONN_VARS.iter().all(|k| {
-            if !fixed_sources.iter().any(|m| m.contains_key(*k)) {
-                return true;
-            }
-            defining_map(k).is_some_and(|m| {
-                fixed_sources.iter().any(|f| Arc::ptr_eq(f, m))
-                    && !crate::template::Templar::needs_render(&m[*k])
+        && fixed_sources.iter().all(|source| {
+            conn_vars_in(source).into_iter().all(|k| {
+                defining_map(k).is_some_and(|m| {
+                    fixed_sources.iter().any(|f| Arc::ptr_eq(f, m))
+                        && !crate::template::Templar::needs_render(&m[k])
+                })
             })
         })
 }

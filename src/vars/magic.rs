@@ -295,6 +295,118 @@ pub fn abs(p: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::playbook::RoleCtx;
+    use crate::template::Templar;
+    use crate::vars::Scope;
+
+    fn cfg() -> Config {
+        use clap::Parser;
+        let crate::cli::Command::Apply(args) =
+            crate::cli::Cli::parse_from(["fixpoint", "apply", "site.yml"]).command
+        else {
+            unreachable!("parsed an apply command")
+        };
+        Config::from_run_args(args, false).unwrap()
+    }
+
+    /// `expr` rendered in the magic layers of `host` with `role`.
+    fn magic_of(
+        cfg: &Config,
+        play: &Play,
+        objects: &PlayObjects,
+        role: Option<&RoleCtx>,
+        host: &str,
+        expr: &str,
+    ) -> Value {
+        let empty = Arc::new(Map::new());
+        let ctx = PlayVars {
+            play,
+            objects,
+            files_vars: &empty,
+            include_params: &empty,
+        };
+        let src = VarSrc {
+            role,
+            ..VarSrc::default()
+        };
+        let layers = play_magic(cfg, &ctx, &src, host);
+        Scope::new(Arc::new(Templar::new()), layers.to_vec())
+            .render(&json!(format!("{{{{ {expr} }}}}")))
+            .unwrap()
+    }
+
+    #[test]
+    fn kept_magic_layers_follow_groups_roles_and_hostvars() {
+        let cfg = cfg();
+        let play = Play::bare("all", false);
+        let groups =
+            |g: Value| -> BTreeMap<String, Vec<String>> { serde_json::from_value(g).unwrap() };
+        let hosts = ["a".to_string(), "b".to_string()];
+        let o = PlayObjects::new(
+            &groups(json!({"all": ["a", "b"], "web": ["a"]})),
+            &play,
+            Path::new("."),
+            &hosts,
+            &hosts,
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o, None, "a", "group_names"),
+            json!(["web"])
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o, None, "b", "group_names"),
+            json!([])
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o, None, "b", "inventory_hostname"),
+            json!("b")
+        );
+        // A role's own layer is another entry for the same host, not the role-less one.
+        let role = RoleCtx {
+            name: "web".into(),
+            path: PathBuf::from("/nonexistent/roles/web"),
+            defaults: Arc::default(),
+            vars: Arc::default(),
+            params: Arc::default(),
+        };
+        assert_eq!(
+            magic_of(&cfg, &play, &o, Some(&role), "a", "role_name"),
+            json!("web")
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o, None, "a", "role_name is defined"),
+            json!(false)
+        );
+        // `group_by`/`add_host` on another host changed the groups: every host's layer is
+        // made again (b is in a group now), and `hostvars` of a later task is the new one.
+        let o2 = o.with_groups(&groups(
+            json!({"all": ["a", "b"], "web": ["a"], "db": ["b"]}),
+        ));
+        assert_eq!(
+            magic_of(&cfg, &play, &o2, None, "b", "group_names"),
+            json!(["db"])
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o2, None, "a", "groups.db"),
+            json!(["b"])
+        );
+        let o3 = o2.with_hosts(
+            &hosts[..1],
+            minijinja::Value::from_serialize(json!({"a": {"x": 1}})),
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o3, None, "b", "hostvars.a.x"),
+            json!(1)
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o3, None, "b", "ansible_play_hosts"),
+            json!(["a"])
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o3, None, "b", "group_names"),
+            json!(["db"])
+        );
+    }
 
     #[test]
     fn host_names_shorten_at_the_first_dot() {

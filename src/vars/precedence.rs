@@ -79,3 +79,104 @@ impl<'a> VarMaps<'a> {
             .map(|&(m, _)| m)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::playbook::{Play, RoleCtx};
+    use crate::vars::PlayObjects;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    fn map(v: Value) -> Arc<Map<String, Value>> {
+        Arc::new(v.as_object().cloned().unwrap_or_default())
+    }
+
+    /// The borrowed maps answer "where does this variable come from" as the scope built from
+    /// them does, so the connection spec's check may skip building the scope.
+    #[test]
+    fn var_maps_find_the_map_the_scope_takes_a_variable_from() {
+        use clap::Parser;
+        let crate::cli::Command::Apply(args) = crate::cli::Cli::parse_from([
+            "fixpoint",
+            "apply",
+            "-e",
+            "ansible_port=2200",
+            "site.yml",
+        ])
+        .command
+        else {
+            unreachable!("parsed an apply command")
+        };
+        let cfg = Config::from_run_args(args, false).unwrap();
+        let mut play = Play::bare("all", false);
+        play.vars = map(json!({"ansible_user": "play", "p": 1}));
+        let objects = PlayObjects::new(&BTreeMap::new(), &play, Path::new("."), &[], &[]);
+        let files = map(json!({"ansible_host": "files"}));
+        let include = map(json!({"inc": 1}));
+        let ctx = PlayVars {
+            play: &play,
+            objects: &objects,
+            files_vars: &files,
+            include_params: &include,
+        };
+        let role = RoleCtx {
+            name: "r".into(),
+            path: "roles/r".into(),
+            defaults: map(json!({"ansible_user": "default", "d": 1})),
+            vars: map(json!({"rv": 1})),
+            params: map(json!({"ansible_become_user": "param"})),
+        };
+        let task_vars = map(json!({"ansible_user": "task"}));
+        let src = VarSrc {
+            role: Some(&role),
+            vars: Some(&task_vars),
+            check_mode: None,
+        };
+        let inv = map(json!({"ansible_host": "inv", "fixpoint_state_dir": "/s"}));
+        let facts = map(json!({"f": 1}));
+        let set = map(json!({"ansible_host": "set_fact"}));
+        let included = map(json!({"i": 1}));
+        let h = HostVars {
+            name: "h",
+            inv_vars: &inv,
+            facts: &facts,
+            host_vars: &set,
+            included_vars: &included,
+        };
+        let templar = Arc::new(Templar::new());
+        let scope = host_scope(&cfg, &templar, &ctx, src, &h);
+        let maps = VarMaps::new(&cfg, ctx, src, h);
+        for name in [
+            "ansible_user",
+            "ansible_host",
+            "ansible_port",
+            "ansible_become_user",
+            "fixpoint_state_dir",
+            "p",
+            "d",
+            "rv",
+            "f",
+            "i",
+            "inc",
+            "missing",
+            "groups",
+        ] {
+            let want = scope.defining_map(name).map(Arc::as_ptr);
+            assert_eq!(maps.defining_map(name).map(Arc::as_ptr), want, "{name}");
+        }
+        assert!(Arc::ptr_eq(
+            maps.defining_map("ansible_user").unwrap(),
+            &task_vars
+        ));
+        assert!(Arc::ptr_eq(
+            maps.defining_map("ansible_host").unwrap(),
+            &set
+        ));
+        assert!(Arc::ptr_eq(
+            maps.defining_map("ansible_port").unwrap(),
+            &cfg.extra_vars
+        ));
+    }
+}
