@@ -23,6 +23,7 @@ mod env;
 mod error;
 mod expr;
 mod filters;
+mod inline;
 mod jinja_tests;
 mod lookups;
 mod now;
@@ -47,6 +48,7 @@ pub use cross::{CrossRead, FLEET_NAMES};
 use env::{build_env, set_search_path};
 pub use error::TemplateError;
 use error::{label_for_text, syntax_error};
+use inline::Inline;
 pub use lookups::{fileglob, first_found_file, listing};
 use rewrite::{
     block_end, closes_block, escape_backslashes, escape_backslashes_in_code, rewrite_chains,
@@ -70,6 +72,9 @@ pub struct FileOptions {
 #[derive(Clone)]
 pub struct Templar {
     env: Arc<Environment<'static>>,
+    /// The template strings rendered so far, compiled once (see `inline`): for the engine's
+    /// templar, not for the ones made from it for a `template` file.
+    inline: Option<Arc<Inline>>,
 }
 
 impl Default for Templar {
@@ -86,8 +91,18 @@ impl std::fmt::Debug for Templar {
 
 impl Templar {
     pub fn new() -> Templar {
+        let env = build_env(None);
         Templar {
-            env: Arc::new(build_env(None)),
+            inline: Some(Arc::new(Inline::new(&env))),
+            env: Arc::new(env),
+        }
+    }
+
+    /// A templar over `env` that keeps no compiled template strings.
+    fn plain(env: Environment<'static>) -> Templar {
+        Templar {
+            env: Arc::new(env),
+            inline: None,
         }
     }
 
@@ -96,7 +111,7 @@ impl Templar {
     pub fn with_search_path(self, dirs: Vec<PathBuf>) -> Templar {
         let mut env = Arc::unwrap_or_clone(self.env);
         set_search_path(&mut env, Some(dirs));
-        Templar { env: Arc::new(env) }
+        Templar::plain(env)
     }
 
     /// The `template` module's rendering options on this engine: `trim_blocks`, `lstrip_blocks`
@@ -121,7 +136,7 @@ impl Templar {
                 .map_err(|e| syntax_error(&e, "the template's delimiters"))?;
             env.set_syntax(syntax);
         }
-        Ok(Templar { env: Arc::new(env) })
+        Ok(Templar::plain(env))
     }
 
     /// An engine for text nobody vouches for (the fuzz targets in `fuzz/`): the lookups, which
@@ -133,7 +148,7 @@ impl Templar {
             env.remove_global(name);
         }
         env.set_fuel(Some(fuel));
-        Templar { env: Arc::new(env) }
+        Templar::plain(env)
     }
 
     /// True when a string contains `{{`, `{%` or `{#`.
@@ -187,8 +202,12 @@ impl Templar {
                 });
             }
         }
-        self.render_text(&escape_backslashes(s), &label_for_text(s), ctx)
-            .map(Json::String)
+        let text = escape_backslashes(s);
+        match &self.inline {
+            Some(inline) => self.render_inline(inline, &text, s, ctx),
+            None => self.render_text(&text, &label_for_text(s), ctx),
+        }
+        .map(Json::String)
     }
 
     /// Recursively render every string in a JSON value (keys of maps too, when templated).
@@ -295,7 +314,7 @@ impl Templar {
                 _ => {}
             }
         }
-        Templar { env: Arc::new(env) }.render_text(body, name_for_errors, ctx)
+        Templar::plain(env).render_text(body, name_for_errors, ctx)
     }
 
     /// Check a template's syntax without rendering (for `fixpoint validate`).
@@ -304,6 +323,26 @@ impl Templar {
         env.template_from_named_str("<check>", s)
             .map(|_| ())
             .map_err(|e| syntax_error(&e, &label_for_text(s)))
+    }
+
+    /// `render_text` of a template string (`text`, from `original`) with its compiled form kept
+    /// for the next render of the same string; errors name it as `render_text` does.
+    fn render_inline(
+        &self,
+        inline: &Inline,
+        text: &str,
+        original: &str,
+        ctx: &Value,
+    ) -> Result<String, TemplateError> {
+        let code = rewrite_chains(text);
+        let Some(tmpl) = inline.get(&code) else {
+            return self.render_text(text, &label_for_text(original), ctx);
+        };
+        let tmpl = tmpl.map_err(|e| syntax_error(&e, &label_for_text(original)))?;
+        tmpl.render(ctx).map_err(|e| {
+            let label = label_for_text(original);
+            convert_error(inline.env(), &e, &label, Source::Template(&code), ctx)
+        })
     }
 
     /// Renders template text to a string under the given error label.
