@@ -119,7 +119,9 @@ impl Shared<'_> {
             Some(w) => self.progress.waiting(&host, w.to_string()),
             None => self.progress.resumed(&host),
         };
-        pool::get_or_start(
+        // Boxed: starting a connection is a large future, and every task's future would
+        // otherwise be as large (see `run_item`).
+        Box::pin(pool::get_or_start(
             &mut h.conns,
             key,
             spec,
@@ -127,7 +129,7 @@ impl Shared<'_> {
             begin,
             &mut h.pending,
             &waiting,
-        )
+        ))
         .await
     }
 }
