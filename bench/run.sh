@@ -316,8 +316,7 @@ busy_pct() {
 # runs are CPU-bound on 2 cores, so a concurrent build would distort them. Appends to BUSY_NOTES.
 BUSY_NOTES=""
 wait_idle() {
-    local what=$1 quiet=0 waited=0 p
-    p=$(busy_pct)
+    local what=$1 quiet=0 waited=0 p=unmeasured
     while [ "$waited" -lt "$IDLE_WAIT" ]; do
         p=$(busy_pct)
         waited=$((waited + 1))

@@ -33,13 +33,15 @@ const CONN_VARS: &[&str] = &[
 /// The `connection` values fixpoint connects with (`smart` and `paramiko` mean ssh here).
 pub const KNOWN_CONNECTIONS: &[&str] = &["ssh", "smart", "paramiko", "local"];
 
-/// Whether `from_vars` would give, in `scope`, the spec it gives from the inventory, the play's
+/// Whether `from_vars` would give, in a scope, the spec it gives from the inventory, the play's
 /// `vars` and `-e` alone: every connection variable it reads comes, as written (no template), from
 /// one of those maps. Then the spec is the same for every task of the play with the same
-/// `become` keywords, and the engine computes it once per host and play.
-pub fn fixed_in(
+/// `become` keywords, and the engine computes it once per host and play. `defining_map` says
+/// which map of the scope a variable comes from (`Scope::defining_map`, or
+/// `vars::precedence::VarMaps::defining_map` without building the scope).
+pub fn fixed_in<'s>(
     inv_vars: &Arc<Map<String, Value>>,
-    scope: &Scope,
+    defining_map: impl Fn(&str) -> Option<&'s Arc<Map<String, Value>>>,
     play: &Play,
     task: Option<&Task>,
     cfg: &Config,
@@ -56,16 +58,33 @@ pub fn fixed_in(
         .is_some_and(fixpoint_modules::params::is_template);
     // Templated connection keywords are rendered with the task's variables.
     let keywords_templated = play.conn.templated() || task.is_some_and(|t| t.conn.templated());
+    // Only the connection variables the fixed sources set matter (a variable they do not set
+    // is not read). This runs for every task on every host: a small map's keys are compared
+    // with the list rather than the list hashed into the map.
+    let conn_vars_in = |m: &'_ Map<String, Value>| -> Vec<&'static str> {
+        if m.len() <= CONN_VARS.len() {
+            CONN_VARS
+                .iter()
+                .copied()
+                .filter(|k| m.keys().any(|mk| mk == k))
+                .collect()
+        } else {
+            CONN_VARS
+                .iter()
+                .copied()
+                .filter(|k| m.contains_key(*k))
+                .collect()
+        }
+    };
     !method_templated
         && !user_templated
         && !keywords_templated
-        && CONN_VARS.iter().all(|k| {
-            if !fixed_sources.iter().any(|m| m.contains_key(*k)) {
-                return true;
-            }
-            scope.defining_map(k).is_some_and(|m| {
-                fixed_sources.iter().any(|f| Arc::ptr_eq(f, m))
-                    && !crate::template::Templar::needs_render(&m[*k])
+        && fixed_sources.iter().all(|source| {
+            conn_vars_in(source).into_iter().all(|k| {
+                defining_map(k).is_some_and(|m| {
+                    fixed_sources.iter().any(|f| Arc::ptr_eq(f, m))
+                        && !crate::template::Templar::needs_render(&m[k])
+                })
             })
         })
 }
@@ -276,16 +295,11 @@ mod tests {
             )
         };
         // Task variables that are not connection variables change nothing.
-        assert!(fixed_in(
-            &inv,
-            &scope_with(json!({"x": 2})),
-            &play,
-            None,
-            &cfg
-        ));
+        let plain = scope_with(json!({"x": 2}));
+        assert!(fixed_in(&inv, |k| plain.defining_map(k), &play, None, &cfg));
         // A task's own `ansible_host` wins over the inventory's: computed per task.
         let over = scope_with(json!({"ansible_host": "10.0.0.2"}));
-        assert!(!fixed_in(&inv, &over, &play, None, &cfg));
+        assert!(!fixed_in(&inv, |k| over.defining_map(k), &play, None, &cfg));
         assert_eq!(
             from_vars("h", &inv, &over, &play, None, &cfg)
                 .map(|s| format!("{:?}", s.kind))
@@ -304,6 +318,12 @@ mod tests {
             Arc::new(Templar::new()),
             vec![Layer::shared(templated.clone(), true)],
         );
-        assert!(!fixed_in(&templated, &scope, &play, None, &cfg));
+        assert!(!fixed_in(
+            &templated,
+            |k| scope.defining_map(k),
+            &play,
+            None,
+            &cfg
+        ));
     }
 }

@@ -2,11 +2,12 @@
 //! delegated host's), and the agent from the pool, started with this run's `Begin`.
 
 use super::state::{HostState, PlayCtx, SpecKey};
-use super::{display, playbook_scope, Shared};
+use super::{display, playbook_scope, var_src, Shared};
 use crate::connection::pool::{self, ConnKey};
 use crate::connection::spec;
 use crate::connection::{AgentConn, ConnSpec};
 use crate::playbook::{Play, Task};
+use crate::vars::precedence::VarMaps;
 use crate::vars::Scope;
 use fixpoint_agent::protocol::Request;
 use serde_json::{json, Value};
@@ -30,8 +31,16 @@ impl Shared<'_> {
             task.and_then(|t| t.become_method.clone()),
             task.map(|t| t.conn.clone()),
         );
-        let scope = self.scope(ctx, task, h);
-        let fixed = spec::fixed_in(&h.inv_vars, &scope, ctx.play, task, self.cfg);
+        // Where the connection variables come from is read from the scope's maps, without
+        // building the scope: on the cached path (every task after the first) none is needed.
+        let maps = VarMaps::new(self.cfg, ctx.vars(), var_src(task), h.vars());
+        let fixed = spec::fixed_in(
+            &h.inv_vars,
+            |k| maps.defining_map(k),
+            ctx.play,
+            task,
+            self.cfg,
+        );
         if fixed {
             let cache = h.spec_cache.lock().expect("spec cache");
             if let Some((k, spec)) = &*cache {
@@ -40,6 +49,7 @@ impl Shared<'_> {
                 }
             }
         }
+        let scope = self.scope(ctx, task, h);
         let spec = spec::from_vars(&h.name, &h.inv_vars, &scope, ctx.play, task, self.cfg)?;
         if fixed {
             *h.spec_cache.lock().expect("spec cache") = Some((key, spec.clone()));
@@ -110,7 +120,9 @@ impl Shared<'_> {
             Some(w) => self.progress.waiting(&host, w.to_string()),
             None => self.progress.resumed(&host),
         };
-        pool::get_or_start(
+        // Boxed: starting a connection is a large future, and every task's future would
+        // otherwise be as large (see `run_item`).
+        Box::pin(pool::get_or_start(
             &mut h.conns,
             key,
             spec,
@@ -118,7 +130,7 @@ impl Shared<'_> {
             begin,
             &mut h.pending,
             &waiting,
-        )
+        ))
         .await
     }
 }

@@ -74,7 +74,10 @@ impl Engine {
                     // The semaphore is local and never closed.
                     let _permit = sem.acquire().await.expect("semaphore open");
                     shared.progress.running(&h.name);
-                    let done = shared.run_task_on_host(ctx, task, h).await;
+                    // Boxed: a task's future is tens of kB (every step down to the agent
+                    // call), and unboxed each host's was copied three times on its way into
+                    // `running` (issue 13).
+                    let done = Box::pin(shared.run_task_on_host(ctx, task, h)).await;
                     shared.progress.finished(&h.name);
                     (i, done)
                 }

@@ -117,18 +117,18 @@ impl Shared<'_> {
             Ok(_) => Map::new(),
             Err(e) => return Err((false, format!("cannot render `environment`: {e}"))),
         };
+        // The rarer, larger steps are boxed: unboxed, their state would make every task's
+        // future (copied into place once per task and host) as large as theirs (issue 13).
         if let Some(py) = &task.python {
-            return self
-                .run_python(ctx, task, h, scope, py, params, environment)
-                .await;
+            return Box::pin(self.run_python(ctx, task, h, scope, py, params, environment)).await;
         }
         match task.module {
             "include_vars" => return Ok(include_vars(ctx, task, h, &params, scope)),
-            "setup" | "gather_facts" => return self.setup(ctx, task, h, &params).await,
-            "pause" => return Ok(self.pause(task, scope, &params).await),
+            "setup" | "gather_facts" => return Box::pin(self.setup(ctx, task, h, &params)).await,
+            "pause" => return Ok(Box::pin(self.pause(task, scope, &params)).await),
             "group_by" => return Ok(self.group_by(&h.name, &params)),
             "add_host" => return Ok(self.add_host(&params)),
-            "fetch" => return self.fetch(ctx, task, h, scope, params).await,
+            "fetch" => return Box::pin(self.fetch(ctx, task, h, scope, params)).await,
             _ => {}
         }
         let prepared = actions::prepare(
@@ -219,7 +219,7 @@ impl Shared<'_> {
                 let mut total = 0;
                 let mut failed = None;
                 for up in ups {
-                    match up.send(conn, timeout).await {
+                    match Box::pin(up.send(conn, timeout)).await {
                         Ok(Ok(n)) => total += n,
                         Ok(Err(msg)) => {
                             failed = Some(Ok(Response::Failed {

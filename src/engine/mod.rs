@@ -203,15 +203,7 @@ struct Shared<'a> {
 impl Shared<'_> {
     /// The variable scope for a task on a host.
     fn scope(&self, ctx: &PlayCtx<'_>, task: Option<&Task>, h: &HostState) -> Arc<Scope> {
-        let src = match task {
-            Some(t) => VarSrc {
-                role: t.role.as_deref(),
-                vars: Some(&t.vars),
-                check_mode: t.check_mode,
-            },
-            None => VarSrc::default(),
-        };
-        self.scope_with(ctx, src, h)
+        self.scope_with(ctx, var_src(task), h)
     }
 
     /// The variable scope on a host (see `vars::precedence` for the order of its layers).
@@ -224,6 +216,18 @@ impl Shared<'_> {
             Some(c) => c,
             None => self.cfg.check,
         }
+    }
+}
+
+/// Where a task's (or, without one, the play's) role and task variables come from.
+fn var_src(task: Option<&Task>) -> VarSrc<'_> {
+    match task {
+        Some(t) => VarSrc {
+            role: t.role.as_deref(),
+            vars: Some(&t.vars),
+            check_mode: t.check_mode,
+        },
+        None => VarSrc::default(),
     }
 }
 

@@ -129,7 +129,10 @@ impl Shared<'_> {
             }
         };
         let module_failed = r.status == Status::Failed;
-        let mut result = r.outcome.result.clone();
+        // What `failed_when` needs of the module's own result, before it is taken (not
+        // copied: it runs for every task on every host).
+        let module_said_changed = r.outcome.result.get("changed") == Some(&Value::Bool(true));
+        let mut result = std::mem::take(&mut r.outcome.result);
         result.insert("changed".into(), json!(r.status == Status::Changed));
         result.insert("failed".into(), json!(r.status == Status::Failed));
         if let Some(m) = &r.msg {
@@ -168,9 +171,8 @@ impl Shared<'_> {
                         // A module that failed may still have changed something (a command
                         // that ran and exited 1 says `changed: true`), which stands once
                         // failed_when overrules the failure, as in ansible-core.
-                        let module_changed = r.outcome.changed
-                            || (module_failed
-                                && r.outcome.result.get("changed") == Some(&Value::Bool(true)));
+                        let module_changed =
+                            r.outcome.changed || (module_failed && module_said_changed);
                         r.status = if failed {
                             Status::Failed
                         } else if module_changed {

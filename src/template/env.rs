@@ -41,6 +41,21 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
             .map_err(|_| Error::new(ErrorKind::WriteFailure, "failed to write output"))
     });
     env.set_unknown_method_callback(unknown_method);
+    set_search_path(&mut env, search_path);
+    env.add_function(CHAIN_FN, chain_lookup);
+    env.add_function("now", |args: Rest<Value>| super::now::now(&args));
+    // Jinja2's global `joiner` (minijinja-contrib's).
+    env.add_function("joiner", minijinja_contrib::globals::joiner);
+    add_filters(&mut env);
+    add_tests(&mut env);
+    env
+}
+
+/// Point the template loader (`{% include %}`, `template` sources) and the lookups of `env` at
+/// these directories (searched in order); `None`: no loader. Cheap on a clone of a built
+/// environment (its filters and tests are shared, not copied), which is how the `template`
+/// module gets its environment for every host instead of building one (issue 13).
+pub(super) fn set_search_path(env: &mut Environment<'static>, search_path: Option<Vec<PathBuf>>) {
     let dirs = Arc::new(search_path.clone().unwrap_or_default());
     if search_path.is_some() {
         let dirs = dirs.clone();
@@ -69,13 +84,6 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
             run_lookup(state, &dirs, &args).map(|(values, _)| Value::from(values))
         });
     }
-    env.add_function(CHAIN_FN, chain_lookup);
-    env.add_function("now", |args: Rest<Value>| super::now::now(&args));
-    // Jinja2's global `joiner` (minijinja-contrib's).
-    env.add_function("joiner", minijinja_contrib::globals::joiner);
-    add_filters(&mut env);
-    add_tests(&mut env);
-    env
 }
 
 /// Loads an included template from the first search directory that has it. Its one trailing

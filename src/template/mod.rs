@@ -23,6 +23,7 @@ mod env;
 mod error;
 mod expr;
 mod filters;
+mod inline;
 mod jinja_tests;
 mod lookups;
 mod now;
@@ -44,9 +45,10 @@ use serde_json::Value as Json;
 use crate::yaml::mark;
 pub use condition::Verdict;
 pub use cross::{CrossRead, FLEET_NAMES};
-use env::build_env;
+use env::{build_env, set_search_path};
 pub use error::TemplateError;
 use error::{label_for_text, syntax_error};
+use inline::Inline;
 pub use lookups::{fileglob, first_found_file, listing};
 pub use now::python_local_time;
 use rewrite::{
@@ -71,6 +73,9 @@ pub struct FileOptions {
 #[derive(Clone)]
 pub struct Templar {
     env: Arc<Environment<'static>>,
+    /// The template strings rendered so far, compiled once (see `inline`): for the engine's
+    /// templar, not for the ones made from it for a `template` file.
+    inline: Option<Arc<Inline>>,
 }
 
 impl Default for Templar {
@@ -87,17 +92,27 @@ impl std::fmt::Debug for Templar {
 
 impl Templar {
     pub fn new() -> Templar {
+        let env = build_env(None);
         Templar {
-            env: Arc::new(build_env(None)),
+            inline: Some(Arc::new(Inline::new(&env))),
+            env: Arc::new(env),
+        }
+    }
+
+    /// A templar over `env` that keeps no compiled template strings.
+    fn plain(env: Environment<'static>) -> Templar {
+        Templar {
+            env: Arc::new(env),
+            inline: None,
         }
     }
 
     /// Add a loader for `template` module sources / `{% include %}` relative to given dirs
-    /// (searched in order).
+    /// (searched in order); lookups read relative files from there too.
     pub fn with_search_path(self, dirs: Vec<PathBuf>) -> Templar {
-        Templar {
-            env: Arc::new(build_env(Some(dirs))),
-        }
+        let mut env = Arc::unwrap_or_clone(self.env);
+        set_search_path(&mut env, Some(dirs));
+        Templar::plain(env)
     }
 
     /// The `template` module's rendering options on this engine: `trim_blocks`, `lstrip_blocks`
@@ -122,7 +137,7 @@ impl Templar {
                 .map_err(|e| syntax_error(&e, "the template's delimiters"))?;
             env.set_syntax(syntax);
         }
-        Ok(Templar { env: Arc::new(env) })
+        Ok(Templar::plain(env))
     }
 
     /// An engine for text nobody vouches for (the fuzz targets in `fuzz/`): the lookups, which
@@ -134,7 +149,7 @@ impl Templar {
             env.remove_global(name);
         }
         env.set_fuel(Some(fuel));
-        Templar { env: Arc::new(env) }
+        Templar::plain(env)
     }
 
     /// True when a string contains `{{`, `{%` or `{#`.
@@ -176,11 +191,11 @@ impl Templar {
             // Not every `{{ ... }}` is one expression (`{{ a }} and {{ b }}` is not): only
             // when the inner text compiles on its own is it evaluated natively.
             if let Ok(compiled) = self.env.compile_expression_owned(code.clone()) {
-                let label = label_for_text(s);
                 let value = compiled.eval(ctx).map_err(|e| {
+                    let label = label_for_text(s);
                     convert_error(&self.env, &e, &label, Source::Expression(&code), ctx)
                 })?;
-                return Ok(match self.finish_native(&value, &label, &code, ctx)? {
+                return Ok(match self.finish_native(&value, s, &code, ctx)? {
                     // Text around the expression is kept for strings (`"{{ data }}\n"` in
                     // `content:`), unless whitespace control removes it.
                     Json::String(text) => Json::String(keep_surrounding(s, &text)),
@@ -188,8 +203,12 @@ impl Templar {
                 });
             }
         }
-        self.render_text(&escape_backslashes(s), &label_for_text(s), ctx)
-            .map(Json::String)
+        let text = escape_backslashes(s);
+        match &self.inline {
+            Some(inline) => self.render_inline(inline, &text, s, ctx),
+            None => self.render_text(&text, &label_for_text(s), ctx),
+        }
+        .map(Json::String)
     }
 
     /// Recursively render every string in a JSON value (keys of maps too, when templated).
@@ -248,7 +267,7 @@ impl Templar {
             _ => trimmed,
         };
         let value = self.eval_expr(code, expr, ctx, &mut Vec::new())?;
-        self.finish_native(&value, &label_for_text(expr), code, ctx)
+        self.finish_native(&value, expr, code, ctx)
     }
 
     /// The string a Jinja string constant (`'it\'s {{ x }}'`, quotes included) stands for.
@@ -296,7 +315,7 @@ impl Templar {
                 _ => {}
             }
         }
-        Templar { env: Arc::new(env) }.render_text(body, name_for_errors, ctx)
+        Templar::plain(env).render_text(body, name_for_errors, ctx)
     }
 
     /// Check a template's syntax without rendering (for `fixpoint validate`).
@@ -305,6 +324,26 @@ impl Templar {
         env.template_from_named_str("<check>", s)
             .map(|_| ())
             .map_err(|e| syntax_error(&e, &label_for_text(s)))
+    }
+
+    /// `render_text` of a template string (`text`, from `original`) with its compiled form kept
+    /// for the next render of the same string; errors name it as `render_text` does.
+    fn render_inline(
+        &self,
+        inline: &Inline,
+        text: &str,
+        original: &str,
+        ctx: &Value,
+    ) -> Result<String, TemplateError> {
+        let code = rewrite_chains(text);
+        let Some(tmpl) = inline.get(&code) else {
+            return self.render_text(text, &label_for_text(original), ctx);
+        };
+        let tmpl = tmpl.map_err(|e| syntax_error(&e, &label_for_text(original)))?;
+        tmpl.render(ctx).map_err(|e| {
+            let label = label_for_text(original);
+            convert_error(inline.env(), &e, &label, Source::Template(&code), ctx)
+        })
     }
 
     /// Renders template text to a string under the given error label.
@@ -337,11 +376,12 @@ impl Templar {
     }
 
     /// Converts an evaluated expression to JSON; undefined anywhere in it is an error, as
-    /// printing it would be.
+    /// printing it would be. `original` is the text evaluated, named in errors (the label is
+    /// made only for an error: it costs more than many a successful render).
     fn finish_native(
         &self,
         value: &Value,
-        label: &str,
+        original: &str,
         code: &str,
         ctx: &Value,
     ) -> Result<Json, TemplateError> {
@@ -350,10 +390,17 @@ impl Templar {
             return Ok(Json::String(String::new()));
         }
         if value.is_undefined() {
-            return Err(undefined_result(&self.env, label, code, ctx));
+            return Err(undefined_result(
+                &self.env,
+                &label_for_text(original),
+                code,
+                ctx,
+            ));
         }
-        value_to_json(value)
-            .map_err(|e| convert_error(&self.env, &e, label, Source::Expression(code), ctx))
+        value_to_json(value).map_err(|e| {
+            let label = label_for_text(original);
+            convert_error(&self.env, &e, &label, Source::Expression(code), ctx)
+        })
     }
 }
 

@@ -57,8 +57,12 @@ pub(super) fn convert_error(
 ) -> TemplateError {
     // Errors inside an `{% include %}` come wrapped; the innermost one has the position.
     let inner = innermost(err);
+    // A template string compiled once (`inline`) is named by its own text: not an include.
+    let own_text = |name: &str| matches!(source, Source::Template(code) if code == name);
     let (label, included) = match inner.name() {
-        Some(name) if name != label && name != "<expression>" && name != "<string>" => {
+        Some(name)
+            if name != label && name != "<expression>" && name != "<string>" && !own_text(name) =>
+        {
             (name.to_string(), true)
         }
         _ => (label.to_string(), false),

@@ -27,7 +27,8 @@ pub fn host_names(name: &str) -> Map<String, Value> {
 /// The magic variables that are the same for every host of a task (`groups`, `hostvars`, the
 /// play's host lists, `playbook_dir`...), built once per play or per task as template objects
 /// and shared by every host's scope: copying them into each scope cost O(hosts) per host and
-/// task (issue 13).
+/// task (issue 13). The magic variables of one host (its names, `group_names`, `role_path`...)
+/// are kept too, per host and role, as long as the groups do not change.
 #[derive(Clone, Debug, Default)]
 pub struct PlayObjects {
     groups: minijinja::Value,
@@ -40,7 +41,15 @@ pub struct PlayObjects {
     playbook_dir: minijinja::Value,
     /// The play's directory, absolute (last of `ansible_search_path`).
     play_dir: String,
+    /// The objects above as one layer's objects, for every scope to share.
+    shared: Arc<Vec<(String, minijinja::Value)>>,
+    /// Each host's own magic layer, by host and role (see `host_magic`): the same for every
+    /// task of the play with that role, until the groups change (`with_groups`).
+    per_host: Arc<Mutex<HostMagic>>,
 }
+
+/// The magic layers built so far: host name → (role name and path, layer).
+type HostMagic = HashMap<String, Vec<(Option<(String, PathBuf)>, Layer)>>;
 
 impl PlayObjects {
     /// The objects of a play: its groups and host lists; `hostvars` is set per task by
@@ -62,7 +71,10 @@ impl PlayObjects {
             batch: minijinja::Value::from_serialize(batch),
             playbook_dir: minijinja::Value::from(abs(playbook_dir)),
             play_dir: abs(&play.dir),
+            shared: Arc::default(),
+            per_host: Arc::default(),
         }
+        .share()
     }
 
     /// The same play with the hosts still live and the `hostvars` of now.
@@ -72,6 +84,7 @@ impl PlayObjects {
             hostvars,
             ..self.clone()
         }
+        .share()
     }
 
     /// The same play with the groups an `add_host`/`group_by` of this play left.
@@ -80,8 +93,26 @@ impl PlayObjects {
         PlayObjects {
             groups,
             group_names,
+            // Every host's `group_names` may have changed.
+            per_host: Arc::default(),
             ..self.clone()
         }
+        .share()
+    }
+
+    /// These objects with `shared` made from them.
+    fn share(mut self) -> PlayObjects {
+        self.shared = Arc::new(vec![
+            ("groups".to_string(), self.groups.clone()),
+            ("hostvars".to_string(), self.hostvars.clone()),
+            ("playbook_dir".to_string(), self.playbook_dir.clone()),
+            ("ansible_play_hosts_all".to_string(), self.all_hosts.clone()),
+            ("ansible_play_hosts".to_string(), self.live_hosts.clone()),
+            ("play_hosts".to_string(), self.batch.clone()),
+            ("ansible_play_batch".to_string(), self.batch.clone()),
+            ("ansible_version".to_string(), ansible_version()),
+        ]);
+        self
     }
 
     fn group_names_of(&self, host: &str) -> minijinja::Value {
@@ -112,9 +143,47 @@ fn group_objects(groups: &BTreeMap<String, Vec<String>>) -> (minijinja::Value, G
     )
 }
 
-/// The magic variables of a task (or include) on a host during a play: a layer of plain values
-/// with the shared objects of `ctx.objects` on top.
-pub fn play_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) -> Layer {
+/// The magic variables of a task (or include) on a host during a play: the host's own layer
+/// (its names, `group_names`, the role's path...) and, on top, the objects every host shares.
+/// Both are built once and shared, not per scope: a scope is built for every task on every
+/// host.
+pub fn play_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) -> [Layer; 2] {
+    let o = ctx.objects;
+    let same_role = |k: &Option<(String, PathBuf)>| match (k, src.role) {
+        (None, None) => true,
+        (Some((name, path)), Some(r)) => *name == r.name && *path == r.path,
+        _ => false,
+    };
+    let mut cache = o.per_host.lock().expect("magic cache");
+    let built = cache.get(host).and_then(|roles| {
+        roles
+            .iter()
+            .find(|(k, _)| same_role(k))
+            .map(|(_, l)| l.clone())
+    });
+    let own = match built {
+        Some(l) => l,
+        None => {
+            let l = host_magic(cfg, ctx, src, host);
+            let key = src.role.map(|r| (r.name.clone(), r.path.clone()));
+            cache
+                .entry(host.to_string())
+                .or_default()
+                .push((key, l.clone()));
+            l
+        }
+    };
+    drop(cache);
+    let shared = Layer {
+        vars: empty_map(),
+        templated: false,
+        objects: o.shared.clone(),
+    };
+    [own, shared]
+}
+
+/// A host's own magic variables for a play and role.
+fn host_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) -> Layer {
     let play = ctx.play;
     let o = ctx.objects;
     let mut magic = host_names(host);
@@ -133,18 +202,13 @@ pub fn play_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str
     magic.insert("ansible_search_path".into(), json!(search_path));
     magic.insert("ansible_diff_mode".into(), json!(cfg.diff));
     magic.insert("omit".into(), json!(OMIT));
-    let objects = vec![
-        ("groups".to_string(), o.groups.clone()),
-        ("group_names".to_string(), o.group_names_of(host)),
-        ("hostvars".to_string(), o.hostvars.clone()),
-        ("playbook_dir".to_string(), o.playbook_dir.clone()),
-        ("ansible_play_hosts_all".to_string(), o.all_hosts.clone()),
-        ("ansible_play_hosts".to_string(), o.live_hosts.clone()),
-        ("play_hosts".to_string(), o.batch.clone()),
-        ("ansible_play_batch".to_string(), o.batch.clone()),
-        ("ansible_version".to_string(), ansible_version()),
-    ];
-    Layer::data(magic).with_objects(objects)
+    Layer::data(magic).with_objects(vec![("group_names".to_string(), o.group_names_of(host))])
+}
+
+/// An empty map, shared.
+fn empty_map() -> Arc<Map<String, Value>> {
+    static EMPTY: OnceLock<Arc<Map<String, Value>>> = OnceLock::new();
+    EMPTY.get_or_init(Arc::default).clone()
 }
 
 /// `ansible_version`: the ansible-core release fixpoint follows, in Ansible's shape.
@@ -231,6 +295,118 @@ pub fn abs(p: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::playbook::RoleCtx;
+    use crate::template::Templar;
+    use crate::vars::Scope;
+
+    fn cfg() -> Config {
+        use clap::Parser;
+        let crate::cli::Command::Apply(args) =
+            crate::cli::Cli::parse_from(["fixpoint", "apply", "site.yml"]).command
+        else {
+            unreachable!("parsed an apply command")
+        };
+        Config::from_run_args(args, false).unwrap()
+    }
+
+    /// `expr` rendered in the magic layers of `host` with `role`.
+    fn magic_of(
+        cfg: &Config,
+        play: &Play,
+        objects: &PlayObjects,
+        role: Option<&RoleCtx>,
+        host: &str,
+        expr: &str,
+    ) -> Value {
+        let empty = Arc::new(Map::new());
+        let ctx = PlayVars {
+            play,
+            objects,
+            files_vars: &empty,
+            include_params: &empty,
+        };
+        let src = VarSrc {
+            role,
+            ..VarSrc::default()
+        };
+        let layers = play_magic(cfg, &ctx, &src, host);
+        Scope::new(Arc::new(Templar::new()), layers.to_vec())
+            .render(&json!(format!("{{{{ {expr} }}}}")))
+            .unwrap()
+    }
+
+    #[test]
+    fn kept_magic_layers_follow_groups_roles_and_hostvars() {
+        let cfg = cfg();
+        let play = Play::bare("all", false);
+        let groups =
+            |g: Value| -> BTreeMap<String, Vec<String>> { serde_json::from_value(g).unwrap() };
+        let hosts = ["a".to_string(), "b".to_string()];
+        let o = PlayObjects::new(
+            &groups(json!({"all": ["a", "b"], "web": ["a"]})),
+            &play,
+            Path::new("."),
+            &hosts,
+            &hosts,
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o, None, "a", "group_names"),
+            json!(["web"])
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o, None, "b", "group_names"),
+            json!([])
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o, None, "b", "inventory_hostname"),
+            json!("b")
+        );
+        // A role's own layer is another entry for the same host, not the role-less one.
+        let role = RoleCtx {
+            name: "web".into(),
+            path: PathBuf::from("/nonexistent/roles/web"),
+            defaults: Arc::default(),
+            vars: Arc::default(),
+            params: Arc::default(),
+        };
+        assert_eq!(
+            magic_of(&cfg, &play, &o, Some(&role), "a", "role_name"),
+            json!("web")
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o, None, "a", "role_name is defined"),
+            json!(false)
+        );
+        // `group_by`/`add_host` on another host changed the groups: every host's layer is
+        // made again (b is in a group now), and `hostvars` of a later task is the new one.
+        let o2 = o.with_groups(&groups(
+            json!({"all": ["a", "b"], "web": ["a"], "db": ["b"]}),
+        ));
+        assert_eq!(
+            magic_of(&cfg, &play, &o2, None, "b", "group_names"),
+            json!(["db"])
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o2, None, "a", "groups.db"),
+            json!(["b"])
+        );
+        let o3 = o2.with_hosts(
+            &hosts[..1],
+            minijinja::Value::from_serialize(json!({"a": {"x": 1}})),
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o3, None, "b", "hostvars.a.x"),
+            json!(1)
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o3, None, "b", "ansible_play_hosts"),
+            json!(["a"])
+        );
+        assert_eq!(
+            magic_of(&cfg, &play, &o3, None, "b", "group_names"),
+            json!(["db"])
+        );
+    }
 
     #[test]
     fn host_names_shorten_at_the_first_dot() {

@@ -17,39 +17,166 @@ pub fn host_scope(
     src: VarSrc<'_>,
     h: &HostVars<'_>,
 ) -> Arc<Scope> {
-    let play = ctx.play;
     let magic = play_magic(cfg, ctx, &src, h.name);
     // Every layer shares its map with where it comes from: building a scope copies no
     // variables (it runs for every task on every host).
-    let templates = |vars: &Arc<Map<String, Value>>| Layer::shared(vars.clone(), true);
-    let data = |vars: &Arc<Map<String, Value>>| Layer::shared(vars.clone(), false);
-    let mut layers = Vec::with_capacity(16);
-    layers.push(templates(&play.role_defaults));
-    // A task's own role comes on top of the play's roles at each role level.
-    if let Some(r) = src.role {
-        layers.push(templates(&r.defaults));
-    }
-    layers.extend([
-        templates(h.inv_vars),
-        data(h.facts),
-        templates(&play.vars),
-        templates(&play.vars_from_files),
-        templates(ctx.files_vars),
-        templates(&play.role_vars),
-    ]);
-    if let Some(r) = src.role {
-        layers.push(templates(&r.vars));
-    }
-    if let Some(v) = src.vars {
-        layers.push(templates(v));
-    }
-    layers.push(templates(h.included_vars));
-    layers.push(data(h.host_vars));
-    if let Some(r) = src.role {
-        layers.push(templates(&r.params));
-    }
-    layers.push(data(ctx.include_params));
-    layers.push(templates(&cfg.extra_vars));
-    layers.push(magic);
+    let maps = VarMaps::new(cfg, *ctx, src, *h);
+    let mut layers = Vec::with_capacity(maps.0.len() + magic.len());
+    layers.extend(
+        maps.0
+            .iter()
+            .map(|&(vars, templated)| Layer::shared(vars.clone(), templated)),
+    );
+    layers.extend(magic);
     Scope::new(templar.clone(), layers)
+}
+
+/// The variable maps a host's scope is made of, bottom (lowest precedence) to top, each with
+/// whether it holds templates; the magic variables aside (none of them is a map a task or the
+/// inventory writes). Borrowed, so it costs no copy: what asks only where a variable comes from
+/// (`connection::spec::fixed_in`) needs no scope built.
+pub struct VarMaps<'a>(Vec<(&'a Arc<Map<String, Value>>, bool)>);
+
+impl<'a> VarMaps<'a> {
+    pub fn new(cfg: &'a Config, ctx: PlayVars<'a>, src: VarSrc<'a>, h: HostVars<'a>) -> Self {
+        let play = ctx.play;
+        let mut maps = Vec::with_capacity(16);
+        maps.push((&play.role_defaults, true));
+        // A task's own role comes on top of the play's roles at each role level.
+        if let Some(r) = src.role {
+            maps.push((&r.defaults, true));
+        }
+        maps.extend([
+            (h.inv_vars, true),
+            (h.facts, false),
+            (&play.vars, true),
+            (&play.vars_from_files, true),
+            (ctx.files_vars, true),
+            (&play.role_vars, true),
+        ]);
+        if let Some(r) = src.role {
+            maps.push((&r.vars, true));
+        }
+        if let Some(v) = src.vars {
+            maps.push((v, true));
+        }
+        maps.push((h.included_vars, true));
+        maps.push((h.host_vars, false));
+        if let Some(r) = src.role {
+            maps.push((&r.params, true));
+        }
+        maps.push((ctx.include_params, false));
+        maps.push((&cfg.extra_vars, true));
+        VarMaps(maps)
+    }
+
+    /// The map `name` is taken from (the topmost that sets it), as `Scope::defining_map`.
+    pub fn defining_map(&self, name: &str) -> Option<&'a Arc<Map<String, Value>>> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(m, _)| m.contains_key(name))
+            .map(|&(m, _)| m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::playbook::{Play, RoleCtx};
+    use crate::vars::PlayObjects;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    fn map(v: Value) -> Arc<Map<String, Value>> {
+        Arc::new(v.as_object().cloned().unwrap_or_default())
+    }
+
+    /// The borrowed maps answer "where does this variable come from" as the scope built from
+    /// them does, so the connection spec's check may skip building the scope.
+    #[test]
+    fn var_maps_find_the_map_the_scope_takes_a_variable_from() {
+        use clap::Parser;
+        let crate::cli::Command::Apply(args) = crate::cli::Cli::parse_from([
+            "fixpoint",
+            "apply",
+            "-e",
+            "ansible_port=2200",
+            "site.yml",
+        ])
+        .command
+        else {
+            unreachable!("parsed an apply command")
+        };
+        let cfg = Config::from_run_args(args, false).unwrap();
+        let mut play = Play::bare("all", false);
+        play.vars = map(json!({"ansible_user": "play", "p": 1}));
+        let objects = PlayObjects::new(&BTreeMap::new(), &play, Path::new("."), &[], &[]);
+        let files = map(json!({"ansible_host": "files"}));
+        let include = map(json!({"inc": 1}));
+        let ctx = PlayVars {
+            play: &play,
+            objects: &objects,
+            files_vars: &files,
+            include_params: &include,
+        };
+        let role = RoleCtx {
+            name: "r".into(),
+            path: "roles/r".into(),
+            defaults: map(json!({"ansible_user": "default", "d": 1})),
+            vars: map(json!({"rv": 1})),
+            params: map(json!({"ansible_become_user": "param"})),
+        };
+        let task_vars = map(json!({"ansible_user": "task"}));
+        let src = VarSrc {
+            role: Some(&role),
+            vars: Some(&task_vars),
+            check_mode: None,
+        };
+        let inv = map(json!({"ansible_host": "inv", "fixpoint_state_dir": "/s"}));
+        let facts = map(json!({"f": 1}));
+        let set = map(json!({"ansible_host": "set_fact"}));
+        let included = map(json!({"i": 1}));
+        let h = HostVars {
+            name: "h",
+            inv_vars: &inv,
+            facts: &facts,
+            host_vars: &set,
+            included_vars: &included,
+        };
+        let templar = Arc::new(Templar::new());
+        let scope = host_scope(&cfg, &templar, &ctx, src, &h);
+        let maps = VarMaps::new(&cfg, ctx, src, h);
+        for name in [
+            "ansible_user",
+            "ansible_host",
+            "ansible_port",
+            "ansible_become_user",
+            "fixpoint_state_dir",
+            "p",
+            "d",
+            "rv",
+            "f",
+            "i",
+            "inc",
+            "missing",
+            "groups",
+        ] {
+            let want = scope.defining_map(name).map(Arc::as_ptr);
+            assert_eq!(maps.defining_map(name).map(Arc::as_ptr), want, "{name}");
+        }
+        assert!(Arc::ptr_eq(
+            maps.defining_map("ansible_user").unwrap(),
+            &task_vars
+        ));
+        assert!(Arc::ptr_eq(
+            maps.defining_map("ansible_host").unwrap(),
+            &set
+        ));
+        assert!(Arc::ptr_eq(
+            maps.defining_map("ansible_port").unwrap(),
+            &cfg.extra_vars
+        ));
+    }
 }

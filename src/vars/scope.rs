@@ -15,7 +15,7 @@ use crate::yaml::mark;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// One layer of variables.
 #[derive(Clone, Debug)]
@@ -40,10 +40,13 @@ impl Layer {
 
     /// A layer over a map the caller keeps (no copy).
     pub fn shared(vars: Arc<Map<String, Value>>, templated: bool) -> Layer {
+        // Most layers have no objects: they share one empty list rather than allocate one
+        // each (a dozen layers per scope, a scope per task and host).
+        static NO_OBJECTS: OnceLock<Arc<Vec<(String, minijinja::Value)>>> = OnceLock::new();
         Layer {
             vars,
             templated,
-            objects: Arc::default(),
+            objects: NO_OBJECTS.get_or_init(Arc::default).clone(),
         }
     }
 
