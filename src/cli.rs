@@ -149,6 +149,11 @@ pub struct RunArgs {
     /// not a terminal, with --format json, NO_COLOR or TERM=dumb).
     #[arg(long = "no-progress")]
     pub no_progress: bool,
+    /// One request per task, every host finishing a task before any starts the next, as
+    /// before pipelining: to compare a run with and without it, or to rule it out when
+    /// something looks wrong (README, "Pipelining").
+    #[arg(long = "no-pipelining", env = "FIXPOINT_NO_PIPELINING")]
+    pub no_pipelining: bool,
 }
 
 #[derive(Debug, Args)]
@@ -225,6 +230,7 @@ impl DriftArgs {
             shard: None,
             shard_allow_cross: false,
             no_progress: false,
+            no_pipelining: false,
             connect_concurrency: None,
         }
     }

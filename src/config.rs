@@ -45,6 +45,8 @@ pub struct Config {
     pub shard_allow_cross: bool,
     /// `--no-progress`: no live status lines even on a terminal.
     pub no_progress: bool,
+    /// Not `--no-pipelining`: sections of tasks run without barriers, in batches (engine/pipeline.rs).
+    pub pipelining: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +126,7 @@ impl Config {
             shard: a.shard,
             shard_allow_cross: a.shard_allow_cross,
             no_progress: a.no_progress,
+            pipelining: !a.no_pipelining,
         })
     }
 }
@@ -173,6 +176,7 @@ impl Config {
             shard: None,
             shard_allow_cross: false,
             no_progress: false,
+            pipelining: true,
         })
     }
 }

@@ -109,7 +109,7 @@ impl Shared<'_> {
             Some(w) => self.progress.waiting(&host, w.to_string()),
             None => self.progress.resumed(&host),
         };
-        pool::get_or_start(
+        let conn = pool::get_or_start(
             &mut h.conns,
             key,
             spec,
@@ -118,7 +118,9 @@ impl Shared<'_> {
             &mut h.pending,
             &waiting,
         )
-        .await
+        .await?;
+        conn.count_into(&h.round_trips);
+        Ok(conn)
     }
 }
 

@@ -348,7 +348,7 @@ impl Shared<'_> {
         }
     }
 
-    fn when_holds(&self, task: &Task, scope: &Arc<Scope>) -> Result<bool, String> {
+    pub(super) fn when_holds(&self, task: &Task, scope: &Arc<Scope>) -> Result<bool, String> {
         for cond in &task.when {
             if !scope
                 .eval_bool(cond)
@@ -371,7 +371,7 @@ impl Shared<'_> {
         }
     }
 
-    fn register_skip(&self, task: &Task, h: &mut HostState) {
+    pub(super) fn register_skip(&self, task: &Task, h: &mut HostState) {
         if let Some(reg) = &task.register {
             h.host_vars_mut().insert(
                 reg.clone(),
