@@ -50,6 +50,20 @@ enum Batched {
     Unsupported,
 }
 
+/// A loop's items sent to the agent in one batch (`Shared::loop_batch`): those not answered
+/// yet, by item index.
+pub(super) struct LoopBatch {
+    key: ConnKey,
+    runs: std::collections::VecDeque<(usize, AgentItem)>,
+    /// The batch is over: the items left run on their own.
+    ended: bool,
+    /// Outbox entries to withdraw once the batch is over (`settle_outbox`).
+    settle: Vec<Settle>,
+}
+
+/// An item's outbox entries (by agent) and its status, for `settle_outbox`.
+type Settle = (Option<(ConnKey, Vec<String>)>, Status);
+
 /// One task of a batch, rendered on the host.
 enum Planned {
     /// Its `when` is false.
@@ -429,7 +443,12 @@ impl HostRunner<'_, '_, '_> {
                     if ended {
                         break;
                     }
-                    self.starts(h, idx);
+                    // After a Ctrl-C the step starts only if the agent had started it already:
+                    // its banner waits for its answer.
+                    let early = self.interrupt.requested();
+                    if !early {
+                        self.starts(h, idx);
+                    }
                     let Some(conn) = h.conns.get_mut(&key) else {
                         break;
                     };
@@ -448,6 +467,9 @@ impl HostRunner<'_, '_, '_> {
                         while let Ok(Some(_)) = conn.next_step(None, std::future::pending()).await {
                         }
                         ended = true;
+                    }
+                    if early {
+                        self.starts(h, idx);
                     }
                     let r = sh.agent_answer(ctx, h, &item, answer).await;
                     let wrote = outbox_writer(&r);
@@ -490,5 +512,136 @@ impl HostRunner<'_, '_, '_> {
         self.shared.register_skip(task, h);
         let warnings = scope.take_warnings();
         self.done(h, k, (vec![skip_event(None)], warnings, task.no_log));
+    }
+}
+
+impl Shared<'_> {
+    /// Render the items of a loop task and send them in one batch, when
+    /// `section::loop_batchable` allows and at least two items run: the items that run, up to
+    /// the first that cannot be rendered or runs elsewhere. `None`: every item runs on its own.
+    pub(super) async fn loop_batch(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &crate::playbook::Task,
+        h: &mut HostState,
+        scope: &Arc<Scope>,
+        items: &[serde_json::Value],
+        loop_var: &str,
+    ) -> Option<LoopBatch> {
+        if !super::section::loop_batchable(task, ctx.play, self.templar) {
+            return None;
+        }
+        let mut runs = std::collections::VecDeque::new();
+        let mut key: Option<ConnKey> = None;
+        for i in 0..items.len() {
+            let layer = super::task::item_layer(task, items, i, loop_var);
+            let item_scope = scope.with(crate::vars::Layer::data(layer));
+            match self.when_holds(task, &item_scope) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(_) => break,
+            }
+            let ItemPlan::Agent(item) = self.plan_item(ctx, task, h, &item_scope).await else {
+                break;
+            };
+            let this = super::connect::conn_key(h, &item.spec);
+            if *key.get_or_insert_with(|| this.clone()) != this {
+                break;
+            }
+            runs.push_back((i, item));
+        }
+        let key = key?;
+        if runs.len() < 2 {
+            return None;
+        }
+        let steps = runs
+            .iter()
+            .map(|(_, item)| BatchStep {
+                run: item.req.clone(),
+                timeout_ms: item
+                    .timeout
+                    .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+                ignore_errors: task.ignore_errors,
+            })
+            .collect();
+        let spec = runs[0].1.spec.clone();
+        let conn = self.conn(h, &spec, ctx).await.ok()?;
+        if !conn.takes_batches() || conn.send_batch(steps).await.is_err() {
+            return None;
+        }
+        Some(LoopBatch {
+            key,
+            runs,
+            ended: false,
+            settle: Vec::new(),
+        })
+    }
+
+    /// Item `i`'s event from the batch; `None` when the batch does not hold it (any more): it
+    /// runs on its own then.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn loop_item(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &crate::playbook::Task,
+        h: &mut HostState,
+        item_scope: &Arc<Scope>,
+        b: &mut LoopBatch,
+        i: usize,
+        label: Option<String>,
+    ) -> Option<super::result::Event> {
+        if b.ended {
+            return None;
+        }
+        if b.runs.front().is_none_or(|(j, _)| *j != i) {
+            // Past the items sent: the batch's end is read before anything else is sent.
+            self.end_loop_batch(h, b).await;
+            return None;
+        }
+        let (_, item) = b.runs.pop_front()?;
+        let Some(conn) = h.conns.get_mut(&b.key) else {
+            b.ended = true;
+            return None;
+        };
+        let answer = match conn.next_step(item.timeout, std::future::pending()).await {
+            Ok(Some((_, resp))) => Ok(resp),
+            Ok(None) => {
+                b.ended = true;
+                return None;
+            }
+            Err(e) => {
+                b.ended = true;
+                Err(e)
+            }
+        };
+        if let Ok(Response::NeedContent { .. }) = &answer {
+            // The agent ended the batch there: the content is sent and the item asked again on
+            // its own, and the items after it run on their own.
+            while let Ok(Some(_)) = conn.next_step(None, std::future::pending()).await {}
+            b.ended = true;
+        }
+        let r = self.agent_answer(ctx, h, &item, answer).await;
+        let wrote = outbox_writer(&r);
+        let ev = self.finish_item(task, h, item_scope, r, label);
+        b.settle.push((wrote, ev.status));
+        Some(ev)
+    }
+
+    /// The batch's end read (after a failure the loop stopped at), and the outbox settled.
+    pub(super) async fn loop_batch_done(&self, h: &mut HostState, mut b: LoopBatch) {
+        self.end_loop_batch(h, &mut b).await;
+        for (wrote, status) in std::mem::take(&mut b.settle) {
+            self.settle_outbox(h, wrote, status).await;
+        }
+    }
+
+    async fn end_loop_batch(&self, h: &mut HostState, b: &mut LoopBatch) {
+        if b.ended {
+            return;
+        }
+        b.ended = true;
+        if let Some(conn) = h.conns.get_mut(&b.key) {
+            while let Ok(Some(_)) = conn.next_step(None, std::future::pending()).await {}
+        }
     }
 }

@@ -165,10 +165,7 @@ fn analyse(task: &Task, play: &Play, templar: &Templar) -> (Fit, Reads) {
         // promise beyond the single task's.
         Fit::Alone("reads variables named at run time")
     } else {
-        let constant = |c: &Vec<String>| {
-            c.iter()
-                .all(|s| matches!(s.trim(), "false" | "False" | "no" | "true" | "True" | "yes"))
-        };
+        let constant = |c: &Vec<String>| c.iter().all(|s| is_constant(s));
         let last = task.failed_when.is_some()
             || task
                 .changed_when
@@ -178,6 +175,40 @@ fn analyse(task: &Task, play: &Play, templar: &Templar) -> (Fit, Reads) {
         Fit::Step { last }
     };
     (fit, reads)
+}
+
+/// Whether the items of `task`, a loop, can go to the agent in one batch: an agent module whose
+/// failure and change the agent decides (as a batch step's, see `analyse`), no `until`, pause
+/// or label (rendered with the item's result), and nothing in its parameters or `when` reading
+/// what an earlier item leaves (its `register` name).
+pub(super) fn loop_batchable(task: &Task, play: &Play, templar: &Templar) -> bool {
+    let plain = task.loop_items.is_some()
+        && task.until.is_none()
+        && task.loop_pause.is_zero()
+        && task.loop_label.is_none()
+        && task.python.is_none()
+        && task.delegate_to.is_none()
+        && task.handler_include.is_none()
+        && !CONTROLLER_ACTIONS.contains(&task.module)
+        && !PLAY_WIDE.contains(&task.module)
+        && !FACT_SETTERS.contains(&task.module)
+        && task.failed_when.is_none()
+        && task
+            .changed_when
+            .as_ref()
+            .is_none_or(|c| task.notify.is_empty() && c.iter().all(|s| is_constant(s)));
+    if !plain {
+        return false;
+    }
+    match reads_of(task, play, templar) {
+        Reads::Any => false,
+        Reads::Names(n) => !task.register.as_ref().is_some_and(|r| n.contains(r)),
+    }
+}
+
+/// A condition that is a constant boolean.
+fn is_constant(s: &str) -> bool {
+    matches!(s.trim(), "false" | "False" | "no" | "true" | "True" | "yes")
 }
 
 /// Every variable the task's templates read, through the definitions of the play, its roles
@@ -398,6 +429,33 @@ mod tests {
             ]
         );
         assert!(rows.iter().all(|r| r.2), "each starts its own batch");
+    }
+
+    #[test]
+    fn a_loop_goes_in_one_batch_unless_an_item_reads_what_an_earlier_one_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("site.yml");
+        std::fs::write(
+            &path,
+            "- hosts: all\n  gather_facts: false\n  tasks:\n\
+             \x20   - file: { path: \"/tmp/{{ item }}\", state: directory }\n      loop: [a, b]\n      register: r\n\
+             \x20   - file: { path: \"/tmp/{{ item }}\", state: directory }\n      loop: [a, b]\n      register: r\n      when: r is not defined\n\
+             \x20   - file: { path: \"/tmp/{{ item }}\", state: directory }\n      loop: [a, b]\n      loop_control: { label: x }\n\
+             \x20   - debug: { msg: \"{{ item }}\" }\n      loop: [a, b]\n",
+        )
+        .unwrap();
+        let book = load_playbook(&path, &[]).unwrap();
+        let play = &book.plays[0];
+        let templar = Templar::new();
+        let fits: Vec<bool> = play
+            .tasks
+            .iter()
+            .map(|s| match s {
+                Step::Task(t) => loop_batchable(t, play, &templar),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(fits, [true, false, false, false]);
     }
 
     #[test]

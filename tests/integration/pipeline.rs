@@ -37,10 +37,11 @@ const MIXED: &str = concat!(
     "    - name: look\n      stat: { path: \"{{ base }}/conf\" }\n      register: conf\n",
     "    - name: never\n      file: { path: \"{{ base }}/never\", state: touch }\n      when: false\n      register: skipped\n",
     "    - name: broken\n      file: { path: \"{{ base }}/no/such/dir\", state: touch }\n      ignore_errors: true\n      register: broken\n",
+    "    - name: each\n      file: { path: \"{{ base }}/{{ item }}\", state: touch }\n      loop: [a, b, c]\n      when: item != 'b'\n      register: touched\n",
     "    - name: line\n      lineinfile: { path: \"{{ base }}/env\", line: \"size={{ conf.stat.size }}\", create: true }\n",
     "    - name: read\n      command: cat {{ base }}/env\n      register: env\n      changed_when: false\n",
     "    - name: say\n      debug: { msg: \"{{ env.stdout }}\" }\n",
-    "    - name: show\n      copy: { content: \"{{ env.stdout }} {{ skipped.skipped }} {{ broken.failed }}\", dest: \"{{ base }}/shown\" }\n",
+    "    - name: show\n      copy: { content: \"{{ env.stdout }} {{ skipped.skipped }} {{ broken.failed }} {{ touched.results | map(attribute='skipped', default=false) | list }}\", dest: \"{{ base }}/shown\" }\n",
     "    - name: after\n      file: { path: \"{{ base }}/after\", state: touch }\n",
 );
 
@@ -62,7 +63,7 @@ fn a_pipelined_run_reports_what_a_run_without_pipelining_does() {
         let size = format!("host={}\n", h.alias()).len();
         assert_eq!(
             std::fs::read_to_string(fleet.base(h).join("shown")).unwrap(),
-            format!("size={size} True True")
+            format!("size={size} True True [False, True, False]")
         );
         assert!(fleet.base(h).join("noted").exists());
     }
@@ -87,7 +88,7 @@ fn a_pipelined_run_reports_what_a_run_without_pipelining_does() {
 fn a_failure_inside_a_section_stops_that_host_there_and_ignore_errors_goes_on() {
     let fleet = Fleet::start(2, "fpuser");
     let (bad, good) = (&fleet.hosts[0], &fleet.hosts[1]);
-    // The second task fails on the first host only: its directory is missing there.
+    // A loop item fails on the first host only: its directory is missing there.
     std::fs::create_dir_all(fleet.base(good).join("sub")).unwrap();
     std::fs::create_dir_all(fleet.base(bad)).unwrap();
     for h in &fleet.hosts {
@@ -98,6 +99,7 @@ fn a_failure_inside_a_section_stops_that_host_there_and_ignore_errors_goes_on() 
         "    - name: first\n      file: { path: \"{{ base }}/first\", state: touch }\n",
         "    - name: ignored\n      file: { path: \"{{ base }}/no/such/x\", state: touch }\n      ignore_errors: true\n",
         "    - name: after ignored\n      file: { path: \"{{ base }}/after-ignored\", state: touch }\n",
+        "    - name: items\n      file: { path: \"{{ base }}/{{ item }}\", state: touch }\n      loop: [i1, sub/i2, i3]\n",
         "    - name: fails on one\n      file: { path: \"{{ base }}/sub/x\", state: touch }\n",
         "    - name: later\n      file: { path: \"{{ base }}/later\", state: touch }\n",
         "    - name: last\n      copy: { content: x, dest: \"{{ base }}/last\" }\n",
@@ -108,6 +110,10 @@ fn a_failure_inside_a_section_stops_that_host_there_and_ignore_errors_goes_on() 
         assert!(fleet.base(bad).join(f).exists(), "{f}");
         assert!(fleet.base(good).join(f).exists(), "{f}");
     }
+    // The loop stopped at the failing item on the first host.
+    assert!(fleet.base(good).join("i3").exists());
+    assert!(fleet.base(bad).join("i1").exists());
+    assert!(!fleet.base(bad).join("i3").exists());
     for f in ["later", "last"] {
         assert!(
             !fleet.base(bad).join(f).exists(),
@@ -128,7 +134,11 @@ fn a_failure_inside_a_section_stops_that_host_there_and_ignore_errors_goes_on() 
             "ignored",
             "after ignored",
             "after ignored",
-            "fails on one",
+            "items",
+            "items",
+            "items",
+            "items",
+            "items",
             "fails on one",
             "later",
             "last"
