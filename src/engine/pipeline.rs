@@ -357,6 +357,10 @@ impl HostRunner<'_, '_, '_> {
                 // Another agent (another become user): another batch.
                 break;
             }
+            if j > k && local_files(task, &item) {
+                // The tasks before it may write the controller's files it reads.
+                break;
+            }
             plan.push(Planned::Run(Box::new(item), scope));
             j += 1;
         }
@@ -545,7 +549,8 @@ impl Shared<'_> {
                 break;
             };
             let this = super::connect::conn_key(h, &item.spec);
-            if *key.get_or_insert_with(|| this.clone()) != this {
+            if *key.get_or_insert_with(|| this.clone()) != this || local_files(task, &item) {
+                // Another agent; or an item may write the controller's files the next reads.
                 break;
             }
             runs.push_back((i, item));
@@ -644,4 +649,11 @@ impl Shared<'_> {
             while let Ok(Some(_)) = conn.next_step(None, std::future::pending()).await {}
         }
     }
+}
+
+/// Whether `item` reads controller files on a host that is the controller itself (see
+/// `section::reads_controller_files`).
+fn local_files(task: &crate::playbook::Task, item: &AgentItem) -> bool {
+    matches!(item.spec.kind, crate::connection::ConnKind::Local)
+        && super::section::reads_controller_files(task)
 }

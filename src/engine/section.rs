@@ -206,6 +206,23 @@ pub(super) fn loop_batchable(task: &Task, play: &Play, templar: &Templar) -> boo
     }
 }
 
+/// Whether the task reads controller files when it is rendered (`copy`'s and `unarchive`'s
+/// `src`, `template`, `script`). On a host that is the controller itself (the local
+/// connection) an earlier task may have written them, so such a task only starts a batch
+/// there (`pipeline.rs`).
+pub(super) fn reads_controller_files(task: &Task) -> bool {
+    match task.module {
+        "template" | "script" => true,
+        "copy" | "unarchive" => {
+            task.params.get("src").is_some()
+                && !task.params.get("remote_src").is_some_and(|v| {
+                    v == &Value::Bool(true) || v.as_str().is_some_and(|s| s != "false" && s != "no")
+                })
+        }
+        _ => false,
+    }
+}
+
 /// A condition that is a constant boolean.
 fn is_constant(s: &str) -> bool {
     matches!(s.trim(), "false" | "False" | "no" | "true" | "True" | "yes")
