@@ -84,6 +84,9 @@ pub struct AgentConn {
     counter: Option<Arc<AtomicU64>>,
     /// The batch in progress (its request id), whose steps `next_step` reads.
     batch: Option<u64>,
+    /// A request `connect` sent behind `Hello` (its id and bound), whose answer `await_sent`
+    /// reads.
+    sent: Option<(u64, Duration)>,
     /// Keeps the child process (and the SSH session) alive for as long as the connection is used.
     _keep: Keep,
 }
@@ -163,6 +166,7 @@ pub(super) struct Started {
 pub async fn connect(
     spec: &ConnSpec,
     binary: impl std::future::Future<Output = Result<Arc<AgentBinary>, TransportError>>,
+    then: Option<(Request, Duration)>,
 ) -> Result<AgentConn, TransportError> {
     let (started, bin) = match &spec.kind {
         ConnKind::Local => {
@@ -202,6 +206,7 @@ pub async fn connect(
         round_trips: 0,
         counter: None,
         batch: None,
+        sent: None,
         _keep: started.keep,
     };
     // Each step of the start is bounded by `--timeout`: a host that never prints the start
@@ -239,10 +244,24 @@ pub async fn connect(
             String::from_utf8_lossy(&magic)
         )));
     }
-    match conn
-        .call(&Request::Hello, Some(spec.connect_timeout))
-        .await?
-    {
+    // `then` (the run's `Begin`) is written right behind `Hello`: the agent answers both in
+    // order, and the start costs one round trip less. `await_sent` reads its answer.
+    let (id, mut bytes) = conn.frame(&Request::Hello, Some(t))?;
+    conn.count_round_trip();
+    if let Some((req, bound)) = then {
+        let (then_id, more) = conn.frame(&req, Some(bound))?;
+        bytes.extend(more);
+        conn.sent = Some((then_id, bound));
+    }
+    let wait = t.saturating_add(ANSWER_GRACE);
+    let hello = async {
+        conn.write_raw(&bytes).await?;
+        conn.read_answer(id).await
+    };
+    let hello = tokio::time::timeout(wait, hello)
+        .await
+        .unwrap_or(Err(TransportError::Timeout(wait)))?;
+    match hello {
         Response::Hello { protocol, .. } => {
             conn.protocol = protocol;
             Ok(conn)
@@ -357,6 +376,35 @@ impl AgentConn {
             }
             None => exchange.await,
         };
+        if let Err(e) = &res {
+            self.broken = Some(e.to_string());
+        }
+        res
+    }
+
+    /// The answer to the request `connect` sent behind `Hello`, handing each `Notice` before it
+    /// to `notice` (as `call_noticed`).
+    pub async fn await_sent(
+        &mut self,
+        notice: &(dyn Fn(&str) + Sync),
+    ) -> Result<Response, TransportError> {
+        let Some((id, bound)) = self.sent.take() else {
+            return Err(TransportError::Protocol(
+                "internal error: no request was sent with hello".into(),
+            ));
+        };
+        let exchange = async {
+            loop {
+                match self.read_answer(id).await? {
+                    Response::Notice { msg } => notice(&msg),
+                    resp => return Ok(resp),
+                }
+            }
+        };
+        let wait = bound.saturating_add(ANSWER_GRACE);
+        let res = tokio::time::timeout(wait, exchange)
+            .await
+            .unwrap_or(Err(TransportError::Timeout(wait)));
         if let Err(e) = &res {
             self.broken = Some(e.to_string());
         }
