@@ -32,6 +32,11 @@
 #   TWICE=1              0: leave out the `--twice` convergence proof
 #   FP_BIN=              the fixpoint binary measured (default target/release/fixpoint; with it,
 #                        the build is skipped), to compare two builds on the same hosts
+#   DELAY_MS=            a one-way delay in ms (25: a 50 ms round trip): every host is reached
+#                        through bench/delay_proxy.rs (built as a cargo example) on PORT+1, by
+#                        the floor, fixpoint, Ansible and pyinfra alike; bench/wan.sh sets it
+#   ROUND_TRIPS=         1 (the default with DELAY_MS): two more fixpoint runs with --format json
+#                        (first run, converged; not timed) for the round trips per host
 #   PERF=0               1: after the measurements, one more converged run (not timed) under
 #                        `perf record -g`, kept as $WORK/perf-converged.data (use with KEEP=1)
 #
@@ -73,6 +78,13 @@ FIRST_RUNS=${FIRST_RUNS:-1}
 PYINFRA_REPS=${PYINFRA_REPS:-$ANSIBLE_REPS}
 SETUP_PYINFRA=${SETUP_PYINFRA:-1}
 SUMMARY=${SUMMARY:-}
+DELAY_MS=${DELAY_MS:-}
+[ -z "$DELAY_MS" ] || [[ "$DELAY_MS" =~ ^[0-9]+$ ]] || die "DELAY_MS must be a number of milliseconds"
+ROUND_TRIPS=${ROUND_TRIPS:-$([ -n "$DELAY_MS" ] && echo 1 || echo 0)}
+PROXY=$REPO/target/release/examples/delay_proxy
+# The port clients connect to: sshd's own, or its delaying proxy's.
+CONNECT_PORT=$PORT
+[ -z "$DELAY_MS" ] || CONNECT_PORT=$((PORT + 1))
 
 for tool in /usr/sbin/sshd ssh ssh-keygen timeout /usr/bin/time awk; do
     command -v "$tool" >/dev/null || die "$tool is missing (openssh-server / openssh-client / coreutils)"
@@ -85,6 +97,9 @@ COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ "$SKIP_BUILD" != 1 ]; then
     echo "bench: cargo build --release" >&2
     (cd "$REPO" && cargo build --release --quiet) || die "cargo build --release failed"
+fi
+if [ -n "$DELAY_MS" ] && { [ "$SKIP_BUILD" != 1 ] || [ ! -x "$PROXY" ]; }; then
+    (cd "$REPO" && cargo build --release --quiet --example delay_proxy) || die "building bench/delay_proxy.rs failed"
 fi
 [ -x "$FP" ] || die "$FP is missing (build it, or unset SKIP_BUILD)"
 
@@ -159,9 +174,14 @@ host_cpu_since() { # start_ns: seconds of hosts' CPU since then ("-" without a c
     [ "$1" != - ] && [ "$now_ns" != - ] || { echo -; return; }
     awk -v a="$1" -v b="$now_ns" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'
 }
+PROXY_PIDS=()
 cleanup() {
     local rc=$?
     set +e
+    for pid in "${PROXY_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
     # Ansible's ControlPersist masters (one per host), then the sshd listeners.
     for sock in "$WORK"/ansible-cp/*; do
         [ -S "$sock" ] && timeout 5 ssh -o ControlPath="$sock" -O exit dummy >/dev/null 2>&1
@@ -238,10 +258,15 @@ EOF
     done
     [ "$up" = 1 ] || die "sshd for $h on $addr:$PORT did not start; log: $(cat "$d/sshd.log" 2>/dev/null)"
     echo "[$addr]:$PORT $(cut -d' ' -f1,2 "$d/host_ed25519_key.pub")" >>"$KNOWN"
+    if [ -n "$DELAY_MS" ]; then
+        "$PROXY" "$addr:$CONNECT_PORT" "$addr:$PORT" "$DELAY_MS" 2>>"$d/proxy.log" &
+        PROXY_PIDS+=("$!")
+        echo "[$addr]:$CONNECT_PORT $(cut -d' ' -f1,2 "$d/host_ed25519_key.pub")" >>"$KNOWN"
+    fi
     cat >>"$CFG" <<EOF
 Host $h
     HostName $addr
-    Port $PORT
+    Port $CONNECT_PORT
     User $BENCH_USER
     IdentityFile $WORK/id_ed25519
     IdentitiesOnly yes
@@ -275,7 +300,7 @@ done
     for i in "${!HOSTS[@]}"; do
         h=${HOSTS[$i]}
         addr=$(awk -v h="$h" '$1 == "Host" { cur = $2 } $1 == "HostName" && cur == h { print $2 }' "$CFG")
-        echo "    (\"$h\", {\"ssh_hostname\": \"$addr\", \"ssh_port\": $PORT, \"ssh_user\": \"$BENCH_USER\", \"ssh_key\": \"$WORK/id_ed25519\", \"ssh_known_hosts_file\": \"$KNOWN\", \"ssh_strict_host_key_checking\": \"yes\", \"ssh_allow_agent\": False, \"ssh_look_for_keys\": False, \"base\": \"$HOSTS_ROOT/$h/tree\"}),"
+        echo "    (\"$h\", {\"ssh_hostname\": \"$addr\", \"ssh_port\": $CONNECT_PORT, \"ssh_user\": \"$BENCH_USER\", \"ssh_key\": \"$WORK/id_ed25519\", \"ssh_known_hosts_file\": \"$KNOWN\", \"ssh_strict_host_key_checking\": \"yes\", \"ssh_allow_agent\": False, \"ssh_look_for_keys\": False, \"base\": \"$HOSTS_ROOT/$h/tree\"}),"
     done
     echo "]"
 } >"$WORK/pyinfra_inventory.py"
@@ -498,6 +523,23 @@ if [ "$PERF" = 1 ]; then
     echo "bench: perf profile in $WORK/perf-converged.data" >&2
 fi
 
+# Round trips per host (the JSON recap's `round_trips`), first run on a clean tree and converged.
+RT_FIRST=- RT_CONV=-
+round_trips_of() { # log: "min-max" (or one number) over the hosts of the last recap
+    python3 -c 'import json,sys
+r=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+t=[e for e in r if e.get("event")=="recap"][-1].get("round_trips",{}).values()
+lo,hi=min(t),max(t)
+print(lo if lo==hi else "%d-%d"%(lo,hi))' "$1"
+}
+if [ "$ROUND_TRIPS" = 1 ]; then
+    clean_trees
+    fp_apply fixpoint-json-first --format json; check_run fixpoint-json-first 1
+    RT_FIRST=$(round_trips_of "$WORK/logs/fixpoint-json-first.log")
+    fp_apply fixpoint-json-converged --format json
+    RT_CONV=$(round_trips_of "$WORK/logs/fixpoint-json-converged.log")
+fi
+
 AN_FIRST=() AN_CONV=() AN_CONN=()
 if [ -n "$ANSIBLE" ]; then
     echo "bench: $ANSIBLE_VERSION" >&2
@@ -577,6 +619,12 @@ conns() { tr ' ' '\n' | awk 'NF' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
     [ -z "$PYINFRA" ] || echo "ssh connections per host per run: pyinfra $(echo "${PY_CONN[*]:-}" | conns)"
     echo "ssh connections per host per run: fixpoint $(echo "${FP_CONN[*]}" | conns) (target 1), fixpoint --twice $TWICE_CONN, ansible $(echo "${AN_CONN[*]:-}" | conns)"
     echo "fixpoint --twice on a clean tree: exit $TWICE_RC (target 0)"
+    [ "$ROUND_TRIPS" != 1 ] || echo "fixpoint round trips per host (JSON recap): first run $RT_FIRST, converged $RT_CONV"
+    if [ -n "$DELAY_MS" ]; then
+        rtt=$(awk -v d="$DELAY_MS" 'BEGIN { printf "%.3f", 2 * d / 1000 }')
+        over() { awk -v a="$1" -v f="$floor" -v r="$rtt" 'BEGIN { if (a == "-") print "-"; else printf "%.1f", (a - f) / r }'; }
+        echo "WAN: round trip $(awk -v r="$rtt" 'BEGIN { print r * 1000 }') ms (delay_proxy, ${DELAY_MS} ms each way); time above the floor, in round trips: converged $(over "$m_conv") (target <= 4), first run warm cache $(over "$m_warm") (target <= 10), cold cache $(over "$m_cold"), ansible converged $(over "$a_conv"), ansible first $(over "$a_first")"
+    fi
     echo "repetitions started on a busy machine:${BUSY_NOTES:- none}"
     echo
     echo "command: $FP apply -i <inventory> --ssh-config <ssh_config> $PLAYBOOK"

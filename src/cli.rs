@@ -150,6 +150,11 @@ pub struct ControllerOptions {
     /// not a terminal, with --format json, NO_COLOR or TERM=dumb).
     #[arg(long = "no-progress")]
     pub no_progress: bool,
+    /// One request per task, every host finishing a task before any starts the next, as
+    /// before pipelining: to compare a run with and without it, or to rule it out when
+    /// something looks wrong (README, "Pipelining").
+    #[arg(long = "no-pipelining", env = "FIXPOINT_NO_PIPELINING")]
+    pub no_pipelining: bool,
 }
 
 /// `--forks`: a whole number of hosts, at least 1 (clap's own message would not say what to
@@ -397,6 +402,7 @@ mod tests {
             "--roles-path",
             "r",
             "--no-progress",
+            "--no-pipelining",
         ]);
         let words = |w: &[&str]| -> Vec<String> { w.iter().map(|s| s.to_string()).collect() };
         let book = words(&["site.yml"]);

@@ -45,6 +45,8 @@ pub struct Config {
     pub shard_allow_cross: bool,
     /// `--no-progress`: no live status lines even on a terminal.
     pub no_progress: bool,
+    /// Not `--no-pipelining`: sections of tasks run without barriers, in batches (engine/pipeline.rs).
+    pub pipelining: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +130,7 @@ impl Config {
             shard: apply.shard,
             shard_allow_cross: apply.shard_allow_cross,
             no_progress: ctl.no_progress,
+            pipelining: !ctl.no_pipelining,
         })
     }
 }
@@ -177,6 +180,7 @@ impl Config {
             shard: None,
             shard_allow_cross: false,
             no_progress: false,
+            pipelining: true,
         })
     }
 }

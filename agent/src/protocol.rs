@@ -3,7 +3,8 @@
 //! A frame is a 4-byte big-endian length followed by that many bytes of JSON. Each request
 //! travels in a `RequestFrame` with an id the controller counts up per connection, and the agent
 //! answers every request with exactly one `ResponseFrame` carrying that id, in
-//! order. The controller checks the id of every answer: a connection that is out of step (an
+//! order (`Notice` frames aside), except two: a `Batch` is answered with one `Step` frame per
+//! step run and a `BatchEnd`, and a `CancelBatch` has no answer of its own. The controller checks the id of every answer: a connection that is out of step (an
 //! answer to an earlier request that timed out on the controller's side) is recognised and
 //! dropped instead of handing one task another task's answer.
 
@@ -15,6 +16,10 @@ use std::io::Read;
 /// Written by the agent before its first frame: the controller knows the agent (not a shell
 /// message, a motd or sudo's lecture) is now speaking.
 pub const AGENT_MAGIC: &[u8; 8] = b"FXPAGNT1";
+
+/// What this agent's protocol understands beyond the first version, said in `Hello`: 1 adds
+/// `Batch` and `CancelBatch`. An agent that does not say (an older one) is never sent a `Batch`.
+pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Requests larger than this are refused by the agent (a corrupt length must not make it
 /// allocate much), and never sent by the controller, which fails the task instead. The largest
@@ -66,6 +71,18 @@ pub enum Request {
         #[serde(default)]
         notify: Option<NotifySpec>,
     },
+    /// Run these `Run` requests in order, as one request (pipelining: one round trip for a
+    /// section of tasks whose inputs are all known). Each step is answered as soon as it is done
+    /// with a `Step` frame under the batch's id, and the batch ends with `BatchEnd`. The agent
+    /// stops at the first step that fails and is not ignored (or that asks for content,
+    /// `NeedContent`: the controller sends it and goes on with the rest), and starts no further
+    /// step once `CancelBatch` arrives. Each step keeps the timeout, host lock, journal and
+    /// outbox semantics of a single `Run`. Only sent to an agent whose `Hello` says
+    /// `protocol >= 1`.
+    Batch { steps: Vec<BatchStep> },
+    /// Start no further step of the batch in progress (the controller stops the host, e.g. on
+    /// Ctrl-C). It gets no answer of its own: the batch's `BatchEnd` follows as usual.
+    CancelBatch,
     /// Run an Ansible module's own Python code (the "python" engine, for modules fixpoint
     /// does not implement natively): the zip of the module and its support code is cached on the
     /// host by its sha256 (`NeedContent` asks for it once), and run with the host's Python.
@@ -97,6 +114,18 @@ pub enum Request {
         offset: u64,
         data: String,
     },
+}
+
+/// One step of a `Batch`: a `Run` request, its own timeout, and whether its failure is ignored
+/// (`ignore_errors`: the batch goes on after it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchStep {
+    /// A `Request::Run`; anything else is answered as failed.
+    pub run: Request,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub ignore_errors: bool,
 }
 
 /// One run of a Python module (see `Request::RunPython`).
@@ -186,6 +215,19 @@ pub enum Response {
         pid: u32,
         uid: u32,
         user: String,
+        /// `PROTOCOL_VERSION`; absent (0) from an agent that predates it.
+        #[serde(default)]
+        protocol: u32,
+    },
+    /// The answer of step `index` of a `Batch` (a `Done`, `Failed` or `NeedContent`).
+    Step {
+        index: usize,
+        resp: Box<Response>,
+    },
+    /// The batch is over: `ran` steps were answered (fewer than sent when one failed, asked
+    /// for content, or the batch was cancelled).
+    BatchEnd {
+        ran: usize,
     },
     Done {
         outcome: Outcome,
@@ -321,6 +363,13 @@ mod tests {
         assert_eq!((back.id, back.timeout_ms), (7, Some(1500)));
         assert!(matches!(back.req, Request::Run { check: true, .. }));
         assert!(read_frame_sync(&mut &[][..]).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_older_hello_reads_as_protocol_zero() {
+        let old = r#"{"reply":"hello","version":"0.1.0","pid":1,"uid":0,"user":"root"}"#;
+        let back: Response = serde_json::from_str(old).unwrap();
+        assert!(matches!(back, Response::Hello { protocol: 0, .. }));
     }
 
     #[test]

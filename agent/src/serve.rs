@@ -57,6 +57,7 @@ pub fn serve() -> ExitCode {
         let watch = watch.clone();
         std::thread::spawn(move || {
             let mut input = BufReader::new(std::io::stdin().lock());
+            let mut last_batch = 0;
             loop {
                 let body = match read_frame_sync(&mut input) {
                     Ok(Some(b)) => b,
@@ -67,7 +68,21 @@ pub fn serve() -> ExitCode {
                     }
                 };
                 let incoming = match serde_json::from_slice::<RequestFrame>(&body) {
-                    Ok(frame) => Incoming::Request(Box::new(frame)),
+                    // Handled here, not queued: the serve loop is busy with the batch it
+                    // cancels. It applies to the last batch read, which may not have started.
+                    Ok(RequestFrame {
+                        req: Request::CancelBatch,
+                        ..
+                    }) => {
+                        watch.cancel_batch(last_batch);
+                        continue;
+                    }
+                    Ok(frame) => {
+                        if matches!(frame.req, Request::Batch { .. }) {
+                            last_batch = frame.id;
+                        }
+                        Incoming::Request(Box::new(frame))
+                    }
                     Err(e) => {
                         let id = serde_json::from_slice::<Value>(&body)
                             .ok()
@@ -88,23 +103,19 @@ pub fn serve() -> ExitCode {
     let mut session = Session::default();
     while let Ok(incoming) = rx.recv() {
         let (id, response) = match incoming {
-            Incoming::Request(frame) => {
-                watch.start(frame.id, frame.timeout_ms);
-                session.stopped = Some(watch.clone());
-                let response = session.handle(frame.req);
-                let response = match watch.finish() {
-                    Some(why) => {
-                        let result = match response {
-                            Response::Failed { result, .. } => result,
-                            Response::Done { outcome, .. } => outcome.result,
-                            _ => Map::new(),
-                        };
-                        stopped_response(why, result)
+            Incoming::Request(frame) => match frame.req {
+                Request::Batch { steps } => match batch(&mut session, &watch, frame.id, steps) {
+                    Ok(end) => (frame.id, end),
+                    Err(e) => {
+                        eprintln!("fixpoint agent: writing response: {e}");
+                        return ExitCode::from(1);
                     }
-                    None => response,
-                };
-                (frame.id, response)
-            }
+                },
+                req => (
+                    frame.id,
+                    serve_one(&mut session, &watch, frame.id, frame.timeout_ms, req),
+                ),
+            },
             Incoming::Undecodable(id, e) => (
                 id,
                 failed(format!(
@@ -120,6 +131,71 @@ pub fn serve() -> ExitCode {
     // An upload the controller did not complete leaves no temp file behind.
     fixpoint_modules::fs::stage::discard();
     ExitCode::SUCCESS
+}
+
+/// One request, under its timeout: what stopped it (timeout, hang-up) replaces its answer.
+fn serve_one(
+    session: &mut Session,
+    watch: &Arc<Watch>,
+    id: u64,
+    timeout_ms: Option<u64>,
+    req: Request,
+) -> Response {
+    watch.start(id, timeout_ms);
+    session.stopped = Some(watch.clone());
+    let response = session.handle(req);
+    match watch.finish() {
+        Some(why) => {
+            let result = match response {
+                Response::Failed { result, .. } => result,
+                Response::Done { outcome, .. } => outcome.result,
+                _ => Map::new(),
+            };
+            stopped_response(why, result)
+        }
+        None => response,
+    }
+}
+
+/// A `Batch`: each step as a `Run` of its own, answered as soon as it is done; the batch
+/// stops after a failure that is not ignored, a `NeedContent` (the controller sends the
+/// content and goes on itself), or once the controller cancels it or hangs up. Returns the
+/// `BatchEnd` to send; an error is the protocol's stdout failing.
+fn batch(
+    session: &mut Session,
+    watch: &Arc<Watch>,
+    id: u64,
+    steps: Vec<crate::protocol::BatchStep>,
+) -> std::io::Result<Response> {
+    let mut ran = 0;
+    for (index, step) in steps.into_iter().enumerate() {
+        if watch.batch_stopped(id) {
+            break;
+        }
+        let resp = match step.run {
+            run @ Request::Run { .. } => serve_one(session, watch, id, step.timeout_ms, run),
+            _ => failed(
+                "a batch step must be a `run` request (controller and agent versions differ?)",
+            ),
+        };
+        let go_on = match &resp {
+            Response::Done { .. } => true,
+            Response::Failed { .. } => step.ignore_errors,
+            _ => false,
+        };
+        watch.answer(
+            id,
+            Response::Step {
+                index,
+                resp: Box::new(resp),
+            },
+        )?;
+        ran += 1;
+        if !go_on {
+            break;
+        }
+    }
+    Ok(Response::BatchEnd { ran })
 }
 
 /// One chunk of an upload (see `fixpoint_modules::fs::stage`).
@@ -185,6 +261,7 @@ impl Session {
                 pid: std::process::id(),
                 uid: nix::unistd::geteuid().as_raw(),
                 user: me(),
+                protocol: crate::protocol::PROTOCOL_VERSION,
             },
             Request::Run {
                 module,
@@ -225,6 +302,10 @@ impl Session {
                 None => Response::Ack,
             },
             Request::Journal { action } => self.journal(action),
+            // Served by `batch` and the reader thread; they never reach here.
+            Request::Batch { .. } | Request::CancelBatch => {
+                failed("internal error: a batch request reached the single-request path")
+            }
             Request::Upload {
                 sha256,
                 offset,

@@ -34,6 +34,8 @@ struct State {
     running: Option<(u64, Option<(Instant, u64)>)>,
     stopped: Option<Stop>,
     hung_up: bool,
+    /// The id of the last `Batch` the controller cancelled (`CancelBatch`).
+    cancelled_batch: Option<u64>,
 }
 
 /// Shared by the serve loop, the reader and the watchdog.
@@ -79,6 +81,17 @@ impl Watch {
             return Ok(());
         };
         self.answer(id, Response::Notice { msg })
+    }
+
+    /// The controller cancelled batch `id`: it starts no further step.
+    pub fn cancel_batch(&self, id: u64) {
+        self.lock().cancelled_batch = Some(id);
+    }
+
+    /// Whether batch `id` must start no further step: cancelled, or the controller hung up.
+    pub fn batch_stopped(&self, id: u64) -> bool {
+        let s = self.lock();
+        s.hung_up || s.cancelled_batch == Some(id)
     }
 
     /// Request `id` starts, with its timeout.

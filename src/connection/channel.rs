@@ -4,10 +4,11 @@ use super::agent_binary::AgentBinary;
 use super::bootstrap;
 use super::Secret;
 use fixpoint_agent::protocol::{
-    encode, frame_len, Request, RequestFrame, Response, ResponseFrame, AGENT_MAGIC, MAX_FRAME,
-    MAX_RESPONSE_FRAME,
+    encode, frame_len, BatchStep, Request, RequestFrame, Response, ResponseFrame, AGENT_MAGIC,
+    MAX_FRAME, MAX_RESPONSE_FRAME,
 };
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
@@ -113,6 +114,17 @@ pub struct AgentConn {
     writer: Writer,
     reader: BufReader<Reader>,
     stderr: Arc<StderrTail>,
+    /// The agent's `PROTOCOL_VERSION` (0: it predates batches).
+    protocol: u32,
+    /// Round trips (requests sent for an answer) so far, counted into the host's counter once
+    /// `count_into` names one; until then here.
+    round_trips: u64,
+    counter: Option<Arc<AtomicU64>>,
+    /// The batch in progress (its request id), whose steps `next_step` reads.
+    batch: Option<u64>,
+    /// A request `connect` sent behind `Hello` (its id and bound), whose answer `await_sent`
+    /// reads.
+    sent: Option<(u64, Duration)>,
     /// Keeps the child process (and the SSH session) alive for as long as the connection is used.
     _keep: Keep,
 }
@@ -192,6 +204,7 @@ pub(super) struct Started {
 pub async fn connect(
     spec: &ConnSpec,
     binary: impl std::future::Future<Output = Result<Arc<AgentBinary>, TransportError>>,
+    then: Option<(Request, Duration)>,
 ) -> Result<AgentConn, TransportError> {
     let (started, bin) = match &spec.kind {
         ConnKind::Local => {
@@ -227,6 +240,11 @@ pub async fn connect(
         writer: started.writer,
         reader: BufReader::new(started.reader),
         stderr,
+        protocol: 0,
+        round_trips: 0,
+        counter: None,
+        batch: None,
+        sent: None,
         _keep: started.keep,
     };
     // Each step of the start is bounded by `--timeout`: a host that never prints the start
@@ -264,11 +282,28 @@ pub async fn connect(
             String::from_utf8_lossy(&magic)
         )));
     }
-    match conn
-        .call(&Request::Hello, Some(spec.connect_timeout))
-        .await?
-    {
-        Response::Hello { .. } => Ok(conn),
+    // `then` (the run's `Begin`) is written right behind `Hello`: the agent answers both in
+    // order, and the start costs one round trip less. `await_sent` reads its answer.
+    let (id, mut bytes) = conn.frame(&Request::Hello, Some(t))?;
+    conn.count_round_trip();
+    if let Some((req, bound)) = then {
+        let (then_id, more) = conn.frame(&req, Some(bound))?;
+        bytes.extend(more);
+        conn.sent = Some((then_id, bound));
+    }
+    let wait = t.saturating_add(ANSWER_GRACE);
+    let hello = async {
+        conn.write_raw(&bytes).await?;
+        conn.read_answer(id).await
+    };
+    let hello = tokio::time::timeout(wait, hello)
+        .await
+        .unwrap_or(Err(TransportError::Timeout(wait)))?;
+    match hello {
+        Response::Hello { protocol, .. } => {
+            conn.protocol = protocol;
+            Ok(conn)
+        }
         other => Err(TransportError::Protocol(format!(
             "agent answered hello with {other:?}"
         ))),
@@ -354,24 +389,13 @@ impl AgentConn {
                 "the channel to the agent is out of step after an earlier failure ({why})"
             )));
         }
-        self.last_id += 1;
-        let id = self.last_id;
-        let frame = RequestFrame {
-            id,
-            timeout_ms: timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-            req: req.clone(),
-        };
-        let bytes = encode(&frame);
-        if bytes.len() - 4 > MAX_FRAME {
-            self.last_id -= 1;
-            return Err(TransportError::TooLarge(format!(
-                "the request is {} bytes, larger than the {} MiB an agent takes; a `content` or a \
-                 rendered template this large cannot be sent inline: write it to a file on the \
-                 controller and use `copy` with `src`, which streams it",
-                bytes.len() - 4,
-                MAX_FRAME / (1024 * 1024)
-            )));
+        if self.batch.is_some() {
+            return Err(TransportError::Protocol(
+                "internal error: a request while a batch is in progress".into(),
+            ));
         }
+        let (id, bytes) = self.frame(req, timeout)?;
+        self.count_round_trip();
         let exchange = async {
             self.write_raw(&bytes).await?;
             loop {
@@ -396,39 +420,198 @@ impl AgentConn {
         res
     }
 
-    /// Read one frame from the agent, which must carry request `id`'s id.
-    async fn read_answer(&mut self, id: u64) -> Result<Response, TransportError> {
-        let mut len = [0u8; 4];
-        self.read_exact_or_lost(&mut len).await?;
-        let n = frame_len(len, MAX_RESPONSE_FRAME)
-            .map_err(|e| TransportError::Protocol(format!("the agent's answer: {e}")))?;
-        // Grown as bytes arrive: a length that lies costs nothing.
-        let mut body = Vec::new();
-        let got = match (&mut self.reader)
-            .take(n as u64)
-            .read_to_end(&mut body)
-            .await
-        {
-            Ok(got) => got,
-            Err(e) => return Err(lost(&self.stderr, e.to_string()).await),
+    /// The answer to the request `connect` sent behind `Hello`, handing each `Notice` before it
+    /// to `notice` (as `call_noticed`).
+    pub async fn await_sent(
+        &mut self,
+        notice: &(dyn Fn(&str) + Sync),
+    ) -> Result<Response, TransportError> {
+        let Some((id, bound)) = self.sent.take() else {
+            return Err(TransportError::Protocol(
+                "internal error: no request was sent with hello".into(),
+            ));
         };
-        if got != n {
-            return Err(lost(
-                &self.stderr,
-                "the agent's channel closed inside an answer".into(),
-            )
-            .await);
+        let exchange = async {
+            loop {
+                match self.read_answer(id).await? {
+                    Response::Notice { msg } => notice(&msg),
+                    resp => return Ok(resp),
+                }
+            }
+        };
+        let wait = bound.saturating_add(ANSWER_GRACE);
+        let res = tokio::time::timeout(wait, exchange)
+            .await
+            .unwrap_or(Err(TransportError::Timeout(wait)));
+        if let Err(e) = &res {
+            self.broken = Some(e.to_string());
         }
-        let answer = serde_json::from_slice::<ResponseFrame>(&body).map_err(|e| {
-            TransportError::Protocol(format!("the agent's answer is not readable: {e}"))
-        })?;
-        if answer.id != id {
-            return Err(TransportError::Protocol(format!(
-                "the agent answered request {} while request {id} was waiting: the channel is out of step",
-                answer.id
+        res
+    }
+
+    /// The next request's id and its frame, or `TooLarge` (nothing sent, the id not used).
+    fn frame(
+        &mut self,
+        req: &Request,
+        timeout: Option<Duration>,
+    ) -> Result<(u64, Vec<u8>), TransportError> {
+        let id = self.last_id + 1;
+        let frame = RequestFrame {
+            id,
+            timeout_ms: timeout.map(millis),
+            req: req.clone(),
+        };
+        let bytes = encode(&frame);
+        if bytes.len() - 4 > MAX_FRAME {
+            return Err(TransportError::TooLarge(format!(
+                "the request is {} bytes, larger than the {} MiB an agent takes; a `content` or a \
+                 rendered template this large cannot be sent inline: write it to a file on the \
+                 controller and use `copy` with `src`, which streams it",
+                bytes.len() - 4,
+                MAX_FRAME / (1024 * 1024)
             )));
         }
-        Ok(answer.resp)
+        self.last_id = id;
+        Ok((id, bytes))
+    }
+
+    fn count_round_trip(&mut self) {
+        match &self.counter {
+            Some(c) => {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+            None => self.round_trips += 1,
+        }
+    }
+
+    /// Count this agent's round trips (those so far too) into `counter`, the host's.
+    pub fn count_into(&mut self, counter: &Arc<AtomicU64>) {
+        if self
+            .counter
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(c, counter))
+        {
+            return;
+        }
+        counter.fetch_add(std::mem::take(&mut self.round_trips), Ordering::Relaxed);
+        self.counter = Some(counter.clone());
+    }
+
+    /// Whether the agent takes `Batch` requests (an older one, shipped with
+    /// `fixpoint_agent_path`, does not).
+    pub fn takes_batches(&self) -> bool {
+        self.protocol >= 1
+    }
+
+    /// Send a `Batch` (one round trip, whatever its length); its answers come from
+    /// `next_step`, in order, and no other request goes through the channel until `next_step`
+    /// says it ended. `TooLarge`: nothing was sent.
+    pub async fn send_batch(&mut self, steps: Vec<BatchStep>) -> Result<(), TransportError> {
+        if let Some(why) = &self.broken {
+            return Err(TransportError::Protocol(format!(
+                "the channel to the agent is out of step after an earlier failure ({why})"
+            )));
+        }
+        let (id, bytes) = self.frame(&Request::Batch { steps }, None)?;
+        self.count_round_trip();
+        if let Err(e) = self.write_raw(&bytes).await {
+            self.broken = Some(e.to_string());
+            return Err(e);
+        }
+        self.batch = Some(id);
+        Ok(())
+    }
+
+    /// The next answer of the batch in progress: `Some((step index, answer))`, or `None` once
+    /// the batch ended. `wait` bounds the wait (the step's own timeout; `ANSWER_GRACE` is
+    /// added). When `cancel` resolves first, the agent is told to start no further step
+    /// (`CancelBatch`), and the wait goes on for the step in progress.
+    pub async fn next_step(
+        &mut self,
+        wait: Option<Duration>,
+        cancel: impl std::future::Future<Output = ()>,
+    ) -> Result<Option<(usize, Response)>, TransportError> {
+        let Some(id) = self.batch else {
+            return Ok(None);
+        };
+        let AgentConn {
+            reader,
+            writer,
+            stderr,
+            ..
+        } = &mut *self;
+        let stderr: &StderrTail = stderr;
+        let exchange = async {
+            tokio::pin!(cancel);
+            let mut cancelled = false;
+            loop {
+                let read = read_frame(reader, stderr, id);
+                tokio::pin!(read);
+                let answer = loop {
+                    tokio::select! {
+                        answer = &mut read => break answer,
+                        () = &mut cancel, if !cancelled => {
+                            cancelled = true;
+                            let bytes = encode(&RequestFrame {
+                                id,
+                                timeout_ms: None,
+                                req: Request::CancelBatch,
+                            });
+                            let sent = async {
+                                writer.write_all(&bytes).await?;
+                                writer.flush().await
+                            }
+                            .await;
+                            if let Err(e) = sent {
+                                return Err(lost(stderr, e.to_string()).await);
+                            }
+                        }
+                    }
+                };
+                match answer {
+                    // Said about a step in progress (nothing asks for notices in a batch).
+                    Ok(Response::Notice { .. }) => continue,
+                    other => return other,
+                }
+            }
+        };
+        let res = match wait {
+            Some(t) => {
+                let wait = t.saturating_add(ANSWER_GRACE);
+                tokio::time::timeout(wait, exchange)
+                    .await
+                    .unwrap_or(Err(TransportError::Timeout(wait)))
+            }
+            None => exchange.await,
+        };
+        let res = match res {
+            Ok(Response::Step { index, resp }) => return Ok(Some((index, *resp))),
+            Ok(Response::BatchEnd { .. }) => {
+                self.batch = None;
+                return Ok(None);
+            }
+            // The agent's watchdog answers for a step whose module did not stop, then exits:
+            // the step's answer, and the batch's (and the channel's) end.
+            Ok(resp @ Response::Failed { .. }) => {
+                self.batch = None;
+                self.broken = Some("the agent exited after a module that did not stop".into());
+                return Ok(Some((usize::MAX, resp)));
+            }
+            Ok(other) => Err(TransportError::Protocol(format!(
+                "the agent answered a batch with {other:?}"
+            ))),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &res {
+            self.broken = Some(e.to_string());
+            self.batch = None;
+        }
+        res
+    }
+
+    /// Read one frame from the agent, which must carry request `id`'s id.
+    async fn read_answer(&mut self, id: u64) -> Result<Response, TransportError> {
+        read_frame(&mut self.reader, &self.stderr, id).await
     }
 
     /// Whether an exchange failed part way, leaving the channel unusable.
@@ -470,6 +653,44 @@ impl AgentConn {
             }
         }
     }
+}
+
+/// A request's timeout in milliseconds, as the agent takes it.
+fn millis(t: Duration) -> u64 {
+    u64::try_from(t.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Read one frame from the agent, which must carry request `id`'s id.
+async fn read_frame(
+    reader: &mut BufReader<Reader>,
+    stderr: &StderrTail,
+    id: u64,
+) -> Result<Response, TransportError> {
+    let mut len = [0u8; 4];
+    if let Err(e) = reader.read_exact(&mut len).await {
+        return Err(lost(stderr, e.to_string()).await);
+    }
+    let n = frame_len(len, MAX_RESPONSE_FRAME)
+        .map_err(|e| TransportError::Protocol(format!("the agent's answer: {e}")))?;
+    // Grown as bytes arrive: a length that lies costs nothing.
+    let mut body = Vec::new();
+    let got = match reader.take(n as u64).read_to_end(&mut body).await {
+        Ok(got) => got,
+        Err(e) => return Err(lost(stderr, e.to_string()).await),
+    };
+    if got != n {
+        return Err(lost(stderr, "the agent's channel closed inside an answer".into()).await);
+    }
+    let answer = serde_json::from_slice::<ResponseFrame>(&body).map_err(|e| {
+        TransportError::Protocol(format!("the agent's answer is not readable: {e}"))
+    })?;
+    if answer.id != id {
+        return Err(TransportError::Protocol(format!(
+            "the agent answered request {} while request {id} was waiting: the channel is out of step",
+            answer.id
+        )));
+    }
+    Ok(answer.resp)
 }
 
 #[cfg(test)]

@@ -86,7 +86,9 @@ async fn start(
     waiting: &(dyn Fn(Option<&str>) + Sync),
     delegated: bool,
 ) -> Result<AgentConn, (bool, String)> {
-    let mut conn = connection::connect(spec, agent_binary(binary, spec))
+    let (begin, timeout) = begin();
+    // `Begin` travels with the agent's `Hello` (one round trip for both).
+    let mut conn = connection::connect(spec, agent_binary(binary, spec), Some((begin, timeout)))
         .await
         .map_err(|e| {
             let msg = match &spec.become_user {
@@ -95,9 +97,8 @@ async fn start(
             };
             (true, msg)
         })?;
-    let (begin, timeout) = begin();
     let notice = |msg: &str| waiting(Some(msg));
-    match conn.call_noticed(&begin, Some(timeout), &notice).await {
+    match conn.await_sent(&notice).await {
         Ok(Response::Begun { pending: found, .. }) => {
             // A delegated host's pending handlers belong to that host, not this one.
             let found = if delegated { Vec::new() } else { found };

@@ -122,7 +122,7 @@ impl Shared<'_> {
         };
         // Boxed: starting a connection is a large future, and every task's future would
         // otherwise be as large (see `run_item`).
-        Box::pin(pool::get_or_start(
+        let conn = Box::pin(pool::get_or_start(
             &mut h.conns,
             key,
             spec,
@@ -131,7 +131,9 @@ impl Shared<'_> {
             &mut h.pending,
             &waiting,
         ))
-        .await
+        .await?;
+        conn.count_into(&h.round_trips);
+        Ok(conn)
     }
 }
 

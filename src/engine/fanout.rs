@@ -4,12 +4,13 @@
 
 use super::handlers::{handler_key, notified_handlers};
 use super::result::Event;
-use super::state::PlayCtx;
+use super::state::{HostState, PlayCtx};
 use super::{shown_name, Engine, Shared};
 use crate::playbook::Task;
-use crate::report::{Status, TaskEvent};
+use crate::report::{Reporter, Status, TaskEvent};
 use fixpoint_modules::Diff;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
 
 impl Engine {
     pub(super) async fn run_task(
@@ -106,120 +107,23 @@ impl Engine {
         // How the task's conditions are written is worth saying once, not once per host.
         let mut warned = std::collections::BTreeSet::new();
         for (host, events, warnings, no_log) in results {
-            for w in warnings {
-                if warned.insert(w.clone()) {
-                    self.reporter
-                        .warn(&format!("task \"{name}\" ({location}): {w}"));
-                }
-            }
             let hs = self.hosts.get_mut(&host).expect("host state");
-            let mut any_changed = false;
-            let mut failed = false;
-            let mut unreachable = false;
-            let mut unreachable_ignored = false;
-            for ev in &events {
-                match ev.status {
-                    Status::Changed => any_changed = true,
-                    Status::Failed if !ev.ignored => failed = true,
-                    // `ignore_unreachable`: reported, counted ok and ignored, host kept.
-                    Status::Unreachable if task.ignore_unreachable == Some(true) => {
-                        unreachable_ignored = true
-                    }
-                    Status::Unreachable => unreachable = true,
-                    _ => {}
-                }
-                // `add_host` and `group_by` change the run's inventory, not a host: every run
-                // starts from the inventory as loaded, so they are changed on every pass and
-                // say nothing about convergence.
-                // Kept for --twice only: the diffs hold whole file contents, megabytes per host
-                // on a first run.
-                if self.cfg.twice
-                    && ev.status == Status::Changed
-                    && !matches!(task.module, "add_host" | "group_by")
-                {
-                    // The --twice verdict shows diffs: never a no_log task's.
-                    let diff = if no_log {
-                        Diff::default()
-                    } else {
-                        ev.diff.clone()
-                    };
-                    self.changed_log
-                        .push((host.clone(), name.clone(), location.clone(), diff));
-                }
-                self.reporter.task(&TaskEvent {
-                    host: &host,
-                    task: &name,
-                    module: task.alias.unwrap_or(task.module),
-                    location: &location,
-                    status: ev.status,
-                    item: ev.item.as_deref(),
-                    diff: Some(&ev.diff),
-                    msg: ev.msg.as_deref(),
-                    result: Some(&ev.result),
-                    ignored: ev.ignored,
-                    censored: no_log,
-                    note: ev.note.as_deref(),
-                    delegated_to: ev.delegated_to.as_deref(),
-                    python: task.python.is_some(),
-                });
-            }
-            // The recap counts a task once per host, like Ansible, whatever its loop length.
-            let ignored = events.iter().any(|e| e.ignored) || unreachable_ignored;
-            if unreachable {
-                hs.unreachable = true;
-                hs.stats.unreachable += 1;
-            } else if failed {
-                hs.failed = true;
-                hs.stats.failed += 1;
-                let result = events
-                    .iter()
-                    .rev()
-                    .find(|e| e.status == Status::Failed && !e.ignored)
-                    .map(|e| {
-                        let mut r = e.result.clone();
-                        if let Some(m) = &e.msg {
-                            r.insert("msg".into(), json!(m));
-                        }
-                        Value::Object(r)
-                    })
-                    .unwrap_or_default();
-                let result = if no_log {
-                    json!({"censored": "the output has been hidden due to the fact that 'no_log: true' was specified for this result", "failed": true})
-                } else {
-                    result
-                };
-                hs.last_failure = Some((
-                    json!({"name": name, "action": task.module, "location": location}),
-                    result,
-                ));
-            } else if any_changed {
-                hs.stats.changed += 1;
-                hs.stats.ok += 1;
-            } else if !events.is_empty() && events.iter().all(|e| e.status == Status::Skipped) {
-                hs.stats.skipped += 1;
-            } else {
-                hs.stats.ok += 1;
-            }
-            if ignored {
-                hs.stats.ignored += 1;
-            }
-            if any_changed && !task.notify.is_empty() {
-                for n in &task.notify {
-                    let reached = notified_handlers(&ctx.handlers, n);
-                    if reached.is_empty() {
-                        self.reporter.warn(&format!(
-                            "task \"{name}\" ({location}) notifies `{n}`, but no handler has that name or listens to it"
-                        ));
-                        continue;
-                    }
-                    for h in reached {
-                        let key = handler_key(h);
-                        if !hs.notified.contains(&key) {
-                            hs.notified.push(key);
-                        }
-                    }
-                }
-            }
+            let unknown = account(hs, task, &name, &location, &events, no_log, &ctx.handlers);
+            let shown = Shown {
+                task,
+                name: &name,
+                location: &location,
+            };
+            let changed_log = self.cfg.twice.then_some(&mut self.changed_log);
+            report_host(
+                &mut self.reporter,
+                changed_log,
+                &shown,
+                &host,
+                (&events, warnings, no_log),
+                &mut warned,
+                unknown,
+            );
         }
         if task.run_once && all_targets.len() > 1 {
             for h in &all_targets[1..] {
@@ -288,6 +192,169 @@ impl Engine {
     }
 }
 
+/// A task as its results show it: its name (rendered) and where it is written.
+pub(super) struct Shown<'a> {
+    pub(super) task: &'a Task,
+    pub(super) name: &'a str,
+    pub(super) location: &'a str,
+}
+
+/// Print one host's results of a task: the warnings its conditions gave (each once per task,
+/// `warned`), its events, and the notifications that reached no handler (`unknown`, from
+/// `account`). Under `--twice`, the changes go to `changed_log`.
+pub(super) fn report_host(
+    reporter: &mut Reporter,
+    changed_log: Option<&mut Vec<(String, String, String, Diff)>>,
+    shown: &Shown<'_>,
+    host: &str,
+    (events, warnings, no_log): (&[Event], Vec<String>, bool),
+    warned: &mut BTreeSet<String>,
+    unknown: Vec<String>,
+) {
+    let Shown {
+        task,
+        name,
+        location,
+    } = *shown;
+    for w in warnings {
+        if warned.insert(w.clone()) {
+            reporter.warn(&format!("task \"{name}\" ({location}): {w}"));
+        }
+    }
+    let mut changed_log = changed_log;
+    for ev in events {
+        // `add_host` and `group_by` change the run's inventory, not a host: every run starts
+        // from the inventory as loaded, so they are changed on every pass and say nothing
+        // about convergence.
+        // Kept for --twice only: the diffs hold whole file contents, megabytes per host on a
+        // first run.
+        if let Some(log) = changed_log.as_deref_mut() {
+            if ev.status == Status::Changed && !matches!(task.module, "add_host" | "group_by") {
+                // The --twice verdict shows diffs: never a no_log task's.
+                let diff = if no_log {
+                    Diff::default()
+                } else {
+                    ev.diff.clone()
+                };
+                log.push((
+                    host.to_string(),
+                    name.to_string(),
+                    location.to_string(),
+                    diff,
+                ));
+            }
+        }
+        reporter.task(&TaskEvent {
+            host,
+            task: name,
+            module: task.alias.unwrap_or(task.module),
+            location,
+            status: ev.status,
+            item: ev.item.as_deref(),
+            diff: Some(&ev.diff),
+            msg: ev.msg.as_deref(),
+            result: Some(&ev.result),
+            ignored: ev.ignored,
+            censored: no_log,
+            note: ev.note.as_deref(),
+            delegated_to: ev.delegated_to.as_deref(),
+            python: task.python.is_some(),
+        });
+    }
+    for n in unknown {
+        reporter.warn(&format!(
+            "task \"{name}\" ({location}) notifies `{n}`, but no handler has that name or listens to it"
+        ));
+    }
+}
+
+/// A task's results on one host, counted for the recap (once per host, like Ansible, whatever
+/// its loop length), its failure kept for a `rescue`, its notifications recorded: the host's
+/// own bookkeeping, which a pipelined host does as it goes. Returns the notifications that
+/// reach no handler.
+pub(super) fn account(
+    hs: &mut HostState,
+    task: &Task,
+    name: &str,
+    location: &str,
+    events: &[Event],
+    no_log: bool,
+    handlers: &[Task],
+) -> Vec<String> {
+    let mut any_changed = false;
+    let mut failed = false;
+    let mut unreachable = false;
+    let mut unreachable_ignored = false;
+    for ev in events {
+        match ev.status {
+            Status::Changed => any_changed = true,
+            Status::Failed if !ev.ignored => failed = true,
+            // `ignore_unreachable`: reported, counted ok and ignored, host kept.
+            Status::Unreachable if task.ignore_unreachable == Some(true) => {
+                unreachable_ignored = true
+            }
+            Status::Unreachable => unreachable = true,
+            _ => {}
+        }
+    }
+    let ignored = events.iter().any(|e| e.ignored) || unreachable_ignored;
+    if unreachable {
+        hs.unreachable = true;
+        hs.stats.unreachable += 1;
+    } else if failed {
+        hs.failed = true;
+        hs.stats.failed += 1;
+        let result = events
+            .iter()
+            .rev()
+            .find(|e| e.status == Status::Failed && !e.ignored)
+            .map(|e| {
+                let mut r = e.result.clone();
+                if let Some(m) = &e.msg {
+                    r.insert("msg".into(), json!(m));
+                }
+                Value::Object(r)
+            })
+            .unwrap_or_default();
+        let result = if no_log {
+            json!({"censored": "the output has been hidden due to the fact that 'no_log: true' was specified for this result", "failed": true})
+        } else {
+            result
+        };
+        hs.last_failure = Some((
+            json!({"name": name, "action": task.module, "location": location}),
+            result,
+        ));
+    } else if any_changed {
+        hs.stats.changed += 1;
+        hs.stats.ok += 1;
+    } else if !events.is_empty() && events.iter().all(|e| e.status == Status::Skipped) {
+        hs.stats.skipped += 1;
+    } else {
+        hs.stats.ok += 1;
+    }
+    if ignored {
+        hs.stats.ignored += 1;
+    }
+    let mut unknown = Vec::new();
+    if any_changed && !task.notify.is_empty() {
+        for n in &task.notify {
+            let reached = notified_handlers(handlers, n);
+            if reached.is_empty() {
+                unknown.push(n.clone());
+                continue;
+            }
+            for h in reached {
+                let key = handler_key(h);
+                if !hs.notified.contains(&key) {
+                    hs.notified.push(key);
+                }
+            }
+        }
+    }
+    unknown
+}
+
 /// Actions ansible-core runs once for the whole host list (`BYPASS_HOST_LOOP`), on its first
 /// host, whose variables they see.
 fn bypasses_host_loop(module: &str) -> bool {
@@ -295,7 +362,7 @@ fn bypasses_host_loop(module: &str) -> bool {
 }
 
 /// The result of a task stopped by a second Ctrl-C.
-fn interrupted_event() -> Event {
+pub(super) fn interrupted_event() -> Event {
     Event {
         status: Status::Failed,
         item: None,

@@ -49,12 +49,22 @@ impl Interrupt {
 
     /// Resolves once a second SIGINT arrived: stop what runs.
     pub(super) async fn forced(&self) {
+        self.reached(2).await;
+    }
+
+    /// Resolves once a first SIGINT arrived: a pipelined host tells its agent to start no
+    /// further task of its batch.
+    pub(super) async fn first(&self) {
+        self.reached(1).await;
+    }
+
+    async fn reached(&self, n: u32) {
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             // Registered before the check, so a signal between the two is not missed.
             notified.as_mut().enable();
-            if self.count.load(Ordering::SeqCst) >= 2 {
+            if self.count.load(Ordering::SeqCst) >= n {
                 return;
             }
             notified.await;

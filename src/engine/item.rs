@@ -10,7 +10,7 @@ use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::{display, playbook_scope, Shared};
 use crate::connection::pool::ConnKey;
-use crate::connection::TransportError;
+use crate::connection::{ConnSpec, TransportError};
 use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::Scope;
@@ -18,6 +18,25 @@ use fixpoint_agent::protocol::{NotifySpec, OnceSpec, Request, Response};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// What rendering one item gives: its result, when the controller has it (a controller-side
+/// action, a parameter that does not render), or the request to send to the agent.
+// Made once per item and taken apart at once: boxing either variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum ItemPlan {
+    Done(Result<ItemResult, (bool, String)>),
+    Agent(AgentItem),
+}
+
+/// A rendered request for the agent, and what reading its answer needs.
+pub(super) struct AgentItem {
+    pub(super) req: Request,
+    pub(super) spec: ConnSpec,
+    /// The controller files the agent may ask for (`NeedContent`).
+    upload: Vec<Upload>,
+    pub(super) timeout: Option<Duration>,
+    diff: bool,
+}
 
 impl Shared<'_> {
     /// Render, prepare and execute one task (or one loop item) on the host.
@@ -28,6 +47,38 @@ impl Shared<'_> {
         h: &mut HostState,
         scope: &Arc<Scope>,
     ) -> Result<ItemResult, (bool, String)> {
+        let item = match self.plan_item(ctx, task, h, scope).await {
+            ItemPlan::Done(r) => return r,
+            ItemPlan::Agent(item) => item,
+        };
+        let conn = self.conn(h, &item.spec, ctx).await?;
+        let answer = conn.call(&item.req, item.timeout).await;
+        self.agent_answer(ctx, h, &item, answer).await
+    }
+
+    /// Render and prepare one task (or loop item): a controller-side action runs here; an
+    /// agent's module is only rendered (nothing is sent, and the host's state is not changed),
+    /// which is what lets a pipelined section render its tasks before any runs.
+    pub(super) async fn plan_item(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+        scope: &Arc<Scope>,
+    ) -> ItemPlan {
+        match self.plan_item_inner(ctx, task, h, scope).await {
+            Ok(plan) => plan,
+            Err(e) => ItemPlan::Done(Err(e)),
+        }
+    }
+
+    async fn plan_item_inner(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+        scope: &Arc<Scope>,
+    ) -> Result<ItemPlan, (bool, String)> {
         // Bare expressions (assert's `that`, debug's `var`) are evaluated by the action, not rendered.
         let raw_keys = actions::raw_param_keys(task.module);
         let mut params = task.params.clone();
@@ -107,7 +158,7 @@ impl Shared<'_> {
             if wanted > u64::from(self.cfg.verbosity) {
                 let mut skipped = ItemResult::ok(Map::new());
                 skipped.status = Status::Skipped;
-                return Ok(skipped);
+                return Ok(ItemPlan::Done(Ok(skipped)));
             }
         }
         let mut environment = ctx.play.environment.clone();
@@ -120,16 +171,21 @@ impl Shared<'_> {
         // The rarer, larger steps are boxed: unboxed, their state would make every task's
         // future (copied into place once per task and host) as large as theirs (issue 13).
         if let Some(py) = &task.python {
-            return Box::pin(self.run_python(ctx, task, h, scope, py, params, environment)).await;
+            return Ok(ItemPlan::Done(
+                Box::pin(self.run_python(ctx, task, h, scope, py, params, environment)).await,
+            ));
         }
-        match task.module {
-            "include_vars" => return Ok(include_vars(ctx, task, h, &params, scope)),
-            "setup" | "gather_facts" => return Box::pin(self.setup(ctx, task, h, &params)).await,
-            "pause" => return Ok(Box::pin(self.pause(task, scope, &params)).await),
-            "group_by" => return Ok(self.group_by(&h.name, &params)),
-            "add_host" => return Ok(self.add_host(&params)),
-            "fetch" => return Box::pin(self.fetch(ctx, task, h, scope, params)).await,
-            _ => {}
+        let done = match task.module {
+            "include_vars" => Some(Ok(include_vars(ctx, task, h, &params, scope))),
+            "setup" | "gather_facts" => Some(Box::pin(self.setup(ctx, task, h, &params)).await),
+            "pause" => Some(Ok(Box::pin(self.pause(task, scope, &params)).await)),
+            "group_by" => Some(Ok(self.group_by(&h.name, &params))),
+            "add_host" => Some(Ok(self.add_host(&params))),
+            "fetch" => Some(Box::pin(self.fetch(ctx, task, h, scope, params.clone())).await),
+            _ => None,
+        };
+        if let Some(done) = done {
+            return Ok(ItemPlan::Done(done));
         }
         let prepared = actions::prepare(
             task.module,
@@ -140,8 +196,12 @@ impl Shared<'_> {
         )
         .map_err(|f| (false, f.msg))?;
         let (module, params, upload) = match prepared {
-            Prepared::Done(Ok(outcome)) => return Ok(ItemResult::done(outcome)),
-            Prepared::Done(Err(f)) => return Ok(ItemResult::failed(f.msg, f.result)),
+            Prepared::Done(Ok(outcome)) => {
+                return Ok(ItemPlan::Done(Ok(ItemResult::done(outcome))))
+            }
+            Prepared::Done(Err(f)) => {
+                return Ok(ItemPlan::Done(Ok(ItemResult::failed(f.msg, f.result))))
+            }
             Prepared::Agent {
                 module,
                 params,
@@ -194,7 +254,6 @@ impl Shared<'_> {
             task: task.display_name(),
             handlers: handler_names(&ctx.handlers, &task.notify),
         });
-        let conn = self.conn(h, &spec, ctx).await?;
         let req = Request::Run {
             module: module.to_string(),
             params,
@@ -203,8 +262,32 @@ impl Shared<'_> {
             once,
             notify,
         };
-        let timeout = task.timeout.map(Duration::from_secs);
-        let mut answer = conn.call(&req, timeout).await;
+        Ok(ItemPlan::Agent(AgentItem {
+            req,
+            spec,
+            upload,
+            timeout: task.timeout.map(Duration::from_secs),
+            diff,
+        }))
+    }
+
+    /// The item's result from the agent's answer to its request: content the agent asks for is
+    /// sent (and the request repeated), and a channel that failed is dropped.
+    pub(super) async fn agent_answer(
+        &self,
+        ctx: &PlayCtx<'_>,
+        h: &mut HostState,
+        item: &AgentItem,
+        mut answer: Result<Response, TransportError>,
+    ) -> Result<ItemResult, (bool, String)> {
+        let AgentItem {
+            req,
+            spec,
+            upload,
+            timeout,
+            diff,
+        } = item;
+        let (spec, timeout, diff) = (spec, *timeout, *diff);
         let mut sent = None;
         // The host's files differ from the controller's: send the contents, then ask again.
         if let Ok(Response::NeedContent { sha256, more, .. }) = &answer {
@@ -216,6 +299,7 @@ impl Shared<'_> {
                 .filter_map(|sha| upload.iter().find(|u| u.sha256 == **sha))
                 .collect();
             if !ups.is_empty() && ups.len() == asked.len() {
+                let conn = self.conn(h, spec, ctx).await?;
                 let mut total = 0;
                 let mut failed = None;
                 for up in ups {
@@ -238,7 +322,7 @@ impl Shared<'_> {
                     Some(f) => f,
                     None => {
                         sent = Some(total);
-                        conn.call(&req, timeout).await
+                        conn.call(req, timeout).await
                     }
                 };
             }
@@ -250,7 +334,7 @@ impl Shared<'_> {
                 outbox_written,
             }) => Ok(ItemResult {
                 note: {
-                    for up in &upload {
+                    for up in upload {
                         up.fill_diff(&mut outcome, diff);
                     }
                     let sent = sent.map(|n| format!("content sent: {n} bytes"));
@@ -260,12 +344,12 @@ impl Shared<'_> {
                     }
                 },
                 outbox_written: (!outbox_written.is_empty())
-                    .then(|| (conn_key(h, &spec), outbox_written)),
-                delegated_to: conn_key(h, &spec).0,
+                    .then(|| (conn_key(h, spec), outbox_written)),
+                delegated_to: conn_key(h, spec).0,
                 ..ItemResult::done(outcome)
             }),
             Ok(Response::Failed { msg, result }) => Ok(ItemResult {
-                delegated_to: conn_key(h, &spec).0,
+                delegated_to: conn_key(h, spec).0,
                 ..ItemResult::failed(msg, result)
             }),
             Ok(other) => Err((
@@ -273,12 +357,12 @@ impl Shared<'_> {
                 format!("unexpected answer from the agent: {other:?}"),
             )),
             Err(TransportError::TooLarge(msg)) => Ok(ItemResult {
-                delegated_to: conn_key(h, &spec).0,
+                delegated_to: conn_key(h, spec).0,
                 ..ItemResult::failed(msg, Map::new())
             }),
             Err(e) => {
                 // The channel is gone or out of step: drop it so nothing else uses it.
-                h.conns.remove(&conn_key(h, &spec));
+                h.conns.remove(&conn_key(h, spec));
                 Err((false, e.to_string()))
             }
         }

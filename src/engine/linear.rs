@@ -1,6 +1,7 @@
 //! The linear strategy: each step on every host still in the play before the next step. A
 //! `strategy: free` lane runs the same loop with its one host.
 
+use super::section;
 use super::state::PlayCtx;
 use super::Engine;
 use crate::playbook::Step;
@@ -14,7 +15,10 @@ impl Engine {
         allowed: &'s [String],
     ) -> futures::future::BoxFuture<'s, ()> {
         Box::pin(async move {
-            for step in steps {
+            let mut at = 0;
+            while at < steps.len() {
+                let step = &steps[at];
+                at += 1;
                 let targets: Vec<String> = allowed
                     .iter()
                     .filter(|h| self.hosts[*h].active())
@@ -22,6 +26,12 @@ impl Engine {
                     .collect();
                 if targets.is_empty() || self.play_ended {
                     return;
+                }
+                if let Some(sec) = self.section_at(ctx, &steps[at - 1..]) {
+                    self.run_section(ctx, &sec, &targets).await;
+                    at += sec.steps - 1;
+                    self.check_fail_limits(ctx);
+                    continue;
                 }
                 match step {
                     Step::Task(task) => {
@@ -55,6 +65,18 @@ impl Engine {
                 }
                 self.check_fail_limits(ctx);
             }
+        })
+    }
+
+    /// The section of tasks that starts at `steps[0]` (see `section`), when pipelining is on
+    /// and the play leaves room for one: its failure limits are checked after every task.
+    fn section_at<'s>(&self, ctx: &PlayCtx<'_>, steps: &'s [Step]) -> Option<section::Section<'s>> {
+        let fail_limits = ctx.play.any_errors_fatal || ctx.play.max_fail_percentage.is_some();
+        if !self.cfg.pipelining || !self.started || fail_limits || self.interrupt.requested() {
+            return None;
+        }
+        section::section(steps, ctx.play, &self.templar, &|t| {
+            self.tag_selected(&t.tags)
         })
     }
 

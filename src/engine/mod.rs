@@ -50,10 +50,12 @@ mod interrupt;
 mod item;
 mod linear;
 mod meta;
+mod pipeline;
 mod play;
 pub(crate) mod python;
 mod result;
 mod run;
+mod section;
 mod state;
 mod task;
 

@@ -41,6 +41,12 @@ impl Engine {
                 .iter()
                 .map(|(n, h)| (n.clone(), h.stats))
                 .collect();
+            let trips = self
+                .hosts
+                .iter()
+                .map(|(n, h)| (n.clone(), h.pass_round_trips()))
+                .collect();
+            self.reporter.set_round_trips(trips);
             self.reporter.recap(&stats, pass, self.cfg.twice);
             if self.interrupt.requested() {
                 outcome = RunOutcome::Interrupted;

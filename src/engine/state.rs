@@ -9,6 +9,7 @@ use crate::vars::{HostVars, PlayObjects, PlayVars};
 use fixpoint_agent::journal::OutboxEntry;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// State of one host for one pass (connections survive passes: one connection per host per run).
@@ -42,6 +43,10 @@ pub(super) struct HostState {
     /// Facts a `delegate_facts` task set for another host: (that host, the facts, whether
     /// they came from `set_fact`), moved there once the task is done on every host.
     pub(super) delegated_facts: Vec<(String, Map<String, Value>, bool)>,
+    /// Requests this host's agents answered (all passes), and the count when the pass began:
+    /// the JSON recap's `round_trips`.
+    pub(super) round_trips: Arc<AtomicU64>,
+    pub(super) round_trips_before: u64,
 }
 
 /// What a cached connection spec was computed for: the play (by address: plays live as long
@@ -68,6 +73,7 @@ impl HostState {
         self.pending.clear();
         self.stats = Stats::default();
         self.gathered = false;
+        self.round_trips_before = self.round_trips.load(Ordering::Relaxed);
         self.forget_spec();
     }
 
@@ -94,7 +100,14 @@ impl HostState {
             gathered: false,
             spec_cache: Mutex::default(),
             delegated_facts: Vec::new(),
+            round_trips: Arc::default(),
+            round_trips_before: 0,
         }
+    }
+
+    /// The round trips of the current pass.
+    pub(super) fn pass_round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed) - self.round_trips_before
     }
 
     pub(super) fn active(&self) -> bool {

@@ -134,16 +134,17 @@ impl Shared<'_> {
         // What an item leaves for the next ones, as in ansible-core: the facts `set_fact` set
         // and the item's result under the `register` name.
         let mut carried = Map::new();
+        // With pipelining, items that depend on nothing an earlier item leaves go to the agent
+        // in one batch; each is still finished below, in order.
+        let mut piped = match self.cfg.pipelining {
+            true => {
+                self.loop_batch(ctx, task, h, scope, &items, &loop_var)
+                    .await
+            }
+            false => None,
+        };
         for (i, item) in items.iter().enumerate() {
-            let mut layer = Map::new();
-            layer.insert(loop_var.clone(), item.clone());
-            if let Some(iv) = &task.index_var {
-                layer.insert(iv.clone(), json!(i));
-            }
-            layer.insert("ansible_loop_var".into(), json!(loop_var));
-            if task.loop_extended {
-                layer.insert("ansible_loop".into(), magic::extended_loop(&items, i));
-            }
+            let layer = item_layer(task, &items, i, &loop_var);
             let item_scope = if carried.is_empty() {
                 scope.with(Layer::data(layer))
             } else {
@@ -205,7 +206,17 @@ impl Shared<'_> {
                     break;
                 }
             }
-            let mut ev = self.run_until(ctx, task, h, &item_scope, Some(label)).await;
+            let from_batch = match &mut piped {
+                Some(b) => {
+                    self.loop_item(ctx, task, h, &item_scope, b, i, Some(label.clone()))
+                        .await
+                }
+                None => None,
+            };
+            let mut ev = match from_batch {
+                Some(ev) => ev,
+                None => self.run_until(ctx, task, h, &item_scope, Some(label)).await,
+            };
             let mut res = ev.result.clone();
             res.insert("item".into(), item.clone());
             res.insert(loop_var.clone(), item.clone());
@@ -242,6 +253,9 @@ impl Shared<'_> {
                 // `loop_control.pause`: the playbook asked for time between items.
                 tokio::time::sleep(task.loop_pause).await;
             }
+        }
+        if let Some(b) = piped {
+            self.loop_batch_done(h, b).await;
         }
         if let Some(reg) = &task.register {
             let changed = events.iter().any(|e| e.status == Status::Changed);
@@ -366,7 +380,7 @@ impl Shared<'_> {
         }
     }
 
-    fn when_holds(&self, task: &Task, scope: &Arc<Scope>) -> Result<bool, String> {
+    pub(super) fn when_holds(&self, task: &Task, scope: &Arc<Scope>) -> Result<bool, String> {
         for cond in &task.when {
             if !scope
                 .eval_bool(cond)
@@ -389,7 +403,7 @@ impl Shared<'_> {
         }
     }
 
-    fn register_skip(&self, task: &Task, h: &mut HostState) {
+    pub(super) fn register_skip(&self, task: &Task, h: &mut HostState) {
         if let Some(reg) = &task.register {
             h.host_vars_mut().insert(
                 reg.clone(),
@@ -397,6 +411,26 @@ impl Shared<'_> {
             );
         }
     }
+}
+
+/// The variables loop item `i` adds to the task's scope: the loop variable, `index_var`,
+/// `ansible_loop_var` and, with `extended`, `ansible_loop`.
+pub(super) fn item_layer(
+    task: &Task,
+    items: &[Value],
+    i: usize,
+    loop_var: &str,
+) -> Map<String, Value> {
+    let mut layer = Map::new();
+    layer.insert(loop_var.to_string(), items[i].clone());
+    if let Some(iv) = &task.index_var {
+        layer.insert(iv.clone(), json!(i));
+    }
+    layer.insert("ansible_loop_var".into(), json!(loop_var));
+    if task.loop_extended {
+        layer.insert("ansible_loop".into(), magic::extended_loop(items, i));
+    }
+    layer
 }
 
 /// `task` with its templated boolean keywords rendered in `scope` (Ansible's strict boolean:

@@ -84,6 +84,8 @@ pub struct Reporter {
     out: Box<dyn Write + Send>,
     /// `--shard`: named in the recap, so the shards' recaps can be merged.
     shard: Option<crate::inventory::Shard>,
+    /// Requests each host's agents answered in the pass, for the JSON recap (`round_trips`).
+    round_trips: BTreeMap<String, u64>,
     /// Where the JSON lines also go, whatever `json` says (`fixpoint pull`'s result).
     tee: Option<Box<dyn Write + Send>>,
     /// This run's id, carried by the JSON recap.
@@ -111,6 +113,7 @@ impl Reporter {
             show_diff,
             out: Box::new(stdout),
             shard: None,
+            round_trips: BTreeMap::new(),
             tee: None,
             run_id: String::new(),
             drifts: 0,
@@ -119,6 +122,11 @@ impl Reporter {
     }
 
     /// The shard this run is (`--shard`), for the recap.
+    /// The round trips of the pass ending, by host: the next JSON recap carries them.
+    pub fn set_round_trips(&mut self, round_trips: BTreeMap<String, u64>) {
+        self.round_trips = round_trips;
+    }
+
     pub fn set_shard(&mut self, shard: Option<crate::inventory::Shard>) {
         self.shard = shard;
     }
@@ -286,6 +294,15 @@ impl Reporter {
         if self.wants_json() {
             let mut o = json::recap(stats, pass, twice, self.shard);
             o["run_id"] = Value::from(self.run_id.as_str());
+            let trips: serde_json::Map<String, Value> = self
+                .round_trips
+                .iter()
+                .filter(|(h, _)| stats.contains_key(*h))
+                .map(|(h, n)| (h.clone(), Value::from(*n)))
+                .collect();
+            if !trips.is_empty() {
+                o["round_trips"] = Value::Object(trips);
+            }
             self.emit(o);
         }
         if !self.json {

@@ -29,6 +29,7 @@ mod lookups;
 mod now;
 mod output;
 mod pyrepr;
+mod reads;
 mod rewrite;
 mod scan;
 #[cfg(test)]

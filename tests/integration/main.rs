@@ -38,6 +38,7 @@ mod nginx;
 mod no_log;
 mod node_exporter;
 mod pip;
+mod pipeline;
 mod progress;
 mod public_roles;
 mod pull;

@@ -1,0 +1,226 @@
+//! Pipelining (engine/section.rs, engine/pipeline.rs): sections of tasks sent to each agent in
+//! one batch, hosts not waiting for each other inside a section, results reported as without
+//! it, and the round trips the JSON recap counts.
+
+use crate::fx::Out;
+use crate::ssh::Fleet;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// What a run reported, without what differs between two runs.
+fn reported(out: &Out) -> Vec<Value> {
+    out.events()
+        .into_iter()
+        .filter(|e| e["event"] == "task" || e["event"] == "recap")
+        .map(|mut e| {
+            if let Some(o) = e.as_object_mut() {
+                // `drift`: the second run finds what the test removed after the first.
+                for k in ["run_id", "round_trips", "drift"] {
+                    o.remove(k);
+                }
+            }
+            e
+        })
+        .collect()
+}
+
+fn round_trips(out: &Out, host: &str) -> u64 {
+    out.recap()["round_trips"][host]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no round trips for {host} in the recap: {}", out.stdout))
+}
+
+const MIXED: &str = concat!(
+    "    - name: dir\n      file: { path: \"{{ base }}\", state: directory, mode: \"0755\" }\n",
+    "    - name: conf\n      copy: { content: \"host={{ inventory_hostname }}\\n\", dest: \"{{ base }}/conf\" }\n      notify: note\n",
+    "    - name: look\n      stat: { path: \"{{ base }}/conf\" }\n      register: conf\n",
+    "    - name: never\n      file: { path: \"{{ base }}/never\", state: touch }\n      when: false\n      register: skipped\n",
+    "    - name: broken\n      file: { path: \"{{ base }}/no/such/dir\", state: touch }\n      ignore_errors: true\n      register: broken\n",
+    "    - name: each\n      file: { path: \"{{ base }}/{{ item }}\", state: touch }\n      loop: [a, b, c]\n      when: item != 'b'\n      register: touched\n",
+    "    - name: line\n      lineinfile: { path: \"{{ base }}/env\", line: \"size={{ conf.stat.size }}\", create: true }\n",
+    "    - name: read\n      command: cat {{ base }}/env\n      register: env\n      changed_when: false\n",
+    "    - name: say\n      debug: { msg: \"{{ env.stdout }}\" }\n",
+    "    - name: show\n      copy: { content: \"{{ env.stdout }} {{ skipped.skipped }} {{ broken.failed }} {{ touched.results | map(attribute='skipped', default=false) | list }}\", dest: \"{{ base }}/shown\" }\n",
+    "    - name: after\n      file: { path: \"{{ base }}/after\", state: touch }\n",
+);
+
+#[test]
+fn a_pipelined_run_reports_what_a_run_without_pipelining_does() {
+    let fleet = Fleet::start(2, "fpuser");
+    fleet.play(&format!(
+        "{MIXED}  handlers:\n    - name: note\n      file: {{ path: \"{{{{ base }}}}/noted\", state: touch }}\n"
+    ));
+    let plain = fleet.apply(&["--no-pipelining"]);
+    plain.expect(0);
+    for h in &fleet.hosts {
+        std::fs::remove_dir_all(fleet.base(h)).unwrap();
+    }
+    let piped = fleet.apply(&[]);
+    piped.expect(0);
+    assert_eq!(reported(&piped), reported(&plain), "{}", piped.stdout);
+    for h in &fleet.hosts {
+        let size = format!("host={}\n", h.alias()).len();
+        assert_eq!(
+            std::fs::read_to_string(fleet.base(h).join("shown")).unwrap(),
+            format!("size={size} True True [False, True, False]")
+        );
+        assert!(fleet.base(h).join("noted").exists());
+    }
+    // Converged: the same again, in fewer round trips with pipelining.
+    let plain = fleet.apply(&["--no-pipelining"]);
+    let piped = fleet.apply(&[]);
+    assert_eq!(reported(&piped), reported(&plain), "{}", piped.stdout);
+    for h in &fleet.hosts {
+        let (p, q) = (
+            round_trips(&plain, h.alias()),
+            round_trips(&piped, h.alias()),
+        );
+        assert!(
+            q < p,
+            "{}: {q} round trips pipelined, {p} without",
+            h.alias()
+        );
+    }
+}
+
+#[test]
+fn a_failure_inside_a_section_stops_that_host_there_and_ignore_errors_goes_on() {
+    let fleet = Fleet::start(2, "fpuser");
+    let (bad, good) = (&fleet.hosts[0], &fleet.hosts[1]);
+    // A loop item fails on the first host only: its directory is missing there.
+    std::fs::create_dir_all(fleet.base(good).join("sub")).unwrap();
+    std::fs::create_dir_all(fleet.base(bad)).unwrap();
+    for h in &fleet.hosts {
+        std::os::unix::fs::chown(fleet.base(h), Some(uid("fpuser")), None).unwrap();
+        std::os::unix::fs::chown(fleet.base(h).join("sub"), Some(uid("fpuser")), None).ok();
+    }
+    fleet.play(concat!(
+        "    - name: first\n      file: { path: \"{{ base }}/first\", state: touch }\n",
+        "    - name: ignored\n      file: { path: \"{{ base }}/no/such/x\", state: touch }\n      ignore_errors: true\n",
+        "    - name: after ignored\n      file: { path: \"{{ base }}/after-ignored\", state: touch }\n",
+        "    - name: items\n      file: { path: \"{{ base }}/{{ item }}\", state: touch }\n      loop: [i1, sub/i2, i3]\n",
+        "    - name: fails on one\n      file: { path: \"{{ base }}/sub/x\", state: touch }\n",
+        "    - name: later\n      file: { path: \"{{ base }}/later\", state: touch }\n",
+        "    - name: last\n      copy: { content: x, dest: \"{{ base }}/last\" }\n",
+    ));
+    let out = fleet.apply(&[]);
+    out.expect(1);
+    for f in ["first", "after-ignored"] {
+        assert!(fleet.base(bad).join(f).exists(), "{f}");
+        assert!(fleet.base(good).join(f).exists(), "{f}");
+    }
+    // The loop stopped at the failing item on the first host.
+    assert!(fleet.base(good).join("i3").exists());
+    assert!(fleet.base(bad).join("i1").exists());
+    assert!(!fleet.base(bad).join("i3").exists());
+    for f in ["later", "last"] {
+        assert!(
+            !fleet.base(bad).join(f).exists(),
+            "{f} ran after the failure"
+        );
+        assert!(fleet.base(good).join(f).exists(), "{f}");
+    }
+    let recap = out.recap();
+    assert_eq!(recap["hosts"][bad.alias()]["failed"], json!(1));
+    assert_eq!(recap["hosts"][bad.alias()]["ignored"], json!(1));
+    assert_eq!(recap["hosts"][good.alias()]["failed"], json!(0));
+    assert_eq!(
+        out.task_names(),
+        [
+            "first",
+            "first",
+            "ignored",
+            "ignored",
+            "after ignored",
+            "after ignored",
+            "items",
+            "items",
+            "items",
+            "items",
+            "items",
+            "fails on one",
+            "later",
+            "last"
+        ]
+    );
+}
+
+#[test]
+fn failed_when_ends_a_batch_and_stops_the_host_where_it_holds() {
+    let fleet = Fleet::start(2, "fpuser");
+    let (bad, good) = (&fleet.hosts[0], &fleet.hosts[1]);
+    for (h, word) in [(bad, "bad"), (good, "fine")] {
+        std::fs::create_dir_all(fleet.base(h)).unwrap();
+        std::fs::write(fleet.base(h).join("state"), word).unwrap();
+        std::os::unix::fs::chown(fleet.base(h), Some(uid("fpuser")), None).unwrap();
+    }
+    fleet.play(concat!(
+        "    - name: check\n      command: cat {{ base }}/state\n      register: st\n      changed_when: false\n      failed_when: \"'bad' in st.stdout\"\n",
+        "    - name: next\n      file: { path: \"{{ base }}/next\", state: touch }\n",
+        "    - name: then\n      file: { path: \"{{ base }}/then\", state: touch }\n",
+    ));
+    let out = fleet.apply(&[]);
+    out.expect(1);
+    assert!(!fleet.base(bad).join("next").exists());
+    assert!(fleet.base(good).join("next").exists());
+    assert!(fleet.base(good).join("then").exists());
+}
+
+#[test]
+fn a_slow_task_on_one_host_does_not_hold_the_next_tasks_of_another() {
+    let fleet = Fleet::start(2, "fpuser");
+    let (slow, fast) = (&fleet.hosts[0], &fleet.hosts[1]);
+    for h in &fleet.hosts {
+        std::fs::create_dir_all(fleet.base(h)).unwrap();
+        std::os::unix::fs::chown(fleet.base(h), Some(uid("fpuser")), None).unwrap();
+    }
+    // `cat` of a FIFO waits for a writer: the slow host's first task waits for this test.
+    let fifo = fleet.base(slow).join("gate");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+    std::os::unix::fs::chown(&fifo, Some(uid("fpuser")), None).unwrap();
+    std::fs::write(fleet.base(fast).join("gate"), "open\n").unwrap();
+    fleet.play(concat!(
+        "    - name: wait\n      command: cat {{ base }}/gate\n      changed_when: false\n",
+        "    - name: second\n      file: { path: \"{{ base }}/second\", state: touch }\n",
+        "    - name: third\n      file: { path: \"{{ base }}/third\", state: touch }\n",
+    ));
+    let mut child = fleet.spawn_apply(&[], std::process::Stdio::null());
+    // The fast host's later tasks are done while the slow one still waits at the gate.
+    let done = fleet.base(fast).join("third");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done.exists() && Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the run ended ({status}) before the gate opened");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let passed = done.exists();
+    assert!(
+        !fleet.base(slow).join("second").exists(),
+        "the slow host went past its gate"
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .unwrap()
+        .write_all(b"open\n")
+        .unwrap();
+    let out: Out = child.wait_with_output().unwrap().into();
+    out.expect(0);
+    assert!(passed, "the fast host waited for the slow one");
+    assert!(fleet.base(slow).join("third").exists());
+    // Reported in task order all the same.
+    assert_eq!(
+        out.task_names(),
+        ["wait", "wait", "second", "second", "third", "third"]
+    );
+}
+
+fn uid(user: &str) -> u32 {
+    nix::unistd::User::from_name(user)
+        .unwrap()
+        .expect("test user")
+        .uid
+        .as_raw()
+}
