@@ -483,7 +483,10 @@ fn ansible_integration_targets_under_fixpoint() {
                 continue;
             }
         };
-        let row = measure(&o);
+        let mut row = measure(&o);
+        if let Some(c) = committed.get(t) {
+            row = row.as_committed(c).unwrap_or(row);
+        }
         println!(
             "{t}: ansible-core {} results{} in {:.1}s, fixpoint {} in {:.1}s ({} guards added{}){}",
             o.ansible.results.len(),

@@ -34,12 +34,39 @@ impl Row {
         )
     }
 
+    /// This measured row written as the committed one when they differ only in which of the
+    /// committed row's alternative result counts ansible-core reached (`18 or 19 (exit 1)`:
+    /// a target whose last cleanup task races with the removal of the user it connects as
+    /// ends either way): the committed ansible column, and `N of` its first count.
+    pub fn as_committed(&self, committed: &Row) -> Option<Row> {
+        let (counts, exit) = split_exit(&committed.ansible);
+        let (measured, measured_exit) = split_exit(&self.ansible);
+        let alternatives: Vec<&str> = counts.split(" or ").collect();
+        if alternatives.len() < 2 || exit != measured_exit || !alternatives.contains(&measured) {
+            return None;
+        }
+        let mut row = self.clone();
+        row.ansible = committed.ansible.clone();
+        if let Some((reached, _)) = self.fixpoint.split_once(" of ") {
+            row.fixpoint = format!("{reached} of {}", alternatives[0]);
+        }
+        Some(row)
+    }
+
     /// The fixpoint column as a number of results reached (`passes` is all of them).
     pub fn reached(&self, ansible_total: usize) -> Option<usize> {
         if self.fixpoint == "passes" {
             return Some(ansible_total);
         }
         self.fixpoint.split_whitespace().next()?.parse().ok()
+    }
+}
+
+/// `19 (exit 1)` → (`19`, ` (exit 1)`).
+fn split_exit(ansible: &str) -> (&str, &str) {
+    match ansible.find(" (") {
+        Some(i) => (&ansible[..i], &ansible[i..]),
+        None => (ansible, ""),
     }
 }
 
