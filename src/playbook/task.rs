@@ -87,7 +87,8 @@ pub(crate) fn load_task(
                             python = Some(m);
                             Some(crate::pymod::intern(k))
                         }
-                        Ok(None) => None,
+                        // A local action plugin that only re-exports a builtin action.
+                        Ok(None) => action_alias(k, play_dir, &mut alias),
                         Err(why) => return Err(Diagnostic::at(kpos, why).help(
                             "use a module fixpoint implements (see README.md, \"Modules\"), or \
                              keep this task on ansible-playbook",
@@ -107,11 +108,7 @@ pub(crate) fn load_task(
                         Some(crate::pymod::intern(k))
                     }
                     // A local action plugin that only re-exports a builtin action.
-                    Ok(None) => crate::pymod::library::action_alias(k, play_dir)
-                        .and_then(|x| {
-                            fixpoint_modules::canonical_name(&x).or_else(|| controller_action(&x))
-                        })
-                        .inspect(|_| alias = Some(crate::pymod::intern(k))),
+                    Ok(None) => action_alias(k, play_dir, &mut alias),
                     Err(why) => return Err(Diagnostic::at(kpos, why).help(
                         "use a module fixpoint implements (see README.md, \"Modules\"), or keep \
                          this task on ansible-playbook",
@@ -883,6 +880,22 @@ fn free_form_command(s: &str) -> Map<String, Value> {
     }
     m.insert("cmd".into(), Value::String(rest.trim().to_string()));
     m
+}
+
+/// The module a local action plugin named `k` stands for when it only re-exports a builtin
+/// action (`pymod::library::action_alias`); `alias` keeps the name as written, which results
+/// carry as ansible-core's do.
+fn action_alias(
+    k: &str,
+    play_dir: &Path,
+    alias: &mut Option<&'static str>,
+) -> Option<&'static str> {
+    let found = crate::pymod::library::action_alias(k, play_dir)
+        .and_then(|x| fixpoint_modules::canonical_name(&x).or_else(|| controller_action(&x)));
+    if found.is_some() {
+        *alias = Some(crate::pymod::intern(k));
+    }
+    found
 }
 
 #[cfg(test)]
