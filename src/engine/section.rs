@@ -263,6 +263,20 @@ fn reads_of(task: &Task, play: &Play, templar: &Templar) -> Reads {
     for c in conditions {
         reads.add(templar.names_read(c, ScanAs::Condition));
     }
+    // Parameters that are bare expressions, not templates: `assert`'s `that`, `debug`'s `var`
+    // (`that: item in hostvars[inventory_hostname]` reads `hostvars`).
+    let expressions = match task.module {
+        "assert" => task.params.get("that"),
+        "debug" => task.params.get("var"),
+        _ => None,
+    };
+    let mut exprs = Vec::new();
+    if let Some(v) = expressions {
+        strings(v, &mut exprs);
+    }
+    for e in exprs {
+        reads.add(templar.names_read(e, ScanAs::Condition));
+    }
     if task.module == "template" {
         reads.add(template_file_reads(task, play, templar));
     }

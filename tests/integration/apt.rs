@@ -628,7 +628,11 @@ fn apt_refuses_what_it_does_not_support_at_load_time() {
     fx.play("    - package:\n        name: x\n        state: present\n        use: zypper\n");
     let out = fx.apply(&[]);
     out.expect(2);
-    assert!(out.stderr.contains("not `zypper`"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("\"zypper\" package manager"),
+        "{}",
+        out.stderr
+    );
 }
 
 /// The main case through the real transport: a loopback sshd host, `become` through sudo.
