@@ -686,7 +686,7 @@ fn kv_arguments(arg: &Node) -> Option<Node> {
     if !s.contains('=') {
         return None;
     }
-    let map = super::task::parse_kv(s, &arg.pos).ok()?;
+    let map = super::kv::parse_kv(s, &arg.pos).ok()?;
     // A name with `=` inside a template (`"{{ a if b == c }}.yml"`) stays a name, as fixpoint
     // always read it (ansible-core splits it and refuses the odd keys).
     if !map.keys().all(|k| super::keywords::is_var_name(k)) {

@@ -15,6 +15,7 @@ pub mod defaults;
 pub mod files;
 pub mod includes;
 pub mod keywords;
+pub mod kv;
 pub mod load;
 pub mod loops;
 pub mod roles;
@@ -29,5 +30,5 @@ pub use ast::{
 pub use files::{find_in, load_vars_file, looked_in};
 pub use includes::Loader;
 pub use keywords::{become_flags_of, check_var_name, is_var_name};
+pub use kv::parse_kv;
 pub use load::{load_playbook, load_playbook_all};
-pub use task::parse_kv;
