@@ -70,6 +70,11 @@ pub enum Request {
         once: Option<OnceSpec>,
         #[serde(default)]
         notify: Option<NotifySpec>,
+        /// Contents the controller expects the host to lack, sent with the request so that the
+        /// module's `NeedContent` is answered on the host without a round trip. An agent that
+        /// does not know the field ignores it and asks as before.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        inline: Vec<Inline>,
     },
     /// Run these `Run` requests in order, as one request (pipelining: one round trip for a
     /// section of tasks whose inputs are all known). Each step is answered as soon as it is done
@@ -114,6 +119,31 @@ pub enum Request {
         offset: u64,
         data: String,
     },
+}
+
+impl Request {
+    /// The request's kind, as its `op` tag names it on the wire (for logs).
+    pub fn op(&self) -> &'static str {
+        match self {
+            Request::Hello => "hello",
+            Request::Run { .. } => "run",
+            Request::Batch { .. } => "batch",
+            Request::CancelBatch => "cancel_batch",
+            Request::RunPython(_) => "run_python",
+            Request::Facts => "facts",
+            Request::Begin { .. } => "begin",
+            Request::HandlerDone { .. } => "handler_done",
+            Request::Journal { .. } => "journal",
+            Request::Upload { .. } => "upload",
+        }
+    }
+}
+
+/// A content sent with a `Run` request, by its sha256 (checked when it is staged), base64.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Inline {
+    pub sha256: String,
+    pub data: String,
 }
 
 /// One step of a `Batch`: a `Run` request, its own timeout, and whether its failure is ignored
@@ -352,6 +382,7 @@ mod tests {
             diff: false,
             once: None,
             notify: None,
+            inline: Vec::new(),
         };
         let bytes = encode(&RequestFrame {
             id: 7,

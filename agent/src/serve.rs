@@ -6,7 +6,7 @@
 use crate::facts::facts;
 use crate::journal::{self, LockInfo, OnceStatus, OutboxEntry, Record, StateDir};
 use crate::protocol::{
-    read_frame_sync, JournalOp, NotifySpec, OnceSpec, Request, RequestFrame, Response,
+    read_frame_sync, Inline, JournalOp, NotifySpec, OnceSpec, Request, RequestFrame, Response,
 };
 use crate::watch::{stopped_response, Watch};
 use fixpoint_modules::{run_module_hooked, Ctx, ModuleError, Outcome};
@@ -214,6 +214,47 @@ fn upload(sha256: &str, offset: u64, data: &str) -> Response {
     }
 }
 
+/// For a `NeedContent` answer whose every content came with the request (`inline`): write them
+/// into their stages and return the bytes written; `None` when the answer asks for nothing or
+/// for a content that did not come along (the controller then sends it as before).
+fn stage_inline(answer: &Response, inline: &[Inline]) -> Option<Result<u64, String>> {
+    use base64::Engine as _;
+    let Response::NeedContent { sha256, more, .. } = answer else {
+        return None;
+    };
+    let asked: Vec<&Inline> = std::iter::once(sha256)
+        .chain(more.iter().map(|m| &m.sha256))
+        .map(|sha| inline.iter().find(|i| i.sha256 == *sha))
+        .collect::<Option<_>>()?;
+    let mut sent = 0;
+    for i in asked {
+        // A content named twice is staged once.
+        if fixpoint_modules::fs::stage::ready(&i.sha256) {
+            continue;
+        }
+        let bytes = match base64::engine::general_purpose::STANDARD.decode(&i.data) {
+            Ok(b) => b,
+            Err(e) => return Some(Err(format!("inline content is not valid base64: {e}"))),
+        };
+        if let Err(e) = fixpoint_modules::fs::stage::write_chunk(&i.sha256, 0, &bytes) {
+            return Some(Err(e.to_string()));
+        }
+        sent += bytes.len() as u64;
+    }
+    Some(Ok(sent))
+}
+
+/// `response` with `note` added to a `Done`'s note.
+fn with_note(mut response: Response, add: String) -> Response {
+    if let Response::Done { note, .. } = &mut response {
+        *note = Some(match note.take() {
+            Some(n) => format!("{n}; {add}"),
+            None => add,
+        });
+    }
+    response
+}
+
 /// The agent's state across requests: the state directory and its lock, once `Begin` opened them.
 #[derive(Default)]
 struct Session {
@@ -270,11 +311,23 @@ impl Session {
                 diff,
                 once,
                 notify,
+                inline,
             } => {
                 let ctx = Ctx { check, diff };
-                match once {
-                    Some(once) => self.run_once(&module, &params, &ctx, &once, notify.as_ref()),
+                let mut go = || match &once {
+                    Some(once) => self.run_once(&module, &params, &ctx, once, notify.as_ref()),
                     None => self.run(&module, &params, &ctx, notify.as_ref(), None),
+                };
+                let first = go();
+                // The module staged what it asked for; when the controller sent it along, it
+                // is written there now and the module asked again, as the controller would.
+                match stage_inline(&first, &inline) {
+                    Some(Ok(sent)) => with_note(go(), format!("content sent: {sent} bytes")),
+                    Some(Err(e)) => {
+                        fixpoint_modules::fs::stage::discard();
+                        failed(e)
+                    }
+                    None => first,
                 }
             }
             Request::RunPython(run) => self.run_python(&run),

@@ -285,7 +285,7 @@ pub async fn connect(
     // `then` (the run's `Begin`) is written right behind `Hello`: the agent answers both in
     // order, and the start costs one round trip less. `await_sent` reads its answer.
     let (id, mut bytes) = conn.frame(&Request::Hello, Some(t))?;
-    conn.count_round_trip();
+    conn.count_round_trip("hello");
     if let Some((req, bound)) = then {
         let (then_id, more) = conn.frame(&req, Some(bound))?;
         bytes.extend(more);
@@ -395,7 +395,10 @@ impl AgentConn {
             ));
         }
         let (id, bytes) = self.frame(req, timeout)?;
-        self.count_round_trip();
+        self.count_round_trip(match req {
+            Request::Run { module, .. } => module,
+            _ => req.op(),
+        });
         let exchange = async {
             self.write_raw(&bytes).await?;
             loop {
@@ -475,7 +478,9 @@ impl AgentConn {
         Ok((id, bytes))
     }
 
-    fn count_round_trip(&mut self) {
+    fn count_round_trip(&mut self, op: &str) {
+        // `FIXPOINT_LOG=fixpoint::round_trips=debug` lists them, to see where a run's go.
+        tracing::debug!(target: "fixpoint::round_trips", op, "round trip");
         match &self.counter {
             Some(c) => {
                 c.fetch_add(1, Ordering::Relaxed);
@@ -513,7 +518,7 @@ impl AgentConn {
             )));
         }
         let (id, bytes) = self.frame(&Request::Batch { steps }, None)?;
-        self.count_round_trip();
+        self.count_round_trip("batch");
         if let Err(e) = self.write_raw(&bytes).await {
             self.broken = Some(e.to_string());
             return Err(e);

@@ -1,6 +1,7 @@
 //! One attempt of one task (or loop item) on one host: render its parameters, run it on the
 //! controller or send it to the agent, and say what happened.
 
+use super::actions::held;
 use super::actions::include_vars;
 use super::actions::prepare::{self as actions, Prepared};
 use super::actions::upload::Upload;
@@ -254,6 +255,10 @@ impl Shared<'_> {
             task: task.display_name(),
             handlers: handler_names(&ctx.handlers, &task.notify),
         });
+        let inline = match check {
+            true => Vec::new(),
+            false => held::inline_for(&spec.route(), &upload),
+        };
         let req = Request::Run {
             module: module.to_string(),
             params,
@@ -261,6 +266,7 @@ impl Shared<'_> {
             diff,
             once,
             notify,
+            inline,
         };
         Ok(ItemPlan::Agent(AgentItem {
             req,
@@ -334,6 +340,9 @@ impl Shared<'_> {
                 outbox_written,
             }) => Ok(ItemResult {
                 note: {
+                    if !upload.is_empty() && matches!(req, Request::Run { check: false, .. }) {
+                        held::record(&spec.route(), upload);
+                    }
                     for up in upload {
                         up.fill_diff(&mut outcome, diff);
                     }

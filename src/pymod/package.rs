@@ -69,7 +69,8 @@ pub fn package(m: &PyModule, play_dir: &Path) -> Result<Arc<Packaged>, String> {
     Ok(p)
 }
 
-fn cache_dir() -> PathBuf {
+/// The controller's own cache (Python module zips, `held` hints).
+pub(crate) fn cache_dir() -> PathBuf {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))

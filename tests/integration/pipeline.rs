@@ -224,3 +224,83 @@ fn uid(user: &str) -> u32 {
         .uid
         .as_raw()
 }
+
+/// `fixpoint apply` on the fleet with the controller's cache in the fixture, so that what the
+/// controller remembers about the hosts (`engine/actions/held.rs`) is this test's alone.
+fn apply_cached(fleet: &Fleet) -> Out {
+    let out = std::process::Command::new(crate::fx::bin())
+        .args(fleet.apply_args(&[]))
+        .current_dir(fleet.fx.dir.path())
+        .env("NO_COLOR", "1")
+        .env("XDG_CACHE_HOME", fleet.fx.path("cache"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run fixpoint");
+    Out::from(out)
+}
+
+fn notes(out: &Out) -> Vec<Value> {
+    out.events()
+        .into_iter()
+        .filter(|e| e["event"] == "task")
+        .map(|e| e["note"].clone())
+        .collect()
+}
+
+#[test]
+fn small_sources_a_host_lacks_travel_with_their_request() {
+    let fleet = Fleet::start(1, "fpuser");
+    let h = fleet.hosts[0].alias().to_string();
+    fleet.fx.write("a.conf", "alpha\n");
+    fleet.fx.write("b.conf", "beta\n");
+    fleet.play(concat!(
+        "    - file: { path: \"{{ base }}\", state: directory }\n",
+        "    - copy: { src: a.conf, dest: \"{{ base }}/a.conf\" }\n",
+        "    - copy: { src: b.conf, dest: \"{{ base }}/b.conf\" }\n",
+    ));
+    let sent = |a: &str, b: &str| vec![Value::Null, json!(a), json!(b)];
+    // First run: the contents go with their requests, so it costs the converged run's round
+    // trips, no more.
+    let first = apply_cached(&fleet);
+    first.expect(0);
+    assert_eq!(
+        notes(&first),
+        sent("content sent: 6 bytes", "content sent: 5 bytes"),
+        "{}",
+        first.stdout
+    );
+    let converged = apply_cached(&fleet);
+    converged.expect(0);
+    assert_eq!(
+        notes(&converged),
+        vec![Value::Null; 3],
+        "{}",
+        converged.stdout
+    );
+    assert_eq!(round_trips(&first, &h), round_trips(&converged, &h));
+    // The files removed behind the controller's back: it expects the host to hold them, sends
+    // hashes, and the host asks for the contents (a round trip each), which arrive all the same.
+    std::fs::remove_dir_all(fleet.base(&fleet.hosts[0])).unwrap();
+    let stale = apply_cached(&fleet);
+    stale.expect(0);
+    assert_eq!(
+        notes(&stale),
+        sent("content sent: 6 bytes", "content sent: 5 bytes"),
+        "{}",
+        stale.stdout
+    );
+    assert!(
+        round_trips(&stale, &h) > round_trips(&first, &h),
+        "{}",
+        stale.stdout
+    );
+    let base = fleet.base(&fleet.hosts[0]);
+    assert_eq!(
+        std::fs::read_to_string(base.join("a.conf")).unwrap(),
+        "alpha\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(base.join("b.conf")).unwrap(),
+        "beta\n"
+    );
+}

@@ -138,6 +138,7 @@ impl Shared<'_> {
                 diff: false,
                 once: None,
                 notify: None,
+                inline: Vec::new(),
             }
         };
         let mut call = async |offset: u64| match conn.call(&ask(offset), timeout).await {

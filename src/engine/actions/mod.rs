@@ -2,6 +2,7 @@
 //! they change the host's variables; `prepare` turns the others into an outcome or a request.
 
 pub mod fetch;
+pub mod held;
 pub mod inventory;
 pub mod pause;
 pub mod prepare;
