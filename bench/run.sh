@@ -152,6 +152,8 @@ fi
 # ---- work directory, keys, sshd -------------------------------------------------------------------
 WORK=$(mktemp -d /tmp/fpbench.XXXXXX)
 chmod 755 "$WORK" # sshd reads authorized_keys as $BENCH_USER
+# fixpoint's controller cache (XDG_CACHE_HOME), the bench's own: the user's stays untouched.
+FP_CACHE=$WORK/controller-cache
 SSHD_PIDS=()
 # The hosts' own CPU: every sshd runs in a CPU-accounting cgroup of its own, so its sessions and
 # the agents they start are counted apart from the controller (these "hosts" share the
@@ -353,7 +355,10 @@ wait_idle() {
     BUSY_NOTES="$BUSY_NOTES $what(busy ${p}%)"
 }
 
+# A first run is against new hosts: the controller's hints of what they hold (see
+# src/engine/actions/held.rs) go with their trees, as a controller that never saw them has none.
 clean_trees() {
+    rm -rf "${FP_CACHE:?}/fixpoint/controller/held"
     for h in "${HOSTS[@]}"; do rm -rf "${HOSTS_ROOT:?}/$h"; done
     for h in "${HOSTS[@]}"; do install -d -o "$BENCH_USER" -g "$BENCH_USER" -m 0755 "$HOSTS_ROOT/$h"; done
 }
@@ -418,7 +423,7 @@ run_timed() {
     echo "$label wall=$RUN_WALL cpu=$RUN_CPU hostcpu=$RUN_HOSTCPU rss_kb=$RUN_RSS rc=$RUN_RC changed=$RUN_CHANGED failed=$failed unreachable=$unreach conn=$RUN_CONN" >>"$WORK/samples.txt"
 }
 
-fp_apply() { run_timed "$1" "$FP_TIMEOUT" "$FP" apply -i "$INV" --ssh-config "$CFG" --connect-concurrency "$CONCURRENCY" "${@:2}" "$PLAYBOOK"; }
+fp_apply() { run_timed "$1" "$FP_TIMEOUT" env XDG_CACHE_HOME="$FP_CACHE" "$FP" apply -i "$INV" --ssh-config "$CFG" --connect-concurrency "$CONCURRENCY" "${@:2}" "$PLAYBOOK"; }
 
 # The most descriptors the fixpoint process under `/usr/bin/time timeout fixpoint` (pid $1) had
 # open, and its peak RSS (VmHWM, kB), polled every 50 ms until it exits: "fds rss_kb".
@@ -518,7 +523,7 @@ fi
 if [ "$PERF" = 1 ]; then
     command -v perf >/dev/null || die "perf is missing (apt-get install linux-perf)"
     run_timed perf-converged "$FP_TIMEOUT" perf record -q -g -o "$WORK/perf-converged.data" -- \
-        "$FP" apply -i "$INV" --ssh-config "$CFG" "$PLAYBOOK"
+        env XDG_CACHE_HOME="$FP_CACHE" "$FP" apply -i "$INV" --ssh-config "$CFG" "$PLAYBOOK"
     check_run perf-converged 0
     echo "bench: perf profile in $WORK/perf-converged.data" >&2
 fi
