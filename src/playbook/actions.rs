@@ -287,6 +287,12 @@ pub fn param_names(module: &str) -> Option<Vec<&'static str>> {
         "group_by" => struct_fields::<GroupByParams>(),
         // Any other key of `add_host` becomes a host variable.
         "set_fact" | "add_host" => None,
+        // `decrypt` and `local_follow` are the controller's (see `check_params`).
+        "copy" => {
+            let mut n = fixpoint_modules::registry::param_names("copy")?;
+            n.extend(["decrypt", "local_follow"]);
+            return Some(n);
+        }
         other => return fixpoint_modules::registry::param_names(other),
     };
     names.map(<[&str]>::to_vec)
@@ -349,6 +355,16 @@ pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<()
                 .get("remote_src")
                 .and_then(|v| serde_json::from_value::<Bool>(v.clone()).ok())
                 .is_some_and(|b| b.0);
+            // `decrypt` and `local_follow` are the controller's (`engine/actions/prepare.rs`):
+            // flags, then gone.
+            for k in ["decrypt", "local_follow"] {
+                if let Some(d) = p.remove(k) {
+                    serde_json::from_value::<Bool>(d).map_err(|e| ParamError {
+                        path: k.into(),
+                        msg: e.to_string(),
+                    })?;
+                }
+            }
             if !remote {
                 if let Some(src) = p.remove("src") {
                     if let Value::String(s) = &src {

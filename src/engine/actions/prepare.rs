@@ -426,21 +426,35 @@ pub fn prepare(
     match module {
         "copy" => {
             let mut upload = Vec::new();
-            let remote = obj
-                .get("remote_src")
-                .and_then(|v| serde_json::from_value::<Bool>(v.clone()).ok())
-                .is_some_and(|b| b.0);
+            let flag = |obj: &Map<String, Value>, k: &str| {
+                obj.get(k)
+                    .and_then(|v| serde_json::from_value::<Bool>(v.clone()).ok())
+                    .map(|b| b.0)
+            };
+            let remote = flag(obj, "remote_src") == Some(true);
+            let decrypt = flag(obj, "decrypt") != Some(false);
+            let follow = flag(obj, "local_follow") != Some(false);
+            obj.remove("decrypt");
+            obj.remove("local_follow");
             if !remote {
                 if let Some(Value::String(src)) = obj.remove("src") {
                     let path = find_file(dirs, "files", &src).map_err(Failure::msg)?;
                     if path.is_dir() {
-                        return super::tree::prepare(obj, &src, &path).map(|upload| {
-                            Prepared::Agent {
-                                module: "copy_tree",
-                                params,
-                                upload,
-                            }
+                        let upload = super::tree::prepare(obj, &src, &path, follow)?;
+                        if decrypt {
+                            upload.iter().try_for_each(|u| refuse_vault(&u.path))?;
+                        }
+                        return Ok(Prepared::Agent {
+                            module: "copy_tree",
+                            params,
+                            upload,
                         });
+                    }
+                    if !follow && path.is_symlink() {
+                        return Err(Failure::msg(super::tree::no_follow(&path)));
+                    }
+                    if decrypt {
+                        refuse_vault(&path)?;
                     }
                     // Only the file's hash goes with the request: the agent asks for the
                     // content when the host's file differs, and it is then streamed.
@@ -617,6 +631,24 @@ pub fn prepare(
             params,
             upload: Vec::new(),
         }),
+    }
+}
+
+/// A vault-encrypted source `copy` would decrypt (`decrypt`, true by default): fixpoint has no
+/// vault secrets, so it fails as ansible-core does when none is given, rather than copying the
+/// ciphertext where the user expects the plain text. `decrypt: false` copies it as it is.
+fn refuse_vault(path: &Path) -> Result<(), Failure> {
+    use std::io::Read as _;
+    let mut head = [0u8; 15];
+    let n = std::fs::File::open(path)
+        .and_then(|f| f.take(15).read(&mut head))
+        .unwrap_or(0);
+    match head[..n].starts_with(b"$ANSIBLE_VAULT;") {
+        true => Err(Failure::msg(format!(
+            "A vault password or secret must be specified to decrypt {}",
+            path.display()
+        ))),
+        false => Ok(()),
     }
 }
 

@@ -4,7 +4,9 @@
 //!
 //! As Ansible's copy action: `src: dir` copies the directory itself into `dest/`, `src: dir/`
 //! its contents; symlinks in the source are followed (`local_follow`'s default), a link to a
-//! file is copied as that file and a link to a directory as that directory.
+//! file is copied as that file and a link to a directory as that directory. With
+//! `local_follow: false` Ansible recreates the links on the host, which `copy_tree` cannot: a
+//! tree holding one is refused then, and one without links is copied the same either way.
 
 use super::upload::Upload;
 use serde_json::{json, Map, Value};
@@ -18,6 +20,7 @@ pub fn prepare(
     params: &mut Map<String, Value>,
     src_text: &str,
     dir: &Path,
+    follow: bool,
 ) -> Result<Vec<Upload>, super::prepare::Failure> {
     let fail = |msg: String| super::prepare::Failure {
         msg,
@@ -27,7 +30,10 @@ pub fn prepare(
         return Err(fail("src and content are mutually exclusive".into()));
     }
     let contents_only = src_text.ends_with('/');
-    let mut walk = Walk::default();
+    let mut walk = Walk {
+        follow,
+        ..Walk::default()
+    };
     let top = if contents_only {
         String::new()
     } else {
@@ -76,6 +82,8 @@ struct Walk {
     files: Vec<(String, Upload, u32)>,
     /// The directories being walked (device, inode): a link back to one is a loop.
     ancestors: HashSet<(u64, u64)>,
+    /// `local_follow`: links are followed; otherwise one is refused (see the module's comment).
+    follow: bool,
 }
 
 impl Walk {
@@ -101,6 +109,9 @@ impl Walk {
             } else {
                 format!("{rel}/{name}")
             };
+            if !self.follow && path.is_symlink() {
+                return Err(no_follow(&path));
+            }
             // Links are followed, as Ansible's `local_follow: true` (its default) does.
             let meta = match std::fs::metadata(&path) {
                 Ok(m) => m,
@@ -139,4 +150,13 @@ impl Walk {
         }
         Ok(())
     }
+}
+
+/// The refusal of a link under `local_follow: false`.
+pub fn no_follow(path: &Path) -> String {
+    format!(
+        "{} is a symlink and `local_follow` is false: Ansible would create the link on the host, \
+         which fixpoint's copy does not do; drop `local_follow: false` to copy what it points to",
+        path.display()
+    )
 }
