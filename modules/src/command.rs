@@ -1,7 +1,7 @@
 //! The `command` and `shell` modules: run a program (directly, or through a shell) unless its
 //! `creates`/`removes`/`unless`/`onlyif` guards say the work is already done; Ansible's return values.
 
-use crate::capture::{read_capped, Captured};
+use crate::capture::{Captured, Streams};
 use crate::fs::expand_user_with;
 use crate::params::{de_opt_string, is_template, Bool, StringList};
 use crate::time::format_datetime;
@@ -613,16 +613,18 @@ pub(crate) fn execute(inv: &Invocation) -> Result<Map<String, Value>, ModuleErro
         _ => None,
     };
     // Both pipes are drained at once (a child blocked on a full stderr pipe would never close
-    // stdout), each into a bounded capture.
-    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        pipe.map(|p| std::thread::spawn(move || read_capped(p, OUTPUT_CAP)))
-    };
-    let readers = [
-        drain(child.stdout.take().map(|p| Box::new(p) as _)),
-        drain(child.stderr.take().map(|p| Box::new(p) as _)),
-    ];
+    // stdout), each into a bounded capture; once the command has exited, what it left running
+    // in the background may keep them open: they are read until they go quiet for a second, as
+    // ansible-core reads them (Ansible's command_shell target runs `yoink.sh &` under a timeout).
+    let mut streams = Streams::new();
+    streams.add(child.stdout.take(), OUTPUT_CAP);
+    streams.add(child.stderr.take(), OUTPUT_CAP);
     let status = child.wait();
-    let [out_cap, err_cap] = readers.map(|r| r.and_then(|t| t.join().ok()).unwrap_or_default());
+    let mut caps = streams.finish(Duration::from_secs(1)).into_iter();
+    let (out_cap, err_cap) = (
+        caps.next().unwrap_or_default(),
+        caps.next().unwrap_or_default(),
+    );
     let status = status
         .map_err(|e| ModuleError::failed(format!("waiting for `{}` failed: {e}", inv.argv[0])))?;
     if let Some(f) = feeder {

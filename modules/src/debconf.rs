@@ -119,6 +119,9 @@ impl Module for Debconf {
                     (v.clone(), v != existing.to_lowercase())
                 }
                 ("multiselect", Value::Array(items)) => {
+                    if let Some(e) = unsortable(items) {
+                        return Err(invalid_multiselect(e));
+                    }
                     let mut want: Vec<String> = items.iter().map(py_str).collect();
                     want.sort();
                     let mut have: Vec<String> =
@@ -189,6 +192,15 @@ impl Module for Debconf {
     }
 
     fn apply(p: &Params, st: Probed, _: &Plan<()>) -> Result<Map<String, Value>, ModuleError> {
+        // Ansible joins a multiselect list with `", ".join`, which takes only strings.
+        if let (Some("multiselect"), Some(Value::Array(items))) = (p.vtype.as_deref(), &p.value) {
+            if let Some((i, v)) = items.iter().enumerate().find(|(_, v)| !v.is_string()) {
+                return Err(invalid_multiselect(format!(
+                    "sequence item {i}: expected str instance, {} found",
+                    py_type(v)
+                )));
+            }
+        }
         let mut a = argv(&["debconf-set-selections"]);
         if p.unseen.0 {
             a.push("-u".into());
@@ -208,6 +220,51 @@ impl Module for Debconf {
         out.insert("msg".into(), json!(ran.stdout));
         Ok(out)
     }
+}
+
+/// Ansible's failure for a multiselect list it cannot sort or join.
+fn invalid_multiselect(why: String) -> ModuleError {
+    ModuleError::failed(format!("Invalid value provided for 'multiselect': {why}"))
+}
+
+/// Python's type name of a JSON value.
+fn py_type(v: &Value) -> &'static str {
+    match v {
+        Value::String(_) => "str",
+        Value::Bool(_) => "bool",
+        Value::Null => "NoneType",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
+/// Python's `TypeError` when `sorted()` meets items it cannot order with `<`: numbers (and
+/// booleans) order among themselves, strings among themselves, lists among lists; `None` and
+/// mappings never. Named as Python names the first failing comparison, a later item against
+/// the first.
+fn unsortable(items: &[Value]) -> Option<String> {
+    fn class(v: &Value) -> Option<u8> {
+        match v {
+            Value::Number(_) | Value::Bool(_) => Some(0),
+            Value::String(_) => Some(1),
+            Value::Array(_) => Some(2),
+            Value::Null | Value::Object(_) => None,
+        }
+    }
+    let first = items.first()?;
+    if items.len() < 2 {
+        return None;
+    }
+    let other = items[1..]
+        .iter()
+        .find(|v| class(v).is_none() || class(v) != class(first))?;
+    Some(format!(
+        "'<' not supported between instances of '{}' and '{}'",
+        py_type(other),
+        py_type(first)
+    ))
 }
 
 /// The text written for `value`: a multiselect list joined with ", ", booleans lower-cased.
@@ -247,4 +304,22 @@ fn password(pkg: &str, question: &str, vtype: &str) -> Result<String, ModuleErro
         }
     }
     Ok(String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_python_cannot_sort_is_named_as_python_does() {
+        let mixed = [json!("group"), json!(1), json!("passwd")];
+        assert_eq!(
+            unsortable(&mixed).as_deref(),
+            Some("'<' not supported between instances of 'int' and 'str'")
+        );
+        assert_eq!(unsortable(&[json!(2), json!(1.5), json!(true)]), None);
+        assert_eq!(unsortable(&[json!("a"), json!("b")]), None);
+        assert!(unsortable(&[json!(null), json!(null)]).is_some());
+        assert_eq!(unsortable(&[json!(null)]), None);
+    }
 }

@@ -153,6 +153,20 @@ impl Shared<'_> {
         if let Value::Object(m) = &mut params {
             m.extend(raw);
         }
+        // ansible-core's action plugin refuses `async` once the arguments are rendered.
+        if let Some(msg) = &task.async_refused {
+            return Ok(ItemPlan::Done(Ok(ItemResult::failed(
+                msg.clone(),
+                Map::new(),
+            ))));
+        }
+        // ansible-core's shell action refuses command's `expand_argument_vars` in its words.
+        if task.module == "shell" && params.get("expand_argument_vars").is_some() {
+            return Ok(ItemPlan::Done(Ok(ItemResult::failed(
+                "Unsupported parameters for (shell) module: expand_argument_vars".into(),
+                Map::new(),
+            ))));
+        }
         // `debug` with `verbosity: N` shows only from N `-v` on; below that it is skipped, as in Ansible.
         if task.module == "debug" {
             let wanted = params.get("verbosity").and_then(Value::as_u64).unwrap_or(0);

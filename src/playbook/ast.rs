@@ -532,6 +532,10 @@ pub struct Task {
     /// like `command`'s removed `warn`), so `validate` warns and the module fails it on the host.
     /// Any invalid parameters of a task with `ignore_errors: true` are kept here likewise.
     pub unknown_param: Option<Diagnostic>,
+    /// `async` on an action that does not support it (`script`, `copy`...): ansible-core fails
+    /// the task with this message when a host runs it; kept only on a task with `ignore_errors`
+    /// or a `when` (any other is refused at load).
+    pub async_refused: Option<String>,
     /// A handler that is an `include_tasks` (module `include_tasks`): notified, it includes
     /// its file, whose tasks run then (ansible-core lets a handler include tasks).
     pub handler_include: Option<Box<Include>>,

@@ -184,33 +184,154 @@ fn decode_escapes(w: &str) -> String {
     out
 }
 
-/// The parameters `command`/`shell` accept inline in their free-form string.
-const COMMAND_INLINE: &[&str] = &["creates", "removes", "chdir", "executable", "stdin", "warn"];
+/// The parameters `command`/`shell`/`raw`/`script` take inline in their free-form string (the
+/// list ansible-core's `parse_kv` checks when it keeps the rest as the command).
+const COMMAND_INLINE: &[&str] = &[
+    "creates",
+    "removes",
+    "chdir",
+    "executable",
+    "warn",
+    "stdin",
+    "stdin_add_newline",
+    "strip_empty_ends",
+];
 
-pub(super) fn free_form_command(s: &str) -> Map<String, Value> {
-    let mut m = Map::new();
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let re = RE.get_or_init(|| {
-        regex::Regex::new(
-            // A value is quoted, or runs to the next space outside `{{ }}`/`{% %}` (ansible-core
-            // splits these words as `parse_kv` does: `creates={{ dir }}/f` is one word).
-            r#"(?:^|\s)(creates|removes|chdir|executable|stdin|warn)=("[^"]*"|'[^']*'|(?:\{\{.*?\}\}|\{%.*?%\}|\S)+)"#,
+/// A free-form command (`shell: echo hi creates=/x`): its inline parameters and, as `cmd`, the
+/// rest, rebuilt as ansible-core rebuilds it: newlines and runs of spaces kept, a `\` ending a
+/// line outside quotes joins it to the next (the multiline `shell` of the `command_shell`
+/// target asserts the exact `cmd`), nothing trimmed. Unbalanced quotes or template delimiters
+/// are an error, as in ansible-core.
+pub(super) fn free_form_command(s: &str, pos: &Pos) -> Result<Map<String, Value>, Diagnostic> {
+    let words = split_raw_args(s).ok_or_else(|| {
+        Diagnostic::at(
+            pos,
+            format!("cannot split the command `{s}`: unbalanced quotes or template delimiters"),
         )
-        .expect("static regex")
-    });
-    let mut rest = s.to_string();
-    for cap in re.captures_iter(s) {
-        let key = cap[1].to_string();
-        let raw = &cap[2];
-        let val = raw.trim_matches(|c| c == '"' || c == '\'').to_string();
-        debug_assert!(COMMAND_INLINE.contains(&key.as_str()));
-        if key != "warn" {
-            m.insert(key, Value::String(val));
+    })?;
+    let mut m = Map::new();
+    let mut raw: Vec<String> = Vec::new();
+    for word in words {
+        let decoded = decode_escapes(&word);
+        // The first `=` after the first character that no backslash escapes.
+        let eq = decoded
+            .char_indices()
+            .skip(1)
+            .find(|&(i, c)| c == '=' && !decoded[..i].ends_with('\\'))
+            .map(|(i, _)| i);
+        match eq {
+            Some(i) if COMMAND_INLINE.contains(&&decoded[..i]) => {
+                let key = decoded[..i].to_string();
+                // `warn` is gone from ansible-core's command; it stays accepted and ignored.
+                if key != "warn" {
+                    let v = unquote(decoded[i + 1..].trim()).to_string();
+                    m.insert(key, Value::String(v));
+                }
+            }
+            Some(_) => raw.push(word),
+            // Only escaped `=`: a word of the command, unescaped.
+            None if decoded.contains('=') => raw.push(decoded.replace("\\=", "=")),
+            None => raw.push(word),
         }
-        rest = rest.replacen(cap[0].trim_start(), "", 1);
     }
-    m.insert("cmd".into(), Value::String(rest.trim().to_string()));
-    m
+    if !raw.is_empty() {
+        let mut cmd = String::new();
+        for w in raw {
+            if !cmd.is_empty() && !cmd.ends_with('\n') {
+                cmd.push(' ');
+            }
+            cmd.push_str(&w);
+        }
+        m.insert("cmd".into(), Value::String(cmd));
+    }
+    Ok(m)
+}
+
+/// ansible-core's `split_args`, which free-form commands go through: lines are split on `\n` and
+/// words on single spaces; a word that opens a quote or a template block takes the following
+/// ones (with the space or newline between them) until it closes; an empty word (a second
+/// space) adds a space to the word before; a lone `\` outside quotes drops the line break after
+/// it; every other line break is kept at the end of the word before it. None when a quote or a
+/// template block is left open.
+fn split_raw_args(s: &str) -> Option<Vec<String>> {
+    const BLOCKS: [(&str, &str); 3] = [("{{", "}}"), ("{%", "%}"), ("{#", "#}")];
+    let mut params: Vec<String> = Vec::new();
+    let mut quote: Option<char> = None;
+    let mut depth = [0usize; 3];
+    let lines: Vec<&str> = s.split('\n').collect();
+    for (li, line) in lines.iter().enumerate() {
+        let mut continued = false;
+        for (wi, tok) in line.split(' ').enumerate() {
+            if tok.is_empty() && wi != 0 {
+                append(&mut params, " ");
+                continue;
+            }
+            if tok == "\\" && quote.is_none() {
+                continued = true;
+                continue;
+            }
+            let was_quoted = quote.is_some();
+            quote = quote_state(tok, quote);
+            let quoted = quote.is_some();
+            let in_block = depth.iter().any(|d| *d > 0);
+            let mut appended = false;
+            if quoted && !was_quoted && !in_block {
+                params.push(tok.to_string());
+                appended = true;
+            } else if in_block || quoted || was_quoted {
+                if wi > 0 {
+                    append(&mut params, " ");
+                }
+                append(&mut params, tok);
+                appended = true;
+            }
+            for (d, (open, close)) in depth.iter_mut().zip(BLOCKS) {
+                let (opens, closes) = (tok.matches(open).count(), tok.matches(close).count());
+                if opens != closes {
+                    *d = (*d + opens).saturating_sub(closes);
+                    if !appended {
+                        params.push(tok.to_string());
+                        appended = true;
+                    }
+                }
+            }
+            if !appended && !tok.is_empty() && quote.is_none() && depth.iter().all(|d| *d == 0) {
+                params.push(tok.to_string());
+            }
+        }
+        if lines.len() > 1 && li != lines.len() - 1 && !continued {
+            append(&mut params, "\n");
+        }
+    }
+    if quote.is_some() || depth.iter().any(|d| *d > 0) {
+        return None;
+    }
+    Some(params)
+}
+
+/// Add text to the last word (starting one when there is none).
+fn append(params: &mut Vec<String>, s: &str) {
+    match params.last_mut() {
+        Some(last) => last.push_str(s),
+        None => params.push(s.to_string()),
+    }
+}
+
+/// The quote left open after `tok`, given the one open before it: a quote character not
+/// preceded by a backslash opens a quote, or closes the open one when it is the same character.
+fn quote_state(tok: &str, mut open: Option<char>) -> Option<char> {
+    let mut prev: Option<char> = None;
+    for c in tok.chars() {
+        if (c == '"' || c == '\'') && prev != Some('\\') {
+            match open {
+                Some(q) if q == c => open = None,
+                Some(_) => {}
+                None => open = Some(c),
+            }
+        }
+        prev = Some(c);
+    }
+    open
 }
 
 #[cfg(test)]
@@ -218,19 +339,47 @@ mod tests {
     use super::*;
     use std::path::Path;
 
+    fn cmd(s: &str) -> Map<String, Value> {
+        free_form_command(s, &Pos::file_only(Path::new("x.yml"))).unwrap()
+    }
+
     #[test]
     fn free_form_command_extracts_inline_guards() {
-        let m = free_form_command("touch /tmp/x creates=/tmp/x chdir=/tmp");
+        let m = cmd("touch /tmp/x creates=/tmp/x chdir=/tmp");
         assert_eq!(m["cmd"], "touch /tmp/x");
         assert_eq!(m["creates"], "/tmp/x");
         assert_eq!(m["chdir"], "/tmp");
-        // Spaces inside a template do not end the value (Ansible's command_shell target).
-        let m = free_form_command(
-            "executable=\"{{ bash.stdout }}\"\ncreates={{ dir }}/afile.txt\necho \"test\"\n",
-        );
-        assert_eq!(m["cmd"], "echo \"test\"");
+        // Spaces inside a template do not end the value, and the command keeps its last
+        // newline (Ansible's command_shell target).
+        let m =
+            cmd("executable=\"{{ bash.stdout }}\"\ncreates={{ dir }}/afile.txt\necho \"test\"\n");
+        assert_eq!(m["cmd"], "echo \"test\"\n");
         assert_eq!(m["creates"], "{{ dir }}/afile.txt");
         assert_eq!(m["executable"], "{{ bash.stdout }}");
+        // Only the inline parameters are taken out; other `k=v` words stay in the command.
+        let m = cmd("env FOO=bar printenv FOO");
+        assert_eq!(m["cmd"], "env FOO=bar printenv FOO");
+        assert!(!m.contains_key("FOO"));
+        // Nothing at all: no `cmd` (the module then says a command is required).
+        assert!(!cmd("creates=/x").contains_key("cmd"));
+    }
+
+    #[test]
+    fn free_form_command_is_rebuilt_as_ansible_does() {
+        // A lone backslash ends a line without its newline; quotes keep theirs.
+        let m = cmd("echo a \\\n\"b c\" \\\n\"d\ne\" | cat\necho f\n");
+        assert_eq!(m["cmd"], "echo a \"b c\" \"d\ne\" | cat\necho f\n");
+        // Indentation and runs of spaces survive.
+        let m = cmd("cat <<EOF\nOne\n  Two\n    Three\nEOF\n");
+        assert_eq!(m["cmd"], "cat <<EOF\nOne\n  Two\n    Three\nEOF\n");
+        let m = cmd("echo  {{ a }}   b");
+        assert_eq!(m["cmd"], "echo  {{ a }}   b");
+        // A backslash inside quotes is the command's.
+        let m = cmd("echo 'a \\\nb'");
+        assert_eq!(m["cmd"], "echo 'a \\\nb'");
+        let pos = Pos::file_only(Path::new("x.yml"));
+        assert!(free_form_command("echo 'open", &pos).is_err());
+        assert!(free_form_command("echo {{ x", &pos).is_err());
     }
 
     #[test]

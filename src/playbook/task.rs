@@ -194,7 +194,7 @@ pub(crate) fn load_task(
             .unwrap_or_default(),
         Kind::Null => Map::new(),
         Kind::Str(s) if matches!(module, "command" | "shell" | "raw" | "script") => {
-            free_form_command(s)
+            free_form_command(s, &raw_params.pos)?
         }
         Kind::Str(s) if module == "set_fact" || module == "debug" || module == "fail" => {
             parse_kv(s, &raw_params.pos)?
@@ -466,6 +466,7 @@ pub(crate) fn load_task(
         },
         guard_pending: None,
         unknown_param: None,
+        async_refused: None,
         handler_include: None,
         module_defaults: backend_defaults,
         alias,
@@ -476,7 +477,8 @@ pub(crate) fn load_task(
             })
         }),
     };
-    if let Some(limit) = async_limit(node)? {
+    let async_limit = async_limit(node)?;
+    if let Some(limit) = async_limit {
         task.timeout = Some(task.timeout.map_or(limit, |t| t.min(limit)));
     }
     inh.apply(&mut task);
@@ -490,6 +492,19 @@ pub(crate) fn load_task(
             *field = v;
             task.templated.remove(key);
         }
+    }
+    if async_limit.is_some() && task.python.is_none() && NO_ASYNC.contains(&task.module) {
+        let msg = format!("This action ({}) does not support async.", task.module);
+        if task.when.is_empty() && !task.ignore_errors {
+            let at = node
+                .get("async")
+                .map_or_else(|| mod_pos.clone(), |n| n.pos.clone());
+            return Err(
+                Diagnostic::at(&at, format!("`async` on `{}`: {msg}", task.module))
+                    .help("remove `async` (ansible-core fails such a task when it runs)"),
+            );
+        }
+        task.async_refused = Some(msg);
     }
     let dirs = task.search_dirs(play_dir);
     // Arguments given as one template are known only on the host: checked there, rendered.
@@ -532,6 +547,33 @@ fn in_collections(
         }
     })
 }
+
+/// The actions whose ansible-core action plugin does not support `async` (it fails the task
+/// with "This action (...) does not support async."); modules without an action plugin of
+/// their own, `command`/`shell` and the package and service managers support it.
+const NO_ASYNC: &[&str] = &[
+    "add_host",
+    "assemble",
+    "assert",
+    "async_status",
+    "copy",
+    "debug",
+    "fail",
+    "fetch",
+    "gather_facts",
+    "group_by",
+    "include_vars",
+    "pause",
+    "raw",
+    "reboot",
+    "script",
+    "set_fact",
+    "set_stats",
+    "template",
+    "unarchive",
+    "validate_argument_spec",
+    "wait_for_connection",
+];
 
 /// `async: N` with `poll` above 0: ansible-core starts the module in the background and waits
 /// for it at most N seconds, failing the task when it runs over. fixpoint waits for the module

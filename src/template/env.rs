@@ -205,6 +205,7 @@ mod tests {
                 name,
                 template,
                 line,
+                ..
             } => {
                 assert_eq!(name, "missing_in_part");
                 assert_eq!(template, "broken.j2");

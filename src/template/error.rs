@@ -9,10 +9,13 @@ const MAX_LABEL: usize = 80;
 /// (file name, or the template text for inline strings) and the line.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
-    #[error("{}{}", undefined_message(name), location(template, *line))]
+    #[error("{}{}{}", undefined_message(name), why.as_ref().map(|w| format!(": {w}")).unwrap_or_default(), location(template, *line))]
     Undefined {
         /// The undefined variable (`foo`) or attribute path (`user.nmae`).
         name: String,
+        /// What made it undefined, when a plugin said (`lookup('vars')`: "No variable named
+        /// 'x' was found.", which playbooks test for).
+        why: Option<String>,
         template: String,
         line: Option<usize>,
     },
@@ -101,6 +104,7 @@ mod tests {
                 name,
                 template,
                 line,
+                ..
             } => {
                 assert_eq!(name, "oops");
                 assert_eq!(template, "motd.j2");

@@ -65,7 +65,7 @@ fn py_repr(v: &Value, out: &mut String, depth: usize) -> Result<(), Error> {
 }
 
 /// Python's `repr()` of a string.
-fn py_quote(s: &str, out: &mut String) {
+pub(super) fn py_quote(s: &str, out: &mut String) {
     let q = if s.contains('\'') && !s.contains('"') {
         '"'
     } else {

@@ -37,6 +37,7 @@ pub(super) fn undefined_result(
         .unwrap_or_else(|| code.trim().to_string());
     TemplateError::Undefined {
         name,
+        why: None,
         template: label.to_string(),
         line: None,
     }
@@ -105,6 +106,7 @@ pub(super) fn convert_error(
         .unwrap_or_else(|| "<unknown>".to_string());
     TemplateError::Undefined {
         name,
+        why: undefined_detail(err),
         template: label,
         line,
     }
@@ -243,6 +245,23 @@ fn describe_error(err: &Error) -> String {
         source = inner.source();
     }
     msg
+}
+
+/// The detail of an undefined error a filter or lookup raised with one (minijinja's own have
+/// none).
+fn undefined_detail(err: &Error) -> Option<String> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(e) = e.downcast_ref::<Error>() {
+            if e.kind() == ErrorKind::UndefinedError {
+                if let Some(d) = e.detail() {
+                    return Some(d.to_string());
+                }
+            }
+        }
+        cur = e.source();
+    }
+    None
 }
 
 /// Strict-undefined errors, including the ones minijinja reports as invalid operations on an

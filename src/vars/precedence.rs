@@ -21,7 +21,12 @@ pub fn host_scope(
     // Every layer shares its map with where it comes from: building a scope copies no
     // variables (it runs for every task on every host).
     let maps = VarMaps::new(cfg, *ctx, src, *h);
-    let mut layers = Vec::with_capacity(maps.0.len() + magic.len());
+    let mut layers = Vec::with_capacity(maps.0.len() + magic.len() + 1);
+    // ansible-core adds the connection it uses to a task's variables when no variable names
+    // one (`PlayContext.update_vars`): under everything else, so a variable still wins.
+    if maps.defining_map("ansible_connection").is_none() {
+        layers.push(connection_layer(ctx.play.conn.connection.as_deref()));
+    }
     layers.extend(
         maps.0
             .iter()
@@ -29,6 +34,29 @@ pub fn host_scope(
     );
     layers.extend(magic);
     Scope::new(templar.clone(), layers)
+}
+
+/// `ansible_connection` for a host no variable gives one: the play's `connection` keyword, or
+/// `ssh` (the `ssh` layer is built once and shared).
+fn connection_layer(keyword: Option<&str>) -> Layer {
+    static SSH: std::sync::OnceLock<Arc<Map<String, Value>>> = std::sync::OnceLock::new();
+    match keyword {
+        None => Layer::shared(
+            SSH.get_or_init(|| {
+                let mut m = Map::new();
+                m.insert("ansible_connection".into(), Value::from("ssh"));
+                Arc::new(m)
+            })
+            .clone(),
+            false,
+        ),
+        Some(k) => {
+            let mut m = Map::new();
+            m.insert("ansible_connection".into(), Value::from(k));
+            // The keyword may be a template, rendered when read, as the engine renders it.
+            Layer::templates(m)
+        }
+    }
 }
 
 /// The variable maps a host's scope is made of, bottom (lowest precedence) to top, each with

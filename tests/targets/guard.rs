@@ -1,15 +1,18 @@
 //! The one edit the runner makes to a target, on fixpoint's copy only: a guard on each unguarded
-//! `command`/`shell` task, `unless: "false"`, and on each unguarded `script` task (which takes
-//! no `unless`), `creates` naming a path that never exists: either makes it run every time, as
-//! it does under Ansible (README, "The idempotency rules"). Done on the text, so that everything
-//! else in the file (comments, quoting, YAML 1.1 scalars such as `mode: 0644`) stays byte for
-//! byte.
+//! `command`/`shell` task, `unless: "false"`, on each unguarded `script` task (which takes
+//! no `unless`), `creates` naming a path that never exists, and on each unguarded `raw` task
+//! (which takes no guard parameter), a `when` reading its registered result that is always true:
+//! each makes it run every time, as it does under Ansible (README, "The idempotency rules").
+//! A `command`/`shell`/`script` task with `check_mode: true` gets `changed_when: false` instead:
+//! in check mode a guard would decide its result, where ansible-core skips it.
+//! Done on the text, so that everything else in the file (comments, quoting, YAML 1.1 scalars
+//! such as `mode: 0644`) stays byte for byte.
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::Marker;
 
-/// The module names whose tasks fixpoint refuses without a guard (`raw` too, but it takes no
-/// parameter a guard could go in).
+/// The module names whose tasks fixpoint refuses without a guard and that take a guard
+/// parameter (`raw` takes none: [`RAWS`]).
 const COMMANDS: &[&str] = &[
     "command",
     "shell",
@@ -21,6 +24,12 @@ const COMMANDS: &[&str] = &[
     "ansible.legacy.shell",
     "ansible.legacy.script",
 ];
+
+/// The names of `raw`.
+const RAWS: &[&str] = &["raw", "ansible.builtin.raw", "ansible.legacy.raw"];
+
+/// The result a guarded `raw` task registers when it registers none.
+const RAW_REGISTER: &str = "fixpoint_targets_raw";
 
 /// Module parameters and task keywords that already count as a guard for fixpoint.
 const GUARDS: &[&str] = &["creates", "removes", "unless", "onlyif"];
@@ -147,6 +156,12 @@ fn guard_task(src: &[char], task: &Node) -> Result<Option<Insert>, String> {
     let Node::Map { mark, entries } = task else {
         return Ok(None);
     };
+    if let Some((raw_key, _)) = entries
+        .iter()
+        .find(|(k, _)| key_of(k).is_some_and(|k| RAWS.contains(&k)))
+    {
+        return guard_raw(src, task, raw_key);
+    }
     let Some((module_key, params)) = entries
         .iter()
         .find(|(k, _)| key_of(k).is_some_and(|k| COMMANDS.contains(&k)))
@@ -171,6 +186,11 @@ fn guard_task(src: &[char], task: &Node) -> Result<Option<Insert>, String> {
     if has_guard(params) || args.is_some_and(has_guard) {
         return Ok(None);
     }
+    // In check mode the guard would decide the result (a guard saying it would run reports a
+    // change); declared read-only, the command is skipped, as ansible-core skips it.
+    if check_mode_on(entries) {
+        return task_keys(src, task, module_key, &["changed_when: false".to_string()]);
+    }
     if matches!(params, Node::Map { .. }) {
         return into_mapping(src, params, guard)
             .map(Some)
@@ -194,6 +214,67 @@ fn guard_task(src: &[char], task: &Node) -> Result<Option<Insert>, String> {
     Ok(Some(Insert {
         at: key_mark.index(),
         text: format!("args: {{{guard}}}\n{}", " ".repeat(key_mark.col())),
+    }))
+}
+
+/// The guard of an unguarded `raw` task: `when: <its register> is undefined or true`, always
+/// true, so the task runs as under Ansible, reading the result it registers (its own, or
+/// [`RAW_REGISTER`] added), which fixpoint's guard rule accepts. A task with a `when` of its own
+/// is left to fixpoint to judge; a `once` or `changed_when: false` is a guard already.
+fn guard_raw(src: &[char], task: &Node, raw_key: &Node) -> Result<Option<Insert>, String> {
+    let Node::Map { entries, .. } = task else {
+        return Ok(None);
+    };
+    if read_only(entries) || ["once", "when"].iter().any(|k| get(entries, k).is_some()) {
+        return Ok(None);
+    }
+    let (register, add) = match get(entries, "register") {
+        Some((_, Node::Scalar { value, .. })) => (value.clone(), false),
+        Some(_) => return Err("its `register` is not a plain name".into()),
+        None => (RAW_REGISTER.to_string(), true),
+    };
+    let when = format!("when: {register} is undefined or true");
+    let keys = if add {
+        vec![when, format!("register: {register}")]
+    } else {
+        vec![when]
+    };
+    task_keys(src, task, raw_key, &keys)
+}
+
+/// Whether the task says `check_mode: true` (or `yes`).
+fn check_mode_on(entries: &[(Node, Node)]) -> bool {
+    matches!(
+        get(entries, "check_mode"),
+        Some((_, Node::Scalar { value, .. }))
+            if matches!(value.as_str(), "true" | "True" | "yes" | "Yes" | "on")
+    )
+}
+
+/// New keys for the task mapping `task`: first in a flow mapping, or on lines of their own
+/// before its module key `module_key`.
+fn task_keys(
+    src: &[char],
+    task: &Node,
+    module_key: &Node,
+    keys: &[String],
+) -> Result<Option<Insert>, String> {
+    let Node::Map { mark, .. } = task else {
+        return Ok(None);
+    };
+    if src.get(mark.index()) == Some(&'{') {
+        return Ok(Some(Insert {
+            at: mark.index() + 1,
+            text: format!("{}, ", keys.join(", ")),
+        }));
+    }
+    let Node::Scalar { mark: key_mark, .. } = module_key else {
+        return Err("its module key is not a plain scalar".into());
+    };
+    let indent = format!("\n{}", " ".repeat(key_mark.col()));
+    Ok(Some(Insert {
+        at: key_mark.index(),
+        text: format!("{}{indent}", keys.join(&indent)),
     }))
 }
 
@@ -276,9 +357,23 @@ fn guards_each_unguarded_command_in_place() {
     - file: path=/x mode=0644
 - name: a script
   script: 'list.sh x'
+- block:
+  - name: raw
+    raw: '{{ lookup(\"vars\", \"x\") }}'
+- {raw: echo a, register: a}
+- name: raw read only
+  raw: echo b
+  changed_when: false
+- name: raw with a when
+  raw: echo c
+  when: r is changed
+- name: check mode
+  command:
+    cmd: \"true\"
+  check_mode: yes
 ";
     let (out, n, problems) = guard_commands(text);
-    assert_eq!(n, 8, "{out}");
+    assert_eq!(n, 11, "{out}");
     assert!(problems.is_empty());
     let want = "\
 # a comment stays
@@ -314,6 +409,23 @@ fn guards_each_unguarded_command_in_place() {
 - name: a script
   args: {creates: /nonexistent/fixpoint-targets-guard}
   script: 'list.sh x'
+- block:
+  - name: raw
+    when: fixpoint_targets_raw is undefined or true
+    register: fixpoint_targets_raw
+    raw: '{{ lookup(\"vars\", \"x\") }}'
+- {when: a is undefined or true, raw: echo a, register: a}
+- name: raw read only
+  raw: echo b
+  changed_when: false
+- name: raw with a when
+  raw: echo c
+  when: r is changed
+- name: check mode
+  changed_when: false
+  command:
+    cmd: \"true\"
+  check_mode: yes
 ";
     assert_eq!(out, want);
 }

@@ -519,6 +519,12 @@ pub fn prepare(
                 .or_else(|| obj.get("_raw_params"))
                 .and_then(Value::as_str)
                 .unwrap_or_default();
+            // ansible-core checks its arguments before it looks for the script.
+            if cmd.trim().is_empty() {
+                return Ok(Prepared::Done(Err(Failure::msg(
+                    "one of the following is required: _raw_params, cmd",
+                ))));
+            }
             let src = fixpoint_modules::script::script_path(cmd)
                 .ok_or_else(|| Failure::msg(format!("cannot split the script's line: {cmd}")))?;
             let path = find_file(dirs, "files", &src).map_err(Failure::msg)?;

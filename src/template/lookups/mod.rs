@@ -130,6 +130,12 @@ pub(super) fn run_lookup(
                 term.kind()
             )));
         }
+        if plugin == "vars" && defined(term)?.kind() != minijinja::value::ValueKind::String {
+            return Err(op_err(format!(
+                "Variable name must be 'str' not '{}'.",
+                super::filters::types::filter_type_debug(term)
+            )));
+        }
         let term = py_string(defined(term)?)?;
         out.push(match plugin.as_str() {
             "template" => {
@@ -249,7 +255,12 @@ pub(super) fn run_lookup(
                     None => {
                         return Err(Error::new(
                             ErrorKind::UndefinedError,
-                            format!("lookup('vars'): no variable `{term}`"),
+                            // ansible-core's words, which playbooks test for.
+                            format!("No variable named {} was found.", {
+                                let mut q = String::new();
+                                super::pyrepr::py_quote(&term, &mut q);
+                                q
+                            }),
                         ))
                     }
                 },
