@@ -97,3 +97,10 @@ pub(super) fn py_string(v: &Value) -> Result<String, Error> {
     py_str(v, &mut s, 0)?;
     Ok(s)
 }
+
+/// The form of a value as Python's `repr()` gives it (strings quoted).
+pub(super) fn py_repr_string(v: &Value) -> Result<String, Error> {
+    let mut s = String::new();
+    py_repr(v, &mut s, 0)?;
+    Ok(s)
+}

@@ -178,7 +178,7 @@ pub(super) fn filter_ternary(
 }
 
 /// Python type names, as Ansible users see them.
-pub(super) fn filter_type_debug(value: &Value) -> &'static str {
+pub(in crate::template) fn filter_type_debug(value: &Value) -> &'static str {
     match value.kind() {
         ValueKind::Undefined => "AnsibleUndefined",
         ValueKind::None => "NoneType",
