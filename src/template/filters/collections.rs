@@ -1,5 +1,5 @@
 //! List filters: `flatten`, the set operations (`difference`, `intersect`, `union`,
-//! `symmetric_difference`), `extract`, `zip`, `zip_longest` and `subelements`.
+//! `symmetric_difference`), `extract`, `zip`, `zip_longest`, `subelements` and `groupby`.
 
 use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{Error, Value};
@@ -281,6 +281,49 @@ pub(super) fn filter_subelements(
     Ok(Value::from(out))
 }
 
+/// One group of `groupby`: Python's named tuple `(grouper, list)`, indexable and with both
+/// names, printed as a tuple (`(1, [{'a': 1}])`) where a list would print with brackets.
+#[derive(Debug)]
+pub(in crate::template) struct GroupTuple {
+    pub(in crate::template) grouper: Value,
+    pub(in crate::template) list: Value,
+}
+
+impl minijinja::value::Object for GroupTuple {
+    fn repr(self: &std::sync::Arc<Self>) -> minijinja::value::ObjectRepr {
+        minijinja::value::ObjectRepr::Seq
+    }
+
+    fn get_value(self: &std::sync::Arc<Self>, key: &Value) -> Option<Value> {
+        match (key.as_str(), key.as_i64()) {
+            (Some("grouper"), _) | (_, Some(0)) => Some(self.grouper.clone()),
+            (Some("list"), _) | (_, Some(1)) => Some(self.list.clone()),
+            _ => None,
+        }
+    }
+
+    fn enumerate(self: &std::sync::Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Seq(2)
+    }
+}
+
+/// Jinja's `groupby`, its groups as [`GroupTuple`]s.
+pub(super) fn filter_groupby(
+    value: Value,
+    attribute: Option<&str>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let groups = minijinja::filters::groupby(value, attribute, kwargs)?;
+    let mut out = Vec::new();
+    for g in groups.try_iter()? {
+        out.push(Value::from_object(GroupTuple {
+            grouper: g.get_attr("grouper")?,
+            list: g.get_attr("list")?,
+        }));
+    }
+    Ok(Value::from(out))
+}
+
 #[cfg(test)]
 mod unique_tests {
     use crate::template::test_support::*;
@@ -372,5 +415,27 @@ mod tests {
             let e = t.eval(expr, &vars()).unwrap_err().to_string();
             assert!(e.contains(msg), "{expr}: {e}");
         }
+    }
+
+    #[test]
+    fn groupby_groups_are_named_tuples() {
+        let c = "[{'a': 1, 'n': 'x'}, {'a': 2, 'n': 'y'}, {'a': 1, 'n': 'z'}]";
+        assert_eq!(
+            eval(&format!(
+                "{c} | groupby('a') | map(attribute='grouper') | list"
+            )),
+            json!([1, 2])
+        );
+        assert_eq!(
+            eval(&format!(
+                "({c} | groupby('a'))[0].list | map(attribute='n') | list"
+            )),
+            json!(["x", "z"])
+        );
+        assert_eq!(eval(&format!("({c} | groupby('a'))[1][0]")), json!(2));
+        assert_eq!(
+            eval("([{'a': 1}] | groupby('a'))[0] | string"),
+            json!("(1, [{'a': 1}])")
+        );
     }
 }

@@ -16,7 +16,7 @@ mod serialize;
 mod text;
 pub(in crate::template) mod types;
 
-use minijinja::Environment;
+use minijinja::{Environment, Value};
 
 use self::collections::*;
 use self::dicts::*;
@@ -58,6 +58,56 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("sha1", filter_sha1);
     env.add_filter("checksum", filter_sha1);
     env.add_filter("to_uuid", filter_to_uuid);
+    env.add_filter("groupby", filter_groupby);
+    // Ansible's wrappers of Jinja's `map`, `select`, `reject`, `selectattr` and `rejectattr`:
+    // an undefined input gives an undefined result (`x | map('upper') is undefined`), not an
+    // error.
+    use minijinja::filters as jinja;
+    use minijinja::value::Rest;
+    use minijinja::State;
+    type Out = Result<Value, minijinja::Error>;
+    env.add_filter("map", |st: &State, v: Value, a: Rest<Value>| -> Out {
+        if v.is_undefined() {
+            return Ok(v);
+        }
+        jinja::map(st, v, a).map(Value::from)
+    });
+    env.add_filter(
+        "select",
+        |st: &State, v: Value, t: Option<String>, a: Rest<Value>| -> Out {
+            if v.is_undefined() {
+                return Ok(v);
+            }
+            jinja::select(st, v, t.map(Into::into), a).map(Value::from)
+        },
+    );
+    env.add_filter(
+        "reject",
+        |st: &State, v: Value, t: Option<String>, a: Rest<Value>| -> Out {
+            if v.is_undefined() {
+                return Ok(v);
+            }
+            jinja::reject(st, v, t.map(Into::into), a).map(Value::from)
+        },
+    );
+    env.add_filter(
+        "selectattr",
+        |st: &State, v: Value, at: String, t: Option<String>, a: Rest<Value>| -> Out {
+            if v.is_undefined() {
+                return Ok(v);
+            }
+            jinja::selectattr(st, v, at.into(), t.map(Into::into), a).map(Value::from)
+        },
+    );
+    env.add_filter(
+        "rejectattr",
+        |st: &State, v: Value, at: String, t: Option<String>, a: Rest<Value>| -> Out {
+            if v.is_undefined() {
+                return Ok(v);
+            }
+            jinja::rejectattr(st, v, at.into(), t.map(Into::into), a).map(Value::from)
+        },
+    );
     env.add_filter("zip", filter_zip);
     env.add_filter("zip_longest", filter_zip_longest);
     env.add_filter("subelements", filter_subelements);
