@@ -117,52 +117,9 @@ impl Module for LineInFile {
     }
 
     fn plan(p: &Params, file: &TextFile, ctx: &Ctx) -> Result<Plan<EditAction>, ModuleError> {
-        let mut plan = Plan::new();
-        let wanted = WantedAttrs::new(&p.mode, &p.owner, &p.group);
-        let Some(content) = &file.content else {
-            if p.state == Presence::Absent {
-                plan.msg = Some("file not present".into());
-                return Ok(plan);
-            }
-            if !p.create.0 {
-                return Err(missing_file(format!(
-                    "Destination {} does not exist ! (set `create: true` to create it)",
-                    p.path
-                )));
-            }
-            // A new file: an empty one that `present` then edits.
-            let (lines, msg) = present(p, Vec::new())?;
-            let after = lines.concat();
-            let new = Some(after.clone());
-            let msg = plan_edit(file, new, &wanted, p.backup.0, ctx, msg, &mut plan)?;
-            check_if_checksum(file, p.if_checksum.as_ref(), &plan)?;
-            let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
-            plan.result.insert("diff".into(), diff);
-            plan.msg = Some(msg);
-            return Ok(plan);
-        };
-        let lines = split_lines(content);
-        let (new_lines, msg) = match p.state {
-            Presence::Present => present(p, lines)?,
-            Presence::Absent => {
-                let (kept, found) = absent(p, lines)?;
-                plan.result.insert("found".into(), json!(found));
-                let msg = if found > 0 {
-                    format!("{found} line(s) removed")
-                } else {
-                    String::new()
-                };
-                (kept, msg)
-            }
-        };
-        let after = new_lines.concat();
-        let new_content = (after != *content).then(|| after.clone());
-        let msg = plan_edit(file, new_content, &wanted, p.backup.0, ctx, msg, &mut plan)?;
-        check_if_checksum(file, p.if_checksum.as_ref(), &plan)?;
-        let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
-        plan.result.insert("diff".into(), diff);
-        if !msg.is_empty() {
-            plan.msg = Some(msg);
+        let mut plan = plan_edit_lines(p, file, ctx)?;
+        if let Some(w) = empty_pattern_warning(p) {
+            plan.result.insert("warnings".into(), json!([w]));
         }
         Ok(plan)
     }
@@ -174,6 +131,82 @@ impl Module for LineInFile {
     ) -> Result<Map<String, Value>, ModuleError> {
         apply_edit(&file, &plan.actions, p.validate.as_deref(), "backup")
     }
+}
+
+/// ansible-core's warning when `regexp` or `search_string` is empty (it matches every line),
+/// word for word: playbooks look for it in `warnings`.
+fn empty_pattern_warning(p: &Params) -> Option<String> {
+    let name = match (p.regexp.as_deref(), p.search_string.as_deref()) {
+        (Some(""), _) => "regular expression",
+        (_, Some("")) => "search string",
+        _ => return None,
+    };
+    let mut msg = format!(
+        "The {name} is an empty string, which will match every line in the file. This may have \
+         unintended consequences, such as replacing the last line in the file rather than appending."
+    );
+    if name == "regular expression" {
+        msg.push_str(
+            " If this is desired, use '^' to match every line in the file and avoid this warning.",
+        );
+    }
+    Some(msg)
+}
+
+/// The edits `state` asks for, with the result's fields (`found`, `diff`) and message.
+fn plan_edit_lines(
+    p: &Params,
+    file: &TextFile,
+    ctx: &Ctx,
+) -> Result<Plan<EditAction>, ModuleError> {
+    let mut plan = Plan::new();
+    let wanted = WantedAttrs::new(&p.mode, &p.owner, &p.group);
+    let Some(content) = &file.content else {
+        if p.state == Presence::Absent {
+            plan.msg = Some("file not present".into());
+            return Ok(plan);
+        }
+        if !p.create.0 {
+            return Err(missing_file(format!(
+                "Destination {} does not exist ! (set `create: true` to create it)",
+                p.path
+            )));
+        }
+        // A new file: an empty one that `present` then edits.
+        let (lines, msg) = present(p, Vec::new())?;
+        let after = lines.concat();
+        let new = Some(after.clone());
+        let msg = plan_edit(file, new, &wanted, p.backup.0, ctx, msg, &mut plan)?;
+        check_if_checksum(file, p.if_checksum.as_ref(), &plan)?;
+        let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
+        plan.result.insert("diff".into(), diff);
+        plan.msg = Some(msg);
+        return Ok(plan);
+    };
+    let lines = split_lines(content);
+    let (new_lines, msg) = match p.state {
+        Presence::Present => present(p, lines)?,
+        Presence::Absent => {
+            let (kept, found) = absent(p, lines)?;
+            plan.result.insert("found".into(), json!(found));
+            let msg = if found > 0 {
+                format!("{found} line(s) removed")
+            } else {
+                String::new()
+            };
+            (kept, msg)
+        }
+    };
+    let after = new_lines.concat();
+    let new_content = (after != *content).then(|| after.clone());
+    let msg = plan_edit(file, new_content, &wanted, p.backup.0, ctx, msg, &mut plan)?;
+    check_if_checksum(file, p.if_checksum.as_ref(), &plan)?;
+    let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
+    plan.result.insert("diff".into(), diff);
+    if !msg.is_empty() {
+        plan.msg = Some(msg);
+    }
+    Ok(plan)
 }
 
 /// The part of a line a regex sees: without its final `\n`, because Python's `$` matches just
@@ -499,6 +532,23 @@ mod tests {
 
     fn go(params: Value) -> Outcome {
         run::<LineInFile>(&params, &Ctx::default()).unwrap()
+    }
+
+    #[test]
+    fn an_empty_pattern_warns_as_ansible_does() {
+        let (_d, path) = setup("a\nb\n");
+        let out = go(json!({"path": path, "regexp": "", "line": "c"}));
+        let w = out.result["warnings"][0].as_str().unwrap();
+        assert!(
+            w.starts_with("The regular expression is an empty string"),
+            "{w}"
+        );
+        assert!(w.ends_with("avoid this warning."), "{w}");
+        let out = go(json!({"path": path, "search_string": "", "line": "c"}));
+        let w = out.result["warnings"][0].as_str().unwrap();
+        assert!(w.ends_with("rather than appending."), "{w}");
+        let out = go(json!({"path": path, "regexp": "^c", "line": "c"}));
+        assert!(out.result.get("warnings").is_none());
     }
 
     #[test]

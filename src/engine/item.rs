@@ -147,9 +147,7 @@ impl Shared<'_> {
                 }
             }
         }
-        let mut params = scope
-            .render(&params)
-            .map_err(|e| (false, format!("cannot render the parameters: {e}")))?;
+        let mut params = render_params(scope, &params)?;
         if let Value::Object(m) = &mut params {
             m.extend(raw);
         }
@@ -419,4 +417,28 @@ fn manager_module(module: &str, params: &Map<String, Value>, scope: &Arc<Scope>)
             .as_str()
             .map(str::to_string),
     }
+}
+
+/// The task's arguments rendered one at a time, so that an error names the argument as
+/// ansible-core's does (`Error while resolving value for 'msg': 'y' is undefined`), which
+/// playbooks look for in `msg`.
+fn render_params(scope: &Arc<Scope>, params: &Value) -> Result<Value, (bool, String)> {
+    let whole = |e: String| (false, format!("cannot render the parameters: {e}"));
+    let Value::Object(m) = params else {
+        return scope.render(params).map_err(whole);
+    };
+    if crate::yaml::mark::literal_of(params).is_some() {
+        return scope.render(params).map_err(whole);
+    }
+    let mut out = Map::new();
+    for (k, v) in m {
+        // One argument at a time, its name rendered with it (a templated key stays one).
+        let one = Value::Object(Map::from_iter([(k.clone(), v.clone())]));
+        match scope.render(&one) {
+            Ok(Value::Object(r)) => out.extend(r),
+            Ok(_) => return Err(whole(format!("`{k}` did not render to an argument"))),
+            Err(e) => return Err((false, format!("Error while resolving value for '{k}': {e}"))),
+        }
+    }
+    Ok(Value::Object(out))
 }

@@ -338,9 +338,10 @@ pub(crate) fn load_task(
     }
     let mut task = Task {
         // `name:` left empty is no name, as in Ansible (the systemd target writes `- name:`).
+        // Trimmed as ansible-core shows it (a folded `name: >` ends in a newline).
         name: opt("name")
             .filter(|n| !matches!(n.kind, Kind::Null))
-            .map(|n| string_of(n, "name"))
+            .map(|n| string_of(n, "name").map(|s| s.trim().to_string()))
             .transpose()?,
         module,
         params: Value::Object(params),

@@ -44,6 +44,24 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     set_search_path(&mut env, search_path);
     env.add_function(CHAIN_FN, chain_lookup);
     env.add_function("now", |args: Rest<Value>| super::now::now(&args));
+    // Ansible's `undef(hint=None)`: a variable's placeholder that fails when it is used, with
+    // the hint (or ansible-core's default text) as the message. It fails at once here, where
+    // Ansible's fails once its value is used: a variable set to it and never read never calls it.
+    env.add_function(
+        "undef",
+        |hint: Option<String>, kwargs: minijinja::value::Kwargs| {
+            let hint = match hint {
+                Some(h) => Some(h),
+                None => kwargs.get::<Option<String>>("hint")?,
+            };
+            kwargs.assert_all_used()?;
+            Err::<Value, _>(Error::new(
+                ErrorKind::UndefinedError,
+                hint.filter(|h| !h.is_empty())
+                    .unwrap_or_else(|| "Mandatory variable has not been overridden".into()),
+            ))
+        },
+    );
     // Jinja2's global `joiner` (minijinja-contrib's).
     env.add_function("joiner", minijinja_contrib::globals::joiner);
     add_filters(&mut env);
@@ -63,7 +81,9 @@ pub(super) fn set_search_path(env: &mut Environment<'static>, search_path: Optio
     }
     let lookup_dirs = dirs.clone();
     env.add_function("lookup", move |state: &State, args: Rest<Value>| {
-        let (values, wantlist) = run_lookup(state, &lookup_dirs, &args)?;
+        let Some((values, wantlist)) = run_lookup(state, &lookup_dirs, &args)? else {
+            return Ok(Value::from(()));
+        };
         // As ansible-core 2.19: one value is itself, several strings are joined with commas,
         // anything else (none, or values that are not all strings) stays a list.
         let all_strings = values.iter().all(|v| v.kind() == ValueKind::String);
@@ -81,7 +101,8 @@ pub(super) fn set_search_path(env: &mut Environment<'static>, search_path: Optio
     for name in ["query", "q"] {
         let dirs = dirs.clone();
         env.add_function(name, move |state: &State, args: Rest<Value>| {
-            run_lookup(state, &dirs, &args).map(|(values, _)| Value::from(values))
+            run_lookup(state, &dirs, &args)
+                .map(|found| Value::from(found.map(|(values, _)| values).unwrap_or_default()))
         });
     }
 }

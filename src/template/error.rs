@@ -46,7 +46,8 @@ fn undefined_message(name: &str) -> String {
         Some((parent, attr, false)) => {
             format!("`{name}` is undefined (`{parent}` has no attribute '{attr}')")
         }
-        None => format!("undefined variable `{name}`"),
+        // ansible-core's wording, which playbooks look for in `msg`.
+        None => format!("'{name}' is undefined"),
     }
 }
 

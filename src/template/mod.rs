@@ -304,17 +304,36 @@ impl Templar {
         source: &str,
         ctx: &Value,
     ) -> Result<String, TemplateError> {
-        let Some((overrides, body)) = parse_jinja2_header(source) else {
+        let Some((pairs, body)) = parse_jinja2_header(source) else {
             return self.render_text(source, name_for_errors, ctx);
         };
+        let syntax = |message: String| TemplateError::Syntax {
+            message,
+            template: name_for_errors.to_string(),
+            line: Some(1),
+        };
+        let overrides = header_options(&pairs).map_err(syntax)?;
         let mut env = (*self.env).clone();
-        for (key, yes) in overrides {
-            match key.as_str() {
-                "trim_blocks" => env.set_trim_blocks(yes),
-                "lstrip_blocks" => env.set_lstrip_blocks(yes),
-                "keep_trailing_newline" => env.set_keep_trailing_newline(yes),
+        let mut line_prefixes: (Option<String>, Option<String>) = (None, None);
+        for (key, value) in overrides {
+            match (key.as_str(), value) {
+                ("trim_blocks", HeaderValue::Bool(b)) => env.set_trim_blocks(b),
+                ("lstrip_blocks", HeaderValue::Bool(b)) => env.set_lstrip_blocks(b),
+                ("keep_trailing_newline", HeaderValue::Bool(b)) => env.set_keep_trailing_newline(b),
+                ("line_statement_prefix", HeaderValue::Text(t)) => line_prefixes.0 = Some(t),
+                ("line_comment_prefix", HeaderValue::Text(t)) => line_prefixes.1 = Some(t),
                 _ => {}
             }
+        }
+        if line_prefixes.0.is_some() || line_prefixes.1.is_some() {
+            let mut b = minijinja::syntax::SyntaxConfig::builder();
+            if let Some(p) = line_prefixes.0 {
+                b.line_statement_prefix(p);
+            }
+            if let Some(p) = line_prefixes.1 {
+                b.line_comment_prefix(p);
+            }
+            env.set_syntax(b.build().map_err(|e| syntax(e.to_string()))?);
         }
         Templar::plain(env).render_text(body, name_for_errors, ctx)
     }
@@ -435,22 +454,48 @@ fn single_expression(s: &str) -> Option<&str> {
     (!inner.trim().is_empty()).then_some(inner)
 }
 
-/// Parses Ansible's `#jinja2:` override header; returns the options and the remaining text.
-fn parse_jinja2_header(source: &str) -> Option<(Vec<(String, bool)>, &str)> {
+/// Parses Ansible's `#jinja2:` override header; returns its comma-separated pairs as written
+/// and the remaining text.
+fn parse_jinja2_header(source: &str) -> Option<(Vec<&str>, &str)> {
     let rest = source.strip_prefix("#jinja2:")?;
     let (line, body) = rest.split_once('\n').unwrap_or((rest, ""));
-    let opts = line
-        .split(',')
-        .filter_map(|kv| {
-            let (k, v) = kv.split_once(':')?;
-            let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
-            Some((
-                k.trim().to_string(),
-                matches!(v.to_ascii_lowercase().as_str(), "true" | "yes" | "1"),
-            ))
+    Some((line.split(',').collect(), body))
+}
+
+/// A `#jinja2:` header's value: a Python literal, as ansible-core reads it (`True`, `'x'`).
+enum HeaderValue {
+    Bool(bool),
+    Text(String),
+}
+
+/// The header's pairs as options, or ansible-core's message for a malformed one.
+fn header_options(pairs: &[&str]) -> Result<Vec<(String, HeaderValue)>, String> {
+    pairs
+        .iter()
+        .map(|pair| {
+            if pair.trim().is_empty() {
+                return Err("Empty '#jinja2:' override pair not allowed.".to_string());
+            }
+            let Some((k, v)) = pair.split_once(':') else {
+                return Err(format!(
+                    "Missing key-value separator `:` in '#jinja2:' override pair '{pair}'."
+                ));
+            };
+            let v = v.trim();
+            let value = match v {
+                "True" | "true" | "yes" | "1" => HeaderValue::Bool(true),
+                "False" | "false" | "no" | "0" => HeaderValue::Bool(false),
+                _ if v.len() >= 2
+                    && (v.starts_with('"') && v.ends_with('"')
+                        || v.starts_with('\'') && v.ends_with('\'')) =>
+                {
+                    HeaderValue::Text(v[1..v.len() - 1].to_string())
+                }
+                _ => HeaderValue::Text(v.to_string()),
+            };
+            Ok((k.trim().to_string(), value))
         })
-        .collect();
-    Some((opts, body))
+        .collect()
 }
 
 #[cfg(test)]
@@ -684,6 +729,16 @@ mod tests {
         let src = "#jinja2: trim_blocks: False, lstrip_blocks: True\n  {% if true %}\nyes\n  {% endif %}\n";
         let out = t.render_file("x", src, &vars()).unwrap();
         assert_eq!(out, "\nyes\n\n");
+        let src = "#jinja2: line_statement_prefix:\":\"\n: if true\nfoo\n: endif\n";
+        assert_eq!(t.render_file("x", src, &vars()).unwrap(), "foo\n");
+        let e = t
+            .render_file("x", "#jinja2: lstrip_blocks=True\nx\n", &vars())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("Missing key-value separator `:` in '#jinja2:' override pair ' lstrip_blocks=True'."),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Ansible's `now(utc=False, fmt=None)`: the controller's current time as a datetime-like
 //! value (`now().year`, `now().strftime('%Y-%m-%d')`, printed as Python prints a datetime),
-//! or, with `fmt`, the formatted string.
+//! or, with `fmt`, the formatted string; and the date filters `strftime` (a format applied to
+//! an epoch time) and `to_datetime` (text parsed into such a value).
 
 use std::sync::Arc;
 
@@ -62,6 +63,20 @@ impl DateTime {
         Ok(String::from_utf8_lossy(&buf).into_owned())
     }
 
+    /// The fields in order of significance, which is how two datetimes compare.
+    fn key(&self) -> [i64; 7] {
+        [
+            "year",
+            "month",
+            "day",
+            "hour",
+            "minute",
+            "second",
+            "microsecond",
+        ]
+        .map(|f| self.field(f).unwrap_or_default())
+    }
+
     fn field(&self, name: &str) -> Option<i64> {
         let t = &self.tm;
         Some(match name {
@@ -84,6 +99,14 @@ impl Object for DateTime {
 
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
         self.field(key.as_str()?).map(Value::from)
+    }
+
+    fn custom_cmp(
+        self: &Arc<Self>,
+        other: &minijinja::value::DynObject,
+    ) -> Option<std::cmp::Ordering> {
+        let other = other.downcast_ref::<DateTime>()?;
+        Some(self.key().cmp(&other.key()))
     }
 
     fn call_method(
@@ -153,6 +176,68 @@ pub(super) fn now(args: &[Value]) -> Result<Value, Error> {
     }
 }
 
+/// Ansible's `strftime(format, second=None, utc=False)`: the format applied to the epoch time
+/// given (any number, or text Python's `float()` reads), or to now.
+pub(super) fn filter_strftime(
+    format: &str,
+    second: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<String, Error> {
+    let second = match second {
+        Some(s) => Some(s),
+        None => kwargs.get::<Option<Value>>("second")?,
+    };
+    let utc = kwargs.get::<Option<bool>>("utc")?.unwrap_or(false);
+    kwargs.assert_all_used()?;
+    let t = match second.filter(|s| !s.is_none()) {
+        None => std::time::SystemTime::now(),
+        Some(s) => {
+            let secs = match s.as_str() {
+                Some(text) => text.trim().parse::<f64>().ok(),
+                None if s.kind() == minijinja::value::ValueKind::Number => {
+                    f64::try_from(s.clone()).ok()
+                }
+                None => None,
+            }
+            .filter(|f| f.is_finite() && *f >= 0.0)
+            .ok_or_else(|| {
+                op_err(format!(
+                    "Invalid value for epoch value ({})",
+                    super::pyrepr::py_string(&s).unwrap_or_default()
+                ))
+            })?;
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(secs)
+        }
+    };
+    let mut dt = DateTime::at(t, utc)?;
+    // Python's time.strftime has no `%f`: it is left as it is.
+    dt.micros = 0;
+    dt.strftime(&format.replace("%f", "%%f"))
+}
+
+/// Ansible's `to_datetime(format='%Y-%m-%d %H:%M:%S')`: the text parsed as C's `strptime`
+/// reads it, into a datetime value (comparable, with `.year`...).
+pub(super) fn filter_to_datetime(text: &str, format: Option<&str>) -> Result<Value, Error> {
+    let format = format.unwrap_or("%Y-%m-%d %H:%M:%S");
+    let err = || {
+        op_err(format!(
+            "time data '{text}' does not match format '{format}'"
+        ))
+    };
+    let ctext = std::ffi::CString::new(text).map_err(|_| err())?;
+    let cfmt = std::ffi::CString::new(format).map_err(|_| err())?;
+    // SAFETY: `tm` is plain data; strptime writes into it and returns the end of what it read.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // Python's defaults for what the format leaves out: 1900-01-01 00:00:00.
+    tm.tm_mday = 1;
+    let end = unsafe { libc::strptime(ctext.as_ptr(), cfmt.as_ptr(), &mut tm) };
+    // Python refuses text left over after the format.
+    if end.is_null() || unsafe { *end } != 0 {
+        return Err(err());
+    }
+    Ok(Value::from_object(DateTime { tm, micros: 0 }))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::template::test_support::*;
@@ -174,5 +259,35 @@ mod tests {
         let s = printed.as_str().unwrap();
         assert!(s.len() >= 19 && s.as_bytes()[10] == b' ', "{s}");
         assert_eq!(eval("now().isoformat()[10]"), json!("T"));
+    }
+
+    #[test]
+    fn strftime_and_to_datetime() {
+        assert_eq!(
+            eval("'%Y-%m-%d' | strftime(1585247522, utc=true)"),
+            json!("2020-03-26")
+        );
+        assert_eq!(
+            eval("'%Y-%m-%d' | strftime('1585247522.0', utc=True)"),
+            json!("2020-03-26")
+        );
+        assert_eq!(eval("('%Y' | strftime(none))[:2]"), json!("20"));
+        let e = crate::template::Templar::new()
+            .eval("'%Y' | strftime('foo')", &vars())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Invalid value for epoch value (foo)"), "{e}");
+        assert_eq!(
+            eval("'1993-03-26 01:23:45' | to_datetime < '1994-03-26 01:23:45' | to_datetime"),
+            json!(true)
+        );
+        assert_eq!(
+            eval("('2020-01-02' | to_datetime('%Y-%m-%d')).day"),
+            json!(2)
+        );
+        assert_eq!(
+            render("{{ '2020-01-02 03:04:05' | to_datetime }}"),
+            json!("2020-01-02 03:04:05")
+        );
     }
 }

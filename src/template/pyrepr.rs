@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, Value};
 
+use super::filters::collections::GroupTuple;
 use super::value::MAX_DEPTH;
 
 /// Prints a value the way Jinja2 under Python does: `True`, `None`, `['a', 1]`, `{'k': 'v'}`.
@@ -28,6 +29,15 @@ fn py_repr(v: &Value, out: &mut String, depth: usize) -> Result<(), Error> {
             ErrorKind::InvalidOperation,
             "value is nested too deeply",
         ));
+    }
+    // `groupby`'s groups are Python tuples.
+    if let Some(t) = v.downcast_object_ref::<GroupTuple>() {
+        out.push('(');
+        py_repr(&t.grouper, out, depth + 1)?;
+        out.push_str(", ");
+        py_repr(&t.list, out, depth + 1)?;
+        out.push(')');
+        return Ok(());
     }
     match v.kind() {
         ValueKind::Undefined => return Err(Error::from(ErrorKind::UndefinedError)),
@@ -95,5 +105,12 @@ pub(super) fn py_quote(s: &str, out: &mut String) {
 pub(super) fn py_string(v: &Value) -> Result<String, Error> {
     let mut s = String::new();
     py_str(v, &mut s, 0)?;
+    Ok(s)
+}
+
+/// The form of a value as Python's `repr()` gives it (strings quoted).
+pub(super) fn py_repr_string(v: &Value) -> Result<String, Error> {
+    let mut s = String::new();
+    py_repr(v, &mut s, 0)?;
     Ok(s)
 }

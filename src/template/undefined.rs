@@ -396,7 +396,7 @@ mod tests {
     #[test]
     fn undefined_variables_are_named() {
         let e = render_err("{{ foo }}");
-        assert_eq!(e.to_string(), "undefined variable `foo` (in \"{{ foo }}\")");
+        assert_eq!(e.to_string(), "'foo' is undefined (in \"{{ foo }}\")");
         assert_eq!(undefined_name(e), "foo");
         assert_eq!(undefined_name(render_err("hello {{ foo }}!")), "foo");
         assert_eq!(undefined_name(render_err("hello {{ foo | upper }}")), "foo");
@@ -459,6 +459,6 @@ mod tests {
         let e = t.eval("user.nmae", &vars()).unwrap_err();
         assert!(e.to_string().contains("`user.nmae` is undefined"), "{e}");
         let e = t.eval_bool("nope", &vars()).unwrap_err();
-        assert_eq!(e.to_string(), "undefined variable `nope` (in \"nope\")");
+        assert_eq!(e.to_string(), "'nope' is undefined (in \"nope\")");
     }
 }

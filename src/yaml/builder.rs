@@ -68,6 +68,14 @@ impl Builder {
         Ok(self.docs.into_iter().next())
     }
 
+    /// Every document of the stream, in order.
+    pub(super) fn finish_all(self) -> Result<Vec<Node>, Diagnostic> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        Ok(self.docs)
+    }
+
     fn pos(&self, m: Marker) -> Pos {
         // yaml-rust2 markers: line is 1-based, column 0-based.
         Pos::new(

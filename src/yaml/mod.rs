@@ -22,7 +22,7 @@ pub use resolve::resolve_plain;
 use crate::diag::{Diagnostic, Pos};
 use builder::Builder;
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use yaml_rust2::parser::Parser;
 
@@ -38,6 +38,21 @@ pub fn load_file(path: &Path) -> Result<Node, Diagnostic> {
 /// Parse YAML text that came from `path` (the path is only used in positions).
 pub fn parse_str(text: &str, path: &Path) -> Result<Node, Diagnostic> {
     let file = Arc::new(path.to_path_buf());
+    let builder = build(text, &file, false)?;
+    Ok(builder.finish()?.unwrap_or(Node {
+        kind: Kind::Null,
+        pos: Pos::new(&file, 1, 1),
+    }))
+}
+
+/// Every document of a YAML stream (PyYAML's `load_all`; an empty text has none).
+pub fn parse_str_all(text: &str, path: &Path) -> Result<Vec<Node>, Diagnostic> {
+    let file = Arc::new(path.to_path_buf());
+    build(text, &file, true)?.finish_all()
+}
+
+/// The builder after parsing the first document, or all of them with `multi`.
+fn build(text: &str, file: &Arc<PathBuf>, multi: bool) -> Result<Builder, Diagnostic> {
     // Ansible tries `json.loads` before YAML, so a JSON document keeps JSON's number rules.
     let json = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
     let mut shifts = flow::Shifts::new();
@@ -48,7 +63,7 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Node, Diagnostic> {
         let mut builder = Builder::new(file.clone(), json).with_shifts(shifts.clone());
         let current = padded.as_deref().unwrap_or(text);
         let mut parser = Parser::new_from_str(current);
-        match parser.load(&mut builder, false) {
+        match parser.load(&mut builder, multi) {
             Ok(()) => break builder,
             Err(e) => {
                 // A collection indented once parses, or fails for another reason: each pass
@@ -62,17 +77,14 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Node, Diagnostic> {
                 }
                 let m = e.marker();
                 return Err(Diagnostic::at(
-                    &Pos::new(&file, m.line(), flow::original_col(&shifts, m)),
+                    &Pos::new(file, m.line(), flow::original_col(&shifts, m)),
                     format!("invalid YAML: {}", e.info()),
                 )
                 .help("check indentation and quoting; a value starting with `{{` must be quoted"));
             }
         }
     };
-    Ok(builder.finish()?.unwrap_or(Node {
-        kind: Kind::Null,
-        pos: Pos::new(&file, 1, 1),
-    }))
+    Ok(builder)
 }
 
 /// Ansible-style YAML of a JSON value (used for vars files given with `-e @file.json` etc.).

@@ -1,10 +1,11 @@
 //! List filters: `flatten`, the set operations (`difference`, `intersect`, `union`,
-//! `symmetric_difference`) and `extract`.
+//! `symmetric_difference`), `extract`, `zip`, `zip_longest`, `subelements` and `groupby`.
 
-use minijinja::value::{Kwargs, ValueKind};
+use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{Error, Value};
 
-use crate::template::value::defined;
+use crate::template::pyrepr::py_repr_string;
+use crate::template::value::{defined, op_err, split_kwargs};
 
 /// `flatten(levels=None, skip_nulls=True)`.
 pub(super) fn filter_flatten(
@@ -167,6 +168,162 @@ pub(super) fn filter_extract(
     Ok(v)
 }
 
+/// The items of each argument, for the `zip` filters.
+fn item_lists(first: &Value, rest: &[Value]) -> Result<Vec<Vec<Value>>, Error> {
+    std::iter::once(first)
+        .chain(rest)
+        .map(|v| Ok(defined(v)?.try_iter()?.collect()))
+        .collect()
+}
+
+/// Python's `zip`: tuples (lists here) of the n-th items, as long as the shortest input.
+pub(super) fn filter_zip(first: &Value, rest: Rest<Value>) -> Result<Value, Error> {
+    let lists = item_lists(first, &rest)?;
+    let n = lists.iter().map(Vec::len).min().unwrap_or(0);
+    Ok(Value::from(
+        (0..n)
+            .map(|i| Value::from(lists.iter().map(|l| l[i].clone()).collect::<Vec<_>>()))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Python's `itertools.zip_longest(fillvalue=None)`: as long as the longest input.
+pub(super) fn filter_zip_longest(first: &Value, rest: Rest<Value>) -> Result<Value, Error> {
+    let (rest, kwargs) = split_kwargs(&rest)?;
+    let fill: Value = kwargs
+        .get::<Option<Value>>("fillvalue")?
+        .unwrap_or(Value::from(()));
+    kwargs.assert_all_used()?;
+    let lists = item_lists(first, &rest)?;
+    let n = lists.iter().map(Vec::len).max().unwrap_or(0);
+    Ok(Value::from(
+        (0..n)
+            .map(|i| {
+                Value::from(
+                    lists
+                        .iter()
+                        .map(|l| l.get(i).cloned().unwrap_or_else(|| fill.clone()))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Ansible's `subelements(obj, subelements, skip_missing=False)`: each element of a list (or
+/// of a dict's values) paired with each item of the list the dotted key (or key list) leads to.
+pub(super) fn filter_subelements(
+    obj: &Value,
+    subelements: &Value,
+    skip_missing: Option<bool>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let skip_missing = match skip_missing {
+        Some(b) => b,
+        None => kwargs.get::<Option<bool>>("skip_missing")?.unwrap_or(false),
+    };
+    kwargs.assert_all_used()?;
+    let elements: Vec<Value> = match defined(obj)?.kind() {
+        ValueKind::Map => obj
+            .try_iter()?
+            .map(|k| obj.get_item(&k))
+            .collect::<Result<_, _>>()?,
+        ValueKind::Seq => obj.try_iter()?.collect(),
+        _ => return Err(op_err("obj must be a list of dicts or a nested dict")),
+    };
+    let keys: Vec<Value> = match defined(subelements)?.kind() {
+        ValueKind::Seq => subelements.try_iter()?.collect(),
+        ValueKind::String => subelements
+            .as_str()
+            .unwrap_or_default()
+            .split('.')
+            .map(Value::from)
+            .collect(),
+        _ => return Err(op_err("subelements must be a list or a string")),
+    };
+    let mut out = Vec::new();
+    for element in elements {
+        let mut values = element.clone();
+        for key in &keys {
+            if values.kind() != ValueKind::Map {
+                return Err(op_err(format!(
+                    "the key {} should point to a dictionary, got '{}'",
+                    crate::template::pyrepr::py_string(key)?,
+                    crate::template::pyrepr::py_string(&values)?
+                )));
+            }
+            match values.get_item(key).ok().filter(|v| !v.is_undefined()) {
+                Some(v) => values = v,
+                None if skip_missing => {
+                    values = Value::from(Vec::<Value>::new());
+                    break;
+                }
+                None => {
+                    return Err(op_err(format!(
+                        "could not find {} key in iterated item {}",
+                        py_repr_string(key)?,
+                        py_repr_string(&values)?
+                    )))
+                }
+            }
+        }
+        if values.kind() != ValueKind::Seq {
+            return Err(op_err(format!(
+                "the key {} should point to a list, got {}",
+                py_repr_string(keys.last().unwrap_or(&Value::from(())))?,
+                py_repr_string(&values)?
+            )));
+        }
+        for v in values.try_iter()? {
+            out.push(Value::from(vec![element.clone(), v]));
+        }
+    }
+    Ok(Value::from(out))
+}
+
+/// One group of `groupby`: Python's named tuple `(grouper, list)`, indexable and with both
+/// names, printed as a tuple (`(1, [{'a': 1}])`) where a list would print with brackets.
+#[derive(Debug)]
+pub(in crate::template) struct GroupTuple {
+    pub(in crate::template) grouper: Value,
+    pub(in crate::template) list: Value,
+}
+
+impl minijinja::value::Object for GroupTuple {
+    fn repr(self: &std::sync::Arc<Self>) -> minijinja::value::ObjectRepr {
+        minijinja::value::ObjectRepr::Seq
+    }
+
+    fn get_value(self: &std::sync::Arc<Self>, key: &Value) -> Option<Value> {
+        match (key.as_str(), key.as_i64()) {
+            (Some("grouper"), _) | (_, Some(0)) => Some(self.grouper.clone()),
+            (Some("list"), _) | (_, Some(1)) => Some(self.list.clone()),
+            _ => None,
+        }
+    }
+
+    fn enumerate(self: &std::sync::Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Seq(2)
+    }
+}
+
+/// Jinja's `groupby`, its groups as [`GroupTuple`]s.
+pub(super) fn filter_groupby(
+    value: Value,
+    attribute: Option<&str>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let groups = minijinja::filters::groupby(value, attribute, kwargs)?;
+    let mut out = Vec::new();
+    for g in groups.try_iter()? {
+        out.push(Value::from_object(GroupTuple {
+            grouper: g.get_attr("grouper")?,
+            list: g.get_attr("list")?,
+        }));
+    }
+    Ok(Value::from(out))
+}
+
 #[cfg(test)]
 mod unique_tests {
     use crate::template::test_support::*;
@@ -214,6 +371,71 @@ mod tests {
         assert_eq!(
             eval("['a'] | map('extract', {'a': {'ip': 1}}, 'ip') | list"),
             json!([1])
+        );
+    }
+
+    #[test]
+    fn zip_filters() {
+        assert_eq!(eval("[1, 3] | zip([2, 4, 6])"), json!([[1, 2], [3, 4]]));
+        assert_eq!(
+            eval("[1] | zip_longest([2, 4], fillvalue='x')"),
+            json!([[1, 2], ["x", 4]])
+        );
+    }
+
+    #[test]
+    fn subelements_pairs_and_refuses() {
+        let c = "[{'n': 'a', 'g': ['w', 'x'], 'k': {'l': [1]}}]";
+        assert_eq!(
+            eval(&format!("{c} | subelements('g') | map('last') | list")),
+            json!(["w", "x"])
+        );
+        assert_eq!(
+            eval(&format!("{c} | subelements('k.l') | map('last') | list")),
+            json!([1])
+        );
+        assert_eq!(
+            eval(&format!("{c} | subelements('z', skip_missing=True)")),
+            json!([])
+        );
+        let t = crate::template::Templar::new();
+        for (expr, msg) in [
+            ("true | subelements('g')", "obj must be a list of dicts"),
+            (
+                "{} | subelements(17)",
+                "subelements must be a list or a string",
+            ),
+            (&format!("{c} | subelements('z')"), "could not find 'z' key"),
+            (&format!("{c} | subelements('n')"), "should point to a list"),
+            (
+                &format!("{c} | subelements(['g', 'k'])"),
+                "should point to a dictionary",
+            ),
+        ] {
+            let e = t.eval(expr, &vars()).unwrap_err().to_string();
+            assert!(e.contains(msg), "{expr}: {e}");
+        }
+    }
+
+    #[test]
+    fn groupby_groups_are_named_tuples() {
+        let c = "[{'a': 1, 'n': 'x'}, {'a': 2, 'n': 'y'}, {'a': 1, 'n': 'z'}]";
+        assert_eq!(
+            eval(&format!(
+                "{c} | groupby('a') | map(attribute='grouper') | list"
+            )),
+            json!([1, 2])
+        );
+        assert_eq!(
+            eval(&format!(
+                "({c} | groupby('a'))[0].list | map(attribute='n') | list"
+            )),
+            json!(["x", "z"])
+        );
+        assert_eq!(eval(&format!("({c} | groupby('a'))[1][0]")), json!(2));
+        assert_eq!(
+            eval("([{'a': 1}] | groupby('a'))[0] | string"),
+            json!("(1, [{'a': 1}])")
         );
     }
 }

@@ -59,11 +59,96 @@ pub(super) fn filter_hash(value: &Value, algorithm: Option<String>) -> Result<St
     }))
 }
 
+/// Ansible's `md5` filter: the hex MD5 of the text.
+pub(super) fn filter_md5(value: &Value) -> Result<String, Error> {
+    filter_hash(value, Some("md5".into()))
+}
+
+/// Ansible's `sha1` and `checksum` filters: the hex SHA-1 of the text.
+pub(super) fn filter_sha1(value: &Value) -> Result<String, Error> {
+    filter_hash(value, Some("sha1".into()))
+}
+
+/// Ansible's own namespace for `to_uuid`.
+const UUID_NAMESPACE_ANSIBLE: &str = "361E6D51-FAEC-444A-9079-341386DA8E2E";
+
+/// The 16 bytes of a UUID written as Python's `uuid.UUID` reads it: 32 hex digits, hyphens
+/// anywhere, optionally in braces or after `urn:uuid:`.
+fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
+    let t = text.strip_prefix("urn:").unwrap_or(text);
+    let t = t.strip_prefix("uuid:").unwrap_or(t);
+    let t = t.trim_matches(|c| c == '{' || c == '}').replace('-', "");
+    let raw = hex::decode(t).ok()?;
+    raw.try_into().ok()
+}
+
+/// Ansible's `to_uuid(namespace=...)`: the name-based (SHA-1, version 5) UUID of the text.
+pub(super) fn filter_to_uuid(
+    value: &Value,
+    kwargs: minijinja::value::Kwargs,
+) -> Result<String, Error> {
+    let ns: Option<Value> = kwargs.get("namespace")?;
+    kwargs.assert_all_used()?;
+    let ns_bytes = match &ns {
+        None => uuid_bytes(UUID_NAMESPACE_ANSIBLE),
+        Some(v) => match v.as_str() {
+            Some(s) => Some(uuid_bytes(s).ok_or_else(|| {
+                op_err(format!(
+                    "Invalid value '{s}' for 'namespace': badly formed hexadecimal UUID string"
+                ))
+            })?),
+            None => {
+                return Err(op_err(format!(
+                    "Invalid value '{}' for 'namespace': '{}' object has no attribute 'replace'",
+                    py_string(v)?,
+                    super::types::filter_type_debug(v)
+                )))
+            }
+        },
+    }
+    .ok_or_else(|| op_err("to_uuid: the namespace is not a UUID"))?;
+    let mut h = sha1::Sha1::new();
+    h.update(ns_bytes);
+    h.update(py_string(defined(value)?)?.as_bytes());
+    let d = h.finalize();
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d[..16]);
+    b[6] = (b[6] & 0x0f) | 0x50;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hx = hex::encode(b);
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &hx[..8],
+        &hx[8..12],
+        &hx[12..16],
+        &hx[16..20],
+        &hx[20..]
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::template::test_support::*;
     use crate::template::Templar;
     use serde_json::json;
+
+    #[test]
+    fn uuid_and_digest_filters() {
+        assert_eq!(
+            eval("'monkeys' | to_uuid"),
+            json!("0d03a178-da0f-5b51-934e-cda9c76578c3")
+        );
+        assert_eq!(
+            eval("'hash' | sha1"),
+            json!("2346ad27d7568ba9896f1b7da6b5991251debdf2")
+        );
+        assert_eq!(eval("'' | md5"), json!("d41d8cd98f00b204e9800998ecf8427e"));
+        let e = Templar::new()
+            .eval("'hey' | to_uuid(namespace=22)", &vars())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Invalid value '22' for 'namespace'"), "{e}");
+    }
 
     #[test]
     fn encoding_filters() {

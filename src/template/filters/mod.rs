@@ -16,7 +16,7 @@ mod serialize;
 mod text;
 pub(in crate::template) mod types;
 
-use minijinja::Environment;
+use minijinja::{Environment, Value};
 
 use self::collections::*;
 use self::dicts::*;
@@ -50,6 +50,69 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("regex_search", filter_regex_search);
     env.add_filter("regex_findall", filter_regex_findall);
     env.add_filter("regex_escape", filter_regex_escape);
+    env.add_filter("from_yaml_all", filter_from_yaml_all);
+    env.add_filter("path_join", filter_path_join);
+    env.add_filter("commonpath", filter_commonpath);
+    env.add_filter("normpath", filter_normpath);
+    env.add_filter("md5", filter_md5);
+    env.add_filter("sha1", filter_sha1);
+    env.add_filter("checksum", filter_sha1);
+    env.add_filter("to_uuid", filter_to_uuid);
+    env.add_filter("groupby", filter_groupby);
+    // Ansible's wrappers of Jinja's `map`, `select`, `reject`, `selectattr` and `rejectattr`:
+    // an undefined input gives an undefined result (`x | map('upper') is undefined`), not an
+    // error.
+    use minijinja::filters as jinja;
+    use minijinja::value::Rest;
+    use minijinja::State;
+    type Out = Result<Value, minijinja::Error>;
+    env.add_filter("map", |st: &State, v: Value, a: Rest<Value>| -> Out {
+        if v.is_undefined() {
+            return Ok(v);
+        }
+        jinja::map(st, v, a).map(Value::from)
+    });
+    env.add_filter(
+        "select",
+        |st: &State, v: Value, t: Option<String>, a: Rest<Value>| -> Out {
+            if v.is_undefined() {
+                return Ok(v);
+            }
+            jinja::select(st, v, t.map(Into::into), a).map(Value::from)
+        },
+    );
+    env.add_filter(
+        "reject",
+        |st: &State, v: Value, t: Option<String>, a: Rest<Value>| -> Out {
+            if v.is_undefined() {
+                return Ok(v);
+            }
+            jinja::reject(st, v, t.map(Into::into), a).map(Value::from)
+        },
+    );
+    env.add_filter(
+        "selectattr",
+        |st: &State, v: Value, at: String, t: Option<String>, a: Rest<Value>| -> Out {
+            if v.is_undefined() {
+                return Ok(v);
+            }
+            jinja::selectattr(st, v, at.into(), t.map(Into::into), a).map(Value::from)
+        },
+    );
+    env.add_filter(
+        "rejectattr",
+        |st: &State, v: Value, at: String, t: Option<String>, a: Rest<Value>| -> Out {
+            if v.is_undefined() {
+                return Ok(v);
+            }
+            jinja::rejectattr(st, v, at.into(), t.map(Into::into), a).map(Value::from)
+        },
+    );
+    env.add_filter("zip", filter_zip);
+    env.add_filter("zip_longest", filter_zip_longest);
+    env.add_filter("subelements", filter_subelements);
+    env.add_filter("strftime", crate::template::now::filter_strftime);
+    env.add_filter("to_datetime", crate::template::now::filter_to_datetime);
     env.add_filter("basename", filter_basename);
     env.add_filter("dirname", filter_dirname);
     env.add_filter("splitext", filter_splitext);

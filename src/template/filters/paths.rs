@@ -4,9 +4,10 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use minijinja::value::ValueKind;
 use minijinja::{Error, Value};
 
-use crate::template::value::op_err;
+use crate::template::value::{defined, op_err};
 
 /// Python's `os.path.basename`: the text after the last slash.
 pub(super) fn filter_basename(path: &str) -> String {
@@ -165,6 +166,137 @@ pub(super) fn filter_relpath(path: &str, start: Option<&str>) -> Result<String, 
     })
 }
 
+/// Python's `os.path.join`: each absolute part starts the path over; a slash is put between
+/// parts unless the text so far ends with one.
+fn join(parts: &[String]) -> String {
+    let mut out = String::new();
+    for p in parts {
+        if p.starts_with('/') || out.is_empty() {
+            out = p.clone();
+        } else if out.ends_with('/') {
+            out.push_str(p);
+        } else {
+            out.push('/');
+            out.push_str(p);
+        }
+    }
+    out
+}
+
+/// The strings of a sequence, or `None` when the value is not one (Ansible's `is_sequence`:
+/// not a string, not a mapping).
+fn string_seq(value: &Value) -> Result<Option<Vec<String>>, Error> {
+    if !matches!(value.kind(), ValueKind::Seq | ValueKind::Iterable) {
+        return Ok(None);
+    }
+    value
+        .try_iter()?
+        .map(|v| {
+            v.as_str().map(str::to_string).ok_or_else(|| {
+                op_err(format!(
+                    "expected str, bytes or os.PathLike object, not {}",
+                    python_type(&v)
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// Python's `type(x)` as it prints (`<class 'bool'>`), for the type errors Ansible words so.
+fn python_class(value: &Value) -> String {
+    format!("<class '{}'>", python_type(value))
+}
+
+fn python_type(value: &Value) -> &'static str {
+    super::types::filter_type_debug(value)
+}
+
+/// Ansible's `path_join`: a string as it is, a sequence joined as `os.path.join` does.
+pub(super) fn filter_path_join(value: &Value) -> Result<String, Error> {
+    if let Some(s) = defined(value)?.as_str() {
+        return Ok(s.to_string());
+    }
+    match string_seq(value)? {
+        Some(parts) => Ok(join(&parts)),
+        None => Err(op_err(format!(
+            "|path_join expects string or sequence, got {} instead.",
+            python_class(value)
+        ))),
+    }
+}
+
+/// Python's `os.path.normpath`: `.` and empty names dropped, `..` takes the previous name
+/// away (kept at the start of a relative path, dropped at the root); two leading slashes stay.
+pub(super) fn filter_normpath(path: &str) -> String {
+    if path.is_empty() {
+        return ".".into();
+    }
+    let lead = if path.starts_with("//") && !path.starts_with("///") {
+        "//"
+    } else if path.starts_with('/') {
+        "/"
+    } else {
+        ""
+    };
+    let mut names: Vec<&str> = Vec::new();
+    for n in path.split('/') {
+        match n {
+            "" | "." => {}
+            ".." if names.last().is_some_and(|l| *l != "..") => {
+                names.pop();
+            }
+            ".." if !lead.is_empty() => {}
+            n => names.push(n),
+        }
+    }
+    let out = format!("{lead}{}", names.join("/"));
+    if out.is_empty() {
+        ".".into()
+    } else {
+        out
+    }
+}
+
+/// Python's `os.path.commonpath`: the longest common run of whole names; absolute and
+/// relative paths cannot be mixed, nor can the list be empty.
+pub(super) fn filter_commonpath(value: &Value) -> Result<String, Error> {
+    let Some(paths) = (match defined(value)?.kind() {
+        ValueKind::String => None,
+        _ => string_seq(value)?,
+    }) else {
+        return Err(op_err(format!(
+            "|commonpath expects sequence, got {} instead.",
+            python_class(value)
+        )));
+    };
+    let Some(first) = paths.first() else {
+        return Err(op_err("commonpath() arg is an empty sequence"));
+    };
+    let absolute = first.starts_with('/');
+    if paths.iter().any(|p| p.starts_with('/') != absolute) {
+        return Err(op_err("Can't mix absolute and relative paths"));
+    }
+    let split: Vec<Vec<&str>> = paths
+        .iter()
+        .map(|p| {
+            p.split('/')
+                .filter(|n| !n.is_empty() && *n != ".")
+                .collect()
+        })
+        .collect();
+    let mut common: Vec<&str> = split[0].clone();
+    for s in &split[1..] {
+        let n = common.iter().zip(s).take_while(|(a, b)| a == b).count();
+        common.truncate(n);
+    }
+    Ok(format!(
+        "{}{}",
+        if absolute { "/" } else { "" },
+        common.join("/")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::template::test_support::*;
@@ -191,8 +323,31 @@ mod tests {
             json!("~nosuchuser_fp/x")
         );
         assert_eq!(eval("'~root/x' | expanduser"), json!("/root/x"));
+        assert_eq!(eval("['/etc', 'a', '/b'] | path_join"), json!("/b"));
+        assert_eq!(eval("['etc', 'a/', 'b'] | path_join"), json!("etc/a/b"));
+        assert_eq!(eval("'foo' | path_join"), json!("foo"));
+        assert_eq!(eval("['/a/b/c', '/a/b'] | commonpath"), json!("/a/b"));
+        assert_eq!(eval("['a/b', 'a/c'] | commonpath"), json!("a"));
+        assert_eq!(eval("'/a/./b/../c//' | normpath"), json!("/a/c"));
+        assert_eq!(eval("'../a/..' | normpath"), json!(".."));
+        assert_eq!(eval("'/..' | normpath"), json!("/"));
         let home = std::env::var("HOME").unwrap();
         assert_eq!(eval("'~/x' | expanduser"), json!(format!("{home}/x")));
+    }
+
+    #[test]
+    fn path_join_and_commonpath_refuse_other_types() {
+        let t = crate::template::Templar::new();
+        let e = t.eval("true | path_join", &vars()).unwrap_err().to_string();
+        assert!(
+            e.contains("|path_join expects string or sequence, got <class 'bool'> instead."),
+            "{e}"
+        );
+        let e = t
+            .eval("'/a' | commonpath", &vars())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("|commonpath expects sequence"), "{e}");
     }
 
     #[test]

@@ -56,6 +56,33 @@ pub(super) fn filter_from_yaml(value: &str) -> Result<Value, Error> {
         })
 }
 
+/// `from_yaml_all`: every document of a YAML stream, as a list; `None` is an empty list and
+/// any other non-string is given back as it is (Ansible deprecates, but allows, that).
+pub(super) fn filter_from_yaml_all(value: &Value) -> Result<Value, Error> {
+    let Some(text) = defined(value)?.as_str() else {
+        return Ok(if value.is_none() {
+            Value::from(Vec::<Value>::new())
+        } else {
+            value.clone()
+        });
+    };
+    crate::yaml::parse_str_all(text, Path::new("<from_yaml_all>"))
+        .map(|docs| {
+            Value::from(
+                docs.iter()
+                    .map(|d| Value::from_serialize(d.to_data_json()))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .map_err(|e| {
+            let at = match &e.pos {
+                Some(p) if p.line > 0 => format!(" at line {} column {}", p.line, p.col),
+                _ => String::new(),
+            };
+            op_err(format!("from_yaml_all: {}{at}", e.msg))
+        })
+}
+
 /// Ansible's `to_yaml`: PyYAML's default style (collections of scalars inline), keys sorted.
 pub(super) fn filter_to_yaml(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     yaml_filter(value, kwargs, 2, true)
@@ -138,6 +165,12 @@ mod tests {
             eval("{'mode': '0644', 'e': ''} | to_nice_yaml(indent=2)"),
             json!("e: ''\nmode: '0644'\n")
         );
+        assert_eq!(
+            eval("'---\\na: 1\\n---\\nb: 2' | from_yaml_all | list"),
+            json!([{"a": 1}, {"b": 2}])
+        );
+        assert_eq!(eval("none | from_yaml_all"), json!([]));
+        assert_eq!(eval("2 | from_yaml_all"), json!(2));
         assert_eq!(
             eval("'a: 1\\nb: [x, y]\\n' | from_yaml"),
             json!({"a": 1, "b": ["x", "y"]})

@@ -46,12 +46,31 @@ pub(crate) const NAMES: &[&str] = &[
 
 /// The lookups that need nothing but the controller: `env`, `file` (searched like templates,
 /// then relative to the working directory) and `vars`. Returns the values and `wantlist`.
+/// A lookup's values and whether it was asked for a list (`wantlist`); `None` when it failed
+/// and its `errors` option (`ignore` or `warn`) says to give nothing instead, as ansible-core
+/// does (`lookup()` is then `None`, `query()` an empty list).
 pub(super) fn run_lookup(
+    state: &State,
+    dirs: &[PathBuf],
+    args: &[Value],
+) -> Result<Option<(Vec<Value>, bool)>, Error> {
+    let (_, kwargs) = split_kwargs(args)?;
+    let errors: Option<String> = kwargs.get("errors")?;
+    match (run_lookup_strict(state, dirs, args), errors.as_deref()) {
+        (Ok(v), _) => Ok(Some(v)),
+        (Err(_), Some("ignore" | "warn")) => Ok(None),
+        (Err(e), _) => Err(e),
+    }
+}
+
+fn run_lookup_strict(
     state: &State,
     dirs: &[PathBuf],
     args: &[Value],
 ) -> Result<(Vec<Value>, bool), Error> {
     let (pos, kwargs) = split_kwargs(args)?;
+    // Read by `run_lookup`.
+    let _ = kwargs.get::<Option<String>>("errors");
     let wantlist: Option<bool> = kwargs.get("wantlist")?;
     let default: Option<Value> = kwargs.get("default")?;
     let Some((plugin, terms)) = pos.split_first() else {
@@ -80,14 +99,13 @@ pub(super) fn run_lookup(
     if plugin == "first_found" {
         // Called as a lookup, ansible-core 2.19 looks in no subdirectory (`with_first_found`
         // looks in `files/`, `vars/` or `templates/`).
-        let found = first_found(terms, &kwargs, &|term| find_in(&search, None, term))?;
-        let skip = kwargs_skip(&kwargs);
+        let (found, skip) = first_found(terms, &kwargs, &|term| find_in(&search, None, term))?;
         kwargs.assert_all_used()?;
         return match (found, &default) {
             (Some(p), _) => Ok((vec![Value::from(p.display().to_string())], false)),
             (None, Some(d)) => Ok((vec![d.clone()], false)),
             (None, None) if skip => Ok((Vec::new(), true)),
-            (None, None) => Err(op_err("lookup('first_found'): none of the files was found")),
+            (None, None) => Err(op_err(NOT_FOUND)),
         };
     }
     if let Some(out) = run_listing(&plugin, terms, &kwargs)? {
@@ -107,8 +125,20 @@ pub(super) fn run_lookup(
     // `template`'s delimiters, as its options name them (the defaults when not given).
     let mut delimiters: Vec<Option<String>> = Vec::new();
     let mut trim_blocks = None;
+    let mut template_vars_arg: Option<Value> = None;
     if plugin == "template" {
         trim_blocks = kwargs.get::<Option<bool>>("trim_blocks")?;
+        template_vars_arg = kwargs
+            .get::<Option<Value>>("template_vars")?
+            .filter(|v| !v.is_none());
+        if let Some(v) = &template_vars_arg {
+            if v.kind() != minijinja::value::ValueKind::Map {
+                return Err(op_err(format!(
+                    "lookup('template'): template_vars must be a dict, not {}",
+                    v.kind()
+                )));
+            }
+        }
         for k in [
             "block_start_string",
             "block_end_string",
@@ -155,6 +185,14 @@ pub(super) fn run_lookup(
                         vars.insert(name.to_string(), v);
                     }
                 }
+                // And, as ansible-core's lookup adds them, the `template_*` variables and (when
+                // no variable sets it) the default `ansible_managed`.
+                template_vars(&mut vars, &term, &path);
+                if let Some(extra) = &template_vars_arg {
+                    for k in extra.try_iter()? {
+                        vars.insert(py_string(&k)?, extra.get_item(&k)?);
+                    }
+                }
                 let code = rewrite_chains(&source);
                 // `{% include %}` and `{% import %}` inside it search the template's own
                 // directory first, then each search path's `templates/` and itself, as
@@ -182,6 +220,12 @@ pub(super) fn run_lookup(
                 }
                 let mut rendered =
                     env.render_named_str(&path.display().to_string(), &code, Value::from(vars))?;
+                // A template that renders nothing at all (only a comment) is `None` to
+                // ansible-core, not an empty string.
+                if rendered.is_empty() {
+                    out.push(Value::from(()));
+                    continue;
+                }
                 // As the template module (`Templar::render_file`): at least as many trailing
                 // newlines as the source, so `{% endfor %}` on the last line keeps its line end.
                 let trailing = |t: &str| t.len() - t.trim_end_matches('\n').len();
@@ -278,6 +322,42 @@ pub(super) fn run_lookup(
 
 /// The lookups of `listing.rs`, which take their terms as values (not strings); None for
 /// the other plugins.
+/// The variables ansible-core's template lookup adds for the template at `path` (found for
+/// `term`): `template_path`, `template_fullpath`, `template_host`, `template_uid`, the times, and
+/// its default `ansible_managed` unless a variable sets one.
+fn template_vars(vars: &mut std::collections::BTreeMap<String, Value>, term: &str, path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    vars.insert("template_path".into(), Value::from(term));
+    vars.insert(
+        "template_fullpath".into(),
+        Value::from(path.display().to_string()),
+    );
+    vars.insert("template_destpath".into(), Value::from(()));
+    if let Ok(host) = nix::unistd::gethostname() {
+        vars.insert(
+            "template_host".into(),
+            Value::from(host.to_string_lossy().into_owned()),
+        );
+    }
+    vars.insert(
+        "template_run_date".into(),
+        super::python_local_time(std::time::SystemTime::now()),
+    );
+    if let Ok(meta) = std::fs::metadata(path) {
+        vars.insert(
+            "template_uid".into(),
+            Value::from(fixpoint_modules::fs::user_name(meta.uid())),
+        );
+        if let Ok(mtime) = meta.modified() {
+            vars.insert("template_mtime".into(), super::python_local_time(mtime));
+        }
+    }
+    if vars.get("ansible_managed").is_none_or(Value::is_undefined) {
+        // ansible-core's default (its DEFAULT_MANAGED_STR), as the template module gives it.
+        vars.insert("ansible_managed".into(), Value::from("Ansible managed"));
+    }
+}
+
 fn run_listing(
     plugin: &str,
     terms: &[Value],
@@ -338,6 +418,9 @@ fn find_in(search: &[PathBuf], sub: Option<&str>, term: &str) -> Option<PathBuf>
 /// `with_first_found`: the first of the names in `terms` (strings, lists, `{files, paths}`
 /// mappings) found in `search`, each directory's `subdir` first. None when nothing is found
 /// and a mapping said `skip: true`.
+/// ansible-core's message when no candidate of `first_found` exists.
+const NOT_FOUND: &str = "No file was found when using first_found.";
+
 pub fn first_found_file(
     terms: &serde_json::Value,
     subdir: Option<&str>,
@@ -348,25 +431,13 @@ pub fn first_found_file(
         other => vec![Value::from_serialize(other)],
     };
     let kwargs = Kwargs::from_iter(Vec::<(String, Value)>::new());
-    let found = first_found(&terms, &kwargs, &|term| find_in(search, subdir, term))
-        .map_err(|e| format!("with_first_found: {e}"))?;
-    let skip = terms.iter().any(|t| {
-        t.get_attr("skip")
-            .is_ok_and(|v| !v.is_undefined() && v.is_true())
-    });
+    let (found, skip) = first_found(&terms, &kwargs, &|term| find_in(search, subdir, term))
+        .map_err(|e| e.detail().unwrap_or_default().to_string())?;
     match found {
         Some(p) => Ok(Some(std::path::absolute(&p).unwrap_or(p))),
         None if skip => Ok(None),
-        None => Err("with_first_found: none of the files was found".into()),
+        None => Err(NOT_FOUND.into()),
     }
-}
-
-fn kwargs_skip(kwargs: &Kwargs) -> bool {
-    kwargs
-        .get::<Option<bool>>("skip")
-        .ok()
-        .flatten()
-        .unwrap_or(false)
 }
 
 /// A regex compile error worded as Python's `re` words the common ones (Ansible's messages
