@@ -421,7 +421,7 @@ fn conditions_written_as_templates_follow_ansible_core() {
         ("number", "a number, not a boolean"),
         ("list", "a list, not a boolean"),
         ("none value", "nothing"),
-        ("yes word", "`yes`"),
+        ("yes word", "'yes' is undefined"),
         ("two templates", "untrusted"),
         ("mixed", "untrusted"),
         ("block", "untrusted"),
