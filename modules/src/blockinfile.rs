@@ -4,9 +4,8 @@
 use crate::fs::{IfChecksum, WantedAttrs};
 use crate::params::{de_opt_string, is_template, Bool, ModeSpec};
 use crate::text::{
-    apply_edit, check_anchors, check_common, check_if_checksum, compile_regex, exclusive,
-    insert_anchors, missing_file, plan_edit, probe_guarded, registered_diff, strip_eol, EditAction,
-    Presence, TextFile,
+    apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
+    missing_file, plan_rewrite, probe_guarded, strip_eol, EditAction, Presence, TextFile,
 };
 use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
@@ -106,10 +105,10 @@ impl Module for BlockInFile {
     }
 
     fn plan(p: &Params, file: &TextFile, ctx: &Ctx) -> Result<Plan<EditAction>, ModuleError> {
-        let mut plan = Plan::new();
         let present = p.state == Presence::Present;
         if file.content.is_none() {
             if !present {
+                let mut plan = Plan::new();
                 plan.msg = Some(format!("File {} not present", p.path));
                 return Ok(plan);
             }
@@ -122,24 +121,26 @@ impl Module for BlockInFile {
         }
         let after = edit(p, file.content.as_deref())?;
         let original = file.content.as_deref();
-        let (new_content, msg) = if original == Some(after.as_slice()) {
-            (None, String::new())
+        let msg = if original == Some(after.as_slice()) {
+            ""
         } else if original.is_none() {
-            (Some(after.clone()), "File created".to_string())
+            "File created"
         } else if !present || p.block.as_deref().unwrap_or_default().is_empty() {
-            (Some(after.clone()), "Block removed".to_string())
+            "Block removed"
         } else {
-            (Some(after.clone()), "Block inserted".to_string())
+            "Block inserted"
         };
         let wanted = WantedAttrs::new(&p.mode, &p.owner, &p.group);
-        let msg = plan_edit(file, new_content, &wanted, p.backup.0, ctx, msg, &mut plan)?;
-        check_if_checksum(file, p.if_checksum.as_ref(), &plan)?;
-        let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
-        plan.result.insert("diff".into(), diff);
-        if !msg.is_empty() {
-            plan.msg = Some(msg);
-        }
-        Ok(plan)
+        let if_checksum = p.if_checksum.as_ref();
+        plan_rewrite(
+            file,
+            after,
+            &wanted,
+            p.backup.0,
+            if_checksum,
+            ctx,
+            msg.into(),
+        )
     }
 
     fn apply(

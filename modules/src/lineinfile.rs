@@ -5,9 +5,8 @@ use crate::fs::{IfChecksum, WantedAttrs};
 use crate::params::{de_opt_string, is_template, Bool, ModeSpec};
 use crate::text::regex::{Captures, Regex};
 use crate::text::{
-    apply_edit, check_anchors, check_common, check_if_checksum, compile_regex, exclusive,
-    insert_anchors, missing_file, plan_edit, probe_guarded, registered_diff, strip_eol, EditAction,
-    Presence, TextFile,
+    apply_edit, check_anchors, check_common, compile_regex, exclusive, insert_anchors,
+    missing_file, plan_rewrite, probe_guarded, strip_eol, EditAction, Presence, TextFile,
 };
 use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
@@ -159,10 +158,13 @@ fn plan_edit_lines(
     file: &TextFile,
     ctx: &Ctx,
 ) -> Result<Plan<EditAction>, ModuleError> {
-    let mut plan = Plan::new();
     let wanted = WantedAttrs::new(&p.mode, &p.owner, &p.group);
+    let if_checksum = p.if_checksum.as_ref();
+    let rewrite =
+        |after, msg| plan_rewrite(file, after, &wanted, p.backup.0, if_checksum, ctx, msg);
     let Some(content) = &file.content else {
         if p.state == Presence::Absent {
+            let mut plan = Plan::new();
             plan.msg = Some("file not present".into());
             return Ok(plan);
         }
@@ -174,39 +176,26 @@ fn plan_edit_lines(
         }
         // A new file: an empty one that `present` then edits.
         let (lines, msg) = present(p, Vec::new())?;
-        let after = lines.concat();
-        let new = Some(after.clone());
-        let msg = plan_edit(file, new, &wanted, p.backup.0, ctx, msg, &mut plan)?;
-        check_if_checksum(file, p.if_checksum.as_ref(), &plan)?;
-        let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
-        plan.result.insert("diff".into(), diff);
-        plan.msg = Some(msg);
-        return Ok(plan);
+        return rewrite(lines.concat(), msg);
     };
     let lines = split_lines(content);
-    let (new_lines, msg) = match p.state {
-        Presence::Present => present(p, lines)?,
+    match p.state {
+        Presence::Present => {
+            let (new_lines, msg) = present(p, lines)?;
+            rewrite(new_lines.concat(), msg)
+        }
         Presence::Absent => {
             let (kept, found) = absent(p, lines)?;
-            plan.result.insert("found".into(), json!(found));
             let msg = if found > 0 {
                 format!("{found} line(s) removed")
             } else {
                 String::new()
             };
-            (kept, msg)
+            let mut plan = rewrite(kept.concat(), msg)?;
+            plan.result.insert("found".into(), json!(found));
+            Ok(plan)
         }
-    };
-    let after = new_lines.concat();
-    let new_content = (after != *content).then(|| after.clone());
-    let msg = plan_edit(file, new_content, &wanted, p.backup.0, ctx, msg, &mut plan)?;
-    check_if_checksum(file, p.if_checksum.as_ref(), &plan)?;
-    let diff = registered_diff(file, &after, &plan.diff.attrs, ctx);
-    plan.result.insert("diff".into(), diff);
-    if !msg.is_empty() {
-        plan.msg = Some(msg);
     }
-    Ok(plan)
 }
 
 /// The part of a line a regex sees: without its final `\n`, because Python's `$` matches just

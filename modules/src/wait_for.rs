@@ -698,7 +698,11 @@ mod tests {
     fn a_drained_port_counts_connections_from_proc() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        let p: Params = crate::parse_params(&json!({"port": port, "state": "drained"})).unwrap();
+        // Only 127.0.0.1: on any address, another process's connection from 127.0.0.x can
+        // have this port as its own ephemeral one (as it would under Ansible too).
+        let p: Params =
+            crate::parse_params(&json!({"port": port, "state": "drained", "host": "127.0.0.1"}))
+                .unwrap();
         assert_eq!(active_connections(&p), 0);
         let c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (_s, _) = l.accept().unwrap();
@@ -708,7 +712,8 @@ mod tests {
             "the accepted side is on the port"
         );
         let p: Params = crate::parse_params(
-            &json!({"port": port, "state": "drained", "exclude_hosts": ["127.0.0.1"]}),
+            &json!({"port": port, "state": "drained", "host": "127.0.0.1",
+                    "exclude_hosts": ["127.0.0.1"]}),
         )
         .unwrap();
         assert_eq!(active_connections(&p), 0);

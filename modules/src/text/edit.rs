@@ -225,7 +225,7 @@ pub fn probe_guarded(path: &str, want: Option<&IfChecksum>) -> Result<TextFile, 
 
 /// The plan-time `if_checksum` check of an edit: a plan that changes the file needs its current
 /// content (as probed) to have the expected sha256, or the file to be missing for `absent`.
-pub fn check_if_checksum(
+fn check_if_checksum(
     file: &TextFile,
     want: Option<&IfChecksum>,
     plan: &Plan<EditAction>,
@@ -286,16 +286,36 @@ pub fn plan_edit(
     Ok(with_attr_msg(msg, attrs_changed))
 }
 
+/// The end lineinfile and blockinfile share: plan rewriting the file to `after` (nothing when
+/// it already holds that) with the wanted attributes, check `if_checksum` against that plan, and
+/// give the result its registered `diff` and the message (`msg`, with the attribute note).
+pub fn plan_rewrite(
+    file: &TextFile,
+    after: Vec<u8>,
+    wanted: &WantedAttrs,
+    backup: bool,
+    if_checksum: Option<&IfChecksum>,
+    ctx: &Ctx,
+    msg: String,
+) -> Result<Plan<EditAction>, ModuleError> {
+    let mut plan = Plan::new();
+    let diff_after = after.clone();
+    let new_content = (file.content.as_deref() != Some(after.as_slice())).then_some(after);
+    let msg = plan_edit(file, new_content, wanted, backup, ctx, msg, &mut plan)?;
+    check_if_checksum(file, if_checksum, &plan)?;
+    let diff = registered_diff(file, &diff_after, &plan.diff.attrs, ctx);
+    plan.result.insert("diff".into(), diff);
+    if !msg.is_empty() {
+        plan.msg = Some(msg);
+    }
+    Ok(plan)
+}
+
 /// The `diff` lineinfile and blockinfile return in their result, which a `register` reader sees:
 /// the content (both texts only when diffs are asked for) and, for a file that exists or is
 /// written, the attributes that change, as `[content, attributes]`. A file that check mode
 /// would create gets the content part alone, as in Ansible. Owners and groups are ids there.
-pub fn registered_diff(
-    file: &TextFile,
-    after: &[u8],
-    attrs: &[crate::AttrChange],
-    ctx: &Ctx,
-) -> Value {
+fn registered_diff(file: &TextFile, after: &[u8], attrs: &[crate::AttrChange], ctx: &Ctx) -> Value {
     let (before, after) = if ctx.diff {
         (
             diff_text(file.content.as_deref().unwrap_or_default()),

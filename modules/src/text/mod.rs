@@ -10,9 +10,8 @@ pub(crate) mod regex;
 
 pub(crate) use self::regex::compile_regex;
 pub use edit::{
-    add_path_info, apply_edit, check_if_checksum, diff_skipped, diff_text, plan_edit,
-    probe_guarded, probe_text_file, registered_diff, EditAction, Presence, TextFile, MAX_DIFF_SIZE,
-    MAX_EDIT_SIZE,
+    add_path_info, apply_edit, diff_skipped, diff_text, plan_edit, plan_rewrite, probe_guarded,
+    probe_text_file, EditAction, Presence, TextFile, MAX_DIFF_SIZE, MAX_EDIT_SIZE,
 };
 pub(crate) use edit::{
     check_anchors, check_common, exclusive, insert_anchors, missing_file, strip_eol,
