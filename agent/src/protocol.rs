@@ -4,7 +4,8 @@
 //! travels in a `RequestFrame` with an id the controller counts up per connection, and the agent
 //! answers every request with exactly one `ResponseFrame` carrying that id, in
 //! order (`Notice` frames aside), except two: a `Batch` is answered with one `Step` frame per
-//! step run and a `BatchEnd`, and a `CancelBatch` has no answer of its own. The controller checks the id of every answer: a connection that is out of step (an
+//! step run and a `BatchEnd`, and `CancelBatch` and `OpenGate` have no answer of their own. The
+//! controller checks the id of every answer: a connection that is out of step (an
 //! answer to an earlier request that timed out on the controller's side) is recognised and
 //! dropped instead of handing one task another task's answer.
 
@@ -18,8 +19,9 @@ use std::io::Read;
 pub const AGENT_MAGIC: &[u8; 8] = b"FXPAGNT1";
 
 /// What this agent's protocol understands beyond the first version, said in `Hello`: 1 adds
-/// `Batch` and `CancelBatch`. An agent that does not say (an older one) is never sent a `Batch`.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// `Batch` and `CancelBatch`; 2 adds gated steps (`BatchStep::gate`) and `OpenGate`. An agent
+/// that does not say (an older one) is never sent a `Batch`, and one below 2 no gated step.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Requests larger than this are refused by the agent (a corrupt length must not make it
 /// allocate much), and never sent by the controller, which fails the task instead. The largest
@@ -88,6 +90,10 @@ pub enum Request {
     /// Start no further step of the batch in progress (the controller stops the host, e.g. on
     /// Ctrl-C). It gets no answer of its own: the batch's `BatchEnd` follows as usual.
     CancelBatch,
+    /// The controller has decided its steps up to gate `upto` of the batch in progress (they
+    /// passed): its steps gated on `upto` or lower may change the host now. No answer of its
+    /// own. A gate the controller's step did not pass is never opened: `CancelBatch` follows.
+    OpenGate { upto: u32 },
     /// Run an Ansible module's own Python code (the "python" engine, for modules fixpoint
     /// does not implement natively): the zip of the module and its support code is cached on the
     /// host by its sha256 (`NeedContent` asks for it once), and run with the host's Python.
@@ -129,6 +135,7 @@ impl Request {
             Request::Run { .. } => "run",
             Request::Batch { .. } => "batch",
             Request::CancelBatch => "cancel_batch",
+            Request::OpenGate { .. } => "open_gate",
             Request::RunPython(_) => "run_python",
             Request::Facts => "facts",
             Request::Begin { .. } => "begin",
@@ -156,6 +163,13 @@ pub struct BatchStep {
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub ignore_errors: bool,
+    /// The step follows steps the controller decides itself (an `assert`, a `set_fact`): the
+    /// agent may probe and plan it before they are decided, and answer it when it is converged
+    /// (that changes nothing, so the answer stands whatever they decide), but changes the host
+    /// only once the controller opens this gate (`OpenGate`). The controller discards the
+    /// answers past a gate that did not pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<u32>,
 }
 
 /// One run of a Python module (see `Request::RunPython`).

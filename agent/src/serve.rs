@@ -77,6 +77,14 @@ pub fn serve() -> ExitCode {
                         watch.cancel_batch(last_batch);
                         continue;
                     }
+                    // Likewise: the batch's gated step may be waiting for it.
+                    Ok(RequestFrame {
+                        req: Request::OpenGate { upto },
+                        ..
+                    }) => {
+                        watch.open_gate(last_batch, upto);
+                        continue;
+                    }
                     Ok(frame) => {
                         if matches!(frame.req, Request::Batch { .. }) {
                             last_batch = frame.id;
@@ -172,12 +180,19 @@ fn batch(
         if watch.batch_stopped(id) {
             break;
         }
+        session.gate = step.gate.map(|g| (id, g));
+        session.gate_refused = false;
         let resp = match step.run {
             run @ Request::Run { .. } => serve_one(session, watch, id, step.timeout_ms, run),
             _ => failed(
                 "a batch step must be a `run` request (controller and agent versions differ?)",
             ),
         };
+        session.gate = None;
+        if session.gate_refused && watch.batch_stopped(id) {
+            // It changed nothing, and the controller wants nothing more of this batch.
+            break;
+        }
         let go_on = match &resp {
             Response::Done { .. } => true,
             Response::Failed { .. } => step.ignore_errors,
@@ -264,6 +279,34 @@ struct Session {
     stopped: Option<Arc<Watch>>,
     /// The written-file records a task of this run compared (see `drift`).
     drift_checked: std::collections::HashSet<String>,
+    /// The batch step in progress is gated (`BatchStep::gate`): its batch's id and its gate,
+    /// until it passes the gate.
+    gate: Option<(u64, u32)>,
+    /// The step in progress gave up waiting at its gate: it changed nothing, and gets no answer
+    /// when the batch was cancelled.
+    gate_refused: bool,
+}
+
+impl Session {
+    /// Before a step changes the host: wait for its gate, if it has one (see `BatchStep::gate`).
+    fn pass_gate(
+        gate: &mut Option<(u64, u32)>,
+        watch: Option<&Arc<Watch>>,
+        refused: &mut bool,
+    ) -> Result<(), ModuleError> {
+        let (Some((id, g)), Some(watch)) = (*gate, watch) else {
+            return Ok(());
+        };
+        if watch.wait_gate(id, g) {
+            *gate = None;
+            return Ok(());
+        }
+        *refused = true;
+        Err(ModuleError::failed(
+            "the step was not let change the host: a step before it, decided on the controller, \
+             did not pass",
+        ))
+    }
 }
 
 fn failed(msg: impl Into<String>) -> Response {
@@ -356,7 +399,7 @@ impl Session {
             },
             Request::Journal { action } => self.journal(action),
             // Served by `batch` and the reader thread; they never reach here.
-            Request::Batch { .. } | Request::CancelBatch => {
+            Request::Batch { .. } | Request::CancelBatch | Request::OpenGate { .. } => {
                 failed("internal error: a batch request reached the single-request path")
             }
             Request::Upload {
@@ -462,7 +505,15 @@ impl Session {
         let mut outbox_written = Vec::new();
         let state = self.state.as_ref();
         let run_id = self.run_id.clone();
+        let (gate, watch, refused) = (
+            &mut self.gate,
+            self.stopped.as_ref(),
+            &mut self.gate_refused,
+        );
         let mut before_apply = || -> Result<(), ModuleError> {
+            // A gated step probes and plans before the controller decides the steps before it;
+            // it changes nothing (the outbox included) until then.
+            Session::pass_gate(gate, watch, refused)?;
             let (Some(n), Some(st)) = (notify, state) else {
                 return Ok(());
             };
@@ -634,6 +685,14 @@ impl Session {
         }
         if ctx.check {
             return self.run(module, params, ctx, None, note);
+        }
+        // The `started` record below is an effect: a gated step waits for its gate first.
+        if let Err(e) = Session::pass_gate(
+            &mut self.gate,
+            self.stopped.as_ref(),
+            &mut self.gate_refused,
+        ) {
+            return failed(e.to_string());
         }
         let mut rec = Record {
             key: once.key.clone(),

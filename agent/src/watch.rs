@@ -36,6 +36,8 @@ struct State {
     hung_up: bool,
     /// The id of the last `Batch` the controller cancelled (`CancelBatch`).
     cancelled_batch: Option<u64>,
+    /// The last `OpenGate`: the batch's id and the gate opened (those below it are open too).
+    open_gate: Option<(u64, u32)>,
 }
 
 /// Shared by the serve loop, the reader and the watchdog.
@@ -86,6 +88,37 @@ impl Watch {
     /// The controller cancelled batch `id`: it starts no further step.
     pub fn cancel_batch(&self, id: u64) {
         self.lock().cancelled_batch = Some(id);
+        // A step waiting at a gate gives up.
+        self.changed.notify_all();
+    }
+
+    /// The controller opened gate `upto` of batch `id` (`Request::OpenGate`).
+    pub fn open_gate(&self, id: u64, upto: u32) {
+        let mut s = self.lock();
+        if s.open_gate.is_none_or(|(b, g)| b != id || g < upto) {
+            s.open_gate = Some((id, upto));
+        }
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    /// Wait until gate `gate` of batch `id` is open. `false`: it never will be, or the step may
+    /// no longer wait for it: the batch was cancelled (the controller's step did not pass, or
+    /// Ctrl-C), the controller hung up, or the step's own timeout passed.
+    pub fn wait_gate(&self, id: u64, gate: u32) -> bool {
+        let mut s = self.lock();
+        loop {
+            if s.open_gate.is_some_and(|(b, g)| b == id && g >= gate) {
+                return true;
+            }
+            if s.hung_up || s.cancelled_batch == Some(id) || s.stopped.is_some() {
+                return false;
+            }
+            s = self
+                .changed
+                .wait(s)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
     }
 
     /// Whether batch `id` must start no further step: cancelled, or the controller hung up.
@@ -130,6 +163,8 @@ impl Watch {
     pub fn hang_up(&self) {
         let mut s = self.lock();
         s.hung_up = true;
+        // A step waiting at a gate gives up.
+        self.changed.notify_all();
         if s.running.is_some() {
             s.stopped.get_or_insert(Stop::HungUp);
             fixpoint_modules::children::kill_all();
@@ -195,6 +230,8 @@ impl Watch {
             if s.running.is_some_and(|(r, _)| r == id) && s.stopped.is_none() {
                 s.stopped = Some(Stop::TimedOut(deadline.1));
                 fixpoint_modules::children::kill_all();
+                // A step waiting at a gate gives up.
+                self.changed.notify_all();
             }
         }
     }
@@ -239,4 +276,43 @@ pub fn stopped_response(why: Stop, mut result: Map<String, serde_json::Value>) -
         }
     };
     Response::Failed { msg, result }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gated_step_waits_for_its_own_batchs_gate() {
+        let w = Watch::new(Box::new(std::io::sink()));
+        let waiter = {
+            let w = w.clone();
+            std::thread::spawn(move || w.wait_gate(7, 2))
+        };
+        // Another batch's gate, and a lower one of this batch, leave it waiting.
+        w.open_gate(6, 5);
+        w.open_gate(7, 1);
+        w.open_gate(7, 2);
+        assert!(waiter.join().unwrap());
+        assert!(w.wait_gate(7, 1), "a gate below the one opened is open");
+    }
+
+    #[test]
+    fn a_cancelled_batch_or_a_hang_up_ends_the_wait() {
+        let w = Watch::new(Box::new(std::io::sink()));
+        let waiter = {
+            let w = w.clone();
+            std::thread::spawn(move || w.wait_gate(3, 1))
+        };
+        w.cancel_batch(3);
+        assert!(!waiter.join().unwrap());
+        assert!(!w.wait_gate(3, 1));
+        let w = Watch::new(Box::new(std::io::sink()));
+        let waiter = {
+            let w = w.clone();
+            std::thread::spawn(move || w.wait_gate(1, 1))
+        };
+        w.hang_up();
+        assert!(!waiter.join().unwrap());
+    }
 }

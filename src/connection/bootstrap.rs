@@ -9,6 +9,11 @@ use super::ConnSpec;
 /// Written by the bootstrap script when the cached agent is missing: send the binary now.
 pub const NEED_UPLOAD: &[u8; 8] = b"FXPNEED1";
 
+/// The word of the line the controller sends first (after a become password): `FXPEARLY <n>`,
+/// then `n` bytes of requests for the agent, written before the controller knows whether the
+/// host has it.
+pub const EARLY: &str = "FXPEARLY";
+
 /// The architecture name `uname -m` reports for the machine this build runs on.
 fn build_arch() -> &'static str {
     match std::env::consts::ARCH {
@@ -34,6 +39,16 @@ pub fn script(spec: &ConnSpec, sha: &str, gz_size: usize) -> String {
         // takes one byte at a time from a pipe, so not a byte of the upload is consumed.
         s.push_str("IFS= read -r FIXPOINT_BECOME_PASS; export FIXPOINT_BECOME_PASS\n");
     }
+    // The controller's first requests follow (see `EARLY`): the agent reads them where they
+    // are once it is exec'd; a host that must receive the agent first drops them (they come
+    // again after the upload). `read` takes a pipe one byte at a time and GNU `head -c` reads
+    // no more than it is asked, so neither takes a byte beyond its own.
+    s.push_str(&format!(
+        r#"IFS= read -r early || {{ echo "the controller sent no start line" >&2; exit 98; }}
+early=${{early#{EARLY} }}
+case $early in ''|*[!0-9]*) echo "unexpected start line from the controller" >&2; exit 98;; esac
+"#
+    ));
     s.push_str(&format!(
         r#"d="${{XDG_CACHE_HOME:-$HOME/.cache}}/fixpoint"
 [ -d "$d" ] || mkdir -p -m 700 "$d" || {{ echo "cannot create the agent cache directory $d" >&2; exit 98; }}
@@ -48,6 +63,7 @@ if [ ! -x "$f" ]; then
     echo "host runs $os $arch, but this fixpoint agent is built for Linux {arch}; build fixpoint-agent for that target and set the host variable fixpoint_agent_path to it" >&2; exit 96
   fi
   command -v gzip >/dev/null || {{ echo "the host has no gzip, which unpacks the fixpoint agent: install gzip" >&2; exit 96; }}
+  [ "$early" -eq 0 ] || head -c "$early" >/dev/null
   printf FXPNEED1
   t="$f.tmp.$$"
   if head -c {gz_size} | gzip -dc > "$t" && echo "{sha}  $t" | sha256sum -c --status; then

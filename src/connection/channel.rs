@@ -125,6 +125,9 @@ pub struct AgentConn {
     /// A request `connect` sent behind `Hello` (its id and bound), whose answer `await_sent`
     /// reads.
     sent: Option<(u64, Duration)>,
+    /// Requests sent with `post` whose answers (acknowledgements) are not read yet: they come
+    /// before the answer of anything sent after them.
+    unread: Vec<u64>,
     /// Keeps the child process (and the SSH session) alive for as long as the connection is used.
     _keep: Keep,
 }
@@ -245,6 +248,7 @@ pub async fn connect(
         counter: None,
         batch: None,
         sent: None,
+        unread: Vec::new(),
         _keep: started.keep,
     };
     // Each step of the start is bounded by `--timeout`: a host that never prints the start
@@ -259,6 +263,21 @@ pub async fn connect(
         )
         .await?;
     }
+    // `Hello`, and `then` (the run's `Begin`) right behind it, go before the agent is known to
+    // be there, after a line saying how long they are: the agent reads them as soon as it
+    // starts, so the start costs no round trip of its own. A host that needs the agent first
+    // drops them (`bootstrap::script`), and they are sent again once it runs. The agent
+    // answers both in order; `await_sent` reads the second answer.
+    let (id, mut bytes) = conn.frame(&Request::Hello, Some(t))?;
+    conn.count_round_trip("hello");
+    if let Some((req, bound)) = then {
+        let (then_id, more) = conn.frame(&req, Some(bound))?;
+        bytes.extend(more);
+        conn.sent = Some((then_id, bound));
+    }
+    let mut early = format!("{} {}\n", bootstrap::EARLY, bytes.len()).into_bytes();
+    early.extend(&bytes);
+    bounded(t, "starting the agent", conn.write_raw(&early)).await?;
     // The first 8 bytes say whether the cache needs the binary or the agent is already up.
     let mut magic = [0u8; 8];
     bounded(
@@ -267,6 +286,7 @@ pub async fn connect(
         conn.read_exact_or_lost(&mut magic),
     )
     .await?;
+    let mut resend = false;
     if &magic == bootstrap::NEED_UPLOAD {
         bounded(t, "sending the agent", conn.write_raw(&bin.gz)).await?;
         bounded(
@@ -275,6 +295,7 @@ pub async fn connect(
             conn.read_exact_or_lost(&mut magic),
         )
         .await?;
+        resend = true;
     }
     if &magic != AGENT_MAGIC {
         return Err(TransportError::Protocol(format!(
@@ -282,18 +303,11 @@ pub async fn connect(
             String::from_utf8_lossy(&magic)
         )));
     }
-    // `then` (the run's `Begin`) is written right behind `Hello`: the agent answers both in
-    // order, and the start costs one round trip less. `await_sent` reads its answer.
-    let (id, mut bytes) = conn.frame(&Request::Hello, Some(t))?;
-    conn.count_round_trip("hello");
-    if let Some((req, bound)) = then {
-        let (then_id, more) = conn.frame(&req, Some(bound))?;
-        bytes.extend(more);
-        conn.sent = Some((then_id, bound));
-    }
     let wait = t.saturating_add(ANSWER_GRACE);
     let hello = async {
-        conn.write_raw(&bytes).await?;
+        if resend {
+            conn.write_raw(&bytes).await?;
+        }
         conn.read_answer(id).await
     };
     let hello = tokio::time::timeout(wait, hello)
@@ -401,6 +415,7 @@ impl AgentConn {
         });
         let exchange = async {
             self.write_raw(&bytes).await?;
+            self.read_unread().await?;
             loop {
                 match self.read_answer(id).await? {
                     Response::Notice { msg } => notice(&msg),
@@ -421,6 +436,46 @@ impl AgentConn {
             self.broken = Some(e.to_string());
         }
         res
+    }
+
+    /// Send `req`, whose answer only acknowledges it (`HandlerDone`), without waiting for that
+    /// answer: no round trip of its own. The answer is read before the next one the channel
+    /// waits for; a failure it reports is logged.
+    pub async fn post(&mut self, req: &Request) -> Result<(), TransportError> {
+        if let Some(why) = &self.broken {
+            return Err(TransportError::Protocol(format!(
+                "the channel to the agent is out of step after an earlier failure ({why})"
+            )));
+        }
+        if self.batch.is_some() {
+            return Err(TransportError::Protocol(
+                "internal error: a request while a batch is in progress".into(),
+            ));
+        }
+        let (id, bytes) = self.frame(req, None)?;
+        if let Err(e) = self.write_raw(&bytes).await {
+            self.broken = Some(e.to_string());
+            return Err(e);
+        }
+        self.unread.push(id);
+        Ok(())
+    }
+
+    /// Read the answers to the requests `post` sent.
+    async fn read_unread(&mut self) -> Result<(), TransportError> {
+        for id in std::mem::take(&mut self.unread) {
+            loop {
+                match read_frame(&mut self.reader, &self.stderr, id).await? {
+                    Response::Notice { .. } => continue,
+                    Response::Failed { msg, .. } => {
+                        tracing::warn!(host = %self.host, "the agent refused a request: {msg}");
+                    }
+                    _ => {}
+                }
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// The answer to the request `connect` sent behind `Hello`, handing each `Notice` before it
@@ -508,6 +563,29 @@ impl AgentConn {
         self.protocol >= 1
     }
 
+    /// Whether the agent takes gated batch steps and `OpenGate` (protocol 2).
+    pub fn takes_gates(&self) -> bool {
+        self.protocol >= 2
+    }
+
+    /// Open gate `upto` of the batch in progress (`Request::OpenGate`): no answer, so no
+    /// round trip.
+    pub async fn open_gate(&mut self, upto: u32) -> Result<(), TransportError> {
+        let Some(id) = self.batch else {
+            return Ok(());
+        };
+        let bytes = encode(&RequestFrame {
+            id,
+            timeout_ms: None,
+            req: Request::OpenGate { upto },
+        });
+        if let Err(e) = self.write_raw(&bytes).await {
+            self.broken = Some(e.to_string());
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Send a `Batch` (one round trip, whatever its length); its answers come from
     /// `next_step`, in order, and no other request goes through the channel until `next_step`
     /// says it ended. `TooLarge`: nothing was sent.
@@ -517,8 +595,16 @@ impl AgentConn {
                 "the channel to the agent is out of step after an earlier failure ({why})"
             )));
         }
+        // The trace names the steps' modules, to see which tasks share the round trip.
+        let op = steps.iter().fold(String::from("batch:"), |mut op, s| {
+            if let Request::Run { module, .. } = &s.run {
+                op.push(' ');
+                op.push_str(module);
+            }
+            op
+        });
         let (id, bytes) = self.frame(&Request::Batch { steps }, None)?;
-        self.count_round_trip("batch");
+        self.count_round_trip(&op);
         if let Err(e) = self.write_raw(&bytes).await {
             self.broken = Some(e.to_string());
             return Err(e);
@@ -539,6 +625,13 @@ impl AgentConn {
         let Some(id) = self.batch else {
             return Ok(None);
         };
+        if !self.unread.is_empty() {
+            if let Err(e) = self.read_unread().await {
+                self.broken = Some(e.to_string());
+                self.batch = None;
+                return Err(e);
+            }
+        }
         let AgentConn {
             reader,
             writer,

@@ -77,6 +77,8 @@ impl Engine {
                 None => self.run_task(ctx, handler, &targets, true).await,
             }
             // Delivered: remove the outbox entry on every agent of the hosts where it succeeded.
+            // Not waited for: a run that ends before the agent removes it runs the handler
+            // again next time, as it would if it ended just before this.
             for h in &targets {
                 let hs = self.hosts.get_mut(h).expect("host state");
                 if !hs.active() {
@@ -86,7 +88,7 @@ impl Engine {
                     let req = Request::HandlerDone {
                         handler: name.clone(),
                     };
-                    if let Err(e) = conn.call(&req, Some(self.cfg.connect_timeout)).await {
+                    if let Err(e) = conn.post(&req).await {
                         tracing::warn!(host = %h, "cannot clear the outbox entry of `{name}`: {e}");
                     }
                 }
@@ -128,7 +130,7 @@ impl Shared<'_> {
         if let Some(conn) = h.conns.get_mut(&agent) {
             for handler in created {
                 let req = Request::HandlerDone { handler };
-                let _ = conn.call(&req, Some(self.cfg.connect_timeout)).await;
+                let _ = conn.post(&req).await;
             }
         }
     }

@@ -54,7 +54,10 @@ enum Batched {
 /// yet, by item index.
 pub(super) struct LoopBatch {
     key: ConnKey,
-    runs: std::collections::VecDeque<(usize, AgentItem)>,
+    /// Item index, the step's index in the batch, the item.
+    runs: std::collections::VecDeque<(usize, usize, AgentItem)>,
+    /// The items are steps of a larger batch (`HostRunner::batch`), which reads its end.
+    shared: bool,
     /// The batch is over: the items left run on their own.
     ended: bool,
     /// Outbox entries to withdraw once the batch is over (`settle_outbox`).
@@ -70,6 +73,10 @@ enum Planned {
     Skip(Arc<Scope>),
     /// A step of the batch.
     Run(Box<AgentItem>, Arc<Scope>),
+    /// A gate (`Fit::Gate`): run on the controller once the answers before it are in.
+    Gate,
+    /// A loop whose items (item index, item) are steps of the batch.
+    Loop(std::collections::VecDeque<(usize, AgentItem)>),
 }
 
 impl Engine {
@@ -336,7 +343,30 @@ impl HostRunner<'_, '_, '_> {
         let mut j = k;
         while j < sec.tasks.len() && (j == k || !sec.batch_start[j]) {
             let task = sec.tasks[j];
+            if sec.fit[j] == Fit::Gate {
+                plan.push(Planned::Gate);
+                j += 1;
+                continue;
+            }
             let scope = sh.scope(ctx, Some(task), h);
+            if task.loop_items.is_some() {
+                // A loop joins when every item that runs (its `when` is the items') can go to
+                // this agent now; otherwise it runs on its own, which says why.
+                let Some((items, loop_var)) = sh.loop_items(ctx, task, &scope) else {
+                    break;
+                };
+                let Some((runs, this, true)) =
+                    sh.plan_loop(ctx, task, h, &scope, &items, &loop_var).await
+                else {
+                    break;
+                };
+                if *key.get_or_insert_with(|| this.clone()) != this {
+                    break;
+                }
+                plan.push(Planned::Loop(runs));
+                j += 1;
+                continue;
+            }
             match sh.when_holds(task, &scope) {
                 Ok(true) => {}
                 Ok(false) => {
@@ -365,40 +395,30 @@ impl HostRunner<'_, '_, '_> {
             j += 1;
         }
         let Some(key) = key else {
-            if plan.is_empty() {
+            // Only skipped tasks before the first gate: nothing to send, and the gate runs on
+            // its own.
+            let count = plan
+                .iter()
+                .position(|p| matches!(p, Planned::Gate))
+                .unwrap_or(plan.len());
+            if count == 0 {
                 return Batched::NotStarted;
             }
-            // Only skipped tasks: nothing to send.
-            let count = plan.len();
-            for (i, p) in plan.into_iter().enumerate() {
+            for (i, p) in plan.into_iter().take(count).enumerate() {
                 if let Planned::Skip(scope) = p {
                     self.skip(h, k + i, &scope);
                 }
             }
             return Batched::Through(k + count);
         };
-        let first_run = plan
+        let spec = plan
             .iter()
-            .position(|p| matches!(p, Planned::Run(..)))
-            .expect("a run was planned");
-        let Some(Planned::Run(first, _)) = plan.get(first_run) else {
-            unreachable!("position found a run")
-        };
-        let steps: Vec<BatchStep> = plan
-            .iter()
-            .zip(k..)
-            .filter_map(|(p, i)| match p {
-                Planned::Run(item, _) => Some(BatchStep {
-                    run: item.req.clone(),
-                    timeout_ms: item
-                        .timeout
-                        .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-                    ignore_errors: sec.tasks[i].ignore_errors,
-                }),
-                Planned::Skip(_) => None,
+            .find_map(|p| match p {
+                Planned::Run(item, _) => Some(item.spec.clone()),
+                Planned::Loop(runs) => runs.front().map(|(_, item)| item.spec.clone()),
+                _ => None,
             })
-            .collect();
-        let spec = first.spec.clone();
+            .expect("a step was planned");
         let conn = match sh.conn(h, &spec, ctx).await {
             Ok(conn) => conn,
             // The agent cannot be started: the first step fails (or finds the host
@@ -409,6 +429,8 @@ impl HostRunner<'_, '_, '_> {
                     let idx = k + i;
                     match p {
                         Planned::Skip(scope) => self.skip(h, idx, &scope),
+                        // The gate (or loop) runs on its own, and the tasks after it too.
+                        Planned::Gate | Planned::Loop(_) => return Batched::Through(idx),
                         Planned::Run(_, scope) => {
                             let task = sec.tasks[idx];
                             self.starts(h, idx);
@@ -426,6 +448,33 @@ impl HostRunner<'_, '_, '_> {
         if !conn.takes_batches() {
             return Batched::Unsupported;
         }
+        if !conn.takes_gates() {
+            // An older agent: the batch ends before its first gate.
+            if let Some(g) = plan.iter().position(|p| matches!(p, Planned::Gate)) {
+                plan.truncate(g);
+            }
+        }
+        // Each agent step is gated on the gates before it in the batch.
+        let mut gates = 0;
+        let mut steps: Vec<BatchStep> = Vec::new();
+        for (p, i) in plan.iter().zip(k..) {
+            match p {
+                Planned::Gate => gates += 1,
+                Planned::Skip(_) => {}
+                Planned::Run(item, _) => {
+                    steps.push(loop_step(sec.tasks[i], item, (gates > 0).then_some(gates)));
+                }
+                Planned::Loop(runs) => {
+                    let gate = (gates > 0).then_some(gates);
+                    steps.extend(
+                        runs.iter()
+                            .map(|(_, item)| loop_step(sec.tasks[i], item, gate)),
+                    );
+                }
+            }
+        }
+        // The last gate with an agent step after it: the gates past it need not be opened.
+        let gated = steps.iter().filter_map(|s| s.gate).max().unwrap_or(0);
         if conn.send_batch(steps).await.is_err() {
             // Too large, or the channel is gone: the task on its own says what happened.
             return Batched::NotStarted;
@@ -433,6 +482,10 @@ impl HostRunner<'_, '_, '_> {
         let mut settle = Vec::new();
         let mut ended = false;
         let mut next = k;
+        let planned = plan.len();
+        let mut passed = 0;
+        // The batch step whose answer comes next.
+        let mut step = 0;
         for (i, p) in plan.into_iter().enumerate() {
             let idx = k + i;
             let task = sec.tasks[idx];
@@ -442,6 +495,63 @@ impl HostRunner<'_, '_, '_> {
                         break;
                     }
                     self.skip(h, idx, &scope);
+                }
+                Planned::Gate => {
+                    // After the agent ended the batch, the gate and the rest run on their own.
+                    if ended || self.interrupt.requested() {
+                        break;
+                    }
+                    self.starts(h, idx);
+                    let run = sh.run_task_on_host(ctx, task, h).await;
+                    let stop = run.0.iter().any(|ev| {
+                        ev.status == Status::Failed && !ev.ignored
+                            || ev.status == Status::Unreachable
+                    });
+                    self.done(h, idx, run);
+                    next = idx + 1;
+                    if stop {
+                        // The gated steps change nothing: the batch is cancelled below.
+                        break;
+                    }
+                    passed += 1;
+                    if passed <= gated {
+                        if let Some(conn) = h.conns.get_mut(&key) {
+                            // A failed write breaks the channel: the next answer says so.
+                            let _ = conn.open_gate(passed).await;
+                        }
+                    }
+                    continue;
+                }
+                Planned::Loop(runs) => {
+                    if ended || self.interrupt.requested() {
+                        break;
+                    }
+                    self.starts(h, idx);
+                    let count = runs.len();
+                    let mut sent = LoopBatch {
+                        key: key.clone(),
+                        runs: runs
+                            .into_iter()
+                            .enumerate()
+                            .map(|(n, (i, item))| (i, step + n, item))
+                            .collect(),
+                        shared: true,
+                        ended: false,
+                        settle: Vec::new(),
+                    };
+                    let run = sh.run_sent_loop(ctx, task, h, &mut sent).await;
+                    settle.append(&mut sent.settle);
+                    step += count;
+                    let stop = run.0.iter().any(|ev| {
+                        ev.status == Status::Failed && !ev.ignored
+                            || ev.status == Status::Unreachable
+                    });
+                    self.done(h, idx, run);
+                    next = idx + 1;
+                    if stop {
+                        break;
+                    }
+                    continue;
                 }
                 Planned::Run(item, scope) => {
                     if ended {
@@ -457,14 +567,13 @@ impl HostRunner<'_, '_, '_> {
                         break;
                     };
                     let answer = match conn.next_step(item.timeout, self.interrupt.first()).await {
-                        Ok(Some((_, resp))) => Ok(resp),
+                        Ok(Some((index, resp))) => answer_of(step, index, resp),
                         // The agent started no more steps (cancelled): this task did not run.
                         Ok(None) => break,
-                        Err(e) => {
-                            ended = true;
-                            Err(e)
-                        }
+                        Err(e) => Err(e),
                     };
+                    step += 1;
+                    ended |= answer.is_err();
                     if let Ok(Response::NeedContent { .. }) = &answer {
                         // The agent ended the batch there; the content is sent and the
                         // request repeated on its own, then the next batch begins.
@@ -493,9 +602,15 @@ impl HostRunner<'_, '_, '_> {
             next = idx + 1;
         }
         // Whatever the agent still says about the batch (its end) is read before the channel
-        // serves anything else.
+        // serves anything else. A batch left part way (a gate that did not pass, Ctrl-C) is
+        // cancelled: a gated step may be waiting for a gate that will not open, and the
+        // answers of those that were converged already are not used.
         if let Some(conn) = h.conns.get_mut(&key) {
-            while let Ok(Some(_)) = conn.next_step(None, std::future::pending()).await {}
+            let left = next < k + planned;
+            while let Ok(Some(_)) = match left {
+                true => conn.next_step(None, Box::pin(std::future::ready(()))).await,
+                false => conn.next_step(None, Box::pin(std::future::pending())).await,
+            } {}
         }
         // Outbox entries of steps the controller decided did not change (`changed_when`):
         // only a batch's last step has them, so withdrawing them now is in order.
@@ -532,42 +647,13 @@ impl Shared<'_> {
         items: &[serde_json::Value],
         loop_var: &str,
     ) -> Option<LoopBatch> {
-        if !super::section::loop_batchable(task, ctx.play, self.templar) {
-            return None;
-        }
-        let mut runs = std::collections::VecDeque::new();
-        let mut key: Option<ConnKey> = None;
-        for i in 0..items.len() {
-            let layer = super::task::item_layer(task, items, i, loop_var);
-            let item_scope = scope.with(crate::vars::Layer::data(layer));
-            match self.when_holds(task, &item_scope) {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(_) => break,
-            }
-            let ItemPlan::Agent(item) = self.plan_item(ctx, task, h, &item_scope).await else {
-                break;
-            };
-            let this = super::connect::conn_key(h, &item.spec);
-            if *key.get_or_insert_with(|| this.clone()) != this || local_files(task, &item) {
-                // Another agent; or an item may write the controller's files the next reads.
-                break;
-            }
-            runs.push_back((i, item));
-        }
-        let key = key?;
+        let (runs, key, _) = self.plan_loop(ctx, task, h, scope, items, loop_var).await?;
         if runs.len() < 2 {
             return None;
         }
         let steps = runs
             .iter()
-            .map(|(_, item)| BatchStep {
-                run: item.req.clone(),
-                timeout_ms: item
-                    .timeout
-                    .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-                ignore_errors: task.ignore_errors,
-            })
+            .map(|(_, item)| loop_step(task, item, None))
             .collect();
         let spec = runs[0].1.spec.clone();
         let conn = self.conn(h, &spec, ctx).await.ok()?;
@@ -576,10 +662,63 @@ impl Shared<'_> {
         }
         Some(LoopBatch {
             key,
-            runs,
+            runs: runs
+                .into_iter()
+                .enumerate()
+                .map(|(step, (i, item))| (i, step, item))
+                .collect(),
+            shared: false,
             ended: false,
             settle: Vec::new(),
         })
+    }
+
+    /// The items of a loop task that go to one agent, rendered, when
+    /// `section::loop_batchable` allows: those that run (their `when` holds), up to the first
+    /// that cannot be rendered or runs elsewhere; and whether that is all of them.
+    async fn plan_loop(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &crate::playbook::Task,
+        h: &mut HostState,
+        scope: &Arc<Scope>,
+        items: &[serde_json::Value],
+        loop_var: &str,
+    ) -> Option<(
+        std::collections::VecDeque<(usize, AgentItem)>,
+        ConnKey,
+        bool,
+    )> {
+        if !super::section::loop_batchable(task, ctx.play, self.templar) {
+            return None;
+        }
+        let mut runs = std::collections::VecDeque::new();
+        let mut key: Option<ConnKey> = None;
+        let mut complete = true;
+        for i in 0..items.len() {
+            let layer = super::task::item_layer(task, items, i, loop_var);
+            let item_scope = scope.with(crate::vars::Layer::data(layer));
+            match self.when_holds(task, &item_scope) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(_) => {
+                    complete = false;
+                    break;
+                }
+            }
+            let ItemPlan::Agent(item) = self.plan_item(ctx, task, h, &item_scope).await else {
+                complete = false;
+                break;
+            };
+            let this = super::connect::conn_key(h, &item.spec);
+            if *key.get_or_insert_with(|| this.clone()) != this || local_files(task, &item) {
+                // Another agent; or an item may write the controller's files the next reads.
+                complete = false;
+                break;
+            }
+            runs.push_back((i, item));
+        }
+        Some((runs, key?, complete))
     }
 
     /// Item `i`'s event from the batch; `None` when the batch does not hold it (any more): it
@@ -598,27 +737,27 @@ impl Shared<'_> {
         if b.ended {
             return None;
         }
-        if b.runs.front().is_none_or(|(j, _)| *j != i) {
-            // Past the items sent: the batch's end is read before anything else is sent.
+        if b.runs.front().is_none_or(|(j, _, _)| *j != i) {
+            // Past the items sent: the batch's end is read before anything else is sent. (In
+            // a larger batch every item that runs was sent: the item runs on its own, which
+            // the channel refuses while that batch goes on, so it fails saying so.)
             self.end_loop_batch(h, b).await;
             return None;
         }
-        let (_, item) = b.runs.pop_front()?;
+        let (_, step, item) = b.runs.pop_front()?;
         let Some(conn) = h.conns.get_mut(&b.key) else {
             b.ended = true;
             return None;
         };
         let answer = match conn.next_step(item.timeout, std::future::pending()).await {
-            Ok(Some((_, resp))) => Ok(resp),
+            Ok(Some((index, resp))) => answer_of(step, index, resp),
             Ok(None) => {
                 b.ended = true;
                 return None;
             }
-            Err(e) => {
-                b.ended = true;
-                Err(e)
-            }
+            Err(e) => Err(e),
         };
+        b.ended |= answer.is_err();
         if let Ok(Response::NeedContent { .. }) = &answer {
             // The agent ended the batch there: the content is sent and the item asked again on
             // its own, and the items after it run on their own.
@@ -645,10 +784,41 @@ impl Shared<'_> {
             return;
         }
         b.ended = true;
+        if b.shared {
+            return;
+        }
         if let Some(conn) = h.conns.get_mut(&b.key) {
             while let Ok(Some(_)) = conn.next_step(None, std::future::pending()).await {}
         }
     }
+}
+
+/// A loop item's batch step.
+fn loop_step(task: &crate::playbook::Task, item: &AgentItem, gate: Option<u32>) -> BatchStep {
+    BatchStep {
+        run: item.req.clone(),
+        timeout_ms: item
+            .timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        ignore_errors: task.ignore_errors,
+        gate,
+    }
+}
+
+/// The answer of batch step `index`, expected to be step `step`'s: anything else is the
+/// controller and the agent out of step, which ends the channel rather than give one task
+/// another's answer.
+fn answer_of(
+    step: usize,
+    index: usize,
+    resp: Response,
+) -> Result<Response, crate::connection::TransportError> {
+    if index == step || index == usize::MAX {
+        return Ok(resp);
+    }
+    Err(crate::connection::TransportError::Protocol(format!(
+        "the agent answered batch step {index} where step {step} was expected"
+    )))
 }
 
 /// Whether `item` reads controller files on a host that is the controller itself (see

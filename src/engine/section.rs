@@ -29,6 +29,10 @@ pub(super) enum Fit {
     Alone(&'static str),
     /// A step of a batch; `last`: only as its last step.
     Step { last: bool },
+    /// A step of a batch that the controller decides itself from the answers before it (an
+    /// `assert`, a `set_fact`): the agent steps after it in the batch are gated on it, so they
+    /// change nothing on the host unless it passes (`BatchStep::gate`).
+    Gate,
 }
 
 /// A run of consecutive tasks the hosts go through without a barrier.
@@ -81,6 +85,10 @@ const CONTROLLER_ACTIONS: &[&str] = &[
 /// Actions that run once for the play's hosts or change the run's inventory.
 const PLAY_WIDE: &[&str] = &["pause", "add_host", "group_by"];
 
+/// Controller actions that can be a batch's gate: they read variables and results only, write
+/// variables whose names the task gives (`register`, `set_fact`'s keys), and change no host.
+const GATE_ACTIONS: &[&str] = &["assert", "debug", "fail", "set_fact"];
+
 /// Agent modules that return facts: the host's facts change when their answer arrives.
 const FACT_SETTERS: &[&str] = &["service_facts", "package_facts", "getent", "hostname"];
 
@@ -118,17 +126,21 @@ pub(super) fn section<'a>(
     let mut batch_start = Vec::with_capacity(tasks.len());
     let mut writes: BTreeSet<String> = BTreeSet::new();
     for (i, task) in tasks.iter().enumerate() {
+        // A gate reads what the steps before it leave: the controller decides it once their
+        // answers are in. An agent step is rendered before the batch is sent, so it must read
+        // nothing the batch writes.
         let joins = i > 0
-            && matches!(fits[i], Fit::Step { .. })
-            && fits[i - 1] == Fit::Step { last: false }
-            && !reads[i].meets(&writes);
+            && matches!(fits[i - 1], Fit::Step { last: false } | Fit::Gate)
+            && match fits[i] {
+                Fit::Step { .. } => !reads[i].meets(&writes),
+                Fit::Gate => true,
+                _ => false,
+            };
         if !joins {
             writes.clear();
         }
         batch_start.push(!joins);
-        if let Some(r) = &task.register {
-            writes.insert(r.clone());
-        }
+        writes.extend(writes_of(task));
     }
     Some(Section {
         tasks,
@@ -160,11 +172,29 @@ fn analyse(task: &Task, play: &Play, templar: &Templar) -> (Fit, Reads) {
     } else if task.python.is_some() {
         Fit::Alone("a Python module")
     } else if task.loop_items.is_some() {
-        Fit::Alone("a loop")
+        // A loop's items join the batch as its steps when they could go in a batch of their
+        // own (`loop_batchable`); their failures are the agent's to decide. With `notify`, it
+        // only ends a batch: the outbox entries of items that did not change are withdrawn
+        // once the batch is over, which must not reach a later step's notification.
+        match loop_batchable(task, play, templar) {
+            true => Fit::Step {
+                last: !task.notify.is_empty(),
+            },
+            false => Fit::Alone("a loop"),
+        }
     } else if task.until.is_some() {
         Fit::Alone("until")
     } else if !task.templated.is_empty() {
         Fit::Alone("keywords given as templates")
+    } else if GATE_ACTIONS.contains(&task.module)
+        && task.handler_include.is_none()
+        && reads != Reads::Any
+        && task
+            .params
+            .as_object()
+            .is_some_and(|m| m.keys().all(|k| !Templar::is_template(k)))
+    {
+        Fit::Gate
     } else if CONTROLLER_ACTIONS.contains(&task.module) || task.handler_include.is_some() {
         Fit::Alone("runs on the controller")
     } else if reads == Reads::Any {
@@ -230,6 +260,18 @@ pub(super) fn reads_controller_files(task: &Task) -> bool {
     }
 }
 
+/// The variables a task sets for the tasks after it: its `register`, and a `set_fact`'s keys
+/// (a gate's keys are never templates, see `analyse`).
+fn writes_of(task: &Task) -> impl Iterator<Item = String> + '_ {
+    let facts = task
+        .params
+        .as_object()
+        .filter(|_| task.module == "set_fact")
+        .into_iter()
+        .flat_map(|m| m.keys().filter(|k| k.as_str() != "cacheable").cloned());
+    task.register.iter().cloned().chain(facts)
+}
+
 /// A condition that is a constant boolean.
 fn is_constant(s: &str) -> bool {
     matches!(s.trim(), "false" | "False" | "no" | "true" | "True" | "yes")
@@ -240,6 +282,9 @@ fn is_constant(s: &str) -> bool {
 fn reads_of(task: &Task, play: &Play, templar: &Templar) -> Reads {
     let mut texts: Vec<&str> = Vec::new();
     strings(&task.params, &mut texts);
+    if let Some(items) = &task.loop_items {
+        strings(items, &mut texts);
+    }
     for m in [&task.environment, &play.environment] {
         for v in m.values() {
             strings(v, &mut texts);
@@ -447,11 +492,57 @@ mod tests {
     }
 
     #[test]
+    fn a_controller_step_gates_the_agent_steps_after_it_in_the_batch() {
+        // The gate reads the batch's result; the steps after it read nothing it or the batch
+        // wrote, until one reads the fact it sets.
+        let (rows, _) = analysed(
+            "    - name: look\n      stat: { path: /etc }\n      register: st\n\
+             \x20   - name: check\n      assert: { that: st.stat.exists }\n\
+             \x20   - name: note\n      set_fact: { seen: \"{{ st.stat.mode }}\" }\n\
+             \x20   - name: more\n      file: { path: /tmp/m, state: directory }\n\
+             \x20   - name: uses\n      copy: { content: \"{{ seen }}\", dest: /tmp/s }\n\
+             \x20   - name: templated name\n      set_fact: { \"{{ seen }}\": 1 }\n",
+        );
+        assert_eq!(
+            rows.iter().map(|r| (r.1, r.2)).collect::<Vec<_>>(),
+            [
+                (STEP, true),
+                (Fit::Gate, false),
+                (Fit::Gate, false),
+                (STEP, false),
+                (STEP, true),
+                (Fit::Alone("runs on the controller"), true)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_loop_whose_items_could_be_a_batch_joins_the_batch_around_it() {
+        let (rows, _) = analysed(
+            "    - name: a\n      stat: { path: /tmp }\n      register: a\n\
+             \x20   - name: each\n      file: { path: \"/tmp/{{ item }}\", state: directory }\n      loop: [x, y]\n      register: each\n\
+             \x20   - name: b\n      file: { path: /tmp/b, state: directory }\n\
+             \x20   - name: over a\n      file: { path: \"/tmp/{{ item }}\", state: directory }\n      loop: \"{{ a.stat.path | list }}\"\n      register: oa\n\
+             \x20   - name: over oa\n      file: { path: \"/tmp/{{ item }}\", state: directory }\n      loop: \"{{ oa.results }}\"\n",
+        );
+        assert_eq!(
+            rows.iter().map(|r| (r.1, r.2)).collect::<Vec<_>>(),
+            [
+                (STEP, true),
+                (STEP, false),
+                (STEP, false),
+                (STEP, true),
+                (STEP, true)
+            ]
+        );
+    }
+
+    #[test]
     fn controller_actions_loops_and_retries_run_alone_inside_the_section() {
         let (rows, _) = analysed(
             "    - name: a\n      file: { path: /tmp/a, state: directory }\n\
-             \x20   - name: say\n      debug: { msg: hi }\n\
-             \x20   - name: each\n      file: { path: \"/tmp/{{ item }}\", state: directory }\n      loop: [x, y]\n\
+             \x20   - name: say\n      include_vars: { file: v.yml }\n\
+             \x20   - name: each\n      file: { path: \"/tmp/{{ item }}\", state: directory }\n      loop: [x, y]\n      loop_control: { label: x }\n\
              \x20   - name: again\n      stat: { path: /tmp }\n      register: s\n      until: s.stat.exists\n\
              \x20   - name: b\n      file: { path: /tmp/b, state: directory }\n",
         );

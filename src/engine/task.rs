@@ -2,6 +2,7 @@
 //! result of a loop.
 
 use super::item::outbox_writer;
+use super::pipeline::LoopBatch;
 use super::result::{skip_event, Event};
 use super::state::{HostState, PlayCtx};
 use super::{all_hold, display, Shared};
@@ -28,7 +29,7 @@ impl Shared<'_> {
     ) -> HostRun {
         let scope = self.scope(ctx, Some(task), h);
         if task.templated.is_empty() {
-            let events = self.task_events(ctx, task, h, &scope).await;
+            let events = self.task_events(ctx, task, h, &scope, None).await;
             return (events, scope.take_warnings(), task.no_log);
         }
         // Keywords given as templates take their values on this host, as in ansible-core.
@@ -57,10 +58,44 @@ impl Shared<'_> {
         };
         let warnings = scope.take_warnings();
         let scope = self.scope(ctx, Some(&resolved), h);
-        let events = self.task_events(ctx, &resolved, h, &scope).await;
+        let events = self.task_events(ctx, &resolved, h, &scope, None).await;
         let mut all = warnings;
         all.extend(scope.take_warnings());
         (events, all, resolved.no_log)
+    }
+
+    /// A loop task whose items are steps of a batch sent already (`pipeline.rs`): its items
+    /// and loop variable were worked out then (`loop_items`), so its events take their answers.
+    pub(super) async fn run_sent_loop(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+        sent: &mut LoopBatch,
+    ) -> HostRun {
+        let scope = self.scope(ctx, Some(task), h);
+        let events = self.task_events(ctx, task, h, &scope, Some(sent)).await;
+        (events, scope.take_warnings(), task.no_log)
+    }
+
+    /// A loop's items and loop variable on this host, when they can be worked out (the loop
+    /// path of `task_events` fails the task with the reason when they cannot).
+    pub(super) fn loop_items(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        scope: &Arc<Scope>,
+    ) -> Option<(Vec<Value>, String)> {
+        let rendered = scope
+            .render_noting_undefined(task.loop_items.as_ref()?)
+            .ok()?;
+        let items = crate::playbook::loops::expand(
+            task.loop_kind,
+            rendered,
+            &task.search_dirs(&ctx.play.dir),
+        )
+        .ok()?;
+        Some((items, loop_var_of(&task.loop_var, scope).ok()?))
     }
 
     async fn task_events(
@@ -69,6 +104,7 @@ impl Shared<'_> {
         task: &Task,
         h: &mut HostState,
         scope: &Arc<Scope>,
+        sent: Option<&mut LoopBatch>,
     ) -> Vec<Event> {
         let fail = |msg: String| Event {
             status: Status::Failed,
@@ -136,13 +172,14 @@ impl Shared<'_> {
         let mut carried = Map::new();
         // With pipelining, items that depend on nothing an earlier item leaves go to the agent
         // in one batch; each is still finished below, in order.
-        let mut piped = match self.cfg.pipelining {
-            true => {
+        let mut own = match (&sent, self.cfg.pipelining) {
+            (None, true) => {
                 self.loop_batch(ctx, task, h, scope, &items, &loop_var)
                     .await
             }
-            false => None,
+            _ => None,
         };
+        let mut piped = sent.or(own.as_mut());
         for (i, item) in items.iter().enumerate() {
             let layer = item_layer(task, &items, i, &loop_var);
             let item_scope = if carried.is_empty() {
@@ -206,7 +243,7 @@ impl Shared<'_> {
                     break;
                 }
             }
-            let from_batch = match &mut piped {
+            let from_batch = match piped.as_deref_mut() {
                 Some(b) => {
                     self.loop_item(ctx, task, h, &item_scope, b, i, Some(label.clone()))
                         .await
@@ -254,7 +291,8 @@ impl Shared<'_> {
                 tokio::time::sleep(task.loop_pause).await;
             }
         }
-        if let Some(b) = piped {
+        // A batch of its own ends here; one the loop shares ends with that batch.
+        if let Some(b) = own {
             self.loop_batch_done(h, b).await;
         }
         if let Some(reg) = &task.register {

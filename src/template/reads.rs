@@ -32,12 +32,6 @@ impl Templar {
                     Some((_, body)) => body,
                     None => source,
                 };
-                if ["include", "import", "extends"]
-                    .iter()
-                    .any(|w| body.contains(w))
-                {
-                    return None;
-                }
                 rewrite_chains(body)
             }
         };
@@ -64,6 +58,10 @@ impl Templar {
                     names.insert((*n).to_string());
                 }
                 Instruction::CallFunction(n, _) if OPAQUE_CALLS.contains(n) => return None,
+                // `include`, `import` and `extends` read what another template reads, with the
+                // caller's context: not followed, so anything. (Plain text saying "include", as
+                // nginx configurations do, is no such statement.)
+                Instruction::Include(_) | Instruction::LoadBlocks => return None,
                 _ => {}
             }
         }
@@ -102,6 +100,13 @@ mod tests {
         assert_eq!(names("{{ lookup('vars', 'x') }}", ScanAs::Text), None);
         assert_eq!(names("{{ vars['x'] }}", ScanAs::Text), None);
         assert_eq!(names("{% include 'a.j2' %}", ScanAs::File), None);
+        assert_eq!(names("{% import 'm.j2' as m %}", ScanAs::File), None);
+        assert_eq!(names("{% from 'm.j2' import f %}", ScanAs::File), None);
+        assert_eq!(names("{% extends 'base.j2' %}", ScanAs::File), None);
+        assert_eq!(
+            names("include {{ base }}/h.conf;", ScanAs::File),
+            Some(vec!["base".into()])
+        );
         assert_eq!(names("{{ unclosed", ScanAs::Text), None);
     }
 }

@@ -168,6 +168,54 @@ fn failed_when_ends_a_batch_and_stops_the_host_where_it_holds() {
 }
 
 #[test]
+fn a_controller_step_inside_a_batch_lets_the_steps_after_it_change_nothing_unless_it_passes() {
+    let fleet = Fleet::start(2, "fpuser");
+    let (bad, good) = (&fleet.hosts[0], &fleet.hosts[1]);
+    let prepare = || {
+        for (h, word) in [(bad, "bad"), (good, "fine")] {
+            let _ = std::fs::remove_dir_all(fleet.base(h));
+            std::fs::create_dir_all(fleet.base(h)).unwrap();
+            std::fs::write(fleet.base(h).join("state"), word).unwrap();
+            std::os::unix::fs::chown(fleet.base(h), Some(uid("fpuser")), None).unwrap();
+        }
+    };
+    // `made` and `kept` follow the `assert` and the `set_fact` in the same batch, gated on
+    // them: `made` is a change, `kept` is converged. `uses` reads the fact: a new batch.
+    fleet.play(concat!(
+        "    - name: read\n      command: cat {{ base }}/state\n      register: c\n      changed_when: false\n",
+        "    - name: check\n      assert: { that: \"'bad' not in c.stdout\" }\n",
+        "    - name: note\n      set_fact: { word: \"{{ c.stdout }}\" }\n",
+        "    - name: made\n      copy: { content: made, dest: \"{{ base }}/made\" }\n",
+        "    - name: kept\n      file: { path: \"{{ base }}\", state: directory }\n",
+        "    - name: uses\n      copy: { content: \"{{ word }}\", dest: \"{{ base }}/word\" }\n",
+    ));
+    prepare();
+    let plain = fleet.apply(&["--no-pipelining"]);
+    plain.expect(1);
+    prepare();
+    let piped = fleet.apply(&[]);
+    piped.expect(1);
+    assert_eq!(reported(&piped), reported(&plain), "{}", piped.stdout);
+    assert!(
+        !fleet.base(bad).join("made").exists(),
+        "a gated step changed the host after the assert before it failed"
+    );
+    assert!(!fleet.base(bad).join("word").exists());
+    assert_eq!(
+        std::fs::read_to_string(fleet.base(good).join("word")).unwrap(),
+        "fine"
+    );
+    assert!(fleet.base(good).join("made").exists());
+    // `Hello`, the batch up to `kept` with its two gates, and `uses`.
+    assert_eq!(round_trips(&piped, good.alias()), 3, "{}", piped.stdout);
+    // Converged, the gated steps answer before their gates open: the same report again.
+    let plain = fleet.apply(&["--no-pipelining"]);
+    let piped = fleet.apply(&[]);
+    assert_eq!(reported(&piped), reported(&plain), "{}", piped.stdout);
+    assert_eq!(round_trips(&piped, good.alias()), 3, "{}", piped.stdout);
+}
+
+#[test]
 fn a_slow_task_on_one_host_does_not_hold_the_next_tasks_of_another() {
     let fleet = Fleet::start(2, "fpuser");
     let (slow, fast) = (&fleet.hosts[0], &fleet.hosts[1]);
