@@ -37,6 +37,12 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
     env.add_test("subset", test_subset);
     env.add_test("superset", test_superset);
     env.add_test("truthy", test_truthy);
+    // A vaulted value no secret has opened (a decrypted one is its plain text here, where
+    // ansible-core still knows it came from a vault).
+    env.add_test("vault_encrypted", |v: &Value| {
+        super::value::vault_text(v).is_some_and(|t| crate::vault::is_encrypted(t.as_bytes()))
+    });
+    env.add_test("vaulted_file", test_vaulted_file);
     env.add_test("falsy", test_falsy);
     // Jinja2's `value % num == 0`. minijinja's own panics on a zero divisor; Python raises
     // ZeroDivisionError, which Ansible reports as a template error.
@@ -305,6 +311,21 @@ fn test_truthy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
 
 fn test_falsy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
     test_truthy(value, kwargs).map(|t| !t)
+}
+
+/// `path is vaulted_file`: the controller's file (relative to the working directory) starts
+/// with the vault header.
+fn test_vaulted_file(path: &Value) -> Result<bool, Error> {
+    use std::io::Read as _;
+    let p = path
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| path.to_string());
+    let mut head = [0u8; crate::vault::HEADER.len()];
+    let n = std::fs::File::open(&p)
+        .and_then(|f| f.take(head.len() as u64).read(&mut head))
+        .map_err(|_| op_err(format!("Cannot test if the file '{p}' is a vault.")))?;
+    Ok(crate::vault::is_encrypted(&head[..n]))
 }
 
 #[cfg(test)]
