@@ -158,7 +158,7 @@ fn trim_line_ends(b: &[u8]) -> &[u8] {
 }
 
 /// One line typed on the terminal without echo (the prompt on stderr), or read from stdin when
-/// it is not a terminal; the line end is not part of it.
+/// it is not a terminal; the line end is not part of it. (`-K`'s become password too.)
 pub fn read_hidden(prompt: &str) -> std::io::Result<String> {
     use std::io::{BufRead, IsTerminal, Write};
     let stdin = std::io::stdin();

@@ -35,7 +35,16 @@ pub fn include_vars(
     let (rel, is_dir) = match (&p.file, &p.dir) {
         (Some(f), _) => (f.trim_end_matches('\n').to_string(), false),
         (None, Some(d)) => (d.clone(), true),
-        (None, None) => return Err("`include_vars` needs `file` or `dir`".into()),
+        // ansible-core looks for a file named by nothing (`file: null`, from a lookup that
+        // found none) and fails in these words, which playbooks look for.
+        (None, None) => {
+            return Err(
+                "Could not find file on the Ansible Controller.\nIf you are using a \
+                        module and expect the file to exist on the remote, see the remote_src \
+                        option"
+                    .into(),
+            )
+        }
     };
     let found = if Path::new(&rel).is_absolute() {
         Some(PathBuf::from(&rel))
@@ -540,7 +549,16 @@ pub fn prepare(
                     "`{src}` is a directory, not a script"
                 )));
             }
-            let up = super::upload::Upload::of(&path).map_err(Failure::msg)?;
+            // `decrypt` (default true): a vault-encrypted script runs as its plain text.
+            let decrypt = obj
+                .get("decrypt")
+                .and_then(|v| serde_json::from_value::<Bool>(v.clone()).ok())
+                .is_none_or(|b| b.0);
+            let sent = match decrypt {
+                true => crate::vault::plain::plain_path(&path).map_err(Failure::msg)?,
+                false => path.clone(),
+            };
+            let up = super::upload::Upload::of(&sent).map_err(Failure::msg)?;
             obj.insert("_src_sha256".into(), json!(up.sha256));
             obj.insert("_src_size".into(), json!(up.size));
             obj.insert("_src_name".into(), json!(basename(&src)));
