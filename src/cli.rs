@@ -118,7 +118,7 @@ pub struct VaultArgs {
     /// ANSIBLE_VAULT_PASSWORD_FILE).
     #[arg(
         long = "vault-password-file",
-        visible_alias = "vault-pass-file",
+        alias = "vault-pass-file",
         value_name = "FILE"
     )]
     pub vault_password_file: Vec<PathBuf>,
@@ -127,11 +127,7 @@ pub struct VaultArgs {
     #[arg(long = "vault-id", value_name = "[LABEL@]SOURCE")]
     pub vault_id: Vec<String>,
     /// Ask for the vault password (terminal, or one line of stdin).
-    #[arg(
-        short = 'J',
-        long = "ask-vault-pass",
-        visible_alias = "ask-vault-password"
-    )]
+    #[arg(short = 'J', long = "ask-vault-pass", alias = "ask-vault-password")]
     pub ask_vault_pass: bool,
 }
 

@@ -67,9 +67,11 @@ pub fn load(opts: &VaultOptions) -> Result<Vec<Secret>, String> {
                     ("prompt", Some(l)) => format!("Vault password ({l}): "),
                     _ => "Vault password: ".to_string(),
                 };
-                read_hidden(&prompt)
-                    .map(String::into_bytes)
-                    .map_err(|e| format!("Error in vault password prompt ({id}): {e}"))
+                match read_hidden(&prompt) {
+                    Ok(pw) if pw.is_empty() => Err("Invalid vault password was provided".into()),
+                    Ok(pw) => Ok(pw.into_bytes()),
+                    Err(e) => Err(format!("Error in vault password prompt ({id}): {e}")),
+                }
             }
             file => from_file(Path::new(file), &id, &secrets),
         };
