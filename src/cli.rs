@@ -106,6 +106,39 @@ pub struct RunOptions {
     /// Seconds to wait when another run holds a host's lock (0: fail that host at once).
     #[arg(long = "lock-timeout", default_value_t = 0)]
     pub lock_timeout: u64,
+    #[command(flatten)]
+    pub vault: VaultArgs,
+}
+
+// Where the Ansible Vault secrets come from (`vault/secrets.rs` reads them): every command that
+// loads playbooks, vars files or inventories takes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct VaultArgs {
+    /// A file holding the vault password, or an executable printing it (repeatable; also
+    /// ANSIBLE_VAULT_PASSWORD_FILE).
+    #[arg(
+        long = "vault-password-file",
+        alias = "vault-pass-file",
+        value_name = "FILE"
+    )]
+    pub vault_password_file: Vec<PathBuf>,
+    /// A vault identity, `[label@]FILE` or `[label@]prompt` (repeatable; also
+    /// ANSIBLE_VAULT_IDENTITY_LIST).
+    #[arg(long = "vault-id", value_name = "[LABEL@]SOURCE")]
+    pub vault_id: Vec<String>,
+    /// Ask for the vault password (terminal, or one line of stdin).
+    #[arg(short = 'J', long = "ask-vault-pass", alias = "ask-vault-password")]
+    pub ask_vault_pass: bool,
+}
+
+impl VaultArgs {
+    pub fn options(&self) -> crate::vault::VaultOptions {
+        crate::vault::VaultOptions {
+            password_files: self.vault_password_file.clone(),
+            vault_ids: self.vault_id.clone(),
+            ask: self.ask_vault_pass,
+        }
+    }
 }
 
 // What a run that may change hosts takes: `apply`, `check` and `pull` (not `drift`).
@@ -265,6 +298,8 @@ pub struct ValidateArgs {
     /// `-v`: also list the modules (as `--modules`).
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
+    #[command(flatten)]
+    pub vault: VaultArgs,
 }
 
 #[derive(Debug, Args)]
@@ -280,6 +315,8 @@ pub struct InventoryArgs {
     /// Print one host's variables as JSON.
     #[arg(long, group = "what")]
     pub host: Option<String>,
+    #[command(flatten)]
+    pub vault: VaultArgs,
 }
 
 #[derive(Debug, Args)]
@@ -386,6 +423,11 @@ mod tests {
             "-v",
             "--lock-timeout",
             "7",
+            "--vault-password-file",
+            "pw",
+            "--vault-id",
+            "prod@pw2",
+            "-J",
         ]);
         let change = every_option::<ChangeOptions>(&["--check", "--force-handlers"]);
         let controller = every_option::<ControllerOptions>(&[

@@ -210,34 +210,9 @@ fn connect_concurrency(cli: Option<usize>) -> Result<usize, Diagnostic> {
 
 /// Read the sudo password once: from the terminal without echo, or one line of stdin.
 fn read_become_password() -> Result<Secret, Diagnostic> {
-    use std::io::{BufRead, IsTerminal, Write};
-    let stdin = std::io::stdin();
-    let tty = stdin.is_terminal();
-    if tty {
-        eprint!("BECOME password: ");
-        let _ = std::io::stderr().flush();
-    }
-    let fd = std::os::fd::AsFd::as_fd(&stdin);
-    let saved = if tty {
-        nix::sys::termios::tcgetattr(fd).ok()
-    } else {
-        None
-    };
-    if let Some(t) = &saved {
-        let mut quiet = t.clone();
-        quiet
-            .local_flags
-            .remove(nix::sys::termios::LocalFlags::ECHO);
-        let _ = nix::sys::termios::tcsetattr(fd, nix::sys::termios::SetArg::TCSANOW, &quiet);
-    }
-    let mut line = String::new();
-    let res = stdin.lock().read_line(&mut line);
-    if let Some(t) = &saved {
-        let _ = nix::sys::termios::tcsetattr(fd, nix::sys::termios::SetArg::TCSANOW, t);
-        eprintln!();
-    }
-    res.map_err(|e| Diagnostic::new(format!("cannot read the become password: {e}")))?;
-    Ok(Secret::new(line.trim_end_matches(['\n', '\r'])))
+    crate::vault::secrets::read_hidden("BECOME password: ")
+        .map(Secret::new)
+        .map_err(|e| Diagnostic::new(format!("cannot read the become password: {e}")))
 }
 
 /// `-e` values: `k=v k2=v2`, `@file.yml` / `@file.json`, or a JSON/YAML mapping. Later ones win.

@@ -18,6 +18,7 @@ pub mod schema;
 pub mod template;
 pub mod validate;
 pub mod vars;
+pub mod vault;
 pub mod yaml;
 
 use clap::Parser;
@@ -227,6 +228,9 @@ fn invalid_all(problems: &[Diagnostic]) -> ExitCode {
 /// `apply`, `check`, or (`drift`) a check that reports drift and exits 3 when it finds some.
 fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
     init_tracing(args.run.verbose);
+    if let Err(d) = install_vault_secrets(&args.run.vault) {
+        return invalid(&d);
+    }
     let cfg = match config::Config::from_run_args(args, check_cmd) {
         Ok(c) => c,
         Err(d) => return invalid(&d),
@@ -276,6 +280,7 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
         engine.report_drift();
     }
     let outcome = runtime.block_on(engine.run(&books));
+    vault::plain::remove_all();
     match outcome {
         engine::RunOutcome::Success => ExitCode::SUCCESS,
         engine::RunOutcome::Drifted => ExitCode::from(EXIT_DRIFT),
@@ -349,8 +354,19 @@ fn check_limit(cfg: &config::Config, inv: &inventory::Inventory) -> Result<(), D
     .help(inv.unmatched_pattern_hint(limit)))
 }
 
+/// Read the vault secrets the options and environment name, before anything is loaded (vars
+/// files and inventories may be encrypted), for the whole run (`vault::install`).
+pub(crate) fn install_vault_secrets(args: &cli::VaultArgs) -> Result<(), Diagnostic> {
+    let secrets = vault::secrets::load(&args.options()).map_err(Diagnostic::new)?;
+    vault::install(secrets);
+    Ok(())
+}
+
 fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
     init_tracing(0);
+    if let Err(d) = install_vault_secrets(&args.vault) {
+        return invalid(&d);
+    }
     let extra_vars = match config::parse_extra_vars(&args.extra_vars) {
         Ok(v) => v,
         Err(d) => return invalid(&d),
@@ -431,6 +447,9 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
 }
 
 fn inventory_cmd(args: cli::InventoryArgs) -> ExitCode {
+    if let Err(d) = install_vault_secrets(&args.vault) {
+        return invalid(&d);
+    }
     let inv = match inventory::Inventory::load(&args.inventory) {
         Ok(i) => i,
         Err(e) => return invalid(&inventory_diag(e)),

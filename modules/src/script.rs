@@ -36,7 +36,7 @@ pub struct Params {
     /// The interpreter the script is given to (`executable script args`).
     #[serde(default, deserialize_with = "de_opt_string")]
     pub executable: Option<String>,
-    /// Accepted as Ansible does; fixpoint has no vault, so there is nothing to decrypt.
+    /// Read by the controller, which sends a vault-encrypted script decrypted (the default).
     #[serde(default = "yes")]
     pub decrypt: Bool,
     #[serde(default, rename = "_src_sha256", deserialize_with = "de_opt_string")]

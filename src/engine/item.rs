@@ -422,6 +422,9 @@ fn manager_module(module: &str, params: &Map<String, Value>, scope: &Arc<Scope>)
 /// The task's arguments rendered one at a time, so that an error names the argument as
 /// ansible-core's does (`Error while resolving value for 'msg': 'y' is undefined`), which
 /// playbooks look for in `msg`.
+///
+/// A `!vault` value still vaulted once rendered (no secret opened it) is an error here, where
+/// the task uses it, as in ansible-core (`set_fact` too).
 fn render_params(scope: &Arc<Scope>, params: &Value) -> Result<Value, (bool, String)> {
     let whole = |e: String| (false, format!("cannot render the parameters: {e}"));
     let Value::Object(m) = params else {
@@ -435,10 +438,32 @@ fn render_params(scope: &Arc<Scope>, params: &Value) -> Result<Value, (bool, Str
         // One argument at a time, its name rendered with it (a templated key stays one).
         let one = Value::Object(Map::from_iter([(k.clone(), v.clone())]));
         match scope.render(&one) {
-            Ok(Value::Object(r)) => out.extend(r),
+            Ok(Value::Object(r)) => {
+                if let Some(e) = r.values().find_map(undecryptable) {
+                    return Err((
+                        false,
+                        format!(
+                            "Error while resolving value for '{k}': Attempt to use undecryptable variable: {e}"
+                        ),
+                    ));
+                }
+                out.extend(r)
+            }
             Ok(_) => return Err(whole(format!("`{k}` did not render to an argument"))),
             Err(e) => return Err((false, format!("Error while resolving value for '{k}': {e}"))),
         }
     }
     Ok(Value::Object(out))
+}
+
+/// Why a vaulted value left in a rendered argument could not be decrypted, if one is.
+fn undecryptable(v: &Value) -> Option<String> {
+    if let Some(text) = crate::yaml::mark::vault_text(v) {
+        return crate::vault::decrypt_installed(text).err();
+    }
+    match v {
+        Value::Array(a) => a.iter().find_map(undecryptable),
+        Value::Object(m) => m.values().find_map(undecryptable),
+        _ => None,
+    }
 }

@@ -111,8 +111,20 @@ impl Inventory {
     }
 
     fn load_file(&mut self, path: &Path, pending: &mut Pending) -> Result<(), InventoryError> {
-        let text = fs::read_to_string(path).map_err(|e| {
-            InventoryError::new(path, None, None, format!("cannot read inventory file: {e}"))
+        // A vault-encrypted inventory file is decrypted with the run's secrets, as Ansible does.
+        let bytes = crate::vault::read_file(path).map_err(|e| match e {
+            crate::vault::ReadError::Io(e) => {
+                InventoryError::new(path, None, None, format!("cannot read inventory file: {e}"))
+            }
+            crate::vault::ReadError::Vault(e) => InventoryError::new(path, None, None, e),
+        })?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            InventoryError::new(
+                path,
+                None,
+                None,
+                "cannot read inventory file: not UTF-8 text",
+            )
         })?;
         if text.starts_with("#!") && is_executable(path) {
             return Err(InventoryError::new(

@@ -142,18 +142,16 @@ fn collect_vars_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Inventor
 }
 
 fn read_vars_file(path: &Path) -> Result<Vars, InventoryError> {
-    let text = fs::read_to_string(path).map_err(|e| {
-        InventoryError::new(path, None, None, format!("cannot read vars file: {e}"))
+    // A vault-encrypted vars file is decrypted with the run's secrets, as Ansible does.
+    let bytes = crate::vault::read_file(path).map_err(|e| match e {
+        crate::vault::ReadError::Io(e) => {
+            InventoryError::new(path, None, None, format!("cannot read vars file: {e}"))
+        }
+        crate::vault::ReadError::Vault(e) => InventoryError::new(path, None, None, e),
     })?;
-    if text.trim_start().starts_with("$ANSIBLE_VAULT") {
-        return Err(InventoryError::new(
-            path,
-            Some(1),
-            Some(1),
-            "vault-encrypted vars files are not supported; decrypt it (`ansible-vault decrypt`) \
-             or move the secrets elsewhere",
-        ));
-    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        InventoryError::new(path, None, None, "cannot read vars file: not UTF-8 text")
+    })?;
     let doc = parse_yaml(path, &text)?;
     match (&doc.kind, doc.to_json()) {
         (Kind::Null, _) => Ok(Vars::new()),
@@ -235,12 +233,12 @@ mod tests {
     fn vars_file_errors_have_line_and_column() {
         let dir = tempfile::tempdir().unwrap();
         let p = write(dir.path(), "hosts", "[web]\nw1\n");
-        let bad = write(dir.path(), "group_vars/web.yml", "a: 1\nb: !vault x\n");
+        let bad = write(dir.path(), "group_vars/web.yml", "a: 1\n!unsafe b: x\n");
         let e = Inventory::load(&p).unwrap_err();
         assert_eq!(e.file, bad);
         assert_eq!(e.line, Some(2), "{e:?}");
         assert!(e.col.is_some(), "{e:?}");
-        assert!(e.msg.contains("`!vault`"), "{}", e.msg);
+        assert!(e.msg.contains("`!unsafe`"), "{}", e.msg);
         write(dir.path(), "group_vars/web.yml", "# vars\n- a\n");
         let e = Inventory::load(&p).unwrap_err();
         assert_eq!((e.line, e.col), (Some(2), Some(1)), "{e:?}");

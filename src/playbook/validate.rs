@@ -23,10 +23,14 @@ pub(crate) fn param_pos(raw: &Node, key: &str) -> Option<Pos> {
 }
 
 /// Whether a parameter value holds a template anywhere inside (lists and mappings too); an
-/// `!unsafe` value is literal, known now.
+/// `!unsafe` value is literal, known now; a `!vault` value is known when the task decrypts it,
+/// so it is checked then, as a template is.
 fn contains_template(v: &Value) -> bool {
     if mark::literal_of(v).is_some() {
         return false;
+    }
+    if mark::vault_text(v).is_some() {
+        return true;
     }
     match v {
         Value::String(s) => is_template(s),

@@ -140,6 +140,21 @@ impl PullArgs {
             opt("--result-attempts", Some(self.result_attempts.to_string()));
         }
         opt("--limit", self.run.limit.clone());
+        // The vault secrets' sources, absolute: the scheduled run starts elsewhere. A prompt
+        // (`--ask-vault-pass`) has no terminal there, so it is not carried over.
+        let abs = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        for f in &self.run.vault.vault_password_file {
+            opt("--vault-password-file", Some(abs(f).display().to_string()));
+        }
+        for id in &self.run.vault.vault_id {
+            let id = match id.split_once('@') {
+                Some((label, src)) if src != "prompt" => {
+                    format!("{label}@{}", abs(&PathBuf::from(src)).display())
+                }
+                _ => id.clone(),
+            };
+            opt("--vault-id", Some(id));
+        }
         for (on, flag) in [
             (self.full, "--full"),
             (self.verify_commit, "--verify-commit"),
@@ -192,6 +207,7 @@ impl PullArgs {
 mod tests {
     use crate::cli::{Cli, Command};
     use clap::Parser;
+    use std::path::PathBuf;
 
     fn parse(argv: &[&str]) -> super::PullArgs {
         match Cli::try_parse_from(argv).unwrap().command {
@@ -225,6 +241,10 @@ mod tests {
             "-v",
             "--lock-timeout",
             "30",
+            "--vault-password-file",
+            "/etc/vault-pass",
+            "--vault-id",
+            "prod@/etc/prod-pass",
         ]);
         let mut argv = vec!["fixpoint".to_string()];
         argv.extend(a.pull_argv());
@@ -237,6 +257,11 @@ mod tests {
             format!("{:?}", a.pull_argv())
         );
         assert_eq!(b.run.extra_vars, ["x=1 y=2"]);
+        assert_eq!(
+            b.run.vault.vault_password_file,
+            [PathBuf::from("/etc/vault-pass")]
+        );
+        assert_eq!(b.run.vault.vault_id, ["prod@/etc/prod-pass"]);
         assert_eq!(b.max_age, Some(std::time::Duration::from_secs(86400)));
         assert!(
             b.change.check && b.only_if_changed && b.run.verbose == 1 && b.run.lock_timeout == 30

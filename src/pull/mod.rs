@@ -54,6 +54,10 @@ pub fn pull_cmd(mut args: PullArgs) -> ExitCode {
             *path = std::path::absolute(&*path).unwrap_or_else(|_| path.clone());
         }
     }
+    // Read before the checkout, so a password file named relative to here is found.
+    if let Err(d) = crate::install_vault_secrets(&args.run.vault) {
+        return crate::invalid(&d);
+    }
     let extra = match config::parse_extra_vars(&args.run.extra_vars) {
         Ok(e) => e,
         Err(d) => return crate::invalid(&d),

@@ -37,6 +37,16 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
     env.add_test("subset", test_subset);
     env.add_test("superset", test_superset);
     env.add_test("truthy", test_truthy);
+    // A vaulted value no secret has opened (a decrypted one is its plain text here, where
+    // ansible-core still knows it came from a vault).
+    env.add_test("vault_encrypted", |v: &Value| {
+        super::value::vault_text(v).is_some_and(|t| crate::vault::is_encrypted(t.as_bytes()))
+    });
+    env.add_test("vaulted_file", test_vaulted_file);
+    // ansible-core's internal data-tagging tests (`ansible._protomatter.tagged_with`, its own
+    // targets use them), for the tags fixpoint's values can carry.
+    env.add_test("tagged_with", test_tagged_with);
+    env.add_test("tagged", |v: &Value| vaulted_tag(v).map(|t| t.is_some()));
     env.add_test("falsy", test_falsy);
     // Jinja2's `value % num == 0`. minijinja's own panics on a zero divisor; Python raises
     // ZeroDivisionError, which Ansible reports as a template error.
@@ -307,11 +317,90 @@ fn test_falsy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
     test_truthy(value, kwargs).map(|t| !t)
 }
 
+/// ansible-core's data tags, by name (an unknown one is an error, as there).
+const TAG_NAMES: &[&str] = &[
+    "Deprecated",
+    "Origin",
+    "SourceWasEncrypted",
+    "TrustedAsTemplate",
+    "VaultedValue",
+    "_JinjaConstTemplate",
+];
+
+/// `value is tagged_with(name)`. fixpoint's values are plain data: the one tag it knows on a
+/// value is `VaultedValue`, on a `!vault` value (which the test uses: one no secret opens is
+/// an error, as in ansible-core). The others are never known: `TrustedAsTemplate` (what
+/// ansible-core puts on a string written in the playbook), `Origin`... are false.
+fn test_tagged_with(value: &Value, name: &str) -> Result<bool, Error> {
+    if !TAG_NAMES.contains(&name) {
+        return Err(op_err(format!("Unknown tag name '{name}'.")));
+    }
+    Ok(name == "VaultedValue" && vaulted_tag(value)?.is_some())
+}
+
+/// `Some` for a `!vault` value that decrypts, the error of one that does not, `None` for the
+/// rest.
+fn vaulted_tag(value: &Value) -> Result<Option<()>, Error> {
+    match super::value::vault_text(value) {
+        Some(text) => super::value::used_vault(&text).map(|_| Some(())),
+        None => Ok(None),
+    }
+}
+
+/// `path is vaulted_file`: the controller's file (relative to the working directory) starts
+/// with the vault header.
+fn test_vaulted_file(path: &Value) -> Result<bool, Error> {
+    use std::io::Read as _;
+    let p = path
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| path.to_string());
+    let mut head = [0u8; crate::vault::HEADER.len()];
+    let n = std::fs::File::open(&p)
+        .and_then(|f| f.take(head.len() as u64).read(&mut head))
+        .map_err(|_| op_err(format!("Cannot test if the file '{p}' is a vault.")))?;
+    Ok(crate::vault::is_encrypted(&head[..n]))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::template::test_support::*;
     use crate::template::Templar;
     use serde_json::json;
+
+    #[test]
+    fn vault_and_data_tag_tests() {
+        // No secret is installed in unit tests: the vaulted value cannot be decrypted.
+        let c = ctx(json!({"v": crate::yaml::mark::vault("$ANSIBLE_VAULT;1.1;AES256\n6162\n")}));
+        let t = Templar::new();
+        let holds = |e: &str| {
+            t.eval_bool(e, &c)
+                .unwrap_or_else(|err| panic!("{e}: {err}"))
+        };
+        assert!(holds("v is vault_encrypted"));
+        assert!(holds("'$ANSIBLE_VAULT;1.1;AES256' is not vault_encrypted"));
+        assert!(holds(
+            "'x' is not ansible._protomatter.tagged_with('TrustedAsTemplate')"
+        ));
+        assert!(holds("1 is not ansible._protomatter.tagged"));
+        let err = |e: &str| t.eval_bool(e, &c).expect_err(e).to_string();
+        assert!(err("v is tagged_with('VaultedValue')").contains(
+            "Attempt to use undecryptable variable: Attempting to decrypt but no vault secrets found."
+        ));
+        assert!(err("v is tagged_with('Bogus')").contains("Unknown tag name 'Bogus'."));
+        // Printing it or serializing it is using it.
+        let used = t
+            .render_str("{{ v | to_json }}", &c)
+            .unwrap_err()
+            .to_string();
+        assert!(used.contains("undecryptable variable"), "{used}");
+        let printed = t.render_str("x {{ v }}", &c).unwrap_err().to_string();
+        assert!(printed.contains("undecryptable variable"), "{printed}");
+        // Tests run in the package's directory.
+        assert!(holds("'Cargo.toml' is not vaulted_file"));
+        assert!(err("'no/such/file' is vaulted_file")
+            .contains("Cannot test if the file 'no/such/file' is a vault."));
+    }
 
     #[test]
     fn result_tests() {

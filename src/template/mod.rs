@@ -164,14 +164,15 @@ impl Templar {
         single_expression(s)
     }
 
-    /// Whether `render_value` would change anything in `v`: a template string or an
-    /// `!unsafe` mark anywhere inside.
+    /// Whether `render_value` would change anything in `v`: a template string, an `!unsafe`
+    /// mark or a `!vault` value anywhere inside.
     pub fn needs_render(v: &Json) -> bool {
         match v {
             Json::String(s) => Self::is_template(s),
             Json::Array(a) => a.iter().any(Self::needs_render),
             Json::Object(m) => {
                 mark::literal_of(v).is_some()
+                    || mark::vault_text(v).is_some()
                     || m.keys().any(|k| Self::is_template(k))
                     || m.values().any(Self::needs_render)
             }
@@ -213,10 +214,19 @@ impl Templar {
     }
 
     /// Recursively render every string in a JSON value (keys of maps too, when templated).
-    /// A value marked `!unsafe` is its literal, untouched.
+    /// A value marked `!unsafe` is its literal, untouched; a `!vault` value its plain text.
     pub fn render_value(&self, v: &Json, ctx: &Value) -> Result<Json, TemplateError> {
         if let Some(literal) = mark::literal_of(v) {
             return Ok(literal.clone());
+        }
+        if let Some(text) = mark::vault_text(v) {
+            // Decrypted with the run's secrets, a vaulted value is its plain text, never a
+            // template (as in ansible-core). When none opens it, it stays vaulted: that is an
+            // error only where it is used (`value::used_vault`), as in ansible-core 2.19.
+            return Ok(match crate::vault::decrypt_installed(text) {
+                Ok(plain) => Json::String(String::from_utf8_lossy(&plain).into_owned()),
+                Err(_) => v.clone(),
+            });
         }
         match v {
             Json::String(s) => self.render_str(s, ctx),

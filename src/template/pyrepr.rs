@@ -7,10 +7,14 @@ use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, Value};
 
 use super::filters::collections::GroupTuple;
-use super::value::MAX_DEPTH;
+use super::value::{used_vault, vault_text, MAX_DEPTH};
 
 /// Prints a value the way Jinja2 under Python does: `True`, `None`, `['a', 1]`, `{'k': 'v'}`.
 pub(super) fn py_str(v: &Value, out: &mut String, depth: usize) -> Result<(), Error> {
+    if let (0, Some(text)) = (depth, vault_text(v)) {
+        out.push_str(&used_vault(&text)?);
+        return Ok(());
+    }
     match v.kind() {
         // Top-level silent undefined (`{{ x if false }}`) prints nothing; strict undefined
         // never reaches the formatter.
@@ -37,6 +41,11 @@ fn py_repr(v: &Value, out: &mut String, depth: usize) -> Result<(), Error> {
         out.push_str(", ");
         py_repr(&t.list, out, depth + 1)?;
         out.push(')');
+        return Ok(());
+    }
+    // A vaulted value prints as the string it holds, as ansible-core's `EncryptedString`.
+    if let Some(text) = vault_text(v) {
+        py_quote(&used_vault(&text)?, out);
         return Ok(());
     }
     match v.kind() {

@@ -20,6 +20,9 @@ fn value_to_json_depth(v: &Value, depth: usize) -> Result<Json, Error> {
             "value is nested too deeply",
         ));
     }
+    if let Some(text) = vault_text(v) {
+        return used_vault(&text).map(Json::String);
+    }
     Ok(match v.kind() {
         ValueKind::Undefined => return Err(Error::from(ErrorKind::UndefinedError)),
         ValueKind::None => Json::Null,
@@ -55,6 +58,26 @@ fn value_to_json_depth(v: &Value, depth: usize) -> Result<Json, Error> {
         ValueKind::Invalid => return Err(op_err(format!("invalid value: {v}"))),
         _ => Json::String(v.to_string()),
     })
+}
+
+/// The vault text of a vaulted value no secret opened when it was rendered (it stays the
+/// mapping `yaml::mark::vault` makes), if `v` is one.
+pub(super) fn vault_text(v: &Value) -> Option<String> {
+    if v.kind() != ValueKind::Map || v.len() != Some(1) {
+        return None;
+    }
+    let inner = v
+        .get_item(&Value::from(crate::yaml::mark::VAULT_KEY))
+        .ok()?;
+    inner.as_str().map(str::to_string)
+}
+
+/// A vaulted value is used (printed, serialized, made a task's argument): its plain text, or
+/// ansible-core's error when the run's secrets do not open it.
+pub(super) fn used_vault(text: &str) -> Result<String, Error> {
+    crate::vault::decrypt_installed(text)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map_err(|e| op_err(format!("Attempt to use undecryptable variable: {e}")))
 }
 
 /// Rejects undefined input in filters that take `&Value` (minijinja only checks typed args).

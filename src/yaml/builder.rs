@@ -1,6 +1,6 @@
 //! Builds the node tree from yaml-rust2's marked events: positions, anchors and aliases, merge
 //! keys (`<<`), duplicate keys (the later wins), and the tags Ansible uses (`!!str`, `!unsafe`
-//! on strings and collections, `!vault` refused).
+//! on strings and collections, `!vault` on scalars).
 
 use super::node::{Kind, Node};
 use super::resolve::{resolve_json, resolve_plain};
@@ -207,13 +207,7 @@ impl MarkedEventReceiver for Builder {
             Event::Scalar(value, style, anchor, tag) => {
                 let kind = match (&style, &tag) {
                     (_, Some(t)) if t.handle == "!!" && t.suffix == "str" => Kind::Str(value),
-                    (_, Some(t)) if t.handle == "!" && t.suffix == "vault" => {
-                        self.error = Some(
-                            Diagnostic::at(&pos, "`!vault` values are not supported")
-                                .help("decrypt the value, or pass it with -e @file"),
-                        );
-                        Kind::Str(value)
-                    }
+                    (_, Some(t)) if t.handle == "!" && t.suffix == "vault" => Kind::Vault(value),
                     _ if is_unsafe_tag(&tag) => resolve_plain(&value),
                     (TScalarStyle::Plain, _) if self.json => resolve_json(&value),
                     (TScalarStyle::Plain, _) => resolve_plain(&value),

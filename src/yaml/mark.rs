@@ -10,11 +10,42 @@
 //!
 //! Whoever renders a value (`template::Templar::render_value`) yields the inner value as it is,
 //! never templated; places that show raw values strip the mark (`strip_marks`).
+//!
+//! A `!vault` value travels the same way, as `{"__ansible_vault": "<vault text>"}` (Ansible's
+//! own JSON form of an encrypted value): it is decrypted where it is rendered, never before, so
+//! a value no secret opens is an error only when a task uses it, as in ansible-core 2.19.
 
 use serde_json::{Map, Value};
 
 /// The single key of a marked value.
 pub const UNSAFE_KEY: &str = "__ansible_unsafe";
+
+/// The single key of a vaulted value.
+pub const VAULT_KEY: &str = "__ansible_vault";
+
+/// A `!vault` value: its vault text, to decrypt when it is used.
+pub fn vault(ciphertext: &str) -> Value {
+    let mut m = Map::with_capacity(1);
+    m.insert(VAULT_KEY.to_string(), Value::String(ciphertext.to_string()));
+    Value::Object(m)
+}
+
+/// The vault text of a vaulted value (a mapping whose only key is the vault mark), if it is one.
+pub fn vault_text(v: &Value) -> Option<&str> {
+    match v {
+        Value::Object(m) if m.len() == 1 => m.get(VAULT_KEY)?.as_str(),
+        _ => None,
+    }
+}
+
+/// Whether a vaulted value appears anywhere inside `v`.
+pub fn has_vault(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => vault_text(v).is_some() || m.values().any(has_vault),
+        Value::Array(a) => a.iter().any(has_vault),
+        _ => false,
+    }
+}
 
 /// `value` marked as never to be templated.
 pub fn mark(value: Value) -> Value {

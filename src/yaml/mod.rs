@@ -6,9 +6,10 @@
 //! are booleans, `0644` is octal), so every source types a value the same way.
 //!
 //! yaml/ is the one YAML 1.1 loader of the project: `node` (the tree), `builder` (events ->
-//! tree), `resolve` (scalar typing), `mark` (how an `!unsafe` value stays marked once it is
-//! plain JSON). It must NOT know about playbooks, inventories or Ansible
-//! keywords: callers give the tree its meaning.
+//! tree), `resolve` (scalar typing), `mark` (how an `!unsafe` or `!vault` value stays marked
+//! once it is plain JSON). A vault-encrypted file is decrypted by `crate::vault` before it is
+//! parsed. It must NOT know about playbooks, inventories or Ansible keywords: callers give the
+//! tree its meaning.
 
 mod builder;
 mod flow;
@@ -27,12 +28,23 @@ use std::sync::Arc;
 use yaml_rust2::parser::Parser;
 
 /// Parse a YAML file into one node (the first document; an empty file is `null`).
+/// A vault-encrypted file is decrypted first, with the run's secrets (`crate::vault`).
 pub fn load_file(path: &Path) -> Result<Node, Diagnostic> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Diagnostic::at(&Pos::file_only(path), format!("cannot read file: {e}"))
-            .help("check the path; relative paths are relative to the current directory")
+    parse_str(&read_text(path)?, path)
+}
+
+/// A YAML source's text: decrypted when it is vault-encrypted, UTF-8 checked.
+pub fn read_text(path: &Path) -> Result<String, Diagnostic> {
+    let at = Pos::file_only(path);
+    let bytes = crate::vault::read_file(path).map_err(|e| match e {
+        crate::vault::ReadError::Io(_) => Diagnostic::at(&at, e.to_string())
+            .help("check the path; relative paths are relative to the current directory"),
+        crate::vault::ReadError::Vault(_) => Diagnostic::at(&at, e.to_string()).help(
+            "give the vault secret: --vault-password-file FILE, --vault-id [label@]FILE or --ask-vault-pass",
+        ),
     })?;
-    parse_str(&text, path)
+    String::from_utf8(bytes)
+        .map_err(|_| Diagnostic::at(&at, "cannot read file: stream did not contain valid UTF-8"))
 }
 
 /// Parse YAML text that came from `path` (the path is only used in positions).

@@ -1,6 +1,6 @@
 //! The YAML node tree: each value with the position where it starts, and its plain-data view.
 
-use super::mark::mark;
+use super::mark::{mark, vault};
 use crate::diag::{Diagnostic, Pos};
 use serde_json::{Map, Number, Value};
 
@@ -24,6 +24,8 @@ pub enum Kind {
     /// A string, list or mapping tagged `!unsafe`: never templated (see `mark`). Numbers,
     /// booleans and null tagged so stay what they are, as in Ansible.
     Unsafe(Box<Node>),
+    /// A scalar tagged `!vault`: its vault text, decrypted only when it is used (see `mark`).
+    Vault(String),
 }
 
 impl Node {
@@ -37,6 +39,7 @@ impl Node {
             Kind::Seq(_) => "a list",
             Kind::Map(_) => "a mapping",
             Kind::Unsafe(_) => "an `!unsafe` value (only variables and module parameters take one)",
+            Kind::Vault(_) => "a `!vault` value (only variables and module parameters take one)",
         }
     }
 
@@ -104,6 +107,7 @@ impl Node {
             // Everything inside is literal already: inner marks would add nothing.
             Kind::Unsafe(inner) if marks => mark(inner.json(false)),
             Kind::Unsafe(inner) => inner.json(false),
+            Kind::Vault(text) => vault(text),
         }
     }
 

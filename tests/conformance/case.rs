@@ -36,6 +36,9 @@ const SHARED_FLAGS: &[(&str, bool)] = &[
     ("--skip-tags", true),
     ("--limit", true),
     ("--force-handlers", false),
+    // A file of the case's own (`files:`), relative to the run directory both tools run in.
+    ("--vault-password-file", true),
+    ("--vault-id", true),
 ];
 
 #[derive(Debug, Clone)]

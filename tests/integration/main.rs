@@ -61,4 +61,5 @@ mod timeouts;
 mod unarchive;
 mod validate;
 mod variables;
+mod vault;
 mod yaml_typing;

@@ -35,7 +35,16 @@ pub fn include_vars(
     let (rel, is_dir) = match (&p.file, &p.dir) {
         (Some(f), _) => (f.trim_end_matches('\n').to_string(), false),
         (None, Some(d)) => (d.clone(), true),
-        (None, None) => return Err("`include_vars` needs `file` or `dir`".into()),
+        // ansible-core looks for a file named by nothing (`file: null`, from a lookup that
+        // found none) and fails in these words, which playbooks look for.
+        (None, None) => {
+            return Err(
+                "Could not find file on the Ansible Controller.\nIf you are using a \
+                        module and expect the file to exist on the remote, see the remote_src \
+                        option"
+                    .into(),
+            )
+        }
     };
     let found = if Path::new(&rel).is_absolute() {
         Some(PathBuf::from(&rel))
@@ -349,8 +358,17 @@ fn render_template_file(
 ) -> Result<String, Failure> {
     let src = p.src.as_str();
     let (opts, newline) = file_options(p)?;
-    let source = std::fs::read_to_string(path)
-        .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))?;
+    // A vault-encrypted template is decrypted with the run's secrets, as Ansible does.
+    let source = crate::vault::read_file(path)
+        .map_err(|e| Failure::msg(format!("{}: {e}", path.display())))
+        .and_then(|b| {
+            String::from_utf8(b).map_err(|_| {
+                Failure::msg(format!(
+                    "{}: the template is not UTF-8 text",
+                    path.display()
+                ))
+            })
+        })?;
     let fullpath = crate::vars::magic::abs(path);
     let mut search = Vec::new();
     for d in dirs
@@ -440,10 +458,7 @@ pub fn prepare(
                 if let Some(Value::String(src)) = obj.remove("src") {
                     let path = find_file(dirs, "files", &src).map_err(Failure::msg)?;
                     if path.is_dir() {
-                        let upload = super::tree::prepare(obj, &src, &path, follow)?;
-                        if decrypt {
-                            upload.iter().try_for_each(|u| refuse_vault(&u.path))?;
-                        }
+                        let upload = super::tree::prepare(obj, &src, &path, follow, decrypt)?;
                         return Ok(Prepared::Agent {
                             module: "copy_tree",
                             params,
@@ -453,12 +468,13 @@ pub fn prepare(
                     if !follow && path.is_symlink() {
                         return Err(Failure::msg(super::tree::no_follow(&path)));
                     }
-                    if decrypt {
-                        refuse_vault(&path)?;
-                    }
+                    let sent = match decrypt {
+                        true => crate::vault::plain::plain_path(&path).map_err(Failure::msg)?,
+                        false => path.clone(),
+                    };
                     // Only the file's hash goes with the request: the agent asks for the
                     // content when the host's file differs, and it is then streamed.
-                    let up = super::upload::Upload::of(&path).map_err(Failure::msg)?;
+                    let up = super::upload::Upload::of(&sent).map_err(Failure::msg)?;
                     obj.insert("_src_sha256".into(), json!(up.sha256));
                     obj.insert("_src_sha1".into(), json!(up.sha1));
                     obj.insert("_src_size".into(), json!(up.size));
@@ -533,7 +549,16 @@ pub fn prepare(
                     "`{src}` is a directory, not a script"
                 )));
             }
-            let up = super::upload::Upload::of(&path).map_err(Failure::msg)?;
+            // `decrypt` (default true): a vault-encrypted script runs as its plain text.
+            let decrypt = obj
+                .get("decrypt")
+                .and_then(|v| serde_json::from_value::<Bool>(v.clone()).ok())
+                .is_none_or(|b| b.0);
+            let sent = match decrypt {
+                true => crate::vault::plain::plain_path(&path).map_err(Failure::msg)?,
+                false => path.clone(),
+            };
+            let up = super::upload::Upload::of(&sent).map_err(Failure::msg)?;
             obj.insert("_src_sha256".into(), json!(up.sha256));
             obj.insert("_src_size".into(), json!(up.size));
             obj.insert("_src_name".into(), json!(basename(&src)));
@@ -637,24 +662,6 @@ pub fn prepare(
             params,
             upload: Vec::new(),
         }),
-    }
-}
-
-/// A vault-encrypted source `copy` would decrypt (`decrypt`, true by default): fixpoint has no
-/// vault secrets, so it fails as ansible-core does when none is given, rather than copying the
-/// ciphertext where the user expects the plain text. `decrypt: false` copies it as it is.
-fn refuse_vault(path: &Path) -> Result<(), Failure> {
-    use std::io::Read as _;
-    let mut head = [0u8; 15];
-    let n = std::fs::File::open(path)
-        .and_then(|f| f.take(15).read(&mut head))
-        .unwrap_or(0);
-    match head[..n].starts_with(b"$ANSIBLE_VAULT;") {
-        true => Err(Failure::msg(format!(
-            "A vault password or secret must be specified to decrypt {}",
-            path.display()
-        ))),
-        false => Ok(()),
     }
 }
 

@@ -15,12 +15,14 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 /// Fill `params` of a `copy` whose `src` (as written: `src_text`) is the controller directory
-/// `dir` for the agent's `copy_tree`; returns the files it may ask for.
+/// `dir` for the agent's `copy_tree`; returns the files it may ask for. With `decrypt`, a
+/// vault-encrypted file travels as its plain text (`vault::plain`).
 pub fn prepare(
     params: &mut Map<String, Value>,
     src_text: &str,
     dir: &Path,
     follow: bool,
+    decrypt: bool,
 ) -> Result<Vec<Upload>, super::prepare::Failure> {
     let fail = |msg: String| super::prepare::Failure {
         msg,
@@ -32,6 +34,7 @@ pub fn prepare(
     let contents_only = src_text.ends_with('/');
     let mut walk = Walk {
         follow,
+        decrypt,
         ..Walk::default()
     };
     let top = if contents_only {
@@ -84,6 +87,8 @@ struct Walk {
     ancestors: HashSet<(u64, u64)>,
     /// `local_follow`: links are followed; otherwise one is refused (see the module's comment).
     follow: bool,
+    /// `decrypt`: vault-encrypted files travel decrypted.
+    decrypt: bool,
 }
 
 impl Walk {
@@ -137,7 +142,10 @@ impl Walk {
                 self.dir(&path, &sub)?;
                 self.ancestors.remove(&id);
             } else if meta.is_file() {
-                let mut up = Upload::of(&path)?;
+                let mut up = match self.decrypt {
+                    true => Upload::of(&crate::vault::plain::plain_path(&path)?)?,
+                    false => Upload::of(&path)?,
+                };
                 up.rel = Some(sub.clone());
                 self.files
                     .push((sub, up, meta.permissions().mode() & 0o7777));

@@ -15,6 +15,7 @@ pub(in crate::template) mod regex;
 mod serialize;
 mod text;
 pub(in crate::template) mod types;
+mod vault;
 
 use minijinja::{Environment, Value};
 
@@ -29,6 +30,7 @@ use self::regex::*;
 use self::serialize::*;
 use self::text::*;
 use self::types::*;
+use self::vault::*;
 
 pub(super) fn add_filters(env: &mut Environment<'static>) {
     // Builtins kept as they are: default/d, lower, upper, trim, join, length/count,
@@ -163,6 +165,8 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("random", filter_random);
     env.add_filter("shuffle", filter_shuffle);
     env.add_filter("password_hash", filter_password_hash);
+    env.add_filter("vault", filter_vault);
+    env.add_filter("unvault", filter_unvault);
 }
 
 #[cfg(test)]

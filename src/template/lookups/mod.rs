@@ -172,7 +172,7 @@ fn run_lookup_strict(
                 let path = find("templates", &term).ok_or_else(|| {
                     op_err(format!("lookup('template'): {term} not found"))
                 })?;
-                let source = std::fs::read_to_string(&path).map_err(|e| {
+                let source = read_decrypted(&path).map_err(|e| {
                     op_err(format!(
                         "lookup('template'): cannot read {}: {e}",
                         path.display()
@@ -257,7 +257,7 @@ fn run_lookup_strict(
                 let path = find("files", &term)
                     .filter(|p| p.is_file())
                     .unwrap_or_else(|| PathBuf::from(&term));
-                let text = std::fs::read_to_string(&path).map_err(|e| {
+                let text = read_decrypted(&path).map_err(|e| {
                     op_err(format!(
                         "lookup('file'): cannot read {}: {e}",
                         path.display()
@@ -449,6 +449,16 @@ fn python_re_error(e: &fancy_regex::Error) -> String {
         }
         other => other.to_string(),
     }
+}
+
+/// A controller file's text for the `file` and `template` lookups: decrypted with the run's
+/// vault secrets when it is vault-encrypted, as ansible-core's lookups read it.
+fn read_decrypted(path: &std::path::Path) -> Result<String, String> {
+    let bytes = crate::vault::read_file(path).map_err(|e| match e {
+        crate::vault::ReadError::Io(e) => e.to_string(),
+        vault => vault.to_string(),
+    })?;
+    String::from_utf8(bytes).map_err(|_| "stream did not contain valid UTF-8".to_string())
 }
 
 #[cfg(test)]
