@@ -9,6 +9,7 @@
 mod fileglob;
 mod first_found;
 pub mod listing;
+mod native;
 mod password;
 mod url;
 
@@ -225,8 +226,18 @@ fn run_lookup_strict(
                         .build()?;
                     env.set_syntax(syntax);
                 }
-                let mut rendered =
-                    env.render_named_str(&path.display().to_string(), &code, Value::from(vars))?;
+                let name = path.display().to_string();
+                let vars = Value::from(vars);
+                // One expression: its value, as ansible-core's native rendering gives it.
+                if delimiters.iter().all(Option::is_none) {
+                    if let Some(v) =
+                        native::single_value(&env, &name, &code, &vars, trim_blocks.unwrap_or(true))?
+                    {
+                        out.push(v);
+                        continue;
+                    }
+                }
+                let mut rendered = env.render_named_str(&name, &code, vars)?;
                 // A template that renders nothing at all (only a comment) is `None` to
                 // ansible-core, not an empty string.
                 if rendered.is_empty() {
