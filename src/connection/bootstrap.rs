@@ -91,7 +91,7 @@ f="$b/fixpoint-agent"
             // from the environment: never in argv, never in a file or a log.
             s.push_str(
                 r#"a=$(mktemp "${TMPDIR:-/tmp}/fixpoint-askpass.XXXXXX") || exit 98
-printf '#!/bin/sh\nprintf "%s\\n" "$FIXPOINT_BECOME_PASS"\n' > "$a"; chmod 700 "$a"
+printf '#!/bin/sh\nprintf "%%s\\n" "$FIXPOINT_BECOME_PASS"\n' > "$a"; chmod 700 "$a"
 "#,
             );
             format!(
