@@ -83,23 +83,53 @@ fi
         .chain(spec.become_flags.iter().map(|f| sh_quote(f)))
         .collect::<Vec<_>>()
         .join(" ");
-    match (&spec.become_user, &spec.become_password) {
-        (None, _) => s.push_str("exec \"$f\"\n"),
-        (Some(user), None) => {
-            s.push_str(&format!("exec {sudo} -n -u {} -- \"$f\"\n", sh_quote(user)))
-        }
+    // A become user other than root cannot read the login user's private cache (nor, when
+    // the login is root, root's home): it runs a copy of the agent in a fresh directory of its
+    // own, which others may enter and run but not change, removed when the agent exits (so the
+    // shell waits for sudo instead of `exec`ing it).
+    let unprivileged = spec.become_user.as_deref().is_some_and(|u| u != "root");
+    if let Some(user) = spec.become_user.as_deref().filter(|_| unprivileged) {
+        s.push_str(&format!(
+            r#"b=$(mktemp -d /tmp/fixpoint-become.XXXXXX) || {{ echo "cannot create a directory in /tmp for the agent of {user}" >&2; exit 98; }}
+if ! {{ cp "$f" "$b/fixpoint-agent" && chmod 755 "$b/fixpoint-agent" && chmod 711 "$b"; }}; then
+  rm -rf "$b"; echo "cannot copy the agent to $b for {user}" >&2; exit 98
+fi
+f="$b/fixpoint-agent"
+"#,
+            user = user.replace(['"', '\\', '$', '`'], "_")
+        ));
+    }
+    let run = match (&spec.become_user, &spec.become_password) {
+        (None, _) => "\"$f\"".to_string(),
+        (Some(user), None) => format!("{sudo} -n -u {} -- \"$f\"", sh_quote(user)),
         (Some(user), Some(_)) => {
             // The password (read above) reaches sudo through an askpass helper that reads it
             // from the environment: never in argv, never in a file or a log.
-            s.push_str(&format!(
-                r#"a=$(mktemp "${{TMPDIR:-/tmp}}/fixpoint-askpass.XXXXXX") || exit 98
+            s.push_str(
+                r#"a=$(mktemp "${TMPDIR:-/tmp}/fixpoint-askpass.XXXXXX") || exit 98
 printf '#!/bin/sh\nprintf "%%s\\n" "$FIXPOINT_BECOME_PASS"\n' > "$a"; chmod 700 "$a"
-SUDO_ASKPASS="$a" {sudo} -A -k -p fixpoint -u {user} -- "$f"
-r=$?; rm -f "$a"; exit $r
 "#,
-                user = sh_quote(user)
-            ));
+            );
+            format!(
+                "SUDO_ASKPASS=\"$a\" {sudo} -A -k -p fixpoint -u {} -- \"$f\"",
+                sh_quote(user)
+            )
         }
+    };
+    let cleanup = [
+        spec.become_password.is_some().then_some("\"$a\""),
+        unprivileged.then_some("\"$b\""),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>();
+    if cleanup.is_empty() {
+        s.push_str(&format!("exec {run}\n"));
+    } else {
+        s.push_str(&format!(
+            "{run}\nr=$?; rm -rf {}; exit $r\n",
+            cleanup.join(" ")
+        ));
     }
     s
 }

@@ -34,11 +34,14 @@ const CONN_VARS: &[&str] = &[
 pub const KNOWN_CONNECTIONS: &[&str] = &["ssh", "smart", "paramiko", "local"];
 
 /// Whether `from_vars` would give, in a scope, the spec it gives from the inventory, the play's
-/// `vars` and `-e` alone: every connection variable it reads comes, as written (no template), from
-/// one of those maps. Then the spec is the same for every task of the play with the same
-/// `become` keywords, and the engine computes it once per host and play. `defining_map` says
-/// which map of the scope a variable comes from (`Scope::defining_map`, or
-/// `vars::precedence::VarMaps::defining_map` without building the scope).
+/// `vars` and `-e` alone: every connection variable the scope defines comes, as written (no
+/// template), from one of those maps. A connection variable any other map defines (a task's or
+/// block's `vars:`, a role's, `set_fact`, `include_vars`) is read for the task, as in
+/// ansible-core, so the spec is then computed for the task. Otherwise it is the same for every
+/// task of the play with the same `become` keywords, and the engine computes it once per host
+/// and play. `defining_map` says which map of the scope a variable comes from
+/// (`Scope::defining_map`, or `vars::precedence::VarMaps::defining_map` without building the
+/// scope).
 pub fn fixed_in<'s>(
     inv_vars: &Arc<Map<String, Value>>,
     defining_map: impl Fn(&str) -> Option<&'s Arc<Map<String, Value>>>,
@@ -58,55 +61,35 @@ pub fn fixed_in<'s>(
         .is_some_and(fixpoint_modules::params::is_template);
     // Templated connection keywords are rendered with the task's variables.
     let keywords_templated = play.conn.templated() || task.is_some_and(|t| t.conn.templated());
-    // Only the connection variables the fixed sources set matter (a variable they do not set
-    // is not read). This runs for every task on every host: a small map's keys are compared
-    // with the list rather than the list hashed into the map.
-    let conn_vars_in = |m: &'_ Map<String, Value>| -> Vec<&'static str> {
-        if m.len() <= CONN_VARS.len() {
-            CONN_VARS
-                .iter()
-                .copied()
-                .filter(|k| m.keys().any(|mk| mk == k))
-                .collect()
-        } else {
-            CONN_VARS
-                .iter()
-                .copied()
-                .filter(|k| m.contains_key(*k))
-                .collect()
-        }
-    };
     !method_templated
         && !user_templated
         && !keywords_templated
-        && fixed_sources.iter().all(|source| {
-            conn_vars_in(source).into_iter().all(|k| {
-                defining_map(k).is_some_and(|m| {
-                    fixed_sources.iter().any(|f| Arc::ptr_eq(f, m))
-                        && !crate::template::Templar::needs_render(&m[k])
-                })
-            })
+        && CONN_VARS.iter().all(|k| match defining_map(k) {
+            None => true,
+            Some(m) => {
+                fixed_sources.iter().any(|f| Arc::ptr_eq(f, m))
+                    && !crate::template::Templar::needs_render(&m[*k])
+            }
         })
 }
 
 /// The connection spec for `host`, from its connection variables rendered in `scope` (the
-/// host's scope for `task`). Only variables set in the inventory, the play's `vars` or `-e` are
-/// looked up. The `become`/`become_user` keywords of the task or play win over the variables;
+/// host's scope for `task`). Only the variables `defines` says a variable map sets are looked
+/// up (whichever map: the inventory, `vars:`, `set_fact`...; not the `ansible_connection` the
+/// scope adds from the play's keyword, which the task's own keyword wins over). The `become`/`become_user` keywords of the task or play win over the variables;
 /// the `connection`, `remote_user` and `port` keywords of the task (its blocks, its role) or
 /// else the play are used when no variable sets them, as in ansible-core.
 pub fn from_vars(
     host: &str,
-    inv_vars: &Map<String, Value>,
     scope: &Arc<Scope>,
+    defines: impl Fn(&str) -> bool,
     play: &Play,
     task: Option<&Task>,
     cfg: &Config,
 ) -> Result<ConnSpec, String> {
     let get = |k: &str| -> Result<Option<Value>, String> {
         debug_assert!(CONN_VARS.contains(&k), "{k} missing from CONN_VARS");
-        let present =
-            inv_vars.contains_key(k) || cfg.extra_vars.contains_key(k) || play.vars.contains_key(k);
-        if !present {
+        if !defines(k) {
             return Ok(None);
         }
         let v = scope.render(&json!(format!("{{{{ {k} }}}}")))?;
@@ -245,6 +228,13 @@ pub fn from_vars(
         Some(f) => crate::playbook::become_flags_of(&f)?,
         None => Vec::new(),
     };
+    // `fixpoint_state_dir` is the journal of the login user's and root's agents: an agent that
+    // becomes another user can neither read nor write it, and keeps its journal in that user's
+    // own default state directory.
+    let state_dir = match become_user.as_deref() {
+        Some(u) if u != "root" => None,
+        _ => as_string(get("fixpoint_state_dir")?),
+    };
     Ok(ConnSpec {
         host: host.to_string(),
         kind,
@@ -253,7 +243,7 @@ pub fn from_vars(
         become_exe,
         become_flags,
         agent_path: as_string(get("fixpoint_agent_path")?).map(PathBuf::from),
-        state_dir: as_string(get("fixpoint_state_dir")?),
+        state_dir,
         connect_timeout: cfg.connect_timeout,
     })
 }
@@ -301,17 +291,41 @@ mod tests {
         let over = scope_with(json!({"ansible_host": "10.0.0.2"}));
         assert!(!fixed_in(&inv, |k| over.defining_map(k), &play, None, &cfg));
         assert_eq!(
-            from_vars("h", &inv, &over, &play, None, &cfg)
+            from_vars("h", &over, |k| over.defines(k), &play, None, &cfg)
                 .map(|s| format!("{:?}", s.kind))
                 .unwrap(),
             format!(
                 "{:?}",
-                from_vars("h", &inv, &scope_with(json!({})), &play, None, &cfg)
+                from_vars("h", &plain, |k| plain.defines(k), &play, None, &cfg)
                     .unwrap()
                     .kind
             )
             .replace("10.0.0.1", "10.0.0.2")
         );
+        // A connection variable only a task sets (`become` through `vars:`, as ansible-core's
+        // `setup_test_user` does) is read for that task, which is not the cached spec.
+        let become_vars = scope_with(json!({"ansible_become": true, "ansible_become_user": "u"}));
+        assert!(!fixed_in(
+            &inv,
+            |k| become_vars.defining_map(k),
+            &play,
+            None,
+            &cfg
+        ));
+        // (A play without a `become` keyword: `bare` says `become: false`.)
+        let mut open = Play::bare("all", false);
+        open.become_ = None;
+        let spec = from_vars(
+            "h",
+            &become_vars,
+            |k| become_vars.defines(k),
+            &open,
+            None,
+            &cfg,
+        );
+        assert_eq!(spec.unwrap().become_user.as_deref(), Some("u"));
+        let spec = from_vars("h", &plain, |k| plain.defines(k), &open, None, &cfg);
+        assert_eq!(spec.unwrap().become_user, None);
         // A template may read what tasks change (`set_fact`): computed per task.
         let templated = map(json!({"ansible_host": "{{ x }}"}));
         let scope = Scope::new(

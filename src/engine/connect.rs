@@ -17,7 +17,9 @@ use std::time::Duration;
 impl Shared<'_> {
     /// The connection spec for a host, from its (rendered) connection variables. Computed
     /// once per host and play (and `become` keywords) when no task can change it, which is
-    /// when it comes from the inventory, play vars and `-e` as written (`spec::fixed_in`).
+    /// when it comes from the inventory, play vars and `-e` as written (`spec::fixed_in`);
+    /// otherwise for each task, from whichever map sets each variable (a task's `vars:`,
+    /// `set_fact`...).
     pub(super) fn conn_spec(
         &self,
         h: &HostState,
@@ -50,7 +52,14 @@ impl Shared<'_> {
             }
         }
         let scope = self.scope(ctx, task, h);
-        let spec = spec::from_vars(&h.name, &h.inv_vars, &scope, ctx.play, task, self.cfg)?;
+        let spec = spec::from_vars(
+            &h.name,
+            &scope,
+            |k| maps.defining_map(k).is_some(),
+            ctx.play,
+            task,
+            self.cfg,
+        )?;
         if fixed {
             *h.spec_cache.lock().expect("spec cache") = Some((key, spec.clone()));
         }

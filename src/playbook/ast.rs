@@ -306,6 +306,12 @@ pub struct Play {
     pub role_defaults: Arc<Map<String, Value>>,
     /// The `vars/` of those roles, merged the same way.
     pub role_vars: Arc<Map<String, Value>>,
+    /// The roles the play names in `roles:` and imports (`import_role`), in load order, a role
+    /// named twice listed twice: ansible-core's `ansible_play_role_names` (and `role_names`).
+    pub play_role_names: Vec<String>,
+    /// The roles those roles depend on (`meta/main.yml`, all the way down), each once:
+    /// `ansible_dependent_role_names`.
+    pub dependent_role_names: Vec<String>,
     pub become_: Option<bool>,
     pub become_user: Option<String>,
     pub become_method: Option<String>,
@@ -625,6 +631,8 @@ impl Play {
             handlers: Vec::new(),
             role_defaults: Arc::default(),
             role_vars: Arc::default(),
+            play_role_names: Vec::new(),
+            dependent_role_names: Vec::new(),
             become_: Some(become_),
             become_user: None,
             become_method: None,

@@ -14,7 +14,7 @@ use super::keywords::{
     check_keys, conditions_of, loop_of, map_of, short_name, string_of, strings_of, vars_of,
     BLOCK_KEYS, INCLUDE_ACTIONS, INHERITED_KEYS, TASK_KEYS_NOT_YET,
 };
-use super::roles::{self, Role, RoleOpts};
+use super::roles::{self, Listed, Role, RoleOpts};
 use super::task::{action_keyword, load_task};
 use crate::diag::{Diagnostic, Pos};
 use crate::yaml::{self, Kind, Node};
@@ -38,6 +38,10 @@ pub struct Loader<'a> {
     pub role_handlers: Vec<Task>,
     /// Roles whose defaults and vars the whole play sees, in the order they were loaded.
     pub(crate) exported_roles: Vec<Arc<RoleCtx>>,
+    /// The play's roles (`roles:`, `import_role`) by name, in load order (`Play`).
+    pub(crate) play_role_names: Vec<String>,
+    /// The roles they depend on, each once (`Play`).
+    pub(crate) dependent_role_names: Vec<String>,
     /// When set (loading a playbook), a task entry that is wrong is recorded here and left
     /// out, so that one load reports every wrong entry; when not (a host reaching a run-time
     /// include), the first error is returned.
@@ -58,6 +62,8 @@ impl<'a> Loader<'a> {
             handler_files: Vec::new(),
             role_handlers: Vec::new(),
             exported_roles: Vec::new(),
+            play_role_names: Vec::new(),
+            dependent_role_names: Vec::new(),
             collected: None,
             play_vars: Map::new(),
         }
@@ -153,20 +159,32 @@ impl<'a> Loader<'a> {
             from: from.clone(),
             dedupe: false,
             export: false,
+            listed: Listed::Neither,
         };
         self.role(&node, params, inh, &opts)
     }
 
-    /// One entry of `roles:` or of a role's `dependencies`.
+    /// One entry of `roles:`.
     pub(crate) fn roles_entry(
         &mut self,
         entry: &Node,
         base: &Inherited,
     ) -> Result<Vec<Step>, Diagnostic> {
+        self.role_entry(entry, base, Listed::Play)
+    }
+
+    /// One entry of `roles:` or of a role's `dependencies`.
+    fn role_entry(
+        &mut self,
+        entry: &Node,
+        base: &Inherited,
+        listed: Listed,
+    ) -> Result<Vec<Step>, Diagnostic> {
         let e = roles::read_entry(entry, base)?;
         let opts = RoleOpts {
             dedupe: true,
             export: true,
+            listed,
             ..RoleOpts::default()
         };
         self.role(e.name, e.params, e.keywords.as_ref().unwrap_or(base), &opts)
@@ -186,6 +204,30 @@ impl<'a> Loader<'a> {
         // refused by `task_file`, or left to run time for `include_role`), as in ansible-core.
         let loading: &[PathBuf] = if opts.dedupe { &self.stack } else { &[] };
         let role = roles::find_role(name_node, &dirs, loading)?;
+        // Listed before de-duplication: ansible-core lists a role each time the play names it.
+        match opts.listed {
+            Listed::Play => self.play_role_names.push(role.name.clone()),
+            Listed::Dependency if !self.dependent_role_names.contains(&role.name) => {
+                self.dependent_role_names.push(role.name.clone())
+            }
+            _ => {}
+        }
+        // A role imported or included from another role's tasks gets, as include parameters,
+        // its parent's name and path in front of those the parent got the same way
+        // (`ansible_parent_role_names`, `ansible_parent_role_paths`).
+        let mut params = params;
+        if let (false, Some(parent)) = (opts.dedupe, &inh.role) {
+            for (key, value) in [
+                ("ansible_parent_role_names", parent.name.clone()),
+                ("ansible_parent_role_paths", abs_path(&parent.path)),
+            ] {
+                let mut list = vec![Value::String(value)];
+                if let Some(Value::Array(outer)) = parent.params.get(key) {
+                    list.extend(outer.iter().cloned());
+                }
+                params.insert(key.into(), Value::Array(list));
+            }
+        }
         if opts.dedupe && !role.allow_duplicates {
             let key = (role.canon.clone(), params.clone());
             if self.seen_roles.contains(&key) {
@@ -214,7 +256,7 @@ impl<'a> Loader<'a> {
             let mut dep_inh = inh.clone();
             dep_inh.role = None;
             for d in deps {
-                steps.extend(self.roles_entry(d, &dep_inh)?);
+                steps.extend(self.role_entry(d, &dep_inh, Listed::Dependency)?);
             }
         }
         let ctx = Arc::new(role.context(name_node, params, &opts.from)?);
@@ -574,6 +616,11 @@ impl<'a> Loader<'a> {
                     },
                     dedupe: false,
                     export: !include,
+                    listed: if include {
+                        Listed::Neither
+                    } else {
+                        Listed::Play
+                    },
                 };
                 let params = match node.get("vars") {
                     Some(v) => vars_of(v, "`vars`")?,
@@ -781,4 +828,12 @@ fn include_of(
         action,
         source,
     })
+}
+
+/// A role's path as `role_path` shows it: absolute, symlinks resolved.
+fn abs_path(p: &Path) -> String {
+    std::fs::canonicalize(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
 }

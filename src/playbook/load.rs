@@ -401,6 +401,8 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
             handlers,
             role_defaults: Arc::new(role_defaults),
             role_vars: Arc::new(role_vars),
+            play_role_names: std::mem::take(&mut loader.play_role_names),
+            dependent_role_names: std::mem::take(&mut loader.dependent_role_names),
             become_: opt_bool("become")?,
             become_user: opt_string("become_user")?,
             become_method: node

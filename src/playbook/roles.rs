@@ -26,6 +26,20 @@ pub(crate) struct RoleOpts {
     /// `roles:`, dependencies and `import_role`: the role's defaults and vars are visible to
     /// the whole play (Ansible's roles are not private); `include_role`'s are its own.
     pub export: bool,
+    /// Which of the play's role-name lists the role joins.
+    pub listed: Listed,
+}
+
+/// The play's role-name lists (`ansible_play_role_names`, `ansible_dependent_role_names`): a
+/// role of `roles:` or `import_role` is the play's, a dependency is dependent; a role included
+/// at run time (`include_role`) is in neither (ansible-core adds it when a host runs the
+/// include, which fixpoint does not follow).
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Listed {
+    #[default]
+    Neither,
+    Play,
+    Dependency,
 }
 
 /// `name`, `name.yml`, `name.yaml` in `dir`.

@@ -39,6 +39,9 @@ pub struct PlayObjects {
     live_hosts: minijinja::Value,
     batch: minijinja::Value,
     playbook_dir: minijinja::Value,
+    /// `ansible_play_role_names` (and `role_names`), `ansible_dependent_role_names`,
+    /// `ansible_role_names`: the same for the whole play.
+    role_names: [minijinja::Value; 3],
     /// The play's directory, absolute (last of `ansible_search_path`).
     play_dir: String,
     /// The objects above as one layer's objects, for every scope to share.
@@ -70,6 +73,7 @@ impl PlayObjects {
             live_hosts: minijinja::Value::from_serialize(all_hosts),
             batch: minijinja::Value::from_serialize(batch),
             playbook_dir: minijinja::Value::from(abs(playbook_dir)),
+            role_names: role_names(play),
             play_dir: abs(&play.dir),
             shared: Arc::default(),
             per_host: Arc::default(),
@@ -111,6 +115,16 @@ impl PlayObjects {
             ("play_hosts".to_string(), self.batch.clone()),
             ("ansible_play_batch".to_string(), self.batch.clone()),
             ("ansible_version".to_string(), ansible_version()),
+            (
+                "ansible_play_role_names".to_string(),
+                self.role_names[0].clone(),
+            ),
+            ("role_names".to_string(), self.role_names[0].clone()),
+            (
+                "ansible_dependent_role_names".to_string(),
+                self.role_names[1].clone(),
+            ),
+            ("ansible_role_names".to_string(), self.role_names[2].clone()),
         ]);
         self
     }
@@ -122,6 +136,27 @@ impl PlayObjects {
             None => minijinja::Value::from_serialize(Vec::<String>::new()),
         }
     }
+}
+
+/// The play's role names as ansible-core gives them: the roles it names and imports, those
+/// they depend on, and both without repeats (ansible-core makes that one from a set, in no
+/// particular order; here in the order of its parts).
+fn role_names(play: &Play) -> [minijinja::Value; 3] {
+    let mut all: Vec<&String> = Vec::new();
+    for name in play
+        .dependent_role_names
+        .iter()
+        .chain(&play.play_role_names)
+    {
+        if !all.contains(&name) {
+            all.push(name);
+        }
+    }
+    [
+        minijinja::Value::from_serialize(&play.play_role_names),
+        minijinja::Value::from_serialize(&play.dependent_role_names),
+        minijinja::Value::from_serialize(&all),
+    ]
 }
 
 /// Every host's `group_names`, as template objects.
@@ -196,6 +231,7 @@ fn host_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) ->
         let role_path = abs(&r.path);
         magic.insert("role_path".into(), json!(role_path));
         magic.insert("role_name".into(), json!(r.name));
+        magic.insert("ansible_role_name".into(), json!(r.name));
         search_path.push(role_path);
     }
     search_path.push(o.play_dir.clone());

@@ -79,8 +79,9 @@ pub struct Scope {
     templar: Arc<Templar>,
     resolving: Mutex<Vec<String>>,
     cache: Mutex<HashMap<String, minijinja::Value>>,
-    /// The first error met while rendering a variable, reported instead of a bare "undefined".
-    error: Mutex<Option<String>>,
+    /// The first error met while rendering a variable (and that variable), reported instead
+    /// of a bare "undefined".
+    error: Mutex<Option<VarError>>,
     /// Warnings about how conditions are written, shared with the scopes derived by `with`
     /// (loop items, registered results) so the engine collects them once per task.
     warnings: Arc<Mutex<Vec<String>>>,
@@ -141,7 +142,34 @@ impl Scope {
 
     /// The error met while resolving a variable, if any (to explain an "undefined" error).
     pub fn take_error(&self) -> Option<String> {
-        self.error.lock().expect("scope error").take()
+        self.error
+            .lock()
+            .expect("scope error")
+            .take()
+            .map(|e| e.to_string())
+    }
+
+    /// Keep the error `key`'s template gave (the first one: the others follow from it). When
+    /// the error only says that the variable whose error is kept is undefined (`a: "{{ b }}"`,
+    /// `b` failed), `key` takes that error over: the innermost cause is what ansible-core
+    /// reports, through any number of variables.
+    fn note_error(&self, key: &str, msg: String) {
+        let mut slot = self.error.lock().expect("scope error");
+        match slot.as_mut() {
+            None => {
+                *slot = Some(VarError {
+                    key: Some(key.to_string()),
+                    inner: msg,
+                    through: Vec::new(),
+                })
+            }
+            Some(e) if e.explains(&msg) => {
+                if let Some(k) = e.key.replace(key.to_string()) {
+                    e.through.push(k);
+                }
+            }
+            Some(_) => {}
+        }
     }
 
     fn resolve(self: &Arc<Self>, key: &str) -> Option<minijinja::Value> {
@@ -158,11 +186,13 @@ impl Scope {
                 let mut r = self.resolving.lock().expect("scope resolving");
                 if r.iter().any(|k| k == key) {
                     let mut e = self.error.lock().expect("scope error");
-                    e.get_or_insert_with(|| {
-                        format!(
+                    e.get_or_insert_with(|| VarError {
+                        key: None,
+                        inner: format!(
                             "variable `{key}` refers to itself (through {})",
                             r.join(" → ")
-                        )
+                        ),
+                        through: Vec::new(),
                     });
                     return None;
                 }
@@ -173,8 +203,7 @@ impl Scope {
             match rendered {
                 Ok(v) => minijinja::Value::from_serialize(&v),
                 Err(e) => {
-                    let mut slot = self.error.lock().expect("scope error");
-                    slot.get_or_insert_with(|| format!("in variable `{key}`: {e}"));
+                    self.note_error(key, e.to_string());
                     return None;
                 }
             }
@@ -282,10 +311,18 @@ impl Scope {
     }
 
     fn explain(&self, msg: String) -> String {
-        match self.take_error() {
-            Some(inner) => format!("{msg} ({inner})"),
-            None => msg,
+        let Some(e) = self.error.lock().expect("scope error").take() else {
+            return msg;
+        };
+        // Failing because a variable that failed is undefined: that failure is the error, as
+        // ansible-core reports it (`'sorry_not_defined' is undefined`, not the variable that
+        // read it).
+        if e.explains(&msg) {
+            let mut chain = e.through.clone();
+            chain.extend(e.key.clone());
+            return format!("{} (in variable `{}`)", e.inner, chain.join("` ← `"));
         }
+        format!("{msg} ({e})")
     }
 
     /// All variables resolved to plain data (for `hostvars` snapshots and debugging).
@@ -312,6 +349,39 @@ impl Scope {
 
     pub fn templar(&self) -> &Arc<Templar> {
         &self.templar
+    }
+}
+
+/// The error a variable's template gave: `inner`, met rendering `key` (None: a loop of
+/// variables), reached through the variables in `through` (innermost first).
+struct VarError {
+    key: Option<String>,
+    inner: String,
+    through: Vec<String>,
+}
+
+impl VarError {
+    /// Whether `msg` is only the consequence of this error: it says that `key` is undefined.
+    fn explains(&self, msg: &str) -> bool {
+        self.key
+            .as_ref()
+            .is_some_and(|k| msg.starts_with(&format!("'{k}' is undefined")))
+    }
+}
+
+impl std::fmt::Display for VarError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.key {
+            // As it read before: the variable whose template failed, and why.
+            Some(k) if self.through.is_empty() => write!(f, "in variable `{k}`: {}", self.inner),
+            Some(k) => write!(
+                f,
+                "in variable `{k}` (through `{}`): {}",
+                self.through.join("` ← `"),
+                self.inner
+            ),
+            None => f.write_str(&self.inner),
+        }
     }
 }
 

@@ -237,6 +237,9 @@ struct Filters {
     patterns: Vec<Matcher>,
     excludes: Vec<Matcher>,
     contains: Option<crate::text::regex::Regex>,
+    /// `contains` has a `$` (and no `\Z`): searched in the whole file, it may also match
+    /// before the file's final newline, as Python's `$` does.
+    contains_dollar: bool,
     latin1: bool,
     age: Option<i64>,
     size: Option<i64>,
@@ -284,6 +287,10 @@ impl Filters {
                     }
                 })
                 .transpose()?,
+            contains_dollar: p
+                .contains
+                .as_deref()
+                .is_some_and(|c| c.contains('$') && !c.contains("\\Z")),
             latin1,
             age: p
                 .age
@@ -365,7 +372,13 @@ impl Filters {
             })?
         };
         if whole {
-            return Ok(re.is_match(text.as_bytes()));
+            // Python's `$` (without MULTILINE) matches at the end of the text or before a
+            // newline that ends it; Rust's only at the end: the text without that newline is
+            // searched too.
+            let b = text.as_bytes();
+            let before_final_newline =
+                self.contains_dollar && b.ends_with(b"\n") && re.is_match(&b[..b.len() - 1]);
+            return Ok(re.is_match(b) || before_final_newline);
         }
         Ok(text
             .split_inclusive('\n')

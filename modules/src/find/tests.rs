@@ -95,6 +95,13 @@ fn each_filter_selects_what_ansible_does() {
         ),
         ["a.txt", "sub/c.txt"]
     );
+    // Python's `$` matches before the final newline of a whole file (a.txt's), `\Z` does not.
+    let whole = |c: &str| {
+        names(json!({"paths": root, "recurse": true, "contains": c, "read_whole_file": true}))
+    };
+    assert_eq!(whole("port=8\\d$"), ["a.txt", "sub/c.txt"]);
+    assert_eq!(whole("port=80\\Z"), Vec::<String>::new());
+    assert_eq!(whole("alpha$"), Vec::<String>::new());
     assert_eq!(names(json!({"paths": root, "size": "2k"})), ["b.log"]);
     assert_eq!(names(json!({"paths": root, "size": "-1k"})), ["a.txt"]);
     assert_eq!(names(json!({"paths": root, "mode": "0640"})), ["a.txt"]);

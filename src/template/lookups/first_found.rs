@@ -113,7 +113,15 @@ pub(super) fn first_found(
     kwargs: &Kwargs,
     find: &dyn Fn(&str) -> Option<PathBuf>,
 ) -> Result<(Option<PathBuf>, bool), Error> {
-    let mut opts = Options::from(&|name| kwargs.get::<Option<Value>>(name))?;
+    // An undefined keyword argument is an error, as in ansible-core (not an option left out).
+    let mut opts = Options::from(&|name| {
+        if !kwargs.has(name) {
+            return Ok(None);
+        }
+        let v: Value = kwargs.get(name)?;
+        defined(&v)?;
+        Ok(Some(v))
+    })?;
     let terms: Vec<Value> = if terms.is_empty() {
         opts.files.iter().map(|f| Value::from(f.as_str())).collect()
     } else {

@@ -9,6 +9,7 @@
 mod fileglob;
 mod first_found;
 pub mod listing;
+mod native;
 mod password;
 mod url;
 
@@ -76,13 +77,20 @@ fn run_lookup_strict(
     let Some((plugin, terms)) = pos.split_first() else {
         return Err(op_err("lookup needs a plugin name"));
     };
-    let plugin = plugin.as_str().unwrap_or_default();
+    let written = plugin.as_str().unwrap_or_default();
     // `ansible.builtin.env` is `env`: fixpoint's lookups are ansible.builtin's.
     let plugin = ["ansible.builtin.", "ansible.legacy."]
         .iter()
-        .find_map(|p| plugin.strip_prefix(p))
-        .unwrap_or(plugin)
+        .find_map(|p| written.strip_prefix(p))
+        .unwrap_or(written)
         .to_string();
+    // A name validate could not check (a template, which ansible-core does not render
+    // either) fails here, in ansible-core's words, whatever the terms.
+    if !NAMES.contains(&plugin.as_str()) {
+        let mut quoted = String::new();
+        super::pyrepr::py_quote(written, &mut quoted);
+        return Err(op_err(format!("The lookup plugin {quoted} was not found.")));
+    }
     // Where relative names are found: the task's `ansible_search_path` (its role, then the
     // playbook's directory), each with `files/` or `templates/` first, then the given dirs.
     let mut search: Vec<PathBuf> = match state.lookup("ansible_search_path") {
@@ -218,8 +226,18 @@ fn run_lookup_strict(
                         .build()?;
                     env.set_syntax(syntax);
                 }
-                let mut rendered =
-                    env.render_named_str(&path.display().to_string(), &code, Value::from(vars))?;
+                let name = path.display().to_string();
+                let vars = Value::from(vars);
+                // One expression: its value, as ansible-core's native rendering gives it.
+                if delimiters.iter().all(Option::is_none) {
+                    if let Some(v) =
+                        native::single_value(&env, &name, &code, &vars, trim_blocks.unwrap_or(true))?
+                    {
+                        out.push(v);
+                        continue;
+                    }
+                }
+                let mut rendered = env.render_named_str(&name, &code, vars)?;
                 // A template that renders nothing at all (only a comment) is `None` to
                 // ansible-core, not an empty string.
                 if rendered.is_empty() {
@@ -549,6 +567,20 @@ mod tests {
             "{e}"
         );
         let e = t.eval("lookup('nosuchlookup', 'ls')", &c).unwrap_err();
-        assert!(e.to_string().contains("not supported"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("The lookup plugin 'nosuchlookup' was not found."),
+            "{e}"
+        );
+        // Without terms too: the name is checked first. (In a template, not a condition:
+        // a condition renders a template in a string constant first, as ansible-core does.)
+        let e = t
+            .render_str("{{ lookup('{{ \"pipe\" }}') }}", &c)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("The lookup plugin '{{ \"pipe\" }}' was not found."),
+            "{e}"
+        );
     }
 }
