@@ -75,8 +75,13 @@ enum Planned {
     Run(Box<AgentItem>, Arc<Scope>),
     /// A gate (`Fit::Gate`): run on the controller once the answers before it are in.
     Gate,
-    /// A loop whose items (item index, item) are steps of the batch.
-    Loop(std::collections::VecDeque<(usize, AgentItem)>),
+    /// A loop whose items (item index, item) are steps of the batch, with the items and loop
+    /// variable they were rendered from.
+    Loop(
+        std::collections::VecDeque<(usize, AgentItem)>,
+        Vec<serde_json::Value>,
+        String,
+    ),
 }
 
 impl Engine {
@@ -363,7 +368,7 @@ impl HostRunner<'_, '_, '_> {
                 if *key.get_or_insert_with(|| this.clone()) != this {
                     break;
                 }
-                plan.push(Planned::Loop(runs));
+                plan.push(Planned::Loop(runs, items, loop_var));
                 j += 1;
                 continue;
             }
@@ -415,7 +420,7 @@ impl HostRunner<'_, '_, '_> {
             .iter()
             .find_map(|p| match p {
                 Planned::Run(item, _) => Some(item.spec.clone()),
-                Planned::Loop(runs) => runs.front().map(|(_, item)| item.spec.clone()),
+                Planned::Loop(runs, ..) => runs.front().map(|(_, item)| item.spec.clone()),
                 _ => None,
             })
             .expect("a step was planned");
@@ -430,7 +435,7 @@ impl HostRunner<'_, '_, '_> {
                     match p {
                         Planned::Skip(scope) => self.skip(h, idx, &scope),
                         // The gate (or loop) runs on its own, and the tasks after it too.
-                        Planned::Gate | Planned::Loop(_) => return Batched::Through(idx),
+                        Planned::Gate | Planned::Loop(..) => return Batched::Through(idx),
                         Planned::Run(_, scope) => {
                             let task = sec.tasks[idx];
                             self.starts(h, idx);
@@ -462,13 +467,13 @@ impl HostRunner<'_, '_, '_> {
                 Planned::Gate => gates += 1,
                 Planned::Skip(_) => {}
                 Planned::Run(item, _) => {
-                    steps.push(loop_step(sec.tasks[i], item, (gates > 0).then_some(gates)));
+                    steps.push(batch_step(sec.tasks[i], item, (gates > 0).then_some(gates)));
                 }
-                Planned::Loop(runs) => {
+                Planned::Loop(runs, ..) => {
                     let gate = (gates > 0).then_some(gates);
                     steps.extend(
                         runs.iter()
-                            .map(|(_, item)| loop_step(sec.tasks[i], item, gate)),
+                            .map(|(_, item)| batch_step(sec.tasks[i], item, gate)),
                     );
                 }
             }
@@ -522,7 +527,7 @@ impl HostRunner<'_, '_, '_> {
                     }
                     continue;
                 }
-                Planned::Loop(runs) => {
+                Planned::Loop(runs, items, loop_var) => {
                     if ended || self.interrupt.requested() {
                         break;
                     }
@@ -539,7 +544,9 @@ impl HostRunner<'_, '_, '_> {
                         ended: false,
                         settle: Vec::new(),
                     };
-                    let run = sh.run_sent_loop(ctx, task, h, &mut sent).await;
+                    let run = sh
+                        .run_sent_loop(ctx, task, h, (&items, &loop_var), &mut sent)
+                        .await;
                     settle.append(&mut sent.settle);
                     step += count;
                     let stop = run.0.iter().any(|ev| {
@@ -653,7 +660,7 @@ impl Shared<'_> {
         }
         let steps = runs
             .iter()
-            .map(|(_, item)| loop_step(task, item, None))
+            .map(|(_, item)| batch_step(task, item, None))
             .collect();
         let spec = runs[0].1.spec.clone();
         let conn = self.conn(h, &spec, ctx).await.ok()?;
@@ -793,8 +800,8 @@ impl Shared<'_> {
     }
 }
 
-/// A loop item's batch step.
-fn loop_step(task: &crate::playbook::Task, item: &AgentItem, gate: Option<u32>) -> BatchStep {
+/// The batch step of an agent task (or a loop item).
+fn batch_step(task: &crate::playbook::Task, item: &AgentItem, gate: Option<u32>) -> BatchStep {
     BatchStep {
         run: item.req.clone(),
         timeout_ms: item

@@ -29,7 +29,7 @@ impl Shared<'_> {
     ) -> HostRun {
         let scope = self.scope(ctx, Some(task), h);
         if task.templated.is_empty() {
-            let events = self.task_events(ctx, task, h, &scope, None).await;
+            let events = self.task_events(ctx, task, h, &scope).await;
             return (events, scope.take_warnings(), task.no_log);
         }
         // Keywords given as templates take their values on this host, as in ansible-core.
@@ -58,23 +58,27 @@ impl Shared<'_> {
         };
         let warnings = scope.take_warnings();
         let scope = self.scope(ctx, Some(&resolved), h);
-        let events = self.task_events(ctx, &resolved, h, &scope, None).await;
+        let events = self.task_events(ctx, &resolved, h, &scope).await;
         let mut all = warnings;
         all.extend(scope.take_warnings());
         (events, all, resolved.no_log)
     }
 
-    /// A loop task whose items are steps of a batch sent already (`pipeline.rs`): its items
-    /// and loop variable were worked out then (`loop_items`), so its events take their answers.
+    /// A loop task whose items are steps of a batch sent already (`pipeline.rs`), with the
+    /// items and loop variable worked out then (`loop_items`: not rendered twice, so a loop
+    /// over a lookup runs what was sent): its events take their answers.
     pub(super) async fn run_sent_loop(
         &self,
         ctx: &PlayCtx<'_>,
         task: &Task,
         h: &mut HostState,
+        (items, loop_var): (&[Value], &str),
         sent: &mut LoopBatch,
     ) -> HostRun {
         let scope = self.scope(ctx, Some(task), h);
-        let events = self.task_events(ctx, task, h, &scope, Some(sent)).await;
+        let events = self
+            .loop_events(ctx, task, h, &scope, (items, loop_var), Some(sent))
+            .await;
         (events, scope.take_warnings(), task.no_log)
     }
 
@@ -104,22 +108,8 @@ impl Shared<'_> {
         task: &Task,
         h: &mut HostState,
         scope: &Arc<Scope>,
-        sent: Option<&mut LoopBatch>,
     ) -> Vec<Event> {
-        let fail = |msg: String| Event {
-            status: Status::Failed,
-            item: None,
-            diff: Diff::default(),
-            msg: Some(format!(
-                "{msg} (task \"{}\" at {})",
-                task.display_name(),
-                task.pos
-            )),
-            result: Map::new(),
-            ignored: task.ignore_errors,
-            note: None,
-            delegated_to: None,
-        };
+        let fail = |msg: String| failed_event(task, msg);
         let Some(items_raw) = &task.loop_items else {
             match self.when_holds(task, scope) {
                 Ok(true) => {}
@@ -165,6 +155,22 @@ impl Shared<'_> {
                 return vec![fail(msg)];
             }
         };
+        self.loop_events(ctx, task, h, scope, (&items, &loop_var), None)
+            .await
+    }
+
+    /// A loop's events, item by item; `sent`: its items were sent in a larger batch.
+    async fn loop_events(
+        &self,
+        ctx: &PlayCtx<'_>,
+        task: &Task,
+        h: &mut HostState,
+        scope: &Arc<Scope>,
+        (items, loop_var): (&[Value], &str),
+        sent: Option<&mut LoopBatch>,
+    ) -> Vec<Event> {
+        let fail = |msg: String| failed_event(task, msg);
+        let loop_var = loop_var.to_string();
         let mut events = Vec::new();
         let mut results = Vec::new();
         // What an item leaves for the next ones, as in ansible-core: the facts `set_fact` set
@@ -173,15 +179,12 @@ impl Shared<'_> {
         // With pipelining, items that depend on nothing an earlier item leaves go to the agent
         // in one batch; each is still finished below, in order.
         let mut own = match (&sent, self.cfg.pipelining) {
-            (None, true) => {
-                self.loop_batch(ctx, task, h, scope, &items, &loop_var)
-                    .await
-            }
+            (None, true) => self.loop_batch(ctx, task, h, scope, items, &loop_var).await,
             _ => None,
         };
         let mut piped = sent.or(own.as_mut());
         for (i, item) in items.iter().enumerate() {
-            let layer = item_layer(task, &items, i, &loop_var);
+            let layer = item_layer(task, items, i, &loop_var);
             let item_scope = if carried.is_empty() {
                 scope.with(Layer::data(layer))
             } else {
@@ -469,6 +472,24 @@ pub(super) fn item_layer(
         layer.insert("ansible_loop".into(), magic::extended_loop(items, i));
     }
     layer
+}
+
+/// The task failed with `msg`, said with the task's name and place.
+fn failed_event(task: &Task, msg: String) -> Event {
+    Event {
+        status: Status::Failed,
+        item: None,
+        diff: Diff::default(),
+        msg: Some(format!(
+            "{msg} (task \"{}\" at {})",
+            task.display_name(),
+            task.pos
+        )),
+        result: Map::new(),
+        ignored: task.ignore_errors,
+        note: None,
+        delegated_to: None,
+    }
 }
 
 /// `task` with its templated boolean keywords rendered in `scope` (Ansible's strict boolean:
