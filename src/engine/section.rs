@@ -129,10 +129,15 @@ pub(super) fn section<'a>(
         // A gate reads what the steps before it leave: the controller decides it once their
         // answers are in. An agent step is rendered before the batch is sent, so it must read
         // nothing the batch writes.
+        // Every agent step reads the connection variables (`ansible_become_user`,
+        // `ansible_host`... and fixpoint's own), which choose its agent: a gate that sets one
+        // ends the batch.
         let joins = i > 0
             && matches!(fits[i - 1], Fit::Step { last: false } | Fit::Gate)
             && match fits[i] {
-                Fit::Step { .. } => !reads[i].meets(&writes),
+                Fit::Step { .. } => {
+                    !reads[i].meets(&writes) && !writes.iter().any(|w| connection_var(w))
+                }
                 Fit::Gate => true,
                 _ => false,
             };
@@ -270,6 +275,12 @@ fn writes_of(task: &Task) -> impl Iterator<Item = String> + '_ {
         .into_iter()
         .flat_map(|m| m.keys().filter(|k| k.as_str() != "cacheable").cloned());
     task.register.iter().cloned().chain(facts)
+}
+
+/// Whether setting `name` may change how a host is reached: Ansible's connection variables and
+/// fixpoint's own all start so.
+fn connection_var(name: &str) -> bool {
+    name.starts_with("ansible_") || name.starts_with("fixpoint_")
 }
 
 /// A condition that is a constant boolean.
@@ -501,7 +512,10 @@ mod tests {
              \x20   - name: note\n      set_fact: { seen: \"{{ st.stat.mode }}\" }\n\
              \x20   - name: more\n      file: { path: /tmp/m, state: directory }\n\
              \x20   - name: uses\n      copy: { content: \"{{ seen }}\", dest: /tmp/s }\n\
-             \x20   - name: templated name\n      set_fact: { \"{{ seen }}\": 1 }\n",
+             \x20   - name: templated name\n      set_fact: { \"{{ seen }}\": 1 }\n\
+             \x20   - name: more again\n      file: { path: /tmp/m, state: directory }\n\
+             \x20   - name: become\n      set_fact: { ansible_become_user: nobody }\n\
+             \x20   - name: as nobody\n      file: { path: /tmp/n, state: directory }\n",
         );
         assert_eq!(
             rows.iter().map(|r| (r.1, r.2)).collect::<Vec<_>>(),
@@ -511,7 +525,10 @@ mod tests {
                 (Fit::Gate, false),
                 (STEP, false),
                 (STEP, true),
-                (Fit::Alone("runs on the controller"), true)
+                (Fit::Alone("runs on the controller"), true),
+                (STEP, true),
+                (Fit::Gate, false),
+                (STEP, true)
             ]
         );
     }
