@@ -398,16 +398,7 @@ impl AgentConn {
         timeout: Option<Duration>,
         notice: &(dyn Fn(&str) + Sync),
     ) -> Result<Response, TransportError> {
-        if let Some(why) = &self.broken {
-            return Err(TransportError::Protocol(format!(
-                "the channel to the agent is out of step after an earlier failure ({why})"
-            )));
-        }
-        if self.batch.is_some() {
-            return Err(TransportError::Protocol(
-                "internal error: a request while a batch is in progress".into(),
-            ));
-        }
+        self.ready_for_request()?;
         let (id, bytes) = self.frame(req, timeout)?;
         self.count_round_trip(match req {
             Request::Run { module, .. } => module,
@@ -438,10 +429,8 @@ impl AgentConn {
         res
     }
 
-    /// Send `req`, whose answer only acknowledges it (`HandlerDone`), without waiting for that
-    /// answer: no round trip of its own. The answer is read before the next one the channel
-    /// waits for; a failure it reports is logged.
-    pub async fn post(&mut self, req: &Request) -> Result<(), TransportError> {
+    /// A request may go: the channel is in step, and no batch is in progress.
+    fn ready_for_request(&self) -> Result<(), TransportError> {
         if let Some(why) = &self.broken {
             return Err(TransportError::Protocol(format!(
                 "the channel to the agent is out of step after an earlier failure ({why})"
@@ -452,6 +441,14 @@ impl AgentConn {
                 "internal error: a request while a batch is in progress".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// Send `req`, whose answer only acknowledges it (`HandlerDone`), without waiting for that
+    /// answer: no round trip of its own. The answer is read before the next one the channel
+    /// waits for; a failure it reports is logged.
+    pub async fn post(&mut self, req: &Request) -> Result<(), TransportError> {
+        self.ready_for_request()?;
         let (id, bytes) = self.frame(req, None)?;
         if let Err(e) = self.write_raw(&bytes).await {
             self.broken = Some(e.to_string());

@@ -508,10 +508,7 @@ impl HostRunner<'_, '_, '_> {
                     }
                     self.starts(h, idx);
                     let run = sh.run_task_on_host(ctx, task, h).await;
-                    let stop = run.0.iter().any(|ev| {
-                        ev.status == Status::Failed && !ev.ignored
-                            || ev.status == Status::Unreachable
-                    });
+                    let stop = stops(&run);
                     self.done(h, idx, run);
                     next = idx + 1;
                     if stop {
@@ -549,10 +546,7 @@ impl HostRunner<'_, '_, '_> {
                         .await;
                     settle.append(&mut sent.settle);
                     step += count;
-                    let stop = run.0.iter().any(|ev| {
-                        ev.status == Status::Failed && !ev.ignored
-                            || ev.status == Status::Unreachable
-                    });
+                    let stop = stops(&run);
                     self.done(h, idx, run);
                     next = idx + 1;
                     if stop {
@@ -798,6 +792,13 @@ impl Shared<'_> {
             while let Ok(Some(_)) = conn.next_step(None, std::future::pending()).await {}
         }
     }
+}
+
+/// Whether a task's run stops the host: a failure not ignored, or the host unreachable.
+fn stops(run: &HostRun) -> bool {
+    run.0
+        .iter()
+        .any(|ev| ev.status == Status::Failed && !ev.ignored || ev.status == Status::Unreachable)
 }
 
 /// The batch step of an agent task (or a loop item).

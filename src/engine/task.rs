@@ -36,23 +36,11 @@ impl Shared<'_> {
         let resolved = match resolve_flags(task, &scope) {
             Ok(t) => t,
             Err(msg) => {
-                let ev = Event {
-                    status: Status::Failed,
-                    item: None,
-                    diff: Diff::default(),
-                    msg: Some(format!(
-                        "{msg} (task \"{}\" at {})",
-                        task.display_name(),
-                        task.pos
-                    )),
-                    result: Map::new(),
-                    // ansible-core decides on the keyword as written when its value cannot be
-                    // worked out: a template is a non-empty string, so truthy, and the failure
-                    // is ignored whatever the template would have given.
-                    ignored: task.ignore_errors || task.templated.contains_key("ignore_errors"),
-                    note: None,
-                    delegated_to: None,
-                };
+                let mut ev = failed_event(task, msg);
+                // ansible-core decides on the keyword as written when its value cannot be
+                // worked out: a template is a non-empty string, so truthy, and the failure
+                // is ignored whatever the template would have given.
+                ev.ignored |= task.templated.contains_key("ignore_errors");
                 return (vec![ev], scope.take_warnings(), task.no_log);
             }
         };
