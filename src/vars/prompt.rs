@@ -86,11 +86,11 @@ fn ask(p: &VarPrompt) -> Result<Option<String>, Diagnostic> {
         None => format!("{text}: "),
     };
     loop {
-        let first = read_line(&msg, p.private).map_err(|e| io_err(p, e))?;
+        let first = answer(&msg, p.private).map_err(|e| io_err(p, e))?;
         if !p.confirm {
             return Ok(Some(first));
         }
-        let second = read_line(&format!("confirm {msg}"), p.private).map_err(|e| io_err(p, e))?;
+        let second = answer(&format!("confirm {msg}"), p.private).map_err(|e| io_err(p, e))?;
         if first == second {
             return Ok(Some(first));
         }
@@ -105,23 +105,32 @@ fn io_err(p: &VarPrompt, e: std::io::Error) -> Diagnostic {
     )
 }
 
-/// One line from stdin after `msg` on stderr, with echo off for a private answer (restored
-/// however the read ends).
-fn read_line(msg: &str, private: bool) -> std::io::Result<String> {
+/// One line from stdin after `msg` on stderr, with echo off for a private answer: a private
+/// answer needs a terminal, so it is never read from one that would show it.
+fn answer(msg: &str, private: bool) -> std::io::Result<String> {
+    if private && !std::io::stdin().is_terminal() {
+        return Err(nix::errno::Errno::ENOTTY.into());
+    }
+    read_line(Some(msg), private)
+}
+
+/// One line from stdin, without its line end, after `prompt` on stderr when there is one; with
+/// `hide`, not echoed when stdin is a terminal (its settings restored however the read ends).
+/// `vars_prompt`, `pause`, and the vault and become passwords read through it.
+pub fn read_line(prompt: Option<&str>, hide: bool) -> std::io::Result<String> {
     use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg};
     let mut err = std::io::stderr();
-    write!(err, "{msg}")?;
-    err.flush()?;
+    if let Some(p) = prompt {
+        write!(err, "{p}")?;
+        err.flush()?;
+    }
     let stdin = std::io::stdin();
-    let saved = if private {
-        let t = tcgetattr(&stdin).map_err(std::io::Error::from)?;
+    let saved = if hide { tcgetattr(&stdin).ok() } else { None };
+    if let Some(t) = &saved {
         let mut quiet = t.clone();
         quiet.local_flags.remove(LocalFlags::ECHO);
-        tcsetattr(&stdin, SetArg::TCSANOW, &quiet).map_err(std::io::Error::from)?;
-        Some(t)
-    } else {
-        None
-    };
+        let _ = tcsetattr(&stdin, SetArg::TCSANOW, &quiet);
+    }
     let mut line = String::new();
     let read = stdin.lock().read_line(&mut line);
     if let Some(t) = saved {

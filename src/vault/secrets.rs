@@ -162,34 +162,9 @@ fn trim_line_ends(b: &[u8]) -> &[u8] {
 /// One line typed on the terminal without echo (the prompt on stderr), or read from stdin when
 /// it is not a terminal; the line end is not part of it. (`-K`'s become password too.)
 pub fn read_hidden(prompt: &str) -> std::io::Result<String> {
-    use std::io::{BufRead, IsTerminal, Write};
-    let stdin = std::io::stdin();
-    let tty = stdin.is_terminal();
-    if tty {
-        eprint!("{prompt}");
-        let _ = std::io::stderr().flush();
-    }
-    let fd = std::os::fd::AsFd::as_fd(&stdin);
-    let saved = if tty {
-        nix::sys::termios::tcgetattr(fd).ok()
-    } else {
-        None
-    };
-    if let Some(t) = &saved {
-        let mut quiet = t.clone();
-        quiet
-            .local_flags
-            .remove(nix::sys::termios::LocalFlags::ECHO);
-        let _ = nix::sys::termios::tcsetattr(fd, nix::sys::termios::SetArg::TCSANOW, &quiet);
-    }
-    let mut line = String::new();
-    let res = stdin.lock().read_line(&mut line);
-    if let Some(t) = &saved {
-        let _ = nix::sys::termios::tcsetattr(fd, nix::sys::termios::SetArg::TCSANOW, t);
-        eprintln!();
-    }
-    res?;
-    Ok(line.trim_end_matches(['\n', '\r']).to_string())
+    use std::io::IsTerminal;
+    let tty = std::io::stdin().is_terminal();
+    crate::vars::prompt::read_line(tty.then_some(prompt), true)
 }
 
 #[cfg(test)]

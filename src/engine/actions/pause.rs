@@ -107,31 +107,7 @@ impl Shared<'_> {
 /// Ask on the terminal (stderr, so `--format json` stays clean) and read one line, without
 /// echo when `echo` is false.
 fn ask(question: &str, echo: bool) -> std::io::Result<String> {
-    use std::io::{BufRead, Write};
-    let stdin = std::io::stdin();
-    eprint!("{question}");
-    std::io::stderr().flush()?;
-    let fd = std::os::fd::AsFd::as_fd(&stdin);
-    let saved = if echo {
-        None
-    } else {
-        nix::sys::termios::tcgetattr(fd).ok()
-    };
-    if let Some(t) = &saved {
-        let mut quiet = t.clone();
-        quiet
-            .local_flags
-            .remove(nix::sys::termios::LocalFlags::ECHO);
-        let _ = nix::sys::termios::tcsetattr(fd, nix::sys::termios::SetArg::TCSANOW, &quiet);
-    }
-    let mut line = String::new();
-    let res = stdin.lock().read_line(&mut line);
-    if let Some(t) = &saved {
-        let _ = nix::sys::termios::tcsetattr(fd, nix::sys::termios::SetArg::TCSANOW, t);
-        eprintln!();
-    }
-    res?;
-    Ok(line.trim_end_matches(['\n', '\r']).to_string())
+    crate::vars::prompt::read_line(Some(question), !echo)
 }
 
 /// Python's `str(round(x, 2))`: `0.0`, `1.01`, `2.5`.
