@@ -11,9 +11,14 @@
 //! `when` rendered before the batch is sent, so reading nothing an earlier step of the same
 //! batch writes (`register`). A task whose failure or change the controller decides
 //! (`failed_when`, `changed_when` other than a constant, `changed_when` with `notify`, a module
-//! that sets facts) only ends a batch: the agent cannot know to stop after it. Everything else
-//! (controller-side actions, loops, `until`, Python modules, keywords given as templates) runs
-//! on its own, still without a barrier.
+//! that sets facts) only ends a batch: the agent cannot know to stop after it. A loop whose
+//! items could be such steps joins the batch with all its items. `assert`, `debug`, `fail` and
+//! `set_fact` are gates: the controller decides them from the answers before them, and the
+//! agent steps after them in the batch change nothing until it has (`BatchStep::gate`); those
+//! steps must read nothing the gate sets, and a gate that sets a connection variable ends the
+//! batch. Everything else (other controller-side actions, loops that read what an earlier item
+//! leaves, `until`, Python modules, keywords given as templates) runs on its own, still without
+//! a barrier.
 
 use crate::playbook::{Play, Step, Task};
 use crate::template::{ScanAs, Templar, FLEET_NAMES};
