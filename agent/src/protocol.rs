@@ -85,7 +85,8 @@ pub enum Request {
     /// `NeedContent`: the controller sends it and goes on with the rest), and starts no further
     /// step once `CancelBatch` arrives. Each step keeps the timeout, host lock, journal and
     /// outbox semantics of a single `Run`. Only sent to an agent whose `Hello` says
-    /// `protocol >= 1`.
+    /// `protocol >= 1`, or, right behind `Begin` before any answer, to the agent the controller
+    /// shipped itself (an agent whose `Begin` failed refuses it, as every request after it).
     Batch { steps: Vec<BatchStep> },
     /// Start no further step of the batch in progress (the controller stops the host, e.g. on
     /// Ctrl-C). It gets no answer of its own: the batch's `BatchEnd` follows as usual.

@@ -287,6 +287,10 @@ struct Session {
     /// The step in progress gave up waiting at its gate: it changed nothing, and gets no answer
     /// when the batch was cancelled.
     gate_refused: bool,
+    /// Why `Begin` failed (another run's lock, an unusable state directory): the controller
+    /// may have sent its first batch behind `Begin` before it knew, and nothing of this run
+    /// may touch the host without the lock, so every later request is refused.
+    not_begun: Option<String>,
 }
 
 impl Session {
@@ -341,6 +345,11 @@ fn me() -> String {
 
 impl Session {
     fn handle(&mut self, req: Request) -> Response {
+        if let Some(why) = &self.not_begun {
+            if !matches!(req, Request::Hello | Request::Begin { .. }) {
+                return failed(format!("the run did not begin on this host: {why}"));
+            }
+        }
         match req {
             Request::Hello => Response::Hello {
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -384,14 +393,21 @@ impl Session {
                 lock_timeout_secs,
                 retention_days,
                 notices,
-            } => self.begin(
-                run_id,
-                playbook,
-                state_dir,
-                lock_timeout_secs,
-                retention_days,
-                notices,
-            ),
+            } => {
+                let begun = self.begin(
+                    run_id,
+                    playbook,
+                    state_dir,
+                    lock_timeout_secs,
+                    retention_days,
+                    notices,
+                );
+                self.not_begun = match &begun {
+                    Response::Failed { msg, .. } => Some(msg.clone()),
+                    _ => None,
+                };
+                begun
+            }
             Request::HandlerDone { handler } => match &self.state {
                 Some(st) => match st.outbox_remove(&me(), &handler) {
                     Ok(()) => Response::Ack,

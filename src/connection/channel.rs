@@ -203,11 +203,14 @@ pub(super) struct Started {
 }
 
 /// Start the agent on a host and say hello. `binary` (the agent to ship) is awaited together
-/// with the SSH handshake, so loading an override costs no extra wall time.
+/// with the SSH handshake, so loading an override costs no extra wall time. `then` (the run's
+/// `Begin`) goes right behind `Hello`, and `first` (a `Batch`) behind it when it fits: it is
+/// taken then, and its answers come from `next_step` once `await_sent` read `then`'s.
 pub async fn connect(
     spec: &ConnSpec,
     binary: impl std::future::Future<Output = Result<Arc<AgentBinary>, TransportError>>,
     then: Option<(Request, Duration)>,
+    first: &mut Option<Request>,
 ) -> Result<AgentConn, TransportError> {
     let (started, bin) = match &spec.kind {
         ConnKind::Local => {
@@ -269,12 +272,25 @@ pub async fn connect(
     // drops them (`bootstrap::script`), and they are sent again once it runs. The agent
     // answers both in order; `await_sent` reads the second answer.
     let (id, mut bytes) = conn.frame(&Request::Hello, Some(t))?;
-    conn.count_round_trip("hello");
+    let mut op = String::from("hello");
     if let Some((req, bound)) = then {
         let (then_id, more) = conn.frame(&req, Some(bound))?;
         bytes.extend(more);
         conn.sent = Some((then_id, bound));
     }
+    // The first batch too, when the caller has it ready: the agent refuses it if `Begin`
+    // fails (`not_begun`), so it never runs without the run's lock, and it costs no round trip
+    // of its own. Too large a batch stays with the caller, whose `send_batch` says so.
+    let mut early_batch = None;
+    if let Some(req @ Request::Batch { steps }) = first.as_ref() {
+        if let Ok((batch_id, more)) = conn.frame(req, None) {
+            bytes.extend(more);
+            op = format!("hello + {}", batch_op(steps));
+            early_batch = Some(batch_id);
+            *first = None;
+        }
+    }
+    conn.count_round_trip(&op);
     let mut early = format!("{} {}\n", bootstrap::EARLY, bytes.len()).into_bytes();
     early.extend(&bytes);
     bounded(t, "starting the agent", conn.write_raw(&early)).await?;
@@ -316,6 +332,7 @@ pub async fn connect(
     match hello {
         Response::Hello { protocol, .. } => {
             conn.protocol = protocol;
+            conn.batch = early_batch;
             Ok(conn)
         }
         other => Err(TransportError::Protocol(format!(
@@ -592,14 +609,7 @@ impl AgentConn {
                 "the channel to the agent is out of step after an earlier failure ({why})"
             )));
         }
-        // The trace names the steps' modules, to see which tasks share the round trip.
-        let op = steps.iter().fold(String::from("batch:"), |mut op, s| {
-            if let Request::Run { module, .. } = &s.run {
-                op.push(' ');
-                op.push_str(module);
-            }
-            op
-        });
+        let op = batch_op(&steps);
         let (id, bytes) = self.frame(&Request::Batch { steps }, None)?;
         self.count_round_trip(&op);
         if let Err(e) = self.write_raw(&bytes).await {
@@ -720,8 +730,15 @@ impl AgentConn {
 
     /// Close stdin (the agent exits, stopping a request still in progress, which releases the
     /// host lock) and wait for the child / master connection to end. Each wait is bounded: an
-    /// agent that does not go is killed (local) or its channel dropped (SSH).
+    /// agent that does not go is killed (local) or its channel dropped (SSH). An SSH agent with
+    /// nothing in progress and every answer read is not waited for: it only has to exit, and
+    /// the master connection, told to stop listening, ends by itself once it has (its exit
+    /// would cost a round trip).
     pub async fn close(self) {
+        let settled = self.broken.is_none()
+            && self.batch.is_none()
+            && self.sent.is_none()
+            && self.unread.is_empty();
         let AgentConn {
             mut writer,
             reader,
@@ -741,13 +758,30 @@ impl AgentConn {
                 }
             }
             Keep::Ssh(child, session) => {
-                let _ = tokio::time::timeout(bound, child.wait()).await;
+                if settled {
+                    // It holds the session too: the session closes once it is the last.
+                    drop(child);
+                } else {
+                    let _ = tokio::time::timeout(bound, child.wait()).await;
+                }
                 if let Ok(session) = Arc::try_unwrap(session) {
                     let _ = tokio::time::timeout(step_timeout, session.close()).await;
                 }
             }
         }
     }
+}
+
+/// A batch as the round-trip trace names it: by its steps' modules, to see which tasks share
+/// the round trip.
+fn batch_op(steps: &[BatchStep]) -> String {
+    steps.iter().fold(String::from("batch:"), |mut op, s| {
+        if let Request::Run { module, .. } = &s.run {
+            op.push(' ');
+            op.push_str(module);
+        }
+        op
+    })
 }
 
 /// A request's timeout in milliseconds, as the agent takes it.

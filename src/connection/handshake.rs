@@ -8,9 +8,18 @@
 //! for the handshake only (the master connection up to authentication) and gives it back before
 //! the agent starts; hosts then connect in the order they asked (the semaphore is fair), a few at
 //! a time, while the hosts already connected run their tasks.
+//!
+//! A handshake may also start ahead of its first use (`ssh::open_ahead`): the master connections
+//! opened so wait here until the agent's start takes them (or the run's end closes them).
 
-use std::sync::Arc;
+use super::TransportError;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+/// A master connection being opened ahead of its first use.
+type Ahead = JoinHandle<Result<openssh::Session, TransportError>>;
 
 /// Handshakes in flight per core by default: a handshake also waits on the network (several
 /// round trips) and on the remote sshd's fork and exec, so a few per core keep the CPU busy
@@ -26,6 +35,8 @@ const SSHD_DEFAULT_MAX_STARTUPS: usize = 10;
 pub struct Handshakes {
     permits: Arc<Semaphore>,
     limit: usize,
+    /// Master connections opened ahead, by destination (`ssh::destination`).
+    ahead: Arc<Mutex<HashMap<String, Ahead>>>,
 }
 
 impl Handshakes {
@@ -35,6 +46,7 @@ impl Handshakes {
         Handshakes {
             permits: Arc::new(Semaphore::new(limit)),
             limit,
+            ahead: Arc::default(),
         }
     }
 
@@ -56,6 +68,40 @@ impl Handshakes {
             .acquire_owned()
             .await
             .expect("the handshake semaphore is never closed")
+    }
+}
+
+impl Handshakes {
+    /// Open a master connection to `destination` ahead with `open`, unless one is opening
+    /// already.
+    pub(super) fn put_ahead(&self, destination: String, open: impl FnOnce() -> Ahead) {
+        self.opened().entry(destination).or_insert_with(open);
+    }
+
+    /// The master connection opened ahead to `destination`, if any: the caller owns it now.
+    pub(super) fn take_ahead(&self, destination: &str) -> Option<Ahead> {
+        self.opened().remove(destination)
+    }
+
+    /// Close the master connections opened ahead that no agent took (a host whose tasks all
+    /// ran on the controller, or through another route). A handshake still in flight is
+    /// dropped, as one is when a run is interrupted: the run does not wait for it.
+    pub async fn close_ahead(&self) {
+        let left: Vec<Ahead> = self.opened().drain().map(|(_, a)| a).collect();
+        for ahead in left {
+            if !ahead.is_finished() {
+                ahead.abort();
+            } else if let Ok(Ok(session)) = ahead.await {
+                let _ = session.close().await;
+            }
+        }
+    }
+
+    /// The lock only guards the map: a panic elsewhere cannot leave it half-changed.
+    fn opened(&self) -> std::sync::MutexGuard<'_, HashMap<String, Ahead>> {
+        self.ahead
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -21,3 +21,4 @@ pub use agent_binary::AgentBinary;
 pub use channel::{connect, AgentConn, ConnKind, ConnSpec, TransportError};
 pub use handshake::Handshakes;
 pub use secret::Secret;
+pub use ssh::open_ahead;

@@ -45,18 +45,26 @@ pub async fn agent_binary(
     }
 }
 
-/// The agent for `key`, started on first use. A new agent gets `begin()` first (the `Begin`
-/// request and how long it may take): it opens the host's state directory and takes the run
-/// lock before it does anything else, and answers with the handler notifications earlier runs
-/// left pending, which are added to `pending`. `waiting` hears what a start waits for
-/// (`connecting`, another run's host lock), and `None` once it waits no more.
+/// What a new agent is sent as it starts: the run's `Begin` (and how long it may take), built
+/// only when one starts, and a first `Batch`, taken when it goes right behind `Begin` (see
+/// `start`).
+pub struct Opening<'a, B> {
+    pub begin: B,
+    pub first: &'a mut Option<Request>,
+}
+
+/// The agent for `key`, started on first use with `opening`. A new agent gets `Begin` first:
+/// it opens the host's state directory and takes the run lock before it does anything else,
+/// and answers with the handler notifications earlier runs left pending, which are added to
+/// `pending`. `waiting` hears what a start waits for (`connecting`, another run's host lock),
+/// and `None` once it waits no more.
 /// Errors say whether the host is unreachable (true) or failed (false).
 pub async fn get_or_start<'c>(
     conns: &'c mut Conns,
     key: ConnKey,
     spec: &ConnSpec,
     binary: &Arc<AgentBinary>,
-    begin: impl FnOnce() -> (Request, Duration),
+    opening: Opening<'_, impl FnOnce() -> (Request, Duration)>,
     pending: &mut Vec<OutboxEntry>,
     waiting: &(dyn Fn(Option<&str>) + Sync),
 ) -> Result<&'c mut AgentConn, (bool, String)> {
@@ -69,7 +77,7 @@ pub async fn get_or_start<'c>(
     }
     if !conns.contains_key(&key) {
         waiting(Some("connecting"));
-        let started = start(spec, binary, begin, pending, waiting, key.0.is_some()).await;
+        let started = start(spec, binary, opening, pending, waiting, key.0.is_some()).await;
         waiting(None);
         conns.insert(key.clone(), started?);
     }
@@ -81,22 +89,35 @@ pub async fn get_or_start<'c>(
 async fn start(
     spec: &ConnSpec,
     binary: &Arc<AgentBinary>,
-    begin: impl FnOnce() -> (Request, Duration),
+    opening: Opening<'_, impl FnOnce() -> (Request, Duration)>,
     pending: &mut Vec<OutboxEntry>,
     waiting: &(dyn Fn(Option<&str>) + Sync),
     delegated: bool,
 ) -> Result<AgentConn, (bool, String)> {
-    let (begin, timeout) = begin();
-    // `Begin` travels with the agent's `Hello` (one round trip for both).
-    let mut conn = connection::connect(spec, agent_binary(binary, spec), Some((begin, timeout)))
-        .await
-        .map_err(|e| {
-            let msg = match &spec.become_user {
-                Some(u) => format!("{e} (while starting the agent as `{u}` through sudo)"),
-                None => e.to_string(),
-            };
-            (true, msg)
-        })?;
+    let (begin, timeout) = (opening.begin)();
+    // `Begin` travels with the agent's `Hello` (one round trip for both), and the first batch
+    // with them when the agent is the embedded build, which takes batches and gates; an
+    // override (`fixpoint_agent_path`) may be older, and gets it once its `Hello` said so.
+    let mut none = None;
+    let first = if spec.agent_path.is_none() {
+        opening.first
+    } else {
+        &mut none
+    };
+    let mut conn = connection::connect(
+        spec,
+        agent_binary(binary, spec),
+        Some((begin, timeout)),
+        first,
+    )
+    .await
+    .map_err(|e| {
+        let msg = match &spec.become_user {
+            Some(u) => format!("{e} (while starting the agent as `{u}` through sudo)"),
+            None => e.to_string(),
+        };
+        (true, msg)
+    })?;
     let notice = |msg: &str| waiting(Some(msg));
     match conn.await_sent(&notice).await {
         Ok(Response::Begun { pending: found, .. }) => {

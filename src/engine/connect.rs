@@ -105,6 +105,19 @@ impl Shared<'_> {
         spec: &ConnSpec,
         ctx: &PlayCtx<'_>,
     ) -> Result<&'h mut AgentConn, (bool, String)> {
+        self.conn_sending(h, spec, ctx, &mut None).await
+    }
+
+    /// `conn`, and an agent it starts gets `first` (a `Batch`) in the bytes that start it,
+    /// right behind `Begin`, which saves the batch a round trip: `first` is taken then (see
+    /// `pool::get_or_start`), and left for the caller to send otherwise.
+    pub(super) async fn conn_sending<'h>(
+        &self,
+        h: &'h mut HostState,
+        spec: &ConnSpec,
+        ctx: &PlayCtx<'_>,
+        first: &mut Option<Request>,
+    ) -> Result<&'h mut AgentConn, (bool, String)> {
         let key = conn_key(h, spec);
         let begin = || {
             let req = Request::Begin {
@@ -136,13 +149,29 @@ impl Shared<'_> {
             key,
             spec,
             self.binary,
-            begin,
+            pool::Opening { begin, first },
             &mut h.pending,
             &waiting,
         ))
         .await?;
         conn.count_into(&h.round_trips);
         Ok(conn)
+    }
+}
+
+impl Shared<'_> {
+    /// Start the SSH handshake of the host's agent for `task` in the background when it has
+    /// none yet (`connection::open_ahead`), so that the controller prepares the host's first
+    /// batch meanwhile. A delegated task's agent is left to start when it runs.
+    pub(super) fn open_ahead(&self, h: &HostState, ctx: &PlayCtx<'_>, task: &Task) {
+        if task.delegate_to.is_some() {
+            return;
+        }
+        if let Ok(spec) = self.conn_spec(h, ctx, Some(task)) {
+            if !h.conns.contains_key(&conn_key(h, &spec)) {
+                crate::connection::open_ahead(&spec);
+            }
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use super::{shown_name, Engine, Shared};
 use crate::connection::pool::ConnKey;
 use crate::report::Status;
 use crate::vars::Scope;
-use fixpoint_agent::protocol::{BatchStep, Response};
+use fixpoint_agent::protocol::{BatchStep, Request, Response};
 use futures::StreamExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -130,6 +130,10 @@ impl Engine {
             .filter(|h| targets.contains(h))
             .cloned()
             .collect();
+        // Every host's handshake starts now, not after the controller prepared its batch.
+        for h in self.hosts.values().filter(|h| targets.contains(&h.name)) {
+            shared.open_ahead(h, ctx, sec.tasks[0]);
+        }
         let mut running: futures::stream::FuturesUnordered<_> = self
             .hosts
             .values_mut()
@@ -426,7 +430,11 @@ impl HostRunner<'_, '_, '_> {
                 _ => None,
             })
             .expect("a step was planned");
-        let conn = match sh.conn(h, &spec, ctx).await {
+        // The agent started for this batch gets it with its start (`conn_sending`).
+        let steps = batch_steps(&plan, &sec.tasks[k..]);
+        let mut gated = last_gate(&steps);
+        let mut first = Some(Request::Batch { steps });
+        let conn = match sh.conn_sending(h, &spec, ctx, &mut first).await {
             Ok(conn) => conn,
             // The agent cannot be started: the first step fails (or finds the host
             // unreachable) as it would on its own, after the tasks skipped before it.
@@ -452,37 +460,25 @@ impl HostRunner<'_, '_, '_> {
                 unreachable!("the plan has a run");
             }
         };
-        if !conn.takes_batches() {
-            return Batched::Unsupported;
-        }
-        if !conn.takes_gates() {
-            // An older agent: the batch ends before its first gate.
-            if let Some(g) = plan.iter().position(|p| matches!(p, Planned::Gate)) {
-                plan.truncate(g);
+        let mut steps = match first {
+            Some(Request::Batch { steps }) => steps,
+            // Sent with the agent's start.
+            _ => Vec::new(),
+        };
+        if !steps.is_empty() {
+            if !conn.takes_batches() {
+                return Batched::Unsupported;
             }
-        }
-        // Each agent step is gated on the gates before it in the batch.
-        let mut gates = 0;
-        let mut steps: Vec<BatchStep> = Vec::new();
-        for (p, i) in plan.iter().zip(k..) {
-            match p {
-                Planned::Gate => gates += 1,
-                Planned::Skip(_) => {}
-                Planned::Run(item, _) => {
-                    steps.push(batch_step(sec.tasks[i], item, (gates > 0).then_some(gates)));
-                }
-                Planned::Loop(runs, ..) => {
-                    let gate = (gates > 0).then_some(gates);
-                    steps.extend(
-                        runs.iter()
-                            .map(|(_, item)| batch_step(sec.tasks[i], item, gate)),
-                    );
+            if !conn.takes_gates() {
+                // An older agent: the batch ends before its first gate.
+                if let Some(g) = plan.iter().position(|p| matches!(p, Planned::Gate)) {
+                    plan.truncate(g);
+                    steps = batch_steps(&plan, &sec.tasks[k..]);
+                    gated = last_gate(&steps);
                 }
             }
         }
-        // The last gate with an agent step after it: the gates past it need not be opened.
-        let gated = steps.iter().filter_map(|s| s.gate).max().unwrap_or(0);
-        if conn.send_batch(steps).await.is_err() {
+        if !steps.is_empty() && conn.send_batch(steps).await.is_err() {
             // Too large, or the channel is gone: the task on its own says what happened.
             return Batched::NotStarted;
         }
@@ -645,6 +641,30 @@ fn stops(run: &HostRun) -> bool {
 }
 
 /// The batch step of an agent task (or a loop item).
+/// The agent steps of a planned batch (`tasks` from its first task on), each gated on the
+/// gates before it in the batch.
+fn batch_steps(plan: &[Planned], tasks: &[&crate::playbook::Task]) -> Vec<BatchStep> {
+    let mut gates = 0;
+    let mut steps: Vec<BatchStep> = Vec::new();
+    for (p, task) in plan.iter().zip(tasks) {
+        let gate = (gates > 0).then_some(gates);
+        match p {
+            Planned::Gate => gates += 1,
+            Planned::Skip(_) => {}
+            Planned::Run(item, _) => steps.push(batch_step(task, item, gate)),
+            Planned::Loop(runs, ..) => {
+                steps.extend(runs.iter().map(|(_, item)| batch_step(task, item, gate)));
+            }
+        }
+    }
+    steps
+}
+
+/// The last gate with an agent step after it: the gates past it need not be opened.
+fn last_gate(steps: &[BatchStep]) -> u32 {
+    steps.iter().filter_map(|s| s.gate).max().unwrap_or(0)
+}
+
 fn batch_step(task: &crate::playbook::Task, item: &AgentItem, gate: Option<u32>) -> BatchStep {
     BatchStep {
         run: item.req.clone(),

@@ -202,5 +202,6 @@ impl Engine {
             .into_values()
             .flat_map(|mut h| h.conns.drain().map(|(_, c)| c).collect::<Vec<_>>());
         pool::close_all(conns).await;
+        self.cfg.handshakes.close_ahead().await;
     }
 }

@@ -59,12 +59,14 @@ fn two_runs_at_once_append_once_and_the_other_reports_the_lock() {
     let fleet = Fleet::start(1, "fpuser");
     let base = fleet.base(&fleet.hosts[0]);
     // The step holds the lock until the test releases it (bounded: 60 s), so the second run
-    // certainly meets the first one's lock.
+    // certainly meets the first one's lock. `who` says which run wrote last: the second run's
+    // first batch travels with its `Begin`, and must not run without the lock.
     fleet.play(concat!(
         "    - name: dir\n      file:\n        path: \"{{ base }}\"\n        state: directory\n",
+        "    - name: who\n      copy:\n        dest: \"{{ base }}/who\"\n        content: \"{{ who }}\"\n",
         "    - name: append\n      shell: echo line >> {{ base }}/log; for i in $(seq 600); do test -e {{ base }}/release && break; sleep 0.1; done\n      once: append-v1\n",
     ));
-    let a = fleet.spawn_apply(&[], Stdio::null());
+    let a = fleet.spawn_apply(&["-e", "who=first"], Stdio::null());
     let deadline = Instant::now() + Duration::from_secs(60);
     while !base.join("log").exists() {
         assert!(
@@ -73,7 +75,7 @@ fn two_runs_at_once_append_once_and_the_other_reports_the_lock() {
         );
         std::thread::yield_now();
     }
-    let b = output(fleet.spawn_apply(&[], Stdio::null()));
+    let b = output(fleet.spawn_apply(&["-e", "who=second"], Stdio::null()));
     std::fs::write(base.join("release"), "").unwrap();
     let a = output(a);
     assert_eq!(a.code, 0, "{}", a.stdout);
@@ -81,6 +83,11 @@ fn two_runs_at_once_append_once_and_the_other_reports_the_lock() {
     assert!(b.stdout.contains("locked by run"), "{}", b.stdout);
     assert!(b.stdout.contains("playbook site.yml"), "{}", b.stdout);
     assert_eq!(lines(&base.join("log")), 1);
+    assert_eq!(
+        std::fs::read_to_string(base.join("who")).unwrap(),
+        "first",
+        "the locked-out run changed the host"
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ use crate::engine::item::{outbox_writer, AgentItem, ItemPlan};
 use crate::engine::state::{HostState, PlayCtx};
 use crate::engine::Shared;
 use crate::vars::Scope;
-use fixpoint_agent::protocol::Response;
+use fixpoint_agent::protocol::{Request, Response};
 use std::sync::Arc;
 
 impl Shared<'_> {
@@ -33,9 +33,13 @@ impl Shared<'_> {
             .map(|(_, item)| batch_step(task, item, None))
             .collect();
         let spec = runs[0].1.spec.clone();
-        let conn = self.conn(h, &spec, ctx).await.ok()?;
-        if !conn.takes_batches() || conn.send_batch(steps).await.is_err() {
-            return None;
+        // An agent started for it gets the batch with its start (`conn_sending`).
+        let mut first = Some(Request::Batch { steps });
+        let conn = self.conn_sending(h, &spec, ctx, &mut first).await.ok()?;
+        if let Some(Request::Batch { steps }) = first {
+            if !conn.takes_batches() || conn.send_batch(steps).await.is_err() {
+                return None;
+            }
         }
         Some(LoopBatch {
             key,
