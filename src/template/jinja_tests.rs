@@ -26,6 +26,8 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
     env.add_test("change", test_changed);
     env.add_test("skipped", test_skipped);
     env.add_test("skip", test_skipped);
+    env.add_test("finished", |r: &Value| async_flag(r, "finished"));
+    env.add_test("started", |r: &Value| async_flag(r, "started"));
     env.add_test("unreachable", test_unreachable);
     env.add_test("reachable", test_reachable);
     env.add_test("match", test_match);
@@ -150,6 +152,27 @@ fn test_succeeded(result: &Value) -> Result<bool, Error> {
 
 fn test_skipped(result: &Value) -> Result<bool, Error> {
     result_flag(result, "skipped", "skipped")
+}
+
+/// `is finished` / `is started`: an async result's flag (ansible-core compares it with 1, which
+/// `true` equals); a result without it (a task that was not async) passes, as in ansible-core
+/// (which also warns).
+fn async_flag(result: &Value, key: &str) -> Result<bool, Error> {
+    if defined(result)?.kind() != ValueKind::Map {
+        return Err(op_err(format!(
+            "The '{key}' test expects a dictionary, not {}",
+            result.kind()
+        )));
+    }
+    let v = result.get_attr(key)?;
+    if v.is_undefined() {
+        return Ok(true);
+    }
+    Ok(match v.kind() {
+        ValueKind::Bool => v.is_true(),
+        ValueKind::Number => f64::try_from(v).is_ok_and(|n| n == 1.0),
+        _ => false,
+    })
 }
 
 fn test_unreachable(result: &Value) -> Result<bool, Error> {
