@@ -642,6 +642,14 @@ impl Session {
     /// as ansible-core's does, so the handlers it notifies are recorded first (outside check
     /// mode), as for a Python module.
     fn async_start(&mut self, jid: &str, limit_secs: u64, run: Request) -> Response {
+        // Starting the job is its change: a gated step starts nothing until its gate opens.
+        if let Err(e) = Session::pass_gate(
+            &mut self.gate,
+            self.stopped.as_ref(),
+            &mut self.gate_refused,
+        ) {
+            return failed(e.to_string());
+        }
         let mut outbox_written = Vec::new();
         if let (
             Request::Run {

@@ -177,3 +177,38 @@ fn a_repeated_start_answers_with_the_job_it_started() {
     );
     let _ = std::fs::remove_file(&results_file);
 }
+
+#[test]
+fn a_job_gated_on_a_controller_step_starts_only_once_the_step_passed() {
+    let fleet = Fleet::start(2, "fpuser");
+    let (bad, good) = (&fleet.hosts[0], &fleet.hosts[1]);
+    for (h, word) in [(bad, "bad"), (good, "fine")] {
+        let base = fleet.base(h);
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(base.join("state"), word).unwrap();
+        std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+    }
+    // The job follows the `assert` in the same batch (pipelining), gated on it.
+    fleet.play(concat!(
+        "    - name: read\n      command: cat {{ base }}/state\n      register: c\n      changed_when: false\n",
+        "    - name: check\n      assert: { that: \"'bad' not in c.stdout\" }\n",
+        "    - name: job\n      shell: echo started > {{ base }}/job\n      args: { creates: \"{{ base }}/job\" }\n      async: 30\n      poll: 0\n",
+    ));
+    let out = fleet.apply(&[]);
+    out.expect(1);
+    let good_job = fleet.base(good).join("job");
+    assert!(wait_for(20, || good_job.exists()), "{}", out.stdout);
+    // Given the same time, the host whose assert failed started nothing.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        !fleet.base(bad).join("job").exists(),
+        "a gated job started although the assert before it failed"
+    );
+    let home = nix::unistd::User::from_name("fpuser").unwrap().unwrap().dir;
+    for ev in out.task_events("job") {
+        if let Some(jid) = ev["result"]["ansible_job_id"].as_str() {
+            let _ = std::fs::remove_file(home.join(".ansible_async").join(jid));
+        }
+    }
+}
