@@ -486,6 +486,18 @@ pub(crate) fn load_task(
         Some((limit, false)) => task.timeout = Some(task.timeout.map_or(limit, |t| t.min(limit))),
         None => {}
     }
+    // A job's effect is its results file, recorded by the job itself; `once:` would need the
+    // journal to wait for it.
+    if let (Some(_), Some(_)) = (task.async_job, &task.once) {
+        let at = node
+            .get("poll")
+            .map_or_else(|| mod_pos.clone(), |n| n.pos.clone());
+        return Err(Diagnostic::at(
+            &at,
+            "`once` with `async` and `poll: 0` (a background job) is not supported by fixpoint yet",
+        )
+        .help("give `poll` a number of seconds to wait for the task, or remove `once`"));
+    }
     if let (Some(_), Some(py)) = (task.async_job, &task.python) {
         let at = node
             .get("poll")
