@@ -9,6 +9,7 @@
 
 pub mod drift;
 pub mod facts;
+pub mod job;
 pub mod journal;
 pub mod protocol;
 pub mod python;

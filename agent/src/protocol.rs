@@ -99,6 +99,16 @@ pub enum Request {
     /// does not implement natively): the zip of the module and its support code is cached on the
     /// host by its sha256 (`NeedContent` asks for it once), and run with the host's Python.
     RunPython(Box<PythonRun>),
+    /// Start `run` (a `Run` request) as a background job (`async: N` with `poll: 0`) with the
+    /// job id `jid` the controller derived for it, stopped after `limit_secs`: answered at once
+    /// with the job's id and results file. A job id the host already holds is answered with that
+    /// job, never started twice (the controller repeats the request after a dropped
+    /// connection). May be a step of a `Batch`.
+    AsyncStart {
+        jid: String,
+        limit_secs: u64,
+        run: Box<Request>,
+    },
     /// Collect facts natively, in one round trip.
     Facts,
     /// Open the state directory, take the host lock for this run, prune old records, and
@@ -138,6 +148,7 @@ impl Request {
             Request::CancelBatch => "cancel_batch",
             Request::OpenGate { .. } => "open_gate",
             Request::RunPython(_) => "run_python",
+            Request::AsyncStart { .. } => "async_start",
             Request::Facts => "facts",
             Request::Begin { .. } => "begin",
             Request::HandlerDone { .. } => "handler_done",

@@ -30,7 +30,11 @@ enum Incoming {
 pub fn serve() -> ExitCode {
     // Keep the protocol on a private copy of stdout and point fd 1 at stderr, so that nothing a
     // module or a child process prints can corrupt a frame.
-    let proto_fd = match nix::unistd::dup(std::io::stdout().as_raw_fd()) {
+    // Close-on-exec: a background job's process (`job.rs`) must not hold the channel open.
+    let proto_fd = match nix::fcntl::fcntl(
+        std::io::stdout().as_raw_fd(),
+        nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3),
+    ) {
         Ok(fd) => fd,
         Err(e) => {
             eprintln!("fixpoint agent: cannot dup stdout: {e}");
@@ -41,7 +45,7 @@ pub fn serve() -> ExitCode {
         eprintln!("fixpoint agent: cannot redirect stdout: {e}");
         return ExitCode::from(1);
     }
-    // SAFETY: proto_fd was just returned by dup() and is owned by nothing else.
+    // SAFETY: proto_fd was just returned by fcntl(F_DUPFD_CLOEXEC) and is owned by nothing else.
     let out = unsafe { std::fs::File::from_raw_fd(proto_fd) };
     let mut out = BufWriter::new(out);
     // Tell the controller the agent (not a shell banner or sudo) is now speaking.
@@ -185,7 +189,9 @@ fn batch(
         session.gate = step.gate.map(|g| (id, g));
         session.gate_refused = false;
         let resp = match step.run {
-            run @ Request::Run { .. } => serve_one(session, watch, id, step.timeout_ms, run),
+            run @ (Request::Run { .. } | Request::AsyncStart { .. }) => {
+                serve_one(session, watch, id, step.timeout_ms, run)
+            }
             _ => failed(
                 "a batch step must be a `run` request (controller and agent versions differ?)",
             ),
@@ -385,6 +391,11 @@ impl Session {
                 }
             }
             Request::RunPython(run) => self.run_python(&run),
+            Request::AsyncStart {
+                jid,
+                limit_secs,
+                run,
+            } => self.async_start(&jid, limit_secs, *run),
             Request::Facts => Response::Facts { facts: facts() },
             Request::Begin {
                 run_id,
@@ -640,6 +651,54 @@ impl Session {
                 msg,
                 result: Map::new(),
             },
+        }
+    }
+
+    /// Start a background job (`job.rs`). Its task reports changed whatever the module will do,
+    /// as ansible-core's does, so the handlers it notifies are recorded first (outside check
+    /// mode), as for a Python module.
+    fn async_start(&mut self, jid: &str, limit_secs: u64, run: Request) -> Response {
+        // Starting the job is its change: a gated step starts nothing until its gate opens.
+        if let Err(e) = Session::pass_gate(
+            &mut self.gate,
+            self.stopped.as_ref(),
+            &mut self.gate_refused,
+        ) {
+            return failed(e.to_string());
+        }
+        let mut outbox_written = Vec::new();
+        if let (
+            Request::Run {
+                notify: Some(n),
+                check: false,
+                ..
+            },
+            Some(st),
+        ) = (&run, &self.state)
+        {
+            for h in &n.handlers {
+                match st.outbox_add(&OutboxEntry {
+                    playbook: n.playbook.clone(),
+                    play: n.play.clone(),
+                    handler: h.clone(),
+                    user: me(),
+                    run_id: self.run_id.clone(),
+                    task: n.task.clone(),
+                    since: journal::now_text(),
+                }) {
+                    Ok(true) => outbox_written.push(h.clone()),
+                    Ok(false) => {}
+                    Err(e) => return failed(e),
+                }
+            }
+        }
+        match crate::job::start(jid, limit_secs, run) {
+            Ok((outcome, note)) => Response::Done {
+                outcome,
+                note,
+                outbox_written,
+            },
+            Err(msg) => failed(msg),
         }
     }
 

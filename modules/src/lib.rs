@@ -9,6 +9,7 @@ pub mod account;
 pub mod apt;
 pub mod apt_key;
 pub mod apt_repository;
+pub mod async_job;
 pub mod authorized_key;
 pub mod blockinfile;
 pub mod capture;

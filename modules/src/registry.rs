@@ -59,6 +59,7 @@ pub const AGENT_MODULES: &[&str] = &[
     "known_hosts",
     "pip",
     "ping",
+    "async_status",
 ];
 
 /// Modules the controller runs itself (`template` becomes a `copy` of rendered content).
@@ -253,6 +254,7 @@ pub fn dispatch<O: ModuleOp>(name: &str, op: O) -> Option<O::Out> {
         "wait_for" => op.on::<crate::wait_for::WaitFor>(),
         // The host's half; the controller writes the file (src/engine/actions/fetch.rs).
         "fetch" => op.on::<crate::fetch::Fetch>(),
+        "async_status" => op.on::<crate::async_job::AsyncStatus>(),
         "apt_repository" => op.on::<crate::apt_repository::AptRepository>(),
         "deb822_repository" => op.on::<crate::deb822_repository::Deb822Repository>(),
         "apt_key" => op.on::<crate::apt_key::AptKey>(),

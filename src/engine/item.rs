@@ -271,7 +271,10 @@ impl Shared<'_> {
             true => Vec::new(),
             false => held::inline_for(&spec.route(), &upload),
         };
-        let req = Request::Run {
+        let jid = task
+            .async_job
+            .map(|limit| (job_id(self.run_id, &h.name, task, module, &params), limit));
+        let mut req = Request::Run {
             module: module.to_string(),
             params,
             check,
@@ -280,6 +283,14 @@ impl Shared<'_> {
             notify,
             inline,
         };
+        // `poll: 0`: the same request, run as a background job (agent `job.rs`).
+        if let Some((jid, limit_secs)) = jid {
+            req = Request::AsyncStart {
+                jid,
+                limit_secs,
+                run: Box::new(req),
+            };
+        }
         Ok(ItemPlan::Agent(AgentItem {
             req,
             spec,
@@ -388,6 +399,29 @@ impl Shared<'_> {
             }
         }
     }
+}
+
+/// The id of the background job a `poll: 0` task starts, derived from the run, the host, the
+/// task's place and its rendered request (which holds the loop item), so that the same start
+/// request, repeated after a dropped connection, names the same job and the host starts it
+/// once. Shaped as ansible-core's (`j<digits>.<digits>`).
+fn job_id(run_id: &str, host: &str, task: &Task, module: &str, params: &Value) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    for part in [
+        run_id,
+        host,
+        &task.pos.to_string(),
+        module,
+        &params.to_string(),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    let d = h.finalize();
+    let a = u64::from_be_bytes(d[..8].try_into().expect("8 bytes")) % 1_000_000_000_000;
+    let b = u32::from_be_bytes(d[8..12].try_into().expect("4 bytes")) % 100_000;
+    format!("j{a:012}.{b}")
 }
 
 /// Which agent created outbox entries for this result, and for which handlers, if any.

@@ -542,6 +542,9 @@ pub struct Task {
     /// the task with this message when a host runs it; kept only on a task with `ignore_errors`
     /// or a `when` (any other is refused at load).
     pub async_refused: Option<String>,
+    /// `async: N` with `poll: 0`: the module runs as a background job on the host, stopped
+    /// after N seconds, and the task registers the job's id (see `engine::item`, agent `job.rs`).
+    pub async_job: Option<u64>,
     /// A handler that is an `include_tasks` (module `include_tasks`): notified, it includes
     /// its file, whose tasks run then (ansible-core lets a handler include tasks).
     pub handler_include: Option<Box<Include>>,

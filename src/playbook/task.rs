@@ -468,6 +468,7 @@ pub(crate) fn load_task(
         guard_pending: None,
         unknown_param: None,
         async_refused: None,
+        async_job: None,
         handler_include: None,
         module_defaults: backend_defaults,
         alias,
@@ -479,8 +480,36 @@ pub(crate) fn load_task(
         }),
     };
     let async_limit = async_limit(node)?;
-    if let Some(limit) = async_limit {
-        task.timeout = Some(task.timeout.map_or(limit, |t| t.min(limit)));
+    match async_limit {
+        // The start request is answered at once; the job itself is stopped after `limit`.
+        Some((limit, true)) => task.async_job = Some(limit),
+        Some((limit, false)) => task.timeout = Some(task.timeout.map_or(limit, |t| t.min(limit))),
+        None => {}
+    }
+    // A job's effect is its results file, recorded by the job itself; `once:` would need the
+    // journal to wait for it.
+    if let (Some(_), Some(_)) = (task.async_job, &task.once) {
+        let at = node
+            .get("poll")
+            .map_or_else(|| mod_pos.clone(), |n| n.pos.clone());
+        return Err(Diagnostic::at(
+            &at,
+            "`once` with `async` and `poll: 0` (a background job) is not supported by fixpoint yet",
+        )
+        .help("give `poll` a number of seconds to wait for the task, or remove `once`"));
+    }
+    if let (Some(_), Some(py)) = (task.async_job, &task.python) {
+        let at = node
+            .get("poll")
+            .map_or_else(|| mod_pos.clone(), |n| n.pos.clone());
+        return Err(Diagnostic::at(
+            &at,
+            format!(
+                "`async` with `poll: 0` on `{}`, which runs as Ansible's own module code, is not supported by fixpoint yet",
+                py.name
+            ),
+        )
+        .help("give `poll` a number of seconds to wait for the task, or remove `async`"));
     }
     inh.apply(&mut task);
     // A value written on the task itself wins over the block's (or play's), also when false.
@@ -576,24 +605,23 @@ const NO_ASYNC: &[&str] = &[
     "wait_for_connection",
 ];
 
-/// `async: N` with `poll` above 0: ansible-core starts the module in the background and waits
-/// for it at most N seconds, failing the task when it runs over. fixpoint waits for the module
-/// as for any task, with N as its time limit (the agent stops it then, as for `timeout`).
-/// `poll: 0` (leave it running, check on it with `async_status`) is refused: fixpoint cannot
-/// start a background job yet. `poll` without `async` means nothing, as in ansible-core.
+/// `async: N`: its limit, and whether `poll` is 0. With `poll` above 0 ansible-core starts the
+/// module in the background and waits for it at most N seconds, failing the task when it runs
+/// over; fixpoint waits for the module as for any task, with N as its time limit (the agent
+/// stops it then, as for `timeout`). `poll` without `async` means nothing, as in ansible-core.
 ///
-/// The plan for `poll: 0`, so that a dropped connection or a crash neither repeats nor loses a
-/// job: (1) after a dropped connection the controller repeats only the *start request*, never
-/// the module: (2) the host recognises the same job by a job id the controller derives from
-/// the run id, host, task position and loop index, so a repeated start finds the job's
-/// directory under the state directory and answers with it instead of starting a second one;
-/// (3) the effect is recorded by the detached job itself (its result file, written by
-/// fsync + rename when the module ends), and "started" by the agent creating the job directory
-/// (with the job's pid) *before* it forks the job; (4) a crash between them leaves a directory
-/// with a pid and no result: `async_status` then reports `finished: false` while that pid lives
-/// and a failed job ("ended without a result, effect unknown") once it does not, never a
-/// silent rerun.
-fn async_limit(node: &Node) -> Result<Option<u64>, Diagnostic> {
+/// `poll: 0` leaves the module running as a background job, checked with `async_status`. So
+/// that a dropped connection or a crash neither repeats nor loses a job: (1) the controller
+/// repeats only the *start request*, never the module; (2) the host recognises the same job by
+/// the job id the controller derives from the run id, host, task position and item
+/// (`engine::item`), so a repeated start finds the job's results file and answers with it
+/// instead of starting a second one; (3) "started" is the agent creating that file, and
+/// recording the job's pid in it, *before* the job gets its module; the effect is recorded by
+/// the detached job itself (its result, written by fsync + rename when the module ends);
+/// (4) a crash between them leaves a record with a pid and no result: `async_status` reports
+/// `finished: false` while that process lives and a failed job ("ended without a result, what
+/// it did is unknown") once it does not, never a silent rerun (agent `job.rs`).
+fn async_limit(node: &Node) -> Result<Option<(u64, bool)>, Diagnostic> {
     let Some(n) = node.get("async") else {
         return Ok(None);
     };
@@ -618,13 +646,7 @@ fn async_limit(node: &Node) -> Result<Option<u64>, Diagnostic> {
                 .help("e.g. `poll: 5`"));
         }
     };
-    if poll == 0 {
-        let p = node.get("poll").expect("poll: 0 is written");
-        return Err(p
-            .err("`async` with `poll: 0` (a job left running on the host) is not supported by fixpoint yet")
-            .help("give `poll` a number of seconds to wait for the task, or remove `async`"));
-    }
-    Ok(Some(limit))
+    Ok(Some((limit, poll == 0)))
 }
 
 /// `delegate_to: localhost`. The task is rewritten so, keeping the source positions.

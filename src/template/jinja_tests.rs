@@ -26,6 +26,9 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
     env.add_test("change", test_changed);
     env.add_test("skipped", test_skipped);
     env.add_test("skip", test_skipped);
+    env.add_test("finished", |r: &Value| async_flag(r, "finished"));
+    env.add_test("started", |r: &Value| async_flag(r, "started"));
+    env.add_test("timedout", test_timedout);
     env.add_test("unreachable", test_unreachable);
     env.add_test("reachable", test_reachable);
     env.add_test("match", test_match);
@@ -150,6 +153,40 @@ fn test_succeeded(result: &Value) -> Result<bool, Error> {
 
 fn test_skipped(result: &Value) -> Result<bool, Error> {
     result_flag(result, "skipped", "skipped")
+}
+
+/// `is finished` / `is started`: an async result's flag (ansible-core compares it with 1, which
+/// `true` equals); a result without it (a task that was not async) passes, as in ansible-core
+/// (which also warns).
+fn async_flag(result: &Value, key: &str) -> Result<bool, Error> {
+    if defined(result)?.kind() != ValueKind::Map {
+        return Err(op_err(format!(
+            "The '{key}' test expects a dictionary, not {}",
+            result.kind()
+        )));
+    }
+    let v = result.get_attr(key)?;
+    if v.is_undefined() {
+        return Ok(true);
+    }
+    Ok(match v.kind() {
+        ValueKind::Bool => v.is_true(),
+        ValueKind::Number => f64::try_from(v).is_ok_and(|n| n == 1.0),
+        _ => false,
+    })
+}
+
+/// `is timedout`: the task's `timeout` stopped it (its result's `timedout` says the period).
+fn test_timedout(result: &Value) -> Result<bool, Error> {
+    if defined(result)?.kind() != ValueKind::Map {
+        return Err(op_err("The 'timedout' test expects a dictionary"));
+    }
+    let t = result.get_attr("timedout")?;
+    if t.is_undefined() || !t.is_true() {
+        return Ok(false);
+    }
+    let period = t.get_attr("period").unwrap_or(Value::UNDEFINED);
+    Ok(!period.is_undefined() && period.is_true())
 }
 
 fn test_unreachable(result: &Value) -> Result<bool, Error> {
@@ -367,6 +404,28 @@ mod tests {
     use crate::template::test_support::*;
     use crate::template::Templar;
     use serde_json::json;
+
+    #[test]
+    fn async_and_timeout_result_tests() {
+        let c = ctx(json!({
+            "running": {"started": true, "finished": false},
+            "done": {"started": 1, "finished": 1},
+            "plain": {"changed": false},
+            "timed": {"timedout": {"period": 3}},
+        }));
+        let t = Templar::new();
+        let holds = |e: &str| {
+            t.eval_bool(e, &c)
+                .unwrap_or_else(|err| panic!("{e}: {err}"))
+        };
+        assert!(holds("running is started and running is not finished"));
+        assert!(holds("done is started and done is finished"));
+        assert!(holds("plain is finished and plain is started"));
+        assert!(holds("timed is timedout and plain is not timedout"));
+        for e in ["'x' is finished", "'x' is started", "'x' is timedout"] {
+            assert!(t.eval_bool(e, &c).is_err(), "{e}");
+        }
+    }
 
     #[test]
     fn vault_and_data_tag_tests() {

@@ -426,6 +426,12 @@ fn table() -> Vec<Bad> {
             "fixpoint passes sudo -H",
         ),
         bad(
+            "once with a background job (async, poll: 0)",
+            tasks("    - name: t\n      command: id\n      args: {creates: /x}\n      once: k\n      async: 10\n      poll: 0\n"),
+            "site.yml:9:13",
+            "remove `once`",
+        ),
+        bad(
             "a timeout that is not a number of seconds",
             tasks("    - name: t\n      debug: {msg: x}\n      timeout: soon\n"),
             "site.yml:6:16",

@@ -7,6 +7,7 @@ mod accounts;
 mod agent_binary;
 mod apt;
 mod apt_repos;
+mod async_jobs;
 mod bad_input;
 mod blocks;
 mod cas;
