@@ -200,6 +200,20 @@ impl Validator<'_> {
         for (k, tmpl) in &t.templated {
             self.text(tmpl, at, k);
         }
+        if let Some(module) = t.templated.get("action") {
+            // Not an error: ansible-core names the module when the task runs, and so does the
+            // engine; but nothing of its arguments could be checked here.
+            self.warnings.push(
+                Diagnostic::at(
+                    at,
+                    format!(
+                        "the module of this task is `{module}`, resolved at run time on each \
+                         host: its arguments are checked only then"
+                    ),
+                )
+                .help("name the module (`apt:`) to have its arguments checked now"),
+            );
+        }
         for (what, s) in [("delegate_to", &t.delegate_to), ("label", &t.loop_label)] {
             if let Some(s) = s {
                 self.text(s, at, what);
