@@ -143,7 +143,10 @@ pub(crate) fn check_module_params(
             // A task that says `ignore_errors: true` expects it may fail: ansible-core fails
             // it when it runs and goes on (Ansible's own tests check such failures), so it is
             // a warning here and the same check fails it on the host (`engine/item.rs`).
-            if task.ignore_errors {
+            // So is a `copy` source missing now: an earlier task may make it on the controller
+            // (`delegate_to: localhost`), and ansible-core looks for it only when the task
+            // runs, where reading it fails the task (`engine/actions/prepare.rs`).
+            if task.ignore_errors || (task.module == "copy" && actions::is_missing_source(&e)) {
                 task.unknown_param = Some(d);
                 return Ok(());
             }

@@ -239,15 +239,24 @@ impl Validator<'_> {
         }
         if let Some(d) = &t.unknown_param {
             let mut d = d.clone();
-            d.msg = format!(
-                "{} (the task has {}: it fails only if a host runs it, as in ansible-core)",
-                d.msg,
-                if t.ignore_errors {
-                    "`ignore_errors`"
-                } else {
-                    "a `when`"
-                }
-            );
+            d.msg = if t.ignore_errors || !t.when.is_empty() {
+                format!(
+                    "{} (the task has {}: it fails only if a host runs it, as in ansible-core)",
+                    d.msg,
+                    if t.ignore_errors {
+                        "`ignore_errors`"
+                    } else {
+                        "a `when`"
+                    }
+                )
+            } else {
+                // Only a `copy` source missing at load is kept so (`check_module_params`).
+                format!(
+                    "{} (an earlier task may make it on the controller: the task fails when it \
+                     runs if it is still missing, as in ansible-core)",
+                    d.msg
+                )
+            };
             self.warnings.push(d);
         }
         if let Some(pos) = &t.guard_pending {

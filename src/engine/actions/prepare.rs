@@ -5,7 +5,8 @@
 //! Their parameters and load-time checks live in `playbook::actions`.
 
 use crate::playbook::actions::{
-    find_file, parse, AssertParams, DebugParams, FailParams, IncludeVarsParams, TemplateParams,
+    copy_source, find_file, parse, AssertParams, DebugParams, FailParams, IncludeVarsParams,
+    TemplateParams,
 };
 use crate::playbook::files::looked_in;
 use crate::template::FileOptions;
@@ -456,7 +457,7 @@ pub fn prepare(
             obj.remove("local_follow");
             if !remote {
                 if let Some(Value::String(src)) = obj.remove("src") {
-                    let path = find_file(dirs, "files", &src).map_err(Failure::msg)?;
+                    let path = copy_source(dirs, &src).map_err(Failure::msg)?;
                     if path.is_dir() {
                         let upload = super::tree::prepare(obj, &src, &path, follow, decrypt)?;
                         return Ok(Prepared::Agent {
