@@ -14,6 +14,9 @@ use crate::yaml::{Kind, Node};
 use serde_json::{Map, Value};
 use std::path::Path;
 
+/// Ansible's internal parameters of `copy`, which its action plugin refuses by name.
+pub(crate) const COPY_INTERNAL: &[&str] = &["_original_basename", "_diff_peek"];
+
 /// The longest task `timeout` ansible-core takes, in seconds (about three years).
 const MAX_TIMEOUT: i64 = 100_000_000;
 
@@ -269,10 +272,13 @@ pub(crate) fn load_task(
     }
     // Parameters starting with `_` are Ansible's own; a fact set by `set_fact` may be named so,
     // and `file`'s `_diff_peek` is one that playbooks (Ansible's own tests) pass and `file` takes.
+    // `copy`'s action refuses `_diff_peek` and `_original_basename` itself when the task runs
+    // (`engine/actions/prepare.rs`), which its target checks with `ignore_errors`.
     if let Some(k) = params.keys().find(|k| {
         k.starts_with('_')
             && module != "set_fact"
             && !(module == "file" && k.as_str() == "_diff_peek")
+            && !(module == "copy" && COPY_INTERNAL.contains(&k.as_str()))
     }) {
         return Err(Diagnostic::at(
             &param_pos(raw_params, k).unwrap_or_else(|| mod_pos.clone()),

@@ -444,6 +444,14 @@ pub fn prepare(
     let obj = params.as_object_mut().expect("parameters are a mapping");
     match module {
         "copy" => {
+            // As ansible-core's copy action, before it looks at anything else.
+            for k in crate::playbook::task::COPY_INTERNAL {
+                if obj.get(*k).is_some_and(|v| !v.is_null()) {
+                    return Ok(Prepared::Done(Err(Failure::msg(format!(
+                        "Invalid parameter specified: \"{k}\""
+                    )))));
+                }
+            }
             let mut upload = Vec::new();
             let flag = |obj: &Map<String, Value>, k: &str| {
                 obj.get(k)
