@@ -239,12 +239,14 @@ impl Validator<'_> {
         }
         if let Some(d) = &t.unknown_param {
             let mut d = d.clone();
-            d.msg = if t.ignore_errors || !t.when.is_empty() {
+            d.msg = if guard::fails_only_where_it_runs(t) {
                 format!(
                     "{} (the task has {}: it fails only if a host runs it, as in ansible-core)",
                     d.msg,
                     if t.ignore_errors {
                         "`ignore_errors`"
+                    } else if t.when.is_empty() {
+                        "a `failed_when`"
                     } else {
                         "a `when`"
                     }
