@@ -14,6 +14,9 @@ use minijinja::{Error, ErrorKind, Value};
 use super::pyops::{py_type, raised, Num};
 use super::pyrepr::{py_repr_string, py_string};
 
+/// The widest field (and the longest precision) a conversion may ask for.
+const MAX_WIDTH: usize = 1 << 20;
+
 /// The arguments of one `%`: a tuple's items, or one value (which, when it is a mapping or a
 /// sequence, also answers `%(key)s`, as in CPython).
 struct Args<'a> {
@@ -144,6 +147,13 @@ pub(super) fn format(fmt: &str, args: &Value, tuple: bool) -> Result<String, Err
         }
         while matches!(chars.get(i), Some('h' | 'l' | 'L')) {
             i += 1;
+        }
+        // Python would build any width; a template is not let run the controller out of memory.
+        if spec.width > MAX_WIDTH {
+            return Err(raised("width too big"));
+        }
+        if spec.precision.is_some_and(|p| p > MAX_WIDTH) {
+            return Err(raised("precision too big"));
         }
         let Some(&conv) = chars.get(i) else {
             return Err(raised("incomplete format"));
@@ -543,6 +553,8 @@ mod tests {
             err("%c", Value::from("ab"), false),
             "%c requires int or char"
         );
+        assert_eq!(err("%99999999999d", one(), false), "width too big");
+        assert_eq!(err("%.99999999999f", one(), false), "precision too big");
         assert_eq!(
             err(
                 "%(a)s",
