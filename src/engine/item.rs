@@ -221,12 +221,13 @@ impl Shared<'_> {
                 upload,
             } => (module, params, upload),
         };
-        // Templated parameters are checked now that they have values.
+        // Templated parameters are checked now that they have values. The module refuses
+        // them, as Ansible's argument spec does: its failure, which `failed_when` may judge.
         if let Err(e) = fixpoint_modules::check_params(module, &params) {
-            return Err((
-                false,
+            return Ok(ItemPlan::Done(Ok(ItemResult::failed(
                 format!("invalid parameters for `{}`: {e}", task.module),
-            ));
+                Map::new(),
+            ))));
         }
         // In check mode a command does not run, even one declared read-only with
         // `changed_when: false` (as in Ansible): only `check_mode: false` runs it for real.

@@ -237,8 +237,8 @@ impl Shared<'_> {
             return Err((
                 false,
                 "`package` runs the module of the host's package manager, named by the \
-                 `pkg_mgr` fact, which fixpoint does not gather: set `use:` (e.g. `use: apt`) \
-                 or the variable `ansible_pkg_mgr`"
+                 `pkg_mgr` fact, which was not gathered (or is `unknown`) here: gather facts, \
+                 set `use:` (e.g. `use: apt`) or the variable `ansible_pkg_mgr`"
                     .into(),
             ));
         };

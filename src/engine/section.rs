@@ -236,6 +236,8 @@ pub(super) fn loop_batchable(task: &Task, play: &Play, templar: &Templar) -> boo
         && task.python.is_none()
         && task.delegate_to.is_none()
         && task.handler_include.is_none()
+        // A module named by a template is known per host only when the task runs.
+        && !task.templated.contains_key("action")
         && !CONTROLLER_ACTIONS.contains(&task.module)
         && !PLAY_WIDE.contains(&task.module)
         && !FACT_SETTERS.contains(&task.module)

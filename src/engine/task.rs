@@ -12,6 +12,7 @@ use crate::report::Status;
 use crate::vars::{magic, Layer, Scope};
 use fixpoint_modules::Diff;
 use serde_json::{json, Map, Value};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,9 +34,20 @@ impl Shared<'_> {
             return (events, scope.take_warnings(), task.no_log);
         }
         // Keywords given as templates take their values on this host, as in ansible-core.
-        let resolved = match resolve_flags(task, &scope) {
+        let resolved = match resolve_flags(task, &scope, &ctx.play.dir) {
             Ok(t) => t,
             Err(msg) => {
+                if task.templated.contains_key("action") {
+                    // ansible-core names the module after `when`: a task it skips never
+                    // needs one, and a failure to name it is registered as the task's.
+                    if task.loop_items.is_none()
+                        && matches!(self.when_holds(task, &scope), Ok(false))
+                    {
+                        self.register_skip(task, h);
+                        return (vec![skip_event(None)], scope.take_warnings(), task.no_log);
+                    }
+                    self.register_failure(task, h, &msg);
+                }
                 let mut ev = failed_event(task, msg);
                 // ansible-core decides on the keyword as written when its value cannot be
                 // worked out: a template is a non-empty string, so truthy, and the failure
@@ -482,12 +494,16 @@ fn failed_event(task: &Task, msg: String) -> Event {
 
 /// `task` with its templated boolean keywords rendered in `scope` (Ansible's strict boolean:
 /// true/false, yes/no, on/off, 1/0, y/n, t/f).
-fn resolve_flags(task: &Task, scope: &Arc<Scope>) -> Result<Task, String> {
+fn resolve_flags(task: &Task, scope: &Arc<Scope>, play_dir: &Path) -> Result<Task, String> {
     let mut t = task.clone();
     for (key, tmpl) in std::mem::take(&mut t.templated) {
         let v = scope
             .render(&json!(tmpl))
             .map_err(|e| format!("cannot render `{key}`: {e}"))?;
+        if key == "action" {
+            resolve_module(&mut t, &v, play_dir)?;
+            continue;
+        }
         let b = match &v {
             Value::Bool(b) => Some(*b),
             Value::String(s) if !s.trim().is_empty() => fixpoint_modules::params::parse_bool_str(s),
@@ -510,6 +526,22 @@ fn resolve_flags(task: &Task, scope: &Arc<Scope>) -> Result<Task, String> {
         }
     }
     Ok(t)
+}
+
+/// The module an `action` template named, on this host (`playbook::load_task`): the task
+/// runs it as if written so; a command still needs its guard, which the loader could not ask.
+fn resolve_module(t: &mut Task, name: &Value, play_dir: &Path) -> Result<(), String> {
+    let Value::String(name) = name else {
+        return Err(format!(
+            "`action` gave {}, which is not a module name",
+            display(name)
+        ));
+    };
+    let (module, python) = crate::playbook::task::module_at_run_time(name.trim(), play_dir)?;
+    t.module = module;
+    t.python = python;
+    let pos = t.pos.clone();
+    crate::playbook::validate::check_guard(t, &pos).map_err(|d| d.msg)
 }
 
 /// `retries` and `delay` of an `until` task, rendered when they are templates.

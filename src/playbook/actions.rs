@@ -314,10 +314,7 @@ pub fn find_file(dirs: &[PathBuf], sub: &str, src: &str) -> Result<PathBuf, Stri
             Err(format!("source file {src} does not exist"))
         };
     }
-    let candidates: Vec<PathBuf> = dirs
-        .iter()
-        .flat_map(|d| [d.join(sub).join(src), d.join(src)])
-        .collect();
+    let candidates = candidates(dirs, sub, src);
     candidates
         .iter()
         .find(|c| c.exists())
@@ -329,6 +326,42 @@ pub fn find_file(dirs: &[PathBuf], sub: &str, src: &str) -> Result<PathBuf, Stri
             )
         })
 }
+
+fn candidates(dirs: &[PathBuf], sub: &str, src: &str) -> Vec<PathBuf> {
+    dirs.iter()
+        .flat_map(|d| [d.join(sub).join(src), d.join(src)])
+        .collect()
+}
+
+/// A `copy` source when the task runs (an earlier task may have made it: `check_params` only
+/// warns), or ansible-core's message for one that is missing.
+pub fn copy_source(dirs: &[PathBuf], src: &str) -> Result<PathBuf, String> {
+    find_file(dirs, "files", src).map_err(|_| {
+        let searched = match Path::new(src).is_absolute() {
+            true => String::new(),
+            false => format!(
+                "\nSearched in:\n\t{}",
+                candidates(dirs, "files", src)
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n\t")
+            ),
+        };
+        format!(
+            "Could not find or access '{src}'{searched} on the Ansible Controller.\nIf you are \
+             using a module and expect the file to exist on the remote, see the remote_src option"
+        )
+    })
+}
+
+/// Whether `check_params` refused a `copy` or `template` source because it is not there (yet).
+pub(crate) fn is_missing_source(e: &ParamError) -> bool {
+    e.path == "src" && e.msg.starts_with(MISSING_SOURCE)
+}
+
+/// How `check_params` says a source file is missing (`is_missing_source`).
+const MISSING_SOURCE: &str = "source ";
 
 /// Check a module's parameters at load time (templated values were already taken out).
 pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<(), ParamError> {

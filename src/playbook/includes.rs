@@ -400,15 +400,15 @@ impl<'a> Loader<'a> {
         // `action: x args` / `local_action: x args`: read as the task `x: args` (an include
         // or a meta given so too).
         let rewritten = action_keyword(node)?;
-        let (node, entries) = match &rewritten {
-            Some(r) => (r, map_of(r, "a task")?),
-            None => (node, entries),
+        let (node, entries, run_time_module) = match &rewritten {
+            Some((r, template)) => (r, map_of(r, "a task")?, template.as_deref()),
+            None => (node, entries, None),
         };
         let action = entries
             .iter()
             .find(|(k, _, _)| INCLUDE_ACTIONS.contains(&short_name(k)));
         let Some((key, kpos, arg)) = action else {
-            let task = load_task(node, handlers, inh, self.play_dir)?;
+            let task = load_task(node, handlers, inh, self.play_dir, run_time_module)?;
             return Ok(vec![Step::Task(Box::new(task))]);
         };
         if handlers && short_name(key) != "include_tasks" {

@@ -14,6 +14,9 @@ use crate::yaml::{Kind, Node};
 use serde_json::{Map, Value};
 use std::path::Path;
 
+/// Ansible's internal parameters of `copy`, which its action plugin refuses by name.
+pub(crate) const COPY_INTERNAL: &[&str] = &["_original_basename", "_diff_peek"];
+
 /// The longest task `timeout` ansible-core takes, in seconds (about three years).
 const MAX_TIMEOUT: i64 = 100_000_000;
 
@@ -28,11 +31,14 @@ fn controller_action(k: &str) -> Option<&'static str> {
 
 /// One task entry (not a block, include or meta): its module and arguments, its keywords,
 /// and the keywords inherited from around it; checked before it is returned.
+/// `run_time_module`: the task's module is this template (`action: "{{ x }}"`, the entry's
+/// key after `action_keyword`), named on each host when the task runs.
 pub(crate) fn load_task(
     node: &Node,
     handler: bool,
     inh: &Inherited,
     play_dir: &Path,
+    run_time_module: Option<&str>,
 ) -> Result<Task, Diagnostic> {
     let entries = map_of(node, "a task")?;
     let mut module: Option<(&'static str, &Node, &Pos)> = None;
@@ -52,6 +58,11 @@ pub(crate) fn load_task(
                 )
                 .help("add `once: <key>`, or remove `once_scope`"));
             }
+            continue;
+        }
+        if run_time_module == Some(k.as_str()) {
+            module = Some((crate::pymod::intern(k), v, kpos));
+            written = k;
             continue;
         }
         if TASK_KEYS_NOT_YET.contains(&k.as_str()) {
@@ -241,7 +252,7 @@ pub(crate) fn load_task(
     let mut late: Vec<String> = Vec::new();
     let mut backend_defaults = None;
     let mut defaulted = Vec::new();
-    if !all_defaults.is_empty() {
+    if !all_defaults.is_empty() && run_time_module.is_none() {
         let own = super::defaults::for_module(&all_defaults, module, play_dir)
             .map_err(|why| Diagnostic::at(mod_pos, why))?;
         defaulted = super::defaults::merge_under(&mut params, own);
@@ -261,10 +272,13 @@ pub(crate) fn load_task(
     }
     // Parameters starting with `_` are Ansible's own; a fact set by `set_fact` may be named so,
     // and `file`'s `_diff_peek` is one that playbooks (Ansible's own tests) pass and `file` takes.
+    // `copy`'s action refuses `_diff_peek` and `_original_basename` itself when the task runs
+    // (`engine/actions/prepare.rs`), which its target checks with `ignore_errors`.
     if let Some(k) = params.keys().find(|k| {
         k.starts_with('_')
             && module != "set_fact"
             && !(module == "file" && k.as_str() == "_diff_peek")
+            && !(module == "copy" && COPY_INTERNAL.contains(&k.as_str()))
     }) {
         return Err(Diagnostic::at(
             &param_pos(raw_params, k).unwrap_or_else(|| mod_pos.clone()),
@@ -536,6 +550,13 @@ pub(crate) fn load_task(
         }
         task.async_refused = Some(msg);
     }
+    if let Some(template) = run_time_module {
+        // Which module runs is known on the host only: its arguments are that module's to
+        // check then (and a command's guard the engine's, `engine/task.rs`), as ansible-core
+        // resolves `action` when the task runs.
+        task.templated.insert("action", template.to_string());
+        return Ok(task);
+    }
     let dirs = task.search_dirs(play_dir);
     // Arguments given as one template are known only on the host: checked there, rendered.
     if task.args_splat.is_none() {
@@ -650,7 +671,8 @@ fn async_limit(node: &Node) -> Result<Option<(u64, bool)>, Diagnostic> {
 }
 
 /// `delegate_to: localhost`. The task is rewritten so, keeping the source positions.
-pub(crate) fn action_keyword(node: &Node) -> Result<Option<Node>, Diagnostic> {
+/// With the task, the module's template when `action` names it so (see `load_task`).
+pub(crate) fn action_keyword(node: &Node) -> Result<Option<(Node, Option<String>)>, Diagnostic> {
     let Some(entries) = node.as_map() else {
         return Ok(None);
     };
@@ -680,7 +702,7 @@ pub(crate) fn action_keyword(node: &Node) -> Result<Option<Node>, Diagnostic> {
     let (module, args) = match &value.kind {
         Kind::Str(s) => {
             let s = s.trim();
-            let (m, rest) = s.split_once(char::is_whitespace).unwrap_or((s, ""));
+            let (m, rest) = split_module(s);
             let args = Node {
                 kind: if rest.trim().is_empty() {
                     Kind::Null
@@ -707,22 +729,28 @@ pub(crate) fn action_keyword(node: &Node) -> Result<Option<Node>, Diagnostic> {
         }
         _ => return Err(value.err(format!("`{key}` must be a module with its arguments"))),
     };
-    if module.contains('{') || module.is_empty() {
-        let text = value.scalar_text().unwrap_or(module);
-        return Err(value
-            .err(format!(
-                "`{key}` must name its module as written, not `{}`",
-                text.trim()
-            ))
-            .help("fixpoint decides each task's module when it loads the playbook"));
+    if module.is_empty() {
+        return Err(value.err(format!("`{key}` names no module")));
     }
+    // A template (`action: "{{ ansible_facts.pkg_mgr }}"`) names the module on each host when
+    // the task runs, as in ansible-core; any other brace is not a module name.
+    let run_time = module.contains('{');
+    if run_time && !(fixpoint_modules::params::is_template(&module) && is_all_template(&module)) {
+        return Err(value.err(format!(
+            "`{key}` must name a module, or be one template giving its name, not `{module}`"
+        )));
+    }
+    let template = run_time.then(|| module.clone());
     let mut rewritten = entries.to_vec();
     rewritten[idx] = (module, kpos.clone(), args);
     if !local {
-        return Ok(Some(Node {
-            kind: Kind::Map(rewritten),
-            pos: node.pos.clone(),
-        }));
+        return Ok(Some((
+            Node {
+                kind: Kind::Map(rewritten),
+                pos: node.pos.clone(),
+            },
+            template,
+        )));
     }
     rewritten.push((
         "delegate_to".into(),
@@ -732,10 +760,62 @@ pub(crate) fn action_keyword(node: &Node) -> Result<Option<Node>, Diagnostic> {
             pos: kpos.clone(),
         },
     ));
-    Ok(Some(Node {
-        kind: Kind::Map(rewritten),
-        pos: node.pos.clone(),
-    }))
+    Ok(Some((
+        Node {
+            kind: Kind::Map(rewritten),
+            pos: node.pos.clone(),
+        },
+        template,
+    )))
+}
+
+/// The module a run-time `action` template rendered to names (see `load_task`): a module of
+/// `library/`, a native module or controller action, else Ansible's module of that name, as
+/// the loader resolves a written one. The error is ansible-core's message.
+pub(crate) fn module_at_run_time(
+    name: &str,
+    play_dir: &Path,
+) -> Result<(&'static str, Option<std::sync::Arc<crate::pymod::PyModule>>), String> {
+    let unknown = || format!("Cannot resolve '{name}' to an action or module.");
+    if name.is_empty() || name.contains(char::is_whitespace) || name.contains('{') {
+        return Err(unknown());
+    }
+    if let Some(m) = crate::pymod::library::find(name, play_dir)? {
+        return Ok((crate::pymod::intern(name), Some(m)));
+    }
+    if let Some(m) = fixpoint_modules::canonical_name(name).or_else(|| controller_action(name)) {
+        return Ok((m, None));
+    }
+    match crate::pymod::find(name, play_dir)? {
+        Some(m) => Ok((crate::pymod::intern(name), Some(m))),
+        None => Err(unknown()),
+    }
+}
+
+/// `action`'s string split into the module and its arguments at the first blank outside a
+/// `{{ }}` (ansible-core's `split_args` keeps a template whole), so that
+/// `"{{ pkg_mgr }} name=x"` names the module `{{ pkg_mgr }}`.
+fn split_module(s: &str) -> (&str, &str) {
+    let mut depth = 0usize;
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"{{") {
+            depth += 1;
+            i += 2;
+            continue;
+        }
+        if depth > 0 && b[i..].starts_with(b"}}") {
+            depth -= 1;
+            i += 2;
+            continue;
+        }
+        if depth == 0 && b[i].is_ascii_whitespace() {
+            return (&s[..i], s[i..].trim());
+        }
+        i += 1;
+    }
+    (s, "")
 }
 
 /// The module a local action plugin named `k` stands for when it only re-exports a builtin

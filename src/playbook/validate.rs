@@ -101,7 +101,7 @@ pub(crate) fn check_module_params(
                     task.module
                 ),
             });
-            if task.when.is_empty() && !task.ignore_errors {
+            if !fails_only_where_it_runs(task) {
                 return Err(d);
             }
             task.unknown_param = Some(d);
@@ -143,13 +143,27 @@ pub(crate) fn check_module_params(
             // A task that says `ignore_errors: true` expects it may fail: ansible-core fails
             // it when it runs and goes on (Ansible's own tests check such failures), so it is
             // a warning here and the same check fails it on the host (`engine/item.rs`).
-            if task.ignore_errors {
+            // So is a task with a `when` (roles keep tasks only other platforms reach, such as
+            // `group`'s `local: true` on CentOS) or a `failed_when` (which may expect the
+            // failure). So is a `copy` source missing now: an earlier task may make it on the
+            // controller (`delegate_to: localhost`), and ansible-core looks for it only when
+            // the task runs, where reading it fails the task (`engine/actions/prepare.rs`).
+            if fails_only_where_it_runs(task)
+                || (task.module == "copy" && actions::is_missing_source(&e))
+            {
                 task.unknown_param = Some(d);
                 return Ok(());
             }
             Err(d)
         }
     }
+}
+
+/// Whether invalid parameters of `task` wait for a host to run it (a warning in `validate`,
+/// the module's failure there), as ansible-core fails such a task only then: it may be skipped
+/// (`when`), its failure may be ignored or expected (`ignore_errors`, `failed_when`).
+pub(crate) fn fails_only_where_it_runs(task: &Task) -> bool {
+    task.ignore_errors || !task.when.is_empty() || task.failed_when.is_some()
 }
 
 /// Whether an error message names this parameter, quoted (`` `state` ``) or as a bare word in a

@@ -10,6 +10,7 @@ use minijinja::{AutoEscape, Environment, Error, ErrorKind, State, UndefinedBehav
 use super::filters::add_filters;
 use super::jinja_tests::add_tests;
 use super::lookups::run_lookup;
+use super::pyops::{self, DIV_FN, FLOORDIV_FN, MOD_FN};
 use super::pyrepr::{py_str, py_string};
 use super::rewrite::{chain_lookup, CHAIN_FN};
 
@@ -43,6 +44,9 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     env.set_unknown_method_callback(unknown_method);
     set_search_path(&mut env, search_path);
     env.add_function(CHAIN_FN, chain_lookup);
+    env.add_function(MOD_FN, pyops::rem);
+    env.add_function(DIV_FN, pyops::div);
+    env.add_function(FLOORDIV_FN, pyops::floordiv);
     env.add_function("now", |args: Rest<Value>| super::now::now(&args));
     // Ansible's `undef(hint=None)`: a variable's placeholder that fails when it is used, with
     // the hint (or ansible-core's default text) as the message. It fails at once here, where

@@ -31,6 +31,14 @@ pub enum TemplateError {
         template: String,
         line: Option<usize>,
     },
+    /// An exception Python raises evaluating the expression (`1 / 0`, `'%d' % 'a'`), worded
+    /// as ansible-core words it, which playbooks search for (lookup_first_found target).
+    #[error("Error rendering template: {message}{}", location(template, *line))]
+    Raised {
+        message: String,
+        template: String,
+        line: Option<usize>,
+    },
     /// A condition that cannot be decided (empty, not a boolean, or naming untrusted text).
     #[error("{message}{}", location(template, None))]
     Condition { message: String, template: String },

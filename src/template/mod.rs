@@ -2,7 +2,8 @@
 //! native values for single-expression strings), built on minijinja.
 //!
 //! This folder owns everything between a template string and its value: the environment
-//! (`env`), rewriting the source before minijinja sees it (`rewrite`), bare expressions with
+//! (`env`), rewriting the source before minijinja sees it (`rewrite`; Python's `/`, `//` and
+//! `%`, string formatting included, in `pyops` and `printf`), bare expressions with
 //! templates inside string constants (`expr`), conditions as ansible-core 2.19 evaluates them
 //! (`condition`), what `fixpoint validate` reads from a template without rendering it
 //! (`scan`), naming undefined variables in errors (`undefined`, `error`), filters, Jinja
@@ -28,6 +29,8 @@ mod jinja_tests;
 mod lookups;
 mod now;
 mod output;
+mod printf;
+mod pyops;
 mod pyrepr;
 mod reads;
 mod rewrite;

@@ -21,6 +21,8 @@ use minijinja::value::Rest;
 use minijinja::Value;
 use regex::Regex;
 
+use super::pyops;
+
 /// Name of the helper that implements Ansible's chained-undefined lookups (see `rewrite_chains`).
 pub(super) const CHAIN_FN: &str = "__fp_chain";
 
@@ -63,8 +65,29 @@ fn chain_re() -> &'static Regex {
     })
 }
 
-/// Rewrites chained lookups in every `{{ }}` / `{% %}` block of a template.
+/// Rewrites chained lookups in every `{{ }}` / `{% %}` block of a template, then Python's
+/// operators (`pyops`).
 pub(super) fn rewrite_chains(src: &str) -> String {
+    let out = rewrite_template_chains(src);
+    let has_operator = code_regions(&out)
+        .into_iter()
+        .any(|r| has_python_operator(&out[r]));
+    match has_operator
+        .then(|| pyops::rewrite_template(&out))
+        .flatten()
+    {
+        Some(rewritten) => rewritten,
+        None => out,
+    }
+}
+
+/// Whether code (string constants aside) holds a `/` or `%`, which `pyops` rewrites: most
+/// templates have none and are not parsed twice.
+fn has_python_operator(code: &str) -> bool {
+    mask_strings(code).contains(['%', '/'])
+}
+
+fn rewrite_template_chains(src: &str) -> String {
     static HINT: OnceLock<Regex> = OnceLock::new();
     let hint = HINT.get_or_init(|| {
         Regex::new(r"default|defined|\|\s*d\b|ansible\.(?:builtin|legacy|_protomatter)\.")
@@ -77,16 +100,28 @@ pub(super) fn rewrite_chains(src: &str) -> String {
     let mut last = 0;
     for region in code_regions(src) {
         out.push_str(&src[last..region.start]);
-        out.push_str(&rewrite_code(&src[region.clone()]));
+        out.push_str(&rewrite_region(&src[region.clone()]));
         last = region.end;
     }
     out.push_str(&src[last..]);
     out
 }
 
+/// Rewrites a bare expression: chained lookups, collection-style filter and test names, and
+/// Python's operators (`pyops`).
+pub(super) fn rewrite_code(code: &str) -> String {
+    let out = rewrite_region(code);
+    // minijinja's expression parser panics on a block end (`closes_block`): such code is left
+    // for the caller to refuse.
+    if !has_python_operator(&out) || closes_block(&out) {
+        return out;
+    }
+    pyops::rewrite_expr(&out).unwrap_or(out)
+}
+
 /// Rewrites chained lookups (and collection-style filter and test names) in one piece of
 /// expression code.
-pub(super) fn rewrite_code(code: &str) -> String {
+fn rewrite_region(code: &str) -> String {
     let code = &strip_builtin_prefix(code);
     let masked = mask_strings(code);
     let mut out = String::with_capacity(code.len() + 16);

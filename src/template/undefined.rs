@@ -13,6 +13,7 @@ use minijinja::{Environment, Error, ErrorKind, Value};
 use regex::Regex;
 
 use super::error::{syntax_error, TemplateError};
+use super::pyops::raised_message;
 use super::rewrite::{mask_strings, CHAIN_FN};
 
 /// Which source an error came from, so undefined names can be looked up in the right place.
@@ -71,6 +72,13 @@ pub(super) fn convert_error(
     let line = inner.line();
     if inner.kind() == ErrorKind::SyntaxError {
         return syntax_error(inner, &label);
+    }
+    if let Some(message) = raised_message(err) {
+        return TemplateError::Raised {
+            message,
+            template: label,
+            line,
+        };
     }
     if !is_undefined_error(err) {
         return TemplateError::Render {

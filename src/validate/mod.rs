@@ -200,6 +200,20 @@ impl Validator<'_> {
         for (k, tmpl) in &t.templated {
             self.text(tmpl, at, k);
         }
+        if let Some(module) = t.templated.get("action") {
+            // Not an error: ansible-core names the module when the task runs, and so does the
+            // engine; but nothing of its arguments could be checked here.
+            self.warnings.push(
+                Diagnostic::at(
+                    at,
+                    format!(
+                        "the module of this task is `{module}`, resolved at run time on each \
+                         host: its arguments are checked only then"
+                    ),
+                )
+                .help("name the module (`apt:`) to have its arguments checked now"),
+            );
+        }
         for (what, s) in [("delegate_to", &t.delegate_to), ("label", &t.loop_label)] {
             if let Some(s) = s {
                 self.text(s, at, what);
@@ -225,15 +239,26 @@ impl Validator<'_> {
         }
         if let Some(d) = &t.unknown_param {
             let mut d = d.clone();
-            d.msg = format!(
-                "{} (the task has {}: it fails only if a host runs it, as in ansible-core)",
-                d.msg,
-                if t.ignore_errors {
-                    "`ignore_errors`"
-                } else {
-                    "a `when`"
-                }
-            );
+            d.msg = if guard::fails_only_where_it_runs(t) {
+                format!(
+                    "{} (the task has {}: it fails only if a host runs it, as in ansible-core)",
+                    d.msg,
+                    if t.ignore_errors {
+                        "`ignore_errors`"
+                    } else if t.when.is_empty() {
+                        "a `failed_when`"
+                    } else {
+                        "a `when`"
+                    }
+                )
+            } else {
+                // Only a `copy` source missing at load is kept so (`check_module_params`).
+                format!(
+                    "{} (an earlier task may make it on the controller: the task fails when it \
+                     runs if it is still missing, as in ansible-core)",
+                    d.msg
+                )
+            };
             self.warnings.push(d);
         }
         if let Some(pos) = &t.guard_pending {

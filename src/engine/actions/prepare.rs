@@ -5,7 +5,8 @@
 //! Their parameters and load-time checks live in `playbook::actions`.
 
 use crate::playbook::actions::{
-    find_file, parse, AssertParams, DebugParams, FailParams, IncludeVarsParams, TemplateParams,
+    copy_source, find_file, parse, AssertParams, DebugParams, FailParams, IncludeVarsParams,
+    TemplateParams,
 };
 use crate::playbook::files::looked_in;
 use crate::template::FileOptions;
@@ -443,6 +444,14 @@ pub fn prepare(
     let obj = params.as_object_mut().expect("parameters are a mapping");
     match module {
         "copy" => {
+            // As ansible-core's copy action, before it looks at anything else.
+            for k in crate::playbook::task::COPY_INTERNAL {
+                if obj.get(*k).is_some_and(|v| !v.is_null()) {
+                    return Ok(Prepared::Done(Err(Failure::msg(format!(
+                        "Invalid parameter specified: \"{k}\""
+                    )))));
+                }
+            }
             let mut upload = Vec::new();
             let flag = |obj: &Map<String, Value>, k: &str| {
                 obj.get(k)
@@ -456,7 +465,7 @@ pub fn prepare(
             obj.remove("local_follow");
             if !remote {
                 if let Some(Value::String(src)) = obj.remove("src") {
-                    let path = find_file(dirs, "files", &src).map_err(Failure::msg)?;
+                    let path = copy_source(dirs, &src).map_err(Failure::msg)?;
                     if path.is_dir() {
                         let upload = super::tree::prepare(obj, &src, &path, follow, decrypt)?;
                         return Ok(Prepared::Agent {

@@ -1,0 +1,571 @@
+//! Python's `/`, `//` and `%` where minijinja's differ: under Jinja2 (ansible-core), `%` with a
+//! string on the left formats it (`'%s/x' % dir`, `printf.rs`), a zero divisor raises
+//! ZeroDivisionError (minijinja's `1 / 0` is an infinity), and `//` and `%` round toward
+//! negative infinity (minijinja's are Euclid's: `7 // -2` is -3, Python's -4).
+//!
+//! minijinja has no hook for its operators, so each of these three is found by minijinja's
+//! own parser (`machinery::parse`, the parser the template is then compiled with) and its text
+//! rewritten to a call of a helper: `a % b` becomes `__fp_mod(a , b)` (`, true)` when `b` is
+//! written as a tuple, `(x, y)`, whose items are then the format's arguments). Lines are kept,
+//! so errors name the right one. Only the operators change: each operand's text is left as
+//! written, so the other rewrites (`rewrite.rs`) and the undefined names of errors still apply.
+
+use std::fmt;
+
+use minijinja::machinery::ast::{BinOpKind, CallArg, Expr, Stmt};
+use minijinja::machinery::{parse, parse_expr, Span, WhitespaceConfig};
+use minijinja::syntax::SyntaxConfig;
+use minijinja::value::ValueKind;
+use minijinja::{Error, ErrorKind, Value};
+
+/// The helpers the operators are rewritten to.
+pub(super) const MOD_FN: &str = "__fp_mod";
+pub(super) const DIV_FN: &str = "__fp_div";
+pub(super) const FLOORDIV_FN: &str = "__fp_floordiv";
+
+/// An exception Python raises while evaluating an expression (ZeroDivisionError, the format's
+/// TypeError), carried as the source of minijinja's error so that the message is worded as
+/// ansible-core's ("Error rendering template: division by zero", `error.rs`).
+#[derive(Debug)]
+pub(super) struct Raised(pub(super) String);
+
+impl fmt::Display for Raised {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Raised {}
+
+pub(super) fn raised(message: &str) -> Error {
+    Error::new(ErrorKind::InvalidOperation, message.to_string()).with_source(Raised(message.into()))
+}
+
+/// The message of a Python exception somewhere in an error's chain.
+pub(super) fn raised_message(err: &Error) -> Option<String> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(r) = e.downcast_ref::<Raised>() {
+            return Some(r.0.clone());
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// A Python number: `bool` is an `int`, as in Python.
+#[derive(Clone, Copy)]
+pub(super) enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+impl Num {
+    pub(super) fn of(v: &Value) -> Option<Num> {
+        match v.kind() {
+            ValueKind::Bool => Some(Num::Int(i128::from(v.is_true()))),
+            ValueKind::Number if v.is_integer() => i128::try_from(v.clone()).ok().map(Num::Int),
+            ValueKind::Number => f64::try_from(v.clone()).ok().map(Num::Float),
+            _ => None,
+        }
+    }
+
+    fn float(self) -> f64 {
+        match self {
+            Num::Int(n) => n as f64,
+            Num::Float(f) => f,
+        }
+    }
+}
+
+/// Python's name of a value's type, for its TypeError messages.
+pub(super) fn py_type(v: &Value) -> &'static str {
+    match v.kind() {
+        ValueKind::None => "NoneType",
+        ValueKind::Bool => "bool",
+        ValueKind::Number if v.is_integer() => "int",
+        ValueKind::Number => "float",
+        ValueKind::String => "str",
+        ValueKind::Bytes => "bytes",
+        ValueKind::Seq | ValueKind::Iterable => "list",
+        ValueKind::Map => "dict",
+        _ => "object",
+    }
+}
+
+/// Both operands as numbers, or Python's TypeError for `op`; an undefined operand is the
+/// undefined error, so that the variable is named.
+fn operands(a: &Value, b: &Value, op: &str) -> Result<(Num, Num), Error> {
+    if a.is_undefined() || b.is_undefined() {
+        return Err(Error::from(ErrorKind::UndefinedError));
+    }
+    match (Num::of(a), Num::of(b)) {
+        (Some(x), Some(y)) => Ok((x, y)),
+        _ => Err(raised(&format!(
+            "unsupported operand type(s) for {op}: '{}' and '{}'",
+            py_type(a),
+            py_type(b)
+        ))),
+    }
+}
+
+fn overflow() -> Error {
+    raised("integer overflow")
+}
+
+/// `a / b`: true division.
+pub(super) fn div(a: &Value, b: &Value) -> Result<Value, Error> {
+    let (x, y) = operands(a, b, "/")?;
+    match (x, y) {
+        (Num::Int(_), Num::Int(0)) => Err(raised("division by zero")),
+        (_, y) if y.float() == 0.0 => Err(raised("float division by zero")),
+        (x, y) => Ok(Value::from(x.float() / y.float())),
+    }
+}
+
+/// `a // b`: division rounded toward negative infinity.
+pub(super) fn floordiv(a: &Value, b: &Value) -> Result<Value, Error> {
+    match operands(a, b, "//")? {
+        (Num::Int(_), Num::Int(0)) => Err(raised("integer division or modulo by zero")),
+        (Num::Int(x), Num::Int(y)) => {
+            let q = x.checked_div(y).ok_or_else(overflow)?;
+            let floor = if x % y != 0 && ((x < 0) != (y < 0)) {
+                q - 1
+            } else {
+                q
+            };
+            Ok(Value::from(floor))
+        }
+        (x, y) => {
+            let (x, y) = (x.float(), y.float());
+            if y == 0.0 {
+                return Err(raised("float floor division by zero"));
+            }
+            Ok(Value::from(float_divmod(x, y).0))
+        }
+    }
+}
+
+/// `a % b`: a string on the left is formatted with `b` (`tuple`: `b` was written as a
+/// tuple); numbers take the remainder with the divisor's sign, as Python does.
+pub(super) fn rem(a: &Value, b: &Value, tuple: Option<bool>) -> Result<Value, Error> {
+    if let Some(fmt) = a.as_str() {
+        return super::printf::format(fmt, b, tuple.unwrap_or(false)).map(Value::from);
+    }
+    match operands(a, b, "%")? {
+        (Num::Int(_), Num::Int(0)) => Err(raised("integer modulo by zero")),
+        (Num::Int(x), Num::Int(y)) => {
+            let r = x.checked_rem(y).ok_or_else(overflow)?;
+            Ok(Value::from(if r != 0 && ((r < 0) != (y < 0)) {
+                r + y
+            } else {
+                r
+            }))
+        }
+        (x, y) => {
+            let (x, y) = (x.float(), y.float());
+            if y == 0.0 {
+                return Err(raised("float modulo"));
+            }
+            Ok(Value::from(float_divmod(x, y).1))
+        }
+    }
+}
+
+/// CPython's `float_divmod`: the floored quotient and the remainder with the divisor's sign.
+fn float_divmod(x: f64, y: f64) -> (f64, f64) {
+    let mut m = x % y;
+    let mut d = (x - m) / y;
+    if m != 0.0 {
+        if (y < 0.0) != (m < 0.0) {
+            m += y;
+            d -= 1.0;
+        }
+    } else {
+        m = 0.0_f64.copysign(y);
+    }
+    let q = if d != 0.0 {
+        let f = d.floor();
+        if d - f > 0.5 {
+            f + 1.0
+        } else {
+            f
+        }
+    } else {
+        0.0_f64.copysign(x / y)
+    };
+    (q, m)
+}
+
+/// One change to the source: `range` replaced by `text`. `rank` orders the changes made at
+/// one offset: closing parentheses (inner first), then the operator, then opening calls
+/// (outer first).
+struct Edit {
+    range: std::ops::Range<usize>,
+    text: String,
+    rank: (u8, i64),
+}
+
+/// The template `src` with its `/`, `//` and `%` rewritten to the helpers; None when it has
+/// none or does not parse (the compiler then reports the error, on the text as written).
+pub(super) fn rewrite_template(src: &str) -> Option<String> {
+    let ast = parse(
+        src,
+        "<template>",
+        SyntaxConfig::default(),
+        WhitespaceConfig::default(),
+    )
+    .ok()?;
+    let mut edits = Vec::new();
+    stmt(&ast, src, 0, &mut edits);
+    apply(src, edits)
+}
+
+/// The same for a bare expression.
+pub(super) fn rewrite_expr(code: &str) -> Option<String> {
+    let ast = parse_expr(code).ok()?;
+    let mut edits = Vec::new();
+    expr(&ast, code, 0, &mut edits);
+    apply(code, edits)
+}
+
+fn apply(src: &str, mut edits: Vec<Edit>) -> Option<String> {
+    if edits.is_empty() {
+        return None;
+    }
+    edits.sort_by_key(|e| (e.range.start, e.rank));
+    let mut out = String::with_capacity(src.len() + edits.len() * 12);
+    let mut last = 0;
+    for e in edits {
+        out.push_str(src.get(last..e.range.start)?);
+        out.push_str(&e.text);
+        last = e.range.end;
+    }
+    out.push_str(src.get(last..)?);
+    Some(out)
+}
+
+fn stmts(list: &[Stmt<'_>], src: &str, depth: i64, edits: &mut Vec<Edit>) {
+    for s in list {
+        stmt(s, src, depth, edits);
+    }
+}
+
+fn stmt(s: &Stmt<'_>, src: &str, d: i64, edits: &mut Vec<Edit>) {
+    let e = |x: &Expr<'_>, edits: &mut Vec<Edit>| expr(x, src, d, edits);
+    match s {
+        Stmt::Template(t) => stmts(&t.children, src, d, edits),
+        Stmt::EmitExpr(x) => e(&x.expr, edits),
+        Stmt::EmitRaw(_) | Stmt::Continue(_) | Stmt::Break(_) => {}
+        Stmt::ForLoop(f) => {
+            e(&f.iter, edits);
+            if let Some(filter) = &f.filter_expr {
+                e(filter, edits);
+            }
+            stmts(&f.body, src, d, edits);
+            stmts(&f.else_body, src, d, edits);
+        }
+        Stmt::IfCond(c) => {
+            e(&c.expr, edits);
+            stmts(&c.true_body, src, d, edits);
+            stmts(&c.false_body, src, d, edits);
+        }
+        Stmt::WithBlock(w) => {
+            for (_, value) in &w.assignments {
+                e(value, edits);
+            }
+            stmts(&w.body, src, d, edits);
+        }
+        Stmt::Set(x) => e(&x.expr, edits),
+        Stmt::SetBlock(x) => {
+            if let Some(filter) = &x.filter {
+                e(filter, edits);
+            }
+            stmts(&x.body, src, d, edits);
+        }
+        Stmt::AutoEscape(x) => {
+            e(&x.enabled, edits);
+            stmts(&x.body, src, d, edits);
+        }
+        Stmt::FilterBlock(x) => {
+            e(&x.filter, edits);
+            stmts(&x.body, src, d, edits);
+        }
+        Stmt::Block(x) => stmts(&x.body, src, d, edits),
+        Stmt::Import(x) => e(&x.expr, edits),
+        Stmt::FromImport(x) => e(&x.expr, edits),
+        Stmt::Extends(x) => e(&x.name, edits),
+        Stmt::Include(x) => e(&x.name, edits),
+        Stmt::Macro(m) => {
+            for default in &m.defaults {
+                e(default, edits);
+            }
+            stmts(&m.body, src, d, edits);
+        }
+        Stmt::CallBlock(c) => {
+            e(&c.call.expr, edits);
+            args(&c.call.args, src, d, edits);
+            for default in &c.macro_decl.defaults {
+                e(default, edits);
+            }
+            stmts(&c.macro_decl.body, src, d, edits);
+        }
+        Stmt::Do(x) => {
+            e(&x.call.expr, edits);
+            args(&x.call.args, src, d, edits);
+        }
+    }
+}
+
+fn args(list: &[CallArg<'_>], src: &str, d: i64, edits: &mut Vec<Edit>) {
+    for a in list {
+        let (CallArg::Pos(x)
+        | CallArg::Kwarg(_, x)
+        | CallArg::PosSplat(x)
+        | CallArg::KwargSplat(x)) = a;
+        expr(x, src, d, edits);
+    }
+}
+
+fn span_of(x: &Expr<'_>) -> Span {
+    match x {
+        Expr::Var(n) => n.span(),
+        Expr::Const(n) => n.span(),
+        Expr::Slice(n) => n.span(),
+        Expr::UnaryOp(n) => n.span(),
+        Expr::BinOp(n) => n.span(),
+        Expr::Compare(n) => n.span(),
+        Expr::IfExpr(n) => n.span(),
+        Expr::Filter(n) => n.span(),
+        Expr::Test(n) => n.span(),
+        Expr::GetAttr(n) => n.span(),
+        Expr::GetItem(n) => n.span(),
+        Expr::Call(n) => n.span(),
+        Expr::List(n) => n.span(),
+        Expr::Map(n) => n.span(),
+    }
+}
+
+/// An expression's operands, arguments and items.
+fn children<'x, 'a>(x: &'x Expr<'a>) -> Vec<&'x Expr<'a>> {
+    let mut out: Vec<&'x Expr<'a>> = Vec::new();
+    let push_args = |args: &'x [CallArg<'a>], out: &mut Vec<&'x Expr<'a>>| {
+        for a in args {
+            let (CallArg::Pos(x)
+            | CallArg::Kwarg(_, x)
+            | CallArg::PosSplat(x)
+            | CallArg::KwargSplat(x)) = a;
+            out.push(x);
+        }
+    };
+    match x {
+        Expr::Var(_) | Expr::Const(_) => {}
+        Expr::Slice(s) => {
+            out.push(&s.expr);
+            out.extend([&s.start, &s.stop, &s.step].into_iter().flatten());
+        }
+        Expr::UnaryOp(u) => out.push(&u.expr),
+        Expr::BinOp(b) => out.extend([&b.left, &b.right]),
+        Expr::Compare(c) => {
+            out.push(&c.expr);
+            out.extend(c.ops.iter().map(|op| &op.expr));
+        }
+        Expr::IfExpr(i) => {
+            out.extend([&i.test_expr, &i.true_expr]);
+            out.extend(&i.false_expr);
+        }
+        Expr::Filter(f) => {
+            out.extend(&f.expr);
+            push_args(&f.args, &mut out);
+        }
+        Expr::Test(t) => {
+            out.push(&t.expr);
+            push_args(&t.args, &mut out);
+        }
+        Expr::GetAttr(g) => out.push(&g.expr),
+        Expr::GetItem(g) => out.extend([&g.expr, &g.subscript_expr]),
+        Expr::Call(c) => {
+            out.push(&c.expr);
+            push_args(&c.args, &mut out);
+        }
+        Expr::List(l) => out.extend(&l.items),
+        Expr::Map(m) => out.extend(m.keys.iter().chain(&m.values)),
+    }
+    out
+}
+
+/// Where an expression's text starts and ends. A node's own span may start late (a filter's
+/// at its name, a chained attribute's at the dot before it), so its operands count too.
+fn extent(x: &Expr<'_>) -> (usize, usize) {
+    let s = span_of(x);
+    children(x).into_iter().map(extent).fold(
+        (s.start_offset as usize, s.end_offset as usize),
+        |(a, b), (c, d)| (a.min(c), b.max(d)),
+    )
+}
+
+fn expr(x: &Expr<'_>, src: &str, d: i64, edits: &mut Vec<Edit>) {
+    let mut depth = d;
+    if let Expr::BinOp(b) = x {
+        let helper = match b.op {
+            BinOpKind::Rem => Some((MOD_FN, "%")),
+            BinOpKind::Div => Some((DIV_FN, "/")),
+            BinOpKind::FloorDiv => Some((FLOORDIV_FN, "//")),
+            _ => None,
+        };
+        if let Some((helper, op)) = helper {
+            binop(x, &b.left, &b.right, helper, op, src, d, edits);
+        }
+        depth += 1;
+    }
+    for child in children(x) {
+        expr(child, src, depth, edits);
+    }
+}
+
+/// `left op right` (the whole in `whole`) → `helper(left , right)`. Between the operands'
+/// spans there is only the operator, blanks and the parentheses of a parenthesized operand;
+/// anything else (a span that is not the text's) leaves the operator to minijinja.
+#[allow(clippy::too_many_arguments)]
+fn binop(
+    whole: &Expr<'_>,
+    left: &Expr<'_>,
+    right: &Expr<'_>,
+    helper: &str,
+    op: &str,
+    src: &str,
+    depth: i64,
+    edits: &mut Vec<Edit>,
+) {
+    let (start, end) = extent(whole);
+    let (gap_start, gap_end) = (extent(left).1, extent(right).0);
+    let Some(gap) = src.get(gap_start..gap_end) else {
+        return;
+    };
+    let Some(at) = gap.find(op) else {
+        return;
+    };
+    let around = format!("{}{}", &gap[..at], &gap[at + op.len()..]);
+    if !around
+        .chars()
+        .all(|c| c.is_whitespace() || c == '(' || c == ')')
+        || src.get(start..end).is_none()
+    {
+        return;
+    }
+    // A tuple written as such (`(a, b)`, a list node whose text opens with a parenthesis)
+    // holds the format's arguments; any other value is one argument.
+    let tuple = helper == MOD_FN
+        && matches!(right, Expr::List(_))
+        && src.as_bytes().get(gap_end) == Some(&b'(');
+    let op_at = gap_start + at;
+    edits.push(Edit {
+        range: start..start,
+        text: format!("{helper}("),
+        rank: (2, depth),
+    });
+    edits.push(Edit {
+        range: op_at..op_at + op.len(),
+        text: ",".to_string(),
+        rank: (1, 0),
+    });
+    edits.push(Edit {
+        range: end..end,
+        text: if tuple { ", true)" } else { ")" }.to_string(),
+        rank: (0, -depth),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{rewrite_expr, rewrite_template};
+    use crate::template::test_support::*;
+    use crate::template::{Templar, TemplateError};
+    use serde_json::json;
+
+    #[test]
+    fn operators_become_calls_on_the_same_lines() {
+        assert_eq!(
+            rewrite_expr("'%s-%s' % (a, b) ~ x / 2").unwrap(),
+            "__fp_mod('%s-%s' , (a, b), true) ~ __fp_div(x , 2)"
+        );
+        assert_eq!(
+            rewrite_expr("a % b % (c // d)").unwrap(),
+            "__fp_mod(__fp_mod(a , b) , (__fp_floordiv(c , d)))"
+        );
+        assert_eq!(
+            rewrite_expr("('%s' % x) | upper").unwrap(),
+            "(__fp_mod('%s' , x)) | upper"
+        );
+        assert_eq!(rewrite_expr("a + b * c ~ '%s / %d'"), None);
+        assert_eq!(
+            rewrite_template("{% if i % 2 %}\n{{ '%02d' % i }}{% endif %}").unwrap(),
+            "{% if __fp_mod(i , 2) %}\n{{ __fp_mod('%02d' , i) }}{% endif %}"
+        );
+        assert_eq!(rewrite_template("a/b {{ x }} 50%"), None);
+    }
+
+    #[test]
+    fn percent_formats_strings_and_floors_numbers() {
+        assert_eq!(
+            render("{{ '%s/x.gbk' % (path) }}"),
+            json!("/etc/nginx/nginx.conf/x.gbk")
+        );
+        assert_eq!(render("{{ '%s-%d' % (x, count) }}"), json!("a-3"));
+        assert_eq!(render("{{ '%s' % users }}"), json!("['alice', 'bob']"));
+        assert_eq!(render("{{ '%(name)s:%(uid)d' % user }}"), json!("bob:1000"));
+        assert_eq!(render("{{ '%s' % 'x' | upper }}"), json!("X"));
+        assert_eq!(
+            render("{{ [-7 % 3, 7 % -3, -7 // 2, 7 // -2, 7.5 % 2, -7.5 // 2, 7 / 2] }}"),
+            json!([2, -2, -4, -4, 1.5, -4.0, 3.5])
+        );
+        assert_eq!(
+            render("{% for i in range(4) if i % 2 == 0 %}{{ '<%02d>' % i }}{% endfor %}"),
+            json!("<00><02>")
+        );
+        assert!(truth("count % 2 == 1"));
+    }
+
+    #[test]
+    fn zero_divisors_raise_as_python() {
+        for (code, message) in [
+            ("{{ 1 / 0 }}", "division by zero"),
+            ("x {{ 1.0 / 0 }}", "float division by zero"),
+            ("{{ count // 0 }}", "integer division or modulo by zero"),
+            ("{{ 1.0 // 0 }}", "float floor division by zero"),
+            ("{{ count % 0 }}", "integer modulo by zero"),
+            ("{{ 1.5 % 0 }}", "float modulo"),
+            (
+                "{{ users % 2 }}",
+                "unsupported operand type(s) for %: 'list' and 'int'",
+            ),
+            (
+                "{{ '%d' % x }}",
+                "%d format: a real number is required, not str",
+            ),
+        ] {
+            let e = render_err(code);
+            assert!(
+                matches!(&e, TemplateError::Raised { message: m, .. } if m == message),
+                "{code}: {e:?}"
+            );
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("Error rendering template: {message}")),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn undefined_operands_are_named() {
+        let e = Templar::new()
+            .render_str("{{ '%s' % nope }}", &vars())
+            .unwrap_err();
+        assert_eq!(undefined_name(e), "nope");
+        let e = Templar::new()
+            .render_str("{{ count / missing }}", &vars())
+            .unwrap_err();
+        assert_eq!(undefined_name(e), "missing");
+    }
+}
