@@ -460,12 +460,8 @@ impl HostRunner<'_, '_, '_> {
                 unreachable!("the plan has a run");
             }
         };
-        let mut steps = match first {
-            Some(Request::Batch { steps }) => steps,
-            // Sent with the agent's start.
-            _ => Vec::new(),
-        };
-        if !steps.is_empty() {
+        // `None`: it went with the agent's start.
+        if let Some(Request::Batch { mut steps }) = first {
             if !conn.takes_batches() {
                 return Batched::Unsupported;
             }
@@ -477,10 +473,10 @@ impl HostRunner<'_, '_, '_> {
                     gated = last_gate(&steps);
                 }
             }
-        }
-        if !steps.is_empty() && conn.send_batch(steps).await.is_err() {
-            // Too large, or the channel is gone: the task on its own says what happened.
-            return Batched::NotStarted;
+            if conn.send_batch(steps).await.is_err() {
+                // Too large, or the channel is gone: the task on its own says what happened.
+                return Batched::NotStarted;
+            }
         }
         let mut settle = Vec::new();
         let mut ended = false;
@@ -640,7 +636,6 @@ fn stops(run: &HostRun) -> bool {
         .any(|ev| ev.status == Status::Failed && !ev.ignored || ev.status == Status::Unreachable)
 }
 
-/// The batch step of an agent task (or a loop item).
 /// The agent steps of a planned batch (`tasks` from its first task on), each gated on the
 /// gates before it in the batch.
 fn batch_steps(plan: &[Planned], tasks: &[&crate::playbook::Task]) -> Vec<BatchStep> {
@@ -665,6 +660,7 @@ fn last_gate(steps: &[BatchStep]) -> u32 {
     steps.iter().filter_map(|s| s.gate).max().unwrap_or(0)
 }
 
+/// The batch step of an agent task (or a loop item).
 fn batch_step(task: &crate::playbook::Task, item: &AgentItem, gate: Option<u32>) -> BatchStep {
     BatchStep {
         run: item.req.clone(),
