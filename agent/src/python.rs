@@ -34,12 +34,7 @@ const STDERR_CAP: usize = 1024 * 1024;
 /// The cache directory of the user the agent runs as (from the password database, not $HOME,
 /// which sudo may leave pointing at another user's home).
 fn cache_dir() -> Result<PathBuf, String> {
-    let uid = nix::unistd::geteuid();
-    let home = nix::unistd::User::from_uid(uid)
-        .ok()
-        .flatten()
-        .map(|u| u.dir)
-        .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+    let home = fixpoint_modules::fs::effective_home()
         .ok_or("the agent's user has no home directory for its module cache")?;
     let dir = home.join(".cache").join("fixpoint");
     if !dir.is_dir() {

@@ -321,6 +321,27 @@ impl Session {
     }
 }
 
+/// Record the handlers `n` names in the outbox of this run, before the change that notifies
+/// them: the names newly recorded, which the controller withdraws when no change came.
+fn record_notified(st: &StateDir, run_id: &str, n: &NotifySpec) -> Result<Vec<String>, String> {
+    let mut written = Vec::new();
+    for h in &n.handlers {
+        let entry = OutboxEntry {
+            playbook: n.playbook.clone(),
+            play: n.play.clone(),
+            handler: h.clone(),
+            user: me(),
+            run_id: run_id.to_string(),
+            task: n.task.clone(),
+            since: journal::now_text(),
+        };
+        if st.outbox_add(&entry)? {
+            written.push(h.clone());
+        }
+    }
+    Ok(written)
+}
+
 fn failed(msg: impl Into<String>) -> Response {
     Response::Failed {
         msg: msg.into(),
@@ -546,22 +567,7 @@ impl Session {
             let (Some(n), Some(st)) = (notify, state) else {
                 return Ok(());
             };
-            for h in &n.handlers {
-                let created = st
-                    .outbox_add(&OutboxEntry {
-                        playbook: n.playbook.clone(),
-                        play: n.play.clone(),
-                        handler: h.clone(),
-                        user: me(),
-                        run_id: run_id.clone(),
-                        task: n.task.clone(),
-                        since: journal::now_text(),
-                    })
-                    .map_err(ModuleError::failed)?;
-                if created {
-                    outbox_written.push(h.clone());
-                }
-            }
+            outbox_written = record_notified(st, &run_id, n).map_err(ModuleError::failed)?;
             Ok(())
         };
         let response = match run_module_hooked(module, params, ctx, &mut before_apply) {
@@ -616,20 +622,9 @@ impl Session {
     fn run_python(&mut self, run: &crate::protocol::PythonRun) -> Response {
         let mut outbox_written = Vec::new();
         if let (Some(n), Some(st), false) = (&run.notify, &self.state, run.check) {
-            for h in &n.handlers {
-                match st.outbox_add(&OutboxEntry {
-                    playbook: n.playbook.clone(),
-                    play: n.play.clone(),
-                    handler: h.clone(),
-                    user: me(),
-                    run_id: self.run_id.clone(),
-                    task: n.task.clone(),
-                    since: journal::now_text(),
-                }) {
-                    Ok(true) => outbox_written.push(h.clone()),
-                    Ok(false) => {}
-                    Err(e) => return failed(e),
-                }
+            match record_notified(st, &self.run_id, n) {
+                Ok(names) => outbox_written = names,
+                Err(e) => return failed(e),
             }
         }
         match crate::python::run(run) {
@@ -676,20 +671,9 @@ impl Session {
             Some(st),
         ) = (&run, &self.state)
         {
-            for h in &n.handlers {
-                match st.outbox_add(&OutboxEntry {
-                    playbook: n.playbook.clone(),
-                    play: n.play.clone(),
-                    handler: h.clone(),
-                    user: me(),
-                    run_id: self.run_id.clone(),
-                    task: n.task.clone(),
-                    since: journal::now_text(),
-                }) {
-                    Ok(true) => outbox_written.push(h.clone()),
-                    Ok(false) => {}
-                    Err(e) => return failed(e),
-                }
+            match record_notified(st, &self.run_id, n) {
+                Ok(names) => outbox_written = names,
+                Err(e) => return failed(e),
             }
         }
         match crate::job::start(jid, limit_secs, run) {

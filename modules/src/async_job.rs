@@ -23,13 +23,7 @@ use std::path::{Path, PathBuf};
 /// `~/.ansible_async` of the effective user (from the user database: `$HOME` may still be the
 /// login user's under `sudo`), ansible-core's default `async_dir`.
 pub fn dir() -> PathBuf {
-    let uid = nix::unistd::geteuid();
-    let home = nix::unistd::User::from_uid(uid)
-        .ok()
-        .flatten()
-        .map(|u| u.dir)
-        .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let home = crate::fs::effective_home().unwrap_or_else(|| PathBuf::from("/tmp"));
     home.join(".ansible_async")
 }
 

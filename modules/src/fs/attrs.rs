@@ -41,6 +41,16 @@ pub fn lookup_gid(name: &str) -> Result<u32, ModuleError> {
     }
 }
 
+/// The home directory of the effective user, from the user database (`$HOME` may still be the
+/// login user's under `sudo`), else `$HOME`.
+pub fn effective_home() -> Option<std::path::PathBuf> {
+    nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
+        .or_else(|| std::env::var_os("HOME").map(std::path::PathBuf::from))
+}
+
 /// The user name for a uid, or the number when it has no name.
 pub fn user_name(uid: u32) -> String {
     match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {

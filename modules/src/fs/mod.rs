@@ -27,8 +27,8 @@ pub use atomic::{
     install_temp, run_validate, shell_quote,
 };
 pub use attrs::{
-    current_umask, group_name, lookup_gid, lookup_uid, meta_info, mode_str, path_info, plan_attrs,
-    state_of, user_name, Attrs, WantedAttrs,
+    current_umask, effective_home, group_name, lookup_gid, lookup_uid, meta_info, mode_str,
+    path_info, plan_attrs, state_of, user_name, Attrs, WantedAttrs,
 };
 pub use cas::{Found, IfChecksum};
 pub use dirfd::{

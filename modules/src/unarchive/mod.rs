@@ -116,11 +116,7 @@ fn is_root() -> bool {
 
 /// The cache directory of the agent's user (from the password database: sudo may keep $HOME).
 fn cache_dir() -> Result<PathBuf, ModuleError> {
-    let home = nix::unistd::User::from_uid(nix::unistd::geteuid())
-        .ok()
-        .flatten()
-        .map(|u| u.dir)
-        .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+    let home = crate::fs::effective_home()
         .ok_or_else(|| ModuleError::failed("the agent's user has no home for its cache"))?;
     let dir = home.join(".cache").join("fixpoint");
     use std::os::unix::fs::DirBuilderExt;
