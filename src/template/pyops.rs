@@ -78,19 +78,9 @@ impl Num {
     }
 }
 
-/// Python's name of a value's type, for its TypeError messages.
+/// Python's name of a value's type, for its TypeError messages: `type_debug`'s.
 pub(super) fn py_type(v: &Value) -> &'static str {
-    match v.kind() {
-        ValueKind::None => "NoneType",
-        ValueKind::Bool => "bool",
-        ValueKind::Number if v.is_integer() => "int",
-        ValueKind::Number => "float",
-        ValueKind::String => "str",
-        ValueKind::Bytes => "bytes",
-        ValueKind::Seq | ValueKind::Iterable => "list",
-        ValueKind::Map => "dict",
-        _ => "object",
-    }
+    super::filters::types::filter_type_debug(v)
 }
 
 /// Both operands as numbers, or Python's TypeError for `op`; an undefined operand is the

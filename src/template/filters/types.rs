@@ -183,7 +183,8 @@ pub(in crate::template) fn filter_type_debug(value: &Value) -> &'static str {
         ValueKind::Undefined => "AnsibleUndefined",
         ValueKind::None => "NoneType",
         ValueKind::Bool => "bool",
-        ValueKind::Number if value.as_i64().is_some() => "int",
+        // Python's ints have no bound: a u64 or i128 is an int too.
+        ValueKind::Number if value.is_integer() => "int",
         ValueKind::Number => "float",
         ValueKind::String => "str",
         ValueKind::Bytes => "bytes",
