@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::io::Read;
 
+pub mod reply;
+
 /// Written by the agent before its first frame: the controller knows the agent (not a shell
 /// message, a motd or sudo's lecture) is now speaking.
 pub const AGENT_MAGIC: &[u8; 8] = b"FXPAGNT1";
@@ -50,6 +52,7 @@ pub struct RequestFrame {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ResponseFrame {
     pub id: u64,
+    #[serde(deserialize_with = "reply::response")]
     pub resp: Response,
 }
 

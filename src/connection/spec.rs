@@ -49,7 +49,12 @@ pub fn fixed_in<'s>(
     task: Option<&Task>,
     cfg: &Config,
 ) -> bool {
-    let fixed_sources = [inv_vars, &play.vars, &cfg.extra_vars];
+    keywords_fixed(play, task) && vars_fixed(inv_vars, defining_map, play, cfg)
+}
+
+/// `fixed_in`'s half about the keywords: none of the task's or play's `become_method`,
+/// `become_user` and connection keywords is a template.
+pub fn keywords_fixed(play: &Play, task: Option<&Task>) -> bool {
     let method_templated = task
         .and_then(|t| t.become_method.as_deref())
         .or(play.become_method.as_deref())
@@ -61,16 +66,27 @@ pub fn fixed_in<'s>(
         .is_some_and(fixpoint_modules::params::is_template);
     // Templated connection keywords are rendered with the task's variables.
     let keywords_templated = play.conn.templated() || task.is_some_and(|t| t.conn.templated());
-    !method_templated
-        && !user_templated
-        && !keywords_templated
-        && CONN_VARS.iter().all(|k| match defining_map(k) {
-            None => true,
-            Some(m) => {
-                fixed_sources.iter().any(|f| Arc::ptr_eq(f, m))
-                    && !crate::template::Templar::needs_render(&m[*k])
-            }
-        })
+    !method_templated && !user_templated && !keywords_templated
+}
+
+/// `fixed_in`'s half about the variables: every connection variable the scope defines comes,
+/// as written, from the inventory, the play's `vars` or `-e`. It depends on the variable maps
+/// alone (and which of them are those three), so the engine memoises it per host
+/// (`vars::precedence::MapsMemo`).
+pub fn vars_fixed<'s>(
+    inv_vars: &Arc<Map<String, Value>>,
+    defining_map: impl Fn(&str) -> Option<&'s Arc<Map<String, Value>>>,
+    play: &Play,
+    cfg: &Config,
+) -> bool {
+    let fixed_sources = [inv_vars, &play.vars, &cfg.extra_vars];
+    CONN_VARS.iter().all(|k| match defining_map(k) {
+        None => true,
+        Some(m) => {
+            fixed_sources.iter().any(|f| Arc::ptr_eq(f, m))
+                && !crate::template::Templar::needs_render(&m[*k])
+        }
+    })
 }
 
 /// The connection spec for `host`, from its connection variables rendered in `scope` (the

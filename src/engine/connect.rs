@@ -36,13 +36,14 @@ impl Shared<'_> {
         // Where the connection variables come from is read from the scope's maps, without
         // building the scope: on the cached path (every task after the first) none is needed.
         let maps = VarMaps::new(self.cfg, ctx.vars(), var_src(task), h.vars());
-        let fixed = spec::fixed_in(
-            &h.inv_vars,
-            |k| maps.defining_map(k),
-            ctx.play,
-            task,
-            self.cfg,
-        );
+        // The variables' half is memoised per host: it looks up every connection variable in
+        // every map (a few hundred hash lookups), and the maps rarely change between tasks.
+        let fixed = spec::keywords_fixed(ctx.play, task)
+            && h.conn_vars_fixed.get_or(
+                &maps,
+                &[&h.inv_vars, &ctx.play.vars, &self.cfg.extra_vars],
+                || spec::vars_fixed(&h.inv_vars, |k| maps.defining_map(k), ctx.play, self.cfg),
+            );
         if fixed {
             let cache = h.spec_cache.lock().expect("spec cache");
             if let Some((k, spec)) = &*cache {

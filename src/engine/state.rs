@@ -5,6 +5,7 @@ use crate::connection::pool::Conns;
 use crate::connection::ConnSpec;
 use crate::playbook::{Play, Playbook, Task};
 use crate::report::Stats;
+use crate::vars::precedence::MapsMemo;
 use crate::vars::{HostVars, PlayObjects, PlayVars};
 use fixpoint_agent::journal::OutboxEntry;
 use serde_json::{Map, Value};
@@ -40,6 +41,9 @@ pub(super) struct HostState {
     /// The connection spec of the current play, when it depends on nothing a task changes
     /// (see `connect::conn_spec`).
     pub(super) spec_cache: Mutex<Option<(SpecKey, ConnSpec)>>,
+    /// Whether the connection variables come from the inventory, play vars and `-e` alone
+    /// (`spec::vars_fixed`), for the variable maps it was last asked about.
+    pub(super) conn_vars_fixed: MapsMemo,
     /// Facts a `delegate_facts` task set for another host: (that host, the facts, whether
     /// they came from `set_fact`), moved there once the task is done on every host.
     pub(super) delegated_facts: Vec<(String, Map<String, Value>, bool)>,
@@ -99,6 +103,7 @@ impl HostState {
             stats: Stats::default(),
             gathered: false,
             spec_cache: Mutex::default(),
+            conn_vars_fixed: MapsMemo::default(),
             delegated_facts: Vec::new(),
             round_trips: Arc::default(),
             round_trips_before: 0,

@@ -5,7 +5,7 @@ use super::{HostVars, Layer, PlayVars, Scope, VarSrc};
 use crate::config::Config;
 use crate::template::Templar;
 use serde_json::{Map, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 /// The variable scope on a host, in Ansible's precedence order (later wins): role
 /// defaults, inventory, facts, play vars, vars_files, role vars, block and task vars,
@@ -108,6 +108,56 @@ impl<'a> VarMaps<'a> {
     }
 }
 
+/// An answer that depends on a host's variable maps alone (which map defines what, with which
+/// value), kept with the maps it was computed from so it is computed again only when one of
+/// them changed. The maps are held weakly: a map changed with `Arc::make_mut` while a `Weak`
+/// points at it moves to a new allocation (and a `Weak` keeps the old one from being reused),
+/// so the same addresses mean the same contents, and the memo neither keeps a map alive nor
+/// makes `make_mut` copy one. Empty maps are left out of the key: they define nothing, so they
+/// cannot change the answer, and a task's own (often empty) `vars:` does not defeat the memo.
+#[derive(Default)]
+pub struct MapsMemo(Mutex<Option<MemoEntry>>);
+
+/// The non-empty maps, bottom to top, each with whether it is one of the memo's `marked` maps
+/// (the answer may treat them apart), and the answer.
+type MemoEntry = (Vec<(Weak<Map<String, Value>>, bool)>, bool);
+
+impl MapsMemo {
+    /// The memoised answer for `maps`, or `compute()` when any non-empty map, or which of them
+    /// are `marked`, differs from the last call.
+    pub fn get_or(
+        &self,
+        maps: &VarMaps<'_>,
+        marked: &[&Arc<Map<String, Value>>],
+        compute: impl FnOnce() -> bool,
+    ) -> bool {
+        let current = || {
+            maps.0
+                .iter()
+                .map(|&(m, _)| m)
+                .filter(|m| !m.is_empty())
+                .map(|m| (m, marked.iter().any(|f| Arc::ptr_eq(f, m))))
+        };
+        let mut memo = self.0.lock().expect("maps memo");
+        if let Some((key, answer)) = &*memo {
+            let mut now = current();
+            let same = key.iter().all(|(w, marked)| {
+                now.next()
+                    .is_some_and(|(m, f)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(m)) && f == *marked)
+            }) && now.next().is_none();
+            if same {
+                return *answer;
+            }
+        }
+        let answer = compute();
+        *memo = Some((
+            current().map(|(m, f)| (Arc::downgrade(m), f)).collect(),
+            answer,
+        ));
+        answer
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +169,37 @@ mod tests {
 
     fn map(v: Value) -> Arc<Map<String, Value>> {
         Arc::new(v.as_object().cloned().unwrap_or_default())
+    }
+
+    /// The memo answers again only when a non-empty map, or which of them is marked, changed:
+    /// a map changed in place by `make_mut` counts as changed, an empty map added does not.
+    #[test]
+    fn maps_memo_computes_again_when_a_map_changes() {
+        let memo = MapsMemo::default();
+        let calls = std::cell::Cell::new(0);
+        let ask = |maps: &VarMaps<'_>, marked: &[&Arc<Map<String, Value>>]| {
+            memo.get_or(maps, marked, || {
+                calls.set(calls.get() + 1);
+                true
+            })
+        };
+        let inv = map(json!({"ansible_user": "u"}));
+        let mut facts = map(json!({"f": 1}));
+        let empty = map(json!({}));
+        ask(&VarMaps(vec![(&inv, true), (&facts, false)]), &[&inv]);
+        ask(&VarMaps(vec![(&inv, true), (&facts, false)]), &[&inv]);
+        ask(
+            &VarMaps(vec![(&inv, true), (&empty, true), (&facts, false)]),
+            &[&inv],
+        );
+        assert_eq!(calls.get(), 1, "same maps: answered from the memo");
+        Arc::make_mut(&mut facts).insert("ansible_user".into(), json!("fact"));
+        ask(&VarMaps(vec![(&inv, true), (&facts, false)]), &[&inv]);
+        assert_eq!(calls.get(), 2, "a map changed in place: computed again");
+        ask(&VarMaps(vec![(&inv, true), (&facts, false)]), &[]);
+        assert_eq!(calls.get(), 3, "another map marked: computed again");
+        ask(&VarMaps(vec![(&facts, false)]), &[]);
+        assert_eq!(calls.get(), 4, "a map fewer: computed again");
     }
 
     /// The borrowed maps answer "where does this variable come from" as the scope built from
