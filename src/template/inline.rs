@@ -2,8 +2,9 @@
 //! variables written as templates) are rendered for every task on every host, and compiling
 //! one cost more than rendering it (issue 13). Each is kept under its own text as its name.
 
+use super::rewrite::rewrite_chains;
 use minijinja::{Environment, Error, Template};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 /// Longer template strings are compiled for each render, not kept.
@@ -16,6 +17,10 @@ const MAX_SOURCE: usize = 64 * 1024;
 pub(super) struct Inline {
     env: Environment<'static>,
     known: Arc<Mutex<HashSet<String>>>,
+    /// Each template string rendered so far, with its code (`rewrite_chains`): rewriting
+    /// costs about as much as rendering a short string, and the same strings come back for
+    /// every host.
+    codes: Mutex<HashMap<String, Arc<str>>>,
 }
 
 impl Inline {
@@ -28,21 +33,38 @@ impl Inline {
             let known = loader_known.lock().expect("inline template sources");
             Ok(known.contains(name).then(|| name.to_string()))
         });
-        Inline { env, known }
+        Inline {
+            env,
+            known,
+            codes: Mutex::default(),
+        }
     }
 
-    /// The compiled template of `code` (None: too long to keep). Its name is `code`.
-    pub(super) fn get(&self, code: &str) -> Option<Result<Template<'_, '_>, Error>> {
-        if code.len() > MAX_SOURCE {
+    /// The code of template string `text` (`rewrite_chains`) and its compiled template, named
+    /// by the code (None: too long to keep).
+    pub(super) fn get(&self, text: &str) -> Option<(Arc<str>, Result<Template<'_, '_>, Error>)> {
+        if text.len() > MAX_SOURCE {
             return None;
         }
+        let code = {
+            let mut codes = self.codes.lock().expect("inline template codes");
+            match codes.get(text) {
+                Some(code) => code.clone(),
+                None => {
+                    let code: Arc<str> = rewrite_chains(text).into();
+                    codes.insert(text.to_string(), code.clone());
+                    code
+                }
+            }
+        };
         {
             let mut known = self.known.lock().expect("inline template sources");
-            if !known.contains(code) {
+            if !known.contains(&*code) {
                 known.insert(code.to_string());
             }
         }
-        Some(self.env.get_template(code))
+        let template = self.env.get_template(&code);
+        Some((code, template))
     }
 
     pub(super) fn env(&self) -> &Environment<'static> {

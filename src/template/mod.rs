@@ -368,8 +368,7 @@ impl Templar {
         original: &str,
         ctx: &Value,
     ) -> Result<String, TemplateError> {
-        let code = rewrite_chains(text);
-        let Some(tmpl) = inline.get(&code) else {
+        let Some((code, tmpl)) = inline.get(text) else {
             return self.render_text(text, &label_for_text(original), ctx);
         };
         let tmpl = tmpl.map_err(|e| syntax_error(&e, &label_for_text(original)))?;
