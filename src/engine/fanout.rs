@@ -24,7 +24,11 @@ impl Engine {
             // Ctrl-C: no new task starts (see `interrupt`).
             return;
         }
-        let name = shown_name(&self.play_scope(ctx.play), &task.display_name());
+        let name_scope = match targets.first() {
+            Some(h) => shared!(self).scope(ctx, Some(task), &self.hosts[h]),
+            None => self.play_scope(ctx.play),
+        };
+        let name = shown_name(&name_scope, &task.display_name(), true);
         // The banner names the role as Ansible does (`common : Install`); events keep the name.
         let banner = match &task.role {
             Some(r) => format!("{} : {name}", r.name),

@@ -255,14 +255,21 @@ fn playbook_scope(book: &Playbook) -> String {
         .unwrap_or_else(|| book.path.display().to_string())
 }
 
-/// A play or task name as shown: rendered when it is a template and renders (names that
-/// use host variables stay as written, since one name stands for every host).
-fn shown_name(scope: &Arc<Scope>, raw: &str) -> String {
+/// A play or task name as shown: rendered when it is a template and renders. A task's name is
+/// rendered, as in ansible-core, with the variables of the first host that runs it; when it
+/// fails and `marked`, the failing expressions are shown as ansible-core 2.19 marks them
+/// (`Templar::render_name`), else the name as written (a play's name, or a task's whose
+/// variables a task before it in the same section may set).
+fn shown_name(scope: &Arc<Scope>, raw: &str, marked: bool) -> String {
     if !Templar::is_template(raw) {
         return raw.to_string();
     }
     match scope.render(&json!(raw)) {
         Ok(v) => display(&v),
+        Err(_) if marked => scope
+            .templar()
+            .render_name(raw, &scope.ctx())
+            .unwrap_or_else(|| raw.to_string()),
         Err(_) => raw.to_string(),
     }
 }

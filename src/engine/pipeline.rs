@@ -97,11 +97,21 @@ impl Engine {
         if self.interrupt.requested() {
             return;
         }
-        let play_scope = self.play_scope(ctx.play);
+        // Names are rendered before the section runs, with the first host's variables: a name
+        // that fails is marked only when no task before it in the section could set a variable
+        // it reads.
+        let first = &self.hosts[&targets[0]];
         let names: Vec<String> = sec
             .tasks
             .iter()
-            .map(|t| shown_name(&play_scope, &t.display_name()))
+            .enumerate()
+            .map(|(k, t)| {
+                let marked = !sec.tasks[..k].iter().any(|b| {
+                    b.register.is_some() || matches!(b.module, "set_fact" | "include_vars")
+                });
+                let scope = shared!(self).scope(ctx, Some(t), first);
+                shown_name(&scope, &t.display_name(), marked)
+            })
             .collect();
         let labels = Labels {
             banners: sec

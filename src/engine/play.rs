@@ -43,7 +43,7 @@ impl Engine {
         }
         order_hosts(&mut selected, play.order);
         self.reporter
-            .play_start(&shown_name(&self.play_scope(play), &play.name), pass);
+            .play_start(&shown_name(&self.play_scope(play), &play.name, false), pass);
         if selected.is_empty() {
             let shard = match &self.cfg.shard {
                 Some(s) => format!(" in shard {s}"),

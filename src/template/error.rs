@@ -61,7 +61,7 @@ fn undefined_message(name: &str) -> String {
 
 /// Splits `a.b` into (`a`, `b`) and `a['c']` into (`a`, `c`, subscript) so messages can say
 /// what is missing where.
-fn split_path_tail(name: &str) -> Option<(&str, &str, bool)> {
+pub(super) fn split_path_tail(name: &str) -> Option<(&str, &str, bool)> {
     if name.ends_with(']') {
         let open = name.rfind('[')?;
         let key = name[open + 1..name.len() - 1].trim();

@@ -27,6 +27,7 @@ mod filters;
 mod inline;
 mod jinja_tests;
 mod lookups;
+mod marked;
 mod now;
 mod output;
 mod printf;
@@ -208,12 +209,16 @@ impl Templar {
                 });
             }
         }
+        self.render_as_text(s, ctx).map(Json::String)
+    }
+
+    /// A template string rendered as text (the expressions' values printed into it).
+    fn render_as_text(&self, s: &str, ctx: &Value) -> Result<String, TemplateError> {
         let text = escape_backslashes(s);
         match &self.inline {
             Some(inline) => self.render_inline(inline, &text, s, ctx),
             None => self.render_text(&text, &label_for_text(s), ctx),
         }
-        .map(Json::String)
     }
 
     /// Recursively render every string in a JSON value (keys of maps too, when templated).
