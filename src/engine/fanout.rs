@@ -28,7 +28,7 @@ impl Engine {
             Some(h) => shared!(self).scope(ctx, Some(task), &self.hosts[h]),
             None => self.play_scope(ctx.play),
         };
-        let name = shown_name(&name_scope, &task.display_name(), true);
+        let name = shown_name(&name_scope, &task.display_name(), &|_| false);
         // The banner names the role as Ansible does (`common : Install`); events keep the name.
         let banner = match &task.role {
             Some(r) => format!("{} : {name}", r.name),

@@ -17,7 +17,7 @@ use crate::report::{Progress, Reporter};
 use crate::template::Templar;
 use crate::vars::{hostvars, precedence, Scope, VarSrc};
 use fixpoint_modules::Diff;
-use serde_json::{json, Value};
+use serde_json::Value;
 use state::{HostState, PlayCtx};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -257,21 +257,35 @@ fn playbook_scope(book: &Playbook) -> String {
 
 /// A play or task name as shown: rendered when it is a template and renders. A task's name is
 /// rendered, as in ansible-core, with the variables of the first host that runs it; when it
-/// fails and `marked`, the failing expressions are shown as ansible-core 2.19 marks them
-/// (`Templar::render_name`), else the name as written (a play's name, or a task's whose
-/// variables a task before it in the same section may set).
-fn shown_name(scope: &Arc<Scope>, raw: &str, marked: bool) -> String {
+/// fails, the failing expressions are shown as ansible-core 2.19 marks them
+/// (`Templar::render_name`), unless the name reads an undefined variable that `may_be_set`
+/// (by a task before it in the same section, which has not run yet): then, as a play's name
+/// that fails, it is shown as written.
+fn shown_name(scope: &Arc<Scope>, raw: &str, may_be_set: &dyn Fn(&str) -> bool) -> String {
     if !Templar::is_template(raw) {
         return raw.to_string();
     }
-    match scope.render(&json!(raw)) {
+    let templar = scope.templar();
+    let ctx = scope.ctx();
+    match templar.render_str(raw, &ctx) {
         Ok(v) => display(&v),
-        Err(_) if marked => scope
-            .templar()
-            .render_name(raw, &scope.ctx())
+        Err(crate::template::TemplateError::Undefined { name, .. })
+            if may_be_set(name.split(['.', '[']).next().unwrap_or_default()) =>
+        {
+            raw.to_string()
+        }
+        Err(_) => templar
+            .render_name(raw, &ctx)
             .unwrap_or_else(|| raw.to_string()),
-        Err(_) => raw.to_string(),
     }
+}
+
+/// Whether `task` may set variable `name` when it runs (`register`, `set_fact`; any name for
+/// `include_vars`, whose file is read on the host's turn).
+fn may_set(task: &Task, name: &str) -> bool {
+    task.register.as_deref() == Some(name)
+        || task.module == "include_vars"
+        || task.module == "set_fact" && task.params.get(name).is_some()
 }
 
 /// Whether every condition holds (`when`, `until`, `changed_when`... are lists joined by `and`).

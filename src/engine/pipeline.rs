@@ -97,20 +97,18 @@ impl Engine {
         if self.interrupt.requested() {
             return;
         }
-        // Names are rendered before the section runs, with the first host's variables: a name
-        // that fails is marked only when no task before it in the section could set a variable
-        // it reads.
+        // Names are rendered before the section runs, with the first host's variables.
         let first = &self.hosts[&targets[0]];
         let names: Vec<String> = sec
             .tasks
             .iter()
             .enumerate()
             .map(|(k, t)| {
-                let marked = !sec.tasks[..k].iter().any(|b| {
-                    b.register.is_some() || matches!(b.module, "set_fact" | "include_vars")
-                });
                 let scope = shared!(self).scope(ctx, Some(t), first);
-                shown_name(&scope, &t.display_name(), marked)
+                let earlier = &sec.tasks[..k];
+                shown_name(&scope, &t.display_name(), &|v| {
+                    earlier.iter().any(|b| super::may_set(b, v))
+                })
             })
             .collect();
         let labels = Labels {

@@ -42,8 +42,10 @@ impl Engine {
             shard.retain(&self.inventory, &mut selected);
         }
         order_hosts(&mut selected, play.order);
-        self.reporter
-            .play_start(&shown_name(&self.play_scope(play), &play.name, false), pass);
+        self.reporter.play_start(
+            &shown_name(&self.play_scope(play), &play.name, &|_| true),
+            pass,
+        );
         if selected.is_empty() {
             let shard = match &self.cfg.shard {
                 Some(s) => format!(" in shard {s}"),
