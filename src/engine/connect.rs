@@ -87,12 +87,9 @@ impl Shared<'_> {
         if target == h.name {
             return self.conn_spec(h, ctx, Some(task));
         }
-        let inv_vars = self.inventory.host_vars(&target);
-        if inv_vars.is_empty() {
-            return Err(format!(
-                "`delegate_to: {target}`: no such host in the inventory"
-            ));
-        }
+        // A name the inventory lacks is a host made up from it, as in ansible-core: reached
+        // at that name, or reported unreachable.
+        let inv_vars = self.inventory.delegated_host_vars(&target);
         let delegated = HostState::new(&target, Arc::new(inv_vars));
         self.conn_spec(&delegated, ctx, Some(task))
     }

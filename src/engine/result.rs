@@ -110,10 +110,11 @@ impl Shared<'_> {
                     Status::Failed
                 };
                 if let Some(reg) = &task.register {
-                    let mut registered = json!({"failed": true, "changed": false, "msg": msg});
-                    if !unreachable {
-                        registered["exception"] = json!(NO_TRACEBACK);
-                    }
+                    // As ansible-core registers them: an unreachable result is not `failed`
+                    // (the `unreachable` and `reachable` tests read its `unreachable`).
+                    let what = if unreachable { "unreachable" } else { "failed" };
+                    let registered = json!({what: true, "changed": false, "msg": msg,
+                        "exception": NO_TRACEBACK});
                     h.host_vars_mut().insert(reg.clone(), registered);
                 }
                 return Event {

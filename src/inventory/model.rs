@@ -376,17 +376,30 @@ impl Inventory {
     /// of each vars directory, then the other groups' `group_vars` files; then the host's
     /// inventory vars; then its `host_vars` files. Later vars directories (playbook dirs) beat
     /// earlier ones (the inventory dir). Magic variables are not included.
+    /// A host the inventory lacks (and that is not the implicit localhost) has none.
     pub fn host_vars(&self, host: &str) -> Vars {
+        if !self.has_host(host) && !self.is_implicit(host) {
+            return Vars::new();
+        }
+        self.vars_of(host)
+    }
+
+    /// The variables of the host `delegate_to` names: an inventory host's (`host_vars`), and
+    /// for a name the inventory lacks those of a host ansible-core makes up from it
+    /// (`Host(name)`, in no group, its address the name): `all`'s only.
+    pub fn delegated_host_vars(&self, host: &str) -> Vars {
+        self.vars_of(host)
+    }
+
+    fn vars_of(&self, host: &str) -> Vars {
         let implicit = self.is_implicit(host);
         let mut out = Vars::new();
-        if !self.has_host(host) && !implicit {
-            return out;
-        }
-        // The implicit localhost is in no group but still gets `all`'s variables, as in Ansible.
-        let groups = if implicit {
-            Vec::new()
-        } else {
+        // The implicit localhost, or a made-up host, is in no group but still gets `all`'s
+        // variables, as in Ansible.
+        let groups = if self.has_host(host) {
             self.merge_order(host)
+        } else {
+            Vec::new()
         };
         merge(&mut out, &self.groups[ALL].vars);
         for g in &groups {
@@ -499,6 +512,25 @@ fn group_priority(vars: &Vars) -> i64 {
 mod tests {
     use super::*;
     use crate::inventory::testutil::{precedence_fixture, strs, write};
+
+    #[test]
+    fn a_delegated_name_the_inventory_lacks_gets_all_vars_only() {
+        let mut inv = Inventory::implicit_localhost();
+        inv.groups
+            .get_mut(ALL)
+            .expect("all")
+            .vars
+            .insert("ansible_port".into(), Value::from(1));
+        let made_up = inv.delegated_host_vars("elsewhere.invalid");
+        assert_eq!(made_up.get("ansible_port"), Some(&Value::from(1)));
+        assert!(!made_up.contains_key("ansible_connection"));
+        assert!(inv.host_vars("elsewhere.invalid").is_empty());
+        assert_eq!(
+            inv.delegated_host_vars("localhost")
+                .get("ansible_connection"),
+            Some(&Value::from("local"))
+        );
+    }
 
     #[test]
     fn cycles_are_rejected_with_their_location() {

@@ -584,7 +584,7 @@ pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
         }
     }
     Ok(LoopSpec {
-        items: first.map(|(_, _, n)| n.to_json()),
+        items: first.map(|(_, kind, n)| super::loops::mark_terms(kind, n.to_json())),
         kind: first.map(|(_, k, _)| k).unwrap_or_default(),
         var,
         index_var,

@@ -11,6 +11,30 @@ use crate::template::listing::{self, short};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
+/// The key of the mark the loader puts around a `with_first_found` value (`{key: value}`), so
+/// that whoever renders it (`vars::Scope`) leaves out the terms that are undefined, as
+/// ansible-core 2.19 does for this lookup called as `with_`, and only for it. The engine
+/// renders every loop's value the same way; the mark travels inside the value as the
+/// `!unsafe` mark does (`yaml::mark`), so no step between the loader and the render can lose it.
+const FIRST_FOUND_TERMS: &str = "__fixpoint_first_found_terms";
+
+/// A loop's raw value as the loader keeps it: a `with_first_found` value marked (see
+/// `FIRST_FOUND_TERMS`), any other as written.
+pub fn mark_terms(kind: LoopKind, value: Value) -> Value {
+    match kind {
+        LoopKind::FirstFound(_) => json!({ FIRST_FOUND_TERMS: value }),
+        _ => value,
+    }
+}
+
+/// The `with_first_found` terms inside a marked value, if it is one.
+pub fn marked_terms(value: &Value) -> Option<&Value> {
+    match value {
+        Value::Object(m) if m.len() == 1 => m.get(FIRST_FOUND_TERMS),
+        _ => None,
+    }
+}
+
 /// The items of a loop from its rendered value. `search` is where `with_fileglob` and
 /// `with_first_found` look for relative names (the role, then the playbook directory).
 pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Value>, String> {

@@ -189,6 +189,17 @@ impl Templar {
     /// `loop: "{{ users }}"`; anything else renders to a string. As in ansible-core, a
     /// backslash inside a string constant of a `{{ }}` block is literal (`escape_backslashes`).
     pub fn render_str(&self, s: &str, ctx: &Value) -> Result<Json, TemplateError> {
+        self.render_str_as(s, ctx, false)
+    }
+
+    /// `render_str` for a term of `with_first_found`: an undefined value inside the list or
+    /// mapping a single expression gives is left out (ansible-core keeps it as a marker, which
+    /// the lookup drops) instead of failing the render; an undefined result is still an error.
+    pub fn render_term_str(&self, s: &str, ctx: &Value) -> Result<Json, TemplateError> {
+        self.render_str_as(s, ctx, true)
+    }
+
+    fn render_str_as(&self, s: &str, ctx: &Value, omit: bool) -> Result<Json, TemplateError> {
         if !Self::is_template(s) {
             return Ok(Json::String(s.to_string()));
         }
@@ -201,7 +212,7 @@ impl Templar {
                     let label = label_for_text(s);
                     convert_error(&self.env, &e, &label, Source::Expression(&code), ctx)
                 })?;
-                return Ok(match self.finish_native(&value, s, &code, ctx)? {
+                return Ok(match self.finish_native(&value, s, &code, ctx, omit)? {
                     // Text around the expression is kept for strings (`"{{ data }}\n"` in
                     // `content:`), unless whitespace control removes it.
                     Json::String(text) => Json::String(keep_surrounding(s, &text)),
@@ -286,7 +297,7 @@ impl Templar {
             _ => trimmed,
         };
         let value = self.eval_expr(code, expr, ctx, &mut Vec::new())?;
-        self.finish_native(&value, expr, code, ctx)
+        self.finish_native(&value, expr, code, ctx, false)
     }
 
     /// The string a Jinja string constant (`'it\'s {{ x }}'`, quotes included) stands for.
@@ -421,6 +432,7 @@ impl Templar {
         original: &str,
         code: &str,
         ctx: &Value,
+        omit_undefined: bool,
     ) -> Result<Json, TemplateError> {
         if is_silent_undefined(&self.env, value) {
             // `{{ x if x is defined }}` with no `else`: prints as "" in a template too.
@@ -434,7 +446,12 @@ impl Templar {
                 ctx,
             ));
         }
-        value_to_json(value).map_err(|e| {
+        let json = if omit_undefined {
+            value::value_to_json_omitting_undefined(value)
+        } else {
+            value_to_json(value)
+        };
+        json.map_err(|e| {
             let label = label_for_text(original);
             convert_error(&self.env, &e, &label, Source::Expression(code), ctx)
         })

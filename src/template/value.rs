@@ -10,10 +10,16 @@ pub(super) const MAX_DEPTH: usize = 64;
 
 /// Converts a template value to JSON; undefined values anywhere are errors.
 pub(super) fn value_to_json(v: &Value) -> Result<Json, Error> {
-    value_to_json_depth(v, 0)
+    value_to_json_depth(v, 0, false)
 }
 
-fn value_to_json_depth(v: &Value, depth: usize) -> Result<Json, Error> {
+/// `value_to_json`, leaving out the undefined items of lists and mappings (`with_first_found`'s
+/// terms, `Templar::render_term_str`).
+pub(super) fn value_to_json_omitting_undefined(v: &Value) -> Result<Json, Error> {
+    value_to_json_depth(v, 0, true)
+}
+
+fn value_to_json_depth(v: &Value, depth: usize, omit: bool) -> Result<Json, Error> {
     if depth > MAX_DEPTH {
         return Err(Error::new(
             ErrorKind::InvalidOperation,
@@ -40,7 +46,8 @@ fn value_to_json_depth(v: &Value, depth: usize) -> Result<Json, Error> {
         }
         ValueKind::Seq | ValueKind::Iterable => Json::Array(
             v.try_iter()?
-                .map(|item| value_to_json_depth(&item, depth + 1))
+                .filter(|item| !(omit && item.is_undefined()))
+                .map(|item| value_to_json_depth(&item, depth + 1, omit))
                 .collect::<Result<_, _>>()?,
         ),
         ValueKind::Map => {
@@ -51,7 +58,10 @@ fn value_to_json_depth(v: &Value, depth: usize) -> Result<Json, Error> {
                     Some(s) => s.to_string(),
                     None => key.to_string(),
                 };
-                map.insert(key, value_to_json_depth(&item, depth + 1)?);
+                if omit && item.is_undefined() {
+                    continue;
+                }
+                map.insert(key, value_to_json_depth(&item, depth + 1, omit)?);
             }
             Json::Object(map)
         }

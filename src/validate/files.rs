@@ -54,6 +54,7 @@ impl Validator<'_> {
         let Some(items) = &t.loop_items else {
             return Vec::new();
         };
+        let items = crate::playbook::loops::marked_terms(items).unwrap_or(items);
         let mut terms: Vec<(String, Value)> = Vec::new();
         let mut add_files = |v: &Value, paths: &Value| match v {
             Value::String(s) => {

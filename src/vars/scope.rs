@@ -10,7 +10,7 @@
 //! holds as an expression only when it was written, verbatim, in a template layer
 //! (`trusted_string`); a string from a data layer is never code.
 
-use crate::template::Templar;
+use crate::template::{Templar, TemplateError};
 use crate::yaml::mark;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use serde_json::{Map, Value};
@@ -153,7 +153,8 @@ impl Scope {
     /// the error only says that the variable whose error is kept is undefined (`a: "{{ b }}"`,
     /// `b` failed), `key` takes that error over: the innermost cause is what ansible-core
     /// reports, through any number of variables.
-    fn note_error(&self, key: &str, msg: String) {
+    fn note_error(&self, key: &str, e: &TemplateError) {
+        let msg = e.to_string();
         let mut slot = self.error.lock().expect("scope error");
         match slot.as_mut() {
             None => {
@@ -161,6 +162,7 @@ impl Scope {
                     key: Some(key.to_string()),
                     inner: msg,
                     through: Vec::new(),
+                    undefined: matches!(e, TemplateError::Undefined { .. }),
                 })
             }
             Some(e) if e.explains(&msg) => {
@@ -193,6 +195,7 @@ impl Scope {
                             r.join(" → ")
                         ),
                         through: Vec::new(),
+                        undefined: false,
                     });
                     return None;
                 }
@@ -203,7 +206,7 @@ impl Scope {
             match rendered {
                 Ok(v) => minijinja::Value::from_serialize(&v),
                 Err(e) => {
-                    self.note_error(key, e.to_string());
+                    self.note_error(key, &e);
                     return None;
                 }
             }
@@ -217,18 +220,117 @@ impl Scope {
         Some(value)
     }
 
-    /// Render a JSON value (module parameters, conditions...) in this scope.
+    /// Render a JSON value (module parameters, conditions...) in this scope; a
+    /// `with_first_found` value the loader marked (`playbook::loops::mark_terms`) is rendered
+    /// by `render_terms`.
     pub fn render(self: &Arc<Self>, v: &Value) -> Result<Value, String> {
-        self.templar
-            .render_value(v, &self.ctx())
-            .map_err(|e| self.explain(e.to_string()))
+        self.render_any(v).map_err(|e| self.explain(e.to_string()))
+    }
+
+    fn render_any(self: &Arc<Self>, v: &Value) -> Result<Value, TemplateError> {
+        match crate::playbook::loops::marked_terms(v) {
+            Some(terms) => self.render_terms(terms),
+            None => self.templar.render_value(v, &self.ctx()),
+        }
+    }
+
+    /// `with_first_found`'s terms, rendered as ansible-core 2.19 renders them for that lookup
+    /// called as a `with_` loop: a term (an element of a list, a mapping's value, at any depth)
+    /// whose template is undefined is left out, and so is one inside a variable that a term
+    /// names whole (`files: "{{ files }}"`), whose elements ansible-core renders one by one
+    /// (lazily). Any other error is the error, and so is an undefined value as a whole.
+    fn render_terms(self: &Arc<Self>, v: &Value) -> Result<Value, TemplateError> {
+        match self.render_term(v, 0)? {
+            Some(rendered) => Ok(rendered),
+            // Rendered again for the error, which the dropped term's render cleared.
+            None => self.templar.render_value(v, &self.ctx()),
+        }
+    }
+
+    /// One term of `render_terms`; None: it is undefined. `depth` counts the variables
+    /// followed, against a variable that names itself.
+    fn render_term(
+        self: &Arc<Self>,
+        v: &Value,
+        depth: usize,
+    ) -> Result<Option<Value>, TemplateError> {
+        const MAX_DEPTH: usize = 16;
+        if mark::literal_of(v).is_some() || mark::vault_text(v).is_some() {
+            return self.templar.render_value(v, &self.ctx()).map(Some);
+        }
+        match v {
+            Value::String(s) => {
+                if depth < MAX_DEPTH {
+                    if let Some(raw) = self.whole_variable_definition(s) {
+                        return self.render_term(&raw, depth + 1);
+                    }
+                }
+                match self.templar.render_term_str(s, &self.ctx()) {
+                    Ok(rendered) => Ok(Some(rendered)),
+                    Err(e) if self.only_undefined(&e) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+            Value::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    out.extend(self.render_term(item, depth)?);
+                }
+                Ok(Some(Value::Array(out)))
+            }
+            Value::Object(map) => {
+                let mut out = Map::with_capacity(map.len());
+                for (k, item) in map {
+                    let key = match self.templar.render_str(k, &self.ctx())? {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    if let Some(rendered) = self.render_term(item, depth)? {
+                        out.insert(key, rendered);
+                    }
+                }
+                Ok(Some(Value::Object(out)))
+            }
+            other => Ok(Some(other.clone())),
+        }
+    }
+
+    /// The definition of the variable a template is nothing but (`"{{ files }}"`), when it is
+    /// a list or mapping written in a template layer (what ansible-core keeps lazy).
+    fn whole_variable_definition(&self, s: &str) -> Option<Value> {
+        let code = Templar::single_expression_code(s)?;
+        let (name, steps) = parse_path(code)?;
+        if !steps.is_empty() {
+            return None;
+        }
+        let layer = self.layers.iter().rev().find(|l| l.has(name))?;
+        if layer.object(name).is_some() || !layer.templated {
+            return None;
+        }
+        let raw = &layer.vars[name];
+        (raw.is_array() || raw.is_object()).then(|| raw.clone())
+    }
+
+    /// Whether an error only says that something is undefined: not a variable's other error
+    /// behind it (`boom: "{{ 1 // 0 }}"` makes `boom` undefined, but is an error). The
+    /// variable's error, kept to explain it, is dropped with the term.
+    fn only_undefined(&self, e: &TemplateError) -> bool {
+        if !matches!(e, TemplateError::Undefined { .. }) {
+            return false;
+        }
+        let mut slot = self.error.lock().expect("scope error");
+        if slot.as_ref().is_some_and(|v| !v.undefined) {
+            return false;
+        }
+        *slot = None;
+        true
     }
 
     /// [`render`](Self::render), also telling whether it failed on an undefined variable
     /// (ansible-core lets a task's `when` decide before it reports an undefined loop).
     pub fn render_noting_undefined(self: &Arc<Self>, v: &Value) -> Result<Value, (String, bool)> {
-        self.templar.render_value(v, &self.ctx()).map_err(|e| {
-            let undefined = matches!(e, crate::template::TemplateError::Undefined { .. });
+        self.render_any(v).map_err(|e| {
+            let undefined = matches!(e, TemplateError::Undefined { .. });
             (self.explain(e.to_string()), undefined)
         })
     }
@@ -358,6 +460,8 @@ struct VarError {
     key: Option<String>,
     inner: String,
     through: Vec<String>,
+    /// The innermost error only says that something is undefined.
+    undefined: bool,
 }
 
 impl VarError {
@@ -546,5 +650,35 @@ mod tests {
             s.render(&json!("{{ n }}")).unwrap(),
             json!({"a": "{{ y }}", "b": "no"})
         );
+    }
+    #[test]
+    fn first_found_terms_leave_out_what_is_undefined_only() {
+        use crate::playbook::{loops::mark_terms, LoopKind};
+        let s = Scope::new(
+            Arc::new(Templar::new()),
+            vec![layer(
+                json!({"files": ["{{ missing }}a", "b"], "boom": "{{ 1 // 0 }}",
+                       "deep": {"x": 1}}),
+                true,
+            )],
+        );
+        let terms = |v: Value| mark_terms(LoopKind::FirstFound("files"), v);
+        let got = s
+            .render(&terms(json!([
+                "{{ missing }}x",
+                "{{ deep.nope }}",
+                {"files": "{{ files }}", "paths": "{{ nope }}"},
+                "{{ [{'files': missing}] }}",
+                "c"
+            ])))
+            .unwrap();
+        assert_eq!(got, json!([{"files": ["b"]}, [{}], "c"]));
+        // Another error behind a variable is the error; so is an undefined value as a whole.
+        let e = s.render(&terms(json!(["{{ boom }}", "c"]))).unwrap_err();
+        assert!(e.contains("division"), "{e}");
+        let e = s.render(&terms(json!("{{ missing }}"))).unwrap_err();
+        assert!(e.contains("'missing' is undefined"), "{e}");
+        // Any other loop is rendered as it is.
+        assert!(s.render(&json!(["{{ missing }}x", "c"])).is_err());
     }
 }

@@ -100,20 +100,20 @@ fn delegate_to_runs_through_the_other_host_with_this_hosts_variables() {
     assert!(fx.path("t/a/local-a").exists());
     assert_eq!(records("local"), 1);
     assert_eq!(records("a"), 0);
-    // A host that is not in the inventory is an error naming it.
+    // A host that is not in the inventory is made up from its name, as in ansible-core: one
+    // that name does not reach is unreachable, named in the message.
     hosts_play(
         &fx,
         &["a"],
         "",
-        "    - name: nowhere\n      command: \"true\"\n      changed_when: false\n      delegate_to: ghost\n",
+        "    - name: nowhere\n      command: \"true\"\n      changed_when: false\n      delegate_to: ghost.invalid\n",
     );
     let out = run(&fx, &[]);
     out.expect(1);
-    let msg = out.task_events("nowhere")[0]["msg"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(msg.contains("ghost"), "{msg}");
+    let ev = &out.task_events("nowhere")[0];
+    assert_eq!(ev["status"], "unreachable", "{ev}");
+    let msg = ev["msg"].as_str().unwrap().to_string();
+    assert!(msg.contains("ghost.invalid"), "{msg}");
 }
 
 #[test]

@@ -8,6 +8,8 @@
 //! sibling; hidden entries are skipped but hidden directories are still entered; `depth` counts
 //! levels below each path.
 
+mod codec;
+
 use crate::fs::expand_user;
 use crate::params::{apply_symbolic, de_opt_string, Bool};
 use crate::text::compile_regex;
@@ -125,7 +127,7 @@ pub struct Params {
     pub mode: Option<Value>,
     #[serde(default = "yes")]
     pub exact_mode: Bool,
-    /// How `contains` reads files: UTF-8 (the default) or Latin-1.
+    /// How `contains` reads files: a Python codec name (`codec.rs`), UTF-8 without one.
     #[serde(default)]
     pub encoding: Option<String>,
     #[serde(default)]
@@ -240,7 +242,9 @@ struct Filters {
     /// `contains` has a `$` (and no `\Z`): searched in the whole file, it may also match
     /// before the file's final newline, as Python's `$` does.
     contains_dollar: bool,
-    latin1: bool,
+    /// How `contains` decodes a file; `encoding` as given, for messages.
+    codec: codec::Codec,
+    encoding: Option<String>,
     age: Option<i64>,
     size: Option<i64>,
     mode: Option<u32>,
@@ -259,20 +263,13 @@ impl Filters {
                 .map(|s| Matcher::new(s, regex, field))
                 .collect::<Result<Vec<_>, _>>()
         };
-        let latin1 = match p
-            .encoding
-            .as_deref()
-            .map(|e| e.to_lowercase().replace('_', "-"))
-        {
-            None => false,
-            Some(e) if matches!(e.as_str(), "utf-8" | "utf8") => false,
-            Some(e) if matches!(e.as_str(), "latin-1" | "latin1" | "iso-8859-1") => true,
-            Some(e) => {
-                return Err(ModuleError::Params(format!(
-                    "encoding `{e}` is not supported (use utf-8 or latin-1)"
-                )))
-            }
-        };
+        let codec = codec::lookup(p.encoding.as_deref());
+        if let (codec::Codec::Unsupported, Some(e)) = (codec, &p.encoding) {
+            return Err(ModuleError::Params(format!(
+                "encoding `{e}`: fixpoint's find does not decode this Python codec (see the \
+                 README's `find` for those it does)"
+            )));
+        }
         Ok(Filters {
             patterns: compile(&patterns, "patterns")?,
             excludes: compile(&p.excludes.0, "excludes")?,
@@ -291,7 +288,8 @@ impl Filters {
                 .contains
                 .as_deref()
                 .is_some_and(|c| c.contains('$') && !c.contains("\\Z")),
-            latin1,
+            codec,
+            encoding: p.encoding.clone(),
             age: p
                 .age
                 .as_deref()
@@ -360,16 +358,20 @@ impl Filters {
         {
             return Ok(false);
         }
-        let text = if self.latin1 {
-            bytes.iter().map(|&b| b as char).collect::<String>()
-        } else {
-            String::from_utf8(bytes).map_err(|_| {
-                format!(
-                    "Failed to read the file {} due to an encoding error. current encoding: {}",
-                    path.display(),
-                    "utf-8"
+        let encoding = self.encoding.as_deref();
+        if let (codec::Codec::Unknown, Some(name)) = (self.codec, encoding) {
+            // Python's `LookupError`, raised when the file is opened: the path is skipped.
+            return Err(format!("unknown encoding: {name}"));
+        }
+        let Some(text) = codec::decode(self.codec, bytes) else {
+            return Err(format!(
+                "Failed to read the file {} due to an encoding error. current encoding: {}",
+                path.display(),
+                // ansible-core's words when `open` chose the encoding.
+                encoding.unwrap_or(
+                    "None (default determined by the Python built-in function \"open\")"
                 )
-            })?
+            ));
         };
         if whole {
             // Python's `$` (without MULTILINE) matches at the end of the text or before a
