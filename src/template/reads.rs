@@ -11,8 +11,9 @@ use std::collections::BTreeSet;
 
 use minijinja::machinery::{get_compiled_template, Instruction, Instructions};
 
+use super::file::parse_jinja2_header;
 use super::rewrite::{escape_backslashes, rewrite_chains, rewrite_code};
-use super::{parse_jinja2_header, ScanAs, Templar};
+use super::{ScanAs, Templar};
 
 /// Functions that read variables named by their arguments.
 const OPAQUE_CALLS: &[&str] = &["lookup", "query", "q"];

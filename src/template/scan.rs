@@ -14,8 +14,9 @@ use std::sync::OnceLock;
 use minijinja::machinery::{get_compiled_template, Instruction, Instructions};
 use regex::Regex;
 
+use super::file::parse_jinja2_header;
 use super::rewrite::{escape_backslashes, rewrite_chains, rewrite_code};
-use super::{lookups, parse_jinja2_header, Templar};
+use super::{lookups, Templar};
 
 /// One thing wrong in a template, at a 1-based line and column of its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
