@@ -631,7 +631,7 @@ impl HostRunner<'_, '_, '_> {
     fn skip(&self, h: &mut HostState, k: usize, scope: &Arc<Scope>) {
         let task = self.sec.tasks[k];
         self.starts(h, k);
-        self.shared.register_skip(task, h);
+        self.shared.register_skip(task, h, scope);
         let warnings = scope.take_warnings();
         self.done(h, k, (vec![skip_event(None)], warnings, task.no_log));
     }

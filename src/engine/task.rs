@@ -43,7 +43,7 @@ impl Shared<'_> {
                     if task.loop_items.is_none()
                         && matches!(self.when_holds(task, &scope), Ok(false))
                     {
-                        self.register_skip(task, h);
+                        self.register_skip(task, h, &scope);
                         return (vec![skip_event(None)], scope.take_warnings(), task.no_log);
                     }
                     self.register_failure(task, h, &msg);
@@ -114,7 +114,7 @@ impl Shared<'_> {
             match self.when_holds(task, scope) {
                 Ok(true) => {}
                 Ok(false) => {
-                    self.register_skip(task, h);
+                    self.register_skip(task, h, scope);
                     return vec![skip_event(None)];
                 }
                 Err(e) => return vec![fail(e)],
@@ -127,7 +127,7 @@ impl Shared<'_> {
                 // As in ansible-core, a loop over an undefined variable is an error only if the
                 // task's `when`, decided without `item`, does not skip the task first.
                 if undefined && matches!(self.when_holds(task, scope), Ok(false)) {
-                    self.register_skip(task, h);
+                    self.register_skip(task, h, scope);
                     return vec![skip_event(None)];
                 }
                 let msg = format!("cannot expand the loop: {e}");
@@ -220,7 +220,9 @@ impl Shared<'_> {
             match self.when_holds(task, &item_scope) {
                 Ok(true) => {}
                 Ok(false) => {
-                    let mut res = json!({"changed": false, "skipped": true, "item": item, loop_var.clone(): item});
+                    let mut res = json!({"changed": false, "skipped": true, "item": item, loop_var.clone(): item,
+                        "false_condition": false_condition(task, &item_scope),
+                        "skip_reason": "Conditional result was False"});
                     if let Some(Err(msg)) = final_label(res.as_object().expect("an object")) {
                         res["failed"] = json!(true);
                         res["msg"] = json!(msg);
@@ -444,13 +446,34 @@ impl Shared<'_> {
         }
     }
 
-    pub(super) fn register_skip(&self, task: &Task, h: &mut HostState) {
+    pub(super) fn register_skip(&self, task: &Task, h: &mut HostState, scope: &Arc<Scope>) {
         if let Some(reg) = &task.register {
             h.host_vars_mut().insert(
                 reg.clone(),
-                json!({"changed": false, "skipped": true, "skip_reason": "Conditional result was False"}),
+                json!({"changed": false, "false_condition": false_condition(task, scope),
+                       "skipped": true, "skip_reason": "Conditional result was False"}),
             );
         }
+    }
+}
+
+/// The `when` condition that skipped a task (the first that is false), as ansible-core gives it
+/// in the skipped result: as written, but `when: false` is the boolean and a condition written
+/// as one template (`"{{ x }}"`) its rendered value.
+pub(super) fn false_condition(task: &Task, scope: &Arc<Scope>) -> Value {
+    let Some(cond) = task
+        .when
+        .iter()
+        .find(|c| matches!(scope.eval_bool(c), Ok(false)))
+    else {
+        return Value::Null;
+    };
+    match cond.trim() {
+        "false" | "False" => json!(false),
+        c if crate::template::Templar::single_expression_code(c).is_some() => {
+            scope.render(&json!(c)).unwrap_or_else(|_| json!(cond))
+        }
+        _ => json!(cond),
     }
 }
 
