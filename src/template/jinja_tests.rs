@@ -34,8 +34,8 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
     env.add_test("match", test_match);
     env.add_test("search", test_search);
     env.add_test("regex", test_regex);
-    env.add_test("version", test_version);
-    env.add_test("version_compare", test_version);
+    env.add_test("version", super::version::test_version);
+    env.add_test("version_compare", super::version::test_version);
     env.add_test("contains", test_contains);
     env.add_test("subset", test_subset);
     env.add_test("superset", test_superset);
@@ -256,69 +256,6 @@ fn test_regex(value: &Value, pattern: String, kwargs: Kwargs) -> Result<bool, Er
     Ok(rv)
 }
 
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum VersionPart {
-    Num(u64),
-    Text(String),
-}
-
-/// LooseVersion-style components: runs of digits compare numerically, other runs as text.
-fn version_parts(v: &str) -> Vec<VersionPart> {
-    let mut parts = Vec::new();
-    let mut cur = String::new();
-    let mut cur_digit = false;
-    for c in v.chars() {
-        if c == '.' || c == '-' || c == '_' || c == '+' {
-            if !cur.is_empty() {
-                parts.push(std::mem::take(&mut cur));
-            }
-            continue;
-        }
-        if !cur.is_empty() && c.is_ascii_digit() != cur_digit {
-            parts.push(std::mem::take(&mut cur));
-        }
-        cur_digit = c.is_ascii_digit();
-        cur.push(c);
-    }
-    if !cur.is_empty() {
-        parts.push(cur);
-    }
-    parts
-        .into_iter()
-        .map(|p| {
-            p.parse::<u64>()
-                .map_or(VersionPart::Text(p), VersionPart::Num)
-        })
-        .collect()
-}
-
-/// `version(other, operator='eq')`.
-fn test_version(
-    value: &Value,
-    other: &Value,
-    operator: Option<String>,
-    kwargs: Kwargs,
-) -> Result<bool, Error> {
-    let kw_op: Option<String> = kwargs.get("operator")?;
-    let _strict: Option<bool> = kwargs.get("strict")?;
-    let _version_type: Option<String> = kwargs.get("version_type")?;
-    kwargs.assert_all_used()?;
-    let a = version_parts(&py_string(defined(value)?)?);
-    let b = version_parts(&py_string(defined(other)?)?);
-    let ord = a.cmp(&b);
-    let op = operator.or(kw_op).unwrap_or_else(|| "eq".into());
-    use std::cmp::Ordering::*;
-    Ok(match op.as_str() {
-        "<" | "lt" => ord == Less,
-        "<=" | "le" => ord != Greater,
-        ">" | "gt" => ord == Greater,
-        ">=" | "ge" => ord != Less,
-        "==" | "=" | "eq" => ord == Equal,
-        "!=" | "<>" | "ne" => ord != Equal,
-        other => return Err(op_err(format!("version: unknown operator {other:?}"))),
-    })
-}
-
 /// Python's `item in container`: a substring test when the container is text.
 fn test_contains(container: &Value, item: &Value) -> Result<bool, Error> {
     if let Some(text) = defined(container)?.as_str() {
@@ -344,8 +281,29 @@ fn test_superset(a: &Value, b: &Value) -> Result<bool, Error> {
 fn test_truthy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
     let convert: Option<bool> = kwargs.get("convert_bool")?;
     kwargs.assert_all_used()?;
-    if convert.unwrap_or(false) && matches!(value.kind(), ValueKind::String | ValueKind::Number) {
-        return Ok(filter_bool(value)?.is_true());
+    // ansible-core converts only what its strict `boolean()` knows (`yes`, `off`, `1`...);
+    // anything else (`"fred"`) keeps its own truth.
+    if convert.unwrap_or(false) {
+        let known =
+            match value.kind() {
+                ValueKind::String => value
+                    .as_str()
+                    .map(|s| s.to_ascii_lowercase())
+                    .and_then(|s| match s.as_str() {
+                        "y" | "yes" | "on" | "1" | "true" | "t" => Some(true),
+                        "n" | "no" | "off" | "0" | "false" | "f" => Some(false),
+                        _ => None,
+                    }),
+                ValueKind::Number => match f64::try_from(value.clone()) {
+                    Ok(n) if n == 1.0 => Some(true),
+                    Ok(n) if n == 0.0 => Some(false),
+                    _ => None,
+                },
+                _ => None,
+            };
+        if let Some(b) = known {
+            return Ok(b);
+        }
     }
     Ok(defined(value)?.is_true())
 }

@@ -41,6 +41,7 @@ mod scan;
 mod test_support;
 mod undefined;
 mod value;
+mod version;
 
 use std::path::PathBuf;
 use std::sync::Arc;
