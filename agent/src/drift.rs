@@ -34,7 +34,8 @@ fn target(module: &str, params: &Value) -> Option<Target> {
         .iter()
         .find_map(|k| params.get(*k).and_then(Value::as_str))?;
     let expanded = fixpoint_modules::fs::expand_user(raw);
-    let loc = fixpoint_modules::fs::locate(&expanded, None).ok()?;
+    // The module locates the same path first thing: it takes this answer (see `located`).
+    let loc = fixpoint_modules::fs::locate_for_step(&expanded).ok()?;
     let path = if loc.name == "." {
         loc.dir
     } else {

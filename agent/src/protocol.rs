@@ -355,10 +355,13 @@ pub struct Needed {
 
 /// Encode one message as a frame.
 pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
-    let body = serde_json::to_vec(msg).expect("protocol messages always serialize");
-    let mut out = Vec::with_capacity(body.len() + 4);
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(&body);
+    // Serialized in place behind room for the length, which is filled in after: one buffer,
+    // grown from a size most answers fit, not a body copied into a second one.
+    let mut out = Vec::with_capacity(1024);
+    out.extend_from_slice(&[0; 4]);
+    serde_json::to_writer(&mut out, msg).expect("protocol messages always serialize");
+    let len = (out.len() - 4) as u32;
+    out[..4].copy_from_slice(&len.to_be_bytes());
     out
 }
 
@@ -371,8 +374,9 @@ pub fn read_frame_sync<R: Read>(r: &mut R) -> std::io::Result<Option<Vec<u8>>> {
         Err(e) => return Err(e),
     }
     let n = frame_len(len, MAX_FRAME)?;
-    // Grown as bytes arrive, not allocated from the length: a length that lies costs nothing.
-    let mut body = Vec::new();
+    // Allocated from the length up to 64 KiB (a length that lies costs no more), grown past it
+    // as bytes arrive.
+    let mut body = Vec::with_capacity(n.min(64 * 1024));
     r.take(n as u64).read_to_end(&mut body)?;
     if body.len() != n {
         return Err(std::io::Error::new(

@@ -116,6 +116,9 @@ pub fn serve() -> ExitCode {
     }
     let mut session = Session::default();
     while let Ok(incoming) = rx.recv() {
+        // The user database's answers are remembered within one request (a batch) only: the
+        // host may have changed it since the last one.
+        fixpoint_modules::fs::names::forget();
         let (id, response) = match incoming {
             Incoming::Request(frame) => match frame.req {
                 Request::Batch { steps } => match batch(&mut session, &watch, frame.id, steps) {
@@ -157,7 +160,16 @@ fn serve_one(
 ) -> Response {
     watch.start(id, timeout_ms);
     session.stopped = Some(watch.clone());
+    // A step that may have changed the user database (other than by writing its files, which
+    // `names` sees) leaves nothing remembered for the next step of the batch.
+    let keeps_names = matches!(&req, Request::Run { module, .. }
+        if fixpoint_modules::fs::names::leaves_alone(module));
     let response = session.handle(req);
+    // A path the step resolved ahead for its module never serves another step.
+    fixpoint_modules::fs::located::forget();
+    if !keeps_names {
+        fixpoint_modules::fs::names::forget();
+    }
     match watch.finish() {
         Some(why) => {
             let result = match response {

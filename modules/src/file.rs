@@ -483,8 +483,9 @@ impl Module for File {
             _ => None,
         };
 
+        // Only a link may replace a directory (when it is empty): no other state lists it.
         let dir_empty = match &prev {
-            Some(m) if m.is_dir() => fs::read_dir(&path)
+            Some(m) if m.is_dir() && state == FileState::Link => fs::read_dir(&path)
                 .map_err(|e| ModuleError::io(&path, e))?
                 .next()
                 .is_none(),

@@ -105,11 +105,11 @@ impl Module for Stat {
             out.insert("lnk_source".into(), source.display().to_string().into());
             out.insert("lnk_target".into(), target.display().to_string().into());
         }
-        if let Ok(Some(u)) = nix::unistd::User::from_uid(meta.uid().into()) {
-            out.insert("pw_name".into(), u.name.into());
+        if let Some(u) = crate::fs::names::user_by_uid(meta.uid()) {
+            out.insert("pw_name".into(), u.into());
         }
-        if let Ok(Some(g)) = nix::unistd::Group::from_gid(meta.gid().into()) {
-            out.insert("gr_name".into(), g.name.into());
+        if let Some(g) = crate::fs::names::group_by_gid(meta.gid()) {
+            out.insert("gr_name".into(), g.into());
         }
         if p.get_checksum.0 && meta.is_file() && out["readable"] == true {
             let sum = match p.checksum_algorithm {

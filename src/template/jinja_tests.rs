@@ -295,8 +295,8 @@ fn test_truthy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
                         _ => None,
                     }),
                 ValueKind::Number => match f64::try_from(value.clone()) {
-                    Ok(n) if n == 1.0 => Some(true),
-                    Ok(n) if n == 0.0 => Some(false),
+                    Ok(1.0) => Some(true),
+                    Ok(0.0) => Some(false),
                     _ => None,
                 },
                 _ => None,

@@ -11,6 +11,7 @@
 use super::{hash_id, now_text, now_unix, read_json, write_json, StateDir};
 use fixpoint_modules::fs::written::{Left, Witness};
 use serde::{Deserialize, Serialize};
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -134,7 +135,11 @@ impl WrittenDir {
 /// changes leave. Files under the state directory (the journal itself) are not tracked.
 pub struct Recorder {
     dir: WrittenDir,
-    state: PathBuf,
+    /// The state directory as written; its canonical form is resolved on the first change only
+    /// (`tracked`): a step that changes nothing, as every step of a converged run, resolves no
+    /// path here.
+    state_dir: PathBuf,
+    state: OnceCell<PathBuf>,
     run_id: String,
     /// The records as they were before a change in progress, to put back if it fails.
     before: HashMap<PathBuf, Option<Written>>,
@@ -144,15 +149,19 @@ impl Recorder {
     pub fn new(st: &StateDir, run_id: &str) -> Recorder {
         Recorder {
             dir: st.written(),
-            // The write path names files by their canonical directory.
-            state: fs::canonicalize(&st.path).unwrap_or_else(|_| st.path.clone()),
+            state_dir: st.path.clone(),
+            state: OnceCell::new(),
             run_id: run_id.to_string(),
             before: HashMap::new(),
         }
     }
 
     fn tracked(&self, path: &Path) -> bool {
-        !path.starts_with(&self.state)
+        // The write path names files by their canonical directory.
+        let state = self.state.get_or_init(|| {
+            fs::canonicalize(&self.state_dir).unwrap_or_else(|_| self.state_dir.clone())
+        });
+        !path.starts_with(state)
     }
 
     fn record(&self, path: &Path, left: Option<Left>, in_doubt: Option<String>) -> Written {

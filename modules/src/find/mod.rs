@@ -679,14 +679,17 @@ fn statinfo(path: &Path, m: &Metadata) -> Map<String, Value> {
     let mut put = |k: &str, v: Value| {
         out.insert(k.to_string(), v);
     };
-    let name = |r: Result<Option<String>, nix::Error>| r.ok().flatten().unwrap_or_default();
     put(
         "gr_name",
-        name(nix::unistd::Group::from_gid(m.gid().into()).map(|g| g.map(|g| g.name))).into(),
+        crate::fs::names::group_by_gid(m.gid())
+            .unwrap_or_default()
+            .into(),
     );
     put(
         "pw_name",
-        name(nix::unistd::User::from_uid(m.uid().into()).map(|u| u.map(|u| u.name))).into(),
+        crate::fs::names::user_by_uid(m.uid())
+            .unwrap_or_default()
+            .into(),
     );
     for (key, bit) in [
         ("wusr", 0o200),

@@ -20,9 +20,9 @@ pub fn lookup_uid(name: &str) -> Result<u32, ModuleError> {
     if let Ok(id) = name.parse::<u32>() {
         return Ok(id);
     }
-    match nix::unistd::User::from_name(name) {
-        Ok(Some(u)) => Ok(u.uid.as_raw()),
-        _ => Err(ModuleError::failed(format!(
+    match super::names::uid_by_name(name) {
+        Some(uid) => Ok(uid),
+        None => Err(ModuleError::failed(format!(
             "user `{name}` does not exist on this host"
         ))),
     }
@@ -33,9 +33,9 @@ pub fn lookup_gid(name: &str) -> Result<u32, ModuleError> {
     if let Ok(id) = name.parse::<u32>() {
         return Ok(id);
     }
-    match nix::unistd::Group::from_name(name) {
-        Ok(Some(g)) => Ok(g.gid.as_raw()),
-        _ => Err(ModuleError::failed(format!(
+    match super::names::gid_by_name(name) {
+        Some(gid) => Ok(gid),
+        None => Err(ModuleError::failed(format!(
             "group `{name}` does not exist on this host"
         ))),
     }
@@ -53,18 +53,12 @@ pub fn effective_home() -> Option<std::path::PathBuf> {
 
 /// The user name for a uid, or the number when it has no name.
 pub fn user_name(uid: u32) -> String {
-    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
-        Ok(Some(u)) => u.name,
-        _ => uid.to_string(),
-    }
+    super::names::user_by_uid(uid).unwrap_or_else(|| uid.to_string())
 }
 
 /// The group name for a gid, or the number when it has no name.
 pub fn group_name(gid: u32) -> String {
-    match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)) {
-        Ok(Some(g)) => g.name,
-        _ => gid.to_string(),
-    }
+    super::names::group_by_gid(gid).unwrap_or_else(|| gid.to_string())
 }
 
 /// `0644`-style text for permission bits.
@@ -72,11 +66,16 @@ pub fn mode_str(mode: u32) -> String {
     format!("{:04o}", mode & 0o7777)
 }
 
-/// The process umask (read by setting and restoring it; the agent is single-threaded per request).
+/// The process umask, read once (by setting and restoring it): nothing in the agent changes it
+/// for good (this is the only call of `umask(2)`; commands set theirs in their own process), so
+/// every step need not read it again with two system calls.
 pub fn current_umask() -> u32 {
-    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
-    nix::sys::stat::umask(old);
-    old.bits()
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+        nix::sys::stat::umask(old);
+        old.bits()
+    })
 }
 
 /// The `mode`, `owner` and `group` a module's parameters ask for; `None` leaves that attribute alone.

@@ -68,12 +68,24 @@ pub fn locate(path: &Path, id: Option<FileId>) -> Result<Loc, ModuleError> {
     } else {
         parent
     };
+    let dir = match super::located::take(path) {
+        Some(dir) => dir,
+        None => canonical_prefix(parent)?,
+    };
     Ok(Loc {
-        dir: canonical_prefix(parent)?,
+        dir,
         name,
         id,
         guard: None,
     })
+}
+
+/// [`locate`] `path` for the step about to run, and keep the directory found for the module's
+/// own first `locate` of the same path (see `located`), which then reads no link again.
+pub fn locate_for_step(path: &Path) -> Result<Loc, ModuleError> {
+    let loc = locate(path, None)?;
+    super::located::keep(path, &loc.dir);
+    Ok(loc)
 }
 
 /// The canonical path of `dir`, or of its nearest existing ancestor followed by the missing names.

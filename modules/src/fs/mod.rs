@@ -7,7 +7,7 @@
 //! editing; the dependency runs one way inside: `paths` <- `attrs` <- `cas` <- `dirfd` <- `atomic`.
 //! `cas` holds fixpoint's `if_checksum` (compare-and-swap writes): `Loc::guard` carries it to
 //! the write path, which re-checks it immediately before the change. `written` tells the agent's
-//! journal what each change left (drift attribution). `chattr` holds Ansible's `attributes`
+//! journal what each change left (drift attribution); `names` remembers the user database's answers. `chattr` holds Ansible's `attributes`
 //! argument (inode flags), applied after a module ran, as `selinux` holds the SELinux ones.
 
 mod atomic;
@@ -17,6 +17,8 @@ pub mod cas;
 mod cas_tests;
 pub mod chattr;
 mod dirfd;
+pub mod located;
+pub mod names;
 mod paths;
 pub mod selinux;
 pub mod stage;
@@ -32,7 +34,8 @@ pub use attrs::{
 };
 pub use cas::{Found, IfChecksum};
 pub use dirfd::{
-    id_of, locate, mkdir_at, recheck_guard, set_attrs_at, with_entry, Dir, FileId, Handle, Loc,
+    id_of, locate, locate_for_step, mkdir_at, recheck_guard, set_attrs_at, with_entry, Dir, FileId,
+    Handle, Loc,
 };
 pub use paths::{expand_user, expand_user_with, lstat, parent_of};
 pub(crate) use paths::{missing_ancestors, resolve};
