@@ -2,16 +2,18 @@
 //! to the decoder that reads a file for `contains`.
 //!
 //! Python looks a name up after normalizing it (lower case, every run of punctuation or blanks
-//! one `_`), through its alias table; the names below are those aliases for the codecs whose
-//! decoding a WHATWG decoder of `encoding_rs` does (GBK, Shift_JIS, Big5, the Windows and
-//! ISO 8859 code pages...). Latin-1 and ASCII are decoded here: the WHATWG labels `latin1` and
-//! `ascii` mean windows-1252, which reads 0x80–0x9F otherwise than Python. A name outside the
-//! table is what Python calls an unknown encoding; as in ansible-core, that is an error only
-//! when a file is read (the path is skipped, `unknown encoding: <name>`). Python's other text
-//! codecs, named as their modules are (`cp437`, `mac_roman`...), are refused as unsupported
-//! rather than taken for unknown names.
+//! one `_`), through its alias table; the names below are those aliases for the codecs the host
+//! C library's `iconv` decodes as Python does (GBK, Shift_JIS, Big5, the Windows and ISO 8859
+//! code pages...): glibc carries those tables, so the agent ships none (a decoding crate would
+//! add its CJK tables to what every host receives). UTF-8, UTF-8 with a signature, UTF-16 with a
+//! byte-order mark, Latin-1 and ASCII are decoded here. A name outside the table is what Python
+//! calls an unknown encoding; as in ansible-core, that is an error only when a file is read (the
+//! path is skipped, `unknown encoding: <name>`). Python's other text codecs, named as their
+//! modules are (`cp437`, `mac_roman`...), are refused as unsupported rather than taken for
+//! unknown names. A host whose C library lacks the table (no glibc `gconv` modules) cannot
+//! decode such a file, which is then skipped as undecodable.
 
-use encoding_rs::Encoding;
+use std::ffi::CString;
 
 /// How the files are decoded.
 #[derive(Clone, Copy, Debug)]
@@ -25,7 +27,8 @@ pub(super) enum Codec {
     Ascii,
     /// Python's `utf-16`: a byte-order mark says the order (and goes), little-endian without.
     Utf16,
-    Whatwg(&'static Encoding),
+    /// Decoded by the C library's `iconv`, from the charset it names so.
+    Iconv(&'static str),
     /// A name Python does not know.
     Unknown,
     /// One of Python's other text codecs (by its module name): refused, not taken for unknown.
@@ -131,47 +134,39 @@ pub(super) fn lookup(name: Option<&str>) -> Codec {
     let n = normalize(name);
     // Python also tries the name with its dots made underscores.
     let n = n.replace('.', "_");
-    let whatwg =
-        |label: &str| Codec::Whatwg(Encoding::for_label(label.as_bytes()).expect("a WHATWG label"));
+    let iconv = Codec::Iconv;
     match n.as_str() {
         "utf_8" | "utf8" | "u8" | "utf" | "utf8_ucs2" | "utf8_ucs4" | "cp65001" => Codec::Utf8,
         "latin_1" | "latin1" | "latin" | "l1" | "iso_8859_1" | "iso8859_1" | "8859" | "cp819"
         | "iso_ir_100" | "iso_8859_1_1987" | "csisolatin1" | "ibm819" => Codec::Latin1,
         "ascii" | "646" | "us_ascii" | "ansi_x3_4_1968" | "ansi_x3_4_1986" | "iso646_us" | "us"
         | "ibm367" | "cp367" | "csascii" | "iso_646_irv_1991" | "iso_ir_6" => Codec::Ascii,
-        "gbk" | "936" | "cp936" | "ms936" => whatwg("gbk"),
-        "gb18030" | "gb18030_2000" => whatwg("gb18030"),
-        "big5" | "big5_tw" | "csbig5" => whatwg("big5"),
-        "shift_jis" | "sjis" | "s_jis" | "csshiftjis" | "cp932" | "932" | "ms932" | "mskanji"
-        | "ms_kanji" => whatwg("shift_jis"),
-        "euc_jp" | "eucjp" | "ujis" | "u_jis" => whatwg("euc-jp"),
-        "iso2022_jp" | "csiso2022jp" | "iso2022jp" | "iso_2022_jp" => whatwg("iso-2022-jp"),
+        "gbk" | "936" | "cp936" | "ms936" => iconv("GBK"),
+        "gb18030" | "gb18030_2000" => iconv("GB18030"),
+        "big5" | "big5_tw" | "csbig5" => iconv("BIG5"),
+        "shift_jis" | "sjis" | "s_jis" | "csshiftjis" => iconv("SHIFT_JIS"),
+        "cp932" | "932" | "ms932" | "mskanji" | "ms_kanji" => iconv("CP932"),
+        "euc_jp" | "eucjp" | "ujis" | "u_jis" => iconv("EUC-JP"),
+        "iso2022_jp" | "csiso2022jp" | "iso2022jp" | "iso_2022_jp" => iconv("ISO-2022-JP"),
         "euc_kr" | "euckr" | "korean" | "ksc5601" | "ks_c_5601" | "ks_c_5601_1987" | "ksx1001"
-        | "ks_x_1001" | "cp949" | "949" | "ms949" | "uhc" => whatwg("euc-kr"),
-        "koi8_r" => whatwg("koi8-r"),
-        "cp866" | "866" | "ibm866" => whatwg("ibm866"),
+        | "ks_x_1001" => iconv("EUC-KR"),
+        "cp949" | "949" | "ms949" | "uhc" => iconv("CP949"),
+        "koi8_r" => iconv("KOI8-R"),
+        "koi8_u" => iconv("KOI8-U"),
+        "cp866" | "866" | "ibm866" => iconv("CP866"),
         "utf_8_sig" | "utf8_sig" => Codec::Utf8Sig,
-        "koi8_u" => whatwg("koi8-u"),
         "utf_16" | "u16" | "utf16" => Codec::Utf16,
-        "utf_16_le" | "utf_16le" => whatwg("utf-16le"),
-        "utf_16_be" | "utf_16be" => whatwg("utf-16be"),
+        "utf_16_le" | "utf_16le" => iconv("UTF-16LE"),
+        "utf_16_be" | "utf_16be" => iconv("UTF-16BE"),
         other if NOT_DECODED.contains(&other) => Codec::Unsupported,
-        other => windows_or_iso(other).map_or(Codec::Unknown, whatwg),
+        other => windows_or_iso(other).map_or(Codec::Unknown, iconv),
     }
 }
 
-/// `cp1250`…`cp1258` (`windows_125x`) and the ISO 8859 parts WHATWG decodes as Python does.
+/// `cp1250`…`cp1258` (`windows_125x`) and the ISO 8859 parts, as `iconv` names them.
 fn windows_or_iso(n: &str) -> Option<&'static str> {
     const WINDOWS: [&str; 9] = [
-        "windows-1250",
-        "windows-1251",
-        "windows-1252",
-        "windows-1253",
-        "windows-1254",
-        "windows-1255",
-        "windows-1256",
-        "windows-1257",
-        "windows-1258",
+        "CP1250", "CP1251", "CP1252", "CP1253", "CP1254", "CP1255", "CP1256", "CP1257", "CP1258",
     ];
     if let Some(d) = n
         .strip_prefix("cp125")
@@ -183,20 +178,19 @@ fn windows_or_iso(n: &str) -> Option<&'static str> {
     let part = n
         .strip_prefix("iso8859_")
         .or_else(|| n.strip_prefix("iso_8859_"))?;
-    // 9 and 11 are windows-1254 and windows-874 under WHATWG, not Python's tables.
     const ISO: [(&str, &str); 12] = [
-        ("2", "iso-8859-2"),
-        ("3", "iso-8859-3"),
-        ("4", "iso-8859-4"),
-        ("5", "iso-8859-5"),
-        ("6", "iso-8859-6"),
-        ("7", "iso-8859-7"),
-        ("8", "iso-8859-8"),
-        ("10", "iso-8859-10"),
-        ("13", "iso-8859-13"),
-        ("14", "iso-8859-14"),
-        ("15", "iso-8859-15"),
-        ("16", "iso-8859-16"),
+        ("2", "ISO-8859-2"),
+        ("3", "ISO-8859-3"),
+        ("4", "ISO-8859-4"),
+        ("5", "ISO-8859-5"),
+        ("6", "ISO-8859-6"),
+        ("7", "ISO-8859-7"),
+        ("8", "ISO-8859-8"),
+        ("10", "ISO-8859-10"),
+        ("13", "ISO-8859-13"),
+        ("14", "ISO-8859-14"),
+        ("15", "ISO-8859-15"),
+        ("16", "ISO-8859-16"),
     ];
     ISO.iter().find(|(p, _)| *p == part).map(|(_, l)| *l)
 }
@@ -209,26 +203,60 @@ pub(super) fn decode(codec: Codec, bytes: Vec<u8>) -> Option<String> {
             String::from_utf8(bytes).ok()
         }
         Codec::Utf8Sig => {
-            let (text, bad) = encoding_rs::UTF_8.decode_with_bom_removal(&bytes);
-            (!bad).then(|| text.into_owned())
+            let rest = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+            String::from_utf8(rest.to_vec()).ok()
         }
         Codec::Latin1 => Some(bytes.iter().map(|&b| b as char).collect()),
         Codec::Ascii => bytes
             .is_ascii()
             .then(|| bytes.iter().map(|&b| b as char).collect()),
-        Codec::Utf16 => {
-            let (text, _, bad) = encoding_rs::UTF_16LE.decode(&bytes);
-            (!bad).then(|| text.into_owned())
-        }
+        // Python's `utf-16`: the byte-order mark says the order and goes; without one, the
+        // machine's order (little-endian here).
+        Codec::Utf16 => match bytes.get(..2) {
+            Some([0xfe, 0xff]) => iconv("UTF-16BE", &bytes[2..]),
+            Some([0xff, 0xfe]) => iconv("UTF-16LE", &bytes[2..]),
+            _ => iconv("UTF-16LE", &bytes),
+        },
         // UTF-16 with its order given keeps a byte-order mark as text, as Python does.
-        Codec::Whatwg(enc) if enc == encoding_rs::UTF_16LE || enc == encoding_rs::UTF_16BE => {
-            let (text, bad) = enc.decode_without_bom_handling(&bytes);
-            (!bad).then(|| text.into_owned())
-        }
-        Codec::Whatwg(enc) => enc
-            .decode_without_bom_handling_and_without_replacement(&bytes)
-            .map(|t| t.into_owned()),
+        Codec::Iconv(charset) => iconv(charset, &bytes),
     }
+}
+
+/// `bytes` decoded from `charset` by the C library's `iconv`: None when they are not valid in
+/// it (or the library lacks the charset).
+fn iconv(charset: &str, bytes: &[u8]) -> Option<String> {
+    let from = CString::new(charset).ok()?;
+    // SAFETY: both names are NUL-terminated C strings that outlive the call.
+    let cd = unsafe { nix::libc::iconv_open(c"UTF-8".as_ptr(), from.as_ptr()) };
+    if cd as isize == -1 {
+        return None;
+    }
+    // Every charset here takes at least one byte for a character UTF-8 writes in at most four,
+    // and an escape sequence writes nothing: the output cannot run out of room.
+    let mut out = vec![0u8; bytes.len() * 4 + 16];
+    let mut inp = bytes.as_ptr().cast_mut().cast::<nix::libc::c_char>();
+    let mut in_left = bytes.len();
+    let mut outp = out.as_mut_ptr().cast::<nix::libc::c_char>();
+    let mut out_left = out.len();
+    // SAFETY: the pointers and counts describe `bytes` (which iconv only reads) and `out`, both
+    // alive for the calls; the second call (null input) ends a stateful charset's shift state.
+    let ok = unsafe {
+        nix::libc::iconv(cd, &mut inp, &mut in_left, &mut outp, &mut out_left) != usize::MAX
+            && nix::libc::iconv(
+                cd,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &mut outp,
+                &mut out_left,
+            ) != usize::MAX
+    };
+    // SAFETY: `cd` came from iconv_open and is closed once.
+    unsafe { nix::libc::iconv_close(cd) };
+    if !ok || in_left != 0 {
+        return None;
+    }
+    out.truncate(out.len() - out_left);
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -240,14 +268,16 @@ mod tests {
         assert!(matches!(lookup(Some("UTF-8")), Codec::Utf8));
         assert!(matches!(lookup(Some("Latin-1")), Codec::Latin1));
         assert!(matches!(lookup(Some("iso-8859-1")), Codec::Latin1));
-        assert!(matches!(lookup(Some("gbk")), Codec::Whatwg(e) if e == encoding_rs::GBK));
-        assert!(matches!(lookup(Some("CP936")), Codec::Whatwg(e) if e == encoding_rs::GBK));
-        assert!(
-            matches!(lookup(Some("windows-1251")), Codec::Whatwg(e) if e == encoding_rs::WINDOWS_1251)
-        );
-        assert!(
-            matches!(lookup(Some("iso8859_15")), Codec::Whatwg(e) if e == encoding_rs::ISO_8859_15)
-        );
+        assert!(matches!(lookup(Some("gbk")), Codec::Iconv("GBK")));
+        assert!(matches!(lookup(Some("CP936")), Codec::Iconv("GBK")));
+        assert!(matches!(
+            lookup(Some("windows-1251")),
+            Codec::Iconv("CP1251")
+        ));
+        assert!(matches!(
+            lookup(Some("iso8859_15")),
+            Codec::Iconv("ISO-8859-15")
+        ));
         assert!(matches!(lookup(Some("idontexist")), Codec::Unknown));
         assert!(matches!(lookup(Some("iso8859_9")), Codec::Unsupported));
         assert!(matches!(lookup(Some("mac-roman")), Codec::Unsupported));
@@ -278,6 +308,19 @@ mod tests {
         assert_eq!(
             decode(lookup(Some("utf_16_le")), vec![0xff, 0xfe, b'a', 0]).as_deref(),
             Some("\u{feff}a")
+        );
+        assert_eq!(
+            decode(lookup(Some("utf-8-sig")), b"\xef\xbb\xbfa".to_vec()).as_deref(),
+            Some("a")
+        );
+        // 0x80 is the euro sign in cp1252; ISO-2022-JP's escapes select JIS X 0208.
+        assert_eq!(
+            decode(lookup(Some("cp1252")), vec![0x80]).as_deref(),
+            Some("€")
+        );
+        assert_eq!(
+            decode(lookup(Some("iso2022_jp")), b"\x1b$B$3$s\x1b(B!".to_vec()).as_deref(),
+            Some("こん!")
         );
     }
 }
