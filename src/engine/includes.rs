@@ -41,6 +41,7 @@ impl Engine {
                     role: inc.role.as_deref(),
                     vars: Some(&inc.inherited_vars),
                     check_mode: None,
+                    task_file: Some(inc.pos.file.as_path()),
                 },
                 h,
             );

@@ -27,6 +27,7 @@ impl Engine {
                 role: meta.role.as_deref(),
                 vars: Some(&meta.vars),
                 check_mode: None,
+                task_file: Some(meta.pos.file.as_path()),
             };
             let scope = shared.scope_with(ctx, src, &self.hosts[host]);
             match all_hold(&scope, &meta.when) {

@@ -228,6 +228,7 @@ fn var_src(task: Option<&Task>) -> VarSrc<'_> {
             role: t.role.as_deref(),
             vars: Some(&t.vars),
             check_mode: t.check_mode,
+            task_file: Some(t.pos.file.as_path()),
         },
         None => VarSrc::default(),
     }

@@ -51,8 +51,10 @@ pub struct PlayObjects {
     per_host: Arc<Mutex<HostMagic>>,
 }
 
-/// The magic layers built so far: host name → (role name and path, layer).
-type HostMagic = HashMap<String, Vec<(Option<(String, PathBuf)>, Layer)>>;
+/// The magic layers built so far: host name → (role name and path, the task's directory,
+/// layer).
+type HostMagic = HashMap<String, Vec<(MagicKey, Layer)>>;
+type MagicKey = (Option<(String, PathBuf)>, Option<PathBuf>);
 
 impl PlayObjects {
     /// The objects of a play: its groups and host lists; `hostvars` is set per task by
@@ -184,10 +186,14 @@ fn group_objects(groups: &BTreeMap<String, Vec<String>>) -> (minijinja::Value, G
 /// host.
 pub fn play_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) -> [Layer; 2] {
     let o = ctx.objects;
-    let same_role = |k: &Option<(String, PathBuf)>| match (k, src.role) {
-        (None, None) => true,
-        (Some((name, path)), Some(r)) => *name == r.name && *path == r.path,
-        _ => false,
+    let task_dir = src.task_file.and_then(Path::parent);
+    let same_role = |(role, dir): &MagicKey| {
+        dir.as_deref() == task_dir
+            && match (role, src.role) {
+                (None, None) => true,
+                (Some((name, path)), Some(r)) => *name == r.name && *path == r.path,
+                _ => false,
+            }
     };
     let mut cache = o.per_host.lock().expect("magic cache");
     let built = cache.get(host).and_then(|roles| {
@@ -200,7 +206,10 @@ pub fn play_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str
         Some(l) => l,
         None => {
             let l = host_magic(cfg, ctx, src, host);
-            let key = src.role.map(|r| (r.name.clone(), r.path.clone()));
+            let key = (
+                src.role.map(|r| (r.name.clone(), r.path.clone())),
+                task_dir.map(Path::to_path_buf),
+            );
             cache
                 .entry(host.to_string())
                 .or_default()
@@ -233,6 +242,18 @@ fn host_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) ->
         magic.insert("role_name".into(), json!(r.name));
         magic.insert("ansible_role_name".into(), json!(r.name));
         search_path.push(role_path);
+    }
+    // Then the directory of the file the task is written in, and the play's (each once).
+    if let Some(dir) = src.task_file.and_then(Path::parent) {
+        // A file named without a directory (`site.yml`) is in the current one.
+        let dir = abs(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        });
+        if !search_path.contains(&dir) && dir != o.play_dir {
+            search_path.push(dir);
+        }
     }
     search_path.push(o.play_dir.clone());
     magic.insert("ansible_search_path".into(), json!(search_path));

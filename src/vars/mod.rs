@@ -50,4 +50,7 @@ pub struct VarSrc<'t> {
     pub role: Option<&'t RoleCtx>,
     pub vars: Option<&'t Arc<Map<String, Value>>>,
     pub check_mode: Option<bool>,
+    /// The file the task (or include) is written in: its directory is in
+    /// `ansible_search_path`, after the role's, as in ansible-core.
+    pub task_file: Option<&'t std::path::Path>,
 }

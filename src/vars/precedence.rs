@@ -242,6 +242,7 @@ mod tests {
             role: Some(&role),
             vars: Some(&task_vars),
             check_mode: None,
+            task_file: None,
         };
         let inv = map(json!({"ansible_host": "inv", "fixpoint_state_dir": "/s"}));
         let facts = map(json!({"f": 1}));
