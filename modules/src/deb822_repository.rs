@@ -13,7 +13,7 @@ use crate::params::{is_template, Bool, ModeSpec};
 use crate::{ContentDiff, Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub struct Deb822Repository;
@@ -218,13 +218,28 @@ pub struct Probed {
     key_is_file: bool,
     /// Keyring files Ansible's `absent` removes that exist.
     keyrings: Vec<PathBuf>,
+    /// A `signed_by` URL's key, downloaded: where it is kept (`<slug>.asc` when armored, else
+    /// `.gpg`, in /etc/apt/keyrings), its bytes, and that file's bytes and mode if it exists.
+    key: Option<DownloadedKey>,
 }
+
+struct DownloadedKey {
+    path: PathBuf,
+    data: Vec<u8>,
+    current: Option<(Vec<u8>, u32)>,
+}
+
+/// The mode of a downloaded key file, as Ansible sets it.
+const KEY_MODE: u32 = 0o644;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     Write(String),
     Chmod(u32),
     Remove(PathBuf),
+    /// A downloaded key, written with mode 0644 (its directory made 0755 if missing).
+    WriteKey(PathBuf, Vec<u8>),
+    ChmodKey(PathBuf),
 }
 
 impl Module for Deb822Repository {
@@ -244,15 +259,6 @@ impl Module for Deb822Repository {
             if t != "deb" && t != "deb-src" {
                 return err(format!(
                     "value of types must be one or more of: deb, deb-src. Got no match for: {t}"
-                ));
-            }
-        }
-        if let Some(k) = p.signed_by.as_deref().filter(|k| !is_template(k)) {
-            if has_scheme(k) {
-                return err(format!(
-                    "`signed_by: {k}`: fixpoint does not download keys on the host (no HTTP \
-                     client there); fetch the key first (get_url to /etc/apt/keyrings/) and give \
-                     its path, or give the key itself inline"
                 ));
             }
         }
@@ -284,6 +290,35 @@ impl Module for Deb822Repository {
             .signed_by
             .as_deref()
             .is_some_and(|k| Path::new(k).is_file());
+        // A `signed_by` URL is fetched (read-only) and kept under the repository's slug, as
+        // Ansible's module does; a download that fails fails the task.
+        let key = match p.signed_by.as_deref() {
+            Some(url) if has_scheme(url) && !key_is_file => {
+                let mut resp = crate::http::get_ok(url, &env, true).map_err(ModuleError::failed)?;
+                let mut data = Vec::new();
+                std::io::Read::read_to_end(&mut resp.body, &mut data)
+                    .map_err(|e| ModuleError::failed(e.to_string()))?;
+                let armored = data
+                    .windows(b"-----BEGIN PGP PUBLIC KEY BLOCK-----".len())
+                    .any(|w| w == b"-----BEGIN PGP PUBLIC KEY BLOCK-----");
+                let ext = if armored { "asc" } else { "gpg" };
+                let path = Path::new(KEYRINGS_DIR).join(format!("{s}.{ext}"));
+                let current = match std::fs::read(&path) {
+                    Ok(b) => {
+                        let m = std::fs::metadata(&path).map_err(|e| ModuleError::io(&path, e))?;
+                        Some((b, m.permissions().mode() & 0o7777))
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(ModuleError::io(&path, e)),
+                };
+                Some(DownloadedKey {
+                    path,
+                    data,
+                    current,
+                })
+            }
+            _ => None,
+        };
         let keyrings = ["asc", "gpg"]
             .iter()
             .map(|ext| Path::new(KEYRINGS_DIR).join(format!("{s}.{ext}")))
@@ -294,6 +329,7 @@ impl Module for Deb822Repository {
             current,
             key_is_file,
             keyrings,
+            key,
         })
     }
 
@@ -324,14 +360,37 @@ impl Module for Deb822Repository {
             r.insert("key_filename".into(), json!(key.display().to_string()));
             return Ok(plan);
         }
-        if let Some(k) = p.signed_by.as_deref() {
-            if has_scheme(k) && !st.key_is_file {
-                return Err(ModuleError::Params(format!(
-                    "`signed_by: {k}`: fixpoint does not download keys on the host"
-                )));
+        // A downloaded key is written (or its mode set) before the sources file that names it.
+        if let Some(k) = &st.key {
+            let shown = k.path.display().to_string();
+            match &k.current {
+                Some((data, _)) if *data == k.data => {}
+                current => {
+                    plan.actions
+                        .push(Action::WriteKey(k.path.clone(), k.data.clone()));
+                    plan.diff.content.push(ContentDiff {
+                        path: shown.clone(),
+                        before: current
+                            .as_ref()
+                            .map(|(d, _)| String::from_utf8_lossy(d).into_owned())
+                            .unwrap_or_default(),
+                        after: String::from_utf8_lossy(&k.data).into_owned(),
+                    });
+                }
+            }
+            if let Some((_, mode)) = k.current.as_ref().filter(|(_, m)| *m != KEY_MODE) {
+                plan.actions.push(Action::ChmodKey(k.path.clone()));
+                plan.diff.attr(
+                    shown,
+                    "mode",
+                    format!("{mode:04o}"),
+                    format!("{KEY_MODE:04o}"),
+                );
             }
         }
-        let text = render(p, p.signed_by.as_deref());
+        let key_path = st.key.as_ref().map(|k| k.path.display().to_string());
+        let signed_by = key_path.as_deref().or(p.signed_by.as_deref());
+        let text = render(p, signed_by);
         let before = st.current.as_ref().map(|(t, _)| t.as_str());
         if before != Some(text.as_str()) {
             plan.actions.push(Action::Write(text.clone()));
@@ -362,7 +421,7 @@ impl Module for Deb822Repository {
             );
         }
         r.insert("repo".into(), json!(text));
-        let key_filename = p.signed_by.clone().filter(|_| st.key_is_file);
+        let key_filename = key_path.or(p.signed_by.clone().filter(|_| st.key_is_file));
         r.insert("key_filename".into(), json!(key_filename));
         Ok(plan)
     }
@@ -386,6 +445,25 @@ impl Module for Deb822Repository {
                 }
                 Action::Remove(path) => {
                     std::fs::remove_file(path).map_err(|e| ModuleError::io(path, e))?;
+                }
+                Action::WriteKey(path, data) => {
+                    let dir = Path::new(KEYRINGS_DIR);
+                    if !dir.is_dir() {
+                        std::fs::DirBuilder::new()
+                            .mode(0o755)
+                            .recursive(true)
+                            .create(dir)
+                            .map_err(|e| ModuleError::io(dir, e))?;
+                    }
+                    let attrs = Attrs {
+                        mode: Some(KEY_MODE),
+                        ..Attrs::default()
+                    };
+                    atomic_write_path(path, data, &attrs, None)?;
+                }
+                Action::ChmodKey(path) => {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(KEY_MODE))
+                        .map_err(|e| ModuleError::io(path, e))?;
                 }
             }
         }
@@ -439,10 +517,7 @@ mod tests {
             "-----BEGIN PGP PUBLIC KEY BLOCK-----\nComment: a: b\n"
         ));
         let check = |v: Value| crate::registry::check_params("deb822_repository", &v);
-        assert!(check(json!({"name": "x", "signed_by": "https://k/x.asc"}))
-            .unwrap_err()
-            .to_string()
-            .contains("does not download keys"));
+        assert!(check(json!({"name": "x", "signed_by": "https://k/x.asc"})).is_ok());
         assert!(check(json!({"name": "x", "types": ["rpm"]})).is_err());
         assert!(check(json!({"name": "x", "types": "deb,deb-src", "mode": "0600"})).is_ok());
     }
