@@ -4,7 +4,7 @@
 use super::state::{HostState, PlayCtx};
 use super::{Engine, Shared};
 use crate::connection::pool::ConnKey;
-use crate::playbook::Task;
+use crate::playbook::{Step, Task};
 use crate::report::Status;
 use fixpoint_agent::journal::OutboxEntry;
 use fixpoint_agent::protocol::Request;
@@ -47,19 +47,12 @@ impl Engine {
             }
         }
         let handlers = self.handlers.clone();
-        for handler in handlers.iter() {
-            let name = handler.name.clone().unwrap_or_default();
-            let key = handler_key(handler);
-            let force = self.cfg.force_handlers || ctx.play.force_handlers;
-            let targets: Vec<String> = ctx
-                .hosts
-                .iter()
-                .filter(|h| {
-                    let hs = &self.hosts[*h];
-                    (hs.active() || (force && !hs.unreachable)) && hs.notified.contains(&key)
-                })
-                .cloned()
-                .collect();
+        let force = self.cfg.force_handlers || ctx.play.force_handlers;
+        let mut i = 0;
+        while i < handlers.len() {
+            let handler = &handlers[i];
+            let targets = self.handler_targets(ctx, handler, force);
+            i += 1;
             if targets.is_empty() {
                 continue;
             }
@@ -68,33 +61,97 @@ impl Engine {
                 // next run (clearing them below is only for handlers that ran).
                 break;
             }
+            // The handlers after it that run on the same hosts go in the same section (one
+            // round trip for all) when none of them can change who runs the next: none
+            // notifies a handler or includes tasks, and no host runs them forced.
+            let mut group = vec![handler];
+            let mut next = i;
+            let alone = |h: &Task| h.handler_include.is_some() || !h.notify.is_empty();
+            if !force && !alone(handler) {
+                while next < handlers.len() {
+                    let t = self.handler_targets(ctx, &handlers[next], force);
+                    if t.is_empty() {
+                        next += 1;
+                        continue;
+                    }
+                    if t != targets || alone(&handlers[next]) {
+                        break;
+                    }
+                    group.push(&handlers[next]);
+                    next += 1;
+                }
+            }
+            let steps: Vec<Step> = group
+                .iter()
+                .map(|h| Step::Task(Box::new((*h).clone())))
+                .collect();
+            let sec = if group.len() > 1 {
+                self.section_at(ctx, &steps)
+                    .filter(|s| s.steps == steps.len() && s.tasks.len() == steps.len())
+            } else {
+                None
+            };
+            if sec.is_some() {
+                i = next;
+            } else {
+                group.truncate(1);
+            }
             for h in &targets {
                 let hs = self.hosts.get_mut(h).expect("host state");
-                hs.notified.retain(|n| *n != key);
+                hs.notified
+                    .retain(|n| group.iter().all(|g| handler_key(g) != *n));
             }
-            match &handler.handler_include {
-                Some(inc) => self.run_include(ctx, inc, &targets).await,
-                None => self.run_task(ctx, handler, &targets, true).await,
+            match (sec, &handler.handler_include) {
+                (Some(mut sec), _) => {
+                    sec.handlers = true;
+                    self.run_section(ctx, &sec, &targets).await;
+                }
+                (None, Some(inc)) => self.run_include(ctx, inc, &targets).await,
+                (None, None) => self.run_task(ctx, handler, &targets, true).await,
             }
             // Delivered: remove the outbox entry on every agent of the hosts where it succeeded.
             // Not waited for: a run that ends before the agent removes it runs the handler
-            // again next time, as it would if it ended just before this.
-            for h in &targets {
-                let hs = self.hosts.get_mut(h).expect("host state");
-                if !hs.active() {
-                    continue;
-                }
-                for conn in hs.conns.values_mut() {
-                    let req = Request::HandlerDone {
-                        handler: name.clone(),
-                    };
-                    if let Err(e) = conn.post(&req).await {
-                        tracing::warn!(host = %h, "cannot clear the outbox entry of `{name}`: {e}");
-                    }
-                }
+            // again next time, as it would if it ended just before this. In a group, a host
+            // that failed a later handler keeps the earlier ones' entries too (they run again
+            // next time: more than needed, never less).
+            for g in &group {
+                self.handler_done(&targets, g).await;
             }
         }
         // Notifications for handlers that do not exist were reported when notified.
+    }
+
+    /// The hosts `handler` runs on now: notified, and active (or, forced, reachable).
+    fn handler_targets(&self, ctx: &PlayCtx<'_>, handler: &Task, force: bool) -> Vec<String> {
+        let key = handler_key(handler);
+        ctx.hosts
+            .iter()
+            .filter(|h| {
+                let hs = &self.hosts[*h];
+                (hs.active() || (force && !hs.unreachable)) && hs.notified.contains(&key)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// `handler` ran on `targets`: its outbox entry goes from every agent of the hosts where it
+    /// succeeded.
+    async fn handler_done(&mut self, targets: &[String], handler: &Task) {
+        let name = handler.name.clone().unwrap_or_default();
+        for h in targets {
+            let hs = self.hosts.get_mut(h).expect("host state");
+            if !hs.active() {
+                continue;
+            }
+            for conn in hs.conns.values_mut() {
+                let req = Request::HandlerDone {
+                    handler: name.clone(),
+                };
+                if let Err(e) = conn.post(&req).await {
+                    tracing::warn!(host = %h, "cannot clear the outbox entry of `{name}`: {e}");
+                }
+            }
+        }
     }
 
     /// Handlers of roles loaded at run time join the play's (once each).

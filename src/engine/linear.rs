@@ -70,7 +70,11 @@ impl Engine {
 
     /// The section of tasks that starts at `steps[0]` (see `section`), when pipelining is on
     /// and the play leaves room for one: its failure limits are checked after every task.
-    fn section_at<'s>(&self, ctx: &PlayCtx<'_>, steps: &'s [Step]) -> Option<section::Section<'s>> {
+    pub(super) fn section_at<'s>(
+        &self,
+        ctx: &PlayCtx<'_>,
+        steps: &'s [Step],
+    ) -> Option<section::Section<'s>> {
         let fail_limits = ctx.play.any_errors_fatal || ctx.play.max_fail_percentage.is_some();
         if !self.cfg.pipelining || !self.started || fail_limits || self.interrupt.requested() {
             return None;

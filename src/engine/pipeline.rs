@@ -212,7 +212,8 @@ impl Engine {
                 bannered = false;
             }
             if next < n && started[next] && !bannered {
-                self.reporter.task_start(&labels.banners[next], false);
+                self.reporter
+                    .task_start(&labels.banners[next], sec.handlers);
                 bannered = true;
             }
         }
@@ -274,7 +275,7 @@ fn print_task(
         return;
     }
     if !bannered {
-        reporter.task_start(&labels.banners[k], false);
+        reporter.task_start(&labels.banners[k], sec.handlers);
     }
     let shown = Shown {
         task: sec.tasks[k],

@@ -49,6 +49,8 @@ pub(super) struct Section<'a> {
     pub(super) batch_start: Vec<bool>,
     /// How many of the steps given it covers (the unselected tasks among them included).
     pub(super) steps: usize,
+    /// Its tasks are notified handlers (`handlers::flush_handlers`): banners say so.
+    pub(super) handlers: bool,
 }
 
 /// What a task reads: these variables, or any (a name given at run time).
@@ -157,6 +159,7 @@ pub(super) fn section<'a>(
         fit: fits,
         batch_start,
         steps: used,
+        handlers: false,
     })
 }
 

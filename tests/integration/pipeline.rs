@@ -352,3 +352,35 @@ fn small_sources_a_host_lacks_travel_with_their_request() {
         "beta\n"
     );
 }
+
+/// Handlers notified on the same hosts, none notifying another, run as one section: one round
+/// trip for all of them, reported as without pipelining (`RUNNING HANDLER`, in their order).
+#[test]
+fn notified_handlers_share_one_round_trip() {
+    let fleet = Fleet::start(2, "fpuser");
+    fleet.play(concat!(
+        "    - name: dir\n      file: { path: \"{{ base }}\", state: directory }\n",
+        "    - name: conf\n      copy: { content: \"x\\n\", dest: \"{{ base }}/conf\" }\n      notify: [two, one]\n",
+        "  handlers:\n",
+        "    - name: one\n      file: { path: \"{{ base }}/one\", state: touch }\n",
+        "    - name: two\n      copy: { content: \"{{ inventory_hostname }}\", dest: \"{{ base }}/two\" }\n",
+    ));
+    let plain = fleet.apply(&["--no-pipelining"]);
+    plain.expect(0);
+    for h in &fleet.hosts {
+        std::fs::remove_dir_all(fleet.base(h)).unwrap();
+    }
+    let piped = fleet.apply(&[]);
+    piped.expect(0);
+    assert_eq!(reported(&piped), reported(&plain), "{}", piped.stdout);
+    for h in &fleet.hosts {
+        assert!(fleet.base(h).join("one").exists());
+        assert_eq!(
+            std::fs::read_to_string(fleet.base(h).join("two")).unwrap(),
+            h.alias()
+        );
+        // The tasks' batch (behind the agent's start), then both handlers in one (each on its
+        // own would make 3).
+        assert_eq!(round_trips(&piped, h.alias()), 2, "{}", piped.stdout);
+    }
+}
