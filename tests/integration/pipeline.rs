@@ -31,6 +31,20 @@ fn round_trips(out: &Out, host: &str) -> u64 {
         .unwrap_or_else(|| panic!("no round trips for {host} in the recap: {}", out.stdout))
 }
 
+/// A first run of the fleet's play without pipelining, then one with it on fresh trees: both
+/// succeed and report the same. The pipelined run's output.
+fn first_runs_agree(fleet: &Fleet) -> Out {
+    let plain = fleet.apply(&["--no-pipelining"]);
+    plain.expect(0);
+    for h in &fleet.hosts {
+        std::fs::remove_dir_all(fleet.base(h)).unwrap();
+    }
+    let piped = fleet.apply(&[]);
+    piped.expect(0);
+    assert_eq!(reported(&piped), reported(&plain), "{}", piped.stdout);
+    piped
+}
+
 const MIXED: &str = concat!(
     "    - name: dir\n      file: { path: \"{{ base }}\", state: directory, mode: \"0755\" }\n",
     "    - name: conf\n      copy: { content: \"host={{ inventory_hostname }}\\n\", dest: \"{{ base }}/conf\" }\n      notify: note\n",
@@ -51,14 +65,7 @@ fn a_pipelined_run_reports_what_a_run_without_pipelining_does() {
     fleet.play(&format!(
         "{MIXED}  handlers:\n    - name: note\n      file: {{ path: \"{{{{ base }}}}/noted\", state: touch }}\n"
     ));
-    let plain = fleet.apply(&["--no-pipelining"]);
-    plain.expect(0);
-    for h in &fleet.hosts {
-        std::fs::remove_dir_all(fleet.base(h)).unwrap();
-    }
-    let piped = fleet.apply(&[]);
-    piped.expect(0);
-    assert_eq!(reported(&piped), reported(&plain), "{}", piped.stdout);
+    first_runs_agree(&fleet);
     for h in &fleet.hosts {
         let size = format!("host={}\n", h.alias()).len();
         assert_eq!(
@@ -365,14 +372,7 @@ fn notified_handlers_share_one_round_trip() {
         "    - name: one\n      file: { path: \"{{ base }}/one\", state: touch }\n",
         "    - name: two\n      copy: { content: \"{{ inventory_hostname }}\", dest: \"{{ base }}/two\" }\n",
     ));
-    let plain = fleet.apply(&["--no-pipelining"]);
-    plain.expect(0);
-    for h in &fleet.hosts {
-        std::fs::remove_dir_all(fleet.base(h)).unwrap();
-    }
-    let piped = fleet.apply(&[]);
-    piped.expect(0);
-    assert_eq!(reported(&piped), reported(&plain), "{}", piped.stdout);
+    let piped = first_runs_agree(&fleet);
     for h in &fleet.hosts {
         assert!(fleet.base(h).join("one").exists());
         assert_eq!(
