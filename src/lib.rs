@@ -191,6 +191,14 @@ fn load_all(
             books.push(book);
         }
     }
+    // The playbooks' own Jinja plugins, known before anything is checked or rendered.
+    let dirs: Vec<std::path::PathBuf> = books
+        .iter()
+        .map(|b: &playbook::Playbook| b.dir.clone())
+        .collect();
+    if let Some(w) = pymod::plugins::install(&dirs) {
+        eprintln!("warning: {w}");
+    }
     // What is wrong in the books that loaded, found beside what is wrong in those that did not.
     let inv: &inventory::Inventory = inv;
     let other_owner = |host: &str| shard?.other_owner(inv, host).map(|s| s.to_string());

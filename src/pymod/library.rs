@@ -23,16 +23,15 @@ pub fn note_role(role_dir: &Path) {
     }
 }
 
+/// The role directories loaded so far, in load order.
+pub fn roles() -> Vec<PathBuf> {
+    ROLES.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
 /// The directories searched, in order: the playbook's, then each role's.
 fn bases(play_dir: &Path) -> Vec<PathBuf> {
     let mut out = vec![play_dir.to_path_buf()];
-    out.extend(
-        ROLES
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned(),
-    );
+    out.extend(roles());
     out
 }
 

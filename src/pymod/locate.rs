@@ -5,7 +5,8 @@
 //!
 //! The installation is found once per process: `FIXPOINT_ANSIBLE_PYTHON` names a Python that can
 //! `import ansible`; without it, the Python of `ansible-playbook` on PATH (its `#!` line); else
-//! `python3` on PATH. Nothing of Ansible's is evaluated here: we only read files.
+//! `python3` on PATH. Nothing of Ansible's is evaluated here: we only read files (the
+//! playbook's Jinja plugins run in that Python, `bridge`).
 
 use super::PyModule;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,8 @@ pub struct Install {
     pub core: Option<PathBuf>,
     /// How `core` was found (said by `fixpoint validate -v` and in "not found" errors).
     pub found_by: String,
+    /// The Python that imports it.
+    pub python: Option<PathBuf>,
     /// Directories that hold an `ansible_collections/` tree, in search order (without the
     /// playbook's own `collections/`, which depends on the playbook).
     pub collection_roots: Vec<PathBuf>,
@@ -90,6 +93,7 @@ fn find_install() -> Install {
         if let Some(core) = core_of(&py) {
             inst.found_by = format!("{how} ({})", py.display());
             inst.core = Some(core);
+            inst.python = Some(py);
             break;
         }
     }
@@ -161,7 +165,9 @@ pub fn runtime_yml(collection: &str, play_dir: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn roots(play_dir: &Path) -> Vec<PathBuf> {
+/// The directories holding `ansible_collections/`: the playbook's `collections/`, then the
+/// installation's.
+pub(super) fn roots(play_dir: &Path) -> Vec<PathBuf> {
     let mut r = vec![play_dir.join("collections")];
     r.extend(install().collection_roots.iter().cloned());
     r

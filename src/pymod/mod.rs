@@ -9,11 +9,13 @@
 //! code is never copied into fixpoint: it is the user's installation, read and shipped at run
 //! time. This folder must not know the engine or the connection; the engine calls it.
 
+pub mod bridge;
 pub mod doc;
 pub mod library;
 pub mod listing;
 pub mod locate;
 pub mod package;
+pub mod plugins;
 pub mod result;
 
 use std::collections::HashMap;

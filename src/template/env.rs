@@ -68,6 +68,7 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     );
     // Jinja2's global `joiner` (minijinja-contrib's).
     env.add_function("joiner", minijinja_contrib::globals::joiner);
+    super::foreign::add_foreign(&mut env);
     add_filters(&mut env);
     add_tests(&mut env);
     env

@@ -25,6 +25,7 @@ mod error;
 mod expr;
 mod file;
 mod filters;
+mod foreign;
 mod inline;
 mod jinja_tests;
 mod lookups;
@@ -55,6 +56,9 @@ pub use cross::{CrossRead, FLEET_NAMES};
 use env::{build_env, set_search_path};
 pub use error::TemplateError;
 use error::{label_for_text, syntax_error};
+pub use foreign::{
+    set_foreign, Call as PluginCall, Failure as PluginFailure, Foreign, Kind as PluginKind,
+};
 use inline::Inline;
 pub use lookups::{fileglob, first_found_file, listing};
 pub use now::python_local_time;

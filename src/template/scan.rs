@@ -15,6 +15,7 @@ use minijinja::machinery::{get_compiled_template, Instruction, Instructions};
 use regex::Regex;
 
 use super::file::parse_jinja2_header;
+use super::foreign::Kind as PluginKind;
 use super::rewrite::{escape_backslashes, rewrite_chains, rewrite_code};
 use super::{lookups, Templar};
 
@@ -143,7 +144,10 @@ impl Templar {
                             || SPECIAL_CALLS.contains(&name.as_str())
                             || self.env.globals().any(|(g, _)| g == name)
                     }
-                    _ => self.has(kind, &name),
+                    "filter" => {
+                        self.has(kind, &name) || super::foreign::knows(PluginKind::Filter, &name)
+                    }
+                    _ => self.has(kind, &name) || super::foreign::knows(PluginKind::Test, &name),
                 };
                 if known || !seen.insert((kind, name.clone())) {
                     continue;
@@ -178,7 +182,9 @@ impl Templar {
             if fixpoint_modules::params::is_template(plugin) {
                 continue;
             }
-            if !lookups::NAMES.contains(&plugin) {
+            if !lookups::NAMES.contains(&plugin)
+                && !super::foreign::knows(PluginKind::Lookup, plugin)
+            {
                 scan.problems.push(Problem {
                     line,
                     col,

@@ -27,6 +27,7 @@ mod http_server;
 mod includes;
 mod interrupt;
 mod inventory_cli;
+mod jinja_plugins;
 mod journal;
 mod keywords;
 mod known_hosts;

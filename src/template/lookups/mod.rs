@@ -19,6 +19,7 @@ use minijinja::value::Kwargs;
 use minijinja::{Error, ErrorKind, State, Value};
 
 use super::filters::regex::match_err;
+use super::foreign::Kind;
 use super::pyrepr::py_string;
 use super::rewrite::rewrite_chains;
 use super::value::{defined, op_err, split_kwargs};
@@ -64,6 +65,22 @@ pub(super) fn run_lookup(
     }
 }
 
+/// The task's `ansible_search_path`: its role, then the playbook's directory.
+fn search_path(state: &State) -> Vec<PathBuf> {
+    match state.lookup("ansible_search_path") {
+        Some(v) if !v.is_undefined() => v
+            .try_iter()
+            .map(|it| it.filter_map(|d| d.as_str().map(PathBuf::from)).collect())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// A lookup's arguments without its plugin name.
+fn terms_and_kwargs(args: &[Value]) -> &[Value] {
+    args.get(1..).unwrap_or_default()
+}
+
 fn run_lookup_strict(
     state: &State,
     dirs: &[PathBuf],
@@ -86,6 +103,11 @@ fn run_lookup_strict(
         .to_string();
     // A name validate could not check (a template, which ansible-core does not render
     // either) fails here, in ansible-core's words, whatever the terms.
+    if !NAMES.contains(&plugin.as_str()) && super::foreign::knows(Kind::Lookup, &plugin) {
+        let base = search_path(state).last().cloned();
+        let values = super::foreign::lookup(state, &plugin, terms_and_kwargs(args), base)?;
+        return Ok((values, wantlist.unwrap_or(false)));
+    }
     if !NAMES.contains(&plugin.as_str()) {
         let mut quoted = String::new();
         super::pyrepr::py_quote(written, &mut quoted);
@@ -93,13 +115,7 @@ fn run_lookup_strict(
     }
     // Where relative names are found: the task's `ansible_search_path` (its role, then the
     // playbook's directory), each with `files/` or `templates/` first, then the given dirs.
-    let mut search: Vec<PathBuf> = match state.lookup("ansible_search_path") {
-        Some(v) if !v.is_undefined() => v
-            .try_iter()
-            .map(|it| it.filter_map(|d| d.as_str().map(PathBuf::from)).collect())
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    };
+    let mut search = search_path(state);
     // `lines` runs its command in the playbook's directory, the last of the task's search path.
     let base = search.last().cloned();
     search.extend(dirs.iter().cloned());

@@ -1,0 +1,181 @@
+//! Filters, tests and lookups fixpoint does not implement but the playbook brings as Python
+//! plugins (`filter_plugins/`, `test_plugins/`, `lookup_plugins/` beside it and in its roles,
+//! or a collection's `ns.coll.name`). This side knows only their names and how to hand them
+//! values: the loader sets the provider once per run (`crate::pymod::plugins`), and templating
+//! stays free of Python and of where plugins live.
+//!
+//! fixpoint's own filters, tests and lookups win over a plugin of the same short name.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use minijinja::value::Rest;
+use minijinja::{Environment, Error, State, Value};
+use serde_json::{Map, Value as Json};
+
+use super::pyrepr::py_quote;
+use super::value::{op_err, split_kwargs, value_to_json};
+
+/// Which kind of Jinja plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Filter,
+    Test,
+    Lookup,
+}
+
+impl Kind {
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Filter => "filter",
+            Kind::Test => "test",
+            Kind::Lookup => "lookup",
+        }
+    }
+}
+
+/// One call of a plugin.
+pub struct Call<'a> {
+    pub kind: Kind,
+    pub name: &'a str,
+    pub args: Vec<Json>,
+    pub kwargs: Map<String, Json>,
+    /// For a lookup: the names of the task's variables, the directory relative files are read
+    /// from, and the value of a variable the plugin reads (`None`: not defined).
+    pub keys: Vec<String>,
+    pub basedir: Option<PathBuf>,
+    pub var: &'a mut dyn FnMut(&str) -> Option<Json>,
+}
+
+/// Why a plugin call gave no value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    Missing,
+    /// The plugin's file could not be loaded, with the reason.
+    Load(String),
+    /// The plugin raised, with its message.
+    Run(String),
+}
+
+/// What provides the plugins.
+pub trait Foreign: Send + Sync {
+    /// The filters or tests to register under their names (the playbook's own, and the
+    /// collections' ones `knows` found so far).
+    fn names(&self, kind: Kind) -> Vec<String>;
+    /// Whether a plugin of this kind and name exists (it may look for a collection's).
+    fn knows(&self, kind: Kind, name: &str) -> bool;
+    fn call(&self, call: Call<'_>) -> Result<Json, Failure>;
+}
+
+static FOREIGN: RwLock<Option<Arc<dyn Foreign>>> = RwLock::new(None);
+
+/// Set the run's plugins; environments built from now on register them.
+pub fn set_foreign(f: Arc<dyn Foreign>) {
+    *FOREIGN.write().unwrap_or_else(|p| p.into_inner()) = Some(f);
+}
+
+pub(super) fn foreign() -> Option<Arc<dyn Foreign>> {
+    FOREIGN.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Whether the run's plugins have this one.
+pub(super) fn knows(kind: Kind, name: &str) -> bool {
+    foreign().is_some_and(|f| f.knows(kind, name))
+}
+
+/// Register the plugins' filters and tests in `env`. Called before fixpoint's own are added,
+/// which then replace a plugin of the same name.
+pub(super) fn add_foreign(env: &mut Environment<'static>) {
+    let Some(f) = foreign() else { return };
+    for name in f.names(Kind::Filter) {
+        let n = name.clone();
+        env.add_filter(name, move |args: Rest<Value>| {
+            call(Kind::Filter, &n, &args, None).map(|v| Value::from_serialize(&v))
+        });
+    }
+    for name in f.names(Kind::Test) {
+        let n = name.clone();
+        env.add_test(name, move |args: Rest<Value>| {
+            call(Kind::Test, &n, &args, None).map(|v| v.as_bool().unwrap_or(false))
+        });
+    }
+}
+
+/// Run lookup `name` with these terms and keyword arguments (`lookup()`'s own, `wantlist` and
+/// `errors`, already taken out) for the expression whose variables `state` holds.
+pub(super) fn lookup(
+    state: &State,
+    name: &str,
+    args: &[Value],
+    basedir: Option<PathBuf>,
+) -> Result<Vec<Value>, Error> {
+    let out = call(Kind::Lookup, name, args, Some((state, basedir)))?;
+    match out {
+        Json::Array(items) => Ok(items.iter().map(Value::from_serialize).collect()),
+        other => Ok(vec![Value::from_serialize(&other)]),
+    }
+}
+
+fn call(
+    kind: Kind,
+    name: &str,
+    args: &[Value],
+    lookup: Option<(&State, Option<PathBuf>)>,
+) -> Result<Json, Error> {
+    let Some(f) = foreign() else {
+        return Err(failed(kind, name, Failure::Missing));
+    };
+    let (pos, kw) = split_kwargs(args)?;
+    let args = pos
+        .iter()
+        .map(value_to_json)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut kwargs = Map::new();
+    for key in kw.args() {
+        if lookup.is_some() && matches!(key, "wantlist" | "errors") {
+            continue;
+        }
+        let v: Value = kw.get(key)?;
+        kwargs.insert(key.to_string(), value_to_json(&v)?);
+    }
+    let (keys, basedir, state) = match lookup {
+        Some((state, basedir)) => (
+            state
+                .known_variables()
+                .into_iter()
+                .map(|k| k.to_string())
+                .collect(),
+            basedir,
+            Some(state),
+        ),
+        None => (Vec::new(), None, None),
+    };
+    let mut var = |n: &str| -> Option<Json> {
+        let v = state?.lookup(n)?;
+        value_to_json(&v).ok()
+    };
+    f.call(Call {
+        kind,
+        name,
+        args,
+        kwargs,
+        keys,
+        basedir,
+        var: &mut var,
+    })
+    .map_err(|e| failed(kind, name, e))
+}
+
+/// ansible-core's words for a plugin that failed.
+fn failed(kind: Kind, name: &str, why: Failure) -> Error {
+    let mut quoted = String::new();
+    py_quote(name, &mut quoted);
+    let word = kind.word();
+    op_err(match why {
+        Failure::Missing => format!("The {word} plugin {quoted} was not found."),
+        Failure::Load(m) if m.is_empty() => format!("The {word} plugin {quoted} failed to load."),
+        Failure::Load(m) => format!("The {word} plugin {quoted} failed to load: {m}"),
+        Failure::Run(m) if m.is_empty() => format!("The {word} plugin {quoted} failed."),
+        Failure::Run(m) => format!("The {word} plugin {quoted} failed: {m}"),
+    })
+}

@@ -1,0 +1,107 @@
+//! The playbook's own Jinja plugins (`filter_plugins/`, `test_plugins/`, `lookup_plugins/`)
+//! as `fixpoint validate` sees them: known by the names they define, so a template using one
+//! passes, while a name no plugin defines is still refused with its place, all in one run; and
+//! a playbook without plugins never starts Python. (What they compute is compared with
+//! ansible-core by the conformance cases `python_plugins` and `python_plugins_collection`.)
+
+use crate::fx::{Fx, Out};
+use std::process::{Command, Stdio};
+
+fn validate(fx: &Fx, python: &std::path::Path) -> Out {
+    let out = Command::new(crate::fx::bin())
+        .args(["validate", "site.yml"])
+        .current_dir(fx.dir.path())
+        .env("FIXPOINT_ANSIBLE_PYTHON", python)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run fixpoint");
+    Out::from(out)
+}
+
+const PLAY: &str = "- hosts: localhost\n  gather_facts: false\n  tasks:\n";
+
+#[test]
+fn validate_knows_the_playbooks_plugins_and_refuses_every_other_name() {
+    let fx = Fx::new();
+    fx.write(
+        "filter_plugins/mine.py",
+        "class FilterModule:\n    def filters(self):\n        return {'twice': lambda v: v * 2}\n",
+    );
+    fx.write(
+        "roles/r/test_plugins/odd.py",
+        "class TestModule:\n    def tests(self):\n        return {'odd': lambda v: v % 2 == 1}\n",
+    );
+    fx.write(
+        "roles/r/tasks/main.yml",
+        "- debug: {msg: \"{{ 3 is odd }}\"}\n",
+    );
+    fx.write(
+        "lookup_plugins/answer.py",
+        "from ansible.plugins.lookup import LookupBase\nclass LookupModule(LookupBase):\n    def run(self, terms, variables=None, **kw):\n        return [42]\n",
+    );
+    fx.write(
+        "site.yml",
+        &[PLAY, "    - debug: {msg: \"{{ 2 | twice }} {{ lookup('answer') }}\"}\n    - include_role: {name: r}\n    - debug: {msg: \"{{ 2 | thrice }}\"}\n    - debug: {msg: \"{{ lookup('question') }}\"}\n"].concat(),
+    );
+    let py = crate::python_modules::ansible_python();
+    let out = validate(&fx, &py);
+    out.expect(2);
+    assert!(
+        out.stderr.contains("unknown filter `thrice`") && out.stderr.contains("site.yml:6:"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("unknown lookup plugin `question`")
+            && out.stderr.contains("site.yml:7:"),
+        "{}",
+        out.stderr
+    );
+    for known in ["twice", "odd", "answer"] {
+        assert!(
+            !out.stderr.contains(&format!("`{known}`")),
+            "{}",
+            out.stderr
+        );
+    }
+    assert!(out.stderr.contains("2 problem(s) found"), "{}", out.stderr);
+
+    // Without the unknown names it passes.
+    fx.write(
+        "site.yml",
+        &[PLAY, "    - debug: {msg: \"{{ 2 | twice }} {{ lookup('answer') }}\"}\n    - include_role: {name: r}\n"].concat(),
+    );
+    validate(&fx, &py).expect(0);
+}
+
+#[test]
+fn without_plugins_no_python_is_needed_and_with_them_a_missing_one_is_said() {
+    let fx = Fx::new();
+    fx.write(
+        "site.yml",
+        &[PLAY, "    - debug: {msg: \"{{ [1, 2] | sum }}\"}\n"].concat(),
+    );
+    let nowhere = fx.dir.path().join("no-python-here");
+    let out = validate(&fx, &nowhere);
+    out.expect(0);
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+
+    fx.write(
+        "filter_plugins/mine.py",
+        "class FilterModule:\n    def filters(self):\n        return {'twice': lambda v: v * 2}\n",
+    );
+    fx.write(
+        "site.yml",
+        &[PLAY, "    - debug: {msg: \"{{ 2 | twice }}\"}\n"].concat(),
+    );
+    let out = validate(&fx, &nowhere);
+    out.expect(2);
+    assert!(
+        out.stderr
+            .contains("warning: the playbook's Jinja plugins are Python")
+            && out.stderr.contains("unknown filter `twice`"),
+        "{}",
+        out.stderr
+    );
+}
