@@ -93,6 +93,7 @@ impl Shared<'_> {
         let rendered = scope
             .render_noting_undefined(task.loop_items.as_ref()?)
             .ok()?;
+        let rendered = query_loop(task, rendered, scope).ok()?;
         let items = crate::playbook::loops::expand(
             task.loop_kind,
             rendered,
@@ -135,11 +136,13 @@ impl Shared<'_> {
                 return vec![fail(msg)];
             }
         };
-        let items = match crate::playbook::loops::expand(
-            task.loop_kind,
-            rendered,
-            &task.search_dirs(&ctx.play.dir),
-        ) {
+        let items = match query_loop(task, rendered, scope).and_then(|rendered| {
+            crate::playbook::loops::expand(
+                task.loop_kind,
+                rendered,
+                &task.search_dirs(&ctx.play.dir),
+            )
+        }) {
             Ok(items) => items,
             Err(e) => {
                 // Registered as ansible-core does, so `ignore_errors` + `register` can test it.
@@ -619,4 +622,25 @@ pub(super) fn loop_var_of(raw: &str, scope: &Arc<Scope>) -> Result<String, Strin
             "`loop_control.loop_var` `{raw}` renders to `{name}`, which is not a variable name"
         ))
     }
+}
+
+/// The variable holding a `with_<lookup>` loop's terms while its lookup is queried.
+const LOOP_TERMS: &str = "__fixpoint_loop_terms";
+
+/// A `with_<lookup>` loop's items: its lookup queried with the rendered terms (a list is the
+/// terms, anything else the one term), as ansible-core runs it; other loops' values as they are.
+fn query_loop(task: &Task, terms: Value, scope: &Arc<Scope>) -> Result<Value, String> {
+    let Some(name) = task.loop_lookup.as_deref() else {
+        return Ok(terms);
+    };
+    let terms = match terms {
+        Value::Array(a) => a,
+        other => vec![other],
+    };
+    let mut layer = Map::new();
+    layer.insert(LOOP_TERMS.to_string(), Value::Array(terms));
+    // The name is the playbook's own key, written as a JSON string: a Jinja string literal.
+    scope
+        .with(Layer::data(layer))
+        .eval(&format!("query({}, *{LOOP_TERMS})", Value::from(name)))
 }

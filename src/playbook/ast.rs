@@ -420,6 +420,9 @@ pub enum LoopKind {
     /// ansible-core) in this subdirectory of each search directory first: `vars` for
     /// `include_vars`, `templates` for `template`, `files` otherwise.
     FirstFound(&'static str),
+    /// `with_<lookup>` of any other lookup (`with_file`, `with_env`, a plugin's): the items are
+    /// `query('<lookup>', *terms)`, the lookup named in the task's `loop_lookup`.
+    Lookup,
 }
 
 impl LoopKind {
@@ -443,6 +446,21 @@ impl LoopKind {
     /// The loop a task key asks for: one of `KEYS`, or `with_<lookup>` naming the lookup by
     /// its collection name (`with_ansible.builtin.items`, `with_community.general.flattened`,
     /// which is where ansible-core routes `flattened`).
+    /// The lookup a `with_<lookup>` key names when it is none of `KEYS` (`with_file`,
+    /// `with_ansible.builtin.env`: `file`, `env`): a `LoopKind::Lookup`. Whether such a
+    /// lookup exists is `validate`'s to say, once the playbook's plugins are known.
+    pub fn lookup_of_key(key: &str) -> Option<&str> {
+        if Self::of_key(key).is_some() {
+            return None;
+        }
+        let name = key.strip_prefix("with_")?;
+        let name = ["ansible.builtin.", "ansible.legacy."]
+            .iter()
+            .find_map(|p| name.strip_prefix(p))
+            .unwrap_or(name);
+        (!name.is_empty()).then_some(name)
+    }
+
     pub fn of_key(key: &str) -> Option<LoopKind> {
         if let Some((_, kind)) = Self::KEYS.iter().find(|(k, _)| *k == key) {
             return Some(*kind);
@@ -473,6 +491,8 @@ pub struct Task {
     pub when: Conditions,
     pub loop_items: Option<Value>,
     pub loop_kind: LoopKind,
+    /// The lookup of a `LoopKind::Lookup` loop.
+    pub loop_lookup: Option<String>,
     pub loop_var: String,
     pub index_var: Option<String>,
     pub loop_label: Option<String>,

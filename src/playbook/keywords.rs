@@ -545,6 +545,8 @@ pub(crate) fn serial_of(n: &Node) -> Result<Vec<BatchSize>, Diagnostic> {
 pub(crate) struct LoopSpec {
     pub items: Option<Value>,
     pub kind: LoopKind,
+    /// The lookup of a `with_<lookup>` loop (`LoopKind::Lookup`).
+    pub lookup: Option<String>,
     pub var: String,
     pub index_var: Option<String>,
 }
@@ -552,9 +554,11 @@ pub(crate) struct LoopSpec {
 pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
     let opt = |key: &str| node.get(key);
     let entries = node.as_map().unwrap_or_default();
-    let mut present = entries
-        .iter()
-        .filter_map(|(k, _, n)| LoopKind::of_key(k).map(|kind| (k.as_str(), kind, n)));
+    let mut present = entries.iter().filter_map(|(k, _, n)| {
+        let kind =
+            LoopKind::of_key(k).or_else(|| LoopKind::lookup_of_key(k).map(|_| LoopKind::Lookup))?;
+        Some((k.as_str(), kind, n))
+    });
     let first = present.next();
     if let (Some((a, _, _)), Some((b, _, n))) = (first, present.next()) {
         return Err(n.err(format!(
@@ -586,6 +590,7 @@ pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
     Ok(LoopSpec {
         items: first.map(|(_, kind, n)| super::loops::mark_terms(kind, n.to_json())),
         kind: first.map(|(_, k, _)| k).unwrap_or_default(),
+        lookup: first.and_then(|(k, _, _)| LoopKind::lookup_of_key(k).map(str::to_string)),
         var,
         index_var,
     })

@@ -50,7 +50,8 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
     };
     match kind {
         LoopKind::List => list(value, "loop"),
-        LoopKind::WithList => Ok(match value {
+        // The lookup's items (queried by the engine), or the list as it is.
+        LoopKind::WithList | LoopKind::Lookup => Ok(match value {
             Value::Array(a) => a,
             other => vec![other],
         }),

@@ -50,7 +50,10 @@ pub(crate) fn load_task(
     let mut alias = None;
     let mut python: Option<std::sync::Arc<crate::pymod::PyModule>> = None;
     for (k, kpos, v) in entries {
-        if TASK_KEYS.contains(&k.as_str()) || LoopKind::of_key(k).is_some() {
+        if TASK_KEYS.contains(&k.as_str())
+            || LoopKind::of_key(k).is_some()
+            || LoopKind::lookup_of_key(k).is_some()
+        {
             if k == "listen" && !handler {
                 return Err(Diagnostic::at(kpos, "`listen` is only valid on handlers"));
             }
@@ -376,6 +379,7 @@ pub(crate) fn load_task(
             LoopKind::FirstFound(_) if written.contains("var") => LoopKind::FirstFound("vars"),
             other => other,
         },
+        loop_lookup: lp.lookup,
         loop_var: lp.var,
         index_var: lp.index_var,
         loop_label,

@@ -182,9 +182,7 @@ impl Templar {
             if fixpoint_modules::params::is_template(plugin) {
                 continue;
             }
-            if !lookups::NAMES.contains(&plugin)
-                && !super::foreign::knows(PluginKind::Lookup, plugin)
-            {
+            if !self.knows_lookup(plugin) {
                 scan.problems.push(Problem {
                     line,
                     col,
@@ -223,6 +221,11 @@ impl Templar {
             }
         }
         scan
+    }
+
+    /// Whether a lookup of this name exists: fixpoint's own, or one of the playbook's plugins.
+    pub fn knows_lookup(&self, name: &str) -> bool {
+        lookups::NAMES.contains(&name) || super::foreign::knows(PluginKind::Lookup, name)
     }
 
     /// Whether the environment has a filter (`kind` "filter") or test ("test") of this name,

@@ -191,6 +191,20 @@ impl Validator<'_> {
         if let Some(items) = &t.loop_items {
             self.value(items, at, "loop");
         }
+        if let Some(name) = &t.loop_lookup {
+            if !self.templar.knows_lookup(name) {
+                self.out.push(
+                    Diagnostic::at(
+                        at,
+                        format!("unknown lookup plugin `{name}`, in `with_{name}`"),
+                    )
+                    .help(
+                        "fixpoint runs its own lookups (README, \"Templating\") and the \
+                             playbook's `lookup_plugins/`; fix the name",
+                    ),
+                );
+            }
+        }
         for (k, val) in t.vars.iter() {
             self.value(val, at, &format!("variable `{k}`"));
         }

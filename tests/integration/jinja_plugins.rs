@@ -1,6 +1,7 @@
 //! The playbook's own Jinja plugins (`filter_plugins/`, `test_plugins/`, `lookup_plugins/`)
 //! as `fixpoint validate` sees them: known by the names they define, so a template using one
-//! passes, while a name no plugin defines is still refused with its place, all in one run; and
+//! passes (also as a loop, `with_<lookup>`), while a name no plugin defines is still refused
+//! with its place, all in one run; and
 //! a playbook without plugins never starts Python. (What they compute is compared with
 //! ansible-core by the conformance cases `python_plugins` and `python_plugins_collection`.)
 
@@ -42,7 +43,7 @@ fn validate_knows_the_playbooks_plugins_and_refuses_every_other_name() {
     );
     fx.write(
         "site.yml",
-        &[PLAY, "    - debug: {msg: \"{{ 2 | twice }} {{ lookup('answer') }}\"}\n    - include_role: {name: r}\n    - debug: {msg: \"{{ 2 | thrice }}\"}\n    - debug: {msg: \"{{ lookup('question') }}\"}\n"].concat(),
+        &[PLAY, "    - debug: {msg: \"{{ 2 | twice }} {{ lookup('answer') }}\"}\n    - include_role: {name: r}\n    - debug: {msg: \"{{ 2 | thrice }}\"}\n    - debug: {msg: \"{{ lookup('question') }}\"}\n    - debug: {msg: \"{{ item }}\"}\n      with_answer: [1]\n    - debug: {msg: \"{{ item }}\"}\n      with_riddle: [1]\n"].concat(),
     );
     let py = crate::python_modules::ansible_python();
     let out = validate(&fx, &py);
@@ -65,7 +66,14 @@ fn validate_knows_the_playbooks_plugins_and_refuses_every_other_name() {
             out.stderr
         );
     }
-    assert!(out.stderr.contains("2 problem(s) found"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("unknown lookup plugin `riddle`, in `with_riddle`")
+            && out.stderr.contains("site.yml:10:"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("3 problem(s) found"), "{}", out.stderr);
 
     // Without the unknown names it passes.
     fx.write(

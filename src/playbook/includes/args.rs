@@ -113,6 +113,11 @@ pub(super) fn include_of(
     source: IncludeSource,
 ) -> Result<Include, Diagnostic> {
     let lp = loop_of(node, false)?;
+    if let Some(name) = &lp.lookup {
+        return Err(node
+            .err(format!("`with_{name}` on `{action}` is not supported yet"))
+            .help(format!("write `loop: \"{{{{ query('{name}', ...) }}}}\"`")));
+    }
     let mut tags = inh.tags.clone();
     tags.extend(
         node.get("tags")
