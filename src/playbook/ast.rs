@@ -443,9 +443,6 @@ impl LoopKind {
         ("with_lines", LoopKind::Lines),
     ];
 
-    /// The loop a task key asks for: one of `KEYS`, or `with_<lookup>` naming the lookup by
-    /// its collection name (`with_ansible.builtin.items`, `with_community.general.flattened`,
-    /// which is where ansible-core routes `flattened`).
     /// The lookup a `with_<lookup>` key names when it is none of `KEYS` (`with_file`,
     /// `with_ansible.builtin.env`: `file`, `env`): a `LoopKind::Lookup`. Whether such a
     /// lookup exists is `validate`'s to say, once the playbook's plugins are known.
@@ -461,6 +458,9 @@ impl LoopKind {
         (!name.is_empty()).then_some(name)
     }
 
+    /// The loop a task key asks for: one of `KEYS`, or `with_<lookup>` naming the lookup by
+    /// its collection name (`with_ansible.builtin.items`, `with_community.general.flattened`,
+    /// which is where ansible-core routes `flattened`).
     pub fn of_key(key: &str) -> Option<LoopKind> {
         if let Some((_, kind)) = Self::KEYS.iter().find(|(k, _)| *k == key) {
             return Some(*kind);

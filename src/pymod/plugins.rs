@@ -21,7 +21,7 @@ use crate::template::{set_foreign, Foreign, PluginCall, PluginFailure, PluginKin
 pub struct Plugins {
     /// The playbooks' directories, then the roles', in load order.
     dirs: Vec<PathBuf>,
-    collections: Vec<PathBuf>,
+    play_dirs: Vec<PathBuf>,
     inner: Mutex<Inner>,
 }
 
@@ -51,17 +51,9 @@ pub fn install(play_dirs: &[PathBuf]) -> Option<String> {
             dirs.push(d);
         }
     }
-    let mut collections = Vec::new();
-    for p in play_dirs {
-        for r in super::locate::roots(p) {
-            if !collections.contains(&r) {
-                collections.push(r);
-            }
-        }
-    }
     let plugins = Plugins {
         dirs,
-        collections,
+        play_dirs: play_dirs.to_vec(),
         inner: Mutex::new(Inner::default()),
     };
     let has_jinja_plugins = plugins.dirs.iter().any(|d| {
@@ -96,7 +88,17 @@ impl Plugins {
     /// The bridge, started (and its filter and test names read) on first use.
     fn started<'a>(&self, inner: &'a mut Inner) -> Result<&'a mut Bridge, &'a String> {
         if inner.bridge.is_none() {
-            let started = Bridge::start(&self.dirs, &self.collections).map(|(b, names)| {
+            // Where collections are is asked of the Ansible installation only now: a run
+            // without plugins never starts Python.
+            let mut collections = Vec::new();
+            for p in &self.play_dirs {
+                for r in super::locate::roots(p) {
+                    if !collections.contains(&r) {
+                        collections.push(r);
+                    }
+                }
+            }
+            let started = Bridge::start(&self.dirs, &collections).map(|(b, names)| {
                 for kind in [Kind::Filter, Kind::Test] {
                     let list = names[kind.word()]
                         .as_array()
