@@ -89,7 +89,8 @@ impl Shared<'_> {
                 .map_err(|e| (false, format!("cannot render the parameters: {e}")))?;
             // As ansible-core warns: whoever controls the variable controls every argument.
             scope.warn(format!(
-                "the arguments of `{}` are the template `{}`: a variable's value decides them all                  (a value from a host could add any argument); prefer writing them out",
+                "the arguments of `{}` are the template `{}`: a variable's value decides them all \
+                 (a value from a host could add any argument); prefer writing them out",
                 task.module, splat.template
             ));
             let Value::Object(layer) = layer else {
@@ -108,12 +109,15 @@ impl Shared<'_> {
                     ),
                 ));
             };
+            let code = crate::template::Templar::single_expression_code(&splat.template);
             for (k, v) in layer {
                 if !m.contains_key(&k) || splat.defaulted.contains(&k) {
                     // What a template rendered to is data, never rendered again; the
-                    // expressions an action evaluates itself (`that`) stay as they are.
+                    // expressions an action evaluates itself (`that`) stay code only if they
+                    // are the playbook's own text.
                     let v = if raw_keys.contains(&k.as_str()) {
-                        v
+                        let path = code.map(|c| format!("{}.{k}", c.trim()));
+                        actions::vouch(v, path.as_deref(), scope)
                     } else {
                         crate::yaml::mark::mark(v)
                     };

@@ -189,11 +189,9 @@ impl Shared<'_> {
         for (i, item) in items.iter().enumerate() {
             let layer = item_layer(task, items, i, &loop_var);
             let item_scope = if carried.is_empty() {
-                scope.with(Layer::data(layer))
+                scope.with(layer)
             } else {
-                scope
-                    .with(Layer::data(carried.clone()))
-                    .with(Layer::data(layer))
+                scope.with(Layer::data(carried.clone())).with(layer)
             };
             let label = match &task.loop_label {
                 Some(l) => item_scope
@@ -482,12 +480,7 @@ pub(super) fn false_condition(task: &Task, scope: &Arc<Scope>) -> Value {
 
 /// The variables loop item `i` adds to the task's scope: the loop variable, `index_var`,
 /// `ansible_loop_var` and, with `extended`, `ansible_loop`.
-pub(super) fn item_layer(
-    task: &Task,
-    items: &[Value],
-    i: usize,
-    loop_var: &str,
-) -> Map<String, Value> {
+pub(super) fn item_layer(task: &Task, items: &[Value], i: usize, loop_var: &str) -> Layer {
     let mut layer = Map::new();
     layer.insert(loop_var.to_string(), items[i].clone());
     if let Some(iv) = &task.index_var {
@@ -497,7 +490,44 @@ pub(super) fn item_layer(
     if task.loop_extended {
         layer.insert("ansible_loop".into(), magic::extended_loop(items, i));
     }
-    layer
+    let layer = Layer::data(layer);
+    match item_source(task, items.len(), i) {
+        Some(source) => layer.with_literal(Map::from_iter([(loop_var.to_string(), source)])),
+        None => layer,
+    }
+}
+
+/// What item `i` of a loop was rendered from, as the playbook wrote it, for trust alone
+/// (`Layer::literal`): the element of a list written in the task, or `{{ var[i] }}` for a loop
+/// over a variable's list. So `that: "{{ item }}"` over `loop: [a == 1]` evaluates the item,
+/// as in ansible-core, while an item a template computed is never code. None where items and
+/// elements may not line up (flattened, looked up, a dict).
+fn item_source(task: &Task, len: usize, i: usize) -> Option<Value> {
+    use crate::playbook::LoopKind;
+    let one_to_one = match task.loop_kind {
+        LoopKind::List | LoopKind::WithList => true,
+        // Flattened: one to one only when no element is, or may render to, a list.
+        LoopKind::Items => match task.loop_items.as_ref()? {
+            Value::Array(a) => a.iter().all(|e| {
+                !e.is_array()
+                    && !e
+                        .as_str()
+                        .is_some_and(crate::template::Templar::is_template)
+            }),
+            // A variable's list lines up or not: the text must match anyway (`trusted_string`).
+            _ => true,
+        },
+        _ => false,
+    };
+    if !one_to_one {
+        return None;
+    }
+    match task.loop_items.as_ref()? {
+        Value::Array(a) if a.len() == len => a.get(i).cloned(),
+        Value::String(s) => crate::template::Templar::single_expression_code(s)
+            .map(|code| json!(format!("{{{{ {}[{i}] }}}}", code.trim()))),
+        _ => None,
+    }
 }
 
 /// The task failed with `msg`, said with the task's name and place.

@@ -34,14 +34,14 @@ fn is_all_template(text: &str) -> bool {
 }
 
 impl Templar {
-    /// Evaluates a condition. `trusted(code)` says whether the string the expression `code`
-    /// evaluates to was written verbatim in a trusted source; only such a string may stand for
-    /// an expression (`when: "{{ cond }}"`).
+    /// Evaluates a condition. `trusted(code, text)` says whether `text`, the string the
+    /// expression `code` evaluates to, was written verbatim in a trusted source; only such a
+    /// string may stand for an expression (`when: "{{ cond }}"`).
     pub fn eval_condition(
         &self,
         cond: &str,
         ctx: &Value,
-        trusted: &dyn Fn(&str) -> bool,
+        trusted: &dyn Fn(&str, &str) -> bool,
     ) -> Result<Verdict, TemplateError> {
         let text = cond.trim();
         if text.is_empty() {
@@ -99,7 +99,7 @@ impl Templar {
                         "the condition rendered to nothing (none or empty)",
                     ));
                 }
-                if !single.is_some_and(trusted) {
+                if !single.is_some_and(|code| trusted(code, s)) {
                     return Err(condition_error(
                         cond,
                         "untrusted template or expression: the condition rendered to text that \
@@ -229,7 +229,7 @@ mod tests {
             "host": "x' ~ lookup('lines', 'false') ~ '",
         }));
         Templar::new()
-            .eval_condition(c, &ctx, &|_| trusted)
+            .eval_condition(c, &ctx, &|_, _| trusted)
             .map(|v| (v.holds, v.warnings.len()))
     }
 

@@ -283,7 +283,8 @@ impl Templar {
     /// (the folder's tests; the engine goes through `eval_condition` with its scope).
     #[cfg(test)]
     pub fn eval_bool(&self, expr: &str, ctx: &Value) -> Result<bool, TemplateError> {
-        self.eval_condition(expr, ctx, &|_| false).map(|v| v.holds)
+        self.eval_condition(expr, ctx, &|_, _| false)
+            .map(|v| v.holds)
     }
 
     /// Evaluate a bare expression to a value (`debug: var=`). A whole `{{ expr }}` is read as
@@ -535,7 +536,7 @@ mod tests {
         let t = Templar::new();
         assert!(t.eval_bool("{{ s_false }}", &c).is_err());
         assert!(
-            !t.eval_condition("{{ s_false }}", &c, &|_| true)
+            !t.eval_condition("{{ s_false }}", &c, &|_, _| true)
                 .unwrap()
                 .holds
         );

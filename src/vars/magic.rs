@@ -219,9 +219,8 @@ pub fn play_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str
     };
     drop(cache);
     let shared = Layer {
-        vars: empty_map(),
-        templated: false,
         objects: o.shared.clone(),
+        ..Layer::shared(empty_map(), false)
     };
     [own, shared]
 }

@@ -27,6 +27,12 @@ pub struct Layer {
     /// lists): built once and shared by every host's scope instead of copied into each, and
     /// never templated again. They sit in the same layer as `vars` and win over it.
     pub objects: Arc<Vec<(String, minijinja::Value)>>,
+    /// For a data layer: what some of its values were rendered from, as written in the
+    /// playbook (a loop item's literal element, or `{{ list[i] }}` for an item of a variable's
+    /// list). Only trust reads it (`trusted_string`): a string that came through unchanged
+    /// from such a source may stand for an expression, as ansible-core keeps the trust of the
+    /// strings a template passes through.
+    pub literal: Option<Arc<Map<String, Value>>>,
 }
 
 impl Layer {
@@ -47,7 +53,14 @@ impl Layer {
             vars,
             templated,
             objects: NO_OBJECTS.get_or_init(Arc::default).clone(),
+            literal: None,
         }
+    }
+
+    /// This data layer with the playbook's sources of some of its values (see `literal`).
+    pub fn with_literal(mut self, literal: Map<String, Value>) -> Layer {
+        self.literal = Some(Arc::new(literal));
+        self
     }
 
     /// This layer with these shared objects.
@@ -340,7 +353,9 @@ impl Scope {
     pub fn eval_bool(self: &Arc<Self>, expr: &str) -> Result<bool, String> {
         let verdict = self
             .templar
-            .eval_condition(expr, &self.ctx(), &|code| self.trusted_string(code))
+            .eval_condition(expr, &self.ctx(), &|code, value| {
+                self.trusted_string(code, value)
+            })
             .map_err(|e| self.explain(e.to_string()))?;
         self.warnings
             .lock()
@@ -356,16 +371,18 @@ impl Scope {
             .map_err(|e| self.explain(e.to_string()))
     }
 
-    /// Whether the string the expression `code` evaluates to was written verbatim in a
-    /// template layer (the playbook, the inventory, `-e`), following variables that are
-    /// nothing but another variable (`a: "{{ b }}"`). Only a variable path (`cond`,
-    /// `conds.web`, `c['x'][0]`) can name such a string: anything computed, any value from a
-    /// data layer and any `!unsafe` value is untrusted, as in ansible-core 2.19.
-    pub fn trusted_string(&self, code: &str) -> bool {
-        self.trusted_path(code, 0)
+    /// Whether `value`, the string the expression `code` evaluates to, was written verbatim
+    /// in a template layer (the playbook, the inventory, `-e`), following variables that are
+    /// nothing but another variable (`a: "{{ b }}"`) and loop items back to the element they
+    /// were rendered from (`Layer::literal`). Only a variable path (`cond`, `conds.web`,
+    /// `c['x'][0]`) can name such a string, and the string found must be `value` itself:
+    /// anything computed, any value from a data layer and any `!unsafe` value is untrusted,
+    /// as in ansible-core 2.19.
+    pub fn trusted_string(&self, code: &str, value: &str) -> bool {
+        self.trusted_path(code, value, 0)
     }
 
-    fn trusted_path(&self, code: &str, depth: usize) -> bool {
+    fn trusted_path(&self, code: &str, value: &str, depth: usize) -> bool {
         // Deep enough for real indirection, and an end to `a: "{{ b }}"`, `b: "{{ a }}"`.
         const MAX_DEPTH: usize = 16;
         let Some((name, steps)) = parse_path(code) else {
@@ -374,17 +391,24 @@ impl Scope {
         let Some(layer) = self.layers.iter().rev().find(|l| l.has(name)) else {
             return false;
         };
-        if !layer.templated || layer.object(name).is_some() {
+        if layer.object(name).is_some() {
             return false;
         }
-        let mut v = &layer.vars[name];
+        let source = if layer.templated {
+            layer.vars.get(name)
+        } else {
+            layer.literal.as_ref().and_then(|l| l.get(name))
+        };
+        let Some(mut v) = source else {
+            return false;
+        };
         for (i, step) in steps.iter().enumerate() {
             if let Value::String(s) = v {
                 // A template on the way: trusted only as another variable path.
                 return depth < MAX_DEPTH
                     && Templar::single_expression_code(s).is_some_and(|inner| {
                         let rest: String = steps[i..].iter().map(Step::code).collect();
-                        self.trusted_path(&format!("{}{rest}", inner.trim()), depth + 1)
+                        self.trusted_path(&format!("{}{rest}", inner.trim()), value, depth + 1)
                     });
             }
             if mark::literal_of(v).is_some() {
@@ -402,11 +426,12 @@ impl Scope {
             v = next;
         }
         match v {
-            Value::String(s) if !Templar::is_template(s) => true,
+            // The same text: a loop item's source must not vouch for another string.
+            Value::String(s) if !Templar::is_template(s) => s.trim() == value.trim(),
             Value::String(s) => {
                 depth < MAX_DEPTH
                     && Templar::single_expression_code(s)
-                        .is_some_and(|inner| self.trusted_path(inner.trim(), depth + 1))
+                        .is_some_and(|inner| self.trusted_path(inner.trim(), value, depth + 1))
             }
             _ => false,
         }
@@ -575,8 +600,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
     fn layer(v: Value, templated: bool) -> Layer {
-        let m = v.as_object().cloned().unwrap_or_default();
+        let m = obj(v);
         if templated {
             Layer::templates(m)
         } else {
@@ -603,8 +632,22 @@ mod tests {
                     json!({"reg": {"stdout": "1 == 1"}, "shadowed": "1 == 1"}),
                     false,
                 ),
+                // A loop item and what it was rendered from.
+                Layer::data(obj(json!({
+                    "item": {"that": "1 == 1", "l": ["a == 1", "x == 1", "1 == 1"]},
+                    "other": "a == 2", "bare": "1 == 1",
+                })))
+                .with_literal(obj(json!({
+                    "item": {"that": "1 == 1", "l": ["a == 1", "{{ cond }}", "{{ reg.stdout }}"]},
+                    "other": "{{ conds.web[0] }}",
+                }))),
             ],
         );
+        // What the engine asks: the expression and the text it evaluated to.
+        let trusted = |code: &str| {
+            let text = s.eval(code).ok();
+            s.trusted_string(code, text.as_ref().and_then(Value::as_str).unwrap_or(""))
+        };
         for code in [
             "cond",
             " conds.web[0] ",
@@ -613,8 +656,11 @@ mod tests {
             "ind",
             "deep[0]",
             "deep.0",
+            "item.that",
+            "item.l[0]",
+            "item.l[1]",
         ] {
-            assert!(s.trusted_string(code), "{code}");
+            assert!(trusted(code), "{code}");
         }
         for code in [
             "reg.stdout",
@@ -630,9 +676,14 @@ mod tests {
             "conds.web",
             "conds[x]",
             "lookup('lines', 'x')",
+            "item.l[2]",
+            "other",
+            "bare",
         ] {
-            assert!(!s.trusted_string(code), "{code}");
+            assert!(!trusted(code), "{code}");
         }
+        // A trusted path vouches only for the text it holds.
+        assert!(!s.trusted_string("cond", "x == 2"));
     }
 
     #[test]

@@ -158,6 +158,10 @@ fn conditions_never_evaluate_what_a_host_printed() {
                 "    - name: until {n}\n      debug: msg=x\n      until: \"'{{{{ p{n}.stdout }}}}' == p{n}.stdout\"\n      retries: 0\n      delay: 0\n      ignore_errors: true\n",
                 "    - name: until template {n}\n      debug: msg=x\n      until: \"{{{{ p{n}.stdout }}}}\"\n      retries: 0\n      delay: 0\n      ignore_errors: true\n",
                 "    - name: assert {n}\n      assert:\n        that: \"'{{{{ p{n}.stdout }}}}' == p{n}.stdout\"\n      ignore_errors: true\n",
+                // Arguments spread from a template, conditions a template lists, loop items.
+                "    - name: assert splat {n}\n      assert: \"{{{{ {{'that': p{n}.stdout}} }}}}\"\n      ignore_errors: true\n",
+                "    - name: assert list {n}\n      assert:\n        that: \"{{{{ [p{n}.stdout] }}}}\"\n      ignore_errors: true\n",
+                "    - name: item template {n}\n      debug: msg=x\n      loop: \"{{{{ p{n}.stdout_lines }}}}\"\n      when: \"{{{{ item }}}}\"\n      ignore_errors: true\n",
                 "    - name: set {n}\n      set_fact:\n        f{n}: \"{{{{ p{n}.stdout }}}}\"\n      ignore_errors: true\n",
                 "    - name: fact when {n}\n      debug: msg=x\n      when: \"'{{{{ f{n} }}}}' == 'x'\"\n      ignore_errors: true\n",
                 "    - name: fact template {n}\n      debug: msg=x\n      when: \"{{{{ f{n} }}}}\"\n      ignore_errors: true\n",
@@ -204,6 +208,9 @@ fn conditions_never_evaluate_what_a_host_printed() {
             ("until", "ok"),
             ("until template", "failed"),
             ("assert", "ok"),
+            ("assert splat", "failed"),
+            ("assert list", "failed"),
+            ("item template", "failed"),
             ("fact when", "skipped"),
             ("fact template", "failed"),
             ("loop when", "skipped"),
@@ -215,7 +222,13 @@ fn conditions_never_evaluate_what_a_host_printed() {
         ] {
             expected.push((format!("{task} {n}"), status));
         }
-        for task in ["when template", "fact template", "vars template"] {
+        for task in [
+            "when template",
+            "fact template",
+            "vars template",
+            "assert splat",
+            "assert list",
+        ] {
             let m = msg(&out, &format!("{task} {n}"));
             assert!(m.contains("untrusted"), "{task} {n}: {m}");
         }

@@ -12,6 +12,7 @@ use crate::playbook::files::looked_in;
 use crate::template::FileOptions;
 use crate::vars::magic::OMIT;
 use crate::vars::{Layer, Scope};
+use crate::yaml::mark;
 use fixpoint_modules::fs::{chattr, selinux};
 use fixpoint_modules::params::Bool;
 use fixpoint_modules::{Outcome, ParamError};
@@ -681,7 +682,40 @@ fn basename(p: &str) -> String {
         .unwrap_or_else(|| p.to_string())
 }
 
+/// An expression an action evaluates itself (`assert`'s `that`, `debug`'s `var`) that an
+/// argument splat rendered, at `path` when the splat is a variable path: a string stays code
+/// only if it is the playbook's own text (`Scope::trusted_string`, as for `when: "{{ c }}"`);
+/// any other is marked `!unsafe`, which the action refuses to evaluate, as ansible-core
+/// refuses an untrusted expression. So a host's output spread into `assert` never runs.
+pub(in crate::engine) fn vouch(v: Value, path: Option<&str>, scope: &Scope) -> Value {
+    match v {
+        Value::String(s) if path.is_some_and(|p| scope.trusted_string(p, &s)) => Value::String(s),
+        Value::String(s) => mark::mark(Value::String(s)),
+        Value::Array(a) => Value::Array(
+            a.into_iter()
+                .enumerate()
+                .map(|(i, e)| vouch(e, path.map(|p| format!("{p}[{i}]")).as_deref(), scope))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// An expression an action would evaluate that is not the playbook's own text (an argument
+/// splat's, `item::vouch`, or written `!unsafe`): never evaluated, as in ansible-core 2.19.
+fn untrusted(text: &Value) -> Failure {
+    Failure::msg(format!(
+        "untrusted template or expression: `{}` is not text the playbook, the inventory or -e \
+         wrote (it came from a host, or a template computed it), and such text is never \
+         evaluated; write the expression in the task",
+        display_value(text)
+    ))
+}
+
 fn debug(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
+    if let Some(text) = params.get("var").and_then(mark::literal_of) {
+        return Err(untrusted(text));
+    }
     let p: DebugParams = parse(params).map_err(|e| Failure::msg(e.to_string()))?;
     let mut result = Map::new();
     // `verbosity` was applied by the scheduler: a debug below it never gets here.
@@ -703,11 +737,24 @@ fn debug(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
 
 fn assert(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
     let p: AssertParams = parse(params).map_err(|e| Failure::msg(e.to_string()))?;
-    let conditions: Vec<String> = match &p.that {
-        Value::Array(items) => items.iter().map(display_value).collect(),
-        other => vec![display_value(other)],
+    // `that` written as one template of a list (`that: "{{ checks }}"`) is that list, its
+    // strings conditions if they are the playbook's own, as ansible-core's assert resolves it.
+    let listed = match &p.that {
+        Value::String(s) => crate::template::Templar::single_expression_code(s)
+            .and_then(|code| Some((code.trim(), scope.eval(code).ok()?)))
+            .filter(|(_, v)| v.is_array())
+            .map(|(code, v)| vouch(v, Some(code), scope)),
+        _ => None,
     };
-    for cond in &conditions {
+    let conditions: Vec<&Value> = match listed.as_ref().unwrap_or(&p.that) {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    for cond in conditions {
+        if let Some(text) = mark::literal_of(cond) {
+            return Err(untrusted(text));
+        }
+        let cond = &display_value(cond);
         let ok = scope
             .eval_bool(cond)
             .map_err(|e| Failure::msg(format!("assertion `{cond}` could not be evaluated: {e}")))?;

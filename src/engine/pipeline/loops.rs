@@ -78,7 +78,7 @@ impl Shared<'_> {
         let mut complete = true;
         for i in 0..items.len() {
             let layer = crate::engine::task::item_layer(task, items, i, loop_var);
-            let item_scope = scope.with(crate::vars::Layer::data(layer));
+            let item_scope = scope.with(layer);
             match self.when_holds(task, &item_scope) {
                 Ok(true) => {}
                 Ok(false) => continue,
