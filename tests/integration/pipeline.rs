@@ -384,3 +384,21 @@ fn notified_handlers_share_one_round_trip() {
         assert_eq!(round_trips(&piped, h.alias()), 2, "{}", piped.stdout);
     }
 }
+
+/// A condition named indirectly (`when: "{{ cond }}"`, `when: "{{ item }}"`) reads what the
+/// expression it names reads: the task waits for the result it depends on, as without
+/// pipelining.
+#[test]
+fn a_condition_named_indirectly_waits_for_what_it_reads() {
+    let fleet = Fleet::start(1, "fpuser");
+    fleet.play(concat!(
+        "    - name: dir\n      file: { path: \"{{ base }}\", state: directory }\n",
+        "    - name: look\n      stat: { path: \"{{ base }}\" }\n      register: look\n",
+        "    - name: named\n      file: { path: \"{{ base }}/named\", state: touch }\n      vars: { cond: look.stat.isdir }\n      when: \"{{ cond }}\"\n",
+        "    - name: item\n      file: { path: \"{{ base }}/item\", state: touch }\n      loop: [look.stat.isdir]\n      when: \"{{ item }}\"\n",
+    ));
+    first_runs_agree(&fleet);
+    for f in ["named", "item"] {
+        assert!(fleet.base(&fleet.hosts[0]).join(f).exists(), "{f}");
+    }
+}

@@ -721,6 +721,7 @@ fn debug(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
     // `verbosity` was applied by the scheduler: a debug below it never gets here.
     let _ = p.verbosity;
     if let Some(var) = p.var {
+        let var = var_name(var, scope)?;
         let v = scope.eval(&var).map_err(Failure::msg)?;
         result.insert(var, v);
     } else {
@@ -733,6 +734,23 @@ fn debug(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
         result,
         ..Outcome::default()
     })
+}
+
+/// The expression `debug`'s `var` names. Written as one template (`var: "{{ name }}"`,
+/// `var={{ item }}`), it is rendered first, as ansible-core templates it, and what it renders
+/// to must be a string the playbook wrote (a variable's, a literal loop item's): a computed or
+/// a host's string is untrusted, never evaluated.
+fn var_name(var: String, scope: &Arc<Scope>) -> Result<String, Failure> {
+    let Some(code) = crate::template::Templar::single_expression_code(&var).map(str::trim) else {
+        return Ok(var);
+    };
+    match scope.eval(code).map_err(Failure::msg)? {
+        Value::String(s) if scope.trusted_string(code, &s) => Ok(s),
+        Value::String(s) => Err(untrusted(&Value::String(s))),
+        other => Err(Failure::msg(format!(
+            "`var` `{var}` rendered to {other}, not the name of a variable (a string)"
+        ))),
+    }
 }
 
 fn assert(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
