@@ -181,14 +181,23 @@ fn load_all(
 ) -> Result<Vec<playbook::Playbook>, Vec<Diagnostic>> {
     let mut books = Vec::new();
     let mut errors = Vec::new();
-    for p in paths {
-        let (book, load_errors) = playbook::load_playbook_all(p, roles_path, extra_vars);
-        errors.extend(load_errors);
-        if let Some(book) = book {
-            if let Err(e) = inv.load_vars_dir(&book.dir) {
-                errors.push(inventory_diag(e));
+    let ((), yaml_warnings) = yaml::collect_warnings(|| {
+        for p in paths {
+            let (book, load_errors) = playbook::load_playbook_all(p, roles_path, extra_vars);
+            errors.extend(load_errors);
+            if let Some(book) = book {
+                if let Err(e) = inv.load_vars_dir(&book.dir) {
+                    errors.push(inventory_diag(e));
+                }
+                books.push(book);
             }
-            books.push(book);
+        }
+    });
+    let mut shown = std::collections::HashSet::new();
+    for w in yaml_warnings {
+        let text = w.to_string().replacen("error:", "warning:", 1);
+        if shown.insert(text.clone()) {
+            eprint!("{text}");
         }
     }
     // The playbooks' own Jinja plugins, known before anything is checked or rendered.

@@ -134,7 +134,15 @@ impl Builder {
                             // YAML merge key: bring in the entries the current map does not set.
                             merge_into(entries, &node);
                         } else if let Some(slot) = entries.iter_mut().find(|(k, _, _)| *k == key) {
-                            // Later duplicate keys win, as in PyYAML.
+                            // Later duplicate keys win, as in PyYAML; ansible-core warns.
+                            super::warn(
+                                Diagnostic::at(&kpos, format!("duplicate mapping key `{key}`"))
+                                    .help(format!(
+                                        "the value given here is used, the one at {} is not; \
+                                         remove one of them",
+                                        slot.1
+                                    )),
+                            );
                             *slot = (key, kpos, node);
                         } else {
                             entries.push((key, kpos, node));

@@ -23,9 +23,34 @@ pub use resolve::resolve_plain;
 use crate::diag::{Diagnostic, Pos};
 use builder::Builder;
 use serde_json::Value;
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use yaml_rust2::parser::Parser;
+
+thread_local! {
+    /// Where the texts parsed inside `collect_warnings` leave their warnings; none outside it,
+    /// so the files a run reads later (`include_vars`) keep nothing nobody reads.
+    static WARNINGS: RefCell<Option<Vec<Diagnostic>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` (loading playbooks, roles and vars files on this thread) and gives back the
+/// warnings the YAML it parsed raised: a duplicate mapping key, which ansible-core warns of.
+pub fn collect_warnings<T>(f: impl FnOnce() -> T) -> (T, Vec<Diagnostic>) {
+    let outer = WARNINGS.with(|w| w.borrow_mut().replace(Vec::new()));
+    let out = f();
+    let found = WARNINGS.with(|w| std::mem::replace(&mut *w.borrow_mut(), outer));
+    (out, found.unwrap_or_default())
+}
+
+/// Keeps a warning for `collect_warnings`, if one is collecting.
+fn warn(d: Diagnostic) {
+    WARNINGS.with(|w| {
+        if let Some(v) = w.borrow_mut().as_mut() {
+            v.push(d);
+        }
+    });
+}
 
 /// Parse a YAML file into one node (the first document; an empty file is `null`).
 /// A vault-encrypted file is decrypted first, with the run's secrets (`crate::vault`).

@@ -393,3 +393,34 @@ fn an_unknown_parameter_on_a_conditional_task_is_a_warning_and_fails_only_where_
         "{reached}"
     );
 }
+
+/// A mapping that gives a key twice (in a playbook, a role, a vars file): the later value is
+/// used, as in Ansible, and `validate` and `apply` warn with both places, as ansible-core does.
+#[test]
+fn a_duplicate_mapping_key_is_a_warning_with_both_places() {
+    let fx = crate::fx::Fx::new();
+    fx.write("group_vars/all.yml", "color: red\ncolor: blue\n");
+    fx.write(
+        "site.yml",
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - debug:\n        msg: a\n        msg: \"{{ color }}\"\n",
+    );
+    for cmd in [&["validate", "site.yml"][..], &["apply", "site.yml"][..]] {
+        let out = fx.run(cmd);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        for (at, first) in [
+            ("site.yml:6:9", "site.yml:5:9"),
+            ("group_vars/all.yml:2:1", "group_vars/all.yml:1:1"),
+        ] {
+            assert!(
+                out.stderr.contains("warning: duplicate mapping key")
+                    && out.stderr.contains(&format!("{at}\n"))
+                    && out.stderr.contains(&format!("{first} is not")),
+                "{cmd:?} {at}: {}",
+                out.stderr
+            );
+        }
+        if cmd[0] == "apply" {
+            assert!(out.stdout.contains("\"msg\": \"blue\""), "{}", out.stdout);
+        }
+    }
+}
