@@ -54,6 +54,10 @@ impl Engine {
         }
         self.progress.queued(&targets, "Gathering Facts");
         let shared = shared!(self);
+        let gather_timeout = ctx
+            .play
+            .gather_timeout
+            .map_or(self.cfg.connect_timeout, std::time::Duration::from_secs);
         // At most MAX_PERMITS (2^61 - 1), which is the same as no bound (see `run_task`).
         let sem =
             tokio::sync::Semaphore::new(self.cfg.forks.min(tokio::sync::Semaphore::MAX_PERMITS));
@@ -76,7 +80,7 @@ impl Engine {
                         };
                         let res = match shared.conn(h, &spec, ctx).await {
                             Ok(conn) => conn
-                                .call(&Request::Facts, Some(shared.cfg.connect_timeout))
+                                .call(&Request::Facts, Some(gather_timeout))
                                 .await
                                 .map_err(|e| (false, e.to_string())),
                             Err(e) => Err(e),

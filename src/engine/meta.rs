@@ -1,4 +1,5 @@
-//! `meta:` actions (flush_handlers, end_play, end_host, noop).
+//! `meta:` actions (flush_handlers, end_play, end_host, end_batch, clear_facts,
+//! clear_host_errors, reset_connection, noop).
 
 use serde_json::{json, Map, Value};
 
@@ -16,12 +17,36 @@ impl Engine {
         let mut errors = Vec::new();
         let mut warnings: Vec<String> = Vec::new();
         let mut skipped = Vec::new();
-        // As ansible-core's linear strategy: `end_play` runs once, its `when` evaluated for the
-        // first host only; the others are per host.
+        // As ansible-core's linear strategy: the actions for the whole play or batch run once,
+        // their `when` evaluated for the first host only; the others are per host.
         let targets = match meta.action {
-            MetaAction::EndPlay => &targets[..targets.len().min(1)],
+            MetaAction::EndPlay
+            | MetaAction::EndBatch
+            | MetaAction::ClearFacts
+            | MetaAction::ClearHostErrors => &targets[..targets.len().min(1)],
             _ => targets,
         };
+        if meta.action == MetaAction::ResetConnection {
+            // ansible-core resets every host's connection whatever its `when` says, and warns.
+            if !meta.when.is_empty() {
+                self.reporter.warn(&format!(
+                    "meta ({}): `reset_connection` does not support `when`; every host's \
+                     connection is reset",
+                    meta.pos
+                ));
+            }
+            let conns: Vec<_> = targets
+                .iter()
+                .flat_map(|h| {
+                    let hs = self.hosts.get_mut(h).expect("host state");
+                    hs.conns.drain().map(|(_, c)| c).collect::<Vec<_>>()
+                })
+                .collect();
+            // The next task logs in again: a new session sees what the play changed about the
+            // login (a group the user joined), as after ansible-core's reset.
+            crate::connection::pool::close_all(conns).await;
+            return;
+        }
         for host in targets {
             let src = VarSrc {
                 role: meta.role.as_deref(),
@@ -66,7 +91,39 @@ impl Engine {
                     self.hosts.get_mut(h).expect("host state").ended = true;
                 }
             }
-            MetaAction::Noop => {}
+            MetaAction::Noop | MetaAction::ResetConnection => {}
+            MetaAction::EndBatch => {
+                for h in &ctx.hosts {
+                    let hs = self.hosts.get_mut(h).expect("host state");
+                    if !hs.unreachable {
+                        hs.ended = true;
+                    }
+                }
+            }
+            MetaAction::ClearFacts => {
+                for h in &ctx.all_hosts {
+                    if let Some(hs) = self.hosts.get_mut(h) {
+                        // A new map, so `hostvars` sees the change (`HostState::facts`).
+                        hs.facts = Default::default();
+                        hs.gathered = false;
+                    }
+                }
+            }
+            MetaAction::ClearHostErrors => {
+                // As in ansible-core, a host that failed does not come back in this play, but
+                // it is no longer a failed host: later plays run on it, and a batch in which
+                // it failed does not stop the playbook.
+                for h in &ctx.all_hosts {
+                    if let Some(hs) = self.hosts.get_mut(h) {
+                        if hs.failed || hs.unreachable {
+                            hs.failed = false;
+                            hs.unreachable = false;
+                            hs.ended = true;
+                        }
+                        hs.cleared = (hs.stats.failed, hs.stats.unreachable);
+                    }
+                }
+            }
         }
     }
 }
@@ -83,7 +140,12 @@ impl Engine {
                 MetaAction::FlushHandlers => format!("not running handlers for {host}"),
                 MetaAction::EndHost => format!("continuing execution for {host}"),
                 MetaAction::EndPlay => "continuing play".to_string(),
-                MetaAction::Noop => String::new(),
+                MetaAction::EndBatch => "continuing current batch".to_string(),
+                MetaAction::ClearFacts => format!("not clearing facts and fact cache for {host}"),
+                MetaAction::ClearHostErrors => {
+                    format!("not clearing host error state for {host}")
+                }
+                MetaAction::Noop | MetaAction::ResetConnection => String::new(),
             };
             let reason = format!("{action} conditional evaluated to False, {why}");
             let mut result = Map::new();

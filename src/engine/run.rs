@@ -1,7 +1,7 @@
 //! The run entry points: all playbooks (twice under `--twice`) with the recap and verdict, and
 //! `fixpoint journal`; and closing every agent at the end.
 
-use super::state::PlayCtx;
+use super::state::{HostState, PlayCtx};
 use super::{Engine, RunOutcome, Shared};
 use crate::connection::pool;
 use crate::playbook::{Play, Playbook};
@@ -60,7 +60,7 @@ impl Engine {
                 outcome = RunOutcome::Failed;
                 break;
             }
-            if stats.values().any(|s| s.failed > 0 || s.unreachable > 0) {
+            if self.hosts.values().any(HostState::failed_run) {
                 outcome = RunOutcome::Failed;
                 break;
             }

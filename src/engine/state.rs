@@ -37,6 +37,9 @@ pub(super) struct HostState {
     /// Handler notifications left in the host's outbox by earlier runs, not yet delivered.
     pub(super) pending: Vec<OutboxEntry>,
     pub(super) stats: Stats,
+    /// The failures and unreachables counted when `meta: clear_host_errors` last ran: only
+    /// those after it make the run fail, as in ansible-core (the recap still counts all).
+    pub(super) cleared: (u32, u32),
     pub(super) gathered: bool,
     /// The connection spec of the current play, when it depends on nothing a task changes
     /// (see `connect::conn_spec`).
@@ -76,6 +79,7 @@ impl HostState {
         self.notified.clear();
         self.pending.clear();
         self.stats = Stats::default();
+        self.cleared = (0, 0);
         self.gathered = false;
         self.round_trips_before = self.round_trips.load(Ordering::Relaxed);
         self.forget_spec();
@@ -101,6 +105,7 @@ impl HostState {
             notified: Vec::new(),
             pending: Vec::new(),
             stats: Stats::default(),
+            cleared: (0, 0),
             gathered: false,
             spec_cache: Mutex::default(),
             conn_vars_fixed: MapsMemo::default(),
@@ -113,6 +118,11 @@ impl HostState {
     /// The round trips of the current pass.
     pub(super) fn pass_round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed) - self.round_trips_before
+    }
+
+    /// Whether the host failed or was unreachable since `meta: clear_host_errors` last ran.
+    pub(super) fn failed_run(&self) -> bool {
+        self.stats.failed > self.cleared.0 || self.stats.unreachable > self.cleared.1
     }
 
     pub(super) fn active(&self) -> bool {

@@ -117,6 +117,10 @@ pub enum MetaAction {
     EndPlay,
     EndHost,
     Noop,
+    ClearFacts,
+    ClearHostErrors,
+    EndBatch,
+    ResetConnection,
 }
 
 impl MetaAction {
@@ -126,6 +130,10 @@ impl MetaAction {
             MetaAction::EndPlay => "end_play",
             MetaAction::EndHost => "end_host",
             MetaAction::Noop => "noop",
+            MetaAction::ClearFacts => "clear_facts",
+            MetaAction::ClearHostErrors => "clear_host_errors",
+            MetaAction::EndBatch => "end_batch",
+            MetaAction::ResetConnection => "reset_connection",
         }
     }
 }
@@ -287,6 +295,10 @@ pub struct Play {
     /// Variables of the `vars_files` with plain paths, loaded (and checked) at load time.
     pub vars_from_files: Arc<Map<String, Value>>,
     pub gather_facts: bool,
+    /// `gather_timeout`: seconds the play's fact gathering may take (the connection timeout
+    /// without it). `gather_subset` is accepted and checked, not kept: fixpoint's facts are
+    /// one fixed set, as for the `setup` module.
+    pub gather_timeout: Option<u64>,
     /// `vars_prompt`: play variables asked for when the run starts (`vars::prompt`).
     pub vars_prompt: Vec<VarPrompt>,
     /// The `when` of the `import_playbook` that brought this play in: fact gathering runs
@@ -644,6 +656,7 @@ impl Play {
             vars_files: Vec::new(),
             vars_from_files: Arc::default(),
             gather_facts: false,
+            gather_timeout: None,
             gather_when: Vec::new(),
             vars_prompt: Vec::new(),
             tags: Vec::new(),

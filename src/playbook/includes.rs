@@ -468,14 +468,18 @@ impl<'a> Loader<'a> {
                     "end_play" => MetaAction::EndPlay,
                     "end_host" => MetaAction::EndHost,
                     "noop" => MetaAction::Noop,
-                    "clear_facts" | "clear_host_errors" | "refresh_inventory"
-                    | "reset_connection" | "end_batch" | "end_role" => {
+                    "clear_facts" => MetaAction::ClearFacts,
+                    "clear_host_errors" => MetaAction::ClearHostErrors,
+                    "end_batch" => MetaAction::EndBatch,
+                    "reset_connection" => MetaAction::ResetConnection,
+                    "refresh_inventory" | "end_role" => {
                         return Err(arg.err(format!("`meta: {a}` is not supported by fixpoint yet")))
                     }
                     _ => {
-                        return Err(arg
-                            .err(format!("unknown meta action `{a}`"))
-                            .help("meta actions: flush_handlers, end_play, end_host, noop"))
+                        return Err(arg.err(format!("unknown meta action `{a}`")).help(
+                            "meta actions: flush_handlers, end_play, end_host, end_batch, \
+                             clear_facts, clear_host_errors, reset_connection, noop",
+                        ))
                     }
                 };
                 let inner = inh.with_keywords(node)?;

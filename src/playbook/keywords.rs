@@ -309,6 +309,8 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "vars",
     "vars_files",
     "gather_facts",
+    "gather_subset",
+    "gather_timeout",
     "tasks",
     "pre_tasks",
     "post_tasks",

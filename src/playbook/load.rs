@@ -388,6 +388,7 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
             },
             vars_files,
             gather_facts: opt_bool("gather_facts")?.unwrap_or(true),
+            gather_timeout: gather_keywords_of(node)?,
             gather_when: Vec::new(),
             vars_prompt: match node.get("vars_prompt") {
                 Some(n) => vars_prompt_of(n)?,
@@ -579,4 +580,30 @@ fn first_vars_file(
                 ))
                 .help("create one of them, or fix the names: they are relative to the playbook's directory")
         })
+}
+
+/// A play's `gather_timeout` (seconds), after checking its `gather_subset`: a subset name or a
+/// list of them, as the `setup` module takes (`all`, `min`, `network`, `!hardware`...).
+fn gather_keywords_of(node: &Node) -> Result<Option<u64>, Diagnostic> {
+    if let Some(n) = node.get("gather_subset") {
+        let ok = match &n.kind {
+            Kind::Str(_) => true,
+            Kind::Seq(items) => items.iter().all(|i| matches!(i.kind, Kind::Str(_))),
+            _ => false,
+        };
+        if !ok {
+            return Err(n
+                .err("`gather_subset` must be a subset name or a list of them")
+                .help("e.g. `gather_subset: [min]`"));
+        }
+    }
+    match node.get("gather_timeout") {
+        None => Ok(None),
+        Some(n) => match n.kind {
+            Kind::Int(i) if i > 0 => Ok(Some(i as u64)),
+            _ => Err(n
+                .err("`gather_timeout` must be a positive number of seconds")
+                .help("e.g. `gather_timeout: 30`")),
+        },
+    }
 }

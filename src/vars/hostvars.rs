@@ -64,6 +64,9 @@ impl Entry {
         );
         m.extend(self.facts.iter().map(|(k, v)| (k.clone(), v.clone())));
         m.extend(self.host_vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+        // A mapping on every host, empty before facts are gathered, as in ansible-core.
+        m.entry("ansible_facts")
+            .or_insert_with(|| Value::Object(Map::new()));
         m
     }
 

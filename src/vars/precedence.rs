@@ -27,6 +27,11 @@ pub fn host_scope(
     if maps.defining_map("ansible_connection").is_none() {
         layers.push(connection_layer(ctx.play.conn.connection.as_deref()));
     }
+    // `ansible_facts` is a mapping on every host, empty before facts are gathered (or after
+    // `meta: clear_facts`), as in ansible-core.
+    if maps.defining_map("ansible_facts").is_none() {
+        layers.push(Layer::shared(no_facts(), false));
+    }
     layers.extend(
         maps.0
             .iter()
@@ -34,6 +39,17 @@ pub fn host_scope(
     );
     layers.extend(magic);
     Scope::new(templar.clone(), layers)
+}
+
+/// `ansible_facts: {}`, shared.
+pub(super) fn no_facts() -> Arc<Map<String, Value>> {
+    static NONE: std::sync::OnceLock<Arc<Map<String, Value>>> = std::sync::OnceLock::new();
+    NONE.get_or_init(|| {
+        let mut m = Map::new();
+        m.insert("ansible_facts".into(), Value::Object(Map::new()));
+        Arc::new(m)
+    })
+    .clone()
 }
 
 /// `ansible_connection` for a host no variable gives one: the play's `connection` keyword, or

@@ -611,3 +611,24 @@ fn action_keyword_resolves_a_templated_module_and_refuses_a_second_action() {
         out.stderr
     );
 }
+
+/// `meta: reset_connection` logs in again: the tasks after it run under a new agent (another
+/// parent process), which is what a user's new groups need; until then the agent stays.
+#[test]
+fn meta_reset_connection_logs_in_again() {
+    let fleet = crate::ssh::Fleet::start(1, "fpuser");
+    fleet.play(concat!(
+        "    - shell: echo $PPID\n      register: a\n      changed_when: false\n",
+        "    - shell: echo $PPID\n      register: b\n      changed_when: false\n",
+        "    - meta: reset_connection\n",
+        "    - shell: echo $PPID\n      register: c\n      changed_when: false\n",
+        "    - debug:\n        msg: \"same agent {{ a.stdout == b.stdout }}, new agent {{ b.stdout != c.stdout }}\"\n",
+    ));
+    let out = fleet.apply(&["-v"]);
+    out.expect(0);
+    assert!(
+        out.stdout.contains("same agent True, new agent True"),
+        "{}",
+        out.stdout
+    );
+}
