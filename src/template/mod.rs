@@ -57,7 +57,8 @@ use env::{build_env, set_search_path};
 pub use error::TemplateError;
 use error::{label_for_text, syntax_error};
 pub use foreign::{
-    set_foreign, Call as PluginCall, Failure as PluginFailure, Foreign, Kind as PluginKind,
+    is_collection_name, set_foreign, Call as PluginCall, Failure as PluginFailure, Foreign,
+    Kind as PluginKind,
 };
 use inline::Inline;
 pub use lookups::{fileglob, first_found_file, listing};
