@@ -175,10 +175,13 @@ pub(super) fn lookup(
     args: &[Value],
     basedir: Option<PathBuf>,
 ) -> Result<Vec<Value>, Error> {
-    let out = call(Kind::Lookup, name, args, Some((state, basedir)))?;
-    match out {
+    // The bridge answers a lookup with the list of its values (a plugin that returns anything
+    // else fails there, as ansible-core fails it), so there is nothing to wrap in a list.
+    match call(Kind::Lookup, name, args, Some((state, basedir)))? {
         Json::Array(items) => Ok(items.iter().map(Value::from_serialize).collect()),
-        other => Ok(vec![Value::from_serialize(&other)]),
+        other => Err(op_err(format!(
+            "the plugin bridge answered lookup `{name}` with {other}, not a list"
+        ))),
     }
 }
 

@@ -137,26 +137,25 @@ impl Templar {
         let mut seen = BTreeSet::new();
         for ins in lists {
             for idx in 0..ins.len() as u32 {
-                let (kind, name) = match ins.get(idx) {
-                    Some(Instruction::ApplyFilter(n, _, _)) => ("filter", *n),
-                    Some(Instruction::PerformTest(n, _, _)) => ("test", *n),
-                    Some(Instruction::CallFunction(n, _)) => ("function", *n),
+                // `None`: a function.
+                let (plugin, name) = match ins.get(idx) {
+                    Some(Instruction::ApplyFilter(n, _, _)) => (Some(PluginKind::Filter), *n),
+                    Some(Instruction::PerformTest(n, _, _)) => (Some(PluginKind::Test), *n),
+                    Some(Instruction::CallFunction(n, _)) => (None, *n),
                     _ => continue,
                 };
                 let name: String = name.chars().filter(|c| !c.is_whitespace()).collect();
-                let known = match kind {
-                    "function" => {
-                        // Macros of a template file may come from the template including it.
+                let known = match plugin {
+                    // Macros of a template file may come from the template including it.
+                    None => {
                         how == ScanAs::File
                             || locals.contains(name.as_str())
                             || SPECIAL_CALLS.contains(&name.as_str())
                             || self.env.globals().any(|(g, _)| g == name)
                     }
-                    "filter" => {
-                        self.has(kind, &name) || super::foreign::knows(PluginKind::Filter, &name)
-                    }
-                    _ => self.has(kind, &name) || super::foreign::knows(PluginKind::Test, &name),
+                    Some(kind) => self.has(kind, &name) || super::foreign::knows(kind, &name),
                 };
+                let kind = plugin.map_or("function", PluginKind::word);
                 if known || !seen.insert((kind, name.clone())) {
                     continue;
                 }
@@ -245,10 +244,10 @@ impl Templar {
         lookups::NAMES.contains(&name) || super::foreign::knows(PluginKind::Lookup, name)
     }
 
-    /// Whether the environment has a filter (`kind` "filter") or test ("test") of this name,
-    /// asked through Jinja's own `is filter` / `is test`.
-    fn has(&self, kind: &str, name: &str) -> bool {
-        let src = format!("{{{{ n is {kind} }}}}");
+    /// Whether the environment has a filter or test of this name, asked through Jinja's own
+    /// `is filter` / `is test`.
+    fn has(&self, kind: PluginKind, name: &str) -> bool {
+        let src = format!("{{{{ n is {} }}}}", kind.word());
         match self.env.render_str(&src, minijinja::context! { n => name }) {
             Ok(out) => out.eq_ignore_ascii_case("true"),
             // Cannot tell: leave it to the run.
