@@ -208,15 +208,7 @@ fn call(
         kwargs.insert(key.to_string(), value_to_json(&v)?);
     }
     let (keys, basedir, state) = match lookup {
-        Some((state, basedir)) => (
-            state
-                .known_variables()
-                .into_iter()
-                .map(|k| k.to_string())
-                .collect(),
-            basedir,
-            Some(state),
-        ),
+        Some((state, basedir)) => (super::lookups::variable_names(state), basedir, Some(state)),
         None => (Vec::new(), None, None),
     };
     let mut var = |n: &str| -> Option<Json> {
