@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value as Json};
 
 use super::bridge::Bridge;
-use crate::template::{set_foreign, Foreign, PluginCall, PluginFailure, PluginKind as Kind};
+use crate::template::{
+    is_collection_name, set_foreign, Foreign, PluginCall, PluginFailure, PluginKind as Kind,
+};
 
 /// The run's plugins.
 pub struct Plugins {
@@ -32,7 +34,7 @@ struct Inner {
     bridge: Option<Result<Bridge, String>>,
     /// The filters and tests of the playbook's own directories.
     local: BTreeMap<Kind, Vec<String>>,
-    /// Collection plugins asked about, and whether they exist.
+    /// Collection plugins asked about (by `validate`), and whether they exist.
     resolved: BTreeMap<(Kind, String), bool>,
 }
 
@@ -131,26 +133,9 @@ impl Plugins {
     }
 }
 
-/// `ns.coll.name` of a collection other than ansible.builtin / ansible.legacy (fixpoint's own).
-fn collection_name(name: &str) -> bool {
-    name.split('.').count() >= 3
-        && !name.starts_with("ansible.builtin.")
-        && !name.starts_with("ansible.legacy.")
-        && name.split('.').all(|p| !p.is_empty())
-}
-
 impl Foreign for Plugins {
     fn names(&self, kind: Kind) -> Vec<String> {
-        let inner = self.lock();
-        let mut out = inner.local.get(&kind).cloned().unwrap_or_default();
-        out.extend(
-            inner
-                .resolved
-                .iter()
-                .filter(|((k, _), found)| *k == kind && **found)
-                .map(|((_, n), _)| n.clone()),
-        );
-        out
+        self.lock().local.get(&kind).cloned().unwrap_or_default()
     }
 
     fn knows(&self, kind: Kind, name: &str) -> bool {
@@ -158,7 +143,7 @@ impl Foreign for Plugins {
         if kind == Kind::Lookup && self.local_lookup(name) {
             return true;
         }
-        if !collection_name(name) {
+        if !is_collection_name(name) {
             return self
                 .lock()
                 .local

@@ -12,7 +12,7 @@ use super::jinja_tests::add_tests;
 use super::lookups::run_lookup;
 use super::pyops::{self, DIV_FN, FLOORDIV_FN, MOD_FN};
 use super::pyrepr::{py_str, py_string};
-use super::rewrite::{chain_lookup, CHAIN_FN};
+use super::rewrite::{chain_lookup, rewrite_chains, CHAIN_FN};
 
 /// A new environment; `search_path` adds a loader for `{% include %}` and `template` sources
 /// relative to those directories (searched in order).
@@ -114,7 +114,9 @@ pub(super) fn set_search_path(env: &mut Environment<'static>, search_path: Optio
 
 /// Loads an included template from the first search directory that has it. Its one trailing
 /// newline is dropped, as Jinja does for every template under Ansible (which puts the newlines
-/// back only at the end of the whole output): `a {% include 'b' %} c` stays on one line.
+/// back only at the end of the whole output): `a {% include 'b' %} c` stays on one line. It is
+/// rewritten (`rewrite_chains`) as the template that includes it was, and as `validate` scans
+/// it: a collection's filter in it is called through the dispatcher.
 pub(super) fn load_from_dirs(dirs: &[PathBuf], name: &str) -> Result<Option<String>, Error> {
     for dir in dirs {
         let path = dir.join(name);
@@ -131,7 +133,7 @@ pub(super) fn load_from_dirs(dirs: &[PathBuf], name: &str) -> Result<Option<Stri
                     text.pop();
                 }
             }
-            return Ok(Some(text));
+            return Ok(Some(rewrite_chains(&text)));
         }
     }
     Ok(None)

@@ -5,6 +5,12 @@
 //! stays free of Python and of where plugins live.
 //!
 //! fixpoint's own filters, tests and lookups win over a plugin of the same short name.
+//!
+//! A collection's filter or test (`x | ns.coll.f`) is not registered under its name: `rewrite`
+//! turns it into a call of the dispatcher (`x | __fp_filter("ns.coll.f")`), which is in every
+//! environment and asks for the plugin by name when it runs. A name no scan could see before
+//! the environment was built (a template file named by a variable, an included file) works
+//! as one written in the playbook.
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -15,6 +21,11 @@ use serde_json::{Map, Value as Json};
 
 use super::pyrepr::py_quote;
 use super::value::{op_err, split_kwargs, value_to_json};
+
+/// The filter and the test every collection's filter or test is called through: the plugin's
+/// name is their first argument after the value (`rewrite`, `by_name`).
+pub(super) const FILTER_FN: &str = "__fp_filter";
+pub(super) const TEST_FN: &str = "__fp_test";
 
 /// Which kind of Jinja plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -59,8 +70,8 @@ pub enum Failure {
 
 /// What provides the plugins.
 pub trait Foreign: Send + Sync {
-    /// The filters or tests to register under their names (the playbook's own, and the
-    /// collections' ones `knows` found so far).
+    /// The playbook's own filters or tests, registered under their names (a collection's are
+    /// called through the dispatcher).
     fn names(&self, kind: Kind) -> Vec<String>;
     /// Whether a plugin of this kind and name exists (it may look for a collection's).
     fn knows(&self, kind: Kind, name: &str) -> bool;
@@ -83,9 +94,23 @@ pub(super) fn knows(kind: Kind, name: &str) -> bool {
     foreign().is_some_and(|f| f.knows(kind, name))
 }
 
-/// Register the plugins' filters and tests in `env`. Called before fixpoint's own are added,
-/// which then replace a plugin of the same name.
+/// `ns.coll.name` of a collection other than ansible.builtin / ansible.legacy (fixpoint's own).
+pub fn is_collection_name(name: &str) -> bool {
+    name.split('.').count() >= 3
+        && !name.starts_with("ansible.builtin.")
+        && !name.starts_with("ansible.legacy.")
+        && name.split('.').all(|p| !p.is_empty())
+}
+
+/// Register the dispatcher and the playbook's own filters and tests in `env`. Called before
+/// fixpoint's own are added, which then replace a plugin of the same name.
 pub(super) fn add_foreign(env: &mut Environment<'static>) {
+    env.add_filter(FILTER_FN, |args: Rest<Value>| {
+        dispatch(Kind::Filter, &args).map(|v| Value::from_serialize(&v))
+    });
+    env.add_test(TEST_FN, |args: Rest<Value>| {
+        dispatch(Kind::Test, &args).map(|v| v.as_bool().unwrap_or(false))
+    });
     let Some(f) = foreign() else { return };
     for name in f.names(Kind::Filter) {
         let n = name.clone();
@@ -101,6 +126,47 @@ pub(super) fn add_foreign(env: &mut Environment<'static>) {
     }
 }
 
+/// The dispatcher's call: `args` are the value, the plugin's name, then its own arguments.
+fn dispatch(kind: Kind, args: &[Value]) -> Result<Json, Error> {
+    let [value, name, rest @ ..] = args else {
+        return Err(op_err(format!(
+            "{} needs a value and a plugin name",
+            kind.word()
+        )));
+    };
+    let Some(name) = name.as_str() else {
+        return Err(op_err(format!("{} needs a plugin name", kind.word())));
+    };
+    let plugin_args: Vec<Value> = std::iter::once(value.clone())
+        .chain(rest.iter().cloned())
+        .collect();
+    call(kind, name, &plugin_args, None)
+}
+
+/// The filter or test to apply when one is named by a string at run time (`map('ns.coll.f')`,
+/// `select('ns.coll.t', 1)`), and the arguments to give it after the value: a collection's goes
+/// through the dispatcher, named first; `ansible.builtin.x` is fixpoint's `x`.
+pub(super) fn by_name(kind: Kind, name: &str, args: Vec<Value>) -> (String, Vec<Value>) {
+    if let Some(short) = ["ansible.builtin.", "ansible.legacy."]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+    {
+        return (short.to_string(), args);
+    }
+    if !is_collection_name(name) {
+        return (name.to_string(), args);
+    }
+    let dispatcher = if kind == Kind::Test {
+        TEST_FN
+    } else {
+        FILTER_FN
+    };
+    let mut with_name = Vec::with_capacity(args.len() + 1);
+    with_name.push(Value::from(name));
+    with_name.extend(args);
+    (dispatcher.to_string(), with_name)
+}
+
 /// Run lookup `name` with these terms and keyword arguments (`lookup()`'s own, `wantlist` and
 /// `errors`, already taken out) for the expression whose variables `state` holds.
 pub(super) fn lookup(
@@ -109,10 +175,13 @@ pub(super) fn lookup(
     args: &[Value],
     basedir: Option<PathBuf>,
 ) -> Result<Vec<Value>, Error> {
-    let out = call(Kind::Lookup, name, args, Some((state, basedir)))?;
-    match out {
+    // The bridge answers a lookup with the list of its values (a plugin that returns anything
+    // else fails there, as ansible-core fails it), so there is nothing to wrap in a list.
+    match call(Kind::Lookup, name, args, Some((state, basedir)))? {
         Json::Array(items) => Ok(items.iter().map(Value::from_serialize).collect()),
-        other => Ok(vec![Value::from_serialize(&other)]),
+        other => Err(op_err(format!(
+            "the plugin bridge answered lookup `{name}` with {other}, not a list"
+        ))),
     }
 }
 
@@ -139,15 +208,7 @@ fn call(
         kwargs.insert(key.to_string(), value_to_json(&v)?);
     }
     let (keys, basedir, state) = match lookup {
-        Some((state, basedir)) => (
-            state
-                .known_variables()
-                .into_iter()
-                .map(|k| k.to_string())
-                .collect(),
-            basedir,
-            Some(state),
-        ),
+        Some((state, basedir)) => (super::lookups::variable_names(state), basedir, Some(state)),
         None => (Vec::new(), None, None),
     };
     let mut var = |n: &str| -> Option<Json> {
@@ -172,6 +233,8 @@ fn failed(kind: Kind, name: &str, why: Failure) -> Error {
     py_quote(name, &mut quoted);
     let word = kind.word();
     op_err(match why {
+        // A filter or test Jinja cannot find: ansible-core's words are Jinja's.
+        Failure::Missing if kind != Kind::Lookup => format!("No {word} named {quoted}."),
         Failure::Missing => format!("The {word} plugin {quoted} was not found."),
         Failure::Load(m) if m.is_empty() => format!("The {word} plugin {quoted} failed to load."),
         Failure::Load(m) => format!("The {word} plugin {quoted} failed to load: {m}"),

@@ -57,7 +57,8 @@ use env::{build_env, set_search_path};
 pub use error::TemplateError;
 use error::{label_for_text, syntax_error};
 pub use foreign::{
-    set_foreign, Call as PluginCall, Failure as PluginFailure, Foreign, Kind as PluginKind,
+    is_collection_name, set_foreign, Call as PluginCall, Failure as PluginFailure, Foreign,
+    Kind as PluginKind,
 };
 use inline::Inline;
 pub use lookups::{fileglob, first_found_file, listing};
@@ -69,6 +70,12 @@ use rewrite::{
 pub use scan::{Problem, Reference, Scan, ScanAs};
 use undefined::{convert_error, is_silent_undefined, undefined_result, Source};
 use value::value_to_json;
+
+/// A name a context may answer with the names of its variables in the order ansible-core hands
+/// them to a lookup (`varnames`, a plugin's `variables`): the engine's scopes give each where it
+/// is first defined, from the lowest precedence up. A context that does not answer it has its
+/// names sorted.
+pub const VARIABLE_ORDER: &str = "__fp_variable_order";
 
 /// The `template` module's options for rendering a file (see [`Templar::with_file_options`]).
 #[derive(Debug, Default, Clone)]

@@ -8,7 +8,9 @@
 //!
 //! Filters and tests named the collection way (`| ansible.builtin.to_json`,
 //! `is ansible.builtin.match`, also `ansible.legacy.`) lose that prefix here: fixpoint's
-//! filters and tests are `ansible.builtin`'s.
+//! filters and tests are `ansible.builtin`'s. Another collection's (`| ns.coll.f(a)`) become
+//! calls of the dispatcher (`| __fp_filter("ns.coll.f", a)`, `foreign`), which finds the
+//! plugin by name when it runs.
 //!
 //! Also here: the small scanners of template source the rest of the folder shares (where a
 //! `{{ }}` block ends, string literals masked out).
@@ -21,6 +23,7 @@ use minijinja::value::Rest;
 use minijinja::Value;
 use regex::Regex;
 
+use super::foreign::{is_collection_name, FILTER_FN, TEST_FN};
 use super::pyops;
 
 /// Name of the helper that implements Ansible's chained-undefined lookups (see `rewrite_chains`).
@@ -90,8 +93,11 @@ fn has_python_operator(code: &str) -> bool {
 fn rewrite_template_chains(src: &str) -> String {
     static HINT: OnceLock<Regex> = OnceLock::new();
     let hint = HINT.get_or_init(|| {
-        Regex::new(r"default|defined|\|\s*d\b|ansible\.(?:builtin|legacy|_protomatter)\.")
-            .expect("valid regex")
+        Regex::new(concat!(
+            r"default|defined|\|\s*d\b|ansible\.(?:builtin|legacy|_protomatter)\.",
+            r"|(?:\||\bis\s|filter\s)\s*(?:not\s+)?[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_]",
+        ))
+        .expect("valid regex")
     });
     if !hint.is_match(src) {
         return src.to_string();
@@ -122,7 +128,7 @@ pub(super) fn rewrite_code(code: &str) -> String {
 /// Rewrites chained lookups (and collection-style filter and test names) in one piece of
 /// expression code.
 fn rewrite_region(code: &str) -> String {
-    let code = &strip_builtin_prefix(code);
+    let code = &dispatch_collection_names(&strip_builtin_prefix(code));
     let masked = mask_strings(code);
     let mut out = String::with_capacity(code.len() + 16);
     let mut last = 0;
@@ -202,13 +208,14 @@ pub(super) fn escape_backslashes_in_code(code: &str) -> String {
     out
 }
 
-/// `x | ansible.builtin.f` → `x | f`, and the same after `is` / `is not` (also for
-/// `ansible._protomatter.`, ansible-core's internal collection, whose `finalize` is ours).
+/// `x | ansible.builtin.f` → `x | f`, and the same after `is` / `is not` and in
+/// `{% filter %}` (also for `ansible._protomatter.`, ansible-core's internal collection, whose
+/// `finalize` is ours).
 fn strip_builtin_prefix(code: &str) -> String {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
         Regex::new(
-            r"(?:\||\bis(?:\s+not)?)\s*(ansible\.(?:builtin|legacy|_protomatter)\.)[A-Za-z_]",
+            r"(?:\||\bis(?:\s+not)?|^\s*[-+]?\s*filter\s)\s*(ansible\.(?:builtin|legacy|_protomatter)\.)[A-Za-z_]",
         )
         .expect("valid regex")
     });
@@ -222,6 +229,139 @@ fn strip_builtin_prefix(code: &str) -> String {
     }
     out.push_str(&code[last..]);
     out
+}
+
+/// `x | ns.coll.f(a)` → `x | __fp_filter("ns.coll.f", a)`, `x is ns.coll.t` →
+/// `x is __fp_test("ns.coll.t")`, `x is ns.coll.t y` → `x is __fp_test("ns.coll.t", y)`, and
+/// `{% filter ns.coll.f %}`: the dispatcher asks for the plugin when it runs, so no name has to
+/// be known when the environment is built. Whitespace is kept, so lines stay.
+fn dispatch_collection_names(code: &str) -> String {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(concat!(
+            r"(?:(?P<filter>\||^\s*[-+]?\s*filter\s)|(?:^|[^\w.])is(?:\s+not)?\s)",
+            r"\s*(?P<name>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,})",
+        ))
+        .expect("valid regex")
+    });
+    let masked = mask_strings(code);
+    let m = masked.as_bytes();
+    let mut out = String::with_capacity(code.len() + 32);
+    let mut last = 0;
+    for caps in re.captures_iter(&masked) {
+        let name = caps.name("name").expect("group exists");
+        // Inside a test's argument, already rewritten with it.
+        if name.start() < last || !is_collection_name(name.as_str()) {
+            continue;
+        }
+        let filter = caps.name("filter").is_some();
+        let quoted = format!("\"{}\"", name.as_str());
+        let next = skip_space(m, name.end());
+        out.push_str(&code[last..name.start()]);
+        out.push_str(if filter { FILTER_FN } else { TEST_FN });
+        if m.get(next) == Some(&b'(') {
+            out.push_str(&code[name.end()..=next]);
+            out.push_str(&quoted);
+            if m.get(skip_space(m, next + 1)) != Some(&b')') {
+                out.push_str(", ");
+            }
+            last = next + 1;
+        } else if !filter && starts_test_argument(&masked[next..]) {
+            let end = unary_end(m, next);
+            let _ = write!(out, "({quoted},");
+            out.push_str(&dispatch_collection_names(&code[name.end()..end]));
+            out.push(')');
+            last = end;
+        } else {
+            let _ = write!(out, "({quoted})");
+            last = name.end();
+        }
+    }
+    out.push_str(&code[last..]);
+    out
+}
+
+fn skip_space(m: &[u8], mut i: usize) -> usize {
+    while m.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    i
+}
+
+/// Whether what follows a test's name is its one argument without parentheses (`x is
+/// divisibleby 3`), by minijinja's rule: a name other than `and`, `or`, `else` and `is`, a
+/// constant, a sign, a list or a dict.
+fn starts_test_argument(rest: &str) -> bool {
+    match rest.bytes().next() {
+        Some(b'\'' | b'"' | b'+' | b'-' | b'[' | b'{') => true,
+        Some(c) if c.is_ascii_digit() => true,
+        Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
+            let word = rest
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .next()
+                .unwrap_or_default();
+            !matches!(word, "and" | "or" | "else" | "is")
+        }
+        _ => false,
+    }
+}
+
+/// Where the argument starting at `i` ends: signs, then a name, number, string, list or dict,
+/// then attributes, subscripts and calls (minijinja's unary expression and its postfixes).
+fn unary_end(m: &[u8], mut i: usize) -> usize {
+    while matches!(m.get(i), Some(b'+' | b'-')) {
+        i = skip_space(m, i + 1);
+    }
+    let word = |mut j: usize| {
+        while m
+            .get(j)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        {
+            j += 1;
+        }
+        j
+    };
+    i = match m.get(i) {
+        Some(&q @ (b'\'' | b'"')) => m[i + 1..]
+            .iter()
+            .position(|&c| c == q)
+            .map_or(m.len(), |p| i + p + 2),
+        Some(b'[' | b'{' | b'(') => group_end(m, i),
+        _ => word(i),
+    };
+    loop {
+        let j = skip_space(m, i);
+        match m.get(j) {
+            Some(b'.') => {
+                let k = skip_space(m, j + 1);
+                let e = word(k);
+                if e == k {
+                    return i;
+                }
+                i = e;
+            }
+            Some(b'[' | b'(') => i = group_end(m, j),
+            _ => return i,
+        }
+    }
+}
+
+/// The offset after the bracket that closes the one at `i` (string constants masked).
+fn group_end(m: &[u8], i: usize) -> usize {
+    let mut depth = 0usize;
+    for (j, c) in m.iter().enumerate().skip(i) {
+        match c {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return j + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    m.len()
 }
 
 /// `a.b[c].0` → `__fp_chain(a, "b", (c), 0)`; None for paths that cannot be rewritten (slices).
@@ -461,5 +601,52 @@ mod tests {
             rewrite_code("not a.b['c'] is defined"),
             "not __fp_chain(a, \"b\", ('c')) is defined"
         );
+    }
+
+    #[test]
+    fn collection_filters_and_tests_go_through_the_dispatcher() {
+        let cases = [
+            (
+                "x | ns.coll.f('a', k=1) | upper",
+                r#"x | __fp_filter("ns.coll.f", 'a', k=1) | upper"#,
+            ),
+            ("x | ns.coll.f ()", r#"x | __fp_filter ("ns.coll.f")"#),
+            ("x|ns.coll.f|length", r#"x|__fp_filter("ns.coll.f")|length"#),
+            (
+                "x is not ns.coll.t and y is ns.coll.t(1)",
+                r#"x is not __fp_test("ns.coll.t") and y is __fp_test("ns.coll.t", 1)"#,
+            ),
+            // A test's one argument without parentheses, up to its end.
+            (
+                "x is ns.coll.t -a.b[0] or z",
+                r#"x is __fp_test("ns.coll.t", -a.b[0]) or z"#,
+            ),
+            (
+                "x is ns.coll.t [y | ns.coll.f]",
+                r#"x is __fp_test("ns.coll.t", [y | __fp_filter("ns.coll.f")])"#,
+            ),
+            (
+                "x is ns.coll.t 'a b'",
+                r#"x is __fp_test("ns.coll.t", 'a b')"#,
+            ),
+            // Left alone: strings, attributes, fixpoint's own (`ansible.builtin`) and names
+            // that are no filter or test.
+            ("'| ns.coll.f' ~ a.b.c", "'| ns.coll.f' ~ a.b.c"),
+            ("this.is.a.b.c", "this.is.a.b.c"),
+            ("x | ansible.legacy.upper", "x | upper"),
+        ];
+        for (code, want) in cases {
+            assert_eq!(rewrite_code(code), want, "{code}");
+        }
+        // Lines are kept, and a `{% filter %}` block's filter is one too.
+        assert_eq!(
+            rewrite_chains("{% filter ns.coll.f %}a{% endfilter %}\n{{ x\n| ns.coll.g }}"),
+            "{% filter __fp_filter(\"ns.coll.f\") %}a{% endfilter %}\n{{ x\n| __fp_filter(\"ns.coll.g\") }}"
+        );
+        // Without plugins, the name is said missing in ansible-core's words.
+        let err = render_err("{{ 1 | ns.coll.f }}").to_string();
+        assert!(err.contains("No filter named 'ns.coll.f'."), "{err}");
+        let err = render_err("{{ [1] | select('ns.coll.t') | list }}").to_string();
+        assert!(err.contains("No test named 'ns.coll.t'."), "{err}");
     }
 }

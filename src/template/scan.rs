@@ -15,8 +15,8 @@ use minijinja::machinery::{get_compiled_template, Instruction, Instructions};
 use regex::Regex;
 
 use super::file::parse_jinja2_header;
-use super::foreign::Kind as PluginKind;
-use super::rewrite::{escape_backslashes, rewrite_chains, rewrite_code};
+use super::foreign::{Kind as PluginKind, FILTER_FN, TEST_FN};
+use super::rewrite::{escape_backslashes, mask_strings, rewrite_chains, rewrite_code};
 use super::{lookups, Templar};
 
 /// One thing wrong in a template, at a 1-based line and column of its text.
@@ -89,6 +89,14 @@ impl Templar {
             };
             (line + line_shift, col)
         };
+        // Where a name is in the text as written: the rewrite may have moved it on its line.
+        let place = |line: usize, name: &str| {
+            let fallback = at(line, find_word(&code, line, name).unwrap_or(1));
+            match find_word(source, fallback.0, name) {
+                Some(col) => (fallback.0, col),
+                None => fallback,
+            }
+        };
         let env: &minijinja::Environment<'_> = &self.env;
         let tmpl = match env.template_from_named_str("<scan>", &code) {
             Ok(t) => t,
@@ -129,42 +137,50 @@ impl Templar {
         let mut seen = BTreeSet::new();
         for ins in lists {
             for idx in 0..ins.len() as u32 {
-                let (kind, name) = match ins.get(idx) {
-                    Some(Instruction::ApplyFilter(n, _, _)) => ("filter", *n),
-                    Some(Instruction::PerformTest(n, _, _)) => ("test", *n),
-                    Some(Instruction::CallFunction(n, _)) => ("function", *n),
+                // `None`: a function.
+                let (plugin, name) = match ins.get(idx) {
+                    Some(Instruction::ApplyFilter(n, _, _)) => (Some(PluginKind::Filter), *n),
+                    Some(Instruction::PerformTest(n, _, _)) => (Some(PluginKind::Test), *n),
+                    Some(Instruction::CallFunction(n, _)) => (None, *n),
                     _ => continue,
                 };
                 let name: String = name.chars().filter(|c| !c.is_whitespace()).collect();
-                let known = match kind {
-                    "function" => {
-                        // Macros of a template file may come from the template including it.
+                let known = match plugin {
+                    // Macros of a template file may come from the template including it.
+                    None => {
                         how == ScanAs::File
                             || locals.contains(name.as_str())
                             || SPECIAL_CALLS.contains(&name.as_str())
                             || self.env.globals().any(|(g, _)| g == name)
                     }
-                    "filter" => {
-                        self.has(kind, &name) || super::foreign::knows(PluginKind::Filter, &name)
-                    }
-                    _ => self.has(kind, &name) || super::foreign::knows(PluginKind::Test, &name),
+                    Some(kind) => self.has(kind, &name) || super::foreign::knows(kind, &name),
                 };
+                let kind = plugin.map_or("function", PluginKind::word);
                 if known || !seen.insert((kind, name.clone())) {
                     continue;
                 }
                 let line = ins.get_line(idx).unwrap_or(1);
-                let col = find_word(&code, line, &name).unwrap_or(1);
-                let (line, col) = at(line, col);
-                scan.problems.push(Problem {
-                    line,
-                    col,
-                    msg: format!("unknown {kind} `{name}`"),
-                    help: format!(
-                        "fixpoint has no {kind} of that name (README, \"Templating\", lists \
-                         those it has); a run would fail here"
-                    ),
-                });
+                let (line, col) = place(line, &name);
+                scan.problems.push(unknown(kind, &name, line, col));
             }
+        }
+        // A collection's filters and tests, called through the dispatcher (`rewrite`): their
+        // names are its first argument.
+        let masked = mask_strings(&code);
+        for caps in dispatched_re().captures_iter(&masked) {
+            let (fn_name, m) = (&caps[1], caps.get(2).expect("group exists"));
+            let name = &code[m.range()];
+            let kind = if fn_name == FILTER_FN {
+                PluginKind::Filter
+            } else {
+                PluginKind::Test
+            };
+            if super::foreign::knows(kind, name) || !seen.insert((kind.word(), name.to_string())) {
+                continue;
+            }
+            let (line, _) = line_col(&code, m.start());
+            let (line, col) = place(line, name);
+            scan.problems.push(unknown(kind.word(), name, line, col));
         }
         // Comments hold no lookups or includes.
         let code = blank_comments(&code);
@@ -228,16 +244,38 @@ impl Templar {
         lookups::NAMES.contains(&name) || super::foreign::knows(PluginKind::Lookup, name)
     }
 
-    /// Whether the environment has a filter (`kind` "filter") or test ("test") of this name,
-    /// asked through Jinja's own `is filter` / `is test`.
-    fn has(&self, kind: &str, name: &str) -> bool {
-        let src = format!("{{{{ n is {kind} }}}}");
+    /// Whether the environment has a filter or test of this name, asked through Jinja's own
+    /// `is filter` / `is test`.
+    fn has(&self, kind: PluginKind, name: &str) -> bool {
+        let src = format!("{{{{ n is {} }}}}", kind.word());
         match self.env.render_str(&src, minijinja::context! { n => name }) {
             Ok(out) => out.eq_ignore_ascii_case("true"),
             // Cannot tell: leave it to the run.
             Err(_) => true,
         }
     }
+}
+
+/// The problem of a filter, test or function of no known name.
+fn unknown(kind: &str, name: &str, line: usize, col: usize) -> Problem {
+    Problem {
+        line,
+        col,
+        msg: format!("unknown {kind} `{name}`"),
+        help: format!(
+            "fixpoint has no {kind} of that name (README, \"Templating\", lists those it has); \
+             a run would fail here"
+        ),
+    }
+}
+
+/// A call of the dispatcher (group 1) with the plugin's name (group 2, masked), in code whose
+/// string constants are masked (`mask_strings`).
+fn dispatched_re() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(&format!(r#"\b({FILTER_FN}|{TEST_FN})\s*\(\s*"(\x01+)""#)).expect("valid regex")
+    })
 }
 
 /// `lookup('name', 'arg'…)`, `query(…)`, `q(…)` with a constant plugin name (group 2) and,
@@ -365,6 +403,18 @@ mod tests {
         assert_eq!(
             problems("{{ x | community.general.json_query('a') }}", ScanAs::Text)[0].2,
             "unknown filter `community.general.json_query`"
+        );
+        // A collection's names are checked through the dispatcher's argument, and placed where
+        // they are written (the rewrite moved them).
+        assert_eq!(
+            problems(
+                "{{ a.b | default(1) }} {{ x | community.general.nope }}\n{{ 1 is x.y.t 2 }}",
+                ScanAs::Text
+            ),
+            vec![
+                (1, 31, "unknown filter `community.general.nope`".to_string()),
+                (2, 9, "unknown test `x.y.t`".to_string())
+            ]
         );
     }
 

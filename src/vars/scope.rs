@@ -10,11 +10,11 @@
 //! holds as an expression only when it was written, verbatim, in a template layer
 //! (`trusted_string`); a string from a data layer is never code.
 
-use crate::template::{Templar, TemplateError};
+use crate::template::{Templar, TemplateError, VARIABLE_ORDER};
 use crate::yaml::mark;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use serde_json::{Map, Value};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// One layer of variables.
@@ -463,6 +463,19 @@ impl Scope {
             .collect()
     }
 
+    /// The names of its variables in the order ansible-core gives them to a lookup: it merges
+    /// its sources into one dict from the lowest precedence up, where a name keeps the place
+    /// it was first defined at (`VARIABLE_ORDER`).
+    pub fn names_in_order(&self) -> Vec<String> {
+        let mut seen = HashSet::new();
+        self.layers
+            .iter()
+            .flat_map(Layer::keys)
+            .filter(|k| seen.insert(k.as_str()))
+            .cloned()
+            .collect()
+    }
+
     /// The map of the layer `name` is taken from, if a layer sets it as a plain variable.
     pub fn defining_map(&self, name: &str) -> Option<&Arc<Map<String, Value>>> {
         let layer = self.layers.iter().rev().find(|l| l.has(name))?;
@@ -586,7 +599,11 @@ impl Object for Scope {
     }
 
     fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
-        self.resolve(key.as_str()?)
+        let key = key.as_str()?;
+        if key == VARIABLE_ORDER {
+            return Some(minijinja::Value::from(self.names_in_order()));
+        }
+        self.resolve(key)
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
@@ -684,6 +701,21 @@ mod tests {
         }
         // A trusted path vouches only for the text it holds.
         assert!(!s.trusted_string("cond", "x == 2"));
+    }
+
+    #[test]
+    fn a_lookup_sees_the_names_where_they_are_first_defined() {
+        let s = Scope::new(
+            Arc::new(Templar::new()),
+            vec![
+                layer(json!({"b_1": 1, "a_2": "{{ b_1 }}"}), true),
+                layer(json!({"c_3": 3, "b_1": 4}), false),
+            ],
+        );
+        assert_eq!(
+            s.eval("query('varnames', '_')").unwrap(),
+            json!(["b_1", "a_2", "c_3"])
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub(crate) fn ansible_python() -> PathBuf {
 }
 
 /// The `ansible` package's collections (community.general, ...) that `.ci/run` unpacks.
-fn ansible_collections() -> PathBuf {
+pub(crate) fn ansible_collections() -> PathBuf {
     let dir = std::env::var_os("FIXPOINT_ANSIBLE_COLLECTIONS")
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| {

@@ -63,7 +63,8 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("groupby", filter_groupby);
     // Ansible's wrappers of Jinja's `map`, `select`, `reject`, `selectattr` and `rejectattr`:
     // an undefined input gives an undefined result (`x | map('upper') is undefined`), not an
-    // error.
+    // error. The filter or test they name may be a collection's (`foreign::by_name`).
+    use super::foreign::{by_name, Kind};
     use minijinja::filters as jinja;
     use minijinja::value::Rest;
     use minijinja::State;
@@ -72,42 +73,58 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
         if v.is_undefined() {
             return Ok(v);
         }
-        jinja::map(st, v, a).map(Value::from)
+        let mut args = a.0;
+        if let Some(name) = args.first().and_then(|n| n.as_str()).map(str::to_string) {
+            let (name, rest) = by_name(Kind::Filter, &name, args.split_off(1));
+            args = std::iter::once(Value::from(name)).chain(rest).collect();
+        }
+        jinja::map(st, v, Rest(args)).map(Value::from)
     });
+    let test = |t: Option<String>, a: Rest<Value>| match t {
+        Some(t) => {
+            let (t, a) = by_name(Kind::Test, &t, a.0);
+            (Some(std::borrow::Cow::Owned(t)), Rest(a))
+        }
+        None => (None, a),
+    };
     env.add_filter(
         "select",
-        |st: &State, v: Value, t: Option<String>, a: Rest<Value>| -> Out {
+        move |st: &State, v: Value, t: Option<String>, a: Rest<Value>| -> Out {
             if v.is_undefined() {
                 return Ok(v);
             }
-            jinja::select(st, v, t.map(Into::into), a).map(Value::from)
+            let (t, a) = test(t, a);
+            jinja::select(st, v, t, a).map(Value::from)
         },
     );
     env.add_filter(
         "reject",
-        |st: &State, v: Value, t: Option<String>, a: Rest<Value>| -> Out {
+        move |st: &State, v: Value, t: Option<String>, a: Rest<Value>| -> Out {
             if v.is_undefined() {
                 return Ok(v);
             }
-            jinja::reject(st, v, t.map(Into::into), a).map(Value::from)
+            let (t, a) = test(t, a);
+            jinja::reject(st, v, t, a).map(Value::from)
         },
     );
     env.add_filter(
         "selectattr",
-        |st: &State, v: Value, at: String, t: Option<String>, a: Rest<Value>| -> Out {
+        move |st: &State, v: Value, at: String, t: Option<String>, a: Rest<Value>| -> Out {
             if v.is_undefined() {
                 return Ok(v);
             }
-            jinja::selectattr(st, v, at.into(), t.map(Into::into), a).map(Value::from)
+            let (t, a) = test(t, a);
+            jinja::selectattr(st, v, at.into(), t, a).map(Value::from)
         },
     );
     env.add_filter(
         "rejectattr",
-        |st: &State, v: Value, at: String, t: Option<String>, a: Rest<Value>| -> Out {
+        move |st: &State, v: Value, at: String, t: Option<String>, a: Rest<Value>| -> Out {
             if v.is_undefined() {
                 return Ok(v);
             }
-            jinja::rejectattr(st, v, at.into(), t.map(Into::into), a).map(Value::from)
+            let (t, a) = test(t, a);
+            jinja::rejectattr(st, v, at.into(), t, a).map(Value::from)
         },
     );
     env.add_filter("zip", filter_zip);

@@ -13,6 +13,7 @@ mod native;
 mod password;
 mod url;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use minijinja::value::Kwargs;
@@ -23,6 +24,7 @@ use super::foreign::Kind;
 use super::pyrepr::py_string;
 use super::rewrite::rewrite_chains;
 use super::value::{defined, op_err, split_kwargs};
+use super::VARIABLE_ORDER;
 pub use fileglob::fileglob;
 use first_found::first_found;
 
@@ -63,6 +65,30 @@ pub(super) fn run_lookup(
         (Err(_), Some("ignore" | "warn")) => Ok(None),
         (Err(e), _) => Err(e),
     }
+}
+
+/// The names of the variables `state` sees (not the environment's functions), in the order
+/// ansible-core hands a lookup its variables: the order the context gives under
+/// `VARIABLE_ORDER`, then any other (a template's own, or all of a context that gives none)
+/// sorted.
+pub(super) fn variable_names(state: &State) -> Vec<String> {
+    let globals: Vec<&str> = state.env().globals().map(|(k, _)| k).collect();
+    let mut rest: BTreeSet<String> = state
+        .known_variables()
+        .into_iter()
+        .filter(|n| !globals.contains(&n.as_ref()))
+        .map(|n| n.into_owned())
+        .collect();
+    let mut names = Vec::with_capacity(rest.len());
+    if let Some(Ok(order)) = state.lookup(VARIABLE_ORDER).map(|o| o.try_iter()) {
+        for name in order {
+            if let Some(name) = name.as_str().and_then(|n| rest.take(n)) {
+                names.push(name);
+            }
+        }
+    }
+    names.extend(rest);
+    names
 }
 
 /// The task's `ansible_search_path`: its role, then the playbook's directory.
@@ -302,24 +328,15 @@ fn run_lookup_strict(
                 Value::from(text.to_string())
             }
             "varnames" => {
-                // The names of the variables (not the environment's functions) that the
-                // Python regex `term` finds something in, sorted.
+                // The names of the variables that the Python regex `term` finds something
+                // in, in the order ansible-core gives them.
                 let re = fancy_regex::Regex::new(&term).map_err(|e| {
                     op_err(format!(
                         "Unable to use \"{term}\" as a search parameter: {}",
                         python_re_error(&e)
                     ))
                 })?;
-                let globals: Vec<&str> = state.env().globals().map(|(k, _)| k).collect();
-                let mut names: Vec<String> = state
-                    .known_variables()
-                    .into_iter()
-                    .filter(|n| !globals.contains(&n.as_ref()))
-                    .map(|n| n.into_owned())
-                    .collect();
-                names.sort();
-                names.dedup();
-                for name in names {
+                for name in variable_names(state) {
                     if re.is_match(&name).map_err(|e| match_err(&term, e))? {
                         out.push(Value::from(name));
                     }
