@@ -92,7 +92,9 @@ pub fn vars_fixed<'s>(
 /// The connection spec for `host`, from its connection variables rendered in `scope` (the
 /// host's scope for `task`). Only the variables `defines` says a variable map sets are looked
 /// up (whichever map: the inventory, `vars:`, `set_fact`...; not the `ansible_connection` the
-/// scope adds from the play's keyword, which the task's own keyword wins over). The `become`/`become_user` keywords of the task or play win over the variables;
+/// scope adds from the play's keyword, which the task's own keyword wins over). The variables
+/// `ansible_become`, `ansible_become_user` and `ansible_become_method` win over the `become`,
+/// `become_user` and `become_method` keywords of the task or play, as in ansible-core;
 /// the `connection`, `remote_user` and `port` keywords of the task (its blocks, its role) or
 /// else the play are used when no variable sets them, as in ansible-core.
 pub fn from_vars(
@@ -136,18 +138,20 @@ pub fn from_vars(
         Some(c) => c,
         None => keyword(&keywords.connection, "connection")?.unwrap_or_else(|| "ssh".into()),
     };
-    let become_ = task
-        .and_then(|t| t.become_)
-        .or(play.become_)
-        .or(get("ansible_become")?.map(|v| {
+    // As in ansible-core (`PlayContext.set_task_and_variable_override`), a variable wins over
+    // the keywords of the task (its blocks, its role) and the play.
+    let become_ = get("ansible_become")?
+        .map(|v| {
             matches!(v, Value::Bool(true)) || v.as_str().is_some_and(|s| s == "true" || s == "yes")
-        }))
+        })
+        .or(task.and_then(|t| t.become_))
+        .or(play.become_)
         .unwrap_or(false);
     let become_user = if become_ {
         Some(
-            task.and_then(|t| t.become_user.clone())
+            as_string(get("ansible_become_user")?)
+                .or_else(|| task.and_then(|t| t.become_user.clone()))
                 .or_else(|| play.become_user.clone())
-                .or(as_string(get("ansible_become_user")?))
                 .unwrap_or_else(|| "root".into()),
         )
     } else {
@@ -161,10 +165,9 @@ pub fn from_vars(
         other => other,
     };
     if become_ {
-        let method = task
-            .and_then(|t| t.become_method.clone())
+        let method = as_string(get("ansible_become_method")?)
+            .or_else(|| task.and_then(|t| t.become_method.clone()))
             .or_else(|| play.become_method.clone())
-            .or(as_string(get("ansible_become_method")?))
             .unwrap_or_else(|| "sudo".into());
         let method = if fixpoint_modules::params::is_template(&method) {
             as_string(Some(scope.render(&json!(method))?)).unwrap_or_default()
