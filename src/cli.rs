@@ -71,6 +71,8 @@ pub struct RunArgs {
     pub controller: ControllerOptions,
     #[command(flatten)]
     pub apply: ApplyOptions,
+    #[command(flatten)]
+    pub defaults: PlayDefaultArgs,
 }
 
 // The option structs below are flattened into the subcommands that take them, so each option
@@ -79,9 +81,11 @@ pub struct RunArgs {
 // What every run of playbooks takes: `apply`, `check`, `drift` and `pull`.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct RunOptions {
-    /// Inventory file or directory; without it, the implicit host `localhost` on the local transport.
-    #[arg(short = 'i', long = "inventory")]
-    pub inventory: Option<PathBuf>,
+    /// Inventory file or directory, or a comma-separated host list (`web1,web2:2222,`; one host:
+    /// `web1,`); repeatable, each adding to the ones before; without it, the implicit host
+    /// `localhost` on the local transport.
+    #[arg(short = 'i', long = "inventory", value_name = "INVENTORY")]
+    pub inventory: Vec<PathBuf>,
     /// Further limit the selected hosts with a pattern.
     #[arg(short = 'l', long = "limit")]
     pub limit: Option<String>,
@@ -190,6 +194,60 @@ pub struct ControllerOptions {
     pub no_pipelining: bool,
 }
 
+// What a play does where neither its keywords nor a connection variable say otherwise:
+// ansible-playbook's `-b`, `--become-user`, `--become-method`, `-u` and `-c`, which set the
+// defaults of the `become`, `become_user`, `become_method`, `remote_user` and `connection`
+// keywords (connection/spec.rs reads them last). `apply`, `check`, `drift` and `validate` take
+// them; `pull` does not (ansible-pull has no `-b`, and it runs on this host).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct PlayDefaultArgs {
+    /// Become (sudo) on every task whose play, block or task says nothing of `become` (and no
+    /// `ansible_become` variable does).
+    #[arg(short = 'b', long = "become")]
+    pub become_: bool,
+    /// The user to become where no `become_user` keyword or `ansible_become_user` names one
+    /// (default root).
+    #[arg(long = "become-user", value_name = "USER")]
+    pub become_user: Option<String>,
+    /// How to become where no `become_method` keyword or variable says: `sudo` (the default),
+    /// or `su`, which fails the tasks that would use it, as the keyword does.
+    #[arg(long = "become-method", value_name = "METHOD", value_parser = become_method)]
+    pub become_method: Option<String>,
+    /// Connect as this user where no `remote_user` keyword or `ansible_user` names one (ssh;
+    /// default: ssh_config's, else the local user).
+    #[arg(short = 'u', long = "user", value_name = "REMOTE_USER")]
+    pub remote_user: Option<String>,
+    /// The connection where no `connection` keyword or `ansible_connection` names one: `ssh`
+    /// (the default; `smart` and `paramiko` mean it too) or `local`.
+    #[arg(short = 'c', long = "connection", value_name = "CONNECTION", value_parser = connection)]
+    pub connection: Option<String>,
+}
+
+/// `--become-method`: the methods the `become_method` keyword takes (playbook/keywords.rs),
+/// refused with the same words.
+fn become_method(s: &str) -> Result<String, String> {
+    if crate::playbook::known_become_method(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "become_method `{s}` is not supported by fixpoint; it becomes through sudo: use \
+             --become-method sudo (or leave it out)"
+        ))
+    }
+}
+
+/// `--connection`: the connections the `connection` keyword takes (playbook/keywords.rs).
+fn connection(s: &str) -> Result<String, String> {
+    if crate::playbook::known_connection(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "connection `{s}` is not supported by fixpoint; it connects with `ssh` or `local`: \
+             use -c ssh or -c local (or leave it out)"
+        ))
+    }
+}
+
 /// `--forks`: a whole number of hosts, at least 1 (clap's own message would not say what to
 /// write instead).
 fn forks(s: &str) -> Result<usize, String> {
@@ -234,7 +292,13 @@ pub struct ApplyOptions {
 
 #[derive(Debug, Args)]
 // Drift's own wording where the shared one would mislead: it never applies the diffs.
-#[command(mut_arg("diff", |a| a.help("Show the diffs a run would apply")))]
+// `-b` without playbooks has the meaning of `journal -b`.
+#[command(
+    mut_arg("diff", |a| a.help("Show the diffs a run would apply")),
+    mut_arg("become_", |a| a.help("Become on every task whose play, block or task says nothing \
+        of `become` (as `apply -b`); without playbooks: read the become user's journal (root by \
+        default), where `become: true` tasks record")),
+)]
 pub struct DriftArgs {
     /// Playbooks to check (their tasks' files are compared, with what a run would change);
     /// without any, only the journal's records are compared.
@@ -243,10 +307,8 @@ pub struct DriftArgs {
     pub run: RunOptions,
     #[command(flatten)]
     pub controller: ControllerOptions,
-    /// Without playbooks: read the become user's journal (root by default), where `become:
-    /// true` tasks record.
-    #[arg(short = 'b', long = "become")]
-    pub become_: bool,
+    #[command(flatten)]
+    pub defaults: PlayDefaultArgs,
 }
 
 impl DriftArgs {
@@ -261,6 +323,7 @@ impl DriftArgs {
             },
             controller: self.controller,
             apply: ApplyOptions::default(),
+            defaults: self.defaults,
         }
     }
 
@@ -272,7 +335,7 @@ impl DriftArgs {
             host: run.limit,
             ssh_config: self.controller.ssh_config,
             accept_new_host_keys: self.controller.accept_new_host_keys,
-            become_: self.become_,
+            become_: self.defaults.become_,
             lock_timeout: run.lock_timeout,
             format: run.format,
             extra_vars: run.extra_vars,
@@ -288,10 +351,13 @@ pub struct ValidateArgs {
     /// Directories to search for roles (as for `apply`).
     #[arg(long = "roles-path")]
     pub roles_path: Vec<String>,
-    #[arg(short = 'i', long = "inventory")]
-    pub inventory: Option<PathBuf>,
+    /// Inventory sources (as for `apply`: files, directories, host lists; repeatable).
+    #[arg(short = 'i', long = "inventory", value_name = "INVENTORY")]
+    pub inventory: Vec<PathBuf>,
     #[arg(short = 'e', long = "extra-vars")]
     pub extra_vars: Vec<String>,
+    #[command(flatten)]
+    pub defaults: PlayDefaultArgs,
     /// List the modules the playbooks use: native, or Ansible's Python code (and where found).
     #[arg(long)]
     pub modules: bool,
@@ -304,8 +370,15 @@ pub struct ValidateArgs {
 
 #[derive(Debug, Args)]
 pub struct InventoryArgs {
-    #[arg(short = 'i', long = "inventory", required = true)]
-    pub inventory: PathBuf,
+    /// Inventory file or directory, or a comma-separated host list (`web1,web2,`); repeatable,
+    /// each adding to the ones before.
+    #[arg(
+        short = 'i',
+        long = "inventory",
+        required = true,
+        value_name = "INVENTORY"
+    )]
+    pub inventory: Vec<PathBuf>,
     /// Print all hosts and groups as JSON (like ansible-inventory --list).
     #[arg(long, group = "what")]
     pub list: bool,
@@ -321,9 +394,15 @@ pub struct InventoryArgs {
 
 #[derive(Debug, Args)]
 pub struct JournalArgs {
-    /// Inventory; without it, the implicit `localhost`.
-    #[arg(short = 'i', long = "inventory", global = true)]
-    pub inventory: Option<PathBuf>,
+    /// Inventory (as for `apply`: files, directories, host lists; repeatable); without it, the
+    /// implicit `localhost`.
+    #[arg(
+        short = 'i',
+        long = "inventory",
+        global = true,
+        value_name = "INVENTORY"
+    )]
+    pub inventory: Vec<PathBuf>,
     /// Hosts to act on (a pattern; default all).
     #[arg(long = "host", global = true)]
     pub host: Option<String>,
@@ -486,6 +565,79 @@ mod tests {
         ] {
             let argv = ["fixpoint"].iter().chain(sub).chain([&opt, &"site.yml"]);
             assert!(Cli::try_parse_from(argv).is_err(), "{sub:?} took {opt}");
+        }
+    }
+
+    #[test]
+    fn play_defaults_and_inventory_sources_are_shared_by_every_run_of_playbooks() {
+        let defaults = every_option::<PlayDefaultArgs>(&[
+            "-b",
+            "--become-user",
+            "deploy",
+            "--become-method",
+            "su",
+            "-u",
+            "bob",
+            "-c",
+            "local",
+        ]);
+        let sources = ["-i", "hosts", "-i", "web1,web2:2222,"].map(String::from);
+        let want_sources: Vec<PathBuf> = ["hosts", "web1,web2:2222,"].map(PathBuf::from).into();
+        for sub in ["apply", "check", "drift", "validate"] {
+            let argv = line(&[
+                &[sub.to_string()],
+                &sources,
+                &defaults,
+                &["site.yml".into()],
+            ]);
+            let (got, inventory) = match parse(&argv) {
+                Command::Apply(a) | Command::Check(a) => (a.defaults, a.run.inventory),
+                Command::Drift(d) => (d.defaults, d.run.inventory),
+                Command::Validate(v) => (v.defaults, v.inventory),
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(inventory, want_sources, "{sub}");
+            assert!(got.become_, "{sub}");
+            assert_eq!(
+                [
+                    got.become_user,
+                    got.become_method,
+                    got.remote_user,
+                    got.connection
+                ],
+                [Some("deploy"), Some("su"), Some("bob"), Some("local")]
+                    .map(|v| v.map(String::from)),
+                "{sub}"
+            );
+        }
+        // `drift -b` without playbooks reads the become user's journal, as `journal -b` does.
+        let Command::Drift(drift) = parse(&["drift".into(), "-b".into()]) else {
+            panic!("not drift")
+        };
+        assert!(drift.into_journal_args().become_);
+        // `inventory` and `journal` take several sources too.
+        let Command::Inventory(inv) = parse(&line(&[&["inventory".into()], &sources])) else {
+            panic!("not inventory")
+        };
+        assert_eq!(inv.inventory, want_sources);
+
+        // A method or connection fixpoint lacks is refused as the keywords refuse it; a pull
+        // (ansible-pull has no -b) takes none of these.
+        for (argv, says) in [
+            (
+                &["apply", "--become-method", "doas"][..],
+                "become_method `doas` is not supported",
+            ),
+            (
+                &["apply", "-c", "winrm"][..],
+                "connection `winrm` is not supported",
+            ),
+            (&["pull", "-U", "u", "-b"][..], "-b"),
+        ] {
+            let e = Cli::try_parse_from(["fixpoint"].iter().chain(argv).chain(&["site.yml"]))
+                .unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{argv:?}");
+            assert!(e.to_string().contains(says), "{argv:?}: {e}");
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The checked run configuration built from the raw command line: the engine never sees clap types.
 
-use crate::cli::{Format, RunArgs};
+use crate::cli::{Format, PlayDefaultArgs, RunArgs};
 use crate::connection::{Handshakes, Secret};
 use crate::diag::{Diagnostic, Pos};
 use crate::yaml;
@@ -12,7 +12,8 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub playbooks: Vec<PathBuf>,
-    pub inventory: Option<PathBuf>,
+    /// The `-i` sources in order (files, directories, host lists); none: the implicit localhost.
+    pub inventory: Vec<PathBuf>,
     pub limit: Option<String>,
     pub check: bool,
     pub diff: bool,
@@ -47,6 +48,49 @@ pub struct Config {
     pub no_progress: bool,
     /// Not `--no-pipelining`: sections of tasks run without barriers, in batches (engine/pipeline.rs).
     pub pipelining: bool,
+    /// `-b`, `--become-user`, `--become-method`, `-u`, `-c`.
+    pub play_defaults: PlayDefaults,
+}
+
+/// What a play does where neither its keywords nor a connection variable say otherwise (the
+/// command line's `-b`, `--become-user`, `--become-method`, `-u`, `-c`, as ansible-playbook
+/// makes them the defaults of those keywords); `connection::spec` reads them last.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlayDefaults {
+    pub become_: bool,
+    pub become_user: Option<String>,
+    /// `sudo`, `su` or a template: the parser refuses the rest (`cli::become_method`).
+    pub become_method: Option<String>,
+    pub remote_user: Option<String>,
+    /// A connection `connection::spec` knows, or a template (`cli::connection`).
+    pub connection: Option<String>,
+}
+
+impl From<PlayDefaultArgs> for PlayDefaults {
+    fn from(a: PlayDefaultArgs) -> Self {
+        PlayDefaults {
+            become_: a.become_,
+            become_user: a.become_user,
+            become_method: a.become_method,
+            remote_user: a.remote_user,
+            connection: a.connection,
+        }
+    }
+}
+
+impl PlayDefaults {
+    /// Whether a value is a template, rendered for each task (so the connection spec is too).
+    pub fn templated(&self) -> bool {
+        [
+            &self.become_user,
+            &self.become_method,
+            &self.remote_user,
+            &self.connection,
+        ]
+        .into_iter()
+        .flatten()
+        .any(|v| fixpoint_modules::params::is_template(v))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +121,7 @@ impl Config {
             change,
             controller: ctl,
             apply,
+            defaults,
         } = a;
         let extra_vars = parse_extra_vars(&run.extra_vars)?;
         if apply.twice && (change.check || check_cmd) {
@@ -131,6 +176,7 @@ impl Config {
             shard_allow_cross: apply.shard_allow_cross,
             no_progress: ctl.no_progress,
             pipelining: !ctl.no_pipelining,
+            play_defaults: defaults.into(),
         })
     }
 }
@@ -181,6 +227,7 @@ impl Config {
             shard_allow_cross: false,
             no_progress: false,
             pipelining: true,
+            play_defaults: PlayDefaults::default(),
         })
     }
 }

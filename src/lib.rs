@@ -150,11 +150,11 @@ fn invalid(d: &Diagnostic) -> ExitCode {
     ExitCode::from(EXIT_INVALID)
 }
 
-fn load_inventory(path: Option<&std::path::Path>) -> Result<inventory::Inventory, Diagnostic> {
-    match path {
-        None => Ok(inventory::Inventory::implicit_localhost()),
-        Some(p) => inventory::Inventory::load(p).map_err(inventory_diag),
-    }
+/// The inventory of the `-i` sources (none: the implicit localhost), or what is wrong with it.
+pub(crate) fn load_inventory(
+    sources: &[std::path::PathBuf],
+) -> Result<inventory::Inventory, Diagnostic> {
+    inventory::Inventory::load_sources(sources).map_err(inventory_diag)
 }
 
 fn inventory_diag(e: inventory::InventoryError) -> Diagnostic {
@@ -252,7 +252,7 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
         Ok(c) => c,
         Err(d) => return invalid(&d),
     };
-    let mut inv = match load_inventory(cfg.inventory.as_deref()) {
+    let mut inv = match load_inventory(&cfg.inventory) {
         Ok(i) => i,
         Err(d) => return invalid(&d),
     };
@@ -347,7 +347,7 @@ fn fit_open_files(hosts: usize, cfg: &config::Config) -> Result<(), Diagnostic> 
 /// ansible-playbook does ("no hosts to target"); without an inventory file (the implicit
 /// localhost) there is nothing to refuse, as there.
 fn check_limit(cfg: &config::Config, inv: &inventory::Inventory) -> Result<(), Diagnostic> {
-    let (Some(limit), Some(_)) = (&cfg.limit, &cfg.inventory) else {
+    let Some(limit) = cfg.limit.as_ref().filter(|_| !cfg.inventory.is_empty()) else {
         return Ok(());
     };
     let all = inv
@@ -388,7 +388,7 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
         Ok(v) => v,
         Err(d) => return invalid(&d),
     };
-    let mut inv = match load_inventory(args.inventory.as_deref()) {
+    let mut inv = match load_inventory(&args.inventory) {
         Ok(i) => i,
         Err(d) => return invalid(&d),
     };
@@ -425,7 +425,7 @@ fn journal_cmd(args: cli::JournalArgs) -> ExitCode {
         Ok(c) => c,
         Err(d) => return invalid(&d),
     };
-    let inv = match load_inventory(cfg.inventory.as_deref()) {
+    let inv = match load_inventory(&cfg.inventory) {
         Ok(i) => i,
         Err(d) => return invalid(&d),
     };
@@ -467,9 +467,9 @@ fn inventory_cmd(args: cli::InventoryArgs) -> ExitCode {
     if let Err(d) = install_vault_secrets(&args.vault) {
         return invalid(&d);
     }
-    let inv = match inventory::Inventory::load(&args.inventory) {
+    let inv = match load_inventory(&args.inventory) {
         Ok(i) => i,
-        Err(e) => return invalid(&inventory_diag(e)),
+        Err(d) => return invalid(&d),
     };
     if let Some(h) = args.host {
         match inv.host_json(&h) {

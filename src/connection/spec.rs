@@ -49,12 +49,12 @@ pub fn fixed_in<'s>(
     task: Option<&Task>,
     cfg: &Config,
 ) -> bool {
-    keywords_fixed(play, task) && vars_fixed(inv_vars, defining_map, play, cfg)
+    keywords_fixed(play, task, cfg) && vars_fixed(inv_vars, defining_map, play, cfg)
 }
 
 /// `fixed_in`'s half about the keywords: none of the task's or play's `become_method`,
-/// `become_user` and connection keywords is a template.
-pub fn keywords_fixed(play: &Play, task: Option<&Task>) -> bool {
+/// `become_user` and connection keywords, nor their command-line defaults, is a template.
+pub fn keywords_fixed(play: &Play, task: Option<&Task>, cfg: &Config) -> bool {
     let method_templated = task
         .and_then(|t| t.become_method.as_deref())
         .or(play.become_method.as_deref())
@@ -66,7 +66,7 @@ pub fn keywords_fixed(play: &Play, task: Option<&Task>) -> bool {
         .is_some_and(fixpoint_modules::params::is_template);
     // Templated connection keywords are rendered with the task's variables.
     let keywords_templated = play.conn.templated() || task.is_some_and(|t| t.conn.templated());
-    !method_templated && !user_templated && !keywords_templated
+    !method_templated && !user_templated && !keywords_templated && !cfg.play_defaults.templated()
 }
 
 /// `fixed_in`'s half about the variables: every connection variable the scope defines comes,
@@ -92,7 +92,9 @@ pub fn vars_fixed<'s>(
 /// The connection spec for `host`, from its connection variables rendered in `scope` (the
 /// host's scope for `task`). Only the variables `defines` says a variable map sets are looked
 /// up (whichever map: the inventory, `vars:`, `set_fact`...; not the `ansible_connection` the
-/// scope adds from the play's keyword, which the task's own keyword wins over). The `become`/`become_user` keywords of the task or play win over the variables;
+/// scope adds from the play's keyword, which the task's own keyword wins over). The variables
+/// `ansible_become`, `ansible_become_user` and `ansible_become_method` win over the `become`,
+/// `become_user` and `become_method` keywords of the task or play, as in ansible-core;
 /// the `connection`, `remote_user` and `port` keywords of the task (its blocks, its role) or
 /// else the play are used when no variable sets them, as in ansible-core.
 pub fn from_vars(
@@ -118,6 +120,7 @@ pub fn from_vars(
             other => Some(other.to_string()),
         })
     };
+    let cli = &cfg.play_defaults;
     let keywords = match task {
         Some(t) => t.conn.or(&play.conn),
         None => play.conn.clone(),
@@ -132,22 +135,31 @@ pub fn from_vars(
             other => Ok(other.clone()),
         }
     };
+    // `-c` and `-u` are the defaults of the `connection` and `remote_user` keywords.
     let connection = match as_string(get("ansible_connection")?) {
         Some(c) => c,
-        None => keyword(&keywords.connection, "connection")?.unwrap_or_else(|| "ssh".into()),
+        None => keyword(
+            &keywords.connection.or(cli.connection.clone()),
+            "connection",
+        )?
+        .unwrap_or_else(|| "ssh".into()),
     };
-    let become_ = task
-        .and_then(|t| t.become_)
-        .or(play.become_)
-        .or(get("ansible_become")?.map(|v| {
+    // As in ansible-core (`PlayContext.set_task_and_variable_override`), a variable wins over
+    // the keywords of the task (its blocks, its role) and the play, which win over the command
+    // line's defaults (`-b`, `--become-user`, `--become-method`: the keywords' defaults there).
+    let become_ = get("ansible_become")?
+        .map(|v| {
             matches!(v, Value::Bool(true)) || v.as_str().is_some_and(|s| s == "true" || s == "yes")
-        }))
-        .unwrap_or(false);
+        })
+        .or(task.and_then(|t| t.become_))
+        .or(play.become_)
+        .unwrap_or(cli.become_);
     let become_user = if become_ {
         Some(
-            task.and_then(|t| t.become_user.clone())
+            as_string(get("ansible_become_user")?)
+                .or_else(|| task.and_then(|t| t.become_user.clone()))
                 .or_else(|| play.become_user.clone())
-                .or(as_string(get("ansible_become_user")?))
+                .or_else(|| cli.become_user.clone())
                 .unwrap_or_else(|| "root".into()),
         )
     } else {
@@ -161,10 +173,10 @@ pub fn from_vars(
         other => other,
     };
     if become_ {
-        let method = task
-            .and_then(|t| t.become_method.clone())
+        let method = as_string(get("ansible_become_method")?)
+            .or_else(|| task.and_then(|t| t.become_method.clone()))
             .or_else(|| play.become_method.clone())
-            .or(as_string(get("ansible_become_method")?))
+            .or_else(|| cli.become_method.clone())
             .unwrap_or_else(|| "sudo".into());
         let method = if fixpoint_modules::params::is_template(&method) {
             as_string(Some(scope.render(&json!(method))?)).unwrap_or_default()
@@ -213,7 +225,10 @@ pub fn from_vars(
             },
             user: match as_string(get("ansible_user")?).or(as_string(get("ansible_ssh_user")?)) {
                 Some(u) => Some(u),
-                None => keyword(&keywords.remote_user, "remote_user")?,
+                None => keyword(
+                    &keywords.remote_user.or(cli.remote_user.clone()),
+                    "remote_user",
+                )?,
             },
             key_file: as_string(get("ansible_ssh_private_key_file")?).map(PathBuf::from),
             ssh_config: cfg.ssh_config.clone(),
@@ -271,13 +286,77 @@ mod tests {
     use crate::vars::Layer;
 
     fn cfg() -> Config {
+        cfg_with(&[])
+    }
+
+    /// The configuration of `fixpoint apply <flags> site.yml`.
+    fn cfg_with(flags: &[&str]) -> Config {
         use clap::Parser;
-        let crate::cli::Command::Apply(args) =
-            crate::cli::Cli::parse_from(["fixpoint", "apply", "site.yml"]).command
-        else {
+        let argv = ["fixpoint", "apply"]
+            .iter()
+            .chain(flags)
+            .chain(&["site.yml"]);
+        let crate::cli::Command::Apply(args) = crate::cli::Cli::parse_from(argv).command else {
             unreachable!("parsed an apply command")
         };
         Config::from_run_args(args, false).unwrap()
+    }
+
+    #[test]
+    fn command_line_defaults_lose_to_keywords_which_lose_to_variables() {
+        let cfg = cfg_with(&["-b", "--become-user", "cli", "-u", "bob", "-c", "ssh"]);
+        let spec = |inv: Value, play: &Play| {
+            let scope = Scope::new(
+                Arc::new(Templar::new()),
+                vec![Layer::shared(map(inv), true)],
+            );
+            from_vars("h", &scope, |k| scope.defines(k), play, None, &cfg).unwrap()
+        };
+        let mut play = Play::bare("all", false);
+        play.become_ = None;
+        let s = spec(json!({}), &play);
+        assert_eq!(s.become_user.as_deref(), Some("cli"));
+        assert!(
+            format!("{:?}", s.kind).contains("user: Some(\"bob\")"),
+            "{:?}",
+            s.kind
+        );
+        // The play's keywords win over the command line...
+        play.become_user = Some("kw".into());
+        play.conn.remote_user = Some("carol".into());
+        let s = spec(json!({}), &play);
+        assert_eq!(s.become_user.as_deref(), Some("kw"));
+        assert!(format!("{:?}", s.kind).contains("user: Some(\"carol\")"));
+        // ... and the variables over the keywords.
+        let s = spec(
+            json!({"ansible_become_user": "var", "ansible_user": "dave"}),
+            &play,
+        );
+        assert_eq!(s.become_user.as_deref(), Some("var"));
+        assert!(format!("{:?}", s.kind).contains("user: Some(\"dave\")"));
+        assert_eq!(
+            spec(json!({"ansible_become": false}), &play).become_user,
+            None
+        );
+        play.become_ = Some(false);
+        assert_eq!(spec(json!({}), &play).become_user, None);
+        assert!(spec(json!({"ansible_become": true}), &play)
+            .become_user
+            .is_some());
+
+        // `-c local` is the connection of a host no keyword or variable gives one.
+        let cfg = cfg_with(&["-c", "local"]);
+        let play = Play::bare("all", false);
+        let kind = |inv: Value| {
+            let scope = Scope::new(
+                Arc::new(Templar::new()),
+                vec![Layer::shared(map(inv), true)],
+            );
+            let s = from_vars("h", &scope, |k| scope.defines(k), &play, None, &cfg).unwrap();
+            format!("{:?}", s.kind)
+        };
+        assert_eq!(kind(json!({})), "Local");
+        assert!(kind(json!({"ansible_connection": "ssh"})).starts_with("Ssh"));
     }
 
     fn map(v: Value) -> Arc<Map<String, Value>> {

@@ -38,7 +38,7 @@ impl Shared<'_> {
         let maps = VarMaps::new(self.cfg, ctx.vars(), var_src(task), h.vars());
         // The variables' half is memoised per host: it looks up every connection variable in
         // every map (a few hundred hash lookups), and the maps rarely change between tasks.
-        let fixed = spec::keywords_fixed(ctx.play, task)
+        let fixed = spec::keywords_fixed(ctx.play, task, self.cfg)
             && h.conn_vars_fixed.get_or(
                 &maps,
                 &[&h.inv_vars, &ctx.play.vars, &self.cfg.extra_vars],

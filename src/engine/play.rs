@@ -21,11 +21,10 @@ impl Engine {
         };
         // Ansible skips such a play with a warning; the warning says where it is and what to do.
         let pattern_hint = selected.is_empty().then(|| {
-            let hint = match &self.cfg.inventory {
-                None => {
-                    "without -i the only host is `localhost`: give the inventory with -i".into()
-                }
-                Some(_) => self.inventory.unmatched_pattern_hint(&play.hosts),
+            let hint = if self.cfg.inventory.is_empty() {
+                "without -i the only host is `localhost`: give the inventory with -i".into()
+            } else {
+                self.inventory.unmatched_pattern_hint(&play.hosts)
             };
             format!(" (written at {}); {hint}", play.pos)
         });

@@ -15,7 +15,7 @@ pub(super) fn expand_host_pattern(entry: &str) -> Result<(Vec<String>, Option<u1
     Ok((names, port))
 }
 
-fn split_host_port(entry: &str) -> Result<(String, Option<u16>), String> {
+pub(super) fn split_host_port(entry: &str) -> Result<(String, Option<u16>), String> {
     let bad_port = |p: &str| {
         format!("invalid port `{p}` in host `{entry}`; write host:port with a port from 1 to 65535")
     };

@@ -1,9 +1,10 @@
-//! Loading an inventory source: one file (INI or YAML, told apart by extension or content) or a
-//! directory of them, then the `group_vars/` and `host_vars/` beside it.
+//! Loading the inventory sources: files (INI or YAML, told apart by extension or content),
+//! directories of them and host lists, then the `group_vars/` and `host_vars/` beside them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::host_list::as_host_list;
 use super::ini::Pending;
 use super::model::{Inventory, InventoryError};
 use super::yaml::{looks_like_yaml_inventory, parse_yaml};
@@ -12,29 +13,56 @@ impl Inventory {
     /// Load an inventory file (INI or YAML) or a directory of them, then the `group_vars/` and
     /// `host_vars/` beside it.
     pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
-        let meta = fs::metadata(path).map_err(|e| {
-            InventoryError::new(
-                path,
-                None,
-                None,
-                format!("cannot read inventory `{}`: {e}", path.display()),
-            )
-            .help("pass an existing inventory file or directory with -i")
-        })?;
-        let mut inv = Inventory::empty(path);
-        let mut pending = Pending::new();
-        let vars_dir = if meta.is_dir() {
-            inv.load_dir(path, &mut pending)?;
-            path.to_path_buf()
-        } else {
-            inv.load_file(path, &mut pending)?;
-            match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                _ => PathBuf::from("."),
-            }
+        Inventory::load_sources(&[path.to_path_buf()])
+    }
+
+    /// Load the `-i` sources into one inventory, in order, as ansible-core does: each an
+    /// inventory file, a directory of them, or a host list (`host_list.rs`: `web1,web2:2222,`);
+    /// then the `group_vars/` and `host_vars/` beside each file or directory, in the same order
+    /// (later ones win), once every source's hosts and groups are known. Without any source,
+    /// the implicit `localhost` on the local transport.
+    pub fn load_sources(sources: &[PathBuf]) -> Result<Inventory, InventoryError> {
+        let Some(first) = sources.first() else {
+            return Ok(Inventory::implicit_localhost());
         };
+        let mut inv = Inventory::empty(first);
+        // One set of pending `[g:vars]`/`[p:children]` references for all the sources, as for
+        // the files of a directory: a group may be defined in any of them.
+        let mut pending = Pending::new();
+        let mut vars_dirs = Vec::new();
+        for path in sources {
+            if let Some(list) = as_host_list(path) {
+                inv.add_host_list(path, list)?;
+                continue;
+            }
+            let meta = fs::metadata(path).map_err(|e| {
+                let listed = path.display().to_string();
+                InventoryError::new(
+                    path,
+                    None,
+                    None,
+                    format!("cannot read inventory `{listed}`: {e}"),
+                )
+                .help(format!(
+                    "pass an existing inventory file or directory with -i, or a host list with \
+                     a comma after each host (`-i {listed},` for the one host `{listed}`)"
+                ))
+            })?;
+            if meta.is_dir() {
+                inv.load_dir(path, &mut pending)?;
+                vars_dirs.push(path.to_path_buf());
+            } else {
+                inv.load_file(path, &mut pending)?;
+                vars_dirs.push(match path.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                    _ => PathBuf::from("."),
+                });
+            }
+        }
         inv.check_and_finalize(pending)?;
-        inv.load_vars_dir(&vars_dir)?;
+        for dir in vars_dirs {
+            inv.load_vars_dir(&dir)?;
+        }
         Ok(inv)
     }
 

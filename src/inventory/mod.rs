@@ -1,17 +1,20 @@
 //! Inventory: which hosts exist, how they are grouped and which variables each one carries.
 //!
-//! Reads Ansible INI and YAML inventories (a file or a directory of them) plus `group_vars/`
-//! and `host_vars/` directories, merges variables with Ansible's precedence, and resolves the
-//! host patterns (`web:&prod:!web3`, `~db\d+`, `webservers[0:2]`) that plays and `--limit` use.
-//! Everything follows Ansible's semantics so existing inventories work unchanged.
+//! Reads Ansible INI and YAML inventories (a file or a directory of them) and host lists
+//! (`-i web1,web2,`), one or several of them, plus `group_vars/` and `host_vars/` directories,
+//! merges variables with Ansible's precedence, and resolves the host patterns
+//! (`web:&prod:!web3`, `~db\d+`, `webservers[0:2]`) that plays and `--limit` use. Everything
+//! follows Ansible's semantics so existing inventories work unchanged.
 //!
 //! `model` is the core every other file builds on and depends on nothing here; each format
-//! (`ini`, `yaml`, `pyliteral` for INI values), `vars_dirs`, `pattern` and `output` extends it,
-//! and `load` ties the readers together. This folder knows nothing about plays, tasks,
-//! templating or connections: variables stay plain JSON data, rendered later by the engine.
+//! (`ini`, `yaml`, `pyliteral` for INI values, `host_list`), `vars_dirs`, `pattern` and `output`
+//! extends it, and `load` ties the readers together. This folder knows nothing about plays,
+//! tasks, templating or connections: variables stay plain JSON data, rendered later by the
+//! engine.
 
 mod dynamic;
 mod host_entry;
+mod host_list;
 mod ini;
 mod load;
 mod model;

@@ -71,12 +71,24 @@ pub(crate) fn flag_of(node: &Node, key: &str) -> Result<Flag, Diagnostic> {
 /// used, see `connection::spec`), other methods are refused here.
 pub(crate) fn become_method_of(node: &Node) -> Result<String, Diagnostic> {
     let m = string_of(node, "become_method")?;
-    if is_template(&m) || m == "sudo" || m == "su" {
+    if known_become_method(&m) {
         return Ok(m);
     }
     Err(node
         .err(format!("become_method `{m}` is not supported by fixpoint"))
         .help("fixpoint becomes through sudo: use `become_method: sudo` (or leave it out)"))
+}
+
+/// The `become_method` values fixpoint reads (keyword or `--become-method`): `sudo`, `su` (refused
+/// when it would be used) and templates (rendered when used).
+pub fn known_become_method(m: &str) -> bool {
+    is_template(m) || m == "sudo" || m == "su"
+}
+
+/// The `connection` values fixpoint reads (keyword or `--connection`): those it connects with
+/// (`connection::spec::KNOWN_CONNECTIONS`) and templates (rendered when used).
+pub fn known_connection(c: &str) -> bool {
+    is_template(c) || crate::connection::spec::KNOWN_CONNECTIONS.contains(&c)
 }
 
 fn is_template(s: &str) -> bool {
@@ -181,8 +193,7 @@ pub(crate) fn conn_keywords_of(node: &Node) -> Result<super::ast::ConnKeywords, 
         None => None,
         Some(n) => {
             let c = string_of(n, "connection")?;
-            if !is_template(&c) && !crate::connection::spec::KNOWN_CONNECTIONS.contains(&c.as_str())
-            {
+            if !known_connection(&c) {
                 return Err(n
                     .err(format!("connection `{c}` is not supported by fixpoint"))
                     .help("fixpoint connects with `ssh` or `local`"));

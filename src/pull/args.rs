@@ -10,8 +10,8 @@ use std::path::PathBuf;
 // The shared run options in a pull's words: it runs in the checkout, on this host; and `-C` is
 // ansible-pull's `--checkout`, so `--check` has no short form here.
 #[command(
-    mut_arg("inventory", |a| a.help("Inventory file or directory, relative to the checkout; without it, \
-        `localhost` on the local transport")),
+    mut_arg("inventory", |a| a.help("Inventory file or directory, relative to the checkout, or a \
+        comma-separated host list (repeatable); without it, `localhost` on the local transport")),
     mut_arg("limit", |a| a.help("Further limit the selected hosts (default with `-i`: this host's \
         names and localhost)")),
     mut_arg("diff", |a| a.help("Show what changes")),
@@ -123,7 +123,9 @@ impl PullArgs {
         opt("--url", self.url.clone());
         opt("--checkout", self.checkout.clone());
         opt("--directory", path(&self.directory));
-        opt("--inventory", path(&self.run.inventory));
+        for i in &self.run.inventory {
+            opt("--inventory", Some(i.display().to_string()));
+        }
         for p in self.named_playbooks() {
             opt("--playbook", Some(p.display().to_string()));
         }
@@ -245,6 +247,10 @@ mod tests {
             "/etc/vault-pass",
             "--vault-id",
             "prod@/etc/prod-pass",
+            "-i",
+            "hosts",
+            "-i",
+            "web1,web2,",
         ]);
         let mut argv = vec!["fixpoint".to_string()];
         argv.extend(a.pull_argv());
@@ -262,6 +268,7 @@ mod tests {
             [PathBuf::from("/etc/vault-pass")]
         );
         assert_eq!(b.run.vault.vault_id, ["prod@/etc/prod-pass"]);
+        assert_eq!(b.run.inventory, ["hosts", "web1,web2,"].map(PathBuf::from));
         assert_eq!(b.max_age, Some(std::time::Duration::from_secs(86400)));
         assert!(
             b.change.check && b.only_if_changed && b.run.verbose == 1 && b.run.lock_timeout == 30

@@ -17,7 +17,7 @@ mod verify;
 
 pub use args::PullArgs;
 
-use crate::{config, engine, inventory, EXIT_FAILED, EXIT_INVALID};
+use crate::{config, engine, EXIT_FAILED, EXIT_INVALID};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -173,7 +173,12 @@ fn run_pull(
         "url": url,
         "ref": args.checkout,
         "playbooks": args.named_playbooks(),
-        "inventory": args.run.inventory,
+        // One source as it always was (so an upgrade keeps `--only-if-changed` records).
+        "inventory": match args.run.inventory.as_slice() {
+            [] => Value::Null,
+            [one] => json!(one),
+            many => json!(many),
+        },
         "limit": args.run.limit,
         "extra_vars": args.run.extra_vars,
         "tags": args.run.tags,
@@ -238,8 +243,10 @@ fn run_books(
         argv.push(flag.into());
         argv.push(value);
     };
-    if let Some(i) = &args.run.inventory {
-        opt("--inventory", i.display().to_string());
+    if !args.run.inventory.is_empty() {
+        for i in &args.run.inventory {
+            opt("--inventory", i.display().to_string());
+        }
         opt(
             "--limit",
             args.run
@@ -270,15 +277,12 @@ fn run_books(
             return invalid;
         }
     };
-    let mut inv = match cfg.inventory.as_deref() {
-        None => inventory::Inventory::implicit_localhost(),
-        Some(p) => match inventory::Inventory::load(p) {
-            Ok(i) => i,
-            Err(e) => {
-                crate::invalid(&crate::inventory_diag(e));
-                return invalid;
-            }
-        },
+    let mut inv = match crate::load_inventory(&cfg.inventory) {
+        Ok(i) => i,
+        Err(d) => {
+            crate::invalid(&d);
+            return invalid;
+        }
     };
     let mut loaded = match crate::load_all(
         &cfg.playbooks,

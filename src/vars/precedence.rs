@@ -22,10 +22,28 @@ pub fn host_scope(
     // variables (it runs for every task on every host).
     let maps = VarMaps::new(cfg, *ctx, src, *h);
     let mut layers = Vec::with_capacity(maps.0.len() + magic.len() + 1);
-    // ansible-core adds the connection it uses to a task's variables when no variable names
-    // one (`PlayContext.update_vars`): under everything else, so a variable still wins.
-    if maps.defining_map("ansible_connection").is_none() {
-        layers.push(connection_layer(ctx.play.conn.connection.as_deref()));
+    // ansible-core adds the connection it uses, and the remote user when one is known, to a
+    // task's variables when no variable names them (`PlayContext.update_vars`): under
+    // everything else, so a variable still wins. The play's keywords, else `-c` / `-u`.
+    let cli = &cfg.play_defaults;
+    let connection = maps.defining_map("ansible_connection").is_none().then(|| {
+        ctx.play
+            .conn
+            .connection
+            .as_deref()
+            .or(cli.connection.as_deref())
+    });
+    let user = match maps.defining_map("ansible_user") {
+        None => ctx
+            .play
+            .conn
+            .remote_user
+            .as_deref()
+            .or(cli.remote_user.as_deref()),
+        Some(_) => None,
+    };
+    if let Some(layer) = connection_layer(connection, user) {
+        layers.push(layer);
     }
     // `ansible_facts` is a mapping on every host, empty before facts are gathered (or after
     // `meta: clear_facts`), as in ansible-core.
@@ -52,27 +70,33 @@ pub(super) fn no_facts() -> Arc<Map<String, Value>> {
     .clone()
 }
 
-/// `ansible_connection` for a host no variable gives one: the play's `connection` keyword, or
-/// `ssh` (the `ssh` layer is built once and shared).
-fn connection_layer(keyword: Option<&str>) -> Layer {
+/// `ansible_connection` for a host no variable gives one (`connection` is `Some`): the given
+/// connection, or `ssh`; and `ansible_user` when a remote user is given (the `ssh`-only layer,
+/// by far the most common, is built once and shared).
+fn connection_layer(connection: Option<Option<&str>>, user: Option<&str>) -> Option<Layer> {
     static SSH: std::sync::OnceLock<Arc<Map<String, Value>>> = std::sync::OnceLock::new();
-    match keyword {
-        None => Layer::shared(
-            SSH.get_or_init(|| {
+    let mut m = Map::new();
+    match (connection, user) {
+        (None, None) => return None,
+        (Some(None), None) => {
+            let ssh = SSH.get_or_init(|| {
                 let mut m = Map::new();
                 m.insert("ansible_connection".into(), Value::from("ssh"));
                 Arc::new(m)
-            })
-            .clone(),
-            false,
-        ),
-        Some(k) => {
-            let mut m = Map::new();
-            m.insert("ansible_connection".into(), Value::from(k));
-            // The keyword may be a template, rendered when read, as the engine renders it.
-            Layer::templates(m)
+            });
+            return Some(Layer::shared(ssh.clone(), false));
+        }
+        (connection, user) => {
+            if let Some(c) = connection {
+                m.insert("ansible_connection".into(), Value::from(c.unwrap_or("ssh")));
+            }
+            if let Some(u) = user {
+                m.insert("ansible_user".into(), Value::from(u));
+            }
         }
     }
+    // A keyword may be a template, rendered when read, as the engine renders it.
+    Some(Layer::templates(m))
 }
 
 /// The variable maps a host's scope is made of, bottom (lowest precedence) to top, each with

@@ -7,8 +7,8 @@
 //! playbook: |
 //!   - hosts: all
 //!     ...
-//! inventory: |          # optional INI text; default: `localhost ansible_connection=local`
-//!   ...
+//! inventory: |          # optional INI text; default: `localhost ansible_connection=local`,
+//!   ...                 # or nothing when `args` give -i (see below)
 //! files:                # optional: relative path -> content, written beside the playbook;
 //!                       # `www/<path>` files are also served over HTTP at `{{ http }}/<path>` (www.rs)
 //!   group_vars/all.yml: |
@@ -16,6 +16,11 @@
 //! args: [--check]       # optional: flags both tools share
 //! expect_exit: 0        # optional: ansible-core's exit, in fixpoint's terms (0, 1 or 2)
 //! ```
+//!
+//! Both tools get `-i inventory` (the file of `inventory:`) before the case's `args`. A case
+//! whose `args` give inventory sources of their own (`args: [-i, "h1,h2:2222,", -c, local]`)
+//! runs against those alone: its `inventory` file is then empty unless it has `inventory:`,
+//! which comes first, before its sources (to combine a file with a host list).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -36,6 +41,19 @@ const SHARED_FLAGS: &[(&str, bool)] = &[
     ("--skip-tags", true),
     ("--limit", true),
     ("--force-handlers", false),
+    // Inventory sources besides the case's `inventory` file (a host list: `h1,h2:2222,`).
+    ("-i", true),
+    ("--inventory", true),
+    // The play-level defaults: `become`, `become_user`, `become_method`, `remote_user`,
+    // `connection`.
+    ("-b", false),
+    ("--become", false),
+    ("--become-user", true),
+    ("--become-method", true),
+    ("-u", true),
+    ("--user", true),
+    ("-c", true),
+    ("--connection", true),
     // A file of the case's own (`files:`), relative to the run directory both tools run in.
     ("--vault-password-file", true),
     ("--vault-id", true),
@@ -111,13 +129,14 @@ pub fn parse(path: &Path, text: &str, pending: bool) -> Result<Case, String> {
         _ => return Err("expected one YAML document".into()),
     };
     let map = doc.as_hash().ok_or("expected a mapping")?;
+    let mut inventory = None;
     let mut case = Case {
         name,
         path: path.to_path_buf(),
         pending,
         about,
         playbook: String::new(),
-        inventory: DEFAULT_INVENTORY.to_string(),
+        inventory: String::new(),
         files: BTreeMap::new(),
         args: Vec::new(),
         expect_exit: 0,
@@ -126,7 +145,7 @@ pub fn parse(path: &Path, text: &str, pending: bool) -> Result<Case, String> {
         let key = k.as_str().ok_or("keys must be strings")?;
         match key {
             "playbook" => case.playbook = text_value(key, v)?,
-            "inventory" => case.inventory = text_value(key, v)?,
+            "inventory" => inventory = Some(text_value(key, v)?),
             "files" => {
                 for (fk, fv) in v.as_hash().ok_or("`files` must map paths to contents")? {
                     let rel = fk.as_str().ok_or("`files` keys must be strings")?;
@@ -156,6 +175,13 @@ pub fn parse(path: &Path, text: &str, pending: bool) -> Result<Case, String> {
     if case.playbook.trim().is_empty() {
         return Err("`playbook` is missing".into());
     }
+    // Inventory sources in `args` replace the default inventory (the module documentation).
+    let own_sources = case.args.iter().any(|a| a == "-i" || a == "--inventory");
+    case.inventory = match inventory {
+        Some(text) => text,
+        None if own_sources => String::new(),
+        None => DEFAULT_INVENTORY.to_string(),
+    };
     for reserved in ["playbook.yml", "inventory"] {
         if case.files.contains_key(reserved) {
             return Err(format!("`files` may not replace `{reserved}`"));
@@ -242,13 +268,15 @@ fn a_case_needs_its_comment_and_shared_flags_only() {
     assert_eq!(ok.inventory, DEFAULT_INVENTORY);
     let no_comment = parse(p, "playbook: |\n  - hosts: all\n", false).unwrap_err();
     assert!(no_comment.contains("comment"), "{no_comment}");
-    let bad_flag = parse(
-        p,
-        "# checks a thing\nargs: [--become]\nplaybook: x\n",
-        false,
-    )
-    .unwrap_err();
-    assert!(bad_flag.contains("--become"), "{bad_flag}");
+    let bad_flag = parse(p, "# checks a thing\nargs: [--step]\nplaybook: x\n", false).unwrap_err();
+    assert!(bad_flag.contains("--step"), "{bad_flag}");
+    // Inventory sources in `args`: no default inventory, unless the case gives one.
+    let own = |extra: &str| {
+        let text = format!("# checks a thing\nargs: [-i, \"h1,\", -b]\n{extra}playbook: x\n");
+        parse(p, &text, false).unwrap().inventory
+    };
+    assert_eq!(own(""), "");
+    assert_eq!(own("inventory: \"h2\\n\"\n"), "h2\n");
     let escape = parse(
         p,
         "# checks a thing\nfiles: {../x: y}\nplaybook: x\n",

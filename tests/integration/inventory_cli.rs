@@ -82,3 +82,60 @@ fn a_broken_inventory_is_refused_with_its_location() {
     out.expect(2);
     assert!(out.stderr.contains("bad.ini:3"), "{}", out.stderr);
 }
+
+#[test]
+fn host_lists_and_several_sources_add_up_on_every_command() {
+    let fx = fixture();
+    // A file, then a host list: the listed host the file has keeps its group and port.
+    let out = fx.run(&[
+        "inventory",
+        "-i",
+        "inv/hosts.ini",
+        "-i",
+        "web01:2222, new1:2201,",
+        "--list",
+    ]);
+    out.expect(0);
+    let list: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(list["ungrouped"]["hosts"], serde_json::json!(["new1"]));
+    assert_eq!(list["_meta"]["hostvars"]["new1"]["ansible_port"], 2201);
+    assert_eq!(list["_meta"]["hostvars"]["web01"]["port"], 8080);
+    assert!(list["_meta"]["hostvars"]["web01"]
+        .get("ansible_port")
+        .is_none());
+
+    // `apply` with only a host list: an explicit localhost, run here through `-c local`.
+    fx.write(
+        "site.yml",
+        &format!(
+            "- hosts: all\n  gather_facts: false\n  vars:\n    fixpoint_state_dir: \"{}\"\n  tasks:\n    - copy:\n        content: \"{{{{ ansible_connection }}}} {{{{ group_names }}}}\"\n        dest: \"{}\"\n",
+            fx.state_dir().display(),
+            fx.path("mark").display()
+        ),
+    );
+    fx.run(&["apply", "-i", "localhost,", "-c", "local", "site.yml"])
+        .expect(0);
+    assert_eq!(fx.read("mark"), "local ['ungrouped']");
+    let hosts = fx.run(&["check", "-i", "a,b:2200,", "--list-hosts", "site.yml"]);
+    hosts.expect(0);
+    assert!(
+        hosts.stdout.contains("hosts (2):\n      a\n      b\n"),
+        "{}",
+        hosts.stdout
+    );
+    fx.run(&[
+        "validate",
+        "-i",
+        "a,b,",
+        "-b",
+        "--become-user",
+        "x",
+        "site.yml",
+    ])
+    .expect(0);
+
+    // A source that is neither a path nor a host list says how to write a one-host list.
+    let out = fx.run(&["apply", "-i", "web9", "site.yml"]);
+    out.expect(2);
+    assert!(out.stderr.contains("`-i web9,`"), "{}", out.stderr);
+}

@@ -589,3 +589,48 @@ fn become_exe_and_become_flags_reach_sudo() {
     assert_eq!(out.status_of("check"), "ok", "{}", out.stdout);
     assert_ne!(out.status_of("through a sudo that is not there"), "ok");
 }
+
+/// `-u` and `-b` say what tasks do where no keyword or variable does: the login user and
+/// become; a task's `remote_user` and `become: false` win over them, as in ansible-playbook.
+#[test]
+fn user_and_become_flags_are_the_defaults_of_the_keywords() {
+    let fleet = Fleet::start(1, "fpuser");
+    support::require_user("fpsudo");
+    let work = fleet.fx.path("t");
+    let text = format!(
+        r#"- hosts: fleet
+  gather_facts: false
+  tasks:
+    - name: as -u's user, become through -b
+      command: id -un
+      register: become
+      changed_when: false
+      vars:
+        fixpoint_state_dir: "{work}/root.state"
+    - name: as -u's user
+      command: id -un
+      register: login
+      changed_when: false
+      become: false
+      vars:
+        fixpoint_state_dir: "{work}/fpsudo.state"
+    - name: as the task's remote user
+      command: id -un
+      register: own
+      changed_when: false
+      become: false
+      remote_user: fpuser
+    - name: users
+      assert:
+        that:
+          - become.stdout == 'root'
+          - login.stdout == 'fpsudo'
+          - own.stdout == 'fpuser'
+"#,
+        work = work.display(),
+    );
+    fleet.fx.write("site.yml", &text);
+    let out = fleet.apply(&["-u", "fpsudo", "-b"]);
+    out.expect(0);
+    assert_eq!(out.status_of("users"), "ok");
+}
