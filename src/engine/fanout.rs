@@ -314,7 +314,8 @@ pub(super) fn account(
             .find(|e| e.status == Status::Failed && !e.ignored)
             .map(|e| {
                 let mut r = e.result.clone();
-                if let Some(m) = &e.msg {
+                // The module's own message, as registered; the event's names the task.
+                if let (Some(m), false) = (&e.msg, r.contains_key("msg")) {
                     r.insert("msg".into(), json!(m));
                 }
                 Value::Object(r)
@@ -325,6 +326,8 @@ pub(super) fn account(
         } else {
             result
         };
+        // ansible-core's `ansible_failed_task.name` is empty for a task without a name.
+        let name = if task.name.is_some() { name } else { "" };
         hs.last_failure = Some((
             json!({"name": name, "action": task.module, "location": location}),
             result,
