@@ -77,13 +77,18 @@ impl Reporter {
             ),
             s => {
                 let mut t = format!("{}: [{host}]{item}{note}", s.word());
-                let show_result = self.verbosity > 0 || ev.module == "debug";
+                // ansible-core always shows what `debug` and a non-quiet `assert` return
+                // (`_ansible_verbose_always`); `assert`'s with its `changed`.
+                let assert_shown =
+                    ev.module == "assert" && result.is_some_and(|r| r.contains_key("msg"));
+                let show_result = self.verbosity > 0 || ev.module == "debug" || assert_shown;
                 if show_result {
                     if let Some(r) = result {
                         let shown: Map<String, Value> = r
                             .iter()
                             .filter(|(k, _)| {
-                                self.verbosity > 0 || (*k != "changed" && *k != "failed")
+                                self.verbosity > 0
+                                    || *k != "failed" && (*k != "changed" || assert_shown)
                             })
                             // A registered `diff` (lineinfile, ini_file...) is shown as a diff
                             // with --diff; ansible-core prints it among the values only at -vvv.

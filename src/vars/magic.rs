@@ -257,6 +257,14 @@ fn host_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) ->
     search_path.push(o.play_dir.clone());
     magic.insert("ansible_search_path".into(), json!(search_path));
     magic.insert("ansible_diff_mode".into(), json!(cfg.diff));
+    // `--tags` / `--skip-tags` as given (`all` without `--tags`), as ansible-core shows them.
+    let run_tags = if cfg.tags.is_empty() {
+        vec!["all".to_string()]
+    } else {
+        cfg.tags.clone()
+    };
+    magic.insert("ansible_run_tags".into(), json!(run_tags));
+    magic.insert("ansible_skip_tags".into(), json!(cfg.skip_tags));
     magic.insert("omit".into(), json!(OMIT));
     Layer::data(magic).with_objects(vec![("group_names".to_string(), o.group_names_of(host))])
 }

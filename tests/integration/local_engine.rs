@@ -208,6 +208,27 @@ fn text_output_has_ansible_shape() {
     assert!(!out.stdout.contains("\x1b["), "no colour when not a TTY");
 }
 
+/// As ansible-core, a non-quiet `assert` shows what it returns, with `changed`; a quiet one
+/// shows nothing.
+#[test]
+fn text_output_shows_an_asserts_message_unless_quiet() {
+    let fx = Fx::new();
+    fx.play(concat!(
+        "    - assert: {that: 1 == 1, success_msg: \"fine {{ 1 + 1 }}\"}\n",
+        "    - assert: {that: 1 == 1, quiet: true}\n",
+    ));
+    let out = fx.run(&["apply", "site.yml"]);
+    out.expect(0);
+    let shown = "ok: [localhost] => {\n  \"changed\": false,\n  \"msg\": \"fine 2\"\n}";
+    assert_eq!(out.stdout.matches(shown).count(), 1, "{}", out.stdout);
+    assert_eq!(
+        out.stdout.matches("ok: [localhost] => {").count(),
+        1,
+        "{}",
+        out.stdout
+    );
+}
+
 #[test]
 fn diff_shows_attributes_before_and_after() {
     let fx = Fx::new();
