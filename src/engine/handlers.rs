@@ -46,11 +46,23 @@ impl Engine {
                 self.reporter.note(host, &n);
             }
         }
-        let handlers = self.handlers.clone();
+        let all = self.handlers.clone();
+        // As in ansible-core, of the handlers loaded with one name (two roles' `restart`),
+        // only the last one loaded runs, whichever of them was notified.
+        let handlers: Vec<&Task> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, h)| {
+                h.name
+                    .as_ref()
+                    .is_none_or(|n| !all[i + 1..].iter().any(|l| l.name.as_ref() == Some(n)))
+            })
+            .map(|(_, h)| h)
+            .collect();
         let force = self.cfg.force_handlers || ctx.play.force_handlers;
         let mut i = 0;
         while i < handlers.len() {
-            let handler = &handlers[i];
+            let handler = handlers[i];
             let targets = self.handler_targets(ctx, handler, force);
             i += 1;
             if targets.is_empty() {
@@ -69,15 +81,15 @@ impl Engine {
             let alone = |h: &Task| h.handler_include.is_some() || !h.notify.is_empty();
             if !force && !alone(handler) {
                 while next < handlers.len() {
-                    let t = self.handler_targets(ctx, &handlers[next], force);
+                    let t = self.handler_targets(ctx, handlers[next], force);
                     if t.is_empty() {
                         next += 1;
                         continue;
                     }
-                    if t != targets || alone(&handlers[next]) {
+                    if t != targets || alone(handlers[next]) {
                         break;
                     }
-                    group.push(&handlers[next]);
+                    group.push(handlers[next]);
                     next += 1;
                 }
             }
