@@ -14,7 +14,42 @@ impl Inventory {
     /// (`web[0]`, `web[-1]`, `web[0:2]` inclusive, `web[1:]`). Matching nothing gives an empty
     /// list; `localhost`/`127.0.0.1` match the implicit local host when the inventory lacks it.
     pub fn select(&self, pattern: &str) -> Result<Vec<String>, InventoryError> {
-        let terms = split_pattern(pattern);
+        let mut out = self.evaluate(split_pattern(pattern))?;
+        // Stable: implicit hosts (not in the inventory) stay last, in pattern order.
+        out.sort_by_key(|h| self.host_index.get(h).copied().unwrap_or(usize::MAX));
+        Ok(out)
+    }
+
+    /// Hosts matching the patterns, one after the other, in the order ansible-core's
+    /// `get_hosts` gives them to the `inventory_hostnames` lookup: each term's hosts after
+    /// those of the terms before it (not sorted into inventory order, as `select` sorts them).
+    pub fn select_listed(&self, patterns: &[String]) -> Result<Vec<String>, InventoryError> {
+        self.evaluate(patterns.iter().flat_map(|p| split_pattern(p)).collect())
+    }
+
+    /// An inventory of these groups and their hosts alone, each group flat (its hosts are the
+    /// ones listed, its descendants' among them), as ansible-core's `inventory_hostnames`
+    /// lookup rebuilds one from the `groups` variable. Hosts are in the order of `all`, then
+    /// of the other groups.
+    pub fn from_groups(groups: &[(String, Vec<String>)]) -> Inventory {
+        let mut inv = Inventory::empty(std::path::Path::new("groups"));
+        for (_, hosts) in groups.iter().filter(|(g, _)| g == ALL) {
+            for h in hosts {
+                inv.add_host(h);
+            }
+        }
+        for (group, hosts) in groups.iter().filter(|(g, _)| g != ALL) {
+            inv.declare_group(group);
+            for h in hosts {
+                inv.add_host_to_group(group, h);
+            }
+        }
+        inv
+    }
+
+    /// The hosts of pattern terms: unions in order, then `&` intersections, then `!`
+    /// exclusions, as ansible-core orders them.
+    fn evaluate(&self, terms: Vec<String>) -> Result<Vec<String>, InventoryError> {
         let (mut regular, mut intersect, mut exclude) = (Vec::new(), Vec::new(), Vec::new());
         for t in &terms {
             if let Some(r) = t.strip_prefix('&') {
@@ -46,8 +81,6 @@ impl Inventory {
             let drop: HashSet<String> = self.match_term(t)?.into_iter().collect();
             out.retain(|h| !drop.contains(h));
         }
-        // Stable: implicit hosts (not in the inventory) stay last, in pattern order.
-        out.sort_by_key(|h| self.host_index.get(h).copied().unwrap_or(usize::MAX));
         Ok(out)
     }
 
@@ -298,6 +331,29 @@ mod tests {
         );
         let inv = Inventory::load(&p).unwrap();
         (dir, inv)
+    }
+
+    #[test]
+    fn groups_rebuilt_and_patterns_in_listed_order() {
+        let groups: Vec<(String, Vec<String>)> = [
+            ("db", vec!["d1", "w1"]),
+            ("all", vec!["h0", "w1", "w2", "d1"]),
+            ("ungrouped", vec!["h0"]),
+            ("web", vec!["w1", "w2"]),
+        ]
+        .into_iter()
+        .map(|(g, h)| (g.to_string(), strs(&h)))
+        .collect();
+        let inv = Inventory::from_groups(&groups);
+        let sel = |p: &[&str]| inv.select_listed(&strs(p)).unwrap();
+        assert_eq!(sel(&["db,web"]), strs(&["w1", "d1", "w2"]));
+        assert_eq!(sel(&["web", "db"]), strs(&["w1", "w2", "d1"]));
+        assert_eq!(sel(&["all:!web"]), strs(&["h0", "d1"]));
+        assert_eq!(sel(&["db:&web"]), strs(&["w1"]));
+        assert_eq!(sel(&["web[1]", "ungrouped"]), strs(&["w2", "h0"]));
+        assert_eq!(sel(&["localhost"]), strs(&["localhost"]));
+        assert_eq!(sel(&["nope"]), strs(&[]));
+        assert_eq!(inv.select("db,web").unwrap(), strs(&["w1", "w2", "d1"]));
     }
 
     #[test]

@@ -203,12 +203,29 @@ const COMMAND_INLINE: &[&str] = &[
 /// target asserts the exact `cmd`), nothing trimmed. Unbalanced quotes or template delimiters
 /// are an error, as in ansible-core.
 pub(super) fn free_form_command(s: &str, pos: &Pos) -> Result<Map<String, Value>, Diagnostic> {
-    let words = split_raw_args(s).ok_or_else(|| {
+    let (mut m, raw) = split_kv(s, Some(COMMAND_INLINE)).ok_or_else(|| {
         Diagnostic::at(
             pos,
             format!("cannot split the command `{s}`: unbalanced quotes or template delimiters"),
         )
     })?;
+    if let Some(cmd) = raw {
+        m.insert("cmd".into(), Value::String(cmd));
+    }
+    Ok(m)
+}
+
+/// ansible-core's `parse_kv` as its lookups call it (`check_raw=False`): every `k=v` word is an
+/// option, and the other words, as written, are joined again into `_raw_params` (the second
+/// value; None when there are none). None when a quote or a template block is left open.
+pub fn parse_kv_raw(s: &str) -> Option<(Map<String, Value>, Option<String>)> {
+    split_kv(s, None)
+}
+
+/// The `k=v` words of `s` whose key is one of `inline` (any key when None) as options, and the
+/// rest as the raw text, rebuilt as ansible-core's `join_args` rebuilds it.
+fn split_kv(s: &str, inline: Option<&[&str]>) -> Option<(Map<String, Value>, Option<String>)> {
+    let words = split_raw_args(s)?;
     let mut m = Map::new();
     let mut raw: Vec<String> = Vec::new();
     for word in words {
@@ -220,31 +237,31 @@ pub(super) fn free_form_command(s: &str, pos: &Pos) -> Result<Map<String, Value>
             .find(|&(i, c)| c == '=' && !decoded[..i].ends_with('\\'))
             .map(|(i, _)| i);
         match eq {
-            Some(i) if COMMAND_INLINE.contains(&&decoded[..i]) => {
-                let key = decoded[..i].to_string();
+            Some(i) if inline.is_none_or(|keys| keys.contains(&&decoded[..i])) => {
+                let key = decoded[..i].trim().to_string();
                 // `warn` is gone from ansible-core's command; it stays accepted and ignored.
-                if key != "warn" {
+                if inline.is_none() || key != "warn" {
                     let v = unquote(decoded[i + 1..].trim()).to_string();
                     m.insert(key, Value::String(v));
                 }
             }
             Some(_) => raw.push(word),
-            // Only escaped `=`: a word of the command, unescaped.
+            // Only escaped `=`: a word of the raw text, unescaped.
             None if decoded.contains('=') => raw.push(decoded.replace("\\=", "=")),
             None => raw.push(word),
         }
     }
-    if !raw.is_empty() {
-        let mut cmd = String::new();
-        for w in raw {
-            if !cmd.is_empty() && !cmd.ends_with('\n') {
-                cmd.push(' ');
-            }
-            cmd.push_str(&w);
-        }
-        m.insert("cmd".into(), Value::String(cmd));
+    if raw.is_empty() {
+        return Some((m, None));
     }
-    Ok(m)
+    let mut joined = String::new();
+    for w in raw {
+        if !joined.is_empty() && !joined.ends_with('\n') {
+            joined.push(' ');
+        }
+        joined.push_str(&w);
+    }
+    Some((m, Some(joined)))
 }
 
 /// ansible-core's `split_args`, which free-form commands go through: lines are split on `\n` and
@@ -380,6 +397,20 @@ mod tests {
         let pos = Pos::file_only(Path::new("x.yml"));
         assert!(free_form_command("echo 'open", &pos).is_err());
         assert!(free_form_command("echo {{ x", &pos).is_err());
+    }
+
+    #[test]
+    fn kv_for_lookups_keeps_every_option() {
+        let (m, raw) = parse_kv_raw("Li  file=elements.csv delimiter=, col='2'").unwrap();
+        assert_eq!(raw.as_deref(), Some("Li "));
+        assert_eq!(m["file"], "elements.csv");
+        assert_eq!(m["delimiter"], ",");
+        assert_eq!(m["col"], "2");
+        let (m, raw) = parse_kv_raw("H H file=x").unwrap();
+        assert_eq!(raw.as_deref(), Some("H H"));
+        assert_eq!(m.len(), 1);
+        assert_eq!(parse_kv_raw("file=x").unwrap().1, None);
+        assert!(parse_kv_raw("a 'b").is_none());
     }
 
     #[test]

@@ -55,13 +55,8 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
             Value::Array(a) => a,
             other => vec![other],
         }),
-        LoopKind::Items => Ok(list(value, "with_items")?
-            .into_iter()
-            .flat_map(|i| match i {
-                Value::Array(inner) => inner,
-                other => vec![other],
-            })
-            .collect()),
+        // The lookups' own code: `with_items: x` is `query('items', *x)`.
+        LoopKind::Items => Ok(listing::items(terms(value))),
         LoopKind::Dict => match value {
             Value::Object(m) => Ok(m
                 .into_iter()
@@ -123,44 +118,8 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
             }
             Ok(out)
         }
-        LoopKind::Nested => {
-            let lists = lists_of(value, "with_nested")?;
-            // ansible-core's wording: its own target checks for it.
-            if lists.is_empty() {
-                return Err("with_nested requires at least one element in the nested list".into());
-            }
-            let mut out: Vec<Vec<Value>> = vec![Vec::new()];
-            for l in lists {
-                out = out
-                    .into_iter()
-                    .flat_map(|prefix| {
-                        l.iter().map(move |x| {
-                            let mut p = prefix.clone();
-                            p.push(x.clone());
-                            p
-                        })
-                    })
-                    .collect();
-            }
-            Ok(out.into_iter().map(Value::Array).collect())
-        }
-        LoopKind::Together => {
-            let lists = lists_of(value, "with_together")?;
-            if lists.is_empty() {
-                return Err("with_together requires at least one element in each list".into());
-            }
-            let n = lists.iter().map(Vec::len).max().unwrap_or(0);
-            Ok((0..n)
-                .map(|i| {
-                    Value::Array(
-                        lists
-                            .iter()
-                            .map(|l| l.get(i).cloned().unwrap_or(Value::Null))
-                            .collect(),
-                    )
-                })
-                .collect())
-        }
+        LoopKind::Nested => listing::nested(terms(value)),
+        LoopKind::Together => listing::together(terms(value)),
         LoopKind::Subelements => match value {
             Value::Array(terms) => listing::subelements(&terms),
             other => listing::subelements(&[other]),
@@ -168,27 +127,12 @@ pub fn expand(kind: LoopKind, value: Value, search: &[PathBuf]) -> Result<Vec<Va
     }
 }
 
-/// A `with_` value as the lookup's terms: a list is the terms, anything else the one term.
+/// A `with_` value as the lookup's terms: a list is the terms, anything else the one term (as
+/// ansible-core hands a `with_` value to its lookup).
 fn terms(value: Value) -> Vec<Value> {
     match value {
         Value::Array(a) => a,
         other => vec![other],
-    }
-}
-
-fn lists_of(value: Value, what: &str) -> Result<Vec<Vec<Value>>, String> {
-    match value {
-        Value::Array(a) => a
-            .into_iter()
-            .map(|l| match l {
-                Value::Array(inner) => Ok(inner),
-                other => Ok(vec![other]),
-            })
-            .collect(),
-        other => Err(format!(
-            "`{what}` must be a list of lists, but it rendered to {}",
-            short(&other)
-        )),
     }
 }
 
@@ -275,9 +219,7 @@ mod tests {
         let e = expand(LoopKind::List, json!("é".repeat(60)), &[]).unwrap_err();
         assert!(e.starts_with("`loop` must be a list"), "{e}");
         assert!(e.ends_with(&format!("\"{}…", "é".repeat(39))), "{e}");
-        for kind in [LoopKind::Dict, LoopKind::Nested] {
-            assert!(expand(kind, json!("ü".repeat(100)), &[]).is_err());
-        }
+        assert!(expand(LoopKind::Dict, json!("ü".repeat(100)), &[]).is_err());
     }
 
     #[test]

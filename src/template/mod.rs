@@ -61,7 +61,7 @@ pub use foreign::{
     Kind as PluginKind,
 };
 use inline::Inline;
-pub use lookups::{fileglob, first_found_file, listing};
+pub use lookups::{fileglob, first_found_file, listing, CONFIG_REFUSED};
 pub use now::python_local_time;
 use rewrite::{
     block_end, closes_block, escape_backslashes, escape_backslashes_in_code, rewrite_chains,

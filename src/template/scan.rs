@@ -203,10 +203,14 @@ impl Templar {
                     line,
                     col,
                     msg: format!("unknown lookup plugin `{plugin}`"),
-                    help: format!(
-                        "fixpoint's lookups are {}; a run would fail here",
-                        lookups::NAMES.join(", ")
-                    ),
+                    help: if plugin == "config" {
+                        format!("{}; a run would fail here", lookups::CONFIG_REFUSED)
+                    } else {
+                        format!(
+                            "fixpoint's lookups are {}; a run would fail here",
+                            lookups::NAMES.join(", ")
+                        )
+                    },
                 });
             } else if plugin == "template" {
                 if let Some(file) = caps.get(3) {

@@ -198,10 +198,12 @@ impl Validator<'_> {
                         at,
                         format!("unknown lookup plugin `{name}`, in `with_{name}`"),
                     )
-                    .help(
+                    .help(if name == "config" {
+                        crate::template::CONFIG_REFUSED
+                    } else {
                         "fixpoint runs its own lookups (README, \"Templating\") and the \
-                             playbook's `lookup_plugins/`; fix the name",
-                    ),
+                             playbook's `lookup_plugins/`; fix the name"
+                    }),
                 );
             }
         }

@@ -1,6 +1,6 @@
 //! The lookups that turn their terms into a list, shared by `lookup()`/`query()` and the
 //! `with_*` loops (`src/playbook/loops.rs`): `sequence`, `subelements`, `dict`,
-//! `indexed_items` and `lines`. They work on JSON values so the loop code needs no minijinja;
+//! `indexed_items`, `lines`, `items`, `nested`, `together` and `random_choice`. They work on JSON values so the loop code needs no minijinja;
 //! error wording follows ansible-core's where its own targets test for it.
 
 use serde_json::{json, Value};
@@ -299,6 +299,93 @@ pub fn indexed_items(terms: Vec<Value>) -> Vec<Value> {
         .collect()
 }
 
+/// `items`: the terms flattened one level (a list term is spliced in, anything else kept), as
+/// ansible-core's `_flatten` does.
+pub fn items(terms: Vec<Value>) -> Vec<Value> {
+    flatten(terms)
+}
+
+/// `nested`: every combination of the terms, the first term varying slowest. Each combination
+/// is flattened one level, and so is each of its parts, as ansible-core's `_combine` does: a
+/// list inside a term ends up spliced into the item. Terms are iterated as Python does (a
+/// string by its characters, a mapping by its keys).
+pub fn nested(terms: Vec<Value>) -> Result<Vec<Value>, String> {
+    let mut terms = terms.into_iter();
+    let Some(first) = terms.next() else {
+        // ansible-core's wording: its own target checks for it.
+        return Err("with_nested requires at least one element in the nested list".into());
+    };
+    let mut result = first;
+    for next in terms {
+        let right = py_iter(&next)?;
+        let mut combined = Vec::new();
+        for x in py_iter(&result)? {
+            for y in &right {
+                combined.push(Value::Array(flatten(vec![x.clone(), y.clone()])));
+            }
+        }
+        result = Value::Array(combined);
+    }
+    py_iter(&result)?
+        .iter()
+        .map(|x| Ok(Value::Array(flatten(py_iter(x)?))))
+        .collect()
+}
+
+/// `together`: the terms side by side (Python's `zip_longest`, missing entries null), each
+/// item flattened one level.
+pub fn together(terms: Vec<Value>) -> Result<Vec<Value>, String> {
+    if terms.is_empty() {
+        return Err("with_together requires at least one element in each list".into());
+    }
+    let lists: Vec<Vec<Value>> = terms.iter().map(py_iter).collect::<Result<_, _>>()?;
+    let n = lists.iter().map(Vec::len).max().unwrap_or(0);
+    Ok((0..n)
+        .map(|i| {
+            Value::Array(flatten(
+                lists
+                    .iter()
+                    .map(|l| l.get(i).cloned().unwrap_or(Value::Null))
+                    .collect(),
+            ))
+        })
+        .collect())
+}
+
+/// `random_choice`: one of the terms picked at random; no terms, no item.
+pub fn random_choice(terms: Vec<Value>) -> Vec<Value> {
+    if terms.is_empty() {
+        return terms;
+    }
+    let i = fastrand::usize(..terms.len());
+    terms.into_iter().skip(i).take(1).collect()
+}
+
+/// ansible-core's `_flatten`: list terms spliced in, one level.
+fn flatten(terms: Vec<Value>) -> Vec<Value> {
+    terms
+        .into_iter()
+        .flat_map(|t| match t {
+            Value::Array(a) => a,
+            other => vec![other],
+        })
+        .collect()
+}
+
+/// What Python's `for x in value` goes over: a list's items, a string's characters, a mapping's
+/// keys; other values are not iterable, in Python's words (`'int' object is not iterable`).
+fn py_iter(value: &Value) -> Result<Vec<Value>, String> {
+    match value {
+        Value::Array(a) => Ok(a.clone()),
+        Value::String(s) => Ok(s.chars().map(|c| Value::String(c.to_string())).collect()),
+        Value::Object(m) => Ok(m.keys().map(|k| Value::String(k.clone())).collect()),
+        Value::Null => Err("'NoneType' object is not iterable".into()),
+        Value::Bool(_) => Err("'bool' object is not iterable".into()),
+        Value::Number(n) if n.is_f64() => Err("'float' object is not iterable".into()),
+        Value::Number(_) => Err("'int' object is not iterable".into()),
+    }
+}
+
 /// `lines`: the output lines of a shell command run on the controller (the playbook's
 /// author wrote it, as with `lookup('pipe')`), in `cwd` (the playbook's directory, ansible-core's
 /// loader base directory) when given.
@@ -401,6 +488,58 @@ mod tests {
             2
         );
         assert!(e("start=1 count=9223372036854775807 stride=2").contains("out of range"));
+    }
+
+    #[test]
+    fn items_nested_together_as_ansible_core_combines() {
+        assert_eq!(
+            items(vec![json!([1, [2, [3]]]), json!("ab"), json!(null)]),
+            [json!(1), json!([2, [3]]), json!("ab"), json!(null)]
+        );
+        let n = |t: Value| nested(t.as_array().unwrap().clone());
+        assert_eq!(
+            n(json!([["a", "b"], [1, 2]])).unwrap(),
+            [
+                json!(["a", 1]),
+                json!(["a", 2]),
+                json!(["b", 1]),
+                json!(["b", 2])
+            ]
+        );
+        // A list inside a term is spliced into the item; a string term gives its characters.
+        assert_eq!(n(json!([[[1, 2]], ["a"]])).unwrap(), [json!([1, 2, "a"])]);
+        assert_eq!(n(json!([["ab"]])).unwrap(), [json!(["a", "b"])]);
+        assert_eq!(
+            n(json!([[1], "xy"])).unwrap(),
+            [json!([1, "x"]), json!([1, "y"])]
+        );
+        assert_eq!(n(json!([[1], {"k": 0}])).unwrap(), [json!([1, "k"])]);
+        assert_eq!(
+            n(json!([[1, 2]])).unwrap_err(),
+            "'int' object is not iterable"
+        );
+        assert_eq!(
+            n(json!([null])).unwrap_err(),
+            "'NoneType' object is not iterable"
+        );
+        assert!(n(json!([])).unwrap_err().contains("at least one element"));
+        let t = |t: Value| together(t.as_array().unwrap().clone());
+        assert_eq!(
+            t(json!([[[1, 2]], ["a", "b"]])).unwrap(),
+            [json!([1, 2, "a"]), json!([null, "b"])]
+        );
+        assert_eq!(
+            t(json!(["ab", {"k": 1, "j": 2}])).unwrap(),
+            [json!(["a", "k"]), json!(["b", "j"])]
+        );
+        assert_eq!(
+            t(json!([[1], 5])).unwrap_err(),
+            "'int' object is not iterable"
+        );
+        assert!(t(json!([])).unwrap_err().contains("at least one element"));
+        assert!(random_choice(Vec::new()).is_empty());
+        let pick = random_choice(vec![json!("a"), json!("b")]);
+        assert!(pick == [json!("a")] || pick == [json!("b")]);
     }
 
     #[test]

@@ -1,15 +1,21 @@
-//! The `lookup()`/`query()` plugins that run on the controller: `env`, `file`, `template`,
-//! `vars`, `varnames`, `first_found`, `fileglob`, `lines`, `pipe`, `password`, `url`, and the
-//! list makers shared
-//! with the `with_*` loops (`listing.rs`): `dict`, `subelements`, `sequence`, `indexed_items`.
+//! The `lookup()`/`query()` plugins that run on the controller: `env`, `file`, `unvault`,
+//! `template`, `vars`, `varnames`, `first_found`, `fileglob`, `lines`, `pipe`, `password`,
+//! `url`, `ini` (`ini.rs`), `csvfile` (`csvfile.rs`), `inventory_hostnames` (`hosts.rs`), and
+//! the list makers shared with the `with_*` loops (`listing.rs`): `dict`, `subelements`,
+//! `sequence`, `indexed_items`, `items`, `nested`, `together`, `random_choice`.
 //!
 //! Lookups see only the expression's variables (through minijinja's `State`) and the template
-//! search path; they know nothing of hosts, connections or how variables were gathered.
+//! search path; they know nothing of hosts, connections or how variables were gathered (the
+//! hosts `inventory_hostnames` matches are those of the `groups` variable, as in ansible-core).
 
+mod csvfile;
 mod fileglob;
 mod first_found;
+mod hosts;
+mod ini;
 pub mod listing;
 mod native;
+mod options;
 mod password;
 mod url;
 
@@ -46,7 +52,23 @@ pub(crate) const NAMES: &[&str] = &[
     "sequence",
     "indexed_items",
     "list",
+    "items",
+    "nested",
+    "together",
+    "random_choice",
+    "inventory_hostnames",
+    "ini",
+    "csvfile",
+    "unvault",
 ];
+
+/// Why fixpoint has no `config` lookup, for `validate`'s help: its values are ansible-core's
+/// configuration (ansible.cfg, `ANSIBLE_*` variables), which fixpoint neither reads nor obeys, and
+/// its `on_missing` needs the list of ansible-core's settings to tell a missing name from one
+/// fixpoint lacks.
+pub const CONFIG_REFUSED: &str = "ansible-core's `config` lookup reports its own \
+    configuration (ansible.cfg, ANSIBLE_* variables), which fixpoint does not read: its settings \
+    are its command-line flags; write the value the playbook needs as a variable";
 
 /// The lookups that need nothing but the controller: `env`, `file` (searched like templates,
 /// then relative to the working directory) and `vars`. Returns the values and `wantlist`.
@@ -162,7 +184,24 @@ fn run_lookup_strict(
         kwargs.assert_all_used()?;
         return Ok((out, wantlist.unwrap_or(false)));
     }
+    // These take their options as ansible-core's plugins do, ignoring unknown keyword
+    // arguments (which it ignores too).
+    let find_file = |term: &str| find("files", term);
+    let out = match plugin.as_str() {
+        "ini" => Some(ini::lookup(terms, &kwargs, &find_file)?),
+        "csvfile" => Some(csvfile::lookup(terms, &kwargs, &find_file)?),
+        "inventory_hostnames" => Some(hosts::inventory_hostnames(state, terms)?),
+        _ => None,
+    };
+    if let Some(out) = out {
+        ignore_other_kwargs(&kwargs)?;
+        return Ok((out, wantlist.unwrap_or(false)));
+    }
     let _ = kwargs.get::<Option<bool>>("skip");
+    // ansible-core's `unvault` takes no options and ignores any it is given.
+    if plugin == "unvault" {
+        ignore_other_kwargs(&kwargs)?;
+    }
     // `file`'s options, as Python's str.lstrip()/rstrip() (all whitespace); rstrip by default.
     let (lstrip, rstrip) = if plugin == "file" {
         (
@@ -219,9 +258,8 @@ fn run_lookup_strict(
         let term = py_string(defined(term)?)?;
         out.push(match plugin.as_str() {
             "template" => {
-                let path = find("templates", &term).ok_or_else(|| {
-                    op_err(format!("lookup('template'): {term} not found"))
-                })?;
+                let path = find("templates", &term)
+                    .ok_or_else(|| op_err(format!("lookup('template'): {term} not found")))?;
                 let source = read_decrypted(&path).map_err(|e| {
                     op_err(format!(
                         "lookup('template'): cannot read {}: {e}",
@@ -247,7 +285,8 @@ fn run_lookup_strict(
                 // `{% include %}` and `{% import %}` inside it search the template's own
                 // directory first, then each search path's `templates/` and itself, as
                 // ansible-core's template lookup does.
-                let mut include_dirs: Vec<PathBuf> = path.parent().map(Path::to_path_buf).into_iter().collect();
+                let mut include_dirs: Vec<PathBuf> =
+                    path.parent().map(Path::to_path_buf).into_iter().collect();
                 for d in &search {
                     include_dirs.push(d.join("templates"));
                     include_dirs.push(d.clone());
@@ -272,9 +311,13 @@ fn run_lookup_strict(
                 let vars = Value::from(vars);
                 // One expression: its value, as ansible-core's native rendering gives it.
                 if delimiters.iter().all(Option::is_none) {
-                    if let Some(v) =
-                        native::single_value(&env, &name, &code, &vars, trim_blocks.unwrap_or(true))?
-                    {
+                    if let Some(v) = native::single_value(
+                        &env,
+                        &name,
+                        &code,
+                        &vars,
+                        trim_blocks.unwrap_or(true),
+                    )? {
                         out.push(v);
                         continue;
                     }
@@ -300,7 +343,12 @@ fn run_lookup_strict(
                 continue;
             }
             "lines" => {
-                out.extend(listing::lines(&term, base.as_deref()).map_err(op_err)?.iter().map(Value::from_serialize));
+                out.extend(
+                    listing::lines(&term, base.as_deref())
+                        .map_err(op_err)?
+                        .iter()
+                        .map(Value::from_serialize),
+                );
                 continue;
             }
             "pipe" => Value::from(listing::pipe(&term, base.as_deref()).map_err(op_err)?),
@@ -327,13 +375,26 @@ fn run_lookup_strict(
                 let text = if rstrip { text.trim_end() } else { text };
                 Value::from(text.to_string())
             }
+            // The file's text as it is (not stripped, unlike `file`), decrypted when vaulted.
+            "unvault" => {
+                let path = find("files", &term)
+                    .ok_or_else(|| op_err(format!("Unable to find file matching \"{term}\" ")))?;
+                let bytes = crate::vault::read_file(&path).map_err(|e| match e {
+                    crate::vault::ReadError::Io(e) => op_err(format!(
+                        "lookup('unvault'): cannot read {}: {e}",
+                        path.display()
+                    )),
+                    vault => op_err(vault.to_string()),
+                })?;
+                Value::from(String::from_utf8_lossy(&bytes).into_owned())
+            }
             "varnames" => {
                 // The names of the variables that the Python regex `term` finds something
                 // in, in the order ansible-core gives them.
                 let re = fancy_regex::Regex::new(&term).map_err(|e| {
                     op_err(format!(
                         "Unable to use \"{term}\" as a search parameter: {}",
-                        python_re_error(&e)
+                        python_re_error(&term, &e)
                     ))
                 })?;
                 for name in variable_names(state) {
@@ -356,19 +417,29 @@ fn run_lookup_strict(
                                 super::pyrepr::py_quote(&term, &mut q);
                                 q
                             }),
-                        ))
+                        ));
                     }
                 },
             },
             other => {
                 return Err(op_err(format!(
-                    "lookup plugin `{other}` is not supported (env, file, template, vars, varnames, first_found, fileglob, lines, pipe, password, url, dict, subelements, sequence, indexed_items and list are)"
+                    "lookup plugin `{other}` is not supported ({} are)",
+                    NAMES.join(", ")
                 )))
             }
         });
     }
     kwargs.assert_all_used()?;
     Ok((out, wantlist.unwrap_or(false)))
+}
+
+/// Mark every keyword argument as used, for the lookups whose ansible-core plugins ignore the
+/// ones they do not know (rather than refusing them, as minijinja would).
+fn ignore_other_kwargs(kwargs: &Kwargs) -> Result<(), Error> {
+    for name in kwargs.args().map(str::to_string).collect::<Vec<_>>() {
+        let _: Value = kwargs.get(&name)?;
+    }
+    Ok(())
 }
 
 /// The lookups of `listing.rs`, which take their terms as values (not strings); None for
@@ -422,6 +493,10 @@ fn run_listing(
         "dict" => listing::dict_items(&json),
         "subelements" => listing::subelements(&json),
         "indexed_items" => Ok(listing::indexed_items(json)),
+        "items" => Ok(listing::items(json)),
+        "nested" => listing::nested(json),
+        "together" => listing::together(json),
+        "random_choice" => Ok(listing::random_choice(json)),
         // ansible.builtin.list: the terms as they are.
         "list" => Ok(json),
         "sequence" => {
@@ -493,10 +568,17 @@ pub fn first_found_file(
 
 /// A regex compile error worded as Python's `re` words the common ones (Ansible's messages
 /// quote it; its targets test for "nothing to repeat").
-fn python_re_error(e: &fancy_regex::Error) -> String {
+fn python_re_error(pattern: &str, e: &fancy_regex::Error) -> String {
     match e {
         fancy_regex::Error::ParseError(pos, fancy_regex::ParseError::TargetNotRepeatable) => {
             format!("nothing to repeat at position {pos}")
+        }
+        // A `[` never closed: Python names the position of the `[`.
+        fancy_regex::Error::ParseError(pos, fancy_regex::ParseError::InvalidClass)
+            if !pattern[(*pos).min(pattern.len())..].contains(']') =>
+        {
+            let open = pattern[..(*pos).min(pattern.len())].rfind('[').unwrap_or(0);
+            format!("unterminated character set at position {open}")
         }
         other => other.to_string(),
     }
