@@ -14,15 +14,14 @@ impl Inventory {
     /// (`web[0]`, `web[-1]`, `web[0:2]` inclusive, `web[1:]`). Matching nothing gives an empty
     /// list; `localhost`/`127.0.0.1` match the implicit local host when the inventory lacks it.
     pub fn select(&self, pattern: &str) -> Result<Vec<String>, InventoryError> {
-        let mut out = self.evaluate(split_pattern(pattern))?;
-        // Stable: implicit hosts (not in the inventory) stay last, in pattern order.
-        out.sort_by_key(|h| self.host_index.get(h).copied().unwrap_or(usize::MAX));
-        Ok(out)
+        // In the pattern's order (`db,web`: db's hosts, then web's), as ansible-core's
+        // `get_hosts` gives them for the default `order: inventory`.
+        self.evaluate(split_pattern(pattern))
     }
 
     /// Hosts matching the patterns, one after the other, in the order ansible-core's
     /// `get_hosts` gives them to the `inventory_hostnames` lookup: each term's hosts after
-    /// those of the terms before it (not sorted into inventory order, as `select` sorts them).
+    /// those of the terms before it, as `select` gives one pattern's.
     pub fn select_listed(&self, patterns: &[String]) -> Result<Vec<String>, InventoryError> {
         self.evaluate(patterns.iter().flat_map(|p| split_pattern(p)).collect())
     }
@@ -163,8 +162,19 @@ impl Inventory {
 /// Split a pattern into terms on `,` and on `:` outside brackets (ranges and subscripts
 /// contain colons), keeping IPv6 addresses whole.
 fn split_pattern(pattern: &str) -> Vec<String> {
+    // As ansible-core: a pattern with a comma is its comma-separated terms, each taken whole
+    // (`web:&prod,staging` is the terms `web:&prod` and `staging`); only a pattern without one
+    // is split on colons.
+    if pattern.contains(',') {
+        return pattern
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(String::from)
+            .collect();
+    }
     let mut out = Vec::new();
-    for piece in pattern.split(',') {
+    for piece in [pattern] {
         let piece = piece.trim();
         if piece.is_empty() {
             continue;
@@ -353,7 +363,7 @@ mod tests {
         assert_eq!(sel(&["web[1]", "ungrouped"]), strs(&["w2", "h0"]));
         assert_eq!(sel(&["localhost"]), strs(&["localhost"]));
         assert_eq!(sel(&["nope"]), strs(&[]));
-        assert_eq!(inv.select("db,web").unwrap(), strs(&["w1", "w2", "d1"]));
+        assert_eq!(inv.select("db,web").unwrap(), strs(&["w1", "d1", "w2"]));
     }
 
     #[test]
@@ -364,14 +374,16 @@ mod tests {
         assert_eq!(sel("all"), every);
         assert_eq!(sel("*"), every);
         assert_eq!(sel("web"), strs(&["web1", "web2", "web3"]));
-        assert_eq!(sel("db:web"), strs(&["web1", "web2", "web3", "db1", "db2"]));
-        assert_eq!(sel("db, web2"), strs(&["web2", "db1", "db2"]));
+        // In the pattern's order, as `ansible --list-hosts` gives them.
+        assert_eq!(sel("db:web"), strs(&["db1", "db2", "web1", "web2", "web3"]));
+        assert_eq!(sel("db, web2"), strs(&["db1", "db2", "web2"]));
         assert_eq!(sel("web:&prod"), strs(&["web1"]));
         assert_eq!(sel("web:!prod"), strs(&["web2", "web3"]));
         assert_eq!(sel("!prod:web"), strs(&["web2", "web3"]));
         assert_eq!(sel("&prod"), strs(&["web1", "db1"]));
         assert_eq!(sel("all:!web:!db"), strs(&["cdn.example.com"]));
-        assert_eq!(sel("web:&prod,staging"), strs(&["web1"]));
+        // With a comma, the terms are not split on colons: `web:&prod` names nothing.
+        assert_eq!(sel("web:&prod,staging"), strs(&["web2"]));
         assert_eq!(sel("db1:db1:db"), strs(&["db1", "db2"]));
         assert!(sel("nope").is_empty());
         assert!(sel("").is_empty());
