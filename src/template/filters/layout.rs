@@ -223,10 +223,24 @@ fn word(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
-/// textwrap's "letter": a word character that is not a digit (any numeric character here,
-/// where Python excludes decimal digits only).
+/// textwrap's "letter": a word character that is not a decimal digit (`²` is a letter).
 fn letter(c: char) -> bool {
-    word(c) && !c.is_numeric()
+    word(c) && !decimal(c)
+}
+
+/// Python's `\d`: Unicode's decimal digits (category Nd), which come in runs of ten from a
+/// zero; these are the zeros of Unicode 14, the version Python 3.11 reads.
+fn decimal(c: char) -> bool {
+    const ZEROS: [u32; 66] = [
+        0x30, 0x660, 0x6f0, 0x7c0, 0x966, 0x9e6, 0xa66, 0xae6, 0xb66, 0xbe6, 0xc66, 0xce6, 0xd66,
+        0xde6, 0xe50, 0xed0, 0xf20, 0x1040, 0x1090, 0x17e0, 0x1810, 0x1946, 0x19d0, 0x1a80, 0x1a90,
+        0x1b50, 0x1bb0, 0x1c40, 0x1c50, 0xa620, 0xa8d0, 0xa900, 0xa9d0, 0xa9f0, 0xaa50, 0xabf0,
+        0xff10, 0x104a0, 0x10d30, 0x11066, 0x110f0, 0x11136, 0x111d0, 0x112f0, 0x11450, 0x114d0,
+        0x11650, 0x116c0, 0x11730, 0x118e0, 0x11950, 0x11c50, 0x11d50, 0x11da0, 0x16a60, 0x16ac0,
+        0x16b50, 0x1d7ce, 0x1d7d8, 0x1d7e2, 0x1d7ec, 0x1d7f6, 0x1e140, 0x1e2f0, 0x1e950, 0x1fbf0,
+    ];
+    let n = c as u32;
+    c.is_ascii_digit() || (n > 0x7f && ZEROS.iter().any(|&z| (z..z + 10).contains(&n)))
 }
 
 /// Characters that may end a word before an em-dash (`--`).
@@ -405,8 +419,8 @@ mod tests {
         assert_eq!(wrap("10, false"), "The quick\nbrown fox\njumps over\nthe lazy\ndog; a\nwell-known\npangram,\nwith some\nextraordinarily-\nlong-\nhyphenated-\nwords and\n--dashes--\ntoo.");
         assert_eq!(wrap("10, true, '|'"), "The quick|brown fox|jumps over|the lazy|dog; a|well-known|pangram,|with some |extraordin|arily-|long-hyphe|nated-|words and|--dashes--|too.");
         assert_eq!(
-            eval("['a-b-c-d-e-f-g-h' | wordwrap(4), 'abc--def ghi' | wordwrap(5), 'ab-cd-ef--gh-ij' | wordwrap(6), 'hello-world-foo-bar' | wordwrap(8), '----------' | wordwrap(3), 'a1-b2-c3 x' | wordwrap(3)]"),
-            json!(["a-b-\nc-d-\ne-f-\ng-h", "abc--\ndef\nghi", "ab-cd-\nef--\ngh-ij", "hello-\nworld-\nfoo-bar", "---\n---\n---\n-", "a1-\nb2-\nc3\nx"])
+            eval("['a-b-c-d-e-f-g-h' | wordwrap(4), 'abc--def ghi' | wordwrap(5), 'ab-cd-ef--gh-ij' | wordwrap(6), 'hello-world-foo-bar' | wordwrap(8), '----------' | wordwrap(3), 'a1-b2-c3 x' | wordwrap(3), 'abb²-²c' | wordwrap(4, false)]"),
+            json!(["a-b-\nc-d-\ne-f-\ng-h", "abc--\ndef\nghi", "ab-cd-\nef--\ngh-ij", "hello-\nworld-\nfoo-bar", "---\n---\n---\n-", "a1-\nb2-\nc3\nx", "abb²-\n²c"])
         );
         assert_eq!(
             eval("['one\\ntwo three four\\n\\nfive  six   seven' | wordwrap(9), '   leading and trailing   ' | wordwrap(8), 'tab\\there and\\ttabs' | wordwrap(6), '' | wordwrap(0)]"),
