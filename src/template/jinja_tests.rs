@@ -51,6 +51,15 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
     env.add_test("tagged_with", test_tagged_with);
     env.add_test("tagged", |v: &Value| vaulted_tag(v).map(|t| t.is_some()));
     env.add_test("falsy", test_falsy);
+    // Ansible's `nan`/`isnan`: Python's `math.isnan` of a number; anything it refuses (a
+    // string, a list) is not NaN.
+    for name in ["nan", "isnan"] {
+        env.add_test(name, |v: &Value| -> Result<bool, Error> {
+            Ok(defined(v)?.kind() == ValueKind::Number
+                && f64::try_from(v.clone()).is_ok_and(f64::is_nan))
+        });
+    }
+    env.add_test("callable", test_callable);
     // Jinja2's `value % num == 0`. minijinja's own panics on a zero divisor; Python raises
     // ZeroDivisionError, which Ansible reports as a template error.
     env.add_test(
@@ -130,6 +139,39 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
             !m.is_symlink() && (m.dev() != parent.dev() || m.ino() == parent.ino())
         });
     }
+}
+
+/// Jinja2's `callable`: a function (`lookup`, `range`, `now`...), a macro or a loop's `loop`
+/// (callable in a recursive loop); a value, and `now()`'s datetime (the one other plain object
+/// here), is not. minijinja's macro and loop types are its own: a macro is known by its printed
+/// form, a loop by its attribute names, all of them in their order.
+fn test_callable(v: &Value) -> Result<bool, Error> {
+    const LOOP: [&str; 9] = [
+        "index0",
+        "index",
+        "length",
+        "revindex",
+        "revindex0",
+        "first",
+        "last",
+        "depth",
+        "depth0",
+    ];
+    Ok(match defined(v)?.kind() {
+        ValueKind::Plain => v.downcast_object_ref::<super::now::DateTime>().is_none(),
+        ValueKind::Map => {
+            let macro_like = v
+                .get_attr("arguments")
+                .is_ok_and(|a| a.kind() == ValueKind::Seq)
+                && format!("{v:?}").starts_with("<macro ");
+            let loop_like = v.len().is_some_and(|n| n >= LOOP.len())
+                && v.try_iter()?
+                    .zip(LOOP)
+                    .all(|(k, name)| k.as_str() == Some(name));
+            macro_like || loop_like
+        }
+        _ => false,
+    })
 }
 
 /// Registered results are maps; anything else is a usage error, as in Ansible.
@@ -362,6 +404,24 @@ mod tests {
     use crate::template::test_support::*;
     use crate::template::Templar;
     use serde_json::json;
+
+    #[test]
+    fn callable_and_nan_tests() {
+        assert_eq!(
+            eval("[lookup is callable, range is callable, now is callable, now() is callable, 'x' is callable, {} is callable, {'arguments': [], 'name': 'm', 'caller': false} is callable]"),
+            json!([true, true, true, false, false, false, false])
+        );
+        assert_eq!(
+            render("{% macro m(a) %}{% endmacro %}{{ m is callable }} {% for i in [1] %}{{ loop is callable }}{% endfor %}"),
+            json!("True True")
+        );
+        assert_eq!(
+            eval("['nan' | float is nan, 'nan' is nan, 1 is nan, 'nan' | float is isnan]"),
+            json!([true, false, false, true])
+        );
+        assert!(Templar::new().eval("nope is callable", &vars()).is_err());
+        assert!(Templar::new().eval("nope is nan", &vars()).is_err());
+    }
 
     #[test]
     fn async_and_timeout_result_tests() {

@@ -1,4 +1,4 @@
-//! Encoding filters: shell quoting (`quote`), `b64encode`/`b64decode` and `hash`.
+//! Encoding filters: shell quoting (`quote`), `b64encode`/`b64decode`, `hash` and `urldecode`.
 
 use std::fmt::Write as _;
 
@@ -34,6 +34,48 @@ pub(super) fn filter_b64decode(value: &str) -> Result<String, Error> {
         .decode(cleaned.as_bytes())
         .map_err(|e| op_err(format!("b64decode: {e}")))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Ansible's `urldecode`, Python's `urllib.parse.unquote_plus`: `+` is a space, and in each
+/// run of ASCII text the `%XX` escapes are bytes read as UTF-8 (a byte that is not, U+FFFD).
+pub(super) fn filter_urldecode(value: &Value) -> Result<String, Error> {
+    let Some(s) = defined(value)?.as_str() else {
+        return Err(op_err(format!(
+            "'{}' object has no attribute 'replace'",
+            super::types::filter_type_debug(value)
+        )));
+    };
+    let s = s.replace('+', " ");
+    let mut out = String::with_capacity(s.len());
+    let mut bytes = Vec::new();
+    for run in s.split_inclusive(|c: char| !c.is_ascii()) {
+        // The run's ASCII part, then the one other character that ended it.
+        let ascii_len = run.find(|c: char| !c.is_ascii()).unwrap_or(run.len());
+        let (ascii, other) = run.split_at(ascii_len);
+        let b = ascii.as_bytes();
+        bytes.clear();
+        let mut i = 0;
+        while i < b.len() {
+            let hex = |x: u8| (x as char).to_digit(16);
+            match (
+                b[i],
+                b.get(i + 1).and_then(|&x| hex(x)),
+                b.get(i + 2).and_then(|&x| hex(x)),
+            ) {
+                (b'%', Some(h), Some(l)) => {
+                    bytes.push((h * 16 + l) as u8);
+                    i += 3;
+                }
+                (c, _, _) => {
+                    bytes.push(c);
+                    i += 1;
+                }
+            }
+        }
+        out.push_str(&String::from_utf8_lossy(&bytes));
+        out.push_str(other);
+    }
+    Ok(out)
 }
 
 /// `hash('sha256')`: sha1 (Ansible's default), md5 and the SHA-2 family.
@@ -131,6 +173,20 @@ mod tests {
     use crate::template::test_support::*;
     use crate::template::Templar;
     use serde_json::json;
+
+    #[test]
+    fn urldecode_as_unquote_plus() {
+        assert_eq!(
+            eval("'a%20b+c%2Bd%zz%e2%82%ac%ff%C3' | urldecode"),
+            json!("a b c+d%zz\u{20ac}\u{fffd}\u{fffd}")
+        );
+        // A non-ASCII character ends a run of escapes: the bytes either side are apart.
+        assert_eq!(
+            eval("'%c3é%a9' | urldecode"),
+            json!("\u{fffd}\u{e9}\u{fffd}")
+        );
+        assert_eq!(eval("'plain' | urldecode"), json!("plain"));
+    }
 
     #[test]
     fn uuid_and_digest_filters() {

@@ -4,9 +4,13 @@
 //! environment's options or anything outside templating. Each file groups filters by what they
 //! work on; this file only registers them.
 
+mod args;
 pub(in crate::template) mod collections;
+mod combinatorics;
 mod dicts;
 mod encoding;
+mod html;
+mod layout;
 mod math;
 mod password;
 mod paths;
@@ -20,8 +24,11 @@ mod vault;
 use minijinja::{Environment, Value};
 
 use self::collections::*;
+use self::combinatorics::*;
 use self::dicts::*;
 use self::encoding::*;
+use self::html::*;
+use self::layout::*;
 use self::math::*;
 use self::password::*;
 use self::paths::*;
@@ -184,6 +191,22 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("password_hash", filter_password_hash);
     env.add_filter("vault", filter_vault);
     env.add_filter("unvault", filter_unvault);
+    env.add_filter("product", filter_product);
+    env.add_filter("permutations", filter_permutations);
+    env.add_filter("combinations", filter_combinations);
+    env.add_filter("center", filter_center);
+    env.add_filter("truncate", filter_truncate);
+    env.add_filter("wordwrap", filter_wordwrap);
+    env.add_filter("filesizeformat", filter_filesizeformat);
+    env.add_filter("forceescape", filter_forceescape);
+    env.add_filter("striptags", filter_striptags);
+    env.add_filter("urlize", filter_urlize);
+    env.add_filter("xmlattr", filter_xmlattr);
+    env.add_filter("urldecode", filter_urldecode);
+    env.add_filter("expandvars", filter_expandvars);
+    env.add_filter("win_basename", filter_win_basename);
+    env.add_filter("win_dirname", filter_win_dirname);
+    env.add_filter("win_splitdrive", filter_win_splitdrive);
 }
 
 #[cfg(test)]

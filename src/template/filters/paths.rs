@@ -1,6 +1,8 @@
 //! Path filters as Python's `os.path` computes them: `basename`, `dirname`, `splitext` and
 //! `relpath` work on the text only; `expanduser` and `realpath` read the controller's user
-//! database and filesystem, as Ansible's filters do (they run where the template is rendered).
+//! database and filesystem, as Ansible's filters do (they run where the template is rendered);
+//! `expandvars` reads the controller's environment; the `win_` filters split Windows paths as
+//! Python's `ntpath` does.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -297,6 +299,105 @@ pub(super) fn filter_commonpath(value: &Value) -> Result<String, Error> {
     ))
 }
 
+/// The text of a path argument, or Python's `TypeError` for anything else.
+fn path_text(value: &Value) -> Result<&str, Error> {
+    defined(value)?.as_str().ok_or_else(|| {
+        op_err(format!(
+            "expected str, bytes or os.PathLike object, not {}",
+            python_type(value)
+        ))
+    })
+}
+
+/// Python's `os.path.expandvars` on the controller: `$name` (ASCII word characters) and
+/// `${anything}` replaced by the controller's environment variable of that name; one that is
+/// not set is left as written.
+pub(super) fn filter_expandvars(value: &Value) -> Result<String, Error> {
+    let path = path_text(value)?;
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let (name, len) = if let Some(braced) = after.strip_prefix('{') {
+            match braced.find('}') {
+                Some(j) => (&braced[..j], j + 2),
+                None => ("", 0),
+            }
+        } else {
+            let n = after
+                .bytes()
+                .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                .count();
+            (&after[..n], n)
+        };
+        // std's lookup refuses a name with `=` or NUL; no variable is named so.
+        let value = (len > 0 && !name.is_empty() && !name.contains(['=', '\0']))
+            .then(|| std::env::var_os(name))
+            .flatten();
+        match value {
+            Some(v) => out.push_str(&v.to_string_lossy()),
+            None => out.push_str(&rest[i..i + 1 + len]),
+        }
+        rest = &after[len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Python's `ntpath.splitdrive`: a drive letter (`C:`), or a UNC share (`\\server\share`,
+/// `\\?\UNC\server\share`, `/` read as `\`) up to its second separator, and the rest.
+fn win_splitdrive(p: &str) -> (&str, &str) {
+    let norm = p.replace('/', "\\");
+    if norm.starts_with("\\\\") {
+        let start = if norm
+            .get(..8)
+            .is_some_and(|h| h.eq_ignore_ascii_case("\\\\?\\UNC\\"))
+        {
+            8
+        } else {
+            2
+        };
+        let Some(index) = norm[start..].find('\\').map(|i| i + start) else {
+            return (p, "");
+        };
+        return match norm[index + 1..].find('\\') {
+            Some(j) => p.split_at(index + 1 + j),
+            None => (p, ""),
+        };
+    }
+    if norm.chars().nth(1) == Some(':') {
+        let two = p.char_indices().nth(2).map_or(p.len(), |(i, _)| i);
+        return p.split_at(two);
+    }
+    ("", p)
+}
+
+/// Python's `ntpath.split`: the drive and the directory (its trailing separators dropped
+/// unless it is nothing else), and the last name.
+fn win_split(p: &str) -> (String, &str) {
+    let (drive, rest) = win_splitdrive(p);
+    let cut = rest.rfind(['\\', '/']).map_or(0, |i| i + 1);
+    let (head, tail) = rest.split_at(cut);
+    let trimmed = head.trim_end_matches(['\\', '/']);
+    let head = if trimmed.is_empty() { head } else { trimmed };
+    (format!("{drive}{head}"), tail)
+}
+
+pub(super) fn filter_win_basename(value: &Value) -> Result<String, Error> {
+    Ok(win_split(path_text(value)?).1.to_string())
+}
+
+pub(super) fn filter_win_dirname(value: &Value) -> Result<String, Error> {
+    Ok(win_split(path_text(value)?).0)
+}
+
+/// `[drive, rest]` (Python's tuple).
+pub(super) fn filter_win_splitdrive(value: &Value) -> Result<Value, Error> {
+    let (drive, rest) = win_splitdrive(path_text(value)?);
+    Ok(Value::from(vec![Value::from(drive), Value::from(rest)]))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::template::test_support::*;
@@ -333,6 +434,48 @@ mod tests {
         assert_eq!(eval("'/..' | normpath"), json!("/"));
         let home = std::env::var("HOME").unwrap();
         assert_eq!(eval("'~/x' | expanduser"), json!(format!("{home}/x")));
+    }
+
+    #[test]
+    fn windows_paths_and_expandvars() {
+        assert_eq!(
+            eval(
+                r"['C:\\Users\\x\\f.txt' | win_basename, 'C:\\Users\\x\\f.txt' | win_dirname, 'C:\\Users\\x\\f.txt' | win_splitdrive]"
+            ),
+            json!(["f.txt", "C:\\Users\\x", ["C:", "\\Users\\x\\f.txt"]])
+        );
+        assert_eq!(
+            eval(
+                r"['\\\\srv\\share\\dir\\f' | win_splitdrive, '//srv/share' | win_splitdrive, '//srv' | win_splitdrive, '\\\\?\\UNC\\srv\\sh\\x' | win_splitdrive, 'C:' | win_dirname, 'C:\\\\' | win_dirname, 'a/b/' | win_basename, 'a/b/' | win_dirname, '' | win_splitdrive, 'x' | win_splitdrive]"
+            ),
+            json!([
+                ["\\\\srv\\share", "\\dir\\f"],
+                ["//srv/share", ""],
+                ["//srv", ""],
+                ["\\\\?\\UNC\\srv\\sh", "\\x"],
+                "C:",
+                "C:\\\\",
+                "",
+                "a/b",
+                ["", ""],
+                ["", "x"]
+            ])
+        );
+        let home = std::env::var("HOME").unwrap();
+        assert_eq!(
+            eval("'$HOME/x ${HOME} $NOPE_FP_X ${NOPE_FP} $ ${} $HOME_NOPE_FP ${HOME' | expandvars"),
+            json!(format!(
+                "{home}/x {home} $NOPE_FP_X ${{NOPE_FP}} $ ${{}} $HOME_NOPE_FP ${{HOME"
+            ))
+        );
+        let e = crate::template::Templar::new()
+            .eval("5 | win_basename", &vars())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("expected str, bytes or os.PathLike object, not int"),
+            "{e}"
+        );
     }
 
     #[test]
