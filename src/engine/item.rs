@@ -117,7 +117,7 @@ impl Shared<'_> {
                     // are the playbook's own text.
                     let v = if raw_keys.contains(&k.as_str()) {
                         let path = code.map(|c| format!("{}.{k}", c.trim()));
-                        actions::vouch(v, path.as_deref(), scope)
+                        super::actions::trust::vouch(v, path.as_deref(), scope)
                     } else {
                         crate::yaml::mark::mark(v)
                     };

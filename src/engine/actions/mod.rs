@@ -7,6 +7,7 @@ pub mod inventory;
 pub mod pause;
 pub mod prepare;
 pub mod tree;
+pub mod trust;
 pub mod upload;
 
 use super::facts::facts_vars;
