@@ -29,6 +29,11 @@ mod yaml;
 mod testutil;
 
 pub use dynamic::InventoryEdit;
+
+/// Whether an inventory source is a host list (`web1,web2,`), not a path.
+pub fn is_host_list(source: &std::path::Path) -> bool {
+    host_list::as_host_list(source).is_some()
+}
 pub use model::{Inventory, InventoryError, Vars};
 /// The `literal_eval` reader of INI values, public for the fuzz targets (`fuzz/`).
 pub use pyliteral::{parse_inline_value, parse_value};

@@ -265,6 +265,21 @@ fn host_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) ->
     };
     magic.insert("ansible_run_tags".into(), json!(run_tags));
     magic.insert("ansible_skip_tags".into(), json!(cfg.skip_tags));
+    // The run's own settings, as ansible-core gives them to every task.
+    magic.insert("ansible_forks".into(), json!(cfg.forks));
+    magic.insert("ansible_verbosity".into(), json!(cfg.verbosity));
+    if let Some(limit) = &cfg.limit {
+        magic.insert("ansible_limit".into(), json!(limit));
+    }
+    let sources: Vec<String> = cfg
+        .inventory
+        .iter()
+        .map(|p| match crate::inventory::is_host_list(p) {
+            true => p.display().to_string(),
+            false => abs(p),
+        })
+        .collect();
+    magic.insert("ansible_inventory_sources".into(), json!(sources));
     magic.insert("omit".into(), json!(OMIT));
     Layer::data(magic).with_objects(vec![("group_names".to_string(), o.group_names_of(host))])
 }

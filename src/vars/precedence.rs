@@ -45,6 +45,16 @@ pub fn host_scope(
     if let Some(layer) = connection_layer(connection, user) {
         layers.push(layer);
     }
+    // ansible-core gives a task the address it connects to as `ansible_host` when no variable
+    // sets it (`PlayContext.update_vars`): the inventory name. Only the task sees it; the
+    // connection reads the variables the maps define (`connection::spec`).
+    if maps.defining_map("ansible_host").is_none()
+        && maps.defining_map("ansible_ssh_host").is_none()
+    {
+        let mut m = Map::with_capacity(1);
+        m.insert("ansible_host".into(), Value::from(h.name));
+        layers.push(Layer::data(m));
+    }
     // `ansible_facts` is a mapping on every host, empty before facts are gathered (or after
     // `meta: clear_facts`), as in ansible-core.
     if maps.defining_map("ansible_facts").is_none() {
