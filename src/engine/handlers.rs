@@ -8,6 +8,7 @@ use crate::playbook::{Step, Task};
 use crate::report::Status;
 use fixpoint_agent::journal::OutboxEntry;
 use fixpoint_agent::protocol::Request;
+use serde_json::Value;
 use std::sync::Arc;
 
 impl Engine {
@@ -78,7 +79,9 @@ impl Engine {
             // notifies a handler or includes tasks, and no host runs them forced.
             let mut group = vec![handler];
             let mut next = i;
-            let alone = |h: &Task| h.handler_include.is_some() || !h.notify.is_empty();
+            let alone = |h: &Task| {
+                h.handler_include.is_some() || !h.notify.is_empty() || h.handler_params.is_some()
+            };
             if !force && !alone(handler) {
                 while next < handlers.len() {
                     let t = self.handler_targets(ctx, handlers[next], force);
@@ -113,13 +116,22 @@ impl Engine {
                 hs.notified
                     .retain(|n| group.iter().all(|g| handler_key(g) != *n));
             }
+            // A handler an `include_role` brought sees that include's parameters.
+            let own;
+            let hctx = match &handler.handler_params {
+                Some(p) => {
+                    own = ctx.with_include_params(p.clone());
+                    &own
+                }
+                None => ctx,
+            };
             match (sec, &handler.handler_include) {
                 (Some(mut sec), _) => {
                     sec.handlers = true;
-                    self.run_section(ctx, &sec, &targets).await;
+                    self.run_section(hctx, &sec, &targets).await;
                 }
-                (None, Some(inc)) => self.run_include(ctx, inc, &targets).await,
-                (None, None) => self.run_task(ctx, handler, &targets, true).await,
+                (None, Some(inc)) => self.run_include(hctx, inc, &targets).await,
+                (None, None) => self.run_task(hctx, handler, &targets, true).await,
             }
             // Delivered: remove the outbox entry on every agent of the hosts where it succeeded.
             // Not waited for: a run that ends before the agent removes it runs the handler
@@ -166,14 +178,53 @@ impl Engine {
         }
     }
 
-    /// Handlers of roles loaded at run time join the play's (once each).
+    /// The handlers an include brings join the play's, seeing the include's parameters (its
+    /// loop item...) as its tasks do.
+    pub(super) fn add_included_handlers(
+        &mut self,
+        ctx: &PlayCtx<'_>,
+        mut handlers: Vec<Task>,
+        params: &serde_json::Map<String, serde_json::Value>,
+    ) {
+        if handlers.is_empty() {
+            return;
+        }
+        let params = ctx.params_with(params.clone());
+        for h in &mut handlers {
+            h.handler_params = Some(params.clone());
+        }
+        self.add_handlers(handlers);
+    }
+
+    /// Handlers of roles loaded at run time join the play's, once per instance: a role
+    /// included again with other variables brings its handlers again, and being loaded last
+    /// they are the ones that run (ansible-core appends an included role's handlers to the
+    /// play's each time it includes it). The same handler with the same variables (another
+    /// host's include, a free play's lane) is not added twice.
     pub(super) fn add_handlers(&mut self, new: Vec<Task>) {
         if new.is_empty() {
             return;
         }
         let all = Arc::make_mut(&mut self.handlers);
+        let params = |t: &Task| t.role.as_ref().map(|r| r.params.clone());
         for h in new {
-            if !all.iter().any(|x| x.pos == h.pos && x.name == h.name) {
+            // The play had an included role's handlers without the include's parameters
+            // until a host included it (`Include::handlers`): they are these now.
+            if h.handler_params.as_ref().is_some_and(|p| !p.is_empty()) {
+                all.retain(|x| {
+                    !(x.pos == h.pos
+                        && x.name == h.name
+                        && x.handler_params.as_ref().is_some_and(|p| p.is_empty()))
+                });
+            }
+            let same = |x: &&Task| {
+                x.pos == h.pos
+                    && x.name == h.name
+                    && x.vars == h.vars
+                    && params(x) == params(&h)
+                    && x.handler_params == h.handler_params
+            };
+            if !all.iter().any(|x| same(&x)) {
                 all.push(h);
             }
         }
@@ -206,11 +257,15 @@ impl Shared<'_> {
 }
 
 /// What a host's `notified` list holds for a handler: its name, or where it is defined when it
-/// has none (it can still be notified through `listen`).
+/// has none (it can still be notified through `listen`), and then, for one an include brought,
+/// that include's parameters: each such instance is notified and runs, as in ansible-core.
 pub(super) fn handler_key(h: &Task) -> String {
-    match &h.name {
-        Some(n) => n.clone(),
-        None => format!("\0{}", h.pos),
+    match (&h.name, &h.handler_params) {
+        (Some(n), _) => n.clone(),
+        (None, Some(p)) if !p.is_empty() => {
+            format!("\0{}\0{}", h.pos, Value::Object((**p).clone()))
+        }
+        (None, _) => format!("\0{}", h.pos),
     }
 }
 

@@ -161,8 +161,11 @@ impl Engine {
         let mut load_failures: Vec<(String, String)> = Vec::new();
         for (file, params, hosts) in groups {
             let steps = match (&inc.source, &file) {
-                (IncludeSource::Loaded(_), _) => None,
-                (source, Some(f)) => match self.load_include(ctx, inc, source, f) {
+                (IncludeSource::Loaded(_), _) => {
+                    self.add_included_handlers(ctx, inc.handlers.clone(), &params);
+                    None
+                }
+                (source, Some(f)) => match self.load_include(ctx, inc, source, f, &params) {
                     Ok(steps) => Some(steps),
                     Err(e) => {
                         for h in &hosts {
@@ -219,6 +222,7 @@ impl Engine {
         inc: &Include,
         source: &IncludeSource,
         file: &str,
+        params: &Map<String, Value>,
     ) -> Result<Vec<crate::playbook::Step>, String> {
         let mut loader = crate::playbook::Loader::new(&ctx.play.dir, &ctx.book.roles_path);
         let steps = match source {
@@ -247,7 +251,7 @@ impl Engine {
                 .map_err(|d| d.to_string()),
             IncludeSource::Loaded(steps) => Ok(steps.clone()),
         }?;
-        self.add_handlers(std::mem::take(&mut loader.role_handlers));
+        self.add_included_handlers(ctx, std::mem::take(&mut loader.role_handlers), params);
         Ok(steps)
     }
 }

@@ -37,10 +37,7 @@ impl Engine {
             }
             let conns: Vec<_> = targets
                 .iter()
-                .flat_map(|h| {
-                    let hs = self.hosts.get_mut(h).expect("host state");
-                    hs.conns.drain().map(|(_, c)| c).collect::<Vec<_>>()
-                })
+                .flat_map(|h| self.hosts.get_mut(h).expect("host state").take_conns())
                 .collect();
             // The next task logs in again: a new session sees what the play changed about the
             // login (a group the user joined), as after ansible-core's reset.

@@ -200,7 +200,7 @@ impl Engine {
     async fn close_all(&mut self) {
         let conns = std::mem::take(&mut self.hosts)
             .into_values()
-            .flat_map(|mut h| h.conns.drain().map(|(_, c)| c).collect::<Vec<_>>());
+            .flat_map(|mut h| h.take_conns());
         pool::close_all(conns).await;
         self.cfg.handshakes.close_ahead().await;
     }

@@ -85,6 +85,11 @@ impl HostState {
         self.forget_spec();
     }
 
+    /// Take every agent connection of this host, to be closed (`pool::close_all`).
+    pub(super) fn take_conns(&mut self) -> Vec<crate::connection::AgentConn> {
+        self.conns.drain().map(|(_, c)| c).collect()
+    }
+
     /// Drop the cached connection spec (the inventory changed).
     pub(super) fn forget_spec(&mut self) {
         *self.spec_cache.get_mut().expect("spec cache") = None;
@@ -196,13 +201,25 @@ impl<'a> PlayCtx<'a> {
 impl PlayCtx<'_> {
     /// The same play with these include parameters on top of the current ones.
     pub(super) fn with_params(&self, params: Map<String, Value>) -> PlayCtx<'_> {
-        let include_params = if params.is_empty() {
+        self.with_include_params(self.params_with(params))
+    }
+
+    /// The current include parameters with these on top.
+    pub(super) fn params_with(&self, params: Map<String, Value>) -> Arc<Map<String, Value>> {
+        if params.is_empty() {
             self.include_params.clone()
         } else {
             let mut p = (*self.include_params).clone();
             p.extend(params);
             Arc::new(p)
-        };
+        }
+    }
+
+    /// The same play with exactly these include parameters.
+    pub(super) fn with_include_params(
+        &self,
+        include_params: Arc<Map<String, Value>>,
+    ) -> PlayCtx<'_> {
         PlayCtx {
             play: self.play,
             book: self.book,

@@ -64,6 +64,10 @@ pub struct Include {
     /// The role and block variables around the include, to evaluate its `when` and `loop`.
     pub role: Option<Arc<RoleCtx>>,
     pub inherited_vars: Arc<Map<String, Value>>,
+    /// An `include_role` loaded at load time: the handlers of its role (and of the roles it
+    /// depends on), which join the play's each time a host includes it, with the include's
+    /// parameters, as in ansible-core.
+    pub handlers: Vec<Task>,
 }
 
 #[derive(Debug, Clone)]
@@ -580,6 +584,9 @@ pub struct Task {
     /// A handler that is an `include_tasks` (module `include_tasks`): notified, it includes
     /// its file, whose tasks run then (ansible-core lets a handler include tasks).
     pub handler_include: Option<Box<Include>>,
+    /// A handler an `include_role` brought: that include's parameters (its loop item...),
+    /// which the handler sees as the included role's tasks do, as in ansible-core.
+    pub handler_params: Option<Arc<Map<String, Value>>>,
     /// `package`/`service` with `module_defaults`: all of them, for the manager's module the
     /// task runs on the host (`playbook::defaults::backend_defaults`); the defaults of
     /// `package`/`service` themselves are in `params` already.

@@ -35,10 +35,13 @@ pub struct Loader<'a> {
     /// Roles expanded from `roles:` and dependencies, with their parameters: such a role runs
     /// once per play unless its parameters differ or it sets `allow_duplicates`.
     seen_roles: Vec<(PathBuf, Map<String, Value>)>,
-    /// Role handlers files already added to the play.
-    handler_files: Vec<PathBuf>,
+    /// Role handlers files already added to the play, with the role parameters they got.
+    handler_files: Vec<(PathBuf, Arc<Map<String, Value>>)>,
     /// The handlers of the roles, added to the play's.
     pub role_handlers: Vec<Task>,
+    /// While an `include_role` is loaded at load time: every handler its roles bring,
+    /// whether or not the play has them already (`Include::handlers`).
+    include_handlers: Option<Vec<Task>>,
     /// Roles whose defaults and vars the whole play sees, in the order they were loaded.
     pub(crate) exported_roles: Vec<Arc<RoleCtx>>,
     /// The play's roles (`roles:`, `import_role`) by name, in load order (`Play`).
@@ -64,6 +67,7 @@ impl<'a> Loader<'a> {
             seen_roles: Vec::new(),
             handler_files: Vec::new(),
             role_handlers: Vec::new(),
+            include_handlers: None,
             exported_roles: Vec::new(),
             play_role_names: Vec::new(),
             dependent_role_names: Vec::new(),
@@ -271,19 +275,34 @@ impl<'a> Loader<'a> {
         if let Some(f) = role.file_in("tasks", &opts.from.tasks, name_node)? {
             steps.extend(self.task_file(&f, &name_node.pos, &inner)?);
         }
-        // Each handlers file joins the play once, however often its role runs.
+        // Each handlers file joins the play once per set of role parameters, however often
+        // its role runs: a role given other parameters (an `include_role` with other `vars`)
+        // brings its handlers again with those, and as the last loaded they are the ones that
+        // run, as in ansible-core.
         if let Some(f) = role.file_in("handlers", &opts.from.handlers, name_node)? {
             let canon = std::fs::canonicalize(&f).unwrap_or(f.clone());
-            if !self.handler_files.contains(&canon) {
-                self.handler_files.push(canon);
+            let key = (canon, inner.role.as_ref().expect("role").params.clone());
+            let new = !self.handler_files.contains(&key);
+            if new || self.include_handlers.is_some() {
                 let node = yaml::load_file(&f)?;
                 let mut handler_inh = inner.clone();
                 handler_inh.when.clear();
                 handler_inh.notify.clear();
                 for s in self.steps_of(&node, "handlers", true, &handler_inh, &dir_of(&f))? {
-                    if let Step::Task(t) = s {
-                        self.role_handlers.push(*t);
+                    if let Step::Task(mut t) = s {
+                        if let Some(all) = &mut self.include_handlers {
+                            all.push((*t).clone());
+                            // Until a host includes the role, the play has them without
+                            // the include's parameters (`Engine::add_handlers`).
+                            t.handler_params = Some(Arc::default());
+                        }
+                        if new {
+                            self.role_handlers.push(*t);
+                        }
                     }
+                }
+                if new {
+                    self.handler_files.push(key);
                 }
             }
         }
@@ -669,9 +688,12 @@ impl<'a> Loader<'a> {
                 } else if include {
                     // The include's own keywords decide whether it runs; they do not reach
                     // the role's tasks (Ansible needs `apply:` for that).
-                    let steps = self.role(name, params, &with_apply(arg, inh)?, &opts)?;
+                    let outer = self.include_handlers.replace(Vec::new());
+                    let steps = self.role(name, params, &with_apply(arg, inh)?, &opts);
+                    let handlers = std::mem::replace(&mut self.include_handlers, outer);
                     let mut inc =
-                        include_of(node, inh, "include_role", IncludeSource::Loaded(steps))?;
+                        include_of(node, inh, "include_role", IncludeSource::Loaded(steps?))?;
+                    inc.handlers = handlers.unwrap_or_default();
                     inc.vars = Map::new();
                     if inc.name.is_none() {
                         inc.shown = shown;

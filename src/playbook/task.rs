@@ -491,6 +491,7 @@ pub(crate) fn load_task(
         async_refused: None,
         async_job: None,
         handler_include: None,
+        handler_params: None,
         module_defaults: backend_defaults,
         alias,
         args_splat: splat.map(|template| {

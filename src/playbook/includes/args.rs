@@ -130,6 +130,7 @@ pub(super) fn include_of(
     Ok(Include {
         role: inh.role.clone(),
         inherited_vars: Arc::new(inh.vars.clone()),
+        handlers: Vec::new(),
         name,
         shown,
         pos: node.pos.clone(),
