@@ -21,7 +21,7 @@ pub fn fsync_dir(dir: &Path) -> Result<(), ModuleError> {
 
 /// Replace the file at `dest` with `data` atomically: a temp file created exclusively (mode 0600,
 /// unpredictable name) in the destination's directory, attributes set on it, fsync, rename over
-/// the destination, fsync the directory. A crash at any point leaves either the old file or the
+/// the destination, fsync the directory (once: see `finish`). A crash at any point leaves either the old file or the
 /// new one, never a torn one.
 ///
 /// The directory is reopened without following any symlink (see `dirfd`), and what is at the
@@ -56,11 +56,10 @@ pub fn atomic_write_from(
     let result = std::io::copy(src, &mut tmp)
         .map_err(|e| ModuleError::io(dir.at(&tmp_name), e))
         .and_then(|_| finish(&dir, &tmp, &tmp_name, &dir, dest, existing, attrs, validate));
-    if let Err(e) = result {
+    if result.is_err() {
         let _ = dir.unlink(&tmp_name);
-        return Err(e);
     }
-    dir.fsync()
+    result
 }
 
 /// Install content staged by an upload (see `stage`): its temp file, already verified against
@@ -84,14 +83,18 @@ pub fn install_staged(
             attrs,
             validate,
         )?;
-        dir.fsync()
+        Ok(dir)
     });
-    if let Err(e) = result {
-        let _ = staged.dir.unlink(&staged.name);
-        return Err(e);
+    match result {
+        Err(e) => {
+            let _ = staged.dir.unlink(&staged.name);
+            Err(e)
+        }
+        // The temp file's name left this directory when it is not the destination's (which
+        // `finish` made durable).
+        Ok(dir) if !staged.dir.same_as(&dir) => staged.dir.fsync(),
+        Ok(_) => Ok(()),
     }
-    // The temp file's name left this directory when it is not the destination's.
-    staged.dir.fsync()
 }
 
 /// Install a temp file the caller filled in the destination's own directory (`dir`, opened on
@@ -105,8 +108,7 @@ pub fn install_temp(
     attrs: &Attrs,
 ) -> Result<(), ModuleError> {
     let result = still_as_probed(dir, dest)
-        .and_then(|existing| finish(dir, tmp, tmp_name, dir, dest, existing, attrs, None))
-        .and_then(|_| dir.fsync());
+        .and_then(|existing| finish(dir, tmp, tmp_name, dir, dest, existing, attrs, None));
     if result.is_err() {
         let _ = dir.unlink(tmp_name);
     }
@@ -130,8 +132,9 @@ fn still_as_probed(dir: &Dir, dest: &Loc) -> Result<Option<FileStat>, ModuleErro
     Ok(existing.map(|h| *h.stat()))
 }
 
-/// Give the filled temp file its owner, group and mode, make it durable, validate it, and
-/// rename it over the destination.
+/// Give the filled temp file its owner, group and mode, make it durable, validate it, rename it
+/// over the destination, and make the rename durable: before the journal records what the
+/// change left (`written::change`), so that a record can never outlive its change in a crash.
 #[allow(clippy::too_many_arguments)]
 fn finish(
     tmp_dir: &Dir,
@@ -184,7 +187,8 @@ fn finish(
         None
     };
     super::written::change(&path, known, || {
-        tmp_dir.rename_to(tmp_name, dir, &dest.name)
+        tmp_dir.rename_to(tmp_name, dir, &dest.name)?;
+        dir.fsync()
     })
 }
 

@@ -298,6 +298,12 @@ impl Dir {
         &self.path
     }
 
+    /// This and `other` are one directory (one fsync makes both's renames durable).
+    pub fn same_as(&self, other: &Dir) -> bool {
+        let id = |d: &Dir| fstat(d.fd.as_raw_fd()).map(|s| (s.st_dev, s.st_ino));
+        matches!((id(self), id(other)), (Ok(a), Ok(b)) if a == b)
+    }
+
     /// Make a rename inside this directory durable.
     pub fn fsync(&self) -> Result<(), ModuleError> {
         nix::unistd::fsync(self.fd.as_raw_fd()).map_err(|e| ModuleError::io(&self.path, e))
