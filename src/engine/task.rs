@@ -302,17 +302,8 @@ impl Shared<'_> {
             self.loop_batch_done(h, b).await;
         }
         if let Some(reg) = &task.register {
-            let changed = events.iter().any(|e| e.status == Status::Changed);
-            let failed = events.iter().any(|e| e.status == Status::Failed);
-            let mut r = Map::new();
-            r.insert("changed".into(), json!(changed));
-            r.insert("failed".into(), json!(failed));
-            r.insert("msg".into(), json!("All items completed"));
-            r.insert("results".into(), Value::Array(results));
-            if events.iter().all(|e| e.status == Status::Skipped) {
-                r.insert("skipped".into(), json!(true));
-            }
-            h.host_vars_mut().insert(reg.clone(), Value::Object(r));
+            h.host_vars_mut()
+                .insert(reg.clone(), Value::Object(loop_result(&events, results)));
         }
         if events.is_empty() {
             events.push(skip_event(None));
@@ -673,4 +664,33 @@ fn query_loop(task: &Task, terms: Value, scope: &Arc<Scope>) -> Result<Value, St
     scope
         .with(Layer::data(layer))
         .eval(&format!("query({}, *{LOOP_TERMS})", Value::from(name)))
+}
+
+/// A loop's registered result, with ansible-core's keys: `skipped` when every item was (and
+/// `skipped_reason` for no items at all), `failed` only when an item failed, and the `msg`
+/// that says which.
+fn loop_result(events: &[Event], results: Vec<Value>) -> Map<String, Value> {
+    let mut r = Map::new();
+    let changed = events.iter().any(|e| e.status == Status::Changed);
+    r.insert("changed".into(), json!(changed));
+    if events.is_empty() {
+        r.insert("skipped".into(), json!(true));
+        r.insert("skipped_reason".into(), json!("No items in the list"));
+        r.insert("results".into(), Value::Array(results));
+        return r;
+    }
+    let skipped = events.iter().all(|e| e.status == Status::Skipped);
+    let failed = events.iter().any(|e| e.status == Status::Failed);
+    r.insert("skipped".into(), json!(skipped));
+    let msg = if failed {
+        r.insert("failed".into(), json!(true));
+        "One or more items failed"
+    } else if skipped {
+        "All items skipped"
+    } else {
+        "All items completed"
+    };
+    r.insert("msg".into(), json!(msg));
+    r.insert("results".into(), Value::Array(results));
+    r
 }
