@@ -302,25 +302,30 @@ pub(super) fn account(
         }
     }
     let ignored = events.iter().any(|e| e.ignored) || unreachable_ignored;
+    let looped = hs.loop_failure.take();
     if unreachable {
         hs.unreachable = true;
         hs.stats.unreachable += 1;
     } else if failed {
         hs.failed = true;
         hs.stats.failed += 1;
-        let result = events
-            .iter()
-            .rev()
-            .find(|e| e.status == Status::Failed && !e.ignored)
-            .map(|e| {
-                let mut r = e.result.clone();
-                // The module's own message, as registered; the event's names the task.
-                if let (Some(m), false) = (&e.msg, r.contains_key("msg")) {
-                    r.insert("msg".into(), json!(m));
-                }
-                Value::Object(r)
-            })
-            .unwrap_or_default();
+        // A loop's failure is the loop's result; another task's, its failed result.
+        let result = match looped {
+            Some(r) => Value::Object(r),
+            None => events
+                .iter()
+                .rev()
+                .find(|e| e.status == Status::Failed && !e.ignored)
+                .map(|e| {
+                    let mut r = e.result.clone();
+                    // The module's own message, as registered; the event's names the task.
+                    if let (Some(m), false) = (&e.msg, r.contains_key("msg")) {
+                        r.insert("msg".into(), json!(m));
+                    }
+                    Value::Object(r)
+                })
+                .unwrap_or_default(),
+        };
         let result = if no_log {
             json!({"censored": "the output has been hidden due to the fact that 'no_log: true' was specified for this result", "failed": true})
         } else {

@@ -26,6 +26,9 @@ pub(super) struct HostState {
     pub(super) included_vars: Arc<Map<String, Value>>,
     /// The last task that failed on this host, with its result, for a `rescue`.
     pub(super) last_failure: Option<(Value, Value)>,
+    /// A loop whose item failed left its whole result here (`results`, "One or more items
+    /// failed"): the task's result, which a `rescue` sees, rather than the last item's.
+    pub(super) loop_failure: Option<Map<String, Value>>,
     /// `meta: end_host` ended the play for this host.
     pub(super) ended: bool,
     /// Agents by (delegated host, become user): `None` is the host itself.
@@ -73,6 +76,7 @@ impl HostState {
         self.host_vars = Arc::default();
         self.included_vars = Arc::default();
         self.last_failure = None;
+        self.loop_failure = None;
         self.ended = false;
         self.failed = false;
         self.unreachable = false;
@@ -103,6 +107,7 @@ impl HostState {
             host_vars: Arc::default(),
             included_vars: Arc::default(),
             last_failure: None,
+            loop_failure: None,
             ended: false,
             conns: Conns::new(),
             failed: false,

@@ -221,9 +221,16 @@ impl Shared<'_> {
             match self.when_holds(task, &item_scope) {
                 Ok(true) => {}
                 Ok(false) => {
-                    let mut res = json!({"changed": false, "skipped": true, "item": item, loop_var.clone(): item,
+                    let mut res = json!({"changed": false, "skipped": true,
                         "false_condition": false_condition(task, &item_scope),
                         "skip_reason": "Conditional result was False"});
+                    item_keys(
+                        task,
+                        items,
+                        i,
+                        &loop_var,
+                        res.as_object_mut().expect("an object"),
+                    );
                     if let Some(Err(msg)) = final_label(res.as_object().expect("an object")) {
                         res["failed"] = json!(true);
                         res["msg"] = json!(msg);
@@ -261,8 +268,7 @@ impl Shared<'_> {
                 None => self.run_until(ctx, task, h, &item_scope, Some(label)).await,
             };
             let mut res = ev.result.clone();
-            res.insert("item".into(), item.clone());
-            res.insert(loop_var.clone(), item.clone());
+            item_keys(task, items, i, &loop_var, &mut res);
             match final_label(&ev.result) {
                 Some(Ok(l)) => ev.item = Some(l),
                 Some(Err(msg)) => {
@@ -283,8 +289,9 @@ impl Shared<'_> {
                 carried.insert(reg.clone(), Value::Object(res.clone()));
             }
             results.push(Value::Object(res));
-            let stop =
-                ev.status == Status::Failed && !ev.ignored || ev.status == Status::Unreachable;
+            // A failed item does not stop the loop: ansible-core runs every item and fails the
+            // task after them ("One or more items failed"). An unreachable host stops it.
+            let stop = ev.status == Status::Unreachable;
             if ev.status == Status::Failed {
                 ev.result.insert("item".into(), item.clone());
             }
@@ -301,9 +308,13 @@ impl Shared<'_> {
         if let Some(b) = own {
             self.loop_batch_done(h, b).await;
         }
+        let result = loop_result(&events, results);
+        h.loop_failure = events
+            .iter()
+            .any(|e| e.status == Status::Failed && !e.ignored)
+            .then(|| result.clone());
         if let Some(reg) = &task.register {
-            h.host_vars_mut()
-                .insert(reg.clone(), Value::Object(loop_result(&events, results)));
+            h.host_vars_mut().insert(reg.clone(), Value::Object(result));
         }
         if events.is_empty() {
             events.push(skip_event(None));
@@ -471,6 +482,21 @@ pub(super) fn false_condition(task: &Task, scope: &Arc<Scope>) -> Value {
 
 /// The variables loop item `i` adds to the task's scope: the loop variable, `index_var`,
 /// `ansible_loop_var` and, with `extended`, `ansible_loop`.
+/// What ansible-core adds to each item's result: the item under the loop variable's name,
+/// `ansible_loop_var`, the index variable and `ansible_index_var`, and `ansible_loop` when
+/// `loop_control.extended` asks for it.
+fn item_keys(task: &Task, items: &[Value], i: usize, loop_var: &str, res: &mut Map<String, Value>) {
+    res.insert(loop_var.to_string(), items[i].clone());
+    res.insert("ansible_loop_var".into(), json!(loop_var));
+    if let Some(iv) = &task.index_var {
+        res.insert(iv.clone(), json!(i));
+        res.insert("ansible_index_var".into(), json!(iv));
+    }
+    if task.loop_extended {
+        res.insert("ansible_loop".into(), magic::extended_loop(items, i));
+    }
+}
+
 pub(super) fn item_layer(task: &Task, items: &[Value], i: usize, loop_var: &str) -> Layer {
     let mut layer = Map::new();
     layer.insert(loop_var.to_string(), items[i].clone());

@@ -79,8 +79,10 @@ impl Reporter {
                 let mut t = format!("{}: [{host}]{item}{note}", s.word());
                 // ansible-core always shows what `debug` and a non-quiet `assert` return
                 // (`_ansible_verbose_always`); `assert`'s with its `changed`.
-                let assert_shown =
-                    ev.module == "assert" && result.is_some_and(|r| r.contains_key("msg"));
+                // (A quiet one's `msg` is also the event's message: `prepare::assert`.)
+                let assert_shown = ev.module == "assert"
+                    && msg.is_none()
+                    && result.is_some_and(|r| r.contains_key("msg"));
                 let show_result = self.verbosity > 0 || ev.module == "debug" || assert_shown;
                 if show_result {
                     if let Some(r) = result {

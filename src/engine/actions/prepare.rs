@@ -742,18 +742,20 @@ fn assert(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
             return Err(Failure { msg, result });
         }
     }
+    let msg = p
+        .success_msg
+        .map(|m| display_value(&m))
+        .unwrap_or_else(|| "All assertions passed".into());
+    // Both register `msg`; a quiet one's is the outcome's message, which the text output
+    // does not show without -v (as ansible-core shows only a non-quiet assert's result).
     let mut result = Map::new();
     if !p.quiet.0 {
-        result.insert(
-            "msg".into(),
-            p.success_msg
-                .map(|m| json!(display_value(&m)))
-                .unwrap_or_else(|| json!("All assertions passed")),
-        );
+        result.insert("msg".into(), json!(msg));
     }
     Ok(Outcome {
         changed: false,
         result,
+        msg: p.quiet.0.then_some(msg),
         ..Outcome::default()
     })
 }
