@@ -708,6 +708,11 @@ fn debug(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
 }
 
 fn assert(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
+    // In ansible-core's words: a playbook's own assertions test them (an argument splat of
+    // `{}`, `{that: }`).
+    if params.get("that").is_none() {
+        return Err(Failure::msg("missing required arguments: that"));
+    }
     let p: AssertParams = parse(params).map_err(|e| Failure::msg(e.to_string()))?;
     // `that` written as one template of a list (`that: "{{ checks }}"`) is that list, its
     // strings conditions if they are the playbook's own, as ansible-core's assert resolves it.
@@ -725,6 +730,11 @@ fn assert(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
     for cond in conditions {
         if let Some(text) = mark::literal_of(cond) {
             return Err(untrusted(text));
+        }
+        if cond.is_null() || cond.as_str().is_some_and(|s| s.trim().is_empty()) {
+            return Err(Failure::msg(
+                "Empty conditional expressions are not allowed.",
+            ));
         }
         let cond = &display_value(cond);
         let ok = scope
