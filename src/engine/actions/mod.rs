@@ -39,7 +39,10 @@ pub(super) fn include_vars(
     // A variable's value now, for `hash_behaviour: merge` (only plain names are looked up).
     let existing = |name: &str| {
         let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        plain.then(|| scope.eval(name).ok()).flatten()
+        // Rendered already (and maybe a host's): literal in the templates layer it joins.
+        plain
+            .then(|| scope.eval(name).ok().map(crate::yaml::mark::literal_data))
+            .flatten()
     };
     match prepare::include_vars(params, &search, &task.pos, &existing) {
         Ok((vars, files)) => {

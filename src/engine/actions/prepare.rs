@@ -93,7 +93,8 @@ pub fn include_vars(
 /// Ansible's recursive `merge_hash`: mappings merge key by key, anything else is replaced.
 fn merge_vars(old: Value, new: Value) -> Value {
     match (old, new) {
-        (Value::Object(mut a), Value::Object(b)) => {
+        // A marked mapping (`mark::literal_data`) is replaced, never merged into.
+        (Value::Object(mut a), Value::Object(b)) if !a.contains_key(mark::UNSAFE_KEY) => {
             // In place: a key keeps its position, new keys come last (as Python's dicts).
             for (k, v) in b {
                 match a.get_mut(&k) {
