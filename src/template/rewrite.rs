@@ -692,4 +692,33 @@ mod tests {
         let err = render_err("{{ [1] | select('ns.coll.t') | list }}").to_string();
         assert!(err.contains("No test named 'ns.coll.t'."), "{err}");
     }
+
+    #[test]
+    fn a_tag_test_of_a_variable_path_is_given_the_path() {
+        for (code, want) in [
+            (
+                "x.y is tagged_with('TrustedAsTemplate')",
+                "x.y is __fp_tagged_at(\"x.y\", 'TrustedAsTemplate')",
+            ),
+            (
+                "r['k'][0] is not ansible._protomatter.tagged_with('T')",
+                "r['k'][0] is not __fp_tagged_at(\"r['k'][0]\", 'T')",
+            ),
+            (
+                "(a is tagged_with('T'))",
+                "(a is __fp_tagged_at(\"a\", 'T'))",
+            ),
+        ] {
+            assert_eq!(rewrite_code(code), want, "{code}");
+        }
+        // Any other operand: the plain test, which trusts nothing.
+        for code in [
+            "x | first is tagged_with('T')",
+            "f(x) is tagged_with('T')",
+            "'a' is tagged_with('T')",
+            "x[0].y.z() is tagged_with('T')",
+        ] {
+            assert!(!rewrite_code(code).contains("__fp_tagged_at"), "{code}");
+        }
+    }
 }

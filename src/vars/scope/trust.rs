@@ -278,6 +278,7 @@ pub(super) fn parse_path(code: &str) -> Option<(&str, Vec<Step>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vars::Layer;
     use serde_json::json;
     use std::sync::Arc;
 
@@ -365,5 +366,62 @@ mod tests {
         }
         // A trusted path vouches only for the text it holds.
         assert!(!s.trusted_string("cond", "x == 2"));
+    }
+
+    #[test]
+    fn kept_trust_is_traced_when_set_and_compared_verbatim() {
+        let s = Scope::new(
+            Arc::new(Templar::new()),
+            vec![
+                layer(
+                    json!({"cond": "x == 1", "conds": ["a == 1", "{{ cond }}", "{{ 1 }} == 1"],
+                           "marked": mark::mark(json!("x == 1"))}),
+                    true,
+                ),
+                // A registered result: its `item`s vouched for when it was set, not its stdout.
+                Layer::data(obj(json!({
+                    "reg": {"results": [{"item": "b == 1", "stdout": "b == 1"}]},
+                    "host": {"stdout": "x == 1"},
+                })))
+                .with_vouched(&Arc::new(obj(json!({
+                    "reg": {"results": [{"item": "b == 1"}]},
+                })))),
+            ],
+        );
+        assert!(s.trusted_string("reg.results[0].item", "b == 1"));
+        assert!(!s.trusted_string("reg.results[0].stdout", "b == 1"));
+        assert!(!s.trusted_string("reg.results[0].item", "b == 2"));
+        // What a path holds, as a tree of its shape: the trusted strings, null for the rest.
+        let conds = s.eval("conds").unwrap();
+        assert_eq!(
+            s.vouched_at("conds", &conds),
+            json!(["a == 1", "x == 1", null])
+        );
+        let reg = s.eval("reg").unwrap();
+        assert_eq!(
+            s.vouched_at("reg", &reg),
+            json!({"results": [{"item": "b == 1"}]})
+        );
+        for code in ["host", "host.stdout", "marked", "cond | trim", "missing"] {
+            let v = s.eval(code).unwrap_or_default();
+            assert_eq!(s.vouched_at(code, &v), Value::Null, "{code}");
+        }
+        // A task's argument as written, and what it rendered to.
+        let raw = json!({"lit": "y == 2", "var": "{{ cond }}", "list": ["{{ cond }}", "z"],
+                         "host": "{{ host.stdout }}", "trim": "{{ cond | trim }}",
+                         "unsafe": mark::mark(json!("y == 2"))});
+        let rendered = s.render(&raw).unwrap();
+        assert_eq!(
+            s.vouched_render(&raw, &rendered),
+            json!({"lit": "y == 2", "var": "x == 1", "list": ["x == 1", "z"]})
+        );
+        // A template key may name another key: nothing is vouched for.
+        let keyed = json!({"{{ cond }}": "a", "b": "c"});
+        assert_eq!(
+            s.vouched_render(&keyed, &json!({"x == 1": "a", "b": "c"})),
+            Value::Null
+        );
+        // A rendered value that is not what the playbook wrote is not vouched for.
+        assert_eq!(s.vouched_render(&json!("y"), &json!("z")), Value::Null);
     }
 }
