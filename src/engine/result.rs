@@ -239,6 +239,9 @@ impl Shared<'_> {
                 .unwrap_or_else(|| json!(NO_TRACEBACK));
             result.insert("failed_when_suppressed_exception".into(), e);
         }
+        if scope.take_deprecated() {
+            result.insert("deprecations".into(), templated_condition_deprecation());
+        }
         if let Some(reg) = &task.register {
             if task.loop_items.is_none() {
                 let trust = result_trust(task, scope, &result);
@@ -304,4 +307,15 @@ fn delegated_facts_target(task: &Task, h: &HostState, scope: &Arc<Scope>) -> Opt
     let raw = task.delegate_to.as_ref()?;
     let to = super::display(&scope.render(&json!(raw)).ok()?);
     (to != h.name).then_some(to)
+}
+
+/// The deprecation ansible-core 2.19 records in a task's result (`deprecations`) when one of
+/// its conditions is written as a template (`when: "{{ x }}"`), in its words.
+fn templated_condition_deprecation() -> Value {
+    json!([{
+        "collection_name": "ansible.builtin",
+        "deprecator": {"resolved_name": "ansible.builtin", "type": null},
+        "msg": "Conditionals should not be surrounded by templating delimiters such as {{ }} or {% %}.",
+        "version": "2.23",
+    }])
 }

@@ -17,6 +17,7 @@ use crate::yaml::mark;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use trust::parse_path;
 pub use trust::{pruned_array, pruned_object};
@@ -117,6 +118,9 @@ pub struct Scope {
     /// Warnings about how conditions are written, shared with the scopes derived by `with`
     /// (loop items, registered results) so the engine collects them once per task.
     warnings: Arc<Mutex<Vec<String>>>,
+    /// A condition written as a template of a boolean was evaluated (shared like `warnings`),
+    /// for the result's `deprecations` (`take_deprecated`).
+    deprecated: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Scope {
@@ -129,13 +133,14 @@ impl std::fmt::Debug for Scope {
 
 impl Scope {
     pub fn new(templar: Arc<Templar>, layers: Vec<Layer>) -> Arc<Scope> {
-        Scope::build(templar, layers, Arc::default())
+        Scope::build(templar, layers, Arc::default(), Arc::default())
     }
 
     fn build(
         templar: Arc<Templar>,
         layers: Vec<Layer>,
         warnings: Arc<Mutex<Vec<String>>>,
+        deprecated: Arc<AtomicBool>,
     ) -> Arc<Scope> {
         Arc::new(Scope {
             layers,
@@ -144,6 +149,7 @@ impl Scope {
             cache: Mutex::new(HashMap::new()),
             error: Mutex::new(None),
             warnings,
+            deprecated,
         })
     }
 
@@ -151,7 +157,12 @@ impl Scope {
     pub fn with(&self, layer: Layer) -> Arc<Scope> {
         let mut layers = self.layers.clone();
         layers.push(layer);
-        Scope::build(self.templar.clone(), layers, self.warnings.clone())
+        Scope::build(
+            self.templar.clone(),
+            layers,
+            self.warnings.clone(),
+            self.deprecated.clone(),
+        )
     }
 
     /// Keep a warning to be shown once with the task's results (a Python module's warnings).
@@ -160,6 +171,13 @@ impl Scope {
         if !g.contains(&w) {
             g.push(w);
         }
+    }
+
+    /// Whether a condition written as a template of a boolean was evaluated in this scope (or
+    /// one derived from it) since the last call: ansible-core 2.19 records that deprecation
+    /// in the task's result.
+    pub fn take_deprecated(&self) -> bool {
+        self.deprecated.swap(false, Ordering::Relaxed)
     }
 
     /// The warnings conditions evaluated in this scope (or one derived from it) gave, once.
@@ -380,6 +398,9 @@ impl Scope {
             .lock()
             .expect("scope warnings")
             .extend(verdict.warnings);
+        if verdict.deprecated {
+            self.deprecated.store(true, Ordering::Relaxed);
+        }
         Ok(verdict.holds)
     }
 
