@@ -15,7 +15,6 @@ use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::Shared;
 use crate::playbook::Task;
-use crate::vars::magic::abs;
 use fixpoint_agent::protocol::{Request, Response};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -51,7 +50,7 @@ pub(super) fn include_vars(
             result.insert("ansible_facts".into(), Value::Object(vars));
             result.insert(
                 "ansible_included_var_files".into(),
-                json!(files.iter().map(|f| abs(f)).collect::<Vec<_>>()),
+                json!(files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>()),
             );
             ItemResult::ok(result)
         }

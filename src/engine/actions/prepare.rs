@@ -60,6 +60,10 @@ pub fn include_vars(
             looked_in(search)
         ));
     };
+    // As ansible-core names them (`ansible_included_var_files`): the file or directory found,
+    // links resolved, and a directory's files below it as the walk reached them (through a
+    // link to a directory, that link's path).
+    let found = std::fs::canonicalize(&found).unwrap_or(found);
     let files: Vec<PathBuf> = if is_dir {
         vars_dir_files(&found, &p)?
     } else {
