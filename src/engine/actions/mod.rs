@@ -50,7 +50,10 @@ pub(super) fn include_vars(
             result.insert("ansible_facts".into(), Value::Object(vars));
             result.insert(
                 "ansible_included_var_files".into(),
-                json!(files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>()),
+                json!(files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()),
             );
             ItemResult::ok(result)
         }

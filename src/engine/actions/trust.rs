@@ -77,7 +77,7 @@ pub(in crate::engine) fn result_trust(
     let Some(Value::Object(facts)) = result.get("ansible_facts") else {
         return Value::Null;
     };
-    let facts = match &*task.module {
+    let facts = match task.module {
         "set_fact" => pruned_object(
             facts
                 .iter()
