@@ -80,6 +80,22 @@ impl Hostile {
         );
     }
 
+    /// `apply -v` of `site.yml`, the payloads in the environment as `HOSTILE_<n>`: the agent
+    /// inherits it and reports it as the `ansible_env` fact, invalid UTF-8 included.
+    fn apply_with_env(&self) -> Out {
+        let mut cmd = std::process::Command::new(crate::fx::bin());
+        cmd.args(["apply", "--format", "json", "-v", "site.yml"])
+            .current_dir(self.fx.dir.path())
+            .env("NO_COLOR", "1");
+        for (i, p) in payloads(&self.fx.path("markers")).into_iter().enumerate() {
+            cmd.env(
+                format!("HOSTILE_{}", i + 1),
+                std::ffi::OsString::from_vec(p),
+            );
+        }
+        Out::from(cmd.output().unwrap())
+    }
+
     /// Writes `site.yml`: one play on localhost that reads each payload into `p<n>` (the
     /// host's command prints it), then runs `per_payload(n)`'s tasks.
     fn play(&self, gather_facts: bool, per_payload: impl Fn(usize) -> String) {
@@ -177,19 +193,7 @@ fn conditions_never_evaluate_what_a_host_printed() {
             n = n
         )
     });
-    let mut cmd = std::process::Command::new(crate::fx::bin());
-    cmd.args(["apply", "--format", "json", "-v", "site.yml"])
-        .current_dir(h.fx.dir.path())
-        .env("NO_COLOR", "1");
-    // The agent inherits this environment and reports it as the `ansible_env` fact, invalid
-    // UTF-8 included.
-    for (i, p) in payloads(&h.fx.path("markers")).into_iter().enumerate() {
-        cmd.env(
-            format!("HOSTILE_{}", i + 1),
-            std::ffi::OsString::from_vec(p),
-        );
-    }
-    let out = Out::from(cmd.output().unwrap());
+    let out = h.apply_with_env();
     h.assert_nothing_ran(&out);
     out.expect(0);
     let mut expected = Vec::new();
@@ -604,17 +608,7 @@ fn kept_trust_never_reaches_what_a_host_returned() {
             n = n
         )
     });
-    let mut cmd = std::process::Command::new(crate::fx::bin());
-    cmd.args(["apply", "--format", "json", "-v", "site.yml"])
-        .current_dir(h.fx.dir.path())
-        .env("NO_COLOR", "1");
-    for (i, p) in payloads(&h.fx.path("markers")).into_iter().enumerate() {
-        cmd.env(
-            format!("HOSTILE_{}", i + 1),
-            std::ffi::OsString::from_vec(p),
-        );
-    }
-    let out = Out::from(cmd.output().unwrap());
+    let out = h.apply_with_env();
     h.assert_nothing_ran(&out);
     out.expect(0);
     let mut expected = Vec::new();

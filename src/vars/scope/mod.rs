@@ -537,11 +537,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn obj(v: Value) -> Map<String, Value> {
+    pub(super) fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
     }
 
-    fn layer(v: Value, templated: bool) -> Layer {
+    pub(super) fn layer(v: Value, templated: bool) -> Layer {
         let m = obj(v);
         if templated {
             Layer::templates(m)

@@ -147,13 +147,7 @@ impl Scope {
             if mark::literal_of(v).is_some() {
                 return false;
             }
-            let next = match (v, step) {
-                (Value::Object(m), Step::Key(k)) => m.get(k),
-                (Value::Array(a), Step::Key(k)) => k.parse::<usize>().ok().and_then(|i| a.get(i)),
-                (Value::Array(a), Step::Index(i)) => a.get(*i),
-                _ => None,
-            };
-            let Some(next) = next else {
+            let Some(next) = step.reach(v) else {
                 return false;
             };
             v = next;
@@ -173,20 +167,10 @@ impl Scope {
 
 /// Whether the vouched tree `tree` (`Layer::vouched`) holds exactly `value` at `steps`.
 fn vouched_holds(tree: &Value, steps: &[Step], value: &str) -> bool {
-    let mut v = tree;
-    for step in steps {
-        let next = match (v, step) {
-            (Value::Object(m), Step::Key(k)) => m.get(k),
-            (Value::Array(a), Step::Key(k)) => k.parse::<usize>().ok().and_then(|i| a.get(i)),
-            (Value::Array(a), Step::Index(i)) => a.get(*i),
-            _ => None,
-        };
-        let Some(next) = next else {
-            return false;
-        };
-        v = next;
-    }
-    v.as_str() == Some(value)
+    steps
+        .iter()
+        .try_fold(tree, |v, step| step.reach(v))
+        .is_some_and(|v| v.as_str() == Some(value))
 }
 
 /// A vouched list: `Null` when no element holds anything trusted.
@@ -216,6 +200,16 @@ pub(super) enum Step {
 }
 
 impl Step {
+    /// What this step reaches inside `v` (a list's index also written as a key: `l.0`).
+    fn reach<'v>(&self, v: &'v Value) -> Option<&'v Value> {
+        match (v, self) {
+            (Value::Object(m), Step::Key(k)) => m.get(k),
+            (Value::Array(a), Step::Key(k)) => k.parse::<usize>().ok().and_then(|i| a.get(i)),
+            (Value::Array(a), Step::Index(i)) => a.get(*i),
+            _ => None,
+        }
+    }
+
     fn code(&self) -> String {
         match self {
             Step::Key(k) => format!("['{}']", k.replace('\\', "\\\\").replace('\'', "\\'")),
@@ -277,23 +271,11 @@ pub(super) fn parse_path(code: &str) -> Option<(&str, Vec<Step>)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{layer, obj};
     use super::*;
     use crate::vars::Layer;
     use serde_json::json;
     use std::sync::Arc;
-
-    fn obj(v: Value) -> Map<String, Value> {
-        v.as_object().cloned().unwrap_or_default()
-    }
-
-    fn layer(v: Value, templated: bool) -> Layer {
-        let m = obj(v);
-        if templated {
-            Layer::templates(m)
-        } else {
-            Layer::data(m)
-        }
-    }
 
     #[test]
     fn only_strings_written_in_template_layers_are_trusted() {
