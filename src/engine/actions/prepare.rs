@@ -4,7 +4,7 @@
 //!
 //! Their parameters and load-time checks live in `playbook::actions`.
 
-use super::trust::{untrusted, var_name, vouch};
+use super::trust::{note_templated_elements, untrusted, var_name, vouch};
 use crate::playbook::actions::{
     copy_source, find_file, parse, AssertParams, DebugParams, FailParams, IncludeVarsParams,
     TemplateParams,
@@ -728,6 +728,9 @@ fn assert(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
             .map(|(code, v)| vouch(v, Some(code), scope)),
         _ => None,
     };
+    if let (Value::String(that), Some(listed)) = (&p.that, &listed) {
+        note_templated_elements(that, listed, scope);
+    }
     let conditions: Vec<&Value> = match listed.as_ref().unwrap_or(&p.that) {
         Value::Array(items) => items.iter().collect(),
         other => vec![other],

@@ -127,3 +127,20 @@ fn file_trust(v: &Map<String, Value>) -> Value {
     }
     pruned_object(v.iter().map(|(k, e)| (k.clone(), tree(e))))
 }
+
+/// ansible-core 2.19 evaluates each element of a list of conditions a template gives
+/// (`that: "{{ thats }}"`) as a condition of its own, so one written as a template that
+/// rendered to a boolean (`'{{ 1 == 1 }}'`, which fixpoint rendered with the list) is
+/// deprecated there as `when: "{{ true }}"` is (`Scope::take_deprecated`).
+pub(super) fn note_templated_elements(that: &str, listed: &Value, scope: &Scope) {
+    let (Some(Value::Array(raw)), Value::Array(items)) =
+        (scope.whole_variable_definition(that), listed)
+    else {
+        return;
+    };
+    let templated_bool =
+        |(r, v): (&Value, &Value)| v.is_boolean() && r.as_str().is_some_and(Templar::is_template);
+    if raw.iter().zip(items).any(templated_bool) {
+        scope.note_deprecated();
+    }
+}

@@ -180,6 +180,11 @@ impl Scope {
         self.deprecated.swap(false, Ordering::Relaxed)
     }
 
+    /// Note that a condition written as a template of a boolean was evaluated (`take_deprecated`).
+    pub fn note_deprecated(&self) {
+        self.deprecated.store(true, Ordering::Relaxed);
+    }
+
     /// The warnings conditions evaluated in this scope (or one derived from it) gave, once.
     pub fn take_warnings(&self) -> Vec<String> {
         std::mem::take(&mut *self.warnings.lock().expect("scope warnings"))
@@ -347,7 +352,7 @@ impl Scope {
 
     /// The definition of the variable a template is nothing but (`"{{ files }}"`), when it is
     /// a list or mapping written in a template layer (what ansible-core keeps lazy).
-    fn whole_variable_definition(&self, s: &str) -> Option<Value> {
+    pub fn whole_variable_definition(&self, s: &str) -> Option<Value> {
         let code = Templar::single_expression_code(s)?;
         let (name, steps) = parse_path(code)?;
         if !steps.is_empty() {
@@ -399,7 +404,7 @@ impl Scope {
             .expect("scope warnings")
             .extend(verdict.warnings);
         if verdict.deprecated {
-            self.deprecated.store(true, Ordering::Relaxed);
+            self.note_deprecated();
         }
         Ok(verdict.holds)
     }
