@@ -34,10 +34,8 @@ impl Engine {
                 hs.stats.failed = hs.stats.failed.saturating_sub(1);
                 hs.stats.rescued += 1;
                 let (task, result) = hs.last_failure.clone().unwrap_or_default();
-                hs.host_vars_mut()
-                    .insert("ansible_failed_task".into(), task);
-                hs.host_vars_mut()
-                    .insert("ansible_failed_result".into(), result);
+                hs.set_var("ansible_failed_task", task);
+                hs.set_var("ansible_failed_result", result);
             }
             self.run_steps(ctx, &block.rescue, &to_rescue).await;
         }

@@ -142,6 +142,7 @@ impl Engine {
     /// After a `run_once` task, the other hosts see its registered result and facts, as in Ansible.
     fn share_run_once(&mut self, task: &Task, first: &str, others: &[String]) {
         let src = &self.hosts[first].host_vars;
+        let src_trust = self.hosts[first].host_trust.clone();
         let mut shared = Map::new();
         if let Some(reg) = &task.register {
             if let Some(v) = src.get(reg) {
@@ -159,7 +160,11 @@ impl Engine {
         }
         for h in others {
             let hs = self.hosts.get_mut(h).expect("host state");
-            hs.host_vars_mut().extend(shared.clone());
+            for (k, v) in &shared {
+                // The same values: the same trust, as ansible-core shares the objects.
+                let trust = src_trust.get(k).cloned().unwrap_or_default();
+                hs.set_vouched_var(k, v.clone(), trust);
+            }
         }
     }
 

@@ -178,7 +178,9 @@ impl Engine {
         for (to, facts, set_fact) in moving {
             let hs = self.host_state(&to);
             if set_fact {
-                hs.host_vars_mut().extend(facts);
+                for (k, v) in facts {
+                    hs.set_var(&k, v);
+                }
             } else {
                 super::facts::merge_facts(std::sync::Arc::make_mut(&mut hs.facts), &facts);
             }

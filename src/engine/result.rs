@@ -1,6 +1,7 @@
 //! Result post-processing: `changed_when`, `failed_when`, `ignore_errors`, `set_fact` and
 //! the registered result, turning an item's outcome into the event that is reported.
 
+use super::actions::trust::{fact_trust, result_trust};
 use super::state::HostState;
 use super::{all_hold, Shared};
 use crate::connection::pool::ConnKey;
@@ -115,7 +116,7 @@ impl Shared<'_> {
                     let what = if unreachable { "unreachable" } else { "failed" };
                     let registered = json!({what: true, "changed": false, "msg": msg,
                         "exception": NO_TRACEBACK});
-                    h.host_vars_mut().insert(reg.clone(), registered);
+                    h.set_var(reg, registered);
                 }
                 return Event {
                     status,
@@ -146,7 +147,8 @@ impl Shared<'_> {
         } else if let Some(Value::Object(facts)) = result.get("ansible_facts") {
             if task.module == "set_fact" {
                 for (k, v) in facts {
-                    h.host_vars_mut().insert(k.clone(), v.clone());
+                    let trust = fact_trust(task, scope, k, v);
+                    h.set_vouched_var(k, v.clone(), trust);
                 }
             } else {
                 // Any other module's facts (`service_facts`, `package_facts`, a Python
@@ -237,10 +239,19 @@ impl Shared<'_> {
                 .unwrap_or_else(|| json!(NO_TRACEBACK));
             result.insert("failed_when_suppressed_exception".into(), e);
         }
+        if scope.take_deprecated() {
+            result.insert("deprecations".into(), templated_condition_deprecation());
+        }
         if let Some(reg) = &task.register {
             if task.loop_items.is_none() {
-                h.host_vars_mut()
-                    .insert(reg.clone(), Value::Object(result.clone()));
+                let trust = result_trust(task, scope, &result);
+                let mut registered = Value::Object(result.clone());
+                if task.module == "include_vars" {
+                    // A registered result is data, never rendered: a file's `!unsafe` strings
+                    // are their text there (the trust above left them out).
+                    registered = crate::yaml::mark::strip_marks(&registered);
+                }
+                h.set_vouched_var(reg, registered, trust);
             }
         }
         // A module that skipped itself stays skipped whatever changed_when says, as in Ansible.
@@ -296,4 +307,15 @@ fn delegated_facts_target(task: &Task, h: &HostState, scope: &Arc<Scope>) -> Opt
     let raw = task.delegate_to.as_ref()?;
     let to = super::display(&scope.render(&json!(raw)).ok()?);
     (to != h.name).then_some(to)
+}
+
+/// The deprecation ansible-core 2.19 records in a task's result (`deprecations`) when one of
+/// its conditions is written as a template (`when: "{{ x }}"`), in its words.
+fn templated_condition_deprecation() -> Value {
+    json!([{
+        "collection_name": "ansible.builtin",
+        "deprecator": {"resolved_name": "ansible.builtin", "type": null},
+        "msg": "Conditionals should not be surrounded by templating delimiters such as {{ }} or {% %}.",
+        "version": "2.23",
+    }])
 }

@@ -22,6 +22,9 @@ pub(super) struct HostState {
     pub(super) facts: Arc<Map<String, Value>>,
     /// `set_fact` and `register` results: data, never templated again.
     pub(super) host_vars: Arc<Map<String, Value>>,
+    /// The trust some of `host_vars` kept when they were set (`Layer::vouched`), by name: set
+    /// only with its variable (`set_vouched_var`), dropped whenever the variable is set again.
+    pub(super) host_trust: Arc<Map<String, Value>>,
     /// Variables loaded by `include_vars` (below `set_fact`, as in Ansible).
     pub(super) included_vars: Arc<Map<String, Value>>,
     /// The last task that failed on this host, with its result, for a `rescue`.
@@ -74,6 +77,7 @@ impl HostState {
     pub(super) fn reset_for_pass(&mut self) {
         self.facts = Arc::default();
         self.host_vars = Arc::default();
+        self.host_trust = Arc::default();
         self.included_vars = Arc::default();
         self.last_failure = None;
         self.loop_failure = None;
@@ -105,6 +109,7 @@ impl HostState {
             inv_vars,
             facts: Arc::default(),
             host_vars: Arc::default(),
+            host_trust: Arc::default(),
             included_vars: Arc::default(),
             last_failure: None,
             loop_failure: None,
@@ -139,9 +144,21 @@ impl HostState {
         !self.failed && !self.unreachable && !self.ended
     }
 
-    /// `set_fact` / `register` results, to change (copy-on-write).
-    pub(super) fn host_vars_mut(&mut self) -> &mut Map<String, Value> {
-        Arc::make_mut(&mut self.host_vars)
+    /// Set a `set_fact` / `register` variable (copy-on-write) as data: whatever trust an
+    /// earlier value of that name kept goes with it.
+    pub(super) fn set_var(&mut self, name: &str, value: Value) {
+        self.set_vouched_var(name, value, Value::Null);
+    }
+
+    /// Set a `set_fact` / `register` variable with the trust its value kept (`Null`: none; see
+    /// `Scope::vouched_at`).
+    pub(super) fn set_vouched_var(&mut self, name: &str, value: Value, trust: Value) {
+        Arc::make_mut(&mut self.host_vars).insert(name.to_string(), value);
+        if !trust.is_null() {
+            Arc::make_mut(&mut self.host_trust).insert(name.to_string(), trust);
+        } else if self.host_trust.contains_key(name) {
+            Arc::make_mut(&mut self.host_trust).remove(name);
+        }
     }
 
     /// This host's variables, for vars/.
@@ -151,6 +168,7 @@ impl HostState {
             inv_vars: &self.inv_vars,
             facts: &self.facts,
             host_vars: &self.host_vars,
+            host_trust: &self.host_trust,
             included_vars: &self.included_vars,
         }
     }

@@ -1,6 +1,7 @@
 //! One task on one host: `when`, the loop over its items, `until` retries, and the registered
 //! result of a loop.
 
+use super::actions::trust::result_trust;
 use super::item::outbox_writer;
 use super::pipeline::LoopBatch;
 use super::result::{skip_event, Event};
@@ -9,7 +10,7 @@ use super::{all_hold, display, Shared};
 use crate::playbook::ast::Templated;
 use crate::playbook::Task;
 use crate::report::Status;
-use crate::vars::{magic, Layer, Scope};
+use crate::vars::{magic, pruned_array, pruned_object, Layer, Scope};
 use fixpoint_modules::Diff;
 use serde_json::{json, Map, Value};
 use std::path::Path;
@@ -176,6 +177,8 @@ impl Shared<'_> {
         let loop_var = loop_var.to_string();
         let mut events = Vec::new();
         let mut results = Vec::new();
+        // The trust each registered result keeps (`item_trust`), beside `results`.
+        let mut trusts = Vec::new();
         // What an item leaves for the next ones, as in ansible-core: the facts `set_fact` set
         // and the item's result under the `register` name.
         let mut carried = Map::new();
@@ -235,6 +238,7 @@ impl Shared<'_> {
                         res["failed"] = json!(true);
                         res["msg"] = json!(msg);
                         results.push(res);
+                        trusts.push(item_trust(task, &item_scope, (item, &loop_var), None));
                         let mut ev = fail(msg);
                         ev.item = Some(display(item));
                         ev.result.insert("item".into(), item.clone());
@@ -247,6 +251,7 @@ impl Shared<'_> {
                     }
                     events.push(skip_event(Some(label)));
                     results.push(res);
+                    trusts.push(item_trust(task, &item_scope, (item, &loop_var), None));
                     continue;
                 }
                 Err(e) => {
@@ -289,6 +294,8 @@ impl Shared<'_> {
                 carried.insert(reg.clone(), Value::Object(res.clone()));
             }
             results.push(Value::Object(res));
+            let result = Some(&ev.result);
+            trusts.push(item_trust(task, &item_scope, (item, &loop_var), result));
             // A failed item does not stop the loop: ansible-core runs every item and fails the
             // task after them ("One or more items failed"). An unreachable host stops it.
             let stop = ev.status == Status::Unreachable;
@@ -314,7 +321,11 @@ impl Shared<'_> {
             .any(|e| e.status == Status::Failed && !e.ignored)
             .then(|| result.clone());
         if let Some(reg) = &task.register {
-            h.host_vars_mut().insert(reg.clone(), Value::Object(result));
+            let trust = pruned_object(std::iter::once((
+                "results".into(),
+                pruned_array(trusts.into_iter()),
+            )));
+            h.set_vouched_var(reg, Value::Object(result), trust);
         }
         if events.is_empty() {
             events.push(skip_event(None));
@@ -357,8 +368,7 @@ impl Shared<'_> {
             let mut layer = ev.result.clone();
             if let Some(reg) = &task.register {
                 layer.insert(reg.clone(), Value::Object(ev.result.clone()));
-                h.host_vars_mut()
-                    .insert(reg.clone(), Value::Object(ev.result.clone()));
+                h.set_var(reg, Value::Object(ev.result.clone()));
             }
             match all_hold(&scope.with(Layer::data(layer)), until) {
                 Ok(true) => return ev,
@@ -396,8 +406,7 @@ impl Shared<'_> {
                             .entry("exception")
                             .or_insert_with(|| json!(super::result::NO_TRACEBACK));
                         if let Some(reg) = &task.register {
-                            h.host_vars_mut()
-                                .insert(reg.clone(), Value::Object(ev.result.clone()));
+                            h.set_var(reg, Value::Object(ev.result.clone()));
                         }
                         return ev;
                     }
@@ -442,17 +451,14 @@ impl Shared<'_> {
     /// result under its `register` name.
     fn register_failure(&self, task: &Task, h: &mut HostState, msg: &str) {
         if let Some(reg) = &task.register {
-            h.host_vars_mut().insert(
-                reg.clone(),
-                json!({"changed": false, "failed": true, "msg": msg}),
-            );
+            h.set_var(reg, json!({"changed": false, "failed": true, "msg": msg}));
         }
     }
 
     pub(super) fn register_skip(&self, task: &Task, h: &mut HostState, scope: &Arc<Scope>) {
         if let Some(reg) = &task.register {
-            h.host_vars_mut().insert(
-                reg.clone(),
+            h.set_var(
+                reg,
                 json!({"changed": false, "false_condition": false_condition(task, scope),
                        "skipped": true, "skip_reason": "Conditional result was False"}),
             );
@@ -512,6 +518,31 @@ pub(super) fn item_layer(task: &Task, items: &[Value], i: usize, loop_var: &str)
         Some(source) => layer.with_literal(Map::from_iter([(loop_var.to_string(), source)])),
         None => layer,
     }
+}
+
+/// The trust a registered loop result keeps for one item, as in ansible-core, where the
+/// controller adds the item itself to each result: its `item` (and the loop variable) keep
+/// the trust of the loop item (`Scope::vouched_at` of the loop variable, traced through
+/// `Layer::literal`), and a controller-side action's facts theirs (`result_trust`).
+fn item_trust(
+    task: &Task,
+    item_scope: &Scope,
+    (item, loop_var): (&Value, &str),
+    result: Option<&Map<String, Value>>,
+) -> Value {
+    if task.register.is_none() {
+        return Value::Null;
+    }
+    let of_item = item_scope.vouched_at(loop_var, item);
+    let mut trust = match result.map(|r| result_trust(task, item_scope, r)) {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    if !of_item.is_null() {
+        // ansible-core's item result holds the item under the loop variable's name only.
+        trust.insert(loop_var.to_string(), of_item);
+    }
+    pruned_object(trust.into_iter())
 }
 
 /// What item `i` of a loop was rendered from, as the playbook wrote it, for trust alone

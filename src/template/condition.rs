@@ -24,6 +24,9 @@ use super::{single_expression, Templar, TemplateError};
 pub struct Verdict {
     pub holds: bool,
     pub warnings: Vec<String>,
+    /// The condition was written as a template of a boolean, which ansible-core 2.19
+    /// deprecates, and records in the task's result (`deprecations`).
+    pub deprecated: bool,
 }
 
 /// Whether a condition is all template (starts and ends with template delimiters), the form
@@ -53,6 +56,7 @@ impl Templar {
             return Ok(Verdict {
                 holds: boolean_result(cond, &value)?,
                 warnings,
+                deprecated: false,
             });
         }
         // All template: render, then look at what it rendered to.
@@ -86,6 +90,7 @@ impl Templar {
                      (ansible-core 2.19 deprecates the template form)",
                     single.unwrap_or("...")
                 )],
+                deprecated: true,
             }),
             ValueKind::None | ValueKind::Undefined => Err(condition_error(
                 cond,
@@ -114,6 +119,7 @@ impl Templar {
                 Ok(Verdict {
                     holds: boolean_result(cond, &v)?,
                     warnings,
+                    deprecated: false,
                 })
             }
             kind => Err(condition_error(

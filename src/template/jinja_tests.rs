@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use minijinja::value::{Kwargs, ValueKind};
-use minijinja::{Environment, Error, ErrorKind, Value};
+use minijinja::{Environment, Error, ErrorKind, State, Value};
 
 use super::filters::collections::unique_items;
 use super::filters::regex::{cached_regex, match_err, regex_flags};
@@ -49,6 +49,7 @@ pub(super) fn add_tests(env: &mut Environment<'static>) {
     // ansible-core's internal data-tagging tests (`ansible._protomatter.tagged_with`, its own
     // targets use them), for the tags fixpoint's values can carry.
     env.add_test("tagged_with", test_tagged_with);
+    env.add_test("__fp_tagged_at", test_tagged_at);
     env.add_test("tagged", |v: &Value| vaulted_tag(v).map(|t| t.is_some()));
     env.add_test("falsy", test_falsy);
     // Ansible's `nan`/`isnan`: Python's `math.isnan` of a number; anything it refuses (a
@@ -373,6 +374,23 @@ fn test_tagged_with(value: &Value, name: &str) -> Result<bool, Error> {
         return Err(op_err(format!("Unknown tag name '{name}'.")));
     }
     Ok(name == "VaultedValue" && vaulted_tag(value)?.is_some())
+}
+
+/// `path is tagged_with(name)`, rewritten with the operand's variable path
+/// (`rewrite::mark_tag_tests`): `TrustedAsTemplate` is true of a string the path names that
+/// is the playbook's own text, as the context's trust says (`TRUST_ORACLE`, the scope's
+/// `trusted_string`, the same answer that lets a string be a condition); the rest as
+/// `tagged_with`.
+fn test_tagged_at(state: &State, value: &Value, path: &str, name: &str) -> Result<bool, Error> {
+    if name != "TrustedAsTemplate" {
+        return test_tagged_with(value, name);
+    }
+    let (Some(text), Some(oracle)) = (value.as_str(), state.lookup(super::TRUST_ORACLE)) else {
+        return Ok(false);
+    };
+    Ok(oracle
+        .call(state, &[Value::from(path), Value::from(text)])?
+        .is_true())
 }
 
 /// `Some` for a `!vault` value that decrypts, the error of one that does not, `None` for the

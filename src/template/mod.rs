@@ -77,6 +77,12 @@ use value::value_to_json;
 /// names sorted.
 pub const VARIABLE_ORDER: &str = "__fp_variable_order";
 
+/// A name a context may answer with its trust: a function `(path, text)` telling whether
+/// `text`, what the variable path `path` holds, is text the playbook wrote (the engine's scopes:
+/// `Scope::trusted_string`). The test `tagged_with('TrustedAsTemplate')` asks it, for a path
+/// (`rewrite::mark_tag_tests`); a context that does not answer it trusts nothing.
+pub const TRUST_ORACLE: &str = "__fp_trusted";
+
 /// The `template` module's options for rendering a file (see [`Templar::with_file_options`]).
 #[derive(Debug, Default, Clone)]
 pub struct FileOptions {

@@ -94,7 +94,7 @@ fn rewrite_template_chains(src: &str) -> String {
     static HINT: OnceLock<Regex> = OnceLock::new();
     let hint = HINT.get_or_init(|| {
         Regex::new(concat!(
-            r"default|defined|\|\s*d\b|ansible\.(?:builtin|legacy|_protomatter)\.",
+            r"default|defined|\|\s*d\b|ansible\.(?:builtin|legacy|_protomatter)\.|tagged_with",
             r"|(?:\||\bis\s|filter\s)\s*(?:not\s+)?[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_]",
         ))
         .expect("valid regex")
@@ -128,7 +128,7 @@ pub(super) fn rewrite_code(code: &str) -> String {
 /// Rewrites chained lookups (and collection-style filter and test names) in one piece of
 /// expression code.
 fn rewrite_region(code: &str) -> String {
-    let code = &dispatch_collection_names(&strip_builtin_prefix(code));
+    let code = &dispatch_collection_names(&mark_tag_tests(&strip_builtin_prefix(code)));
     let masked = mask_strings(code);
     let mut out = String::with_capacity(code.len() + 16);
     let mut last = 0;
@@ -226,6 +226,49 @@ fn strip_builtin_prefix(code: &str) -> String {
         let prefix = caps.get(1).expect("group exists");
         out.push_str(&code[last..prefix.start()]);
         last = prefix.end();
+    }
+    out.push_str(&code[last..]);
+    out
+}
+
+/// `path is tagged_with(name)` → `path is __fp_tagged_at("path", name)`: the test can answer
+/// `TrustedAsTemplate` only for a string a variable path names (`jinja_tests::tagged_at`
+/// asks the context's `TRUST_ORACLE`), so it is given the path as written. Any other operand
+/// (a filter's result, a call's) keeps the plain test, for which nothing is trusted.
+fn mark_tag_tests(code: &str) -> String {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(
+            r"(?P<path>[A-Za-z_]\w*(?:\s*\.\s*\w+|\[[^\[\]]*\])*)\s+is(?:\s+not)?\s+(?P<test>tagged_with)\s*\(",
+        )
+        .expect("valid regex")
+    });
+    if !code.contains("tagged_with") {
+        return code.to_string();
+    }
+    let masked = mask_strings(code);
+    let mut out = String::with_capacity(code.len() + 32);
+    let mut last = 0;
+    for caps in re.captures_iter(&masked) {
+        let path = caps.name("path").expect("group exists");
+        let test = caps.name("test").expect("group exists");
+        let text = &code[path.range()];
+        // What comes before the path must end an operand: not a filter's bar, an attribute's
+        // dot, a call or a subscript, nor the middle of a name.
+        let before = masked[..path.start()].trim_end();
+        let joined =
+            before.chars().last().is_some_and(|c| {
+                c == '|' || c == '.' || c == ')' || c == ']' || c == '\'' || c == '"'
+            }) || masked[..path.start()]
+                .chars()
+                .last()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_');
+        if joined || text.contains(['"', '\\', '\n']) {
+            continue;
+        }
+        out.push_str(&code[last..test.start()]);
+        let _ = write!(out, "__fp_tagged_at(\"{text}\", ");
+        last = caps.get(0).expect("whole match").end();
     }
     out.push_str(&code[last..]);
     out
@@ -648,5 +691,34 @@ mod tests {
         assert!(err.contains("No filter named 'ns.coll.f'."), "{err}");
         let err = render_err("{{ [1] | select('ns.coll.t') | list }}").to_string();
         assert!(err.contains("No test named 'ns.coll.t'."), "{err}");
+    }
+
+    #[test]
+    fn a_tag_test_of_a_variable_path_is_given_the_path() {
+        for (code, want) in [
+            (
+                "x.y is tagged_with('TrustedAsTemplate')",
+                "x.y is __fp_tagged_at(\"x.y\", 'TrustedAsTemplate')",
+            ),
+            (
+                "r['k'][0] is not ansible._protomatter.tagged_with('T')",
+                "r['k'][0] is not __fp_tagged_at(\"r['k'][0]\", 'T')",
+            ),
+            (
+                "(a is tagged_with('T'))",
+                "(a is __fp_tagged_at(\"a\", 'T'))",
+            ),
+        ] {
+            assert_eq!(rewrite_code(code), want, "{code}");
+        }
+        // Any other operand: the plain test, which trusts nothing.
+        for code in [
+            "x | first is tagged_with('T')",
+            "f(x) is tagged_with('T')",
+            "'a' is tagged_with('T')",
+            "x[0].y.z() is tagged_with('T')",
+        ] {
+            assert!(!rewrite_code(code).contains("__fp_tagged_at"), "{code}");
+        }
     }
 }

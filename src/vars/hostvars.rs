@@ -163,6 +163,7 @@ impl Cache {
                     inv_vars: &inv,
                     facts: &empty,
                     host_vars: &empty,
+                    host_trust: &empty,
                     included_vars: &empty,
                 };
                 t.push(Arc::new(Entry::new(&h, templar, extra_vars)));
@@ -278,6 +279,7 @@ mod tests {
         inv: Arc<Map<String, Value>>,
         facts: Arc<Map<String, Value>>,
         set: Arc<Map<String, Value>>,
+        no_trust: Arc<Map<String, Value>>,
     }
 
     impl Host {
@@ -287,6 +289,7 @@ mod tests {
                 inv: Arc::new(inv.host_vars(name)),
                 facts: Arc::default(),
                 set: Arc::default(),
+                no_trust: Arc::default(),
             }
         }
 
@@ -296,6 +299,7 @@ mod tests {
                 inv_vars: &self.inv,
                 facts: &self.facts,
                 host_vars: &self.set,
+                host_trust: &self.no_trust,
                 included_vars: &self.set,
             }
         }

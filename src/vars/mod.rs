@@ -12,7 +12,7 @@ pub mod prompt;
 mod scope;
 
 pub use magic::PlayObjects;
-pub use scope::{Layer, Scope};
+pub use scope::{pruned_array, pruned_object, Layer, Scope};
 
 use crate::playbook::{Play, RoleCtx};
 use serde_json::{Map, Value};
@@ -28,6 +28,8 @@ pub struct HostVars<'a> {
     pub facts: &'a Arc<Map<String, Value>>,
     /// `set_fact` and `register` results: data, never templated again.
     pub host_vars: &'a Arc<Map<String, Value>>,
+    /// The trust some of `host_vars` kept (`Layer::vouched`).
+    pub host_trust: &'a Arc<Map<String, Value>>,
     /// Variables loaded by `include_vars` (below `set_fact`, as in Ansible).
     pub included_vars: &'a Arc<Map<String, Value>>,
 }

@@ -60,11 +60,14 @@ pub fn host_scope(
     if maps.defining_map("ansible_facts").is_none() {
         layers.push(Layer::shared(no_facts(), false));
     }
-    layers.extend(
-        maps.0
-            .iter()
-            .map(|&(vars, templated)| Layer::shared(vars.clone(), templated)),
-    );
+    layers.extend(maps.0.iter().map(|&(vars, templated)| {
+        let layer = Layer::shared(vars.clone(), templated);
+        if Arc::ptr_eq(vars, h.host_vars) {
+            layer.with_vouched(h.host_trust)
+        } else {
+            layer
+        }
+    }));
     layers.extend(magic);
     Scope::new(templar.clone(), layers)
 }
@@ -298,11 +301,13 @@ mod tests {
         let facts = map(json!({"f": 1}));
         let set = map(json!({"ansible_host": "set_fact"}));
         let included = map(json!({"i": 1}));
+        let no_trust = map(json!({}));
         let h = HostVars {
             name: "h",
             inv_vars: &inv,
             facts: &facts,
             host_vars: &set,
+            host_trust: &no_trust,
             included_vars: &included,
         };
         let templar = Arc::new(Templar::new());

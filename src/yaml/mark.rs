@@ -86,6 +86,22 @@ pub fn strip_marks(v: &Value) -> Value {
     }
 }
 
+/// Data (a value rendered already, a host's) made safe to put into a layer of templates: each
+/// string marked, so it stays its text there; a mapping's keys are rendered too, so one with a
+/// key that looks like a template is marked whole. Mappings otherwise stay mappings, for
+/// `include_vars`' `hash_behaviour: merge` to merge into.
+pub fn literal_data(v: Value) -> Value {
+    match v {
+        Value::String(_) => mark(v),
+        Value::Array(a) => Value::Array(a.into_iter().map(literal_data).collect()),
+        Value::Object(m) if m.keys().any(|k| k.contains(['{', '%', '#'])) => mark(Value::Object(m)),
+        Value::Object(m) => {
+            Value::Object(m.into_iter().map(|(k, v)| (k, literal_data(v))).collect())
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

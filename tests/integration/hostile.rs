@@ -80,6 +80,22 @@ impl Hostile {
         );
     }
 
+    /// `apply -v` of `site.yml`, the payloads in the environment as `HOSTILE_<n>`: the agent
+    /// inherits it and reports it as the `ansible_env` fact, invalid UTF-8 included.
+    fn apply_with_env(&self) -> Out {
+        let mut cmd = std::process::Command::new(crate::fx::bin());
+        cmd.args(["apply", "--format", "json", "-v", "site.yml"])
+            .current_dir(self.fx.dir.path())
+            .env("NO_COLOR", "1");
+        for (i, p) in payloads(&self.fx.path("markers")).into_iter().enumerate() {
+            cmd.env(
+                format!("HOSTILE_{}", i + 1),
+                std::ffi::OsString::from_vec(p),
+            );
+        }
+        Out::from(cmd.output().unwrap())
+    }
+
     /// Writes `site.yml`: one play on localhost that reads each payload into `p<n>` (the
     /// host's command prints it), then runs `per_payload(n)`'s tasks.
     fn play(&self, gather_facts: bool, per_payload: impl Fn(usize) -> String) {
@@ -177,19 +193,7 @@ fn conditions_never_evaluate_what_a_host_printed() {
             n = n
         )
     });
-    let mut cmd = std::process::Command::new(crate::fx::bin());
-    cmd.args(["apply", "--format", "json", "-v", "site.yml"])
-        .current_dir(h.fx.dir.path())
-        .env("NO_COLOR", "1");
-    // The agent inherits this environment and reports it as the `ansible_env` fact, invalid
-    // UTF-8 included.
-    for (i, p) in payloads(&h.fx.path("markers")).into_iter().enumerate() {
-        cmd.env(
-            format!("HOSTILE_{}", i + 1),
-            std::ffi::OsString::from_vec(p),
-        );
-    }
-    let out = Out::from(cmd.output().unwrap());
+    let out = h.apply_with_env();
     h.assert_nothing_ran(&out);
     out.expect(0);
     let mut expected = Vec::new();
@@ -574,4 +578,143 @@ fn an_unsafe_condition_is_refused() {
     let out = fx.run(&["validate", "site.yml"]);
     out.expect(2);
     assert!(out.stderr.contains("!unsafe"), "{}", out.stderr);
+}
+
+/// The trust that `register`, `set_fact` and `include_vars` keep (ansible-core 2.19's tags)
+/// never reaches what a host returned: not through a registered loop's `item` of a host's
+/// list, a fact copied from a fact, a registered `debug` message, a copy of a registered
+/// loop, nor `include_vars` merging a host's facts into its variables (which rendered them
+/// before: the agent's environment ran `touch`).
+#[test]
+fn kept_trust_never_reaches_what_a_host_returned() {
+    let h = Hostile::new();
+    h.fx.write("merge.yml", "extra: 1\n");
+    h.play(true, |n| {
+        format!(
+            concat!(
+                "    - name: items {n}\n      command: {{argv: [echo, \"{{{{ item }}}}\"]}}\n      loop: \"{{{{ p{n}.stdout_lines }}}}\"\n      register: li{n}\n      changed_when: false\n",
+                "    - name: registered item {n}\n      assert: {{that: \"{{{{ li{n}.results[0].item }}}}\"}}\n      ignore_errors: true\n",
+                "    - name: set {n}\n      set_fact: {{g{n}: \"{{{{ p{n}.stdout }}}}\", r{n}: \"{{{{ li{n}.results }}}}\"}}\n",
+                "    - name: set again {n}\n      set_fact: {{h{n}: \"{{{{ g{n} }}}}\"}}\n",
+                "    - name: fact chain {n}\n      debug: msg=x\n      when: \"{{{{ h{n} }}}}\"\n      ignore_errors: true\n",
+                "    - name: copied results {n}\n      assert: {{that: \"{{{{ r{n}[0].item }}}}\"}}\n      ignore_errors: true\n",
+                "    - name: shown {n}\n      debug: {{msg: \"{{{{ p{n}.stdout }}}}\"}}\n      register: d{n}\n",
+                "    - name: debug msg {n}\n      assert: {{that: \"{{{{ d{n}.msg }}}}\"}}\n      ignore_errors: true\n",
+                "    - name: tag {n}\n      debug: {{msg: \"{{{{ h{n} is ansible._protomatter.tagged_with('TrustedAsTemplate') }}}}\"}}\n",
+                "    - name: merged {n}\n      include_vars: {{file: merge.yml, name: ansible_env, hash_behaviour: merge}}\n",
+                "    - name: merged shown {n}\n      debug: {{msg: \"{{{{ ansible_env.HOSTILE_{n} }}}}\"}}\n",
+                "    - name: merged when {n}\n      debug: msg=x\n      when: \"{{{{ ansible_env.HOSTILE_{n} }}}}\"\n      ignore_errors: true\n",
+            ),
+            n = n
+        )
+    });
+    let out = h.apply_with_env();
+    h.assert_nothing_ran(&out);
+    out.expect(0);
+    let mut expected = Vec::new();
+    for n in 1..=h.shown.len() {
+        for (task, status) in [
+            ("registered item", "failed"),
+            ("fact chain", "failed"),
+            ("copied results", "failed"),
+            ("debug msg", "failed"),
+            ("merged when", "failed"),
+        ] {
+            expected.push((format!("{task} {n}"), status));
+            let m = msg(&out, &format!("{task} {n}"));
+            assert!(m.contains("untrusted"), "{task} {n}: {m}");
+        }
+        let tag = event(&out, &format!("tag {n}"));
+        assert_eq!(tag["result"]["msg"], false, "{tag}");
+        assert_eq!(msg(&out, &format!("merged shown {n}")), h.shown[n - 1]);
+    }
+    let wrong = wrong_statuses(&out, &expected);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Kept trust vouches for a string at its own path only, and only while its variable holds
+/// it: a host's string with the very text of a trusted one (`1 == 1`) at another path, a fact
+/// named by a template key, a fact or a registered loop set again from a host, stay data.
+#[test]
+fn kept_trust_is_never_lent_to_equal_text() {
+    let fx = Fx::new();
+    fx.write(
+        "site.yml",
+        &format!(
+            r#"- hosts: localhost
+  gather_facts: false
+  vars:
+    fixpoint_state_dir: {}
+    kname: k2
+  tasks:
+    - command: echo 1 == 1
+      register: e
+      changed_when: false
+    - command: {{argv: [echo, "{{{{ item }}}}"]}}
+      loop: ['1 == 1']
+      register: cl
+      changed_when: false
+    - name: item
+      assert: {{that: "{{{{ cl.results[0].item }}}}"}}
+    - name: stdout
+      assert: {{that: "{{{{ cl.results[0].stdout }}}}"}}
+      ignore_errors: true
+    - set_fact: {{t: "1 == 1", u: "{{{{ e.stdout }}}}"}}
+    - name: literal fact
+      assert: {{that: "{{{{ t }}}}"}}
+    - name: host fact
+      assert: {{that: "{{{{ u }}}}"}}
+      ignore_errors: true
+    - set_fact: {{"{{{{ kname }}}}": "{{{{ e.stdout }}}}", other: "1 == 1"}}
+    - name: keyed fact
+      assert: {{that: "{{{{ k2 }}}}"}}
+      ignore_errors: true
+    - set_fact: {{t: "{{{{ e.stdout }}}}"}}
+    - name: fact set again
+      assert: {{that: "{{{{ t }}}}"}}
+      ignore_errors: true
+    - command: {{argv: [echo, "{{{{ item }}}}"]}}
+      loop: "{{{{ e.stdout_lines }}}}"
+      register: cl
+      changed_when: false
+    - name: registered again
+      assert: {{that: "{{{{ cl.results[0].item }}}}"}}
+      ignore_errors: true
+    - name: tag
+      debug: {{msg: "{{{{ e.stdout is ansible._protomatter.tagged_with('TrustedAsTemplate') }}}}"}}
+"#,
+            fx.state_dir().display()
+        ),
+    );
+    let out = fx.apply(&["-v"]);
+    out.expect(0);
+    let expected: Vec<(String, &str)> = [
+        ("item", "ok"),
+        ("stdout", "failed"),
+        ("literal fact", "ok"),
+        ("host fact", "failed"),
+        ("keyed fact", "failed"),
+        ("fact set again", "failed"),
+        ("registered again", "failed"),
+    ]
+    .into_iter()
+    .map(|(t, s)| (t.to_string(), s))
+    .collect();
+    let wrong = wrong_statuses(&out, &expected);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    for task in [
+        "stdout",
+        "host fact",
+        "keyed fact",
+        "fact set again",
+        "registered again",
+    ] {
+        assert!(
+            msg(&out, task).contains("untrusted"),
+            "{task}: {}",
+            msg(&out, task)
+        );
+    }
+    let tag = event(&out, "tag");
+    assert_eq!(tag["result"]["msg"], false, "{tag}");
 }

@@ -15,7 +15,6 @@ use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::Shared;
 use crate::playbook::Task;
-use crate::vars::magic::abs;
 use fixpoint_agent::protocol::{Request, Response};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -39,7 +38,10 @@ pub(super) fn include_vars(
     // A variable's value now, for `hash_behaviour: merge` (only plain names are looked up).
     let existing = |name: &str| {
         let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        plain.then(|| scope.eval(name).ok()).flatten()
+        // Rendered already (and maybe a host's): literal in the templates layer it joins.
+        plain
+            .then(|| scope.eval(name).ok().map(crate::yaml::mark::literal_data))
+            .flatten()
     };
     match prepare::include_vars(params, &search, &task.pos, &existing) {
         Ok((vars, files)) => {
@@ -48,7 +50,10 @@ pub(super) fn include_vars(
             result.insert("ansible_facts".into(), Value::Object(vars));
             result.insert(
                 "ansible_included_var_files".into(),
-                json!(files.iter().map(|f| abs(f)).collect::<Vec<_>>()),
+                json!(files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()),
             );
             ItemResult::ok(result)
         }

@@ -4,7 +4,7 @@
 //!
 //! Their parameters and load-time checks live in `playbook::actions`.
 
-use super::trust::{untrusted, var_name, vouch};
+use super::trust::{note_templated_elements, untrusted, var_name, vouch};
 use crate::playbook::actions::{
     copy_source, find_file, parse, AssertParams, DebugParams, FailParams, IncludeVarsParams,
     TemplateParams,
@@ -60,6 +60,10 @@ pub fn include_vars(
             looked_in(search)
         ));
     };
+    // As ansible-core names them (`ansible_included_var_files`): the file or directory found,
+    // links resolved, and a directory's files below it as the walk reached them (through a
+    // link to a directory, that link's path).
+    let found = std::fs::canonicalize(&found).unwrap_or(found);
     let files: Vec<PathBuf> = if is_dir {
         vars_dir_files(&found, &p)?
     } else {
@@ -93,7 +97,8 @@ pub fn include_vars(
 /// Ansible's recursive `merge_hash`: mappings merge key by key, anything else is replaced.
 fn merge_vars(old: Value, new: Value) -> Value {
     match (old, new) {
-        (Value::Object(mut a), Value::Object(b)) => {
+        // A marked mapping (`mark::literal_data`) is replaced, never merged into.
+        (Value::Object(mut a), Value::Object(b)) if !a.contains_key(mark::UNSAFE_KEY) => {
             // In place: a key keeps its position, new keys come last (as Python's dicts).
             for (k, v) in b {
                 match a.get_mut(&k) {
@@ -708,6 +713,11 @@ fn debug(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
 }
 
 fn assert(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
+    // In ansible-core's words: a playbook's own assertions test them (an argument splat of
+    // `{}`, `{that: }`).
+    if params.get("that").is_none() {
+        return Err(Failure::msg("missing required arguments: that"));
+    }
     let p: AssertParams = parse(params).map_err(|e| Failure::msg(e.to_string()))?;
     // `that` written as one template of a list (`that: "{{ checks }}"`) is that list, its
     // strings conditions if they are the playbook's own, as ansible-core's assert resolves it.
@@ -718,6 +728,9 @@ fn assert(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
             .map(|(code, v)| vouch(v, Some(code), scope)),
         _ => None,
     };
+    if let (Value::String(that), Some(listed)) = (&p.that, &listed) {
+        note_templated_elements(that, listed, scope);
+    }
     let conditions: Vec<&Value> = match listed.as_ref().unwrap_or(&p.that) {
         Value::Array(items) => items.iter().collect(),
         other => vec![other],
@@ -725,6 +738,11 @@ fn assert(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
     for cond in conditions {
         if let Some(text) = mark::literal_of(cond) {
             return Err(untrusted(text));
+        }
+        if cond.is_null() || cond.as_str().is_some_and(|s| s.trim().is_empty()) {
+            return Err(Failure::msg(
+                "Empty conditional expressions are not allowed.",
+            ));
         }
         let cond = &display_value(cond);
         let ok = scope

@@ -10,12 +10,17 @@
 //! holds as an expression only when it was written, verbatim, in a template layer
 //! (`trusted_string`); a string from a data layer is never code.
 
-use crate::template::{Templar, TemplateError, VARIABLE_ORDER};
+mod trust;
+
+use crate::template::{Templar, TemplateError, TRUST_ORACLE, VARIABLE_ORDER};
 use crate::yaml::mark;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use trust::parse_path;
+pub use trust::{pruned_array, pruned_object};
 
 /// One layer of variables.
 #[derive(Clone, Debug)]
@@ -33,6 +38,12 @@ pub struct Layer {
     /// from such a source may stand for an expression, as ansible-core keeps the trust of the
     /// strings a template passes through.
     pub literal: Option<Arc<Map<String, Value>>>,
+    /// For a data layer: the trust its variables kept when they were set (`Scope::vouched_at`,
+    /// `vouched_render`), resolved then: each a tree of the variable's shape holding the strings
+    /// that were the playbook's text, compared verbatim and never followed (`set_fact`, a
+    /// registered loop's `item`s, `include_vars`' registered facts). A string a host returned
+    /// is never in it, whatever its text.
+    pub vouched: Option<Arc<Map<String, Value>>>,
 }
 
 impl Layer {
@@ -54,12 +65,21 @@ impl Layer {
             templated,
             objects: NO_OBJECTS.get_or_init(Arc::default).clone(),
             literal: None,
+            vouched: None,
         }
     }
 
     /// This data layer with the playbook's sources of some of its values (see `literal`).
     pub fn with_literal(mut self, literal: Map<String, Value>) -> Layer {
         self.literal = Some(Arc::new(literal));
+        self
+    }
+
+    /// This data layer with the trust its values kept (see `vouched`); an empty map is none.
+    pub fn with_vouched(mut self, vouched: &Arc<Map<String, Value>>) -> Layer {
+        if !vouched.is_empty() {
+            self.vouched = Some(vouched.clone());
+        }
         self
     }
 
@@ -98,6 +118,9 @@ pub struct Scope {
     /// Warnings about how conditions are written, shared with the scopes derived by `with`
     /// (loop items, registered results) so the engine collects them once per task.
     warnings: Arc<Mutex<Vec<String>>>,
+    /// A condition written as a template of a boolean was evaluated (shared like `warnings`),
+    /// for the result's `deprecations` (`take_deprecated`).
+    deprecated: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Scope {
@@ -110,13 +133,14 @@ impl std::fmt::Debug for Scope {
 
 impl Scope {
     pub fn new(templar: Arc<Templar>, layers: Vec<Layer>) -> Arc<Scope> {
-        Scope::build(templar, layers, Arc::default())
+        Scope::build(templar, layers, Arc::default(), Arc::default())
     }
 
     fn build(
         templar: Arc<Templar>,
         layers: Vec<Layer>,
         warnings: Arc<Mutex<Vec<String>>>,
+        deprecated: Arc<AtomicBool>,
     ) -> Arc<Scope> {
         Arc::new(Scope {
             layers,
@@ -125,6 +149,7 @@ impl Scope {
             cache: Mutex::new(HashMap::new()),
             error: Mutex::new(None),
             warnings,
+            deprecated,
         })
     }
 
@@ -132,7 +157,12 @@ impl Scope {
     pub fn with(&self, layer: Layer) -> Arc<Scope> {
         let mut layers = self.layers.clone();
         layers.push(layer);
-        Scope::build(self.templar.clone(), layers, self.warnings.clone())
+        Scope::build(
+            self.templar.clone(),
+            layers,
+            self.warnings.clone(),
+            self.deprecated.clone(),
+        )
     }
 
     /// Keep a warning to be shown once with the task's results (a Python module's warnings).
@@ -141,6 +171,18 @@ impl Scope {
         if !g.contains(&w) {
             g.push(w);
         }
+    }
+
+    /// Whether a condition written as a template of a boolean was evaluated in this scope (or
+    /// one derived from it) since the last call: ansible-core 2.19 records that deprecation
+    /// in the task's result.
+    pub fn take_deprecated(&self) -> bool {
+        self.deprecated.swap(false, Ordering::Relaxed)
+    }
+
+    /// Note that a condition written as a template of a boolean was evaluated (`take_deprecated`).
+    pub fn note_deprecated(&self) {
+        self.deprecated.store(true, Ordering::Relaxed);
     }
 
     /// The warnings conditions evaluated in this scope (or one derived from it) gave, once.
@@ -310,7 +352,7 @@ impl Scope {
 
     /// The definition of the variable a template is nothing but (`"{{ files }}"`), when it is
     /// a list or mapping written in a template layer (what ansible-core keeps lazy).
-    fn whole_variable_definition(&self, s: &str) -> Option<Value> {
+    pub fn whole_variable_definition(&self, s: &str) -> Option<Value> {
         let code = Templar::single_expression_code(s)?;
         let (name, steps) = parse_path(code)?;
         if !steps.is_empty() {
@@ -361,6 +403,9 @@ impl Scope {
             .lock()
             .expect("scope warnings")
             .extend(verdict.warnings);
+        if verdict.deprecated {
+            self.note_deprecated();
+        }
         Ok(verdict.holds)
     }
 
@@ -369,72 +414,6 @@ impl Scope {
         self.templar
             .eval(expr, &self.ctx())
             .map_err(|e| self.explain(e.to_string()))
-    }
-
-    /// Whether `value`, the string the expression `code` evaluates to, was written verbatim
-    /// in a template layer (the playbook, the inventory, `-e`), following variables that are
-    /// nothing but another variable (`a: "{{ b }}"`) and loop items back to the element they
-    /// were rendered from (`Layer::literal`). Only a variable path (`cond`, `conds.web`,
-    /// `c['x'][0]`) can name such a string, and the string found must be `value` itself:
-    /// anything computed, any value from a data layer and any `!unsafe` value is untrusted,
-    /// as in ansible-core 2.19.
-    pub fn trusted_string(&self, code: &str, value: &str) -> bool {
-        self.trusted_path(code, value, 0)
-    }
-
-    fn trusted_path(&self, code: &str, value: &str, depth: usize) -> bool {
-        // Deep enough for real indirection, and an end to `a: "{{ b }}"`, `b: "{{ a }}"`.
-        const MAX_DEPTH: usize = 16;
-        let Some((name, steps)) = parse_path(code) else {
-            return false;
-        };
-        let Some(layer) = self.layers.iter().rev().find(|l| l.has(name)) else {
-            return false;
-        };
-        if layer.object(name).is_some() {
-            return false;
-        }
-        let source = if layer.templated {
-            layer.vars.get(name)
-        } else {
-            layer.literal.as_ref().and_then(|l| l.get(name))
-        };
-        let Some(mut v) = source else {
-            return false;
-        };
-        for (i, step) in steps.iter().enumerate() {
-            if let Value::String(s) = v {
-                // A template on the way: trusted only as another variable path.
-                return depth < MAX_DEPTH
-                    && Templar::single_expression_code(s).is_some_and(|inner| {
-                        let rest: String = steps[i..].iter().map(Step::code).collect();
-                        self.trusted_path(&format!("{}{rest}", inner.trim()), value, depth + 1)
-                    });
-            }
-            if mark::literal_of(v).is_some() {
-                return false;
-            }
-            let next = match (v, step) {
-                (Value::Object(m), Step::Key(k)) => m.get(k),
-                (Value::Array(a), Step::Key(k)) => k.parse::<usize>().ok().and_then(|i| a.get(i)),
-                (Value::Array(a), Step::Index(i)) => a.get(*i),
-                _ => None,
-            };
-            let Some(next) = next else {
-                return false;
-            };
-            v = next;
-        }
-        match v {
-            // The same text: a loop item's source must not vouch for another string.
-            Value::String(s) if !Templar::is_template(s) => s.trim() == value.trim(),
-            Value::String(s) => {
-                depth < MAX_DEPTH
-                    && Templar::single_expression_code(s)
-                        .is_some_and(|inner| self.trusted_path(inner.trim(), value, depth + 1))
-            }
-            _ => false,
-        }
     }
 
     fn explain(&self, msg: String) -> String {
@@ -527,72 +506,6 @@ impl std::fmt::Display for VarError {
     }
 }
 
-/// One step of a variable path: `.name` / `['name']`, or `[0]`.
-enum Step {
-    Key(String),
-    Index(usize),
-}
-
-impl Step {
-    fn code(&self) -> String {
-        match self {
-            Step::Key(k) => format!("['{}']", k.replace('\\', "\\\\").replace('\'', "\\'")),
-            Step::Index(i) => format!("[{i}]"),
-        }
-    }
-}
-
-/// `name.attr['key'][0]` → (`name`, steps); None for anything else (calls, filters,
-/// operators, computed subscripts).
-fn parse_path(code: &str) -> Option<(&str, Vec<Step>)> {
-    let code = code.trim();
-    let ident_end = |s: &str| {
-        s.char_indices()
-            .find(|&(i, c)| !(c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())))
-            .map_or(s.len(), |(i, _)| i)
-    };
-    let end = ident_end(code);
-    if end == 0 {
-        return None;
-    }
-    let (name, mut rest) = code.split_at(end);
-    let mut steps = Vec::new();
-    loop {
-        rest = rest.trim_start();
-        if rest.is_empty() {
-            return Some((name, steps));
-        }
-        if let Some(r) = rest.strip_prefix('.') {
-            let r = r.trim_start();
-            let end = r
-                .find(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
-                .unwrap_or(r.len());
-            if end == 0 {
-                return None;
-            }
-            steps.push(Step::Key(r[..end].to_string()));
-            rest = &r[end..];
-        } else if let Some(r) = rest.strip_prefix('[') {
-            let close = r.find(']')?;
-            let inner = r[..close].trim();
-            let step = match inner.as_bytes().first()? {
-                q @ (b'\'' | b'"') => {
-                    let body = inner.strip_prefix(*q as char)?.strip_suffix(*q as char)?;
-                    if body.contains(['\\', '\'', '"']) {
-                        return None;
-                    }
-                    Step::Key(body.to_string())
-                }
-                _ => Step::Index(inner.parse().ok()?),
-            };
-            steps.push(step);
-            rest = &r[close + 1..];
-        } else {
-            return None;
-        }
-    }
-}
-
 impl Object for Scope {
     fn repr(self: &Arc<Self>) -> ObjectRepr {
         ObjectRepr::Map
@@ -602,6 +515,18 @@ impl Object for Scope {
         let key = key.as_str()?;
         if key == VARIABLE_ORDER {
             return Some(minijinja::Value::from(self.names_in_order()));
+        }
+        if key == TRUST_ORACLE {
+            // Weak: a template keeps what it looks up no longer than it runs, but a scope
+            // must never own itself.
+            let scope = Arc::downgrade(self);
+            return Some(minijinja::Value::from_function(
+                move |path: &str, text: &str| -> bool {
+                    scope
+                        .upgrade()
+                        .is_some_and(|s| s.trusted_string(path, text))
+                },
+            ));
         }
         self.resolve(key)
     }
@@ -617,90 +542,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn obj(v: Value) -> Map<String, Value> {
+    pub(super) fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
     }
 
-    fn layer(v: Value, templated: bool) -> Layer {
+    pub(super) fn layer(v: Value, templated: bool) -> Layer {
         let m = obj(v);
         if templated {
             Layer::templates(m)
         } else {
             Layer::data(m)
         }
-    }
-
-    #[test]
-    fn only_strings_written_in_template_layers_are_trusted() {
-        let s = Scope::new(
-            Arc::new(Templar::new()),
-            vec![
-                layer(
-                    json!({
-                        "cond": "x == 1", "conds": {"web": ["a == 1"]}, "ind": "{{ cond }}",
-                        "deep": "{{ conds.web }}", "loop_a": "{{ loop_b }}",
-                        "loop_b": "{{ loop_a }}", "computed": "{{ cond | trim }}",
-                        "mixed": "y{{ cond }}", "marked": mark::mark(json!("x == 1")),
-                        "shadowed": "1 == 1", "reg_ref": "{{ reg.stdout }}",
-                    }),
-                    true,
-                ),
-                layer(
-                    json!({"reg": {"stdout": "1 == 1"}, "shadowed": "1 == 1"}),
-                    false,
-                ),
-                // A loop item and what it was rendered from.
-                Layer::data(obj(json!({
-                    "item": {"that": "1 == 1", "l": ["a == 1", "x == 1", "1 == 1"]},
-                    "other": "a == 2", "bare": "1 == 1",
-                })))
-                .with_literal(obj(json!({
-                    "item": {"that": "1 == 1", "l": ["a == 1", "{{ cond }}", "{{ reg.stdout }}"]},
-                    "other": "{{ conds.web[0] }}",
-                }))),
-            ],
-        );
-        // What the engine asks: the expression and the text it evaluated to.
-        let trusted = |code: &str| {
-            let text = s.eval(code).ok();
-            s.trusted_string(code, text.as_ref().and_then(Value::as_str).unwrap_or(""))
-        };
-        for code in [
-            "cond",
-            " conds.web[0] ",
-            "conds['web'][0]",
-            "conds.web.0",
-            "ind",
-            "deep[0]",
-            "deep.0",
-            "item.that",
-            "item.l[0]",
-            "item.l[1]",
-        ] {
-            assert!(trusted(code), "{code}");
-        }
-        for code in [
-            "reg.stdout",
-            "shadowed",
-            "reg_ref",
-            "computed",
-            "mixed",
-            "marked",
-            "loop_a",
-            "cond | trim",
-            "cond ~ ''",
-            "missing",
-            "conds.web",
-            "conds[x]",
-            "lookup('lines', 'x')",
-            "item.l[2]",
-            "other",
-            "bare",
-        ] {
-            assert!(!trusted(code), "{code}");
-        }
-        // A trusted path vouches only for the text it holds.
-        assert!(!s.trusted_string("cond", "x == 2"));
     }
 
     #[test]
