@@ -314,7 +314,7 @@ fn run_hosts(
     inv: &inventory::Inventory,
     cfg: &config::Config,
 ) -> usize {
-    let allowed = cfg.limit.as_ref().and_then(|l| inv.select(l).ok());
+    let allowed = cfg.limit.as_ref().and_then(|l| inv.select_limit(l).ok());
     let mut hosts = std::collections::BTreeSet::new();
     for play in books.iter().flat_map(|b| &b.plays) {
         let selected = match inv.select(&play.hosts) {
@@ -356,7 +356,7 @@ fn check_limit(cfg: &config::Config, inv: &inventory::Inventory) -> Result<(), D
     if all.is_empty() {
         return Ok(());
     }
-    let allowed = inv.select(limit).map_err(|e| {
+    let allowed = inv.select_limit(limit).map_err(|e| {
         Diagnostic::new(format!("bad --limit pattern: {}", e.msg)).help(
             "a pattern is host or group names, globs (`web*`) or `~regex`, joined by `:`, \
              with `&` to intersect and `!` to exclude",

@@ -479,16 +479,23 @@ pub(super) fn false_condition(task: &Task, scope: &Arc<Scope>) -> Value {
 }
 
 /// The variables loop item `i` adds to the task's scope: the loop variable, `index_var`,
-/// `ansible_loop_var` and, with `extended`, `ansible_loop`.
+/// `ansible_loop_var` (and `ansible_index_var`) and, with `extended`, `ansible_loop`.
 pub(super) fn item_layer(task: &Task, items: &[Value], i: usize, loop_var: &str) -> Layer {
     let mut layer = Map::new();
     layer.insert(loop_var.to_string(), items[i].clone());
     if let Some(iv) = &task.index_var {
         layer.insert(iv.clone(), json!(i));
+        layer.insert("ansible_index_var".into(), json!(iv));
     }
     layer.insert("ansible_loop_var".into(), json!(loop_var));
     if task.loop_extended {
-        layer.insert("ansible_loop".into(), magic::extended_loop(items, i));
+        let mut ext = magic::extended_loop(items, i);
+        if !task.loop_extended_allitems {
+            if let Value::Object(m) = &mut ext {
+                m.shift_remove("allitems");
+            }
+        }
+        layer.insert("ansible_loop".into(), ext);
     }
     let layer = Layer::data(layer);
     match item_source(task, items.len(), i) {

@@ -80,7 +80,7 @@ impl Inventory {
                     col: Some(col_of(0)),
                 };
                 if section == Section::Vars {
-                    self.groups.entry(group.clone()).or_default();
+                    self.group_mut(&group);
                     pending.push(Reference {
                         group: group.clone(),
                         loc,
