@@ -186,7 +186,7 @@ fn load_all(
             let (book, load_errors) = playbook::load_playbook_all(p, roles_path, extra_vars);
             errors.extend(load_errors);
             if let Some(book) = book {
-                if let Err(e) = inv.load_vars_dir(&book.dir) {
+                if let Err(e) = inv.load_playbook_vars_dir(&book.dir) {
                     errors.push(inventory_diag(e));
                 }
                 books.push(book);

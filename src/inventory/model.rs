@@ -81,6 +81,8 @@ pub(super) struct Loc {
 #[derive(Debug, Clone, Default)]
 pub(super) struct VarsLayer {
     pub(super) dir: PathBuf,
+    /// Beside a playbook, not an inventory source: above every inventory source's layer.
+    pub(super) playbook: bool,
     pub(super) groups: BTreeMap<String, Vars>,
     pub(super) hosts: BTreeMap<String, Vars>,
 }
@@ -120,7 +122,7 @@ pub struct Inventory {
     pub(super) current_source: Option<HostSource>,
     /// Where each parent→child link was declared, for cycle errors.
     pub(super) edge_locs: HashMap<(String, String), Loc>,
-    /// One per `load_vars_dir` directory, in load order: later layers win.
+    /// One per vars directory: inventory sources' in load order, then playbooks'; later layers win.
     pub(super) layers: Vec<VarsLayer>,
 }
 

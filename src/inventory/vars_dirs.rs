@@ -11,12 +11,22 @@ use super::yaml::{error_at, parse_yaml};
 use crate::yaml::Kind;
 
 impl Inventory {
-    /// Read `dir/group_vars/` and `dir/host_vars/` for the inventory's groups and hosts
-    /// (`<name>`, `<name>.yml`, `<name>.yaml`, `<name>.json`, or a `<name>/` directory of such
-    /// files merged in name order). Directories loaded later win over earlier ones, so
-    /// playbook directories beat the inventory directory; loading a directory again replaces
-    /// its earlier contents in place instead of adding a second copy.
+    /// Read `dir/group_vars/` and `dir/host_vars/` beside an inventory source for the
+    /// inventory's groups and hosts (`<name>`, `<name>.yml`, `<name>.yaml`, `<name>.json`, or
+    /// a `<name>/` directory of such files merged in name order). Directories loaded later win
+    /// over earlier ones; loading a directory again replaces its earlier contents in place
+    /// instead of adding a second copy.
     pub fn load_vars_dir(&mut self, dir: &Path) -> Result<(), InventoryError> {
+        self.load_vars_layer(dir, false)
+    }
+
+    /// The same beside a playbook: these win over every inventory source's, even when the
+    /// directory is also an inventory source's (ansible-core reads it then at both levels).
+    pub fn load_playbook_vars_dir(&mut self, dir: &Path) -> Result<(), InventoryError> {
+        self.load_vars_layer(dir, true)
+    }
+
+    fn load_vars_layer(&mut self, dir: &Path, playbook: bool) -> Result<(), InventoryError> {
         // A playbook in the current directory may come with an empty parent path.
         let dir = if dir.as_os_str().is_empty() {
             Path::new(".")
@@ -26,6 +36,7 @@ impl Inventory {
         let key = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         let mut layer = VarsLayer {
             dir: key.clone(),
+            playbook,
             ..VarsLayer::default()
         };
         let gdir = dir.join("group_vars");
@@ -46,8 +57,21 @@ impl Inventory {
                 }
             }
         }
-        match self.layers.iter_mut().find(|l| l.dir == key) {
+        match self
+            .layers
+            .iter_mut()
+            .find(|l| l.dir == key && l.playbook == playbook)
+        {
             Some(existing) => *existing = layer,
+            // An inventory source's layer goes below the playbooks' ones.
+            None if !playbook => {
+                let at = self
+                    .layers
+                    .iter()
+                    .position(|l| l.playbook)
+                    .unwrap_or(self.layers.len());
+                self.layers.insert(at, layer);
+            }
             None => self.layers.push(layer),
         }
         Ok(())
@@ -186,7 +210,8 @@ mod tests {
         write(dir.path(), "play/group_vars/ghost.yml", ": not even yaml [");
         write(dir.path(), "play/host_vars/ghost.yml", ": not even yaml [");
         inv.load_vars_dir(&dir.path().join("inv")).unwrap();
-        inv.load_vars_dir(&dir.path().join("play")).unwrap();
+        inv.load_playbook_vars_dir(&dir.path().join("play"))
+            .unwrap();
         let v = inv.host_vars("w1");
         assert_eq!(v["a"], Value::from("play"));
         assert_eq!(v["h"], Value::from("play"));

@@ -79,6 +79,8 @@ pub struct PlayObjects {
     hostvars: minijinja::Value,
     all_hosts: minijinja::Value,
     live_hosts: minijinja::Value,
+    /// The batch's hosts (`serial`), and those of them still live: `ansible_play_batch`.
+    batch_hosts: Arc<Vec<String>>,
     batch: minijinja::Value,
     playbook_dir: minijinja::Value,
     /// `ansible_play_role_names` (and `role_names`), `ansible_dependent_role_names`,
@@ -116,6 +118,7 @@ impl PlayObjects {
             hostvars: minijinja::Value::from(()),
             all_hosts: minijinja::Value::from_serialize(all_hosts),
             live_hosts: minijinja::Value::from_serialize(all_hosts),
+            batch_hosts: Arc::new(batch.to_vec()),
             batch: minijinja::Value::from_serialize(batch),
             // The directory of the playbook file the play is written in (an imported
             // one's own), as ansible-core sets its loader's base directory for each play.
@@ -140,8 +143,16 @@ impl PlayObjects {
 
     /// The same play with the hosts still live and the `hostvars` of now.
     pub fn with_hosts(&self, live_hosts: &[String], hostvars: minijinja::Value) -> PlayObjects {
+        // As ansible-core: the batch without the hosts that failed or became unreachable.
+        let live: std::collections::HashSet<&String> = live_hosts.iter().collect();
+        let batch: Vec<&String> = self
+            .batch_hosts
+            .iter()
+            .filter(|h| live.contains(h))
+            .collect();
         PlayObjects {
             live_hosts: minijinja::Value::from_serialize(live_hosts),
+            batch: minijinja::Value::from_serialize(batch),
             hostvars,
             ..self.clone()
         }
