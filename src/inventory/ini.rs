@@ -373,7 +373,7 @@ mod tests {
             "hosts",
             "h1 a=1 b=\"2\" c='x y' d=True e=None f=\"[1, 'two']\" g=010 h=-3 # trailing\n",
         );
-        let v = Inventory::load(&p).unwrap().host_vars("h1");
+        let v = Inventory::load(&p).unwrap().shown_vars("h1");
         assert_eq!(v["a"], Value::from(1));
         assert_eq!(v["b"], Value::from("2"));
         assert_eq!(v["c"], Value::from("x y"));

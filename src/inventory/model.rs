@@ -375,6 +375,11 @@ impl Inventory {
         self.host_index.contains_key(host)
     }
 
+    /// Whether `host` names the implicit local host: a localhost name this inventory lacks.
+    pub fn is_implicit_localhost(&self, host: &str) -> bool {
+        self.is_implicit(host)
+    }
+
     /// Localhost names that resolve to the implicit local host in this inventory.
     pub(super) fn is_implicit(&self, host: &str) -> bool {
         !self.has_host(host) && LOCALHOST_NAMES.contains(&host)

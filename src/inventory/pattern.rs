@@ -390,14 +390,15 @@ mod tests {
         .collect();
         let inv = Inventory::from_groups(&groups);
         let sel = |p: &[&str]| inv.select_listed(&strs(p)).unwrap();
-        assert_eq!(sel(&["db,web"]), strs(&["w1", "d1", "w2"]));
+        // Each group's hosts in the order `groups` lists them.
+        assert_eq!(sel(&["db,web"]), strs(&["d1", "w1", "w2"]));
         assert_eq!(sel(&["web", "db"]), strs(&["w1", "w2", "d1"]));
         assert_eq!(sel(&["all:!web"]), strs(&["h0", "d1"]));
         assert_eq!(sel(&["db:&web"]), strs(&["w1"]));
         assert_eq!(sel(&["web[1]", "ungrouped"]), strs(&["w2", "h0"]));
         assert_eq!(sel(&["localhost"]), strs(&["localhost"]));
         assert_eq!(sel(&["nope"]), strs(&[]));
-        assert_eq!(inv.select("db,web").unwrap(), strs(&["w1", "d1", "w2"]));
+        assert_eq!(inv.select("db,web").unwrap(), strs(&["d1", "w1", "w2"]));
     }
 
     #[test]

@@ -232,7 +232,7 @@ mod tests {
         write(dir.path(), "group_vars/web/notes.txt", "d: 4\n");
         write(dir.path(), "group_vars/web/.hidden.yml", "e: 5\n");
         write(dir.path(), "group_vars/all", "f: 6\n");
-        let v = Inventory::load(&p).unwrap().host_vars("w1");
+        let v = Inventory::load(&p).unwrap().shown_vars("w1");
         assert_eq!(
             serde_json::Value::Object(v),
             serde_json::json!({"a": 1, "b": 2, "c": 3, "f": 6})

@@ -153,6 +153,9 @@ impl Entry {
 pub struct Table {
     order: Vec<Arc<Entry>>,
     index: HashMap<String, usize>,
+    /// The implicit localhost's names the inventory lacks: readable by name, not listed, as
+    /// ansible-core's `hostvars` finds a host it does not iterate.
+    implicit: Vec<Arc<Entry>>,
 }
 
 impl Table {
@@ -167,7 +170,10 @@ impl Table {
     }
 
     fn get(&self, name: &str) -> Option<&Arc<Entry>> {
-        self.index.get(name).map(|&i| &self.order[i])
+        match self.index.get(name) {
+            Some(&i) => Some(&self.order[i]),
+            None => self.implicit.iter().find(|e| e.name == name),
+        }
     }
 }
 
@@ -242,6 +248,19 @@ impl Cache {
                 };
                 t.push(Arc::new(Entry::new(&h, ctx)));
             }
+            for n in ["localhost", "127.0.0.1", "::1"] {
+                if inventory.is_implicit_localhost(n) {
+                    let inv = Arc::new(inventory.host_vars(n));
+                    let h = HostVars {
+                        name: n,
+                        inv_vars: &inv,
+                        facts: &empty,
+                        host_vars: &empty,
+                        included_vars: &empty,
+                    };
+                    t.implicit.push(Arc::new(Entry::new(&h, ctx)));
+                }
+            }
             Arc::new(t)
         })
     }
@@ -270,6 +289,7 @@ impl Cache {
         let mut t = Table {
             order: idle.order.clone(),
             index: idle.index.clone(),
+            implicit: idle.implicit.clone(),
         };
         if let Some(p) = peers {
             for e in &p.order {
