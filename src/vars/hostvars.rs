@@ -107,21 +107,53 @@ impl Entry {
             && Arc::ptr_eq(&self.host_vars, h.host_vars)
     }
 
-    /// The entry's own variables as data (its magic ones are added by `value`).
+    /// The entry's own variables as data (its magic ones are added by `value`): inventory
+    /// variables, facts, set facts, then `-e` over them, as ansible-core's `get_vars` stacks
+    /// them for a host outside any play.
     fn data(&self) -> Map<String, Value> {
-        let mut m = rendered_inv_vars(
-            &self.name,
-            &self.inv_vars,
-            &self.facts,
-            &self.host_vars,
-            &self.ctx,
-        );
+        let mut m = (*self.inv_vars).clone();
+        m.insert("inventory_hostname".into(), json!(self.name));
+        self.render_in_host(&mut m);
         m.extend(self.facts.iter().map(|(k, v)| (k.clone(), v.clone())));
         m.extend(self.host_vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let mut extra = (*self.ctx.extra_vars).clone();
+        self.render_in_host(&mut extra);
+        m.extend(extra);
         // A mapping on every host, empty before facts are gathered, as in ansible-core.
         m.entry("ansible_facts")
             .or_insert_with(|| Value::Object(Map::new()));
         m
+    }
+
+    /// The templates of `vars` (`db_name: "{{ app_name }}"` among inventory variables or
+    /// `-e`) rendered in this host's own scope, as another host sees them through Ansible's
+    /// `hostvars`.
+    fn render_in_host(&self, vars: &mut Map<String, Value>) {
+        // Templates anywhere inside a value, and `!unsafe` marks, which rendering unwraps.
+        let is_template = Templar::needs_render;
+        if !vars.values().any(is_template) {
+            return;
+        }
+        let scope = Scope::new(
+            self.ctx.templar.clone(),
+            vec![
+                Layer::shared(self.inv_vars.clone(), true),
+                Layer::shared(self.facts.clone(), false),
+                Layer::shared(self.host_vars.clone(), false),
+                Layer::shared(self.ctx.extra_vars.clone(), true),
+                self.ctx.magic_layer(&self.name),
+            ],
+        );
+        for v in vars.values_mut() {
+            if is_template(v) {
+                // A value that cannot be rendered here stays as written, as Ansible shows it
+                // (its `!unsafe` values unmarked: they are literal either way).
+                *v = match scope.render(v) {
+                    Ok(r) => r,
+                    Err(_) => crate::yaml::mark::strip_marks(v),
+                };
+            }
+        }
     }
 
     fn value(&self) -> minijinja::Value {
@@ -325,45 +357,6 @@ impl Cache {
 /// A table as the template object every scope shares.
 pub fn object(t: &Arc<Table>) -> minijinja::Value {
     minijinja::Value::from_dyn_object(t.clone())
-}
-
-/// A host's inventory variables with their templates (`db_name: "{{ app_name }}"`) rendered in
-/// that host's own scope, as another host sees them through Ansible's `hostvars`.
-fn rendered_inv_vars(
-    name: &str,
-    inv_vars: &Arc<Map<String, Value>>,
-    facts: &Arc<Map<String, Value>>,
-    host_vars: &Arc<Map<String, Value>>,
-    ctx: &EntryCtx,
-) -> Map<String, Value> {
-    let mut m = (**inv_vars).clone();
-    m.insert("inventory_hostname".into(), json!(name));
-    // Templates anywhere inside a value, and `!unsafe` marks, which rendering unwraps.
-    let is_template = Templar::needs_render;
-    if !m.values().any(is_template) {
-        return m;
-    }
-    let scope = Scope::new(
-        ctx.templar.clone(),
-        vec![
-            Layer::shared(inv_vars.clone(), true),
-            Layer::shared(facts.clone(), false),
-            Layer::shared(host_vars.clone(), false),
-            Layer::shared(ctx.extra_vars.clone(), true),
-            ctx.magic_layer(name),
-        ],
-    );
-    for v in m.values_mut() {
-        if is_template(v) {
-            // A value that cannot be rendered here stays as written, as Ansible shows it
-            // (its `!unsafe` values unmarked: they are literal either way).
-            *v = match scope.render(v) {
-                Ok(r) => r,
-                Err(_) => crate::yaml::mark::strip_marks(v),
-            };
-        }
-    }
-    m
 }
 
 #[cfg(test)]
