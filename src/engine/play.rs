@@ -40,6 +40,9 @@ impl Engine {
         if let Some(shard) = &self.cfg.shard {
             shard.retain(&self.inventory, &mut selected);
         }
+        // `ansible_play_hosts_all` (and `ansible_play_hosts`) keep the pattern's order whatever
+        // the play's `order`, as ansible-core computes them apart from the batches.
+        let play_hosts_all = selected.clone();
         order_hosts(&mut selected, play.order);
         // Its name as shown, which is also `ansible_play_name`: rendered with the play's
         // variables, as ansible-core templates the play's name before it runs.
@@ -96,7 +99,7 @@ impl Engine {
                 book,
                 &groups,
                 batch.clone(),
-                selected.clone(),
+                play_hosts_all.clone(),
                 files_vars.clone(),
                 self.handlers.clone(),
             );
