@@ -186,8 +186,18 @@ fn load_all(
             let (book, load_errors) = playbook::load_playbook_all(p, roles_path, extra_vars);
             errors.extend(load_errors);
             if let Some(book) = book {
-                if let Err(e) = inv.load_playbook_vars_dir(&book.dir) {
-                    errors.push(inventory_diag(e));
+                // Beside the playbook and beside each playbook it imports: each play reads
+                // those of its own file (`Inventory::set_play_dir`).
+                let mut dirs = vec![&book.dir];
+                for play in &book.plays {
+                    if !dirs.contains(&&play.dir) {
+                        dirs.push(&play.dir);
+                    }
+                }
+                for dir in dirs {
+                    if let Err(e) = inv.load_playbook_vars_dir(dir) {
+                        errors.push(inventory_diag(e));
+                    }
                 }
                 books.push(book);
             }

@@ -61,6 +61,14 @@ impl Engine {
             ));
             return;
         }
+        // The `group_vars/`/`host_vars/` beside this play's own playbook file apply now.
+        if self.inventory.play_dir_changes(&play.dir) {
+            Arc::make_mut(&mut self.inventory).set_play_dir(&play.dir);
+            for h in self.hosts.values_mut() {
+                h.inv_vars = Arc::new(self.inventory.host_vars(&h.name));
+            }
+            self.hostvars_changed();
+        }
         for h in &selected {
             self.host_state(h);
         }

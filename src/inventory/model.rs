@@ -124,6 +124,9 @@ pub struct Inventory {
     pub(super) edge_locs: HashMap<(String, String), Loc>,
     /// One per vars directory: inventory sources' in load order, then playbooks'; later layers win.
     pub(super) layers: Vec<VarsLayer>,
+    /// The directory of the playbook file the current play is in (`set_play_dir`): of the
+    /// playbooks' layers, only its own applies. None: all of them (no play yet).
+    pub(super) play_dir: Option<PathBuf>,
 }
 
 impl Inventory {
@@ -140,6 +143,7 @@ impl Inventory {
             current_source: None,
             edge_locs: HashMap::new(),
             layers: Vec::new(),
+            play_dir: None,
         };
         inv.declare_group(ALL);
         inv.declare_group(UNGROUPED);
@@ -439,6 +443,35 @@ impl Inventory {
         self.vars_of(host)
     }
 
+    /// The vars layers that apply now: every inventory source's, and the current play's
+    /// playbook directory's.
+    fn active_layers(&self) -> impl Iterator<Item = &VarsLayer> {
+        self.layers
+            .iter()
+            .filter(|l| !l.playbook || self.play_dir.as_ref().is_none_or(|d| *d == l.dir))
+    }
+
+    /// Whether a play written in a playbook file in `dir` reads other `group_vars/` and
+    /// `host_vars/` than the current play: ansible-core reads those beside each play's own
+    /// playbook file (an imported playbook's own), not the top playbook's.
+    pub fn play_dir_changes(&self, dir: &Path) -> bool {
+        let key = vars_dir_key(dir);
+        let applying = |current: Option<&PathBuf>| -> Vec<&PathBuf> {
+            self.layers
+                .iter()
+                .filter(|l| l.playbook && current.is_none_or(|d| *d == l.dir))
+                .map(|l| &l.dir)
+                .collect()
+        };
+        applying(self.play_dir.as_ref()) != applying(Some(&key))
+    }
+
+    /// The play about to run is written in a playbook file in `dir`: of the playbooks'
+    /// `group_vars/` and `host_vars/`, only those beside it apply.
+    pub fn set_play_dir(&mut self, dir: &Path) {
+        self.play_dir = Some(vars_dir_key(dir));
+    }
+
     fn vars_of(&self, host: &str) -> Vars {
         let implicit = self.is_implicit(host);
         let mut out = Vars::new();
@@ -453,12 +486,12 @@ impl Inventory {
         for g in &groups {
             merge(&mut out, &self.groups[g].vars);
         }
-        for layer in &self.layers {
+        for layer in self.active_layers() {
             if let Some(v) = layer.groups.get(ALL) {
                 merge(&mut out, v);
             }
         }
-        for layer in &self.layers {
+        for layer in self.active_layers() {
             for g in &groups {
                 if let Some(v) = layer.groups.get(g) {
                     merge(&mut out, v);
@@ -485,7 +518,7 @@ impl Inventory {
         } else if let Some(v) = self.host_vars.get(host) {
             merge(&mut out, v);
         }
-        for layer in &self.layers {
+        for layer in self.active_layers() {
             if let Some(v) = layer.hosts.get(host) {
                 merge(&mut out, v);
             }
@@ -583,6 +616,16 @@ impl Inventory {
         }
         vars
     }
+}
+
+/// How a vars directory is known: canonical, the current one for an empty path.
+pub(super) fn vars_dir_key(dir: &Path) -> PathBuf {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
 /// Top-level merge: a later value replaces an earlier one (Ansible's `hash_behaviour=replace`).

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::model::{merge, Inventory, InventoryError, Vars, VarsLayer, LOCALHOST_NAMES};
+use super::model::{
+    merge, vars_dir_key, Inventory, InventoryError, Vars, VarsLayer, LOCALHOST_NAMES,
+};
 use super::yaml::{error_at, parse_yaml};
 use crate::yaml::Kind;
 
@@ -33,7 +35,7 @@ impl Inventory {
         } else {
             dir
         };
-        let key = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let key = vars_dir_key(dir);
         let mut layer = VarsLayer {
             dir: key.clone(),
             playbook,
@@ -220,6 +222,30 @@ mod tests {
         inv.load_vars_dir(&dir.path().join("inv/../inv")).unwrap();
         assert_eq!(inv.layers.len(), 2);
         assert_eq!(inv.host_vars("w1")["a"], Value::from("play"));
+    }
+
+    #[test]
+    fn only_the_current_plays_playbook_dir_applies() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inv = Inventory::load(&precedence_fixture(dir.path())).unwrap();
+        write(dir.path(), "play/group_vars/all.yml", "a: top\nt: 1\n");
+        write(dir.path(), "play/sub/group_vars/all.yml", "a: sub\n");
+        inv.load_playbook_vars_dir(&dir.path().join("play"))
+            .unwrap();
+        inv.load_playbook_vars_dir(&dir.path().join("play/sub"))
+            .unwrap();
+        let sub = dir.path().join("play/sub");
+        assert!(inv.play_dir_changes(&sub));
+        inv.set_play_dir(&sub);
+        assert!(!inv.play_dir_changes(&sub));
+        let v = inv.host_vars("w1");
+        assert_eq!(v["a"], Value::from("sub"));
+        assert!(!v.contains_key("t"));
+        assert!(inv.play_dir_changes(&dir.path().join("play")));
+        inv.set_play_dir(&dir.path().join("play"));
+        assert_eq!(inv.host_vars("w1")["a"], Value::from("top"));
+        // A play whose directory has no vars directory reads no playbook's.
+        assert!(inv.play_dir_changes(dir.path()));
     }
 
     #[test]
