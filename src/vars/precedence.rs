@@ -214,8 +214,6 @@ mod tests {
     use crate::playbook::{Play, RoleCtx};
     use crate::vars::PlayObjects;
     use serde_json::json;
-    use std::collections::BTreeMap;
-    use std::path::Path;
 
     fn map(v: Value) -> Arc<Map<String, Value>> {
         Arc::new(v.as_object().cloned().unwrap_or_default())
