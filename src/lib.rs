@@ -186,8 +186,18 @@ fn load_all(
             let (book, load_errors) = playbook::load_playbook_all(p, roles_path, extra_vars);
             errors.extend(load_errors);
             if let Some(book) = book {
-                if let Err(e) = inv.load_vars_dir(&book.dir) {
-                    errors.push(inventory_diag(e));
+                // Beside the playbook and beside each playbook it imports: each play reads
+                // those of its own file (`Inventory::set_play_dir`).
+                let mut dirs = vec![&book.dir];
+                for play in &book.plays {
+                    if !dirs.contains(&&play.dir) {
+                        dirs.push(&play.dir);
+                    }
+                }
+                for dir in dirs {
+                    if let Err(e) = inv.load_playbook_vars_dir(dir) {
+                        errors.push(inventory_diag(e));
+                    }
                 }
                 books.push(book);
             }
@@ -314,7 +324,7 @@ fn run_hosts(
     inv: &inventory::Inventory,
     cfg: &config::Config,
 ) -> usize {
-    let allowed = cfg.limit.as_ref().and_then(|l| inv.select(l).ok());
+    let allowed = cfg.limit.as_ref().and_then(|l| inv.select_limit(l).ok());
     let mut hosts = std::collections::BTreeSet::new();
     for play in books.iter().flat_map(|b| &b.plays) {
         let selected = match inv.select(&play.hosts) {
@@ -356,7 +366,7 @@ fn check_limit(cfg: &config::Config, inv: &inventory::Inventory) -> Result<(), D
     if all.is_empty() {
         return Ok(());
     }
-    let allowed = inv.select(limit).map_err(|e| {
+    let allowed = inv.select_limit(limit).map_err(|e| {
         Diagnostic::new(format!("bad --limit pattern: {}", e.msg)).help(
             "a pattern is host or group names, globs (`web*`) or `~regex`, joined by `:`, \
              with `&` to intersect and `!` to exclude",

@@ -19,7 +19,8 @@ impl Engine {
         section: &[&[Step]],
         batch: &[String],
     ) {
-        let peers = self.hostvars_now();
+        let objects = self.objects_now(ctx);
+        let peers = self.hostvars_now(&objects);
         let mut lanes = Vec::new();
         for h in batch {
             if !self.hosts[h].active() {

@@ -76,6 +76,7 @@ impl Engine {
                     params.insert("ansible_loop_var".into(), json!(loop_var));
                     if let Some(iv) = &inc.index_var {
                         params.insert(iv.clone(), json!(i));
+                        params.insert("ansible_index_var".into(), json!(iv));
                     }
                 }
                 let s = scope.with(Layer::data(params.clone()));

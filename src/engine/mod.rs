@@ -82,7 +82,7 @@ pub struct Engine {
     /// The edits installed in this pass, in order (a free lane's are replayed on the play's).
     inventory_log: Vec<crate::inventory::InventoryEdit>,
     /// The `groups` variable after an edit of the current play (its `PlayCtx` has the older).
-    inventory_groups: Option<BTreeMap<String, Vec<String>>>,
+    inventory_groups: Option<crate::inventory::GroupHosts>,
     reporter: Reporter,
     /// The live status lines (shared with the reporter, which prints above them).
     progress: Progress,

@@ -5,7 +5,7 @@
 use super::state::{HostState, PlayCtx};
 use super::{display, shown_name, Engine};
 use crate::playbook::{BatchSize, HostOrder, Play, Playbook, Step};
-use crate::vars::{hostvars, Layer, Scope};
+use crate::vars::{hostvars, Layer, PlayObjects, Scope};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
@@ -29,7 +29,7 @@ impl Engine {
             format!(" (written at {}); {hint}", play.pos)
         });
         if let Some(limit) = &self.cfg.limit {
-            match self.inventory.select(limit) {
+            match self.inventory.select_limit(limit) {
                 Ok(allowed) => selected.retain(|h| allowed.contains(h)),
                 Err(e) => {
                     self.reporter.warn(&format!("bad --limit pattern: {e}"));
@@ -40,11 +40,14 @@ impl Engine {
         if let Some(shard) = &self.cfg.shard {
             shard.retain(&self.inventory, &mut selected);
         }
+        // `ansible_play_hosts_all` (and `ansible_play_hosts`) keep the pattern's order whatever
+        // the play's `order`, as ansible-core computes them apart from the batches.
+        let play_hosts_all = selected.clone();
         order_hosts(&mut selected, play.order);
-        self.reporter.play_start(
-            &shown_name(&self.play_scope(play), &play.name, &|_| true),
-            pass,
-        );
+        // Its name as shown, which is also `ansible_play_name`: rendered with the play's
+        // variables, as ansible-core templates the play's name before it runs.
+        let play_name = shown_name(&self.play_scope(play), &play.name, &|_| true);
+        self.reporter.play_start(&play_name, pass);
         if selected.is_empty() {
             let shard = match &self.cfg.shard {
                 Some(s) => format!(" in shard {s}"),
@@ -57,6 +60,14 @@ impl Engine {
                 pattern_hint.unwrap_or_default()
             ));
             return;
+        }
+        // The `group_vars/`/`host_vars/` beside this play's own playbook file apply now.
+        if self.inventory.play_dir_changes(&play.dir) {
+            Arc::make_mut(&mut self.inventory).set_play_dir(&play.dir);
+            for h in self.hosts.values_mut() {
+                h.inv_vars = Arc::new(self.inventory.host_vars(&h.name));
+            }
+            self.hostvars_changed();
         }
         for h in &selected {
             self.host_state(h);
@@ -91,15 +102,16 @@ impl Engine {
                 .count();
         for batch in batches(&selected, &play.serial) {
             self.progress.play(&batch, total);
-            let ctx = PlayCtx::new(
+            let mut ctx = PlayCtx::new(
                 play,
                 book,
                 &groups,
                 batch.clone(),
-                selected.clone(),
+                play_hosts_all.clone(),
                 files_vars.clone(),
                 self.handlers.clone(),
             );
+            ctx.objects = Arc::new(ctx.objects.named(&play_name));
             self.failed_before = batch
                 .iter()
                 .filter(|h| !self.hosts[*h].active())
@@ -154,20 +166,36 @@ impl Engine {
         }
     }
 
-    /// `hostvars` as they are now, as the template object scopes share.
-    pub(super) fn hostvars_now(&mut self) -> Arc<hostvars::Table> {
+    /// `hostvars` as they are now, as the template object scopes share, with the magic
+    /// variables of `objects` (`groups`, `group_names`, `playbook_dir`).
+    pub(super) fn hostvars_now(&mut self, objects: &PlayObjects) -> Arc<hostvars::Table> {
+        let ctx = hostvars::EntryCtx::new(
+            self.hostvars.run_vars(&self.cfg),
+            &self.templar,
+            &self.cfg.extra_vars,
+            objects,
+        );
         self.hostvars.table(
             self.hosts.values().map(HostState::vars),
             self.peer_hostvars.as_ref(),
             &self.inventory,
-            &self.templar,
-            &self.cfg.extra_vars,
+            ctx,
         )
+    }
+
+    /// The play's objects with the groups as they are now (`add_host`/`group_by` may have
+    /// changed them during this play).
+    pub(super) fn objects_now(&self, ctx: &PlayCtx<'_>) -> PlayObjects {
+        match &self.inventory_groups {
+            Some(groups) => ctx.objects.with_groups(groups),
+            None => (*ctx.objects).clone(),
+        }
     }
 
     /// The play context with the hosts' variables and failures as they are now.
     pub(super) fn snapshot<'c>(&mut self, ctx: &'c PlayCtx<'c>) -> PlayCtx<'c> {
-        let table = self.hostvars_now();
+        let objects = self.objects_now(ctx);
+        let table = self.hostvars_now(&objects);
         let live_hosts: Vec<String> = ctx
             .all_hosts
             .iter()
@@ -178,13 +206,7 @@ impl Engine {
             })
             .cloned()
             .collect();
-        let mut objects = ctx
-            .objects
-            .with_hosts(&live_hosts, hostvars::object(&table));
-        // `add_host`/`group_by` changed the groups during this play.
-        if let Some(groups) = &self.inventory_groups {
-            objects = objects.with_groups(groups);
-        }
+        let objects = objects.with_hosts(&live_hosts, hostvars::object(&table));
         let objects = Arc::new(objects);
         PlayCtx {
             handlers: self.handlers.clone(),

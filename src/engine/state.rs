@@ -9,7 +9,6 @@ use crate::vars::precedence::MapsMemo;
 use crate::vars::{HostVars, PlayObjects, PlayVars};
 use fixpoint_agent::journal::OutboxEntry;
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -200,13 +199,13 @@ impl<'a> PlayCtx<'a> {
     pub(super) fn new(
         play: &'a Play,
         book: &'a Playbook,
-        groups: &BTreeMap<String, Vec<String>>,
+        groups: &crate::inventory::GroupHosts,
         batch: Vec<String>,
         all_hosts: Vec<String>,
         files_vars: Arc<Map<String, Value>>,
         handlers: Arc<Vec<Task>>,
     ) -> PlayCtx<'a> {
-        let objects = PlayObjects::new(groups, play, &book.dir, &batch, &all_hosts);
+        let objects = PlayObjects::new(groups, play, &batch, &all_hosts);
         PlayCtx {
             play,
             book,

@@ -227,13 +227,9 @@ impl Shared<'_> {
                     let mut res = json!({"changed": false, "skipped": true,
                         "false_condition": false_condition(task, &item_scope),
                         "skip_reason": "Conditional result was False"});
-                    item_keys(
-                        task,
-                        items,
-                        i,
-                        &loop_var,
-                        res.as_object_mut().expect("an object"),
-                    );
+                    res.as_object_mut()
+                        .expect("an object")
+                        .extend(item_vars(task, items, i, &loop_var));
                     if let Some(Err(msg)) = final_label(res.as_object().expect("an object")) {
                         res["failed"] = json!(true);
                         res["msg"] = json!(msg);
@@ -273,7 +269,7 @@ impl Shared<'_> {
                 None => self.run_until(ctx, task, h, &item_scope, Some(label)).await,
             };
             let mut res = ev.result.clone();
-            item_keys(task, items, i, &loop_var, &mut res);
+            res.extend(item_vars(task, items, i, &loop_var));
             match final_label(&ev.result) {
                 Some(Ok(l)) => ev.item = Some(l),
                 Some(Err(msg)) => {
@@ -487,32 +483,31 @@ pub(super) fn false_condition(task: &Task, scope: &Arc<Scope>) -> Value {
 }
 
 /// The variables loop item `i` adds to the task's scope: the loop variable, `index_var`,
-/// `ansible_loop_var` and, with `extended`, `ansible_loop`.
-/// What ansible-core adds to each item's result: the item under the loop variable's name,
-/// `ansible_loop_var`, the index variable and `ansible_index_var`, and `ansible_loop` when
-/// `loop_control.extended` asks for it.
-fn item_keys(task: &Task, items: &[Value], i: usize, loop_var: &str, res: &mut Map<String, Value>) {
-    res.insert(loop_var.to_string(), items[i].clone());
-    res.insert("ansible_loop_var".into(), json!(loop_var));
-    if let Some(iv) = &task.index_var {
-        res.insert(iv.clone(), json!(i));
-        res.insert("ansible_index_var".into(), json!(iv));
-    }
-    if task.loop_extended {
-        res.insert("ansible_loop".into(), magic::extended_loop(items, i));
-    }
-}
-
-pub(super) fn item_layer(task: &Task, items: &[Value], i: usize, loop_var: &str) -> Layer {
+/// `ansible_loop_var` (and `ansible_index_var`) and, with `extended`, `ansible_loop`. The
+/// item's result carries them too, as ansible-core's does.
+fn item_vars(task: &Task, items: &[Value], i: usize, loop_var: &str) -> Map<String, Value> {
     let mut layer = Map::new();
     layer.insert(loop_var.to_string(), items[i].clone());
     if let Some(iv) = &task.index_var {
         layer.insert(iv.clone(), json!(i));
+        layer.insert("ansible_index_var".into(), json!(iv));
     }
     layer.insert("ansible_loop_var".into(), json!(loop_var));
     if task.loop_extended {
-        layer.insert("ansible_loop".into(), magic::extended_loop(items, i));
+        let mut ext = magic::extended_loop(items, i);
+        if !task.loop_extended_allitems {
+            if let Value::Object(m) = &mut ext {
+                m.shift_remove("allitems");
+            }
+        }
+        layer.insert("ansible_loop".into(), ext);
     }
+    layer
+}
+
+/// [`item_vars`] as a scope layer, with the trust of the literal item it came from.
+pub(super) fn item_layer(task: &Task, items: &[Value], i: usize, loop_var: &str) -> Layer {
+    let layer = item_vars(task, items, i, loop_var);
     let layer = Layer::data(layer);
     match item_source(task, items.len(), i) {
         Some(source) => layer.with_literal(Map::from_iter([(loop_var.to_string(), source)])),

@@ -4,7 +4,7 @@
 //! The engine applies them through one function (`engine/actions/inventory.rs`); this file
 //! only knows the model.
 
-use super::model::{merge, Inventory, InventoryError, Vars, ALL};
+use super::model::{merge, HostSource, Inventory, InventoryError, Vars, ALL};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -69,15 +69,11 @@ impl Inventory {
         if !self.has_host(name) {
             // ansible-core puts a new host directly in `all`, whose own hosts come before its
             // children's: `all` (and so `hosts: all`) lists added hosts first, in the order
-            // they were added.
-            self.hosts.insert(self.dynamic_hosts, name.to_string());
-            self.dynamic_hosts += 1;
-            self.host_index = self
-                .hosts
-                .iter()
-                .enumerate()
-                .map(|(i, h)| (h.clone(), i))
-                .collect();
+            // they were added. It read no source: its `inventory_file` and `inventory_dir`
+            // are null.
+            self.current_source = Some(HostSource::Run);
+            self.add_host_to_group(ALL, name);
+            self.current_source = None;
             changed = true;
         }
         let own = self.host_vars.entry(name.to_string()).or_default();
@@ -224,7 +220,9 @@ mod tests {
             inv.select("all").unwrap(),
             strs(&["new", "other", "h1", "h2"])
         );
-        assert_eq!(inv.select("ungrouped").unwrap(), strs(&["other", "h1"]));
+        // Hosts a source left ungrouped first, then those added later, as ansible-core's
+        // `reconcile_inventory` appends them.
+        assert_eq!(inv.select("ungrouped").unwrap(), strs(&["h1", "other"]));
     }
 
     #[test]

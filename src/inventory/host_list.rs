@@ -77,7 +77,15 @@ mod tests {
         let hosts = strs(&["web1", "web2", "2001:db8::1", "fe80::2", "127.0.0.1"]);
         assert_eq!(inv.select("all").unwrap(), hosts);
         assert_eq!(inv.groups_map()["ungrouped"], hosts);
-        assert!(inv.host_vars("web1").is_empty());
+        assert!(inv.shown_vars("web1").is_empty());
+        // ansible-core's `inventory_file` of a listed host is the list; its directory the
+        // text `None`.
+        let web1 = inv.host_vars("web1");
+        assert_eq!(
+            web1["inventory_file"],
+            Value::from(" web1 , web2:2222,,[2001:db8::1]:2201,fe80::2,127.0.0.1:22")
+        );
+        assert_eq!(web1["inventory_dir"], Value::from("None"));
         assert_eq!(inv.host_vars("web2")["ansible_port"], Value::from(2222));
         assert_eq!(
             inv.host_vars("2001:db8::1")["ansible_port"],
@@ -102,7 +110,8 @@ mod tests {
         write(dir.path(), "inv/host_vars/h2.yml", "mine: 2\n");
         let sources = [ini.display().to_string(), "h2,w1:2222,".into()];
         let inv = load(&sources.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
-        assert_eq!(inv.select("all").unwrap(), strs(&["w1", "h2"]));
+        // `all` lists `ungrouped` before the other groups, as ansible-core does.
+        assert_eq!(inv.select("all").unwrap(), strs(&["h2", "w1"]));
         // `w1` keeps its group and port; the listed host is ungrouped and reads the
         // `group_vars/` and `host_vars/` beside the other source, loaded after every source.
         assert_eq!(inv.groups_map()["web"], strs(&["w1"]));

@@ -80,7 +80,7 @@ impl Inventory {
                     col: Some(col_of(0)),
                 };
                 if section == Section::Vars {
-                    self.groups.entry(group.clone()).or_default();
+                    self.group_mut(&group);
                     pending.push(Reference {
                         group: group.clone(),
                         loc,
@@ -222,9 +222,10 @@ fn parse_section_header(line: &str) -> Result<(&str, Option<&str>), String> {
     Ok((name, kind))
 }
 
-/// A group name alone on a line, optionally followed by a comment.
+/// A group name alone on a line, optionally followed by a `#` comment (a `;` starts a comment
+/// only at the start of a line, as ansible-core's INI parser reads it).
 fn parse_group_name_line(line: &str) -> Option<&str> {
-    let body = match line.find(['#', ';']) {
+    let body = match line.find('#') {
         Some(i) => &line[..i],
         None => line,
     }
@@ -373,7 +374,7 @@ mod tests {
             "hosts",
             "h1 a=1 b=\"2\" c='x y' d=True e=None f=\"[1, 'two']\" g=010 h=-3 # trailing\n",
         );
-        let v = Inventory::load(&p).unwrap().host_vars("h1");
+        let v = Inventory::load(&p).unwrap().shown_vars("h1");
         assert_eq!(v["a"], Value::from(1));
         assert_eq!(v["b"], Value::from("2"));
         assert_eq!(v["c"], Value::from("x y"));
@@ -467,6 +468,16 @@ mod tests {
         let e = Inventory::load(&p).unwrap_err();
         assert_eq!((e.line, e.col), (Some(2), Some(12)));
         assert!(e.msg.contains("`oops`"), "{}", e.msg);
+
+        // `;` after a child group's name is no comment there: ansible-core refuses the line.
+        let p = write(
+            dir.path(),
+            "h4",
+            "[web]\nw1\n[all:children]\nweb ; note\nweb # ok\n",
+        );
+        let e = Inventory::load(&p).unwrap_err();
+        assert_eq!(e.line, Some(4));
+        assert!(e.msg.contains("expected one group name"), "{}", e.msg);
 
         let p = write(dir.path(), "h3", "[web]\nw1\n[dbs:vars]\nx=1\n");
         let e = Inventory::load(&p).unwrap_err();

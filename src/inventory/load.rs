@@ -2,11 +2,11 @@
 //! directories of them and host lists, then the `group_vars/` and `host_vars/` beside them.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use super::host_list::as_host_list;
 use super::ini::Pending;
-use super::model::{Inventory, InventoryError};
+use super::model::{HostSource, Inventory, InventoryError};
 use super::yaml::{looks_like_yaml_inventory, parse_yaml};
 
 impl Inventory {
@@ -32,7 +32,9 @@ impl Inventory {
         let mut vars_dirs = Vec::new();
         for path in sources {
             if let Some(list) = as_host_list(path) {
+                inv.current_source = Some(HostSource::List(list.to_string()));
                 inv.add_host_list(path, list)?;
+                inv.current_source = None;
                 continue;
             }
             let meta = fs::metadata(path).map_err(|e| {
@@ -154,6 +156,21 @@ impl Inventory {
                 "cannot read inventory file: not UTF-8 text",
             )
         })?;
+        // The hosts first named here have this file as `inventory_file`: absolute, `..`
+        // resolved, symlinks kept, as ansible-core's `unfrackpath(follow=False)` gives it.
+        self.current_source = Some(HostSource::File(lexical_absolute(path)));
+        let parsed = self.parse_file_text(path, &text, pending);
+        self.current_source = None;
+        parsed
+    }
+
+    /// An inventory file's text, read as what it is.
+    fn parse_file_text(
+        &mut self,
+        path: &Path,
+        text: &str,
+        pending: &mut Pending,
+    ) -> Result<(), InventoryError> {
         if text.starts_with("#!") && is_executable(path) {
             return Err(InventoryError::new(
                 path,
@@ -169,18 +186,35 @@ impl Inventory {
             .unwrap_or_default()
             .to_ascii_lowercase();
         if matches!(ext.as_str(), "yml" | "yaml" | "json") {
-            let doc = parse_yaml(path, &text)?;
+            let doc = parse_yaml(path, text)?;
             return self.parse_yaml_inventory(&doc);
         }
         // Without a telling extension, content decides: YAML only when it is shaped like a
         // YAML inventory, since many INI files are also (meaningless) valid YAML.
-        if let Ok(doc) = parse_yaml(path, &text) {
+        if let Ok(doc) = parse_yaml(path, text) {
             if looks_like_yaml_inventory(&doc) {
                 return self.parse_yaml_inventory(&doc);
             }
         }
-        self.parse_ini(path, &text, pending)
+        self.parse_ini(path, text, pending)
     }
+}
+
+/// `path` made absolute against the current directory with `.` and `..` resolved by name
+/// (a symlink stays as named), as Python's `os.path.abspath`.
+fn lexical_absolute(path: &Path) -> PathBuf {
+    let joined = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Files in an inventory directory that Ansible skips (besides hidden ones).

@@ -34,7 +34,7 @@ pub use dynamic::InventoryEdit;
 pub fn is_host_list(source: &std::path::Path) -> bool {
     host_list::as_host_list(source).is_some()
 }
-pub use model::{Inventory, InventoryError, Vars};
+pub use model::{GroupHosts, Inventory, InventoryError, Vars};
 /// The `literal_eval` reader of INI values, public for the fuzz targets (`fuzz/`).
 pub use pyliteral::{parse_inline_value, parse_value};
 pub use shard::Shard;

@@ -11,6 +11,9 @@ use serde_json::{Map, Value};
 /// A variable mapping, as inventories and vars files hold them.
 pub type Vars = Map<String, Value>;
 
+/// Every group's hosts (the `groups` magic variable), groups in the order they appeared.
+pub type GroupHosts = indexmap::IndexMap<String, Vec<String>>;
+
 /// What is wrong with an inventory (or a host pattern), and where.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{msg}")]
@@ -78,8 +81,21 @@ pub(super) struct Loc {
 #[derive(Debug, Clone, Default)]
 pub(super) struct VarsLayer {
     pub(super) dir: PathBuf,
+    /// Beside a playbook, not an inventory source: above every inventory source's layer.
+    pub(super) playbook: bool,
     pub(super) groups: BTreeMap<String, Vars>,
     pub(super) hosts: BTreeMap<String, Vars>,
+}
+
+/// The inventory source that first named a host: its `inventory_file` and `inventory_dir`.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum HostSource {
+    /// A file, alone or in a directory source: absolute, symlinks kept.
+    File(PathBuf),
+    /// A host list (`-i web1,web2,`), as written.
+    List(String),
+    /// `add_host` during the run: both variables are null, as in ansible-core.
+    Run,
 }
 
 /// Hosts, groups and variables; see the module documentation.
@@ -87,7 +103,9 @@ pub(super) struct VarsLayer {
 pub struct Inventory {
     /// The file or directory it was loaded from (names pattern errors).
     pub(super) source: PathBuf,
-    /// Every host in order of first appearance: "inventory order".
+    /// Every host in order of first appearance (ansible-core's `inventory.hosts`): the order
+    /// of `hostvars` and of host names a pattern matches. A group's hosts have their own
+    /// order (`hosts_of_group`).
     pub(super) hosts: Vec<String>,
     pub(super) host_index: HashMap<String, usize>,
     /// Variables set on hosts in the inventory source itself.
@@ -95,12 +113,20 @@ pub struct Inventory {
     /// Groups each host is a direct member of (`all` excluded), so lookups need no scan.
     pub(super) member_of: HashMap<String, Vec<String>>,
     pub(super) groups: BTreeMap<String, Group>,
+    /// Group names in order of first appearance: the order parentless groups join `all` in
+    /// and groups match a pattern in, as ansible-core's dict of groups keeps them.
+    pub(super) group_order: Vec<String>,
+    /// The source each host came from (none for the implicit localhost).
+    pub(super) host_sources: HashMap<String, HostSource>,
+    /// The source being read: hosts first seen now come from it.
+    pub(super) current_source: Option<HostSource>,
     /// Where each parent→child link was declared, for cycle errors.
     pub(super) edge_locs: HashMap<(String, String), Loc>,
-    /// One per `load_vars_dir` directory, in load order: later layers win.
+    /// One per vars directory: inventory sources' in load order, then playbooks'; later layers win.
     pub(super) layers: Vec<VarsLayer>,
-    /// How many hosts `add_host` put at the front of `hosts` during the run (`dynamic.rs`).
-    pub(super) dynamic_hosts: usize,
+    /// The directory of the playbook file the current play is in (`set_play_dir`): of the
+    /// playbooks' layers, only its own applies. None: all of them (no play yet).
+    pub(super) play_dir: Option<PathBuf>,
 }
 
 impl Inventory {
@@ -112,9 +138,12 @@ impl Inventory {
             host_vars: HashMap::new(),
             member_of: HashMap::new(),
             groups: BTreeMap::new(),
+            group_order: Vec::new(),
+            host_sources: HashMap::new(),
+            current_source: None,
             edge_locs: HashMap::new(),
             layers: Vec::new(),
-            dynamic_hosts: 0,
+            play_dir: None,
         };
         inv.declare_group(ALL);
         inv.declare_group(UNGROUPED);
@@ -135,20 +164,36 @@ impl Inventory {
     // ---------------------------------------------------------------- building blocks
 
     pub(super) fn declare_group(&mut self, name: &str) {
-        self.groups.entry(name.to_string()).or_default().declared = true;
+        self.group_mut(name).declared = true;
+    }
+
+    /// The group, created (and its place in `group_order` taken) when missing.
+    pub(super) fn group_mut(&mut self, name: &str) -> &mut Group {
+        if !self.groups.contains_key(name) {
+            self.group_order.push(name.to_string());
+        }
+        self.groups.entry(name.to_string()).or_default()
     }
 
     pub(super) fn add_host(&mut self, host: &str) {
         if !self.host_index.contains_key(host) {
             self.host_index.insert(host.to_string(), self.hosts.len());
             self.hosts.push(host.to_string());
+            if let Some(src) = &self.current_source {
+                self.host_sources.insert(host.to_string(), src.clone());
+            }
         }
     }
 
     pub(super) fn add_host_to_group(&mut self, group: &str, host: &str) {
         self.add_host(host);
-        // Every host is in `all`; storing it there too would only duplicate.
+        // A host named in `all` itself (YAML `all: hosts:`, `add_host`) is one of its own
+        // hosts, listed before its children's; it is in no group for `member_of`.
         if group == ALL {
+            let all = self.group_mut(ALL);
+            if !all.hosts.iter().any(|h| h == host) {
+                all.hosts.push(host.to_string());
+            }
             return;
         }
         let member_of = self.member_of.entry(host.to_string()).or_default();
@@ -156,11 +201,7 @@ impl Inventory {
             return;
         }
         member_of.push(group.to_string());
-        self.groups
-            .entry(group.to_string())
-            .or_default()
-            .hosts
-            .push(host.to_string());
+        self.group_mut(group).hosts.push(host.to_string());
     }
 
     /// The groups a source defines (not those only referred to), for "did you mean" hints.
@@ -172,11 +213,11 @@ impl Inventory {
     }
 
     pub(super) fn link(&mut self, parent: &str, child: &str, loc: Option<Loc>) {
-        let p = self.groups.entry(parent.to_string()).or_default();
+        let p = self.group_mut(parent);
         if !p.children.iter().any(|c| c == child) {
             p.children.push(child.to_string());
         }
-        let c = self.groups.entry(child.to_string()).or_default();
+        let c = self.group_mut(child);
         if !c.parents.iter().any(|x| x == parent) {
             c.parents.push(parent.to_string());
         }
@@ -205,38 +246,39 @@ impl Inventory {
     }
 
     pub(super) fn set_group_var(&mut self, group: &str, key: &str, value: Value) {
-        self.groups
-            .entry(group.to_string())
-            .or_default()
-            .vars
-            .insert(key.to_string(), value);
+        self.group_mut(group).vars.insert(key.to_string(), value);
     }
 
-    /// What Ansible's `reconcile_inventory` does: hang parentless groups below `all`, put hosts
-    /// without a group into `ungrouped` (and take grouped ones out), then reject cycles and
-    /// compute depths.
+    /// What Ansible's `reconcile_inventory` does: hang parentless groups below `all` (in the
+    /// order they appeared), put hosts without a group into `ungrouped` (and take grouped
+    /// ones out), then reject cycles and compute depths.
     pub(super) fn finalize(&mut self) -> Result<(), InventoryError> {
         let orphans: Vec<String> = self
-            .groups
+            .group_order
             .iter()
-            .filter(|(n, g)| n.as_str() != ALL && g.parents.is_empty())
-            .map(|(n, _)| n.clone())
+            .filter(|n| n.as_str() != ALL && self.groups[n.as_str()].parents.is_empty())
+            .cloned()
             .collect();
         for o in orphans {
             self.link(ALL, &o, None);
         }
+        // Hosts a source put in `ungrouped` keep their place; others join after them, in
+        // the order they appeared.
+        let before = self.groups[UNGROUPED].hosts.clone();
         let mut ungrouped = Vec::new();
-        for h in &self.hosts {
+        for h in before.iter().chain(&self.hosts) {
             let groups = self.member_of.entry(h.clone()).or_default();
             groups.retain(|g| g != UNGROUPED);
-            if groups.is_empty() {
-                groups.push(UNGROUPED.to_string());
+            if groups.is_empty() && !ungrouped.contains(h) {
                 ungrouped.push(h.clone());
             }
         }
-        if let Some(g) = self.groups.get_mut(UNGROUPED) {
-            g.hosts = ungrouped;
+        for h in &ungrouped {
+            if let Some(groups) = self.member_of.get_mut(h) {
+                groups.push(UNGROUPED.to_string());
+            }
         }
+        self.group_mut(UNGROUPED).hosts = ungrouped;
         self.check_cycles()?;
         self.compute_depths();
         Ok(())
@@ -328,8 +370,18 @@ impl Inventory {
 
     // ---------------------------------------------------------------- queries
 
+    /// Every host in the order it appeared (ansible-core's order of `hostvars`).
+    pub fn host_names(&self) -> Vec<String> {
+        self.hosts.clone()
+    }
+
     pub(super) fn has_host(&self, host: &str) -> bool {
         self.host_index.contains_key(host)
+    }
+
+    /// Whether `host` names the implicit local host: a localhost name this inventory lacks.
+    pub fn is_implicit_localhost(&self, host: &str) -> bool {
+        self.is_implicit(host)
     }
 
     /// Localhost names that resolve to the implicit local host in this inventory.
@@ -391,6 +443,35 @@ impl Inventory {
         self.vars_of(host)
     }
 
+    /// The vars layers that apply now: every inventory source's, and the current play's
+    /// playbook directory's.
+    fn active_layers(&self) -> impl Iterator<Item = &VarsLayer> {
+        self.layers
+            .iter()
+            .filter(|l| !l.playbook || self.play_dir.as_ref().is_none_or(|d| *d == l.dir))
+    }
+
+    /// Whether a play written in a playbook file in `dir` reads other `group_vars/` and
+    /// `host_vars/` than the current play: ansible-core reads those beside each play's own
+    /// playbook file (an imported playbook's own), not the top playbook's.
+    pub fn play_dir_changes(&self, dir: &Path) -> bool {
+        let key = vars_dir_key(dir);
+        let applying = |current: Option<&PathBuf>| -> Vec<&PathBuf> {
+            self.layers
+                .iter()
+                .filter(|l| l.playbook && current.is_none_or(|d| *d == l.dir))
+                .map(|l| &l.dir)
+                .collect()
+        };
+        applying(self.play_dir.as_ref()) != applying(Some(&key))
+    }
+
+    /// The play about to run is written in a playbook file in `dir`: of the playbooks'
+    /// `group_vars/` and `host_vars/`, only those beside it apply.
+    pub fn set_play_dir(&mut self, dir: &Path) {
+        self.play_dir = Some(vars_dir_key(dir));
+    }
+
     fn vars_of(&self, host: &str) -> Vars {
         let implicit = self.is_implicit(host);
         let mut out = Vars::new();
@@ -405,24 +486,39 @@ impl Inventory {
         for g in &groups {
             merge(&mut out, &self.groups[g].vars);
         }
-        for layer in &self.layers {
+        for layer in self.active_layers() {
             if let Some(v) = layer.groups.get(ALL) {
                 merge(&mut out, v);
             }
         }
-        for layer in &self.layers {
+        for layer in self.active_layers() {
             for g in &groups {
                 if let Some(v) = layer.groups.get(g) {
                     merge(&mut out, v);
                 }
             }
         }
+        // Host variables ansible-core sets as it meets the host, below the host's own.
+        if let Some(src) = self.host_sources.get(host) {
+            let (file, dir) = match src {
+                HostSource::File(p) => (
+                    Value::from(p.display().to_string()),
+                    Value::from(p.parent().unwrap_or(p).display().to_string()),
+                ),
+                // ansible-core takes the directory of a host list that is no path as the
+                // text `None`.
+                HostSource::List(l) => (Value::from(l.as_str()), Value::from("None")),
+                HostSource::Run => (Value::Null, Value::Null),
+            };
+            out.insert("inventory_file".into(), file);
+            out.insert("inventory_dir".into(), dir);
+        }
         if implicit {
             out.insert("ansible_connection".into(), Value::from("local"));
         } else if let Some(v) = self.host_vars.get(host) {
             merge(&mut out, v);
         }
-        for layer in &self.layers {
+        for layer in self.active_layers() {
             if let Some(v) = layer.hosts.get(host) {
                 merge(&mut out, v);
             }
@@ -430,24 +526,41 @@ impl Inventory {
         out
     }
 
-    /// Hosts of a group including those of its descendants, in inventory order.
+    /// Hosts of a group including those of its descendants, in ansible-core's order: the
+    /// group's own hosts, then its children's in the order they were named, then their
+    /// children's, breadth first (for `all`: its own hosts, `ungrouped`'s, then each
+    /// top-level group's).
     pub(super) fn hosts_of_group(&self, group: &str) -> Vec<String> {
-        if group == ALL {
-            return self.hosts.clone();
-        }
-        let mut seen: HashSet<&str> = HashSet::new();
-        let mut members: HashSet<&str> = HashSet::new();
-        let mut todo = vec![group];
-        while let Some(g) = todo.pop() {
-            if !seen.insert(g) {
-                continue;
+        // ansible-core walks each level below the first in the order of a set of groups
+        // (by address); here in the order the groups were named, which it mostly matches.
+        let mut order: Vec<&str> = vec![group];
+        let mut seen: HashSet<&str> = HashSet::from([group]);
+        let mut i = 0;
+        while let Some(g) = order.get(i) {
+            if let Some(grp) = self.groups.get(*g) {
+                for c in &grp.children {
+                    if seen.insert(c) {
+                        order.push(c);
+                    }
+                }
             }
-            if let Some(grp) = self.groups.get(g) {
-                members.extend(grp.hosts.iter().map(String::as_str));
-                todo.extend(grp.children.iter().map(String::as_str));
+            i += 1;
+        }
+        let mut hosts = Vec::new();
+        let mut listed: HashSet<&str> = HashSet::new();
+        for g in order {
+            for h in self
+                .groups
+                .get(g)
+                .map(|g| g.hosts.as_slice())
+                .unwrap_or(&[])
+            {
+                if listed.insert(h) {
+                    hosts.push(h.clone());
+                }
             }
         }
-        self.in_inventory_order(members)
+        hosts
     }
 
     pub(super) fn in_inventory_order<'a>(
@@ -464,10 +577,10 @@ impl Inventory {
     }
 
     /// Every group (`all` and `ungrouped` included) with its hosts, descendants' included,
-    /// in inventory order: the `groups` magic variable.
-    pub fn groups_map(&self) -> BTreeMap<String, Vec<String>> {
-        self.groups
-            .keys()
+    /// groups in the order they appeared: the `groups` magic variable.
+    pub fn groups_map(&self) -> GroupHosts {
+        self.group_order
+            .iter()
             .map(|g| (g.clone(), self.hosts_of_group(g)))
             .collect()
     }
@@ -485,12 +598,34 @@ impl Inventory {
         if self.has_host(host) || self.is_implicit(host) {
             // As `ansible-inventory --host`: `!unsafe` values plain (`--list` keeps the mark).
             Some(crate::yaml::mark::strip_marks(&Value::Object(
-                self.host_vars(host),
+                self.shown_vars(host),
             )))
         } else {
             None
         }
     }
+}
+
+impl Inventory {
+    /// The host's variables as `ansible-inventory` shows them: without `inventory_file` and
+    /// `inventory_dir`, which it leaves out as its own.
+    pub(super) fn shown_vars(&self, host: &str) -> Vars {
+        let mut vars = self.host_vars(host);
+        for k in ["inventory_file", "inventory_dir"] {
+            vars.shift_remove(k);
+        }
+        vars
+    }
+}
+
+/// How a vars directory is known: canonical, the current one for an empty path.
+pub(super) fn vars_dir_key(dir: &Path) -> PathBuf {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
 /// Top-level merge: a later value replaces an earlier one (Ansible's `hash_behaviour=replace`).

@@ -13,7 +13,7 @@ impl Inventory {
         let hostvars: Map<String, Value> = self
             .hosts
             .iter()
-            .map(|h| (h.clone(), Value::Object(self.host_vars(h))))
+            .map(|h| (h.clone(), Value::Object(self.shown_vars(h))))
             .collect();
         let mut out = Map::new();
         out.insert("_meta".into(), serde_json::json!({ "hostvars": hostvars }));

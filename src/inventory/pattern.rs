@@ -26,6 +26,30 @@ impl Inventory {
         self.evaluate(patterns.iter().flat_map(|p| split_pattern(p)).collect())
     }
 
+    /// The hosts `--limit` allows: its pattern, where a term `@path` stands for the patterns
+    /// in that file, one a line, as ansible-core's `subset` reads them.
+    pub fn select_limit(&self, limit: &str) -> Result<Vec<String>, InventoryError> {
+        let mut terms = Vec::new();
+        for t in split_pattern(limit) {
+            let Some(file) = t.strip_prefix('@') else {
+                terms.push(t);
+                continue;
+            };
+            let path = std::path::Path::new(file);
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                InventoryError::new(path, None, None, format!("cannot read limit file: {e}"))
+                    .help("`--limit @FILE` names a file of host patterns, one a line")
+            })?;
+            terms.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(String::from),
+            );
+        }
+        self.evaluate(terms)
+    }
+
     /// An inventory of these groups and their hosts alone, each group flat (its hosts are the
     /// ones listed, its descendants' among them), as ansible-core's `inventory_hostnames`
     /// lookup rebuilds one from the `groups` variable. Hosts are in the order of `all`, then
@@ -34,7 +58,7 @@ impl Inventory {
         let mut inv = Inventory::empty(std::path::Path::new("groups"));
         for (_, hosts) in groups.iter().filter(|(g, _)| g == ALL) {
             for h in hosts {
-                inv.add_host(h);
+                inv.add_host_to_group(ALL, h);
             }
         }
         for (group, hosts) in groups.iter().filter(|(g, _)| g != ALL) {
@@ -136,19 +160,29 @@ impl Inventory {
                 format!("invalid host pattern `{term}`: {m}"),
             )
         })?;
-        let mut found: HashSet<String> = HashSet::new();
+        // As ansible-core: the hosts of each matching group (groups in the order they
+        // appeared, each group's hosts in its order), then the matching host names.
+        let mut list: Vec<String> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
         let mut group_matched = false;
-        for g in self.groups.keys() {
+        for g in &self.group_order {
             if matcher.matches(g) {
                 group_matched = true;
-                found.extend(self.hosts_of_group(g));
+                for h in self.hosts_of_group(g) {
+                    if seen.insert(h.clone()) {
+                        list.push(h);
+                    }
+                }
             }
         }
         // Like Ansible: a plain name that names a group is the group; wildcards match both.
         if !group_matched || matcher.is_wildcard() {
-            found.extend(self.hosts.iter().filter(|h| matcher.matches(h)).cloned());
+            for h in self.hosts.iter().filter(|h| matcher.matches(h)) {
+                if seen.insert(h.clone()) {
+                    list.push(h.clone());
+                }
+            }
         }
-        let mut list = self.in_inventory_order(found.iter().map(String::as_str));
         if list.is_empty() && LOCALHOST_NAMES.contains(&expr) {
             list.push(expr.to_string());
         }
@@ -356,14 +390,15 @@ mod tests {
         .collect();
         let inv = Inventory::from_groups(&groups);
         let sel = |p: &[&str]| inv.select_listed(&strs(p)).unwrap();
-        assert_eq!(sel(&["db,web"]), strs(&["w1", "d1", "w2"]));
+        // Each group's hosts in the order `groups` lists them.
+        assert_eq!(sel(&["db,web"]), strs(&["d1", "w1", "w2"]));
         assert_eq!(sel(&["web", "db"]), strs(&["w1", "w2", "d1"]));
         assert_eq!(sel(&["all:!web"]), strs(&["h0", "d1"]));
         assert_eq!(sel(&["db:&web"]), strs(&["w1"]));
         assert_eq!(sel(&["web[1]", "ungrouped"]), strs(&["w2", "h0"]));
         assert_eq!(sel(&["localhost"]), strs(&["localhost"]));
         assert_eq!(sel(&["nope"]), strs(&[]));
-        assert_eq!(inv.select("db,web").unwrap(), strs(&["w1", "d1", "w2"]));
+        assert_eq!(inv.select("db,web").unwrap(), strs(&["d1", "w1", "w2"]));
     }
 
     #[test]

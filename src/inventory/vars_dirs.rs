@@ -6,26 +6,39 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::model::{merge, Inventory, InventoryError, Vars, VarsLayer, LOCALHOST_NAMES};
+use super::model::{
+    merge, vars_dir_key, Inventory, InventoryError, Vars, VarsLayer, LOCALHOST_NAMES,
+};
 use super::yaml::{error_at, parse_yaml};
 use crate::yaml::Kind;
 
 impl Inventory {
-    /// Read `dir/group_vars/` and `dir/host_vars/` for the inventory's groups and hosts
-    /// (`<name>`, `<name>.yml`, `<name>.yaml`, `<name>.json`, or a `<name>/` directory of such
-    /// files merged in name order). Directories loaded later win over earlier ones, so
-    /// playbook directories beat the inventory directory; loading a directory again replaces
-    /// its earlier contents in place instead of adding a second copy.
+    /// Read `dir/group_vars/` and `dir/host_vars/` beside an inventory source for the
+    /// inventory's groups and hosts (`<name>`, `<name>.yml`, `<name>.yaml`, `<name>.json`, or
+    /// a `<name>/` directory of such files merged in name order). Directories loaded later win
+    /// over earlier ones; loading a directory again replaces its earlier contents in place
+    /// instead of adding a second copy.
     pub fn load_vars_dir(&mut self, dir: &Path) -> Result<(), InventoryError> {
+        self.load_vars_layer(dir, false)
+    }
+
+    /// The same beside a playbook: these win over every inventory source's, even when the
+    /// directory is also an inventory source's (ansible-core reads it then at both levels).
+    pub fn load_playbook_vars_dir(&mut self, dir: &Path) -> Result<(), InventoryError> {
+        self.load_vars_layer(dir, true)
+    }
+
+    fn load_vars_layer(&mut self, dir: &Path, playbook: bool) -> Result<(), InventoryError> {
         // A playbook in the current directory may come with an empty parent path.
         let dir = if dir.as_os_str().is_empty() {
             Path::new(".")
         } else {
             dir
         };
-        let key = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let key = vars_dir_key(dir);
         let mut layer = VarsLayer {
             dir: key.clone(),
+            playbook,
             ..VarsLayer::default()
         };
         let gdir = dir.join("group_vars");
@@ -46,8 +59,21 @@ impl Inventory {
                 }
             }
         }
-        match self.layers.iter_mut().find(|l| l.dir == key) {
+        match self
+            .layers
+            .iter_mut()
+            .find(|l| l.dir == key && l.playbook == playbook)
+        {
             Some(existing) => *existing = layer,
+            // An inventory source's layer goes below the playbooks' ones.
+            None if !playbook => {
+                let at = self
+                    .layers
+                    .iter()
+                    .position(|l| l.playbook)
+                    .unwrap_or(self.layers.len());
+                self.layers.insert(at, layer);
+            }
             None => self.layers.push(layer),
         }
         Ok(())
@@ -186,7 +212,8 @@ mod tests {
         write(dir.path(), "play/group_vars/ghost.yml", ": not even yaml [");
         write(dir.path(), "play/host_vars/ghost.yml", ": not even yaml [");
         inv.load_vars_dir(&dir.path().join("inv")).unwrap();
-        inv.load_vars_dir(&dir.path().join("play")).unwrap();
+        inv.load_playbook_vars_dir(&dir.path().join("play"))
+            .unwrap();
         let v = inv.host_vars("w1");
         assert_eq!(v["a"], Value::from("play"));
         assert_eq!(v["h"], Value::from("play"));
@@ -195,6 +222,30 @@ mod tests {
         inv.load_vars_dir(&dir.path().join("inv/../inv")).unwrap();
         assert_eq!(inv.layers.len(), 2);
         assert_eq!(inv.host_vars("w1")["a"], Value::from("play"));
+    }
+
+    #[test]
+    fn only_the_current_plays_playbook_dir_applies() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inv = Inventory::load(&precedence_fixture(dir.path())).unwrap();
+        write(dir.path(), "play/group_vars/all.yml", "a: top\nt: 1\n");
+        write(dir.path(), "play/sub/group_vars/all.yml", "a: sub\n");
+        inv.load_playbook_vars_dir(&dir.path().join("play"))
+            .unwrap();
+        inv.load_playbook_vars_dir(&dir.path().join("play/sub"))
+            .unwrap();
+        let sub = dir.path().join("play/sub");
+        assert!(inv.play_dir_changes(&sub));
+        inv.set_play_dir(&sub);
+        assert!(!inv.play_dir_changes(&sub));
+        let v = inv.host_vars("w1");
+        assert_eq!(v["a"], Value::from("sub"));
+        assert!(!v.contains_key("t"));
+        assert!(inv.play_dir_changes(&dir.path().join("play")));
+        inv.set_play_dir(&dir.path().join("play"));
+        assert_eq!(inv.host_vars("w1")["a"], Value::from("top"));
+        // A play whose directory has no vars directory reads no playbook's.
+        assert!(inv.play_dir_changes(dir.path()));
     }
 
     #[test]
@@ -207,7 +258,7 @@ mod tests {
         write(dir.path(), "group_vars/web/notes.txt", "d: 4\n");
         write(dir.path(), "group_vars/web/.hidden.yml", "e: 5\n");
         write(dir.path(), "group_vars/all", "f: 6\n");
-        let v = Inventory::load(&p).unwrap().host_vars("w1");
+        let v = Inventory::load(&p).unwrap().shown_vars("w1");
         assert_eq!(
             serde_json::Value::Object(v),
             serde_json::json!({"a": 1, "b": 2, "c": 3, "f": 6})

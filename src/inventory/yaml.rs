@@ -208,7 +208,7 @@ mod tests {
         assert_eq!(ini.groups_map(), yml.groups_map());
         assert_eq!(ini.groups_map(), sniffed.groups_map());
         for h in &ini.groups_map()["all"] {
-            assert_eq!(ini.host_vars(h), yml.host_vars(h), "vars of {h}");
+            assert_eq!(ini.shown_vars(h), yml.shown_vars(h), "vars of {h}");
             assert_eq!(ini.group_names(h), yml.group_names(h), "groups of {h}");
         }
     }

@@ -516,6 +516,8 @@ pub struct Task {
     pub loop_pause: std::time::Duration,
     /// `loop_control.extended`: `ansible_loop` for each item.
     pub loop_extended: bool,
+    /// `loop_control.extended_allitems`: whether `ansible_loop` has `allitems` (default yes).
+    pub loop_extended_allitems: bool,
     pub register: Option<String>,
     pub notify: Vec<String>,
     pub listen: Vec<String>,

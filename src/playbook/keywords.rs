@@ -581,7 +581,7 @@ pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
     let mut var = "item".to_string();
     let mut index_var = None;
     if let Some(lc) = opt("loop_control") {
-        let task_only = ["pause", "extended"];
+        let task_only = ["pause", "extended", "extended_allitems"];
         check_keys(
             map_of(lc, "`loop_control`")?,
             &["loop_var", "index_var", "label"],

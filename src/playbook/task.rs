@@ -297,11 +297,19 @@ pub(crate) fn load_task(
     let mut loop_label = None;
     let mut loop_pause = std::time::Duration::ZERO;
     let mut loop_extended = false;
+    let mut loop_extended_allitems = true;
     if let Some(lc) = opt("loop_control") {
         let lce = map_of(lc, "`loop_control`")?;
         check_keys(
             lce,
-            &["loop_var", "index_var", "label", "pause", "extended"],
+            &[
+                "loop_var",
+                "index_var",
+                "label",
+                "pause",
+                "extended",
+                "extended_allitems",
+            ],
             &[],
             "`loop_control`",
             |_| false,
@@ -325,6 +333,9 @@ pub(crate) fn load_task(
         }
         if let Some(v) = lc.get("extended") {
             loop_extended = bool_of(v, "extended")?;
+        }
+        if let Some(v) = lc.get("extended_allitems") {
+            loop_extended_allitems = bool_of(v, "extended_allitems")?;
         }
     }
     let lp = loop_of(node, true)?;
@@ -385,6 +396,7 @@ pub(crate) fn load_task(
         loop_label,
         loop_pause,
         loop_extended,
+        loop_extended_allitems,
         register,
         notify: opt("notify")
             .map(|n| strings_of(n, "notify"))

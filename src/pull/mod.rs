@@ -308,7 +308,7 @@ fn run_books(
     }
     // ansible-pull's `-c local`: the hosts this pull runs on are this machine.
     if let Some(limit) = &cfg.limit {
-        if let Ok(hosts) = inv.select(limit) {
+        if let Ok(hosts) = inv.select_limit(limit) {
             inv.default_to_local(&hosts);
         }
     }

@@ -29,7 +29,7 @@ pub fn print(
                         Diagnostic::at(&play.pos, format!("bad host pattern: {}", e.msg))
                     })?;
                     if let Some(limit) = &cfg.limit {
-                        let allowed = inv.select(limit).map_err(|e| {
+                        let allowed = inv.select_limit(limit).map_err(|e| {
                             Diagnostic::new(format!("bad --limit pattern: {}", e.msg))
                         })?;
                         hosts.retain(|h| allowed.contains(h));

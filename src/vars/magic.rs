@@ -3,9 +3,10 @@
 
 use super::{Layer, PlayVars, VarSrc};
 use crate::config::Config;
+use crate::inventory::GroupHosts;
 use crate::playbook::Play;
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -17,9 +18,50 @@ pub const OMIT: &str = "__fixpoint_omit_place_holder__";
 pub fn host_names(name: &str) -> Map<String, Value> {
     let mut magic = Map::new();
     magic.insert("inventory_hostname".into(), json!(name));
+    // An IP address is its own short name, as in ansible-core.
+    let short = match name.parse::<std::net::IpAddr>() {
+        Ok(_) => name,
+        Err(_) => name.split('.').next().unwrap_or(name),
+    };
+    magic.insert("inventory_hostname_short".into(), json!(short));
+    magic
+}
+
+/// The run's settings as ansible-core gives them to every task and `hostvars` entry (its
+/// "options vars"): `ansible_check_mode`, `ansible_diff_mode`, the tags, `ansible_forks`,
+/// `ansible_verbosity`, `ansible_limit` (with `--limit` only), `ansible_inventory_sources` and
+/// `ansible_version`.
+pub fn run_vars(cfg: &Config) -> Map<String, Value> {
+    let mut magic = Map::new();
+    // As in ansible-core, the command line's `--check` only: a `check_mode` keyword on the
+    // play, block or task does not change it.
+    magic.insert("ansible_check_mode".into(), json!(cfg.check));
+    magic.insert("ansible_diff_mode".into(), json!(cfg.diff));
+    // `--tags` / `--skip-tags` as given (`all` without `--tags`), as ansible-core shows them.
+    let run_tags = if cfg.tags.is_empty() {
+        vec!["all".to_string()]
+    } else {
+        cfg.tags.clone()
+    };
+    magic.insert("ansible_run_tags".into(), json!(run_tags));
+    magic.insert("ansible_skip_tags".into(), json!(cfg.skip_tags));
+    magic.insert("ansible_forks".into(), json!(cfg.forks));
+    magic.insert("ansible_verbosity".into(), json!(cfg.verbosity));
+    if let Some(limit) = &cfg.limit {
+        magic.insert("ansible_limit".into(), json!(limit));
+    }
+    let sources: Vec<String> = cfg
+        .inventory
+        .iter()
+        .map(|p| match crate::inventory::is_host_list(p) {
+            true => p.display().to_string(),
+            false => abs(p),
+        })
+        .collect();
+    magic.insert("ansible_inventory_sources".into(), json!(sources));
     magic.insert(
-        "inventory_hostname_short".into(),
-        json!(name.split('.').next().unwrap_or(name)),
+        "ansible_version".into(),
+        serde_json::to_value(ansible_version()).unwrap_or_default(),
     );
     magic
 }
@@ -37,6 +79,8 @@ pub struct PlayObjects {
     hostvars: minijinja::Value,
     all_hosts: minijinja::Value,
     live_hosts: minijinja::Value,
+    /// The batch's hosts (`serial`), and those of them still live: `ansible_play_batch`.
+    batch_hosts: Arc<Vec<String>>,
     batch: minijinja::Value,
     playbook_dir: minijinja::Value,
     /// `ansible_play_role_names` (and `role_names`), `ansible_dependent_role_names`,
@@ -44,6 +88,8 @@ pub struct PlayObjects {
     role_names: [minijinja::Value; 3],
     /// The play's directory, absolute (last of `ansible_search_path`).
     play_dir: String,
+    /// `ansible_play_name`: the play's name as rendered (`named`), else as written.
+    play_name: Option<String>,
     /// The objects above as one layer's objects, for every scope to share.
     shared: Arc<Vec<(String, minijinja::Value)>>,
     /// Each host's own magic layer, by host and role (see `host_magic`): the same for every
@@ -60,9 +106,8 @@ impl PlayObjects {
     /// The objects of a play: its groups and host lists; `hostvars` is set per task by
     /// [`with_hosts`](Self::with_hosts).
     pub fn new(
-        groups: &BTreeMap<String, Vec<String>>,
+        groups: &GroupHosts,
         play: &Play,
-        playbook_dir: &Path,
         batch: &[String],
         all_hosts: &[String],
     ) -> PlayObjects {
@@ -73,20 +118,41 @@ impl PlayObjects {
             hostvars: minijinja::Value::from(()),
             all_hosts: minijinja::Value::from_serialize(all_hosts),
             live_hosts: minijinja::Value::from_serialize(all_hosts),
+            batch_hosts: Arc::new(batch.to_vec()),
             batch: minijinja::Value::from_serialize(batch),
-            playbook_dir: minijinja::Value::from(abs(playbook_dir)),
+            // The directory of the playbook file the play is written in (an imported
+            // one's own), as ansible-core sets its loader's base directory for each play.
+            playbook_dir: minijinja::Value::from(abs(&play.dir)),
             role_names: role_names(play),
             play_dir: abs(&play.dir),
+            play_name: None,
             shared: Arc::default(),
             per_host: Arc::default(),
         }
         .share()
     }
 
+    /// The same play with its name as rendered, for `ansible_play_name`.
+    pub fn named(&self, name: &str) -> PlayObjects {
+        PlayObjects {
+            play_name: Some(name.to_string()),
+            per_host: Arc::default(),
+            ..self.clone()
+        }
+    }
+
     /// The same play with the hosts still live and the `hostvars` of now.
     pub fn with_hosts(&self, live_hosts: &[String], hostvars: minijinja::Value) -> PlayObjects {
+        // As ansible-core: the batch without the hosts that failed or became unreachable.
+        let live: std::collections::HashSet<&String> = live_hosts.iter().collect();
+        let batch: Vec<&String> = self
+            .batch_hosts
+            .iter()
+            .filter(|h| live.contains(h))
+            .collect();
         PlayObjects {
             live_hosts: minijinja::Value::from_serialize(live_hosts),
+            batch: minijinja::Value::from_serialize(batch),
             hostvars,
             ..self.clone()
         }
@@ -94,7 +160,7 @@ impl PlayObjects {
     }
 
     /// The same play with the groups an `add_host`/`group_by` of this play left.
-    pub fn with_groups(&self, groups: &BTreeMap<String, Vec<String>>) -> PlayObjects {
+    pub fn with_groups(&self, groups: &GroupHosts) -> PlayObjects {
         let (groups, group_names) = group_objects(groups);
         PlayObjects {
             groups,
@@ -116,7 +182,6 @@ impl PlayObjects {
             ("ansible_play_hosts".to_string(), self.live_hosts.clone()),
             ("play_hosts".to_string(), self.batch.clone()),
             ("ansible_play_batch".to_string(), self.batch.clone()),
-            ("ansible_version".to_string(), ansible_version()),
             (
                 "ansible_play_role_names".to_string(),
                 self.role_names[0].clone(),
@@ -129,6 +194,16 @@ impl PlayObjects {
             ("ansible_role_names".to_string(), self.role_names[2].clone()),
         ]);
         self
+    }
+
+    /// What every `hostvars` entry shows of these objects: `groups`, every host's
+    /// `group_names`, and `playbook_dir`.
+    pub fn entry_magic(&self) -> (minijinja::Value, GroupNames, minijinja::Value) {
+        (
+            self.groups.clone(),
+            self.group_names.clone(),
+            self.playbook_dir.clone(),
+        )
     }
 
     fn group_names_of(&self, host: &str) -> minijinja::Value {
@@ -162,11 +237,16 @@ fn role_names(play: &Play) -> [minijinja::Value; 3] {
 }
 
 /// Every host's `group_names`, as template objects.
-type GroupNames = Arc<HashMap<String, minijinja::Value>>;
+pub type GroupNames = Arc<HashMap<String, minijinja::Value>>;
 
 /// `groups` and every host's `group_names`, as template objects.
-fn group_objects(groups: &BTreeMap<String, Vec<String>>) -> (minijinja::Value, GroupNames) {
-    let groups_json = serde_json::to_value(groups).unwrap_or_default();
+fn group_objects(groups: &GroupHosts) -> (minijinja::Value, GroupNames) {
+    let groups_json = Value::Object(
+        groups
+            .iter()
+            .map(|(g, hosts)| (g.clone(), json!(hosts)))
+            .collect(),
+    );
     let mut names: HashMap<String, minijinja::Value> = HashMap::new();
     for host in groups.values().flatten() {
         if !names.contains_key(host) {
@@ -230,10 +310,8 @@ fn host_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) ->
     let play = ctx.play;
     let o = ctx.objects;
     let mut magic = host_names(host);
-    magic.insert("ansible_play_name".into(), json!(play.name));
-    // As in ansible-core, the command line's `--check` only: a `check_mode` keyword on the
-    // play, block or task does not change it.
-    magic.insert("ansible_check_mode".into(), json!(cfg.check));
+    let name = o.play_name.as_deref().unwrap_or(&play.name);
+    magic.insert("ansible_play_name".into(), json!(name));
     let mut search_path = Vec::new();
     if let Some(r) = src.role {
         let role_path = abs(&r.path);
@@ -256,30 +334,7 @@ fn host_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) ->
     }
     search_path.push(o.play_dir.clone());
     magic.insert("ansible_search_path".into(), json!(search_path));
-    magic.insert("ansible_diff_mode".into(), json!(cfg.diff));
-    // `--tags` / `--skip-tags` as given (`all` without `--tags`), as ansible-core shows them.
-    let run_tags = if cfg.tags.is_empty() {
-        vec!["all".to_string()]
-    } else {
-        cfg.tags.clone()
-    };
-    magic.insert("ansible_run_tags".into(), json!(run_tags));
-    magic.insert("ansible_skip_tags".into(), json!(cfg.skip_tags));
-    // The run's own settings, as ansible-core gives them to every task.
-    magic.insert("ansible_forks".into(), json!(cfg.forks));
-    magic.insert("ansible_verbosity".into(), json!(cfg.verbosity));
-    if let Some(limit) = &cfg.limit {
-        magic.insert("ansible_limit".into(), json!(limit));
-    }
-    let sources: Vec<String> = cfg
-        .inventory
-        .iter()
-        .map(|p| match crate::inventory::is_host_list(p) {
-            true => p.display().to_string(),
-            false => abs(p),
-        })
-        .collect();
-    magic.insert("ansible_inventory_sources".into(), json!(sources));
+    magic.extend(run_vars(cfg));
     magic.insert("omit".into(), json!(OMIT));
     Layer::data(magic).with_objects(vec![("group_names".to_string(), o.group_names_of(host))])
 }
@@ -418,13 +473,11 @@ mod tests {
     fn kept_magic_layers_follow_groups_roles_and_hostvars() {
         let cfg = cfg();
         let play = Play::bare("all", false);
-        let groups =
-            |g: Value| -> BTreeMap<String, Vec<String>> { serde_json::from_value(g).unwrap() };
+        let groups = |g: Value| -> GroupHosts { serde_json::from_value(g).unwrap() };
         let hosts = ["a".to_string(), "b".to_string()];
         let o = PlayObjects::new(
             &groups(json!({"all": ["a", "b"], "web": ["a"]})),
             &play,
-            Path::new("."),
             &hosts,
             &hosts,
         );

@@ -217,8 +217,6 @@ mod tests {
     use crate::playbook::{Play, RoleCtx};
     use crate::vars::PlayObjects;
     use serde_json::json;
-    use std::collections::BTreeMap;
-    use std::path::Path;
 
     fn map(v: Value) -> Arc<Map<String, Value>> {
         Arc::new(v.as_object().cloned().unwrap_or_default())
@@ -274,7 +272,7 @@ mod tests {
         let cfg = Config::from_run_args(args, false).unwrap();
         let mut play = Play::bare("all", false);
         play.vars = map(json!({"ansible_user": "play", "p": 1}));
-        let objects = PlayObjects::new(&BTreeMap::new(), &play, Path::new("."), &[], &[]);
+        let objects = PlayObjects::new(&Default::default(), &play, &[], &[]);
         let files = map(json!({"ansible_host": "files"}));
         let include = map(json!({"inc": 1}));
         let ctx = PlayVars {
