@@ -536,7 +536,9 @@ fn play_order_decides_the_host_order() {
     let out = run(&fx, &["-v"]);
     out.expect(0);
     assert_eq!(hosts_of(&out, "t"), ["c", "b", "a"]);
-    assert_eq!(out.task_events("t")[0]["result"]["msg"], "c,b,a");
+    // `ansible_play_hosts_all` keeps the inventory's order whatever `order` says, as in
+    // ansible-core (conformance case `play_hosts_order_limit`).
+    assert_eq!(out.task_events("t")[0]["result"]["msg"], "a,b,c");
 }
 
 #[test]
