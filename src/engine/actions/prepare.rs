@@ -490,6 +490,13 @@ pub fn prepare(
                     obj.insert("_src_sha1".into(), json!(up.sha1));
                     obj.insert("_src_size".into(), json!(up.size));
                     obj.insert("_src_name".into(), json!(basename(&src)));
+                    obj.insert(
+                        "_src_path".into(),
+                        json!(std::path::absolute(&path)
+                            .unwrap_or_else(|_| path.clone())
+                            .display()
+                            .to_string()),
+                    );
                     upload.push(up);
                     if obj.get("mode").and_then(Value::as_str) == Some("preserve") {
                         use std::os::unix::fs::PermissionsExt;
@@ -622,6 +629,13 @@ pub fn prepare(
                 obj.insert("content".into(), Value::String(rendered));
             }
             obj.insert("_template_src".into(), json!(p.src));
+            obj.insert(
+                "_src_path".into(),
+                json!(std::path::absolute(&path)
+                    .unwrap_or_else(|_| path.clone())
+                    .display()
+                    .to_string()),
+            );
             obj.insert(
                 "_src_name".into(),
                 // The file keeps the template's name, `.j2` included, as in Ansible.
