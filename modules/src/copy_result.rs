@@ -35,7 +35,7 @@ pub(crate) fn shape(p: &Params, st: &Probed, plan: &mut Plan<Action>, ctx: &Ctx,
     let shown = st.dest.display().to_string();
     let diff = match (writes, ctx.diff) {
         (true, true) => json!([content_entry(p, st, &shown)]),
-        (false, true) => crate::file::registered_diff(&plan.diff, &[st.dest.as_path()]),
+        (false, true) => crate::file_diff::registered(&plan.diff, &[st.dest.as_path()]),
         (_, false) => json!([]),
     };
     let r = &mut plan.result;

@@ -25,6 +25,7 @@ pub mod dnf;
 pub mod dpkg_selections;
 pub mod fetch;
 pub mod file;
+mod file_diff;
 pub mod find;
 pub mod fs;
 pub mod git;
