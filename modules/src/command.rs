@@ -119,6 +119,9 @@ pub struct Invocation {
 pub struct Probed {
     pub inv: Invocation,
     pub skip: Option<String>,
+    /// ansible-core's `msg` for a skip by `creates`/`removes` ("Did not run command since ...";
+    /// "Would" in check mode); `skip` is its `stdout`, and the message of fixpoint's own guards.
+    pub skip_msg: Option<String>,
 }
 
 /// The one thing a command plan can do.
@@ -219,7 +222,7 @@ impl Module for Command {
         state: Probed,
         _: &Plan<Action>,
     ) -> Result<Map<String, Value>, ModuleError> {
-        execute(&state.inv)
+        with_empty_msg(execute(&state.inv))
     }
 }
 
@@ -276,7 +279,7 @@ impl Module for Shell {
         state: Probed,
         _: &Plan<Action>,
     ) -> Result<Map<String, Value>, ModuleError> {
-        execute(&state.inv)
+        with_empty_msg(execute(&state.inv))
     }
 }
 
@@ -450,15 +453,18 @@ pub(crate) fn probe(inv: Invocation) -> Result<Probed, ModuleError> {
         }
     }
     let mut skip = None;
+    let mut skip_msg = None;
     if let Some(c) = &inv.creates {
         if path_exists(c, inv.chdir.as_deref()) {
             skip = Some(format!("skipped, since {c} exists"));
+            skip_msg = Some(format!("Did not run command since '{c}' exists"));
         }
     }
     if skip.is_none() {
         if let Some(r) = &inv.removes {
             if !path_exists(r, inv.chdir.as_deref()) {
                 skip = Some(format!("skipped, since {r} does not exist"));
+                skip_msg = Some(format!("Did not run command since '{r}' does not exist"));
             }
         }
     }
@@ -476,7 +482,11 @@ pub(crate) fn probe(inv: Invocation) -> Result<Probed, ModuleError> {
             }
         }
     }
-    Ok(Probed { inv, skip })
+    Ok(Probed {
+        inv,
+        skip,
+        skip_msg,
+    })
 }
 
 /// Whether `pattern` matches an existing path (a glob, as Python's `glob.glob` in Ansible);
@@ -543,7 +553,11 @@ pub(crate) fn plan(state: &Probed, ctx: &Ctx) -> Plan<Action> {
             for k in ["start", "end", "delta"] {
                 plan.result.insert(k.into(), Value::Null);
             }
-            plan.msg = Some(why.clone());
+            plan.msg = Some(match &state.skip_msg {
+                Some(m) if ctx.check => m.replacen("Did", "Would", 1),
+                Some(m) => m.clone(),
+                None => why.clone(),
+            });
         }
         None => {
             if ctx.check {
@@ -576,6 +590,17 @@ fn output_fields(out: &mut Map<String, Value>, rc: i32, stdout: &str, stderr: &s
     out.insert("stderr".into(), json!(stderr));
     out.insert("stdout_lines".into(), json!(splitlines(stdout)));
     out.insert("stderr_lines".into(), json!(splitlines(stderr)));
+}
+
+/// ansible-core's command module (shell's too) always returns `msg`, empty when the command
+/// succeeded; `raw` and `script`, which also run through [`execute`], have none.
+fn with_empty_msg(
+    r: Result<Map<String, Value>, ModuleError>,
+) -> Result<Map<String, Value>, ModuleError> {
+    r.map(|mut out| {
+        out.insert("msg".into(), json!(""));
+        out
+    })
 }
 
 /// Run the command and collect Ansible's return values; a non-zero exit is a failure carrying them.
@@ -925,7 +950,8 @@ mod tests {
         let out = ok(json!({"cmd": cmd, "creates": marker}));
         assert!(!out.changed);
         let why = format!("skipped, since {} exists", marker.display());
-        assert_eq!(out.msg.as_deref(), Some(why.as_str()));
+        let msg = format!("Did not run command since '{}' exists", marker.display());
+        assert_eq!(out.msg.as_deref(), Some(msg.as_str()));
         assert_eq!(out.result["stdout"], json!(why));
         assert_eq!(out.result["rc"], json!(0));
         let glob = format!("{}/r*", dir.path().display());

@@ -74,6 +74,10 @@ pub struct Params {
     /// result's `src`, as Ansible's template result has one.
     #[serde(default, rename = "_template_src")]
     pub template_src: Option<String>,
+    /// The controller's path of the file copied (or of the template rendered); set by the
+    /// controller: the header of the registered diff, and the `src` of a `force: false` result.
+    #[serde(default, rename = "_src_path")]
+    pub src_path: Option<String>,
     /// With `remote_src: true`, a file on the host to copy; otherwise the controller's file
     /// (informational once the controller has sent its content).
     #[serde(default, deserialize_with = "de_opt_string")]
@@ -391,8 +395,16 @@ impl Module for Copy {
             plan.result.insert("src".into(), src.clone().into());
         }
         if st.skip {
-            plan.msg = Some("file already exists".into());
-            plan.result.insert("changed".into(), false.into());
+            if p.remote_src.0 {
+                // The copy module's answer, with the file's attributes as its exit adds them.
+                plan.msg = Some("file already exists".into());
+                if let Some(m) = &st.prev {
+                    plan.result.extend(meta_info(m));
+                }
+                plan.result.insert("changed".into(), false.into());
+            } else {
+                plan.result = crate::copy_result::kept(p);
+            }
             return Ok(plan);
         }
 
@@ -530,14 +542,11 @@ impl Module for Copy {
                 });
             }
             // Ansible's copy module returns the new content's md5 when it writes (outside
-            // FIPS mode); a controller file's bytes are not on the host yet, so it has none.
-            let md5 = match &st.data {
-                Data::Bytes(b) => Some(hex::encode(md5::Md5::digest(b))),
-                Data::Host(path) => Some(md5_of_file(path)?),
-                Data::Controller => None,
-            };
-            if let Some(m) = md5 {
-                plan.result.insert("md5sum".into(), m.into());
+            // FIPS mode); a controller file's bytes are not on the host yet: `apply` sums them
+            // once they are written.
+            if let Data::Bytes(b) = &st.data {
+                plan.result
+                    .insert("md5sum".into(), hex::encode(md5::Md5::digest(b)).into());
             }
             plan.actions.push(Action::Write {
                 path: st.dest.clone(),
@@ -564,6 +573,14 @@ impl Module for Copy {
         r.insert("checksum".into(), st.sha1.clone().into());
         r.insert("size".into(), st.size.into());
         r.insert("changed".into(), (!plan.actions.is_empty()).into());
+        match &st.data {
+            // With `remote_src` the copy module runs whatever changes, and sums its source.
+            Data::Host(path) => {
+                plan.result
+                    .insert("md5sum".into(), md5_of_file(path)?.into());
+            }
+            _ => crate::copy_result::shape(p, st, &mut plan, ctx, content_changes),
+        }
         Ok(plan)
     }
 
@@ -611,6 +628,13 @@ impl Module for Copy {
         }
         let mut out = path_info(&st.dest)?;
         out.insert("state".into(), "file".into());
+        let wrote = plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Write { .. }));
+        if wrote && matches!(st.data, Data::Controller) {
+            out.insert("md5sum".into(), md5_of_file(&st.dest)?.into());
+        }
         if let Some(b) = backup {
             out.insert("backup_file".into(), b.into());
         }
@@ -1007,7 +1031,9 @@ mod tests {
             &RUN,
         );
         assert!(!out.changed);
-        assert_eq!(out.msg.as_deref(), Some("file already exists"));
+        // ansible-core's action says nothing more than the task's dest and `changed`.
+        assert_eq!(out.msg, None);
+        assert_eq!(out.result["dest"], json!(f.display().to_string()));
         assert_eq!(fingerprint(&f), stable);
         let g = t.path().join("g");
         assert!(

@@ -602,7 +602,13 @@ impl Module for File {
         }
 
         let r = &mut plan.result;
-        r.insert("path".into(), st.report.display().to_string().into());
+        // Ansible's link, hard and touch results name the path `dest` (below), the others `path`.
+        if !matches!(
+            st.state,
+            FileState::Link | FileState::Hard | FileState::Touch
+        ) {
+            r.insert("path".into(), st.report.display().to_string().into());
+        }
         r.insert("state".into(), st.state.as_str().into());
         if st.state == FileState::Touch {
             r.insert("state".into(), "file".into());
@@ -611,6 +617,17 @@ impl Module for File {
             // Converged: the probe's metadata is the truth, reported as Ansible's add_path_info would.
             if let Some(m) = report_meta {
                 r.extend(meta_info(m));
+            }
+        } else if ctx.check {
+            // Nothing changes: ansible-core's module reports the path as it is now (its state,
+            // owner, mode...), and nothing of a path that does not exist.
+            let now = match st.state {
+                FileState::Link | FileState::Hard | FileState::Touch => &st.path,
+                _ => &st.report,
+            };
+            r.remove("state");
+            if let Some(m) = lstat(now)? {
+                r.extend(meta_info(&m));
             }
         }
         if matches!(
@@ -629,7 +646,7 @@ impl Module for File {
         r.insert("changed".into(), (!plan.actions.is_empty()).into());
         // Registered only in diff mode, as ansible-core does.
         if ctx.diff {
-            let diff = registered_diff(&plan.diff, &[&st.path, &st.report]);
+            let diff = crate::file_diff::registered(&plan.diff, &[&st.path, &st.report]);
             plan.result.insert("diff".into(), diff);
         }
         Ok(plan)
@@ -645,30 +662,6 @@ impl Module for File {
         }
         path_info(&st.report)
     }
-}
-
-/// Ansible's registered `diff` of `file`: `before` and `after` mappings with the `path` and
-/// each of its attributes that changes (`state`, `src`, `mode`, `owner` and `group` as ids, times).
-fn registered_diff(diff: &crate::Diff, paths: &[&Path]) -> Value {
-    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-    let path = shown.first().cloned().unwrap_or_default();
-    let mut before = Map::new();
-    let mut after = Map::new();
-    before.insert("path".into(), path.clone().into());
-    after.insert("path".into(), path.into());
-    for a in diff.attrs.iter().filter(|a| shown.contains(&a.path)) {
-        let id = |v: &str, f: fn(&str) -> Result<u32, ModuleError>| -> Value {
-            f(v).map_or_else(|_| v.into(), Value::from)
-        };
-        let (b, n) = match a.attr.as_str() {
-            "owner" => (id(&a.before, lookup_uid), id(&a.after, lookup_uid)),
-            "group" => (id(&a.before, lookup_gid), id(&a.after, lookup_gid)),
-            _ => (a.before.clone().into(), a.after.clone().into()),
-        };
-        before.insert(a.attr.clone(), b);
-        after.insert(a.attr.clone(), n);
-    }
-    serde_json::json!({"before": before, "after": after})
 }
 
 /// The wanted attributes, resolved.
@@ -889,25 +882,24 @@ fn plan_file<'a>(
     want: &Want,
 ) -> Result<Option<&'a Metadata>, ModuleError> {
     let (path, meta, nofollow) = attr_target(st)?;
-    let meta = meta.ok_or_else(|| {
-        ModuleError::failed(format!(
-            "file ({}) does not exist; use state: touch to create it (state: file only changes \
-             an existing file), or state: directory for a directory",
-            path.display()
-        ))
-    })?;
+    // ansible-core's words, with the path and what is there in the result: a playbook may
+    // test `r.state` or the message.
+    // (ansible-core's failure adds the attributes of a path that exists, as its exit does.)
+    let conflict = |state: &str, meta: Option<&Metadata>| {
+        let mut result = meta.map(meta_info).unwrap_or_default();
+        result.insert("path".into(), path.display().to_string().into());
+        result.insert("state".into(), state.into());
+        ModuleError::Failed {
+            msg: format!("file ({}) is {state}, cannot continue", path.display()),
+            result,
+        }
+    };
+    let meta = meta.ok_or_else(|| conflict("absent", None))?;
     if meta.is_dir() {
-        return Err(ModuleError::failed(format!(
-            "file ({}) is a directory, cannot continue; use state: directory",
-            path.display()
-        )));
+        return Err(conflict("directory", Some(meta)));
     }
     if meta.file_type().is_symlink() {
-        return Err(ModuleError::failed(format!(
-            "file ({}) is a symlink and follow is false, cannot continue; use state: link to \
-             manage the link, or follow: true to change its target",
-            path.display()
-        )));
+        return Err(conflict("link", Some(meta)));
     }
     plan_attrs(plan, &path, Cur::Existing(meta), nofollow, want)?;
     Ok(Some(meta))
@@ -1608,13 +1600,10 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let f = t.path().join("nope");
         let e = err_of(json!({"path": f, "state": "file"}));
-        assert!(
-            e.contains("does not exist") && e.contains("state: touch"),
-            "{e}"
-        );
+        assert!(e.contains("is absent, cannot continue"), "{e}");
         // No state and a missing path means state: file.
         let e = err_of(json!({"path": f, "mode": "0644"}));
-        assert!(e.contains("does not exist"), "{e}");
+        assert!(e.contains("is absent, cannot continue"), "{e}");
         assert!(!f.exists());
     }
 
@@ -1834,7 +1823,7 @@ mod tests {
             fs::canonicalize(&target).unwrap().display().to_string()
         );
         let e = err_of(json!({"path": l, "state": "file", "follow": false}));
-        assert!(e.contains("is a symlink"), "{e}");
+        assert!(e.contains("is link, cannot continue"), "{e}");
     }
 
     #[test]

@@ -117,6 +117,14 @@ impl Module for LineInFile {
 
     fn plan(p: &Params, file: &TextFile, ctx: &Ctx) -> Result<Plan<EditAction>, ModuleError> {
         let mut plan = plan_edit_lines(p, file, ctx)?;
+        // ansible-core's lineinfile returns `backup` (empty unless one was made) and `msg`
+        // (empty when nothing changes) whenever it looked at the file.
+        if file.content.is_some() || p.state == Presence::Present {
+            plan.result.insert("backup".into(), json!(""));
+            if plan.msg.is_none() {
+                plan.result.insert("msg".into(), json!(""));
+            }
+        }
         if let Some(w) = empty_pattern_warning(p) {
             plan.result.insert("warnings".into(), json!([w]));
         }
@@ -815,7 +823,7 @@ mod tests {
         let backup = out.result["backup"].as_str().unwrap();
         assert_eq!(fs::read_to_string(backup).unwrap(), "a\n");
         let out = go(json!({"path": path, "line": "b", "backup": true}));
-        assert!(!out.result.contains_key("backup"));
+        assert_eq!(out.result["backup"], json!(""));
     }
 
     #[test]

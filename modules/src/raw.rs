@@ -108,6 +108,7 @@ impl Module for Raw {
                 onlyif: None,
             },
             skip: None,
+            skip_msg: None,
         })
     }
 

@@ -128,7 +128,11 @@ impl Module for Script {
             let cached = crate::unarchive::cached_archive(sha, size)?;
             inv.argv = vec![cached.to_string_lossy().into_owned()];
         }
-        Ok(Probed { inv, skip })
+        Ok(Probed {
+            inv,
+            skip,
+            skip_msg: None,
+        })
     }
 
     fn plan(p: &Params, state: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {

@@ -495,6 +495,7 @@ pub fn prepare(
                     obj.insert("_src_sha1".into(), json!(up.sha1));
                     obj.insert("_src_size".into(), json!(up.size));
                     obj.insert("_src_name".into(), json!(basename(&src)));
+                    obj.insert("_src_path".into(), json!(absolute(&path)));
                     upload.push(up);
                     if obj.get("mode").and_then(Value::as_str) == Some("preserve") {
                         use std::os::unix::fs::PermissionsExt;
@@ -627,6 +628,7 @@ pub fn prepare(
                 obj.insert("content".into(), Value::String(rendered));
             }
             obj.insert("_template_src".into(), json!(p.src));
+            obj.insert("_src_path".into(), json!(absolute(&path)));
             obj.insert(
                 "_src_name".into(),
                 // The file keeps the template's name, `.j2` included, as in Ansible.
@@ -679,6 +681,15 @@ pub fn prepare(
             upload: Vec::new(),
         }),
     }
+}
+
+/// A controller file's path as ansible-core's actions name it (the copy's diff header, the
+/// `src` of a `force: false` result): absolute, links left as they are.
+fn absolute(p: &Path) -> String {
+    std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
 }
 
 fn basename(p: &str) -> String {

@@ -12,6 +12,7 @@ use crate::connection::{AgentConn, TransportError};
 use fixpoint_agent::protocol::{Request, Response, UPLOAD_CHUNK};
 use fixpoint_modules::text::{diff_skipped, diff_text, MAX_DIFF_SIZE};
 use fixpoint_modules::Outcome;
+use serde_json::Value;
 use sha2::Digest as _;
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -151,18 +152,31 @@ impl Upload {
                 None => rel.clone(),
             }
         });
-        for c in &mut outcome.diff.content {
-            if !c.after.is_empty() || path.as_ref().is_some_and(|p| *p != c.path) {
-                continue;
-            }
-            c.after = if self.size > MAX_DIFF_SIZE {
+        let text = || {
+            if self.size > MAX_DIFF_SIZE {
                 diff_skipped(self.size)
             } else {
                 match std::fs::read(&self.path) {
                     Ok(b) => diff_text(&b),
                     Err(e) => format!("<{}: {e}>\n", self.path.display()),
                 }
-            };
+            }
+        };
+        for c in &mut outcome.diff.content {
+            if !c.after.is_empty() || path.as_ref().is_some_and(|p| *p != c.path) {
+                continue;
+            }
+            c.after = text();
+        }
+        // The registered `diff` list of a single file's copy (`copy_result`) waits for it too.
+        if self.rel.is_none() {
+            if let Some(Value::Array(entries)) = outcome.result.get_mut("diff") {
+                for e in entries.iter_mut().filter_map(Value::as_object_mut) {
+                    if !e.contains_key("after") {
+                        e.insert("after".into(), text().into());
+                    }
+                }
+            }
         }
     }
 }
