@@ -2,8 +2,8 @@
 //! `stat` result shape. It never changes anything: its plan is always empty.
 //!
 //! `get_mime` (default true, as in Ansible) adds `mimetype` and `charset` from the host's `file`
-//! command (`unknown` without it). `get_attributes` is accepted for compatibility and ignored
-//! (no `attributes` key). `checksum_algorithm` supports every choice Ansible offers: sha1 (the
+//! command (`unknown` without it). `get_attributes` (default true) adds `version`, `attributes`
+//! and `attr_flags` as `lsattr -vd` gives them (read with its ioctls). `checksum_algorithm` supports every choice Ansible offers: sha1 (the
 //! default), md5, sha224, sha256, sha384 and sha512.
 
 use crate::fs::{expand_user, mode_str, parent_of};
@@ -11,7 +11,7 @@ use crate::params::Bool;
 use crate::{Ctx, Module, ModuleError, Plan};
 use nix::unistd::AccessFlags;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use sha2::Digest;
 use std::fs::{self, Metadata};
 use std::io::{ErrorKind, Read};
@@ -121,6 +121,18 @@ impl Module for Stat {
                 Algorithm::Sha512 => hash_file::<sha2::Sha512>(&path)?,
             };
             out.insert("checksum".into(), sum.into());
+        }
+        // As Ansible's stat: the keys always, filled when `lsattr` could read the path.
+        if p.get_attributes.is_none_or(|b| b.0) {
+            let read = crate::fs::chattr::lsattr(&path);
+            let version = read.map(|(v, _)| Value::from(v.to_string()));
+            let flags = read.map(|(_, f)| f).unwrap_or(0);
+            out.insert("version".into(), version.unwrap_or(Value::Null));
+            out.insert("attributes".into(), json!(crate::fs::chattr::names(flags)));
+            out.insert(
+                "attr_flags".into(),
+                crate::fs::chattr::letters(flags).into(),
+            );
         }
         if p.get_mime.is_none_or(|b| b.0) {
             let (mimetype, charset) = mime_of(&path);

@@ -15,6 +15,7 @@ use crate::{Ctx, ModuleError, Outcome};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::fs;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -238,6 +239,58 @@ pub fn read(path: &Path) -> Result<u32, ModuleError> {
     rustix::fs::ioctl_getflags(&f)
         .map(|f| f.bits())
         .map_err(|e| ModuleError::failed(flags_error(path, "read", e)))
+}
+
+// `FS_IOC_GETVERSION`: the inode's generation number, which `lsattr -v` prints.
+nix::ioctl_read!(fs_ioc_getversion, b'v', 1, nix::libc::c_long);
+
+/// What `lsattr -vd path` reports, as Ansible's `stat` reads it: the generation number and the
+/// flags. Like `lsattr`, it reads only regular files and directories (a symlink has none, even
+/// with `follow`: Ansible asks `lsattr` about the path as given); `None` where `lsattr` fails.
+pub fn lsattr(path: &Path) -> Option<(u64, u32)> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    if !(meta.is_file() || meta.is_dir()) {
+        return None;
+    }
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let mut version: nix::libc::c_long = 0;
+    // SAFETY: the descriptor is open for the call, and the kernel writes one `long` into
+    // `version`, which lives across it.
+    unsafe { fs_ioc_getversion(f.as_raw_fd(), &mut version) }.ok()?;
+    let flags = rustix::fs::ioctl_getflags(&f).ok()?.bits();
+    // `lsattr` prints the generation as an unsigned long.
+    Some((version as u64, flags))
+}
+
+/// Ansible's names of the flags it knows, in `lsattr`'s letter order (its `attributes`).
+pub fn names(flags: u32) -> Vec<&'static str> {
+    const NAMES: &[(char, &str)] = &[
+        ('A', "noatime"),
+        ('a', "append"),
+        ('c', "compressed"),
+        ('C', "nocow"),
+        ('d', "nodump"),
+        ('D', "dirsync"),
+        ('e', "extents"),
+        ('E', "encrypted"),
+        ('i', "immutable"),
+        ('I', "indexed"),
+        ('j', "journalled"),
+        ('N', "inline"),
+        ('s', "zero"),
+        ('S', "synchronous"),
+        ('t', "notail"),
+        ('T', "blockroot"),
+        ('u', "undelete"),
+    ];
+    letters(flags)
+        .chars()
+        .filter_map(|c| NAMES.iter().find(|(l, _)| *l == c).map(|(_, n)| *n))
+        .collect()
 }
 
 /// Give `path` exactly `flags`.
