@@ -83,6 +83,10 @@ pub struct Engine {
     inventory_log: Vec<crate::inventory::InventoryEdit>,
     /// The `groups` variable after an edit of the current play (its `PlayCtx` has the older).
     inventory_groups: Option<crate::inventory::GroupHosts>,
+    /// The play's objects with `inventory_groups`, and the objects they were made from: made
+    /// once per edit, not per task, so `hostvars` entries (which compare the groups by
+    /// address) are reused between edits (`objects_now`).
+    grouped_objects: Option<(Arc<crate::vars::PlayObjects>, crate::vars::PlayObjects)>,
     reporter: Reporter,
     /// The live status lines (shared with the reporter, which prints above them).
     progress: Progress,
@@ -149,6 +153,7 @@ impl Engine {
             pending_inventory: Default::default(),
             inventory_log: Vec::new(),
             inventory_groups: None,
+            grouped_objects: None,
             reporter,
             progress,
             hosts: BTreeMap::new(),

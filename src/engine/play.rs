@@ -90,6 +90,7 @@ impl Engine {
         }
         let groups = self.inventory.groups_map();
         self.inventory_groups = None;
+        self.grouped_objects = None;
         let files_vars = Arc::new(files_vars);
         self.handlers = Arc::new(play.handlers.clone());
         // What the status lines count a host's tasks against: those the tags select, as far
@@ -185,10 +186,17 @@ impl Engine {
 
     /// The play's objects with the groups as they are now (`add_host`/`group_by` may have
     /// changed them during this play).
-    pub(super) fn objects_now(&self, ctx: &PlayCtx<'_>) -> PlayObjects {
-        match &self.inventory_groups {
-            Some(groups) => ctx.objects.with_groups(groups),
-            None => (*ctx.objects).clone(),
+    pub(super) fn objects_now(&mut self, ctx: &PlayCtx<'_>) -> PlayObjects {
+        let Some(groups) = &self.inventory_groups else {
+            return (*ctx.objects).clone();
+        };
+        match &self.grouped_objects {
+            Some((base, made)) if Arc::ptr_eq(base, &ctx.objects) => made.clone(),
+            _ => {
+                let made = ctx.objects.with_groups(groups);
+                self.grouped_objects = Some((ctx.objects.clone(), made.clone()));
+                made
+            }
         }
     }
 

@@ -148,6 +148,7 @@ impl Engine {
     fn install_inventory(&mut self, inv: Arc<Inventory>) {
         self.inventory = inv;
         self.inventory_groups = Some(self.inventory.groups_map());
+        self.grouped_objects = None;
         // New `inv_vars` maps: `hostvars` entries notice a change by their address.
         for h in self.hosts.values_mut() {
             h.inv_vars = Arc::new(self.inventory.host_vars(&h.name));
