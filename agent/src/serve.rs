@@ -147,6 +147,9 @@ pub fn serve() -> ExitCode {
     }
     // An upload the controller did not complete leaves no temp file behind.
     fixpoint_modules::fs::stage::discard();
+    // Still under the host lock (`session` holds it): the next run reads what this one learnt.
+    fixpoint_modules::stat::mime::save();
+    drop(session);
     ExitCode::SUCCESS
 }
 
@@ -526,6 +529,8 @@ impl Session {
             Err(e) => return failed(e),
         };
         let state_dir = st.path.display().to_string();
+        // `stat`'s answers of `file`, kept between runs (read and written under the lock).
+        fixpoint_modules::stat::mime::use_file(st.path.join("mime-cache.json"));
         self.state = Some(st);
         self.run_id = run_id;
         Response::Begun {

@@ -387,6 +387,49 @@ fn stat_registers_and_never_changes() {
     assert_eq!(out.status_of("check"), "ok");
 }
 
+/// `stat`'s MIME type comes from the host's `file`, whose answers the agent keeps in its state
+/// directory between runs: kept for an unchanged file, never for one changed since, even when
+/// its size and mtime are put back as they were (ctime gives it away).
+#[test]
+fn stat_mime_answers_are_kept_only_for_unchanged_files() {
+    use std::os::unix::fs::MetadataExt;
+    let fx = Fx::new();
+    let f = fx.write("t/f", "hello\n");
+    let mtime = std::fs::metadata(&f).unwrap().modified().unwrap();
+    // The agent keeps an answer only for a file changed before the current clock tick (see
+    // modules/src/stat/mime.rs): wait until this one is.
+    let settle = |f: &std::path::Path| {
+        let m = std::fs::metadata(f).unwrap();
+        let changed = std::time::UNIX_EPOCH
+            + std::time::Duration::new(m.ctime() as u64, m.ctime_nsec() as u32);
+        while changed.elapsed().unwrap_or_default() < std::time::Duration::from_millis(200) {
+            std::thread::yield_now();
+        }
+    };
+    settle(&f);
+    fx.play("    - name: look\n      stat:\n        path: \"{{ base }}/f\"\n      register: st\n    - name: show\n      debug:\n        msg: \"{{ st.stat.mimetype }} {{ st.stat.charset }}\"\n");
+    let shown = |out: &crate::fx::Out| out.task_events("show")[0]["result"]["msg"].clone();
+    let out = fx.apply(&["-v"]);
+    out.expect(0);
+    assert_eq!(shown(&out), "text/plain us-ascii");
+    let cache = std::fs::read_to_string(fx.state_dir().join("mime-cache.json"))
+        .expect("the agent keeps file's answer for a settled file");
+    let ino = std::fs::metadata(&f).unwrap().ino();
+    assert!(cache.contains(&format!(":{ino}\"")), "{cache}");
+
+    // Same size, same mtime, other content: the kept answer must not be used.
+    std::fs::write(&f, [0u8, 1, 2, 3, 255, 254]).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let out = fx.apply(&["-v"]);
+    out.expect(0);
+    assert_eq!(shown(&out), "application/octet-stream binary");
+}
+
 #[test]
 fn stat_bad_parameter_is_refused() {
     let fx = Fx::new();

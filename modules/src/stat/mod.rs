@@ -6,6 +6,8 @@
 //! and `attr_flags` as `lsattr -vd` gives them (read with its ioctls). `checksum_algorithm` supports every choice Ansible offers: sha1 (the
 //! default), md5, sha224, sha256, sha384 and sha512.
 
+pub mod mime;
+
 use crate::fs::{expand_user, mode_str, parent_of};
 use crate::params::Bool;
 use crate::{Ctx, Module, ModuleError, Plan};
@@ -135,7 +137,7 @@ impl Module for Stat {
             );
         }
         if p.get_mime.is_none_or(|b| b.0) {
-            let (mimetype, charset) = mime_of(&path);
+            let (mimetype, charset) = mime::of(&path);
             out.insert("mimetype".into(), mimetype.into());
             out.insert("charset".into(), charset.into());
         }
@@ -224,46 +226,6 @@ fn describe(path: &Path, m: &Metadata) -> Map<String, Value> {
 }
 
 /// Hex digest of a file, read in chunks so large files do not fill memory.
-/// The directories searched for `file` besides `PATH`, as Ansible's `get_bin_path` does.
-const SBIN_DIRS: &[&str] = &["/sbin", "/usr/sbin", "/usr/local/sbin"];
-
-/// `mimetype` and `charset` as `file --mime-type --mime-encoding` reports them, or `unknown`
-/// when the host has no `file` or it fails (as in Ansible).
-fn mime_of(path: &Path) -> (String, String) {
-    let unknown = || ("unknown".to_string(), "unknown".to_string());
-    let path_var = std::env::var_os("PATH").unwrap_or_default();
-    let Some(file) = std::env::split_paths(&path_var)
-        .chain(SBIN_DIRS.iter().map(Into::into))
-        .map(|d| d.join("file"))
-        .find(|p| p.is_file())
-    else {
-        return unknown();
-    };
-    let out = match std::process::Command::new(file)
-        .args(["--mime-type", "--mime-encoding"])
-        .arg(path)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-    {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
-        _ => return unknown(),
-    };
-    // `<path>: text/plain; charset=us-ascii`: the path itself may hold `:`, the answer does not.
-    let answer = out.trim_end().rsplit_once(':').map_or("", |(_, a)| a);
-    match answer.split_once(';') {
-        Some((mime, charset)) => (
-            mime.trim().to_string(),
-            charset
-                .split_once('=')
-                .map_or(charset, |(_, c)| c)
-                .trim()
-                .to_string(),
-        ),
-        None => unknown(),
-    }
-}
-
 pub(crate) fn hash_file<D: Digest>(path: &Path) -> Result<String, ModuleError> {
     let mut f = fs::File::open(path).map_err(|e| ModuleError::io(path, e))?;
     let mut hasher = D::new();
