@@ -1,4 +1,4 @@
-//! `meta:` actions (flush_handlers, end_play, end_host, end_batch, clear_facts,
+//! `meta:` actions (flush_handlers, end_play, end_host, end_batch, end_role, clear_facts,
 //! clear_host_errors, reset_connection, noop).
 
 use serde_json::{json, Map, Value};
@@ -89,6 +89,12 @@ impl Engine {
                 }
             }
             MetaAction::Noop | MetaAction::ResetConnection => {}
+            MetaAction::EndRole => {
+                // The loader keeps `end_role` to tasks of a role.
+                for h in &hit {
+                    self.hosts.get_mut(h).expect("host state").ended_role = meta.role.clone();
+                }
+            }
             MetaAction::EndBatch => {
                 for h in &ctx.hosts {
                     let hs = self.hosts.get_mut(h).expect("host state");
@@ -142,9 +148,19 @@ impl Engine {
                 MetaAction::ClearHostErrors => {
                     format!("not clearing host error state for {host}")
                 }
+                MetaAction::EndRole => format!(
+                    "continuing role {} for {host}",
+                    meta.role.as_ref().map_or("", |r| r.name.as_str())
+                ),
                 MetaAction::Noop | MetaAction::ResetConnection => String::new(),
             };
-            let reason = format!("{action} conditional evaluated to False, {why}");
+            // ansible-core 2.19 writes end_role's reason with no comma before its words.
+            let sep = if meta.action == MetaAction::EndRole {
+                ""
+            } else {
+                ", "
+            };
+            let reason = format!("{action} conditional evaluated to False{sep}{why}");
             let mut result = Map::new();
             result.insert("skipped".into(), Value::Bool(true));
             result.insert("skip_reason".into(), json!(reason));
