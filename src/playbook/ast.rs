@@ -144,6 +144,8 @@ pub enum MetaAction {
     ResetConnection,
     /// Ends the role invocation it is in, for the hosts it runs on (ansible-core 2.18+).
     EndRole,
+    /// Reads the inventory sources again (`Engine::refresh_inventory`).
+    RefreshInventory,
 }
 
 impl MetaAction {
@@ -158,6 +160,7 @@ impl MetaAction {
             MetaAction::EndBatch => "end_batch",
             MetaAction::ResetConnection => "reset_connection",
             MetaAction::EndRole => "end_role",
+            MetaAction::RefreshInventory => "refresh_inventory",
         }
     }
 }

@@ -503,13 +503,12 @@ impl<'a> Loader<'a> {
                         return Err(arg.err("`meta: end_role` cannot be used outside of a role"))
                     }
                     "end_role" => MetaAction::EndRole,
-                    "refresh_inventory" => {
-                        return Err(arg.err(format!("`meta: {a}` is not supported by fixpoint yet")))
-                    }
+                    "refresh_inventory" => MetaAction::RefreshInventory,
                     _ => {
                         return Err(arg.err(format!("unknown meta action `{a}`")).help(
                             "meta actions: flush_handlers, end_play, end_host, end_batch, \
-                             end_role, clear_facts, clear_host_errors, reset_connection, noop",
+                             end_role, clear_facts, clear_host_errors, reset_connection, \
+                             refresh_inventory, noop",
                         ))
                     }
                 };
