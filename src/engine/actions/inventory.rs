@@ -138,8 +138,9 @@ impl Engine {
 
     /// `meta: refresh_inventory`: the `-i` sources read again, then this run's `add_host` and
     /// `group_by` edits made again on them, as ansible-core replays its dynamic hosts and
-    /// groups. The play's hosts stay the ones it started with; later plays select from the new
-    /// inventory. An `Err` says why the sources cannot be read.
+    /// groups. A host the sources no longer have runs no more of the play, as under
+    /// ansible-core; a new one joins only later plays. An `Err` says why the sources cannot be
+    /// read.
     pub(in crate::engine) fn refresh_inventory(&mut self) -> Result<(), String> {
         let mut inv = self.inventory.reloaded(&self.cfg.inventory).map_err(|e| {
             format!(
@@ -148,9 +149,11 @@ impl Engine {
                 e.msg
             )
         })?;
-        for e in &self.inventory_log {
-            // Each edit was accepted once; one the sources now refuse is left out.
-            let _ = inv.apply_edit(e);
+        inv.replay_edits(&self.inventory_log);
+        for hs in self.hosts.values_mut() {
+            if !inv.knows_host(&hs.name) {
+                hs.ended = true;
+            }
         }
         self.install_inventory(Arc::new(inv));
         self.inventory_refreshed = true;
