@@ -50,7 +50,7 @@ fn value_to_json_depth(v: &Value, depth: usize, omit: bool) -> Result<Json, Erro
         }
         ValueKind::Seq | ValueKind::Iterable => Json::Array(
             v.try_iter()?
-                .filter(|item| !(omit && item.is_undefined()) && !super::omit::is_omit(item))
+                .filter(|item| !((omit && item.is_undefined()) || super::omit::is_omit(item)))
                 .map(|item| value_to_json_depth(&item, depth + 1, omit))
                 .collect::<Result<_, _>>()?,
         ),
