@@ -72,6 +72,7 @@ impl Engine {
             original_inventory: self.original_inventory.clone(),
             pending_inventory: Default::default(),
             inventory_log: Vec::new(),
+            inventory_refreshed: false,
             inventory_groups: self.inventory_groups.clone(),
             grouped_objects: self.grouped_objects.clone(),
             reporter: Reporter::new(

@@ -200,6 +200,11 @@ impl Engine {
             );
         }
         for (params, hosts, steps) in loaded_groups {
+            // Each inclusion (each loop item's) is a role invocation of its own: an `end_role`
+            // in an earlier one does not end it.
+            for h in &hosts {
+                self.hosts.get_mut(h).expect("host state").ended_role = None;
+            }
             let sub = ctx.with_params(params);
             match (&inc.source, steps) {
                 (IncludeSource::Loaded(steps), _) => self.run_steps(&sub, steps, &hosts).await,

@@ -5,6 +5,7 @@ use super::section;
 use super::state::PlayCtx;
 use super::Engine;
 use crate::playbook::Step;
+use std::sync::Arc;
 
 impl Engine {
     /// Run a list of steps on the hosts of `allowed` that are still active.
@@ -26,6 +27,10 @@ impl Engine {
                     .collect();
                 if targets.is_empty() || self.play_ended {
                     return;
+                }
+                let targets = self.outside_ended_role(step, targets);
+                if targets.is_empty() {
+                    continue;
                 }
                 if let Some(sec) = self.section_at(ctx, &steps[at - 1..]) {
                     self.run_section(ctx, &sec, &targets).await;
@@ -68,6 +73,27 @@ impl Engine {
         })
     }
 
+    /// `targets` without the hosts that ended the role invocation `step` belongs to (`meta:
+    /// end_role`): as ansible-core, they pass by the rest of it, `rescue` and `always` too. A
+    /// host that reaches a step of another invocation has left the ended one.
+    fn outside_ended_role(&mut self, step: &Step, targets: Vec<String>) -> Vec<String> {
+        let role = step.role();
+        targets
+            .into_iter()
+            .filter(|h| {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                match &hs.ended_role {
+                    Some(ended) if role.is_some_and(|r| Arc::ptr_eq(r, ended)) => false,
+                    Some(_) => {
+                        hs.ended_role = None;
+                        true
+                    }
+                    None => true,
+                }
+            })
+            .collect()
+    }
+
     /// The section of tasks that starts at `steps[0]` (see `section`), when pipelining is on
     /// and the play leaves room for one: its failure limits are checked after every task.
     pub(super) fn section_at<'s>(
@@ -76,7 +102,17 @@ impl Engine {
         steps: &'s [Step],
     ) -> Option<section::Section<'s>> {
         let fail_limits = ctx.play.any_errors_fatal || ctx.play.max_fail_percentage.is_some();
-        if !self.cfg.pipelining || !self.started || fail_limits || self.interrupt.requested() {
+        // A section could run on past the end of a role a host ended: step by step then.
+        let role_ended = ctx
+            .hosts
+            .iter()
+            .any(|h| self.hosts.get(h).is_some_and(|hs| hs.ended_role.is_some()));
+        if !self.cfg.pipelining
+            || !self.started
+            || fail_limits
+            || role_ended
+            || self.interrupt.requested()
+        {
             return None;
         }
         section::section(steps, ctx.play, &self.templar, &|t| {

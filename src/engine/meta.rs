@@ -1,5 +1,5 @@
-//! `meta:` actions (flush_handlers, end_play, end_host, end_batch, clear_facts,
-//! clear_host_errors, reset_connection, noop).
+//! `meta:` actions (flush_handlers, end_play, end_host, end_batch, end_role, clear_facts,
+//! clear_host_errors, reset_connection, refresh_inventory, noop).
 
 use serde_json::{json, Map, Value};
 
@@ -26,6 +26,23 @@ impl Engine {
             | MetaAction::ClearHostErrors => &targets[..targets.len().min(1)],
             _ => targets,
         };
+        if meta.action == MetaAction::RefreshInventory {
+            // As ansible-core: once for the play, whatever its `when` says (it warns).
+            if !meta.when.is_empty() {
+                self.reporter.warn(&format!(
+                    "meta ({}): `refresh_inventory` does not support `when`; the inventory is \
+                     read again",
+                    meta.pos
+                ));
+            }
+            if let Err(msg) = self.refresh_inventory() {
+                for h in targets {
+                    let msg = format!("{msg} (meta at {})", meta.pos);
+                    self.fail_host(h, "meta", "meta", &meta.pos.to_string(), msg);
+                }
+            }
+            return;
+        }
         if meta.action == MetaAction::ResetConnection {
             // ansible-core resets every host's connection whatever its `when` says, and warns.
             if !meta.when.is_empty() {
@@ -88,7 +105,13 @@ impl Engine {
                     self.hosts.get_mut(h).expect("host state").ended = true;
                 }
             }
-            MetaAction::Noop | MetaAction::ResetConnection => {}
+            MetaAction::Noop | MetaAction::ResetConnection | MetaAction::RefreshInventory => {}
+            MetaAction::EndRole => {
+                // The loader keeps `end_role` to tasks of a role.
+                for h in &hit {
+                    self.hosts.get_mut(h).expect("host state").ended_role = meta.role.clone();
+                }
+            }
             MetaAction::EndBatch => {
                 for h in &ctx.hosts {
                     let hs = self.hosts.get_mut(h).expect("host state");
@@ -142,9 +165,21 @@ impl Engine {
                 MetaAction::ClearHostErrors => {
                     format!("not clearing host error state for {host}")
                 }
-                MetaAction::Noop | MetaAction::ResetConnection => String::new(),
+                MetaAction::EndRole => format!(
+                    "continuing role {} for {host}",
+                    meta.role.as_ref().map_or("", |r| r.name.as_str())
+                ),
+                MetaAction::Noop | MetaAction::ResetConnection | MetaAction::RefreshInventory => {
+                    String::new()
+                }
             };
-            let reason = format!("{action} conditional evaluated to False, {why}");
+            // ansible-core 2.19 writes end_role's reason with no comma before its words.
+            let sep = if meta.action == MetaAction::EndRole {
+                ""
+            } else {
+                ", "
+            };
+            let reason = format!("{action} conditional evaluated to False{sep}{why}");
             let mut result = Map::new();
             result.insert("skipped".into(), Value::Bool(true));
             result.insert("skip_reason".into(), json!(reason));

@@ -81,6 +81,8 @@ pub struct Engine {
     pending_inventory: actions::inventory::Pending,
     /// The edits installed in this pass, in order (a free lane's are replayed on the play's).
     inventory_log: Vec<crate::inventory::InventoryEdit>,
+    /// `meta: refresh_inventory` read the sources again in this pass.
+    inventory_refreshed: bool,
     /// The `groups` variable after an edit of the current play (its `PlayCtx` has the older).
     inventory_groups: Option<crate::inventory::GroupHosts>,
     /// The play's objects with `inventory_groups`, and the objects they were made from: made
@@ -152,6 +154,7 @@ impl Engine {
             inventory,
             pending_inventory: Default::default(),
             inventory_log: Vec::new(),
+            inventory_refreshed: false,
             inventory_groups: None,
             grouped_objects: None,
             reporter,

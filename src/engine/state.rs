@@ -33,6 +33,9 @@ pub(super) struct HostState {
     pub(super) loop_failure: Option<Map<String, Value>>,
     /// `meta: end_host` ended the play for this host.
     pub(super) ended: bool,
+    /// `meta: end_role` ended this role invocation for the host: its later steps pass the host
+    /// by (`Engine::outside_ended_role`) until the host reaches a step of another invocation.
+    pub(super) ended_role: Option<Arc<crate::playbook::RoleCtx>>,
     /// Agents by (delegated host, become user): `None` is the host itself.
     pub(super) conns: Conns,
     pub(super) failed: bool,
@@ -113,6 +116,7 @@ impl HostState {
             last_failure: None,
             loop_failure: None,
             ended: false,
+            ended_role: None,
             conns: Conns::new(),
             failed: false,
             unreachable: false,

@@ -27,6 +27,26 @@ pub enum InventoryEdit {
 }
 
 impl Inventory {
+    /// Whether `host` is in this inventory, or is the implicit local host.
+    pub fn knows_host(&self, host: &str) -> bool {
+        self.has_host(host) || self.is_implicit(host)
+    }
+
+    /// Apply the run's edits again on sources read anew (`meta: refresh_inventory`): as in
+    /// ansible-core, a `group_by` of a host the sources no longer have is dropped.
+    pub fn replay_edits(&mut self, edits: &[InventoryEdit]) {
+        for e in edits {
+            if let InventoryEdit::GroupBy { host, .. } = e {
+                if !self.knows_host(host) {
+                    continue;
+                }
+            }
+            // Each edit was accepted once, on the same groups or fewer: one that the sources
+            // now make a cycle of is left out.
+            let _ = self.apply_edit(e);
+        }
+    }
+
     /// Apply one edit; `Ok(true)` when the inventory changed. An edit that would make a group
     /// its own ancestor is refused before anything changes.
     pub fn apply_edit(&mut self, edit: &InventoryEdit) -> Result<bool, InventoryError> {

@@ -68,6 +68,17 @@ impl Inventory {
         Ok(inv)
     }
 
+    /// `meta: refresh_inventory`: the sources read again, as ansible-core re-reads them during
+    /// a play. The vars directories are not read again: ansible-core's `host_group_vars`
+    /// plugin keeps what it read (a `group_vars/` file written since is not seen), so this
+    /// inventory's layers, and the play it is in, carry over.
+    pub fn reloaded(&self, sources: &[PathBuf]) -> Result<Inventory, InventoryError> {
+        let mut fresh = Inventory::load_sources(sources)?;
+        fresh.layers = self.layers.clone();
+        fresh.play_dir = self.play_dir.clone();
+        Ok(fresh)
+    }
+
     /// One inventory file's text read as INI (`yaml` false) or YAML, checked and finalised as
     /// `load` does, without reading the disk (no `group_vars/`): what the fuzz targets call.
     pub fn parse_text(path: &Path, text: &str, yaml: bool) -> Result<Inventory, InventoryError> {

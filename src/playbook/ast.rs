@@ -30,6 +30,23 @@ pub enum Step {
     Meta(Box<Meta>),
 }
 
+impl Step {
+    /// The role invocation the step belongs to (a block: that of its first step).
+    pub fn role(&self) -> Option<&Arc<RoleCtx>> {
+        match self {
+            Step::Task(t) => t.role.as_ref(),
+            Step::Include(i) => i.role.as_ref(),
+            Step::Meta(m) => m.role.as_ref(),
+            Step::Block(b) => b
+                .block
+                .iter()
+                .chain(&b.rescue)
+                .chain(&b.always)
+                .find_map(Step::role),
+        }
+    }
+}
+
 /// `block` / `rescue` / `always`. The block's keywords were pushed down into its tasks at load
 /// time (as Ansible inherits them), so only the control flow is left here.
 #[derive(Debug, Clone)]
@@ -125,6 +142,10 @@ pub enum MetaAction {
     ClearHostErrors,
     EndBatch,
     ResetConnection,
+    /// Ends the role invocation it is in, for the hosts it runs on (ansible-core 2.18+).
+    EndRole,
+    /// Reads the inventory sources again (`Engine::refresh_inventory`).
+    RefreshInventory,
 }
 
 impl MetaAction {
@@ -138,6 +159,8 @@ impl MetaAction {
             MetaAction::ClearHostErrors => "clear_host_errors",
             MetaAction::EndBatch => "end_batch",
             MetaAction::ResetConnection => "reset_connection",
+            MetaAction::EndRole => "end_role",
+            MetaAction::RefreshInventory => "refresh_inventory",
         }
     }
 }

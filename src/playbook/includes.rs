@@ -491,13 +491,24 @@ impl<'a> Loader<'a> {
                     "clear_host_errors" => MetaAction::ClearHostErrors,
                     "end_batch" => MetaAction::EndBatch,
                     "reset_connection" => MetaAction::ResetConnection,
-                    "refresh_inventory" | "end_role" => {
-                        return Err(arg.err(format!("`meta: {a}` is not supported by fixpoint yet")))
+                    // Refused where ansible-core refuses it when it loads the play.
+                    "end_role" if handlers => {
+                        return Err(arg
+                            .err("`meta: end_role` cannot be used in a handler")
+                            .help(
+                            "handlers belong to the play, not to a role: there is no role to end",
+                        ))
                     }
+                    "end_role" if inh.role.is_none() => {
+                        return Err(arg.err("`meta: end_role` cannot be used outside of a role"))
+                    }
+                    "end_role" => MetaAction::EndRole,
+                    "refresh_inventory" => MetaAction::RefreshInventory,
                     _ => {
                         return Err(arg.err(format!("unknown meta action `{a}`")).help(
                             "meta actions: flush_handlers, end_play, end_host, end_batch, \
-                             clear_facts, clear_host_errors, reset_connection, noop",
+                             end_role, clear_facts, clear_host_errors, reset_connection, \
+                             refresh_inventory, noop",
                         ))
                     }
                 };

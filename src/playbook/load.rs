@@ -104,7 +104,7 @@ fn load_plays(
         });
         let Some((key, _, target)) = import else {
             let mut loader = Loader::new(&dir, roles_path).collecting();
-            let play = load_play(item, &dir, &mut loader);
+            let play = load_play(item, &dir, &mut loader, imports.extra_vars);
             errors.extend(loader.take_collected());
             match play {
                 Ok(p) => plays.push(p),
@@ -188,10 +188,7 @@ fn import_name(
     if !is_template(&file) {
         return Ok(file);
     }
-    let mut known = vars.clone();
-    known.extend(extra_vars.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let ctx = minijinja::Value::from_serialize(&known);
-    match crate::template::Templar::new().render_str(&file, &ctx) {
+    match render_before_hosts(&file, vars, extra_vars) {
         Ok(Value::String(s)) if !s.is_empty() => Ok(s),
         Ok(other) => Err(target
             .err(format!(
@@ -207,6 +204,19 @@ fn import_name(
                  `-e` variables, not host or play variables",
             )),
     }
+}
+
+/// A keyword's template rendered once, before any host is known, with these `vars` and `-e`
+/// (as ansible-core renders `import_playbook` names and a play's `strategy`).
+fn render_before_hosts(
+    text: &str,
+    vars: &Map<String, Value>,
+    extra_vars: &Map<String, Value>,
+) -> Result<Value, crate::template::TemplateError> {
+    let mut known = vars.clone();
+    known.extend(extra_vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let ctx = minijinja::Value::from_serialize(&known);
+    crate::template::Templar::new().render_str(text, &ctx)
 }
 
 /// Add conditions (first) and tags to every task in these steps, as an enclosing import does.
@@ -254,7 +264,12 @@ fn wrap_task(t: &mut Task, when: &[String], tags: &[String]) {
 }
 
 /// One play: its keywords, its sections loaded in run order, its roles' variables merged.
-fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagnostic> {
+fn load_play(
+    node: &Node,
+    dir: &Path,
+    loader: &mut Loader,
+    extra_vars: &Map<String, Value>,
+) -> Result<Play, Diagnostic> {
     let entries = map_of(node, "a play")?;
     check_keys(entries, PLAY_KEYS, PLAY_KEYS_NOT_YET, "a play", |_| false)?;
     let hosts = match node.get("hosts") {
@@ -445,7 +460,18 @@ fn load_play(node: &Node, dir: &Path, loader: &mut Loader) -> Result<Play, Diagn
         };
     let mut play = play;
     if let Some(n) = node.get("strategy") {
-        let s = string_of(n, "strategy")?;
+        let mut s = string_of(n, "strategy")?;
+        if is_template(&s) {
+            // ansible-core renders it when the play starts, before any host: the play's
+            // `vars` and `-e` are what it can use (`strategy: "{{ s | default('linear') }}"`).
+            s = match render_before_hosts(&s, &loader.play_vars, extra_vars) {
+                Ok(Value::String(r)) => r,
+                Ok(other) => other.to_string(),
+                Err(e) => return Err(n.err(format!("cannot render the `strategy`: {e}")).help(
+                    "it is rendered once, before any host: it may use the play's `vars` and `-e`",
+                )),
+            };
+        }
         match s.as_str() {
             "linear" => {}
             "free" => play.free = true,

@@ -72,9 +72,20 @@ fn shebang_python(script: &Path) -> Option<PathBuf> {
     Some(PathBuf::from(prog))
 }
 
-fn find_install() -> Install {
-    let mut inst = Install::default();
-    let candidates: Vec<(PathBuf, String)> = match std::env::var_os("FIXPOINT_ANSIBLE_PYTHON") {
+/// The Python a template sees as `ansible_playbook_python`: the first this process would try for
+/// its Ansible installation (`FIXPOINT_ANSIBLE_PYTHON`, the Python of `ansible-playbook`, or
+/// `python3` on PATH), found by reading files only; none: no Python on the controller.
+pub fn playbook_python() -> Option<&'static Path> {
+    static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| candidates().into_iter().next().map(|(py, _)| py))
+        .as_deref()
+}
+
+/// The Pythons that may hold the Ansible installation, in the order they are tried, each with
+/// how it was found.
+fn candidates() -> Vec<(PathBuf, String)> {
+    match std::env::var_os("FIXPOINT_ANSIBLE_PYTHON") {
         Some(p) => vec![(PathBuf::from(&p), "FIXPOINT_ANSIBLE_PYTHON".to_string())],
         None => {
             let mut c = Vec::new();
@@ -88,8 +99,12 @@ fn find_install() -> Install {
             }
             c
         }
-    };
-    for (py, how) in candidates {
+    }
+}
+
+fn find_install() -> Install {
+    let mut inst = Install::default();
+    for (py, how) in candidates() {
         if let Some(core) = core_of(&py) {
             inst.found_by = format!("{how} ({})", py.display());
             inst.core = Some(core);
@@ -97,6 +112,7 @@ fn find_install() -> Install {
             break;
         }
     }
+
     // ANSIBLE_COLLECTIONS_PATH (ANSIBLE_COLLECTIONS_PATHS is its older spelling), else
     // Ansible's default of the user's and the system's collection directories.
     let var = std::env::var("ANSIBLE_COLLECTIONS_PATH")

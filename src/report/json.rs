@@ -37,7 +37,12 @@ pub(super) fn task(
         "location": ev.location,
     });
     if let Some(item) = ev.item {
-        o["item"] = json!(if ev.censored { "(censored)" } else { item });
+        // As ansible-core: a `no_log` item's result has no label at all.
+        o["item"] = if ev.censored {
+            Value::Null
+        } else {
+            json!(item)
+        };
     }
     if ev.ignored {
         o["ignored"] = json!(true);

@@ -32,8 +32,9 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_formatter(|out, _state, value| {
         // Ansible's finalize: a None printed into text is nothing (`"[{{ none }}]"` is `[]`);
-        // inside a list or dict, and through `string`, it stays `None`.
-        if value.is_none() {
+        // inside a list or dict, and through `string`, it stays `None`. `omit` printed into
+        // text is nothing too (ansible-core 2.19), though `omit ~ ''` is `<<Omit>>`.
+        if value.is_none() || super::omit::is_omit(value) {
             return Ok(());
         }
         let mut s = String::new();

@@ -31,6 +31,7 @@ mod jinja_tests;
 mod lookups;
 mod marked;
 mod now;
+mod omit;
 mod output;
 mod printf;
 mod pyops;
@@ -63,6 +64,7 @@ pub use foreign::{
 use inline::Inline;
 pub use lookups::{fileglob, first_found_file, listing, CONFIG_REFUSED};
 pub use now::python_local_time;
+pub use omit::{is_omit, is_omit_json, omit, OMIT};
 use rewrite::{
     block_end, closes_block, escape_backslashes, escape_backslashes_in_code, rewrite_chains,
     rewrite_code,
@@ -268,11 +270,18 @@ impl Templar {
         }
         match v {
             Json::String(s) => self.render_str(s, ctx),
-            Json::Array(items) => items
-                .iter()
-                .map(|item| self.render_value(item, ctx))
-                .collect::<Result<Vec<_>, _>>()
-                .map(Json::Array),
+            // As ansible-core's finalisation: an item or value that renders to `omit` is
+            // left out of its list or mapping.
+            Json::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    let v = self.render_value(item, ctx)?;
+                    if !is_omit_json(&v) || !Self::needs_render(item) {
+                        out.push(v);
+                    }
+                }
+                Ok(Json::Array(out))
+            }
             Json::Object(map) => {
                 let mut out = serde_json::Map::with_capacity(map.len());
                 for (k, v) in map {
@@ -284,7 +293,10 @@ impl Templar {
                     } else {
                         k.clone()
                     };
-                    out.insert(key, self.render_value(v, ctx)?);
+                    let rendered = self.render_value(v, ctx)?;
+                    if !is_omit_json(&rendered) || !Self::needs_render(v) {
+                        out.insert(key, rendered);
+                    }
                 }
                 Ok(Json::Object(out))
             }

@@ -29,6 +29,10 @@ fn value_to_json_depth(v: &Value, depth: usize, omit: bool) -> Result<Json, Erro
     if let Some(text) = vault_text(v) {
         return used_vault(&text).map(Json::String);
     }
+    if super::omit::is_omit(v) {
+        // Only a whole result gets here: lists and mappings leave `omit` out (below).
+        return Ok(Json::String(super::omit::OMIT.to_string()));
+    }
     Ok(match v.kind() {
         ValueKind::Undefined => return Err(Error::from(ErrorKind::UndefinedError)),
         ValueKind::None => Json::Null,
@@ -46,7 +50,7 @@ fn value_to_json_depth(v: &Value, depth: usize, omit: bool) -> Result<Json, Erro
         }
         ValueKind::Seq | ValueKind::Iterable => Json::Array(
             v.try_iter()?
-                .filter(|item| !(omit && item.is_undefined()))
+                .filter(|item| !((omit && item.is_undefined()) || super::omit::is_omit(item)))
                 .map(|item| value_to_json_depth(&item, depth + 1, omit))
                 .collect::<Result<_, _>>()?,
         ),
@@ -58,7 +62,7 @@ fn value_to_json_depth(v: &Value, depth: usize, omit: bool) -> Result<Json, Erro
                     Some(s) => s.to_string(),
                     None => key.to_string(),
                 };
-                if omit && item.is_undefined() {
+                if (omit && item.is_undefined()) || super::omit::is_omit(&item) {
                     continue;
                 }
                 map.insert(key, value_to_json_depth(&item, depth + 1, omit)?);

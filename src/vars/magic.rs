@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Placeholder Ansible users write as `default(omit)`: a parameter rendered to it is dropped.
-pub const OMIT: &str = "__fixpoint_omit_place_holder__";
+/// What `omit` is once a template's result leaves the template engine: a parameter or fact
+/// equal to it is dropped.
+pub use crate::template::OMIT;
 
 /// `inventory_hostname` and `inventory_hostname_short`: the magic variables every scope of a
 /// host has, including the one its `hostvars` entry is rendered in.
@@ -59,6 +60,13 @@ pub fn run_vars(cfg: &Config) -> Map<String, Value> {
         })
         .collect();
     magic.insert("ansible_inventory_sources".into(), json!(sources));
+    // fixpoint is not run by a Python: the controller's Python it would use for Ansible's own
+    // modules stands in (`pymod::locate::playbook_python`; DEVIATIONS.md). It reads no
+    // `ansible.cfg`, which is ansible-core's `None` when it finds none.
+    if let Some(py) = crate::pymod::locate::playbook_python() {
+        magic.insert("ansible_playbook_python".into(), json!(py));
+    }
+    magic.insert("ansible_config_file".into(), Value::Null);
     magic.insert(
         "ansible_version".into(),
         serde_json::to_value(ansible_version()).unwrap_or_default(),
@@ -335,8 +343,11 @@ fn host_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) ->
     search_path.push(o.play_dir.clone());
     magic.insert("ansible_search_path".into(), json!(search_path));
     magic.extend(run_vars(cfg));
-    magic.insert("omit".into(), json!(OMIT));
-    Layer::data(magic).with_objects(vec![("group_names".to_string(), o.group_names_of(host))])
+    Layer::data(magic).with_objects(vec![
+        ("group_names".to_string(), o.group_names_of(host)),
+        // An object of its own type in templates (`template::omit`), as in ansible-core 2.19.
+        ("omit".to_string(), crate::template::omit()),
+    ])
 }
 
 /// An empty map, shared.

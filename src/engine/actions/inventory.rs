@@ -136,11 +136,36 @@ impl Engine {
         self.install_inventory(Arc::new(inv));
     }
 
+    /// `meta: refresh_inventory`: the `-i` sources read again, then this run's `add_host` and
+    /// `group_by` edits made again on them, as ansible-core replays its dynamic hosts and
+    /// groups. A host the sources no longer have runs no more of the play, as under
+    /// ansible-core; a new one joins only later plays. An `Err` says why the sources cannot be
+    /// read.
+    pub(in crate::engine) fn refresh_inventory(&mut self) -> Result<(), String> {
+        let mut inv = self.inventory.reloaded(&self.cfg.inventory).map_err(|e| {
+            format!(
+                "cannot refresh the inventory: {}: {}",
+                e.file.display(),
+                e.msg
+            )
+        })?;
+        inv.replay_edits(&self.inventory_log);
+        for hs in self.hosts.values_mut() {
+            if !inv.knows_host(&hs.name) {
+                hs.ended = true;
+            }
+        }
+        self.install_inventory(Arc::new(inv));
+        self.inventory_refreshed = true;
+        Ok(())
+    }
+
     /// Back to the inventory the run started with (each `--twice` pass starts from it).
     pub(in crate::engine) fn restore_inventory(&mut self) {
-        if self.inventory_log.is_empty() {
+        if self.inventory_log.is_empty() && !self.inventory_refreshed {
             return;
         }
+        self.inventory_refreshed = false;
         self.inventory_log.clear();
         self.install_inventory(self.original_inventory.clone());
     }

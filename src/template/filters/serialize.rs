@@ -15,7 +15,7 @@ pub(super) fn filter_to_json(value: &Value, kwargs: Kwargs) -> Result<Value, Err
     let indent: Option<usize> = kwargs.get("indent")?;
     let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
     kwargs.assert_all_used()?;
-    let json = value_to_json(defined(value)?)?;
+    let json = value_to_json(serializable(value)?)?;
     Ok(Value::from(py_json(
         &json,
         indent,
@@ -28,7 +28,7 @@ pub(super) fn filter_to_nice_json(value: &Value, kwargs: Kwargs) -> Result<Value
     let indent: Option<usize> = kwargs.get("indent")?;
     let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
     kwargs.assert_all_used()?;
-    let json = value_to_json(defined(value)?)?;
+    let json = value_to_json(serializable(value)?)?;
     Ok(Value::from(py_json(
         &json,
         Some(indent.unwrap_or(4)),
@@ -102,12 +102,22 @@ fn yaml_filter(
 ) -> Result<Value, Error> {
     let indent: Option<usize> = kwargs.get("indent")?;
     kwargs.assert_all_used()?;
-    let json = value_to_json(defined(value)?)?;
+    let json = value_to_json(serializable(value)?)?;
     Ok(Value::from(yaml_dump(
         &json,
         indent.unwrap_or(default_indent).max(2),
         flow_leaves,
     )))
+}
+
+/// `value`, unless it is undefined or `omit`, which ansible-core's JSON encoder refuses.
+fn serializable(value: &Value) -> Result<&Value, Error> {
+    if crate::template::is_omit(value) {
+        return Err(op_err(
+            "Object of type '_OmitType' is not JSON serializable",
+        ));
+    }
+    defined(value)
 }
 
 #[cfg(test)]

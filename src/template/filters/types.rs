@@ -179,6 +179,9 @@ pub(super) fn filter_ternary(
 
 /// Python type names, as Ansible users see them.
 pub(in crate::template) fn filter_type_debug(value: &Value) -> &'static str {
+    if crate::template::is_omit(value) {
+        return "_OmitType";
+    }
     match value.kind() {
         ValueKind::Undefined => "AnsibleUndefined",
         ValueKind::None => "NoneType",

@@ -259,6 +259,8 @@ impl Scope {
             let rendered = self.templar.render_value(raw, &self.ctx());
             self.resolving.lock().expect("scope resolving").pop();
             match rendered {
+                // `v: "{{ omit }}"` is `omit` again where it is used (`v | type_debug`).
+                Ok(v) if crate::template::is_omit_json(&v) => crate::template::omit(),
                 Ok(v) => minijinja::Value::from_serialize(&v),
                 Err(e) => {
                     self.note_error(key, &e);
