@@ -7,6 +7,7 @@ use std::sync::Arc;
 use minijinja::value::{Rest, ValueKind};
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, State, UndefinedBehavior, Value};
 
+use super::consts::{self, CONST_FN};
 use super::filters::add_filters;
 use super::jinja_tests::add_tests;
 use super::lookups::run_lookup;
@@ -45,6 +46,7 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     env.set_unknown_method_callback(unknown_method);
     set_search_path(&mut env, search_path);
     env.add_function(CHAIN_FN, chain_lookup);
+    env.add_function(CONST_FN, consts::render_const);
     env.add_function(MOD_FN, pyops::rem);
     env.add_function(DIV_FN, pyops::div);
     env.add_function(FLOORDIV_FN, pyops::floordiv);

@@ -18,7 +18,9 @@
 //! back `serde_json::Value`s, strings or bools. Its one dependency inside the crate is the YAML
 //! loader (`crate::yaml`), so `from_yaml`/`to_yaml` type scalars as every other YAML source.
 
+mod ast_walk;
 mod condition;
+mod consts;
 mod cross;
 mod env;
 mod error;

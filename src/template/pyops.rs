@@ -12,11 +12,12 @@
 
 use std::fmt;
 
-use minijinja::machinery::ast::{BinOpKind, CallArg, Expr, Stmt};
-use minijinja::machinery::{parse, parse_expr, Span, WhitespaceConfig};
-use minijinja::syntax::SyntaxConfig;
+use minijinja::machinery::ast::{BinOpKind, Expr};
+use minijinja::machinery::parse_expr;
 use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, Value};
+
+use super::ast_walk::{apply, children, each_expr, extent, parse_template, Edit};
 
 /// The helpers the operators are rewritten to.
 pub(super) const MOD_FN: &str = "__fp_mod";
@@ -187,27 +188,12 @@ fn float_divmod(x: f64, y: f64) -> (f64, f64) {
     (q, m)
 }
 
-/// One change to the source: `range` replaced by `text`. `rank` orders the changes made at
-/// one offset: closing parentheses (inner first), then the operator, then opening calls
-/// (outer first).
-struct Edit {
-    range: std::ops::Range<usize>,
-    text: String,
-    rank: (u8, i64),
-}
-
 /// The template `src` with its `/`, `//` and `%` rewritten to the helpers; None when it has
 /// none or does not parse (the compiler then reports the error, on the text as written).
 pub(super) fn rewrite_template(src: &str) -> Option<String> {
-    let ast = parse(
-        src,
-        "<template>",
-        SyntaxConfig::default(),
-        WhitespaceConfig::default(),
-    )
-    .ok()?;
+    let ast = parse_template(src)?;
     let mut edits = Vec::new();
-    stmt(&ast, src, 0, &mut edits);
+    each_expr(&ast, &mut |x| expr(x, src, 0, &mut edits));
     apply(src, edits)
 }
 
@@ -217,181 +203,6 @@ pub(super) fn rewrite_expr(code: &str) -> Option<String> {
     let mut edits = Vec::new();
     expr(&ast, code, 0, &mut edits);
     apply(code, edits)
-}
-
-fn apply(src: &str, mut edits: Vec<Edit>) -> Option<String> {
-    if edits.is_empty() {
-        return None;
-    }
-    edits.sort_by_key(|e| (e.range.start, e.rank));
-    let mut out = String::with_capacity(src.len() + edits.len() * 12);
-    let mut last = 0;
-    for e in edits {
-        out.push_str(src.get(last..e.range.start)?);
-        out.push_str(&e.text);
-        last = e.range.end;
-    }
-    out.push_str(src.get(last..)?);
-    Some(out)
-}
-
-fn stmts(list: &[Stmt<'_>], src: &str, depth: i64, edits: &mut Vec<Edit>) {
-    for s in list {
-        stmt(s, src, depth, edits);
-    }
-}
-
-fn stmt(s: &Stmt<'_>, src: &str, d: i64, edits: &mut Vec<Edit>) {
-    let e = |x: &Expr<'_>, edits: &mut Vec<Edit>| expr(x, src, d, edits);
-    match s {
-        Stmt::Template(t) => stmts(&t.children, src, d, edits),
-        Stmt::EmitExpr(x) => e(&x.expr, edits),
-        Stmt::EmitRaw(_) | Stmt::Continue(_) | Stmt::Break(_) => {}
-        Stmt::ForLoop(f) => {
-            e(&f.iter, edits);
-            if let Some(filter) = &f.filter_expr {
-                e(filter, edits);
-            }
-            stmts(&f.body, src, d, edits);
-            stmts(&f.else_body, src, d, edits);
-        }
-        Stmt::IfCond(c) => {
-            e(&c.expr, edits);
-            stmts(&c.true_body, src, d, edits);
-            stmts(&c.false_body, src, d, edits);
-        }
-        Stmt::WithBlock(w) => {
-            for (_, value) in &w.assignments {
-                e(value, edits);
-            }
-            stmts(&w.body, src, d, edits);
-        }
-        Stmt::Set(x) => e(&x.expr, edits),
-        Stmt::SetBlock(x) => {
-            if let Some(filter) = &x.filter {
-                e(filter, edits);
-            }
-            stmts(&x.body, src, d, edits);
-        }
-        Stmt::AutoEscape(x) => {
-            e(&x.enabled, edits);
-            stmts(&x.body, src, d, edits);
-        }
-        Stmt::FilterBlock(x) => {
-            e(&x.filter, edits);
-            stmts(&x.body, src, d, edits);
-        }
-        Stmt::Block(x) => stmts(&x.body, src, d, edits),
-        Stmt::Import(x) => e(&x.expr, edits),
-        Stmt::FromImport(x) => e(&x.expr, edits),
-        Stmt::Extends(x) => e(&x.name, edits),
-        Stmt::Include(x) => e(&x.name, edits),
-        Stmt::Macro(m) => {
-            for default in &m.defaults {
-                e(default, edits);
-            }
-            stmts(&m.body, src, d, edits);
-        }
-        Stmt::CallBlock(c) => {
-            e(&c.call.expr, edits);
-            args(&c.call.args, src, d, edits);
-            for default in &c.macro_decl.defaults {
-                e(default, edits);
-            }
-            stmts(&c.macro_decl.body, src, d, edits);
-        }
-        Stmt::Do(x) => {
-            e(&x.call.expr, edits);
-            args(&x.call.args, src, d, edits);
-        }
-    }
-}
-
-fn args(list: &[CallArg<'_>], src: &str, d: i64, edits: &mut Vec<Edit>) {
-    for a in list {
-        let (CallArg::Pos(x)
-        | CallArg::Kwarg(_, x)
-        | CallArg::PosSplat(x)
-        | CallArg::KwargSplat(x)) = a;
-        expr(x, src, d, edits);
-    }
-}
-
-fn span_of(x: &Expr<'_>) -> Span {
-    match x {
-        Expr::Var(n) => n.span(),
-        Expr::Const(n) => n.span(),
-        Expr::Slice(n) => n.span(),
-        Expr::UnaryOp(n) => n.span(),
-        Expr::BinOp(n) => n.span(),
-        Expr::Compare(n) => n.span(),
-        Expr::IfExpr(n) => n.span(),
-        Expr::Filter(n) => n.span(),
-        Expr::Test(n) => n.span(),
-        Expr::GetAttr(n) => n.span(),
-        Expr::GetItem(n) => n.span(),
-        Expr::Call(n) => n.span(),
-        Expr::List(n) => n.span(),
-        Expr::Map(n) => n.span(),
-    }
-}
-
-/// An expression's operands, arguments and items.
-fn children<'x, 'a>(x: &'x Expr<'a>) -> Vec<&'x Expr<'a>> {
-    let mut out: Vec<&'x Expr<'a>> = Vec::new();
-    let push_args = |args: &'x [CallArg<'a>], out: &mut Vec<&'x Expr<'a>>| {
-        for a in args {
-            let (CallArg::Pos(x)
-            | CallArg::Kwarg(_, x)
-            | CallArg::PosSplat(x)
-            | CallArg::KwargSplat(x)) = a;
-            out.push(x);
-        }
-    };
-    match x {
-        Expr::Var(_) | Expr::Const(_) => {}
-        Expr::Slice(s) => {
-            out.push(&s.expr);
-            out.extend([&s.start, &s.stop, &s.step].into_iter().flatten());
-        }
-        Expr::UnaryOp(u) => out.push(&u.expr),
-        Expr::BinOp(b) => out.extend([&b.left, &b.right]),
-        Expr::Compare(c) => {
-            out.push(&c.expr);
-            out.extend(c.ops.iter().map(|op| &op.expr));
-        }
-        Expr::IfExpr(i) => {
-            out.extend([&i.test_expr, &i.true_expr]);
-            out.extend(&i.false_expr);
-        }
-        Expr::Filter(f) => {
-            out.extend(&f.expr);
-            push_args(&f.args, &mut out);
-        }
-        Expr::Test(t) => {
-            out.push(&t.expr);
-            push_args(&t.args, &mut out);
-        }
-        Expr::GetAttr(g) => out.push(&g.expr),
-        Expr::GetItem(g) => out.extend([&g.expr, &g.subscript_expr]),
-        Expr::Call(c) => {
-            out.push(&c.expr);
-            push_args(&c.args, &mut out);
-        }
-        Expr::List(l) => out.extend(&l.items),
-        Expr::Map(m) => out.extend(m.keys.iter().chain(&m.values)),
-    }
-    out
-}
-
-/// Where an expression's text starts and ends. A node's own span may start late (a filter's
-/// at its name, a chained attribute's at the dot before it), so its operands count too.
-fn extent(x: &Expr<'_>) -> (usize, usize) {
-    let s = span_of(x);
-    children(x).into_iter().map(extent).fold(
-        (s.start_offset as usize, s.end_offset as usize),
-        |(a, b), (c, d)| (a.min(c), b.max(d)),
-    )
 }
 
 fn expr(x: &Expr<'_>, src: &str, d: i64, edits: &mut Vec<Edit>) {

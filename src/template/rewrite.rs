@@ -24,7 +24,7 @@ use minijinja::Value;
 use regex::Regex;
 
 use super::foreign::{is_collection_name, FILTER_FN, TEST_FN};
-use super::pyops;
+use super::{consts, pyops};
 
 /// Name of the helper that implements Ansible's chained-undefined lookups (see `rewrite_chains`).
 pub(super) const CHAIN_FN: &str = "__fp_chain";
@@ -71,7 +71,8 @@ fn chain_re() -> &'static Regex {
 /// Rewrites chained lookups in every `{{ }}` / `{% %}` block of a template, then Python's
 /// operators (`pyops`).
 pub(super) fn rewrite_chains(src: &str) -> String {
-    let out = rewrite_template_chains(src);
+    let consts = consts::rewrite_template(src);
+    let out = rewrite_template_chains(consts.as_deref().unwrap_or(src));
     let has_operator = code_regions(&out)
         .into_iter()
         .any(|r| has_python_operator(&out[r]));
@@ -116,7 +117,8 @@ fn rewrite_template_chains(src: &str) -> String {
 /// Rewrites a bare expression: chained lookups, collection-style filter and test names, and
 /// Python's operators (`pyops`).
 pub(super) fn rewrite_code(code: &str) -> String {
-    let out = rewrite_region(code);
+    let consts = consts::rewrite_expr(code);
+    let out = rewrite_region(consts.as_deref().unwrap_or(code));
     // minijinja's expression parser panics on a block end (`closes_block`): such code is left
     // for the caller to refuse.
     if !has_python_operator(&out) || closes_block(&out) {

@@ -80,6 +80,14 @@ pub(super) fn convert_error(
             line,
         };
     }
+    if let Some(name) = named_undefined(err) {
+        return TemplateError::Undefined {
+            name,
+            why: None,
+            template: label,
+            line,
+        };
+    }
     if !is_undefined_error(err) {
         return TemplateError::Render {
             message: describe_error(err),
@@ -271,6 +279,32 @@ fn undefined_detail(err: &Error) -> Option<String> {
     }
     None
 }
+
+/// The variable an undefined error names itself (`NamedUndefined`, a lookup term's template).
+fn named_undefined(err: &Error) -> Option<String> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(NamedUndefined(name)) = e.downcast_ref::<NamedUndefined>() {
+            return Some(name.clone());
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// The cause of an undefined error raised by a template rendered inside a function
+/// (`consts`): that template's missing variable, which the text around the call does not
+/// show.
+#[derive(Debug)]
+pub(super) struct NamedUndefined(pub(super) String);
+
+impl std::fmt::Display for NamedUndefined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "'{}' is undefined", self.0)
+    }
+}
+
+impl std::error::Error for NamedUndefined {}
 
 /// Strict-undefined errors, including the ones minijinja reports as invalid operations on an
 /// undefined value (`undef + 1`, `undef.startswith(..)`, `undef | sort`).

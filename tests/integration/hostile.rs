@@ -718,3 +718,34 @@ fn kept_trust_is_never_lent_to_equal_text() {
     let tag = event(&out, "tag");
     assert_eq!(tag["result"]["msg"], false, "{tag}");
 }
+
+/// A lookup renders the templates of the string constants written in its terms
+/// (`lookup('pipe', 'echo {{ x }}')`, ansible-core's backward compatibility): a value a host
+/// returned, passed as a term directly, inside a list or dict, through a conditional
+/// expression or a variable, is a value, never a template, while a constant beside it is.
+#[test]
+fn lookup_terms_render_only_constants_never_host_values() {
+    let h = Hostile::new();
+    h.play(false, |n| {
+        format!(
+            concat!(
+                "    - name: lookup {n}\n      debug:\n        msg: \"{{{{ query('list', p{n}.stdout, [p{n}.stdout, '{{{{ n }}}}'], {{'k': p{n}.stdout}}, p{n}.stdout if true else '{{{{ n }}}}', w) }}}}\"\n",
+                "      vars:\n        n: {n}\n        w: \"{{{{ p{n}.stdout }}}}\"\n",
+            ),
+            n = n
+        )
+    });
+    let out = h.fx.apply(&["-v"]);
+    h.assert_nothing_ran(&out);
+    out.expect(0);
+    for (i, shown) in h.shown.iter().enumerate() {
+        let n = i + 1;
+        let ev = event(&out, &format!("lookup {n}"));
+        assert_eq!(
+            ev["result"]["msg"],
+            serde_json::json!([shown, [shown, n], {"k": shown}, shown, shown]),
+            "{}",
+            out.stdout
+        );
+    }
+}

@@ -14,7 +14,7 @@ mod first_found;
 mod hosts;
 mod ini;
 pub mod listing;
-mod native;
+pub(super) mod native;
 mod options;
 mod password;
 mod url;

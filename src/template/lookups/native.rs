@@ -14,7 +14,7 @@ const SLOT: &str = "__fixpoint_native_value";
 /// The value of `code` (default delimiters) when it is a single expression, evaluated with
 /// `vars` in `env`; None when the template has more output (or does not parse: rendering it
 /// reports why).
-pub(super) fn single_value(
+pub(in crate::template) fn single_value(
     env: &Environment<'_>,
     name: &str,
     code: &str,
