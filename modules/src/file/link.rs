@@ -122,6 +122,14 @@ pub(super) fn plan_hardlink<'a>(
     want: &Want,
 ) -> Result<Option<&'a Metadata>, ModuleError> {
     let shown = st.path.display().to_string();
+    // No `src` (no `state` either, on a file with other hard links): ansible-core has no link to
+    // compare, only the attributes to set.
+    if let (None, Some(m)) = (&st.link, &st.prev) {
+        if state_of(m) == "hard" {
+            plan_attrs(plan, &st.path, Cur::Existing(m), !p.follow.0, want)?;
+            return Ok(Some(m));
+        }
+    }
     let link = link_src(st, "hard", "the file to link to")?;
     let (src, target) = link.target.as_ref().ok_or_else(|| {
         ModuleError::failed(format!(

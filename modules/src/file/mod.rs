@@ -5,8 +5,6 @@
 //! - `state: touch` on an existing path does **not** bump its times unless `modification_time: now`
 //!   or `access_time: now` is given. Ansible defaults both to `now`, so its touch never converges;
 //!   here both default to `preserve`, so touch only creates a missing file and sets attributes.
-//! - With no `state`, a regular file that has other hard links counts as `file` (Ansible calls it
-//!   `hard` and then demands a `src`).
 //! - A `mode` on a symlink that is not followed is ignored: Linux symlinks have no permission bits
 //!   (Ansible chmods, notices the target changed, and changes it back, reporting a change forever).
 //! - A relative `src` of `state: hard` is relative to the directory of `path`, as for `state: link`
@@ -201,17 +199,32 @@ impl Module for File {
         ) {
             r.insert("dest".into(), st.path.display().to_string().into());
         }
-        if let Some(l) = &st.link {
-            let src = match st.state {
-                FileState::Link => l.src.display().to_string(),
-                _ => p.src.clone().unwrap_or_default(),
-            };
-            r.insert("src".into(), src.into());
+        match &st.link {
+            Some(l) => {
+                let src = match st.state {
+                    FileState::Link => l.src.display().to_string(),
+                    _ => p.src.clone().unwrap_or_default(),
+                };
+                r.insert("src".into(), src.into());
+            }
+            // A hard link kept without `src` (no `state`): ansible-core registers `src: null`.
+            None if st.state == FileState::Hard => {
+                r.insert("src".into(), Value::Null);
+            }
+            None => {}
         }
         r.insert("changed".into(), (!plan.actions.is_empty()).into());
         // Registered only in diff mode, as ansible-core does.
         if ctx.diff {
-            let diff = crate::file_diff::registered(&plan.diff, &[&st.path, &st.report]);
+            let mut paths = vec![st.path.as_path(), st.report.as_path()];
+            // A followed link's attributes change on its target, and ansible-core's diff shows
+            // them under the link's path.
+            if let (FileState::Link, true) = (st.state, p.follow.0) {
+                if let Some((real, _)) = st.link.as_ref().and_then(|l| l.target.as_ref()) {
+                    paths.push(real);
+                }
+            }
+            let diff = crate::file_diff::registered(&plan.diff, &paths);
             plan.result.insert("diff".into(), diff);
         }
         Ok(plan)

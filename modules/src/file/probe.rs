@@ -135,6 +135,9 @@ pub(super) fn probe(p: &Params) -> Result<Probed, ModuleError> {
         None => match &prev {
             Some(m) if m.file_type().is_symlink() => FileState::Link,
             Some(m) if m.is_dir() => FileState::Directory,
+            // ansible-core's get_state: a file with other hard links is `hard`, which needs no
+            // `src` when it already is one.
+            Some(m) if m.nlink() > 1 => FileState::Hard,
             Some(_) => FileState::File,
             None if p.recurse.0 => FileState::Directory,
             None => FileState::File,

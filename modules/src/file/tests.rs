@@ -425,6 +425,28 @@ fn follow_decides_where_link_attributes_go() {
 }
 
 #[test]
+fn no_state_on_a_hard_linked_file_is_hard_and_needs_no_src() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    fs::write(&a, "x").unwrap();
+    fs::set_permissions(&a, fs::Permissions::from_mode(0o644)).unwrap();
+    let b = t.path().join("b");
+    fs::hard_link(&a, &b).unwrap();
+
+    let out = run_file(json!({"path": b}), &RUN);
+    assert!(!out.changed);
+    assert_eq!(out.result["state"], "hard");
+    assert_eq!(out.result["dest"], json!(b));
+    assert_eq!(out.result["src"], Value::Null);
+    assert!(out.result.get("path").is_none());
+
+    let out = run_file(json!({"path": b, "mode": "0600"}), &RUN);
+    assert!(out.changed);
+    assert_eq!(mode_of(&a), 0o600);
+    assert!(!run_file(json!({"path": b, "mode": "0600"}), &RUN).changed);
+}
+
+#[test]
 fn hard_link_created_converges_and_needs_force_to_replace() {
     let t = tempfile::tempdir().unwrap();
     let src = t.path().join("src");
