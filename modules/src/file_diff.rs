@@ -24,6 +24,8 @@ pub(crate) fn registered(diff: &crate::Diff, paths: &[&Path]) -> Value {
         let (b, n) = match a.attr.as_str() {
             "owner" => (id(&a.before, lookup_uid), id(&a.after, lookup_uid)),
             "group" => (id(&a.before, lookup_gid), id(&a.after, lookup_gid)),
+            // ansible-core's times are Python floats (seconds since the epoch).
+            "mtime" | "atime" => (seconds(&a.before), seconds(&a.after)),
             _ => (a.before.clone().into(), a.after.clone().into()),
         };
         before.insert(a.attr.clone(), b);
@@ -42,8 +44,14 @@ pub(crate) fn registered(diff: &crate::Diff, paths: &[&Path]) -> Value {
     serde_json::json!({"before": before, "after": after})
 }
 
+/// A time of the diff as ansible-core registers it: a float when it is one (`now` stays a word).
+fn seconds(v: &str) -> Value {
+    v.parse::<f64>().map_or_else(|_| v.into(), Value::from)
+}
+
 /// Every directory and file below `dir`, top down, each directory's entries in the order the
-/// directory lists them (as Python's `os.walk`); links are not followed.
+/// directory lists them (as Python's `os.walk`). A link to a directory counts as a directory, as
+/// `os.walk` lists it, but is not entered; any other link (dangling too) counts as a file.
 fn path_content(dir: &Path) -> Value {
     let mut dirs = Vec::new();
     let mut files = Vec::new();
@@ -55,10 +63,12 @@ fn path_content(dir: &Path) -> Value {
         let mut subs = Vec::new();
         for e in entries.flatten() {
             let p = e.path();
-            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            if is_dir {
+            let t = e.file_type().ok();
+            if t.is_some_and(|t| t.is_dir()) {
                 dirs.push(Value::from(p.display().to_string()));
                 subs.push(p);
+            } else if t.is_some_and(|t| t.is_symlink()) && p.is_dir() {
+                dirs.push(Value::from(p.display().to_string()));
             } else {
                 files.push(Value::from(p.display().to_string()));
             }

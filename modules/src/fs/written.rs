@@ -33,6 +33,21 @@ pub enum Left {
     },
 }
 
+/// Open `path` to read without touching its access time: the journal reads each file a task
+/// changed, and a read would undo an `access_time` the task just set (relatime updates an atime
+/// older than the mtime). `O_NOATIME` needs the file's owner or CAP_FOWNER; without, a plain open.
+fn open_noatime(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOATIME)
+        .open(path)
+    {
+        Err(e) if e.raw_os_error() == Some(nix::libc::EPERM) => File::open(path),
+        r => r,
+    }
+}
+
 impl Left {
     /// What is at `path` now, without following a symlink there; `None` for something that is
     /// neither absent nor a regular file (a directory, a link...), which is not tracked.
@@ -40,7 +55,7 @@ impl Left {
         match super::paths::lstat(path)? {
             None => Ok(Some(Left::Absent)),
             Some(m) if m.is_file() => {
-                let f = File::open(path).map_err(|e| ModuleError::io(path, e))?;
+                let f = open_noatime(path).map_err(|e| ModuleError::io(path, e))?;
                 Left::of_file(&f)
                     .map(Some)
                     .map_err(|e| ModuleError::io(path, e))

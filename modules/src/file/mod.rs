@@ -1,0 +1,246 @@
+//! The `file` module: make a path a file, directory, symlink or hard link (or remove it), and set
+//! its mode, owner, group and times, with the semantics of Ansible's `ansible.builtin.file`.
+//!
+//! Deliberate differences from Ansible, all so that a second run reports no change:
+//! - `state: touch` on an existing path does **not** bump its times unless `modification_time: now`
+//!   or `access_time: now` is given. Ansible defaults both to `now`, so its touch never converges;
+//!   here both default to `preserve`, so touch only creates a missing file and sets attributes.
+//! - A `mode` on a symlink that is not followed is ignored: Linux symlinks have no permission bits
+//!   (Ansible chmods, notices the target changed, and changes it back, reporting a change forever).
+//! - A relative `src` of `state: hard` is relative to the directory of `path`, as for `state: link`
+//!   (Ansible resolves it against the module's working directory, which no playbook controls).
+//! - `follow` on a symlink whose target is missing is an error for `file`, `directory` and `touch`
+//!   (Ansible sometimes creates the target directory, sometimes fails later).
+//!
+//! `follow` (default `true`, as in Ansible) never makes the module replace or remove anything
+//! through a link: `state: absent` removes the link itself, `state: link`/`hard` replace the link
+//! itself. It only decides which inode gets mode/owner/group/times when `path` is (or becomes) a
+//! symlink: with `follow`, the link's target; without, the link itself (lchown, and times set with
+//! `AT_SYMLINK_NOFOLLOW`). With `recurse`, `follow` also follows symlinks found inside the tree,
+//! as Ansible does, so a recursive chown can reach files outside the tree; set `follow: false` to
+//! keep it inside. Which links are followed is decided by the probe only: apply reaches every
+//! object through directory descriptors and refuses one that was swapped (for a symlink or
+//! anything else) since, so a local user cannot redirect a root-run chown (`fs::dirfd`).
+//!
+//! Here the module's steps meet; `params` parses, `probe` looks, `plan` and `link` compare,
+//! `action` changes.
+
+mod action;
+mod link;
+mod params;
+mod plan;
+mod probe;
+
+pub use action::{Action, Replace};
+pub use params::{FileState, Params, TimeWant};
+pub use probe::{Entry, LinkProbe, Probed};
+
+use crate::fs::{lstat, meta_info, path_info};
+use crate::params::ModeSpec;
+use crate::{Ctx, Module, ModuleError, Plan};
+use link::{plan_hardlink, plan_symlink};
+use params::time_param;
+use plan::{plan_absent, plan_directory, plan_file, plan_touch, Want};
+use serde_json::{Map, Value};
+
+pub struct File;
+
+impl Module for File {
+    type Params = Params;
+    type State = Probed;
+    type Action = Action;
+
+    fn validate(p: &Params) -> Result<(), ModuleError> {
+        if p.path.trim().is_empty() {
+            return Err(ModuleError::Params("`path` must not be empty".into()));
+        }
+        crate::fs::cas::check_unchanged_param(
+            p.if_checksum.as_ref(),
+            p.if_unchanged_since_last_run.0,
+        )?;
+        // Both guards compare one file's content.
+        let guarded = p.if_checksum.is_some() || p.if_unchanged_since_last_run.0;
+        if let Some(s) = p.state {
+            let is_link = matches!(s, FileState::Link | FileState::Hard);
+            // `state: link` without `src` keeps an existing link's target (to change its
+            // attributes), as in Ansible; creating one without `src` fails on the host.
+            if s == FileState::Hard && p.src.is_none() {
+                return Err(ModuleError::Params(format!(
+                    "state: {} needs `src`: the path the link points to",
+                    s.as_str()
+                )));
+            }
+            if !is_link && p.src.is_some() {
+                return Err(ModuleError::Params(format!(
+                    "src option requires state to be 'link' or 'hard', not state: {}",
+                    s.as_str()
+                )));
+            }
+            if guarded && !matches!(s, FileState::File | FileState::Touch | FileState::Absent) {
+                return Err(ModuleError::Params(format!(
+                    "`if_checksum` and `if_unchanged_since_last_run` compare a file's content: \
+                     they apply to state: file, touch or absent, not state: {}",
+                    s.as_str()
+                )));
+            }
+            if p.recurse.0 && s != FileState::Directory {
+                return Err(ModuleError::Params(format!(
+                    "`recurse` requires state: directory, not state: {}",
+                    s.as_str()
+                )));
+            }
+        }
+        // Ansible's wording: its target checks it.
+        if p.state.is_none() && p.src.is_some() {
+            return Err(ModuleError::Params(
+                "src option requires state to be 'link' or 'hard' (`src` without `state`)".into(),
+            ));
+        }
+        if guarded && p.recurse.0 {
+            return Err(ModuleError::Params(
+                "`if_checksum` and `if_unchanged_since_last_run` compare one file's content; \
+                 they cannot be used with `recurse`"
+                    .into(),
+            ));
+        }
+        if p.mode == Some(ModeSpec::Preserve) {
+            return Err(ModuleError::Params(
+                "`mode: preserve` only applies to copy and template; give a mode like \"0644\""
+                    .into(),
+            ));
+        }
+        time_param(
+            "modification_time",
+            p.modification_time.as_deref(),
+            p.modification_time_format.as_deref(),
+        )?;
+        time_param(
+            "access_time",
+            p.access_time.as_deref(),
+            p.access_time_format.as_deref(),
+        )?;
+        Ok(())
+    }
+
+    fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
+        probe::probe(p)
+    }
+
+    fn plan(p: &Params, st: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+        let mut plan = Plan::new();
+        if let Some(binary) = st.appears_binary {
+            let r = &mut plan.result;
+            r.insert("path".into(), st.path.display().to_string().into());
+            r.insert("appears_binary".into(), binary.into());
+            r.insert("changed".into(), false.into());
+            return Ok(plan);
+        }
+        let want = Want {
+            mode: p.mode.as_ref(),
+            uid: st.uid,
+            gid: st.gid,
+            mtime: st.mtime,
+            atime: st.atime,
+        };
+        let report_meta = match st.state {
+            FileState::Absent => plan_absent(&mut plan, st)?,
+            FileState::File => plan_file(&mut plan, st, &want)?,
+            FileState::Directory => plan_directory(&mut plan, st, &want)?,
+            FileState::Touch => plan_touch(&mut plan, st, &want)?,
+            FileState::Link => plan_symlink(&mut plan, p, st, &want, ctx)?,
+            FileState::Hard => plan_hardlink(&mut plan, p, st, &want)?,
+        };
+
+        // Before anything changes, and in check mode too: the path must be the expected content.
+        // The first action (the one that reaches the path first) carries the re-check to apply.
+        if let Some((found, at)) = &st.cas {
+            let want = p.if_checksum.as_ref();
+            if !plan.actions.is_empty() {
+                crate::fs::cas::require(&at.display().to_string(), want, found)?;
+            }
+            if let Some(first) = plan.actions.first_mut() {
+                let loc = first.at_mut();
+                *loc = loc.clone().guarded(want);
+            }
+        }
+
+        let r = &mut plan.result;
+        // Ansible's link, hard and touch results name the path `dest` (below), the others `path`.
+        if !matches!(
+            st.state,
+            FileState::Link | FileState::Hard | FileState::Touch
+        ) {
+            r.insert("path".into(), st.report.display().to_string().into());
+        }
+        r.insert("state".into(), st.state.as_str().into());
+        if st.state == FileState::Touch {
+            r.insert("state".into(), "file".into());
+        }
+        if plan.actions.is_empty() {
+            // Converged: the probe's metadata is the truth, reported as Ansible's add_path_info would.
+            if let Some(m) = report_meta {
+                r.extend(meta_info(m));
+            }
+        } else if ctx.check {
+            // Nothing changes: ansible-core's module reports the path as it is now (its state,
+            // owner, mode...), and nothing of a path that does not exist.
+            let now = match st.state {
+                FileState::Link | FileState::Hard | FileState::Touch => &st.path,
+                _ => &st.report,
+            };
+            r.remove("state");
+            if let Some(m) = lstat(now)? {
+                r.extend(meta_info(&m));
+            }
+        }
+        if matches!(
+            st.state,
+            FileState::Link | FileState::Hard | FileState::Touch
+        ) {
+            r.insert("dest".into(), st.path.display().to_string().into());
+        }
+        match &st.link {
+            Some(l) => {
+                let src = match st.state {
+                    FileState::Link => l.src.display().to_string(),
+                    _ => p.src.clone().unwrap_or_default(),
+                };
+                r.insert("src".into(), src.into());
+            }
+            // A hard link kept without `src` (no `state`): ansible-core registers `src: null`.
+            None if st.state == FileState::Hard => {
+                r.insert("src".into(), Value::Null);
+            }
+            None => {}
+        }
+        r.insert("changed".into(), (!plan.actions.is_empty()).into());
+        // Registered only in diff mode, as ansible-core does.
+        if ctx.diff {
+            let mut paths = vec![st.path.as_path(), st.report.as_path()];
+            // A followed link's attributes change on its target, and ansible-core's diff shows
+            // them under the link's path.
+            if let (FileState::Link, true) = (st.state, p.follow.0) {
+                if let Some((real, _)) = st.link.as_ref().and_then(|l| l.target.as_ref()) {
+                    paths.push(real);
+                }
+            }
+            let diff = crate::file_diff::registered(&plan.diff, &paths);
+            plan.result.insert("diff".into(), diff);
+        }
+        Ok(plan)
+    }
+
+    fn apply(
+        _: &Params,
+        st: Probed,
+        plan: &Plan<Action>,
+    ) -> Result<Map<String, Value>, ModuleError> {
+        for action in &plan.actions {
+            action::perform(action)?;
+        }
+        path_info(&st.report)
+    }
+}
+
+#[cfg(test)]
+mod tests;
