@@ -168,7 +168,7 @@ impl Upload {
             }
             c.after = text();
         }
-        // The registered `diff` list of a single file's copy (`copy_result`) waits for it too.
+        // The registered `diff` list of a single file's copy (`copy::result`) waits for it too.
         if self.rel.is_none() {
             if let Some(Value::Array(entries)) = outcome.result.get_mut("diff") {
                 for e in entries.iter_mut().filter_map(Value::as_object_mut) {

@@ -17,7 +17,7 @@ use crate::text::diff_text;
 use crate::{Ctx, Plan};
 
 /// The result of `force: false` leaving an existing `dest` alone.
-pub(crate) fn kept(p: &Params) -> Map<String, Value> {
+pub(super) fn kept(p: &Params) -> Map<String, Value> {
     let mut r = Map::new();
     r.insert(
         "dest".into(),
@@ -31,7 +31,7 @@ pub(crate) fn kept(p: &Params) -> Map<String, Value> {
 }
 
 /// Reshape a finished plan's result; `writes` says whether the content changes.
-pub(crate) fn shape(p: &Params, st: &Probed, plan: &mut Plan<Action>, ctx: &Ctx, writes: bool) {
+pub(super) fn shape(p: &Params, st: &Probed, plan: &mut Plan<Action>, ctx: &Ctx, writes: bool) {
     let shown = st.dest.display().to_string();
     let diff = match (writes, ctx.diff) {
         (true, true) => json!([content_entry(p, st, &shown)]),
