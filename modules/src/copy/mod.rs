@@ -42,6 +42,7 @@ mod source;
 #[cfg(test)]
 mod tests;
 
+pub use result::{put_src, Side};
 pub use source::Data;
 use source::{md5_of_file, sha256_of_file, source, Source};
 
@@ -177,8 +178,8 @@ pub struct Probed {
     pub replace_link: bool,
     /// sha256 (hex) and size of `dest` when it is a regular file, hashed as it is read.
     pub before: Option<(String, u64)>,
-    /// Its text for `--diff` (summarised when large or binary).
-    pub before_text: Option<String>,
+    /// What `--diff` shows of it: its text, or that it is binary or large.
+    pub before_side: Option<Side>,
     /// `force: false` and `dest` exists: nothing to do.
     pub skip: bool,
     pub uid: Option<u32>,
@@ -358,11 +359,8 @@ impl Module for Copy {
             None => None,
         };
 
-        let before_text = match &before {
-            Some((_, n)) if ctx.diff && *n > MAX_DIFF_SIZE => Some(diff_skipped(*n)),
-            Some(_) if ctx.diff => Some(diff_text(
-                &fs::read(&dest).map_err(|e| ModuleError::io(&dest, e))?,
-            )),
+        let before_side = match &before {
+            Some((_, n)) if ctx.diff => Some(Side::of_dest(&dest, *n)?),
             _ => None,
         };
 
@@ -384,7 +382,7 @@ impl Module for Copy {
             prev,
             replace_link,
             before,
-            before_text,
+            before_side,
             skip,
             uid: p.owner.as_deref().map(lookup_uid).transpose()?,
             gid: p.group.as_deref().map(lookup_gid).transpose()?,
@@ -526,11 +524,14 @@ impl Module for Copy {
         if content_changes {
             plan.diff.content.push(ContentDiff {
                 path: shown.clone(),
-                before: st.before_text.clone().unwrap_or_default(),
+                before: match (&st.before_side, &st.before) {
+                    (Some(side), Some((_, n))) => side.shown(*n),
+                    _ => String::new(),
+                },
                 // A controller file's text is filled in by the controller, which has it.
                 after: match &st.data {
                     _ if !ctx.diff => String::new(),
-                    Data::Bytes(b) => diff_text(b),
+                    Data::Bytes(b) => Side::of_src(b).shown(st.size),
                     Data::Host(_) if st.size > MAX_DIFF_SIZE => diff_skipped(st.size),
                     Data::Host(path) => {
                         diff_text(&fs::read(path).map_err(|e| ModuleError::io(path, e))?)

@@ -378,6 +378,9 @@ fn fetch(
         failed(e.to_string(), result.clone())
     })?;
     if resp.status != 200 {
+        // Nothing was downloaded: ansible-core's failed result names no checksums.
+        result.remove("checksum_dest");
+        result.remove("checksum_src");
         result.insert("elapsed".into(), json!(start.elapsed().as_secs()));
         result.insert("status_code".into(), json!(resp.status));
         result.insert("response".into(), json!(resp.msg()));
