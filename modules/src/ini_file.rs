@@ -178,7 +178,13 @@ impl Module for IniFile {
         // Ansible adds the file's attributes to a result that names a path.
         add_path_info(&mut plan.result, &p.path)?;
         let new_content = changed.then(|| after.into_bytes());
-        let wanted = WantedAttrs::new(&p.mode, &p.owner, &p.group);
+        // community.general's ini_file sets attributes only outside check mode: there it
+        // reports no attribute change.
+        let wanted = if ctx.check {
+            WantedAttrs::default()
+        } else {
+            WantedAttrs::new(&p.mode, &p.owner, &p.group)
+        };
         // The message is ini_file's own: attribute changes do not add to it.
         plan_edit(
             file,

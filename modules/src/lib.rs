@@ -17,7 +17,6 @@ pub mod children;
 pub mod command;
 pub mod copy;
 pub mod copy_remote_tree;
-mod copy_result;
 pub mod copy_tree;
 pub mod deb822_repository;
 pub mod debconf;

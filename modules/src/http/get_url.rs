@@ -303,6 +303,8 @@ impl Module for GetUrl {
                 .insert("elapsed".into(), json!(start.elapsed().as_secs()));
             if resp.status != 200 {
                 let mut r = plan.result.clone();
+                r.remove("checksum_dest");
+                r.remove("checksum_src");
                 r.insert("status_code".into(), json!(resp.status));
                 r.insert("response".into(), json!(resp.msg()));
                 return Err(failed("Request failed", r));
@@ -311,10 +313,13 @@ impl Module for GetUrl {
             plan.result
                 .insert("dest".into(), json!(dest.display().to_string()));
             plan.result.insert("msg".into(), json!(resp.msg()));
-            plan.result.insert("status_code".into(), json!(resp.status));
+            // ansible-core hashes the temp file it never filled: the sha1 of nothing.
+            plan.result
+                .insert("checksum_src".into(), json!(SHA1_OF_NOTHING));
             if let Some(mut d) = digest_file(&dest, &[Algo::Sha1])? {
                 plan.result
                     .insert("checksum_dest".into(), json!(d.remove(0)));
+                plan.result.extend(path_info(&dest)?);
             }
             plan.msg = Some(resp.msg());
             let after = format!("downloaded from {}", mask_url(&p.url));
@@ -338,6 +343,9 @@ impl Module for GetUrl {
         }
     }
 }
+
+/// The sha1 of no bytes: what ansible-core's get_url reports as `checksum_src` in check mode.
+const SHA1_OF_NOTHING: &str = "da39a3ee5e6b4b0d3255bfef95601890afd80709";
 
 /// `dest` itself, or for a directory the file the answer names in it.
 fn final_dest(s: &State, resp: &client::Response) -> PathBuf {
@@ -378,6 +386,9 @@ fn fetch(
         failed(e.to_string(), result.clone())
     })?;
     if resp.status != 200 {
+        // Nothing was downloaded: ansible-core's failed result names no checksums.
+        result.remove("checksum_dest");
+        result.remove("checksum_src");
         result.insert("elapsed".into(), json!(start.elapsed().as_secs()));
         result.insert("status_code".into(), json!(resp.status));
         result.insert("response".into(), json!(resp.msg()));

@@ -10,7 +10,8 @@
 use super::client::{self, Follow, Request};
 use super::{de_opt_secs, disposition_filename, env_map, header_pairs, mask_url, Algo};
 use crate::fs::{
-    atomic_write, expand_user, id_of, locate, lstat, plan_attrs, set_attrs_at, WantedAttrs,
+    atomic_write, expand_user, id_of, locate, lstat, path_info, plan_attrs, set_attrs_at,
+    WantedAttrs,
 };
 use crate::params::{de_opt_string, Bool, ModeSpec};
 use crate::{Ctx, Diff, Module, ModuleError, Plan};
@@ -203,11 +204,13 @@ impl Module for Uri {
         if let Some(why) = &s.skip {
             plan.result.insert("changed".into(), json!(false));
             plan.result.insert("stdout".into(), json!(why));
+            plan.result.insert("stdout_lines".into(), json!([why]));
             return Ok(plan);
         }
         if ctx.check {
             // ansible-core skips a module without check mode support; so does fixpoint.
-            let msg = "remote module (uri) does not support check mode";
+            // ansible-core's `uri` is an action plugin, so its skip names an action.
+            let msg = "This action (uri) does not support check mode.";
             plan.result.insert("changed".into(), json!(false));
             plan.result.insert("skipped".into(), json!(true));
             plan.result.insert("msg".into(), json!(msg));
@@ -402,8 +405,14 @@ fn request(p: &Params) -> Result<Map<String, Value>, ModuleError> {
         || params.to_ascii_lowercase().contains("utf-8")
         || params.to_ascii_lowercase().contains("utf8");
     let filename = disposition_filename(resp.header("content-disposition"));
-    let want_body =
-        maybe_json || p.return_content.0 || !codes.contains(&status) || p.dest.is_some();
+    // urllib raises an HTTPError for any answer but a 2xx: ansible-core then keeps its body
+    // (`body`) and has no cookies.
+    let http_error = !(200..300).contains(&status);
+    let want_body = maybe_json
+        || p.return_content.0
+        || !codes.contains(&status)
+        || p.dest.is_some()
+        || http_error;
     let mut body = resp.body;
     let content = if want_body {
         super::read_limited(&mut body)
@@ -418,6 +427,10 @@ fn request(p: &Params) -> Result<Map<String, Value>, ModuleError> {
     );
     for (k, v) in info {
         out.insert(k.replace('-', "_").to_ascii_lowercase(), v);
+    }
+    if http_error {
+        out.remove("cookies");
+        out.remove("cookies_string");
     }
     out.insert("elapsed".into(), json!(start.elapsed().as_secs()));
     out.insert("status".into(), json!(status));
@@ -435,6 +448,8 @@ fn request(p: &Params) -> Result<Map<String, Value>, ModuleError> {
         if codes.contains(&status) && status != 304 {
             let changed = write_dest(p, &dest, &content)?;
             out.insert("changed".into(), json!(changed));
+            // The file module's view of what was written, as ansible-core's result has it.
+            out.extend(path_info(&dest)?);
         }
         out.insert("path".into(), json!(dest.display().to_string()));
     }
@@ -450,6 +465,9 @@ fn request(p: &Params) -> Result<Map<String, Value>, ModuleError> {
     }
     if p.return_content.0 {
         out.insert("content".into(), json!(text));
+    }
+    if http_error && codes.contains(&status) && !p.return_content.0 {
+        out.insert("body".into(), json!(text));
     }
     if !codes.contains(&status) {
         let prev = out.get("msg").and_then(Value::as_str).unwrap_or_default();

@@ -10,6 +10,7 @@
 
 use crate::connection::{AgentConn, TransportError};
 use fixpoint_agent::protocol::{Request, Response, UPLOAD_CHUNK};
+use fixpoint_modules::copy::{put_src, Side};
 use fixpoint_modules::text::{diff_skipped, diff_text, MAX_DIFF_SIZE};
 use fixpoint_modules::Outcome;
 use serde_json::Value;
@@ -168,13 +169,27 @@ impl Upload {
             }
             c.after = text();
         }
-        // The registered `diff` list of a single file's copy (`copy_result`) waits for it too.
+        // The registered `diff` list of a single file's copy (`copy::result`) waits for it too.
         if self.rel.is_none() {
             if let Some(Value::Array(entries)) = outcome.result.get_mut("diff") {
                 for e in entries.iter_mut().filter_map(Value::as_object_mut) {
-                    if !e.contains_key("after") {
-                        e.insert("after".into(), text().into());
+                    if e.contains_key("after") {
+                        continue;
                     }
+                    // The header the agent left names the source; a binary or large source
+                    // gets its marker without one, as under ansible-core.
+                    let Some(Value::String(header)) = e.remove("after_header") else {
+                        continue;
+                    };
+                    let side = if self.size > MAX_DIFF_SIZE {
+                        Side::Larger
+                    } else {
+                        match std::fs::read(&self.path) {
+                            Ok(b) => Side::of_src(&b),
+                            Err(e) => Side::Text(format!("<{}: {e}>\n", self.path.display())),
+                        }
+                    };
+                    put_src(e, &side, &header);
                 }
             }
         }
