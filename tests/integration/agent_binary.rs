@@ -12,16 +12,19 @@ fn shipped_agent_is_small_compressed_and_matches_its_sha256() {
     assert_eq!(hex::encode(sha2::Sha256::digest(&bytes)), agent.sha256);
     assert!(bytes.starts_with(b"\x7fELF"), "not an ELF executable");
     // Measured at 4.9 MB on disk and 2.2 MB gzipped with some forty native modules, of which the
-    // HTTP client of get_url/uri (rustls and ring) is about 1.8 MB and 0.9 MB. The limits catch
-    // a dependency that would bloat what every new host receives, not the growth of modules.
+    // HTTP client of get_url/uri (rustls and ring) is about 1.8 MB and 0.9 MB; 2.63 MB gzipped
+    // at the end of session 16 (the modules' results matching ansible-core key by key, stat's
+    // MIME cache). The limits catch a dependency that would bloat what every new host receives
+    // (a second TLS stack, ICU's tables: ~1 MB each), not the growth of modules. Each host pays
+    // ~0.27 CPU-s to receive it (bench/RESULTS.md, session 16).
     assert!(
-        agent.size <= 5632 * 1024,
-        "the agent is {} bytes on disk (limit 5.5 MiB)",
+        agent.size <= 6144 * 1024,
+        "the agent is {} bytes on disk (limit 6 MiB)",
         agent.size
     );
     assert!(
-        agent.gz.len() <= 2560 * 1024,
-        "the agent is {} bytes on the wire (limit 2.5 MiB)",
+        agent.gz.len() <= 2816 * 1024,
+        "the agent is {} bytes on the wire (limit 2.75 MiB)",
         agent.gz.len()
     );
 }
