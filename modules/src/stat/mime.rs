@@ -68,10 +68,11 @@ struct Stored {
     entries: HashMap<String, Entry>,
 }
 
-#[derive(Default)]
+/// Set only by the agent ([`use_file`]): elsewhere (unit tests, the controller) `file` answers
+/// every time.
 struct Cache {
-    /// Where the agent keeps it; `None` outside the agent (unit tests, the controller).
-    file: Option<PathBuf>,
+    /// Where the agent keeps it.
+    file: PathBuf,
     /// Read from `file` (or found unusable) and checked against this process's tool.
     loaded: Option<Stored>,
     /// Keys read or written by this process (kept when the cache is trimmed).
@@ -85,8 +86,10 @@ static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 pub fn use_file(path: PathBuf) {
     let mut c = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     *c = Some(Cache {
-        file: Some(path),
-        ..Cache::default()
+        file: path,
+        loaded: None,
+        used: Default::default(),
+        dirty: false,
     });
 }
 
@@ -94,7 +97,7 @@ pub fn use_file(path: PathBuf) {
 pub fn save() {
     let mut guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     let Some(c) = guard.as_mut() else { return };
-    let (Some(file), Some(stored), true) = (&c.file, &mut c.loaded, c.dirty) else {
+    let (file, Some(stored), true) = (&c.file, &mut c.loaded, c.dirty) else {
         return;
     };
     if stored.entries.len() > MAX_ENTRIES {
@@ -129,14 +132,11 @@ pub fn of(path: &Path) -> (String, String) {
         .filter(|m| cacheable(path, m))
         .map(|m| (format!("{}:{}", m.dev(), m.ino()), m));
     let mut guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    let cache = guard.as_mut().filter(|c| c.file.is_some());
-    let (Some(cache), Some((key, before))) = (cache, key) else {
+    let (Some(cache), Some((key, before))) = (guard.as_mut(), key) else {
         drop(guard);
         return run_file(&file, path).unwrap_or_else(unknown);
     };
-    let stored = cache
-        .loaded
-        .get_or_insert_with(|| load(cache.file.as_deref(), &file));
+    let stored = cache.loaded.get_or_insert_with(|| load(&cache.file, &file));
     if let Some(e) = stored.entries.get(&key).filter(|e| e.is_of(&before)) {
         cache.used.insert(key);
         return (e.mime.clone(), e.charset.clone());
@@ -228,10 +228,10 @@ fn settled(m: &Metadata, asked: SystemTime) -> bool {
 }
 
 /// The stored cache when it was made by the same tool, else an empty one for this tool.
-fn load(cache_file: Option<&Path>, file: &Path) -> Stored {
+fn load(cache_file: &Path, file: &Path) -> Stored {
     let tool = tool_identity(file);
-    cache_file
-        .and_then(|p| std::fs::read(p).ok())
+    std::fs::read(cache_file)
+        .ok()
         .and_then(|b| serde_json::from_slice::<Stored>(&b).ok())
         .filter(|s| s.tool == tool)
         .unwrap_or(Stored {

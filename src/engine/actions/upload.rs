@@ -11,7 +11,7 @@
 use crate::connection::{AgentConn, TransportError};
 use fixpoint_agent::protocol::{Request, Response, UPLOAD_CHUNK};
 use fixpoint_modules::copy::{put_src, Side};
-use fixpoint_modules::text::{diff_skipped, diff_text, MAX_DIFF_SIZE};
+use fixpoint_modules::text::MAX_DIFF_SIZE;
 use fixpoint_modules::Outcome;
 use serde_json::Value;
 use sha2::Digest as _;
@@ -153,21 +153,26 @@ impl Upload {
                 None => rel.clone(),
             }
         });
-        let text = || {
-            if self.size > MAX_DIFF_SIZE {
-                diff_skipped(self.size)
-            } else {
-                match std::fs::read(&self.path) {
-                    Ok(b) => diff_text(&b),
-                    Err(e) => format!("<{}: {e}>\n", self.path.display()),
+        // The source as a diff shows it, read once (a large one never), for both diffs below.
+        let mut read = None;
+        let mut side = || {
+            read.get_or_insert_with(|| {
+                if self.size > MAX_DIFF_SIZE {
+                    Side::Larger
+                } else {
+                    match std::fs::read(&self.path) {
+                        Ok(b) => Side::of_src(&b),
+                        Err(e) => Side::Text(format!("<{}: {e}>\n", self.path.display())),
+                    }
                 }
-            }
+            })
+            .clone()
         };
         for c in &mut outcome.diff.content {
             if !c.after.is_empty() || path.as_ref().is_some_and(|p| *p != c.path) {
                 continue;
             }
-            c.after = text();
+            c.after = side().shown(self.size);
         }
         // The registered `diff` list of a single file's copy (`copy::result`) waits for it too.
         if self.rel.is_none() {
@@ -181,15 +186,7 @@ impl Upload {
                     let Some(Value::String(header)) = e.remove("after_header") else {
                         continue;
                     };
-                    let side = if self.size > MAX_DIFF_SIZE {
-                        Side::Larger
-                    } else {
-                        match std::fs::read(&self.path) {
-                            Ok(b) => Side::of_src(&b),
-                            Err(e) => Side::Text(format!("<{}: {e}>\n", self.path.display())),
-                        }
-                    };
-                    put_src(e, &side, &header);
+                    put_src(e, &side(), &header);
                 }
             }
         }
