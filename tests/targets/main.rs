@@ -11,8 +11,8 @@
 //! are compared in order (name and status): the target passes when they are the same; otherwise
 //! the row says how many agreed before the first divergence. A deliberate difference that
 //! `tests/conformance/DEVIATIONS.md` accepts for one task counts as agreeing (`accepted.rs`).
-//! A row may not get worse than the committed table says, and when it gets better the test fails until the table is updated
-//! (`TARGETS_UPDATE=1` rewrites the measured columns). `TARGETS=a,b` runs only those targets.
+//! A row may not get worse than the committed table says, and when it gets better the test
+//! fails until the table is updated (`TARGETS_UPDATE=1` rewrites the measured columns). `TARGETS=a,b` runs only those targets.
 //! ansible-core's results are cached under `/var/cache/fixpoint-ci/targets-ansible/`, keyed by
 //! the content of everything it ran and its version; without the cache it runs again. Targets
 //! that would change this machine for good (`ON_BOOTED_ROOT`) run against a throwaway Debian
