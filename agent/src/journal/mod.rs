@@ -2,7 +2,8 @@
 //!
 //! Everything here runs inside the agent, on the host where the effects happen. Every record is
 //! one small JSON file written atomically (temp file, fsync, rename, fsync of the directory), so
-//! a crash leaves either the old record or the new one, and an operator can read them with `cat`.
+//! a crash leaves either the old record or the new one, and an operator can read them with `cat`
+//! (a `written/` record that settles a change skips the last fsync: see `written.rs`).
 //!
 //! ```text
 //! <state>/lock             flock(2) target, held by the agent for the whole run
@@ -91,6 +92,36 @@ fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), String> {
         None,
     )
     .map_err(|e| e.to_string())
+}
+
+/// [`write_json`] without making the rename durable: the new record's content is synced
+/// before the rename, but the directory is not, so a crash leaves the old record (or none) or
+/// the whole new one. Only for a record whose loss is safe: one that merely settles what a
+/// durable record before it left in doubt (`Recorder::left`).
+fn write_json_settling<T: Serialize>(path: &Path, v: &T) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let body = serde_json::to_vec_pretty(v).map_err(|e| e.to_string())?;
+    let err = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp.{}", std::process::id()));
+    let tmp = path.with_file_name(name);
+    let written = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        f.write_all(&body)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    written.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        err(path, e)
+    })
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, String> {

@@ -8,7 +8,7 @@
 //! `version`; a record of a later version is left alone (treated as no record). Retention is the
 //! `once:` records' (age, at `Begin` and with `fixpoint journal prune`) plus a bound on the count.
 
-use super::{hash_id, now_text, now_unix, read_json, write_json, StateDir};
+use super::{hash_id, now_text, now_unix, read_json, write_json, write_json_settling, StateDir};
 use fixpoint_modules::fs::written::{Left, Witness};
 use serde::{Deserialize, Serialize};
 use std::cell::OnceCell;
@@ -76,6 +76,12 @@ impl WrittenDir {
 
     pub fn write(&self, w: &Written) -> Result<(), String> {
         write_json(&self.file_of(&w.path), w)
+    }
+
+    /// Write `w` where losing it in a crash is safe (see `Recorder::left`): its content is
+    /// durable before it replaces the record, the replacement itself may be lost.
+    fn settle(&self, w: &Written) -> Result<(), String> {
+        write_json_settling(&self.file_of(&w.path), w)
     }
 
     pub fn remove(&self, path: &str) -> Result<(), String> {
@@ -164,7 +170,7 @@ impl Recorder {
         !path.starts_with(state)
     }
 
-    fn record(&self, path: &Path, left: Option<Left>, in_doubt: Option<String>) -> Written {
+    fn record(&self, path: &Path, left: Option<Left>) -> Written {
         Written {
             version: WRITTEN_VERSION,
             path: path.display().to_string(),
@@ -172,7 +178,7 @@ impl Recorder {
             run_id: self.run_id.clone(),
             at: now_text(),
             unix: now_unix(),
-            in_doubt,
+            in_doubt: None,
         }
     }
 }
@@ -183,15 +189,16 @@ impl Witness for Recorder {
             return Ok(());
         }
         let old = self.dir.read(&path.display().to_string());
-        let doubt = Some(self.run_id.clone());
-        let marked = match &old {
-            Some(w) => Written {
-                in_doubt: doubt,
+        // A record must say "in doubt" durably before the change, or a crash during it would
+        // leave the record claiming the old content. A path without a record needs no mark: a
+        // crash leaves it without one, which claims nothing either (no drift, and
+        // `if_unchanged_since_last_run` proceeds as on the first change of a path).
+        if let Some(w) = &old {
+            self.dir.write(&Written {
+                in_doubt: Some(self.run_id.clone()),
                 ..w.clone()
-            },
-            None => self.record(path, None, doubt),
-        };
-        self.dir.write(&marked)?;
+            })?;
+        }
         self.before.insert(path.to_path_buf(), old);
         Ok(())
     }
@@ -201,8 +208,11 @@ impl Witness for Recorder {
             return Ok(());
         }
         self.before.remove(path);
+        // The change is durable now (its rename was synced). Losing this record in a crash
+        // leaves the in-doubt mark or no record: either claims nothing, so its rename is not
+        // synced (a first run writes one such record per changed file).
         match now {
-            Some(l) => self.dir.write(&self.record(path, Some(l.clone()), None)),
+            Some(l) => self.dir.settle(&self.record(path, Some(l.clone()))),
             // Something fixpoint does not compare (a directory, a link) took the file's place.
             None => self.dir.remove(&path.display().to_string()),
         }
@@ -212,11 +222,11 @@ impl Witness for Recorder {
         let Some(old) = self.before.remove(path) else {
             return;
         };
-        // Best effort: a record left in doubt only makes the next run claim nothing.
-        let _ = match old {
-            Some(w) => self.dir.write(&w),
-            None => self.dir.remove(&path.display().to_string()),
-        };
+        // Best effort: a record left in doubt only makes the next run claim nothing. A path
+        // without a record was not marked (`changing`).
+        if let Some(w) = old {
+            let _ = self.dir.write(&w);
+        }
     }
 }
 
@@ -322,6 +332,18 @@ mod tests {
         r.changing(new).unwrap();
         r.unchanged(new);
         assert!(w.read("/etc/new").is_none());
+        // The first change of a path is not marked (no record claims nothing already); what it
+        // left is recorded, and no temporary file stays behind.
+        r.changing(new).unwrap();
+        assert!(w.read("/etc/new").is_none());
+        r.left(new, Some(&file("n"))).unwrap();
+        assert_eq!(w.read("/etc/new").unwrap().left, Some(file("n")));
+        let names: Vec<String> = fs::read_dir(st.path.join("written"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(names.iter().all(|n| n.ends_with(".json")), "{names:?}");
+        assert_eq!(names.len(), 2, "{names:?}");
         // The journal's own files are not tracked.
         let own = st.path.join("outbox/x.json");
         r.changing(&own).unwrap();
