@@ -127,11 +127,20 @@ fn init_tracing(verbosity: u8) {
         3 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FIXPOINT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    // `FIXPOINT_LOG`: a level, or `target=level` directives (`fixpoint::engine=debug,warn`).
+    // Not tracing's `EnvFilter`: its span and field matching pulls in regex's eager DFA
+    // builder, which every regex the controller compiles then paid for (a third of a small
+    // run's instructions).
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let given = std::env::var("FIXPOINT_LOG").ok();
+    let filter = given
+        .as_deref()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| default.parse().expect("a level is a valid filter"));
+    let _ = tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
         .try_init();
 }
 

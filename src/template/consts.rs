@@ -34,7 +34,7 @@ pub(super) const CONST_FN: &str = "__fp_lookup_const";
 /// not parsed for this.
 fn calls_lookup(src: &str) -> bool {
     static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| Regex::new(r"\b(?:lookup|query|q)\s*\(").expect("valid regex"))
+    RE.get_or_init(|| Regex::new(r"(?-u:\b)(?:lookup|query|q)\s*\(").expect("valid regex"))
         .is_match(src)
 }
 

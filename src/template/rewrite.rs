@@ -62,7 +62,7 @@ fn chain_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(
-            r#"(?P<pre>^|[^\w.)\]'"\x01])(?P<path>[A-Za-z_]\w*(?:\.\w+|\[[^\[\]]*\])+)(?:\s*\|\s*(?:default|d)\b|\s+is\s+(?:not\s+)?(?:defined|undefined)\b)"#,
+            r#"(?P<pre>^|[^0-9A-Za-z_.)\]'"\x01])(?P<path>[A-Za-z_][0-9A-Za-z_]*(?:\.[0-9A-Za-z_]+|\[[^\[\]]*\])+)(?:\s*\|\s*(?:default|d)(?-u:\b)|\s+is\s+(?:not\s+)?(?:defined|undefined)(?-u:\b))"#,
         )
         .expect("valid regex")
     })
@@ -95,8 +95,8 @@ fn rewrite_template_chains(src: &str) -> String {
     static HINT: OnceLock<Regex> = OnceLock::new();
     let hint = HINT.get_or_init(|| {
         Regex::new(concat!(
-            r"default|defined|\|\s*d\b|ansible\.(?:builtin|legacy|_protomatter)\.|tagged_with",
-            r"|(?:\||\bis\s|filter\s)\s*(?:not\s+)?[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_]",
+            r"default|defined|\|\s*d(?-u:\b)|ansible\.(?:builtin|legacy|_protomatter)\.|tagged_with",
+            r"|(?:\||(?-u:\b)is\s|filter\s)\s*(?:not\s+)?[A-Za-z_][0-9A-Za-z_]*\.[A-Za-z_][0-9A-Za-z_]*\.[A-Za-z_]",
         ))
         .expect("valid regex")
     });
@@ -217,7 +217,7 @@ fn strip_builtin_prefix(code: &str) -> String {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
         Regex::new(
-            r"(?:\||\bis(?:\s+not)?|^\s*[-+]?\s*filter\s)\s*(ansible\.(?:builtin|legacy|_protomatter)\.)[A-Za-z_]",
+            r"(?:\||(?-u:\b)is(?:\s+not)?|^\s*[-+]?\s*filter\s)\s*(ansible\.(?:builtin|legacy|_protomatter)\.)[A-Za-z_]",
         )
         .expect("valid regex")
     });
@@ -241,7 +241,7 @@ fn mark_tag_tests(code: &str) -> String {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
         Regex::new(
-            r"(?P<path>[A-Za-z_]\w*(?:\s*\.\s*\w+|\[[^\[\]]*\])*)\s+is(?:\s+not)?\s+(?P<test>tagged_with)\s*\(",
+            r"(?P<path>[A-Za-z_][0-9A-Za-z_]*(?:\s*\.\s*[0-9A-Za-z_]+|\[[^\[\]]*\])*)\s+is(?:\s+not)?\s+(?P<test>tagged_with)\s*\(",
         )
         .expect("valid regex")
     });
@@ -284,8 +284,8 @@ fn dispatch_collection_names(code: &str) -> String {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
         Regex::new(concat!(
-            r"(?:(?P<filter>\||^\s*[-+]?\s*filter\s)|(?:^|[^\w.])is(?:\s+not)?\s)",
-            r"\s*(?P<name>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,})",
+            r"(?:(?P<filter>\||^\s*[-+]?\s*filter\s)|(?:^|[^0-9A-Za-z_.])is(?:\s+not)?\s)",
+            r"\s*(?P<name>[A-Za-z_][0-9A-Za-z_]*(?:\.[A-Za-z_][0-9A-Za-z_]*){2,})",
         ))
         .expect("valid regex")
     });

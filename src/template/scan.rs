@@ -278,7 +278,10 @@ fn unknown(kind: &str, name: &str, line: usize, col: usize) -> Problem {
 fn dispatched_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(&format!(r#"\b({FILTER_FN}|{TEST_FN})\s*\(\s*"(\x01+)""#)).expect("valid regex")
+        Regex::new(&format!(
+            r#"(?-u:\b)({FILTER_FN}|{TEST_FN})\s*\(\s*"(\x01+)""#
+        ))
+        .expect("valid regex")
     })
 }
 
@@ -288,7 +291,7 @@ fn lookup_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(
-            r#"(?:^|[^\w.])(lookup|query|q)\s*\(\s*['"]([^'"]*)['"]\s*(?:,\s*['"]([^'"]*)['"])?"#,
+            r#"(?:^|[^0-9A-Za-z_.])(lookup|query|q)\s*\(\s*['"]([^'"]*)['"]\s*(?:,\s*['"]([^'"]*)['"])?"#,
         )
         .expect("valid regex")
     })

@@ -336,7 +336,7 @@ fn is_undefined_error(err: &Error) -> bool {
 /// case it cannot be the variable an undefined error is about.
 fn is_protected(masked: &str, head: &str) -> bool {
     let Ok(re) = Regex::new(&format!(
-        r#"(?P<pre>^|[^\w.\x01'"])(?P<path>{}(?:\.\w+|\[[^\[\]]*\])*)(?P<post>\s*\|\s*(?:default|d)\b|\s+is\s+(?:not\s+)?(?:defined|undefined)\b)?"#,
+        r#"(?P<pre>^|[^0-9A-Za-z_.\x01'"])(?P<path>{}(?:\.[0-9A-Za-z_]+|\[[^\[\]]*\])*)(?P<post>\s*\|\s*(?:default|d)(?-u:\b)|\s+is\s+(?:not\s+)?(?:defined|undefined)(?-u:\b))?"#,
         regex::escape(head)
     )) else {
         return false;
@@ -377,7 +377,7 @@ struct VarPath {
 fn path_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(r#"(?:^|[^\w.\x01'"])(?P<path>[A-Za-z_]\w*(?:\.\w+|\[[^\[\]]*\])*)"#)
+        Regex::new(r#"(?:^|[^0-9A-Za-z_.\x01'"])(?P<path>[A-Za-z_][0-9A-Za-z_]*(?:\.[0-9A-Za-z_]+|\[[^\[\]]*\])*)"#)
             .expect("valid regex")
     })
 }
