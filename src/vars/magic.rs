@@ -509,7 +509,9 @@ mod tests {
             name: "web".into(),
             path: PathBuf::from("/nonexistent/roles/web"),
             defaults: Arc::default(),
+            inherited: Arc::default(),
             vars: Arc::default(),
+            entry_vars: Arc::default(),
             params: Arc::default(),
         };
         assert_eq!(
