@@ -244,7 +244,7 @@ impl Shared<'_> {
         // raising, which ends the task before the `failed` key every module result gets.
         if r.status != Status::Failed
             && result.get("skipped") == Some(&Value::Bool(true))
-            && ["unarchive", "script"].contains(&&*task.module)
+            && ["unarchive", "script"].contains(&task.module)
         {
             result.remove("failed");
         }
