@@ -73,6 +73,7 @@ impl Engine {
             pending_inventory: Default::default(),
             inventory_log: Vec::new(),
             inventory_refreshed: false,
+            play_hosts_all: self.play_hosts_all.clone(),
             inventory_groups: self.inventory_groups.clone(),
             grouped_objects: self.grouped_objects.clone(),
             reporter: Reporter::new(

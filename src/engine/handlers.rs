@@ -206,7 +206,11 @@ impl Engine {
             return;
         }
         let all = Arc::make_mut(&mut self.handlers);
-        let params = |t: &Task| t.role.as_ref().map(|r| r.params.clone());
+        let params = |t: &Task| {
+            t.role
+                .as_ref()
+                .map(|r| (r.params.clone(), r.entry_vars.clone()))
+        };
         for h in new {
             // The play had an included role's handlers without the include's parameters
             // until a host included it (`Include::handlers`): they are these now.

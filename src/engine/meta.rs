@@ -35,10 +35,13 @@ impl Engine {
                     meta.pos
                 ));
             }
-            if let Err(msg) = self.refresh_inventory() {
-                for h in targets {
-                    let msg = format!("{msg} (meta at {})", meta.pos);
-                    self.fail_host(h, "meta", "meta", &meta.pos.to_string(), msg);
+            match self.refresh_inventory() {
+                Ok(()) => self.select_play_hosts_again(ctx.play),
+                Err(msg) => {
+                    for h in targets {
+                        let msg = format!("{msg} (meta at {})", meta.pos);
+                        self.fail_host(h, "meta", "meta", &meta.pos.to_string(), msg);
+                    }
                 }
             }
             return;

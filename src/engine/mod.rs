@@ -83,6 +83,10 @@ pub struct Engine {
     inventory_log: Vec<crate::inventory::InventoryEdit>,
     /// `meta: refresh_inventory` read the sources again in this pass.
     inventory_refreshed: bool,
+    /// The running play's `ansible_play_hosts_all`: the hosts its pattern selected, then each
+    /// host an `add_host` added (or changed), and the pattern's selection again after
+    /// `meta: refresh_inventory`, as ansible-core keeps its strategy's host cache.
+    play_hosts_all: Vec<String>,
     /// The `groups` variable after an edit of the current play (its `PlayCtx` has the older).
     inventory_groups: Option<crate::inventory::GroupHosts>,
     /// The play's objects with `inventory_groups`, and the objects they were made from: made
@@ -155,6 +159,7 @@ impl Engine {
             pending_inventory: Default::default(),
             inventory_log: Vec::new(),
             inventory_refreshed: false,
+            play_hosts_all: Vec::new(),
             inventory_groups: None,
             grouped_objects: None,
             reporter,

@@ -28,21 +28,13 @@ impl Engine {
             };
             format!(" (written at {}); {hint}", play.pos)
         });
-        if let Some(limit) = &self.cfg.limit {
-            match self.inventory.select_limit(limit) {
-                Ok(allowed) => selected.retain(|h| allowed.contains(h)),
-                Err(e) => {
-                    self.reporter.warn(&format!("bad --limit pattern: {e}"));
-                    return;
-                }
-            }
-        }
-        if let Some(shard) = &self.cfg.shard {
-            shard.retain(&self.inventory, &mut selected);
+        if let Err(e) = self.limit_hosts(&mut selected) {
+            self.reporter.warn(&e);
+            return;
         }
         // `ansible_play_hosts_all` (and `ansible_play_hosts`) keep the pattern's order whatever
         // the play's `order`, as ansible-core computes them apart from the batches.
-        let play_hosts_all = selected.clone();
+        self.play_hosts_all = selected.clone();
         order_hosts(&mut selected, play.order);
         // Its name as shown, which is also `ansible_play_name`: rendered with the play's
         // variables, as ansible-core templates the play's name before it runs.
@@ -108,7 +100,7 @@ impl Engine {
                 book,
                 &groups,
                 batch.clone(),
-                play_hosts_all.clone(),
+                self.play_hosts_all.clone(),
                 files_vars.clone(),
                 self.handlers.clone(),
             );
@@ -184,6 +176,34 @@ impl Engine {
         )
     }
 
+    /// `--limit` and `--shard` applied to a play's hosts.
+    fn limit_hosts(&self, hosts: &mut Vec<String>) -> Result<(), String> {
+        if let Some(limit) = &self.cfg.limit {
+            let allowed = self
+                .inventory
+                .select_limit(limit)
+                .map_err(|e| format!("bad --limit pattern: {e}"))?;
+            hosts.retain(|h| allowed.contains(h));
+        }
+        if let Some(shard) = &self.cfg.shard {
+            shard.retain(&self.inventory, hosts);
+        }
+        Ok(())
+    }
+
+    /// After `meta: refresh_inventory`: the play's hosts are its pattern's selection from the
+    /// inventory as it is now (`--limit` applied), as ansible-core computes them again; the
+    /// batches are those the play started with. A pattern that no longer selects anything
+    /// leaves the lists empty.
+    pub(super) fn select_play_hosts_again(&mut self, play: &Play) {
+        let mut hosts = self.inventory.select(&play.hosts).unwrap_or_default();
+        if self.limit_hosts(&mut hosts).is_err() {
+            // The same limit was accepted when the play started.
+            return;
+        }
+        self.play_hosts_all = hosts;
+    }
+
     /// The play's objects with the groups as they are now (`add_host`/`group_by` may have
     /// changed them during this play).
     pub(super) fn objects_now(&mut self, ctx: &PlayCtx<'_>) -> PlayObjects {
@@ -204,17 +224,19 @@ impl Engine {
     pub(super) fn snapshot<'c>(&mut self, ctx: &'c PlayCtx<'c>) -> PlayCtx<'c> {
         let objects = self.objects_now(ctx);
         let table = self.hostvars_now(&objects);
-        let live_hosts: Vec<String> = ctx
-            .all_hosts
+        // A host `add_host` brought in has no state here: it has not failed.
+        let live_hosts: Vec<String> = self
+            .play_hosts_all
             .iter()
             .filter(|h| {
                 self.hosts
                     .get(*h)
-                    .is_some_and(|hs| !hs.failed && !hs.unreachable)
+                    .is_none_or(|hs| !hs.failed && !hs.unreachable)
             })
             .cloned()
             .collect();
-        let objects = objects.with_hosts(&live_hosts, hostvars::object(&table));
+        let objects =
+            objects.with_hosts(&self.play_hosts_all, &live_hosts, hostvars::object(&table));
         let objects = Arc::new(objects);
         PlayCtx {
             handlers: self.handlers.clone(),

@@ -46,8 +46,6 @@ impl ItemResult {
                 Status::Skipped
             } else if outcome.changed {
                 Status::Changed
-            } else if outcome.result.get("skipped") == Some(&Value::Bool(true)) {
-                Status::Skipped
             } else {
                 Status::Ok
             },
@@ -241,6 +239,14 @@ impl Shared<'_> {
         }
         if scope.take_deprecated() {
             result.insert("deprecations".into(), templated_condition_deprecation());
+        }
+        // ansible-core's `unarchive` and `script` action plugins skip (`creates`, `removes`) by
+        // raising, which ends the task before the `failed` key every module result gets.
+        if r.status != Status::Failed
+            && result.get("skipped") == Some(&Value::Bool(true))
+            && ["unarchive", "script"].contains(&task.module)
+        {
+            result.remove("failed");
         }
         if let Some(reg) = &task.register {
             if task.loop_items.is_none() {

@@ -353,7 +353,13 @@ fn reads_of(task: &Task, play: &Play, templar: &Templar) -> Reads {
         &play.role_vars,
     ];
     if let Some(r) = &task.role {
-        defs.extend([&*r.params, &*r.vars, &*r.defaults]);
+        defs.extend([
+            &*r.params,
+            &*r.entry_vars,
+            &*r.vars,
+            &*r.inherited,
+            &*r.defaults,
+        ]);
     }
     // Follow the definitions the names read lead to, each once.
     let Reads::Names(mut names) = reads else {

@@ -172,9 +172,18 @@ pub struct RoleCtx {
     pub path: PathBuf,
     /// `defaults/main.yml`: the lowest precedence of all variables.
     pub defaults: Arc<Map<String, Value>>,
+    /// For a dependency, the variables of the roles it is a dependency of (each one's `vars:`
+    /// then its vars/main.yml, outermost first), below its own, as ansible-core's inherited
+    /// role vars; empty for other roles.
+    pub inherited: Arc<Map<String, Value>>,
     /// `vars/main.yml`: above play `vars_files`.
     pub vars: Arc<Map<String, Value>>,
-    /// `vars:` of the role entry (or `include_role`): role parameters, above `set_fact`.
+    /// `vars:` of a `roles:` entry or an `import_role`: the role's own variables, above its
+    /// `vars/main.yml` and below block and task vars (ansible-core's `Role.vars`, merged last
+    /// into the role's variables); not exported to the play.
+    pub entry_vars: Arc<Map<String, Value>>,
+    /// The other keys of a role entry, and `include_role`'s `vars:`: role parameters, above
+    /// `set_fact`.
     pub params: Arc<Map<String, Value>>,
 }
 

@@ -14,7 +14,7 @@ use super::keywords::{
     check_keys, conditions_of, loop_of, map_of, short_name, string_of, strings_of, vars_of,
     BLOCK_KEYS, INCLUDE_ACTIONS, INHERITED_KEYS, TASK_KEYS_NOT_YET,
 };
-use super::roles::{self, Listed, Role, RoleOpts};
+use super::roles::{self, Listed, Role, RoleOpts, RoleVars};
 use super::task::{action_keyword, load_task};
 use crate::diag::{Diagnostic, Pos};
 use crate::yaml::{self, Kind, Node};
@@ -34,9 +34,9 @@ pub struct Loader<'a> {
     stack: Vec<PathBuf>,
     /// Roles expanded from `roles:` and dependencies, with their parameters: such a role runs
     /// once per play unless its parameters differ or it sets `allow_duplicates`.
-    seen_roles: Vec<(PathBuf, Map<String, Value>)>,
+    seen_roles: Vec<(PathBuf, RoleVars)>,
     /// Role handlers files already added to the play, with the role parameters they got.
-    handler_files: Vec<(PathBuf, Arc<Map<String, Value>>)>,
+    handler_files: Vec<(PathBuf, RoleVars)>,
     /// The handlers of the roles, added to the play's.
     pub role_handlers: Vec<Task>,
     /// While an `include_role` is loaded at load time: every handler its roles bring,
@@ -167,8 +167,13 @@ impl<'a> Loader<'a> {
             dedupe: false,
             export: false,
             listed: Listed::Neither,
+            inherited: Arc::default(),
         };
-        self.role(&node, params, inh, &opts)
+        let vars = RoleVars {
+            entry: Map::new(),
+            params,
+        };
+        self.role(&node, vars, inh, &opts)
     }
 
     /// One entry of `roles:`.
@@ -177,7 +182,7 @@ impl<'a> Loader<'a> {
         entry: &Node,
         base: &Inherited,
     ) -> Result<Vec<Step>, Diagnostic> {
-        self.role_entry(entry, base, Listed::Play)
+        self.role_entry(entry, base, Listed::Play, Arc::default())
     }
 
     /// One entry of `roles:` or of a role's `dependencies`.
@@ -186,22 +191,28 @@ impl<'a> Loader<'a> {
         entry: &Node,
         base: &Inherited,
         listed: Listed,
+        inherited: Arc<Map<String, Value>>,
     ) -> Result<Vec<Step>, Diagnostic> {
         let e = roles::read_entry(entry, base)?;
         let opts = RoleOpts {
             dedupe: true,
             export: true,
             listed,
+            inherited,
             ..RoleOpts::default()
         };
-        self.role(e.name, e.params, e.keywords.as_ref().unwrap_or(base), &opts)
+        let vars = RoleVars {
+            entry: e.vars,
+            params: e.params,
+        };
+        self.role(e.name, vars, e.keywords.as_ref().unwrap_or(base), &opts)
     }
 
     /// Expand a role: its dependencies, then its tasks; its handlers go to the play.
     fn role(
         &mut self,
         name_node: &Node,
-        params: Map<String, Value>,
+        vars: RoleVars,
         inh: &Inherited,
         opts: &RoleOpts,
     ) -> Result<Vec<Step>, Diagnostic> {
@@ -222,7 +233,7 @@ impl<'a> Loader<'a> {
         // A role imported or included from another role's tasks gets, as include parameters,
         // its parent's name and path in front of those the parent got the same way
         // (`ansible_parent_role_names`, `ansible_parent_role_paths`).
-        let mut params = params;
+        let mut vars = vars;
         if let (false, Some(parent)) = (opts.dedupe, &inh.role) {
             for (key, value) in [
                 ("ansible_parent_role_names", parent.name.clone()),
@@ -232,18 +243,18 @@ impl<'a> Loader<'a> {
                 if let Some(Value::Array(outer)) = parent.params.get(key) {
                     list.extend(outer.iter().cloned());
                 }
-                params.insert(key.into(), Value::Array(list));
+                vars.params.insert(key.into(), Value::Array(list));
             }
         }
         if opts.dedupe && !role.allow_duplicates {
-            let key = (role.canon.clone(), params.clone());
+            let key = (role.canon.clone(), vars.clone());
             if self.seen_roles.contains(&key) {
                 return Ok(Vec::new());
             }
             self.seen_roles.push(key);
         }
         self.stack.push(role.canon.clone());
-        let r = self.role_body(&role, name_node, params, inh, opts);
+        let r = self.role_body(&role, name_node, vars, inh, opts);
         self.stack.pop();
         r
     }
@@ -252,21 +263,32 @@ impl<'a> Loader<'a> {
         &mut self,
         role: &Role,
         name_node: &Node,
-        params: Map<String, Value>,
+        vars: RoleVars,
         inh: &Inherited,
         opts: &RoleOpts,
     ) -> Result<Vec<Step>, Diagnostic> {
         let mut steps = Vec::new();
+        let ctx = Arc::new(role.context(name_node, vars.clone(), opts)?);
         let deps = role.dependencies()?;
         if !deps.is_empty() {
-            // A dependency inherits the conditions and tags of the role that needs it.
+            // A dependency inherits the conditions and tags of the role that needs it, and
+            // its variables: its `vars:`, then its vars/main.yml (that order, as ansible-core
+            // merges a parent's), over what it inherited itself.
             let mut dep_inh = inh.clone();
             dep_inh.role = None;
+            let mut inherited = (*ctx.inherited).clone();
+            inherited.extend(ctx.entry_vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+            inherited.extend(ctx.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let inherited = Arc::new(inherited);
             for d in deps {
-                steps.extend(self.role_entry(d, &dep_inh, Listed::Dependency)?);
+                steps.extend(self.role_entry(
+                    d,
+                    &dep_inh,
+                    Listed::Dependency,
+                    inherited.clone(),
+                )?);
             }
         }
-        let ctx = Arc::new(role.context(name_node, params, &opts.from)?);
         if opts.export {
             self.exported_roles.push(ctx.clone());
         }
@@ -275,13 +297,13 @@ impl<'a> Loader<'a> {
         if let Some(f) = role.file_in("tasks", &opts.from.tasks, name_node)? {
             steps.extend(self.task_file(&f, &name_node.pos, &inner)?);
         }
-        // Each handlers file joins the play once per set of role parameters, however often
+        // Each handlers file joins the play once per set of role variables, however often
         // its role runs: a role given other parameters (an `include_role` with other `vars`)
         // brings its handlers again with those, and as the last loaded they are the ones that
         // run, as in ansible-core.
         if let Some(f) = role.file_in("handlers", &opts.from.handlers, name_node)? {
             let canon = std::fs::canonicalize(&f).unwrap_or(f.clone());
-            let key = (canon, inner.role.as_ref().expect("role").params.clone());
+            let key = (canon, vars);
             let new = !self.handler_files.contains(&key);
             if new || self.include_handlers.is_some() {
                 let node = yaml::load_file(&f)?;
@@ -321,6 +343,7 @@ impl<'a> Loader<'a> {
         vars.extend(self.play_vars.clone());
         if let Some(r) = &inh.role {
             vars.extend((*r.vars).clone());
+            vars.extend((*r.entry_vars).clone());
         }
         vars.extend(inh.vars.clone());
         let abs = |p: &Path| {
@@ -658,10 +681,24 @@ impl<'a> Loader<'a> {
                     } else {
                         Listed::Play
                     },
+                    inherited: Arc::default(),
                 };
                 let params = match node.get("vars") {
                     Some(v) => vars_of(v, "`vars`")?,
                     None => Map::new(),
+                };
+                // `include_role`'s `vars:` are include parameters (above `set_fact` and block
+                // vars); `import_role`'s are the role's own, as a `roles:` entry's.
+                let vars = if include {
+                    RoleVars {
+                        entry: Map::new(),
+                        params: params.clone(),
+                    }
+                } else {
+                    RoleVars {
+                        entry: params.clone(),
+                        params: Map::new(),
+                    }
                 };
                 let templated_name = name.as_str().is_some_and(is_template);
                 // An unnamed include_role is reported as Ansible names it.
@@ -700,7 +737,7 @@ impl<'a> Loader<'a> {
                     // The include's own keywords decide whether it runs; they do not reach
                     // the role's tasks (Ansible needs `apply:` for that).
                     let outer = self.include_handlers.replace(Vec::new());
-                    let steps = self.role(name, params, &with_apply(arg, inh)?, &opts);
+                    let steps = self.role(name, vars, &with_apply(arg, inh)?, &opts);
                     let handlers = std::mem::replace(&mut self.include_handlers, outer);
                     let mut inc =
                         include_of(node, inh, "include_role", IncludeSource::Loaded(steps?))?;
@@ -713,7 +750,7 @@ impl<'a> Loader<'a> {
                 } else {
                     let mut inner = inh.with_keywords(node)?;
                     inner.vars = inh.vars.clone();
-                    self.role(name, params, &inner, &opts)
+                    self.role(name, vars, &inner, &opts)
                 }
             }
             // `action` is one of the five keys matched where it was found.

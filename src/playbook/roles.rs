@@ -28,6 +28,8 @@ pub(crate) struct RoleOpts {
     pub export: bool,
     /// Which of the play's role-name lists the role joins.
     pub listed: Listed,
+    /// A dependency's inherited variables (`RoleCtx::inherited`).
+    pub inherited: Arc<Map<String, Value>>,
 }
 
 /// The play's role-name lists (`ansible_play_role_names`, `ansible_dependent_role_names`): a
@@ -40,6 +42,16 @@ pub(crate) enum Listed {
     Neither,
     Play,
     Dependency,
+}
+
+/// What one invocation of a role gives it: the `vars:` of a `roles:` entry or `import_role`
+/// (below block vars, `RoleCtx::entry_vars`) and the parameters (other keys of a role entry,
+/// `include_role`'s `vars:`; above `set_fact`). Both tell one invocation from another, for
+/// de-duplication and handlers, as ansible-core's role hash holds both.
+#[derive(Default, Clone, PartialEq)]
+pub(crate) struct RoleVars {
+    pub entry: Map<String, Value>,
+    pub params: Map<String, Value>,
 }
 
 /// `name`, `name.yml`, `name.yaml` in `dir`.
@@ -58,6 +70,8 @@ pub(crate) struct RoleEntry<'n> {
     /// The node that names the role (for the name and for error positions).
     pub name: &'n Node,
     pub params: Map<String, Value>,
+    /// The entry's `vars:`: the role's own variables (`RoleCtx::entry_vars`).
+    pub vars: Map<String, Value>,
     /// The keywords around the role's tasks when the entry is a mapping; a bare name keeps
     /// the caller's.
     pub keywords: Option<Inherited>,
@@ -68,8 +82,8 @@ pub(crate) struct RoleEntry<'n> {
 /// silently change what the role sees (`port: 8080` would override the role's `port` variable).
 const ROLE_KEYS_NOT_YET: &[&str] = &["throttle", "timeout", "debugger", "delegate_facts"];
 
-/// One entry of `roles:`: a name, or a mapping with `role:` and keywords; other keys are
-/// role parameters, as in Ansible.
+/// One entry of `roles:`: a name, or a mapping with `role:`, keywords and `vars:` (the role's
+/// variables); other keys are role parameters, as in Ansible.
 pub(crate) fn read_entry<'n>(
     entry: &'n Node,
     base: &Inherited,
@@ -78,6 +92,7 @@ pub(crate) fn read_entry<'n>(
         Kind::Str(_) => Ok(RoleEntry {
             name: entry,
             params: Map::new(),
+            vars: Map::new(),
             keywords: None,
         }),
         Kind::Map(entries) => {
@@ -85,10 +100,11 @@ pub(crate) fn read_entry<'n>(
                 .get("role")
                 .or(entry.get("name"))
                 .ok_or_else(|| entry.err("a role entry needs `role: <name>`"))?;
-            let mut params = match entry.get("vars") {
+            let vars = match entry.get("vars") {
                 Some(v) => vars_of(v, "`vars`")?,
                 None => Map::new(),
             };
+            let mut params = Map::new();
             for (k, kpos, v) in entries {
                 if k == "role" || k == "name" || INHERITED_KEYS.contains(&k.as_str()) {
                     continue;
@@ -108,7 +124,7 @@ pub(crate) fn read_entry<'n>(
                         ),
                     )
                     .help(format!(
-                        "to pass a parameter named `{k}`, put it under the entry's `vars:`"
+                        "to give the role a variable named `{k}`, put it under the entry's `vars:`"
                     )));
                 }
                 check_var_name(k, kpos)?;
@@ -119,6 +135,7 @@ pub(crate) fn read_entry<'n>(
             Ok(RoleEntry {
                 name,
                 params,
+                vars,
                 keywords: Some(inner),
             })
         }
@@ -227,9 +244,10 @@ impl Role {
     pub(crate) fn context(
         &self,
         name_node: &Node,
-        params: Map<String, Value>,
-        from: &RoleFrom,
+        vars: RoleVars,
+        opts: &RoleOpts,
     ) -> Result<RoleCtx, Diagnostic> {
+        let from = &opts.from;
         let vars_in = |f: Option<PathBuf>| -> Result<Map<String, Value>, Diagnostic> {
             match f {
                 Some(f) => load_vars_file(&f, &name_node.pos),
@@ -237,13 +255,15 @@ impl Role {
             }
         };
         let defaults = vars_in(self.file_in("defaults", &from.defaults, name_node)?)?;
-        let vars = vars_in(self.file_in("vars", &from.vars, name_node)?)?;
+        let role_vars = vars_in(self.file_in("vars", &from.vars, name_node)?)?;
         Ok(RoleCtx {
             name: self.name.clone(),
             path: self.path.clone(),
             defaults: Arc::new(defaults),
-            vars: Arc::new(vars),
-            params: Arc::new(params),
+            inherited: opts.inherited.clone(),
+            vars: Arc::new(role_vars),
+            entry_vars: Arc::new(vars.entry),
+            params: Arc::new(vars.params),
         })
     }
 }

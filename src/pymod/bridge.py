@@ -13,7 +13,12 @@ Requests:
   {"op": "lookup", "name": n, "terms": [...], "kwargs": {...}, "keys": [...], "basedir": d}
       -> {"ok": [values]}; while it runs the bridge may ask {"var": name} and reads
          {"value": v} or {"missing": true}
-Any failure -> {"error": message, "why": "run" | "load" | "missing"}.
+Any failure -> {"error": message, "why": "run" | "load" | "missing" | "undefined"}.
+
+An undefined lookup term travels as {"__fp_undefined": null}: a lookup declaring
+`accept_args_markers` gets ansible-core's undefined marker in its place, any other is refused
+("undefined"), as the controller fails such a call; a marker a plugin returns goes back as the
+same mapping.
 """
 
 import collections.abc
@@ -33,8 +38,20 @@ def send(obj):
     PROTO.flush()
 
 
+UNDEFINED_KEY = "__fp_undefined"
+
+
+def is_undefined(value):
+    return isinstance(value, dict) and len(value) == 1 and UNDEFINED_KEY in value
+
+
 def plain(value):
-    """What JSON cannot carry as it is: sets and other iterables become lists, the rest text."""
+    """What JSON cannot carry as it is: sets and other iterables become lists, undefined values
+    (ansible-core's markers are Jinja's Undefined) the undefined mapping, the rest text."""
+    import jinja2
+
+    if isinstance(value, jinja2.Undefined):
+        return {UNDEFINED_KEY: None}
     if isinstance(value, collections.abc.Mapping):
         return dict(value)
     if isinstance(value, (collections.abc.Set, tuple, collections.abc.Sequence)):
@@ -92,7 +109,8 @@ def init(req):
 
 
 class Failure(Exception):
-    """A plugin that is not there ("missing") or cannot be loaded ("load")."""
+    """A plugin that is not there ("missing"), cannot be loaded ("load") or is given an undefined
+    value it does not take ("undefined")."""
 
     def __init__(self, why, text=""):
         super().__init__(text)
@@ -139,7 +157,16 @@ def lookup(req):
     data_loader = DataLoader()
     data_loader.set_basedir(req["basedir"])
     plugin = get("lookup", req["name"], loader=data_loader, templar=Templar(loader=data_loader))
-    values = plugin.run(req["terms"], variables=Vars(req["keys"]), **req["kwargs"])
+    terms = req["terms"]
+    if any(is_undefined(t) for t in terms):
+        if not getattr(plugin, "accept_args_markers", False):
+            raise Failure("undefined")
+        # The marker ansible-core's templating would have passed; made outside a template, so
+        # it names no template source.
+        from ansible.template import AnsibleUndefined
+
+        terms = [AnsibleUndefined(_no_template_source=True) if is_undefined(t) else t for t in terms]
+    values = plugin.run(terms, variables=Vars(req["keys"]), **req["kwargs"])
     if not isinstance(values, collections.abc.Sequence) or isinstance(values, str):
         raise TypeError("returned %s instead of %s" % (type(values), list))
     return list(values)

@@ -122,6 +122,7 @@ impl Bridge {
         Err(match reply.get("why").and_then(Json::as_str) {
             Some("missing") => PluginFailure::Missing,
             Some("load") => PluginFailure::Load(text),
+            Some("undefined") => PluginFailure::Undefined,
             _ => PluginFailure::Run(text),
         })
     }

@@ -66,6 +66,31 @@ pub enum Failure {
     Load(String),
     /// The plugin raised, with its message.
     Run(String),
+    /// A lookup that does not take undefined values (`accept_args_markers`) was given one.
+    Undefined,
+}
+
+/// How an undefined value crosses the bridge: a top-level lookup term that is undefined goes
+/// as `{UNDEFINED_KEY: null}`, which the bridge gives a plugin declaring `accept_args_markers`
+/// as ansible-core's undefined marker (and refuses for any other plugin, as an undefined value
+/// would fail here); a marker the plugin returns comes back the same way and is undefined
+/// again in the template.
+pub const UNDEFINED_KEY: &str = "__fp_undefined";
+
+fn undefined_json() -> Json {
+    let mut m = Map::with_capacity(1);
+    m.insert(UNDEFINED_KEY.to_string(), Json::Null);
+    Json::Object(m)
+}
+
+/// A value the bridge returned, its undefined markers undefined again.
+fn from_bridge(v: &Json) -> Value {
+    match v {
+        Json::Object(m) if m.len() == 1 && m.contains_key(UNDEFINED_KEY) => Value::UNDEFINED,
+        Json::Array(items) => Value::from(items.iter().map(from_bridge).collect::<Vec<_>>()),
+        Json::Object(m) => Value::from_iter(m.iter().map(|(k, v)| (k.clone(), from_bridge(v)))),
+        other => Value::from_serialize(other),
+    }
 }
 
 /// What provides the plugins.
@@ -178,7 +203,7 @@ pub(super) fn lookup(
     // The bridge answers a lookup with the list of its values (a plugin that returns anything
     // else fails there, as ansible-core fails it), so there is nothing to wrap in a list.
     match call(Kind::Lookup, name, args, Some((state, basedir)))? {
-        Json::Array(items) => Ok(items.iter().map(Value::from_serialize).collect()),
+        Json::Array(items) => Ok(items.iter().map(from_bridge).collect()),
         other => Err(op_err(format!(
             "the plugin bridge answered lookup `{name}` with {other}, not a list"
         ))),
@@ -197,7 +222,10 @@ fn call(
     let (pos, kw) = split_kwargs(args)?;
     let args = pos
         .iter()
-        .map(value_to_json)
+        .map(|v| match v.is_undefined() && lookup.is_some() {
+            true => Ok(undefined_json()),
+            false => value_to_json(v),
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut kwargs = Map::new();
     for key in kw.args() {
@@ -232,6 +260,9 @@ fn failed(kind: Kind, name: &str, why: Failure) -> Error {
     let mut quoted = String::new();
     py_quote(name, &mut quoted);
     let word = kind.word();
+    if why == Failure::Undefined {
+        return Error::from(minijinja::ErrorKind::UndefinedError);
+    }
     op_err(match why {
         // A filter or test Jinja cannot find: ansible-core's words are Jinja's.
         Failure::Missing if kind != Kind::Lookup => format!("No {word} named {quoted}."),
@@ -240,5 +271,29 @@ fn failed(kind: Kind, name: &str, why: Failure) -> Error {
         Failure::Load(m) => format!("The {word} plugin {quoted} failed to load: {m}"),
         Failure::Run(m) if m.is_empty() => format!("The {word} plugin {quoted} failed."),
         Failure::Run(m) => format!("The {word} plugin {quoted} failed: {m}"),
+        Failure::Undefined => unreachable!("returned above"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The bridge's undefined mapping is undefined again, at the top and nested; any other
+    /// value, a mapping with more keys included, is as it was.
+    #[test]
+    fn markers_from_the_bridge_are_undefined() {
+        let v = from_bridge(&json!([undefined_json(), 42, [undefined_json()],
+            {"k": undefined_json(), "n": null}, {UNDEFINED_KEY: null, "other": 1}]));
+        assert!(v.get_item(&Value::from(0)).unwrap().is_undefined());
+        assert_eq!(v.get_item(&Value::from(1)).unwrap(), Value::from(42));
+        let nested = v.get_item(&Value::from(2)).unwrap();
+        assert!(nested.get_item(&Value::from(0)).unwrap().is_undefined());
+        let map = v.get_item(&Value::from(3)).unwrap();
+        assert!(map.get_attr("k").unwrap().is_undefined());
+        assert!(map.get_attr("n").unwrap().is_none());
+        let two_keys = v.get_item(&Value::from(4)).unwrap();
+        assert_eq!(two_keys.get_attr("other").unwrap(), Value::from(1));
+    }
 }

@@ -150,7 +150,12 @@ impl PlayObjects {
     }
 
     /// The same play with the hosts still live and the `hostvars` of now.
-    pub fn with_hosts(&self, live_hosts: &[String], hostvars: minijinja::Value) -> PlayObjects {
+    pub fn with_hosts(
+        &self,
+        all_hosts: &[String],
+        live_hosts: &[String],
+        hostvars: minijinja::Value,
+    ) -> PlayObjects {
         // As ansible-core: the batch without the hosts that failed or became unreachable.
         let live: std::collections::HashSet<&String> = live_hosts.iter().collect();
         let batch: Vec<&String> = self
@@ -159,6 +164,7 @@ impl PlayObjects {
             .filter(|h| live.contains(h))
             .collect();
         PlayObjects {
+            all_hosts: minijinja::Value::from_serialize(all_hosts),
             live_hosts: minijinja::Value::from_serialize(live_hosts),
             batch: minijinja::Value::from_serialize(batch),
             hostvars,
@@ -485,7 +491,7 @@ mod tests {
         let cfg = cfg();
         let play = Play::bare("all", false);
         let groups = |g: Value| -> GroupHosts { serde_json::from_value(g).unwrap() };
-        let hosts = ["a".to_string(), "b".to_string()];
+        let hosts = vec!["a".to_string(), "b".to_string()];
         let o = PlayObjects::new(
             &groups(json!({"all": ["a", "b"], "web": ["a"]})),
             &play,
@@ -509,7 +515,9 @@ mod tests {
             name: "web".into(),
             path: PathBuf::from("/nonexistent/roles/web"),
             defaults: Arc::default(),
+            inherited: Arc::default(),
             vars: Arc::default(),
+            entry_vars: Arc::default(),
             params: Arc::default(),
         };
         assert_eq!(
@@ -533,7 +541,10 @@ mod tests {
             magic_of(&cfg, &play, &o2, None, "a", "groups.db"),
             json!(["b"])
         );
+        let mut all = hosts.clone();
+        all.push("added".to_string());
         let o3 = o2.with_hosts(
+            &all,
             &hosts[..1],
             minijinja::Value::from_serialize(json!({"a": {"x": 1}})),
         );
@@ -544,6 +555,11 @@ mod tests {
         assert_eq!(
             magic_of(&cfg, &play, &o3, None, "b", "ansible_play_hosts"),
             json!(["a"])
+        );
+        // The play's hosts now (an `add_host` added one), not those it started with.
+        assert_eq!(
+            magic_of(&cfg, &play, &o3, None, "b", "ansible_play_hosts_all"),
+            json!(["a", "b", "added"])
         );
         assert_eq!(
             magic_of(&cfg, &play, &o3, None, "b", "group_names"),

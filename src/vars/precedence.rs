@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 use std::sync::{Arc, Mutex, Weak};
 
 /// The variable scope on a host, in Ansible's precedence order (later wins): role
-/// defaults, inventory, facts, play vars, vars_files, role vars, block and task vars,
+/// defaults, inventory, facts, play vars, vars_files, role vars (then the role entry's
+/// `vars:`), block and task vars,
 /// include_vars, set_fact and register, role parameters, include parameters, extra vars.
 pub fn host_scope(
     cfg: &Config,
@@ -136,7 +137,9 @@ impl<'a> VarMaps<'a> {
             (&play.role_vars, true),
         ]);
         if let Some(r) = src.role {
+            maps.push((&r.inherited, true));
             maps.push((&r.vars, true));
+            maps.push((&r.entry_vars, true));
         }
         if let Some(v) = src.vars {
             maps.push((v, true));
@@ -285,7 +288,9 @@ mod tests {
             name: "r".into(),
             path: "roles/r".into(),
             defaults: map(json!({"ansible_user": "default", "d": 1})),
-            vars: map(json!({"rv": 1})),
+            inherited: map(json!({"rv": 0, "iv": 1})),
+            vars: map(json!({"rv": 1, "ev": 1})),
+            entry_vars: map(json!({"ev": 2, "ansible_user": "entry"})),
             params: map(json!({"ansible_become_user": "param"})),
         };
         let task_vars = map(json!({"ansible_user": "task"}));
@@ -320,6 +325,8 @@ mod tests {
             "p",
             "d",
             "rv",
+            "ev",
+            "iv",
             "f",
             "i",
             "inc",
@@ -340,6 +347,17 @@ mod tests {
         assert!(Arc::ptr_eq(
             maps.defining_map("ansible_port").unwrap(),
             &cfg.extra_vars
+        ));
+        // A role's vars/main.yml win over what it inherits as a dependency, its entry's `vars:`
+        // over both, and task vars over all.
+        assert!(Arc::ptr_eq(maps.defining_map("rv").unwrap(), &role.vars));
+        assert!(Arc::ptr_eq(
+            maps.defining_map("iv").unwrap(),
+            &role.inherited
+        ));
+        assert!(Arc::ptr_eq(
+            maps.defining_map("ev").unwrap(),
+            &role.entry_vars
         ));
     }
 }

@@ -18,6 +18,16 @@ use std::sync::{Arc, Mutex};
 pub(in crate::engine) struct PendingInventory {
     inventory: Option<Inventory>,
     edits: Vec<InventoryEdit>,
+    /// The hosts of the `add_host` edits that changed the inventory.
+    added_hosts: Vec<String>,
+}
+
+/// The host an `add_host` edit names.
+fn added_host(edit: &InventoryEdit) -> Option<&str> {
+    match edit {
+        InventoryEdit::AddHost { name, .. } => Some(name),
+        _ => None,
+    }
 }
 
 /// Shared by the host futures of one task.
@@ -33,6 +43,9 @@ impl Shared<'_> {
             .unwrap_or_else(|e| e.into_inner());
         let inv = p.inventory.get_or_insert_with(|| self.inventory.clone());
         let changed = inv.apply_edit(&edit).map_err(|e| e.msg)?;
+        if let (true, Some(name)) = (changed, added_host(&edit)) {
+            p.added_hosts.push(name.to_string());
+        }
         p.edits.push(edit);
         Ok(changed)
     }
@@ -120,6 +133,17 @@ impl Engine {
         };
         self.inventory_log.extend(pending.edits);
         self.install_inventory(Arc::new(inv));
+        for h in pending.added_hosts {
+            self.add_play_host(h);
+        }
+    }
+
+    /// A host an `add_host` added or changed joins the running play's `ansible_play_hosts_all`
+    /// (whatever the play's pattern), as ansible-core adds it to its strategy's host cache.
+    fn add_play_host(&mut self, name: String) {
+        if !self.play_hosts_all.contains(&name) {
+            self.play_hosts_all.push(name);
+        }
     }
 
     /// Replay edits made elsewhere (a `strategy: free` lane's) on this engine's inventory.
@@ -128,12 +152,18 @@ impl Engine {
             return;
         }
         let mut inv = (*self.inventory).clone();
+        let mut added = Vec::new();
         for e in &edits {
             // Each edit was accepted by the lane's copy of this same inventory.
-            let _ = inv.apply_edit(e);
+            if let (Ok(true), Some(name)) = (inv.apply_edit(e), added_host(e)) {
+                added.push(name.to_string());
+            }
         }
         self.inventory_log.extend(edits);
         self.install_inventory(Arc::new(inv));
+        for h in added {
+            self.add_play_host(h);
+        }
     }
 
     /// `meta: refresh_inventory`: the `-i` sources read again, then this run's `add_host` and
