@@ -40,7 +40,10 @@ fn plain_touch_does_not_converge_and_preserving_both_times_does() {
     out.expect(3);
     let verdict = &out.stdout[out.stdout.find("NOT CONVERGED").unwrap()..];
     assert!(verdict.contains("mark ("), "{verdict}");
-    assert!(verdict.contains("mtime"), "the diff says what moved: {verdict}");
+    assert!(
+        verdict.contains("mtime"),
+        "the diff says what moved: {verdict}"
+    );
 
     let fx = Fx::new();
     fx.play(concat!(
