@@ -44,7 +44,7 @@ pub(crate) fn registered(diff: &crate::Diff, paths: &[&Path]) -> Value {
     serde_json::json!({"before": before, "after": after})
 }
 
-/// A time of the diff as ansible-core registers it: a float when it is one (`now` stays a word).
+/// A time of the diff as ansible-core registers it: a float (seconds since the epoch).
 fn seconds(v: &str) -> Value {
     v.parse::<f64>().map_or_else(|_| v.into(), Value::from)
 }

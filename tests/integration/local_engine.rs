@@ -29,6 +29,32 @@ fn fighting_tasks_make_twice_exit_3_and_name_both_tasks() {
 }
 
 #[test]
+fn plain_touch_does_not_converge_and_preserving_both_times_does() {
+    // `touch` means touch, as in Ansible: it bumps the times on every run, so `--twice` names it.
+    let fx = Fx::new();
+    fx.play(concat!(
+        "    - file: { path: \"{{ base }}\", state: directory }\n",
+        "    - name: mark\n      file: { path: \"{{ base }}/m\", state: touch }\n",
+    ));
+    let out = fx.run(&["apply", "--twice", "site.yml"]);
+    out.expect(3);
+    let verdict = &out.stdout[out.stdout.find("NOT CONVERGED").unwrap()..];
+    assert!(verdict.contains("mark ("), "{verdict}");
+    assert!(
+        verdict.contains("mtime"),
+        "the diff says what moved: {verdict}"
+    );
+
+    let fx = Fx::new();
+    fx.play(concat!(
+        "    - file: { path: \"{{ base }}\", state: directory }\n",
+        "    - name: mark\n      file: { path: \"{{ base }}/m\", state: touch,",
+        " modification_time: preserve, access_time: preserve }\n",
+    ));
+    fx.run(&["apply", "--twice", "site.yml"]).expect(0);
+}
+
+#[test]
 fn converging_playbook_passes_twice_with_two_recaps() {
     let fx = Fx::new();
     fx.play(

@@ -1,10 +1,12 @@
 //! The `file` module: make a path a file, directory, symlink or hard link (or remove it), and set
 //! its mode, owner, group and times, with the semantics of Ansible's `ansible.builtin.file`.
 //!
-//! Deliberate differences from Ansible, all so that a second run reports no change:
-//! - `state: touch` on an existing path does **not** bump its times unless `modification_time: now`
-//!   or `access_time: now` is given. Ansible defaults both to `now`, so its touch never converges;
-//!   here both default to `preserve`, so touch only creates a missing file and sets attributes.
+//! `state: touch` is Ansible's: both times default to `now`, so a touch is changed on every run
+//! (`modification_time: preserve` with `access_time: preserve` is the form that converges).
+//!
+//! Deliberate differences from Ansible:
+//! - `touch` with `follow: false` on a symlink sets the link's own times; Ansible's `os.utime`
+//!   follows the link and bumps its target, which `follow: false` says to leave alone.
 //! - A `mode` on a symlink that is not followed is ignored: Linux symlinks have no permission bits
 //!   (Ansible chmods, notices the target changed, and changes it back, reporting a change forever).
 //! - A relative `src` of `state: hard` is relative to the directory of `path`, as for `state: link`
@@ -35,7 +37,7 @@ pub use action::{Action, Replace};
 pub use params::{FileState, Params, TimeWant};
 pub use probe::{Entry, LinkProbe, Probed};
 
-use crate::fs::{lstat, meta_info, path_info};
+use crate::fs::{lstat, meta_info, path_info, state_of};
 use crate::params::ModeSpec;
 use crate::{Ctx, Module, ModuleError, Plan};
 use link::{plan_hardlink, plan_symlink};
@@ -214,8 +216,10 @@ impl Module for File {
             None => {}
         }
         r.insert("changed".into(), (!plan.actions.is_empty()).into());
-        // Registered only in diff mode, as ansible-core does.
-        if ctx.diff {
+        // Registered only in diff mode, as ansible-core does; its touch of a missing path in
+        // check mode returns before it builds one.
+        let touch_new_checked = st.state == FileState::Touch && st.prev.is_none() && ctx.check;
+        if ctx.diff && !touch_new_checked {
             let mut paths = vec![st.path.as_path(), st.report.as_path()];
             // A followed link's attributes change on its target, and ansible-core's diff shows
             // them under the link's path.
@@ -224,7 +228,21 @@ impl Module for File {
                     paths.push(real);
                 }
             }
-            let diff = crate::file_diff::registered(&plan.diff, &paths);
+            // So does a touch through a link.
+            if let (FileState::Touch, Some(Some((real, _)))) = (st.state, &st.followed) {
+                paths.push(real);
+            }
+            let mut diff = crate::file_diff::registered(&plan.diff, &paths);
+            // ansible-core's touch diff always names the state before and `touch` after, even
+            // when nothing changes.
+            if st.state == FileState::Touch {
+                let before = st.prev.as_ref().map_or("absent", state_of);
+                for (side, state) in [("before", before), ("after", "touch")] {
+                    if let Some(Value::Object(m)) = diff.get_mut(side) {
+                        state_after_path(m, state);
+                    }
+                }
+            }
             plan.result.insert("diff".into(), diff);
         }
         Ok(plan)
@@ -239,6 +257,20 @@ impl Module for File {
             action::perform(action)?;
         }
         path_info(&st.report)
+    }
+}
+
+/// Put `state` right after `path` in one side of a registered diff, where ansible-core's
+/// initial diff has it (the registered mapping keeps its order when printed).
+fn state_after_path(side: &mut Map<String, Value>, state: &str) {
+    let rest = std::mem::take(side);
+    for (k, v) in rest {
+        if k != "state" {
+            side.insert(k.clone(), v);
+        }
+        if k == "path" {
+            side.insert("state".into(), state.into());
+        }
     }
 }
 

@@ -131,13 +131,17 @@ pub(super) fn plan_attrs_at(
     let cur_a = meta.map(|m| (m.atime(), m.atime_nsec()));
     let mtime = time_change(want.mtime, cur_m);
     let atime = time_change(want.atime, cur_a);
+    // `now` reads the clock once, so both times show the same instant, as ansible-core's diff does.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     if mtime != TimeWant::Preserve {
         plan.diff
-            .attr(&shown, "mtime", fmt_cur_time(cur_m), fmt_want(mtime));
+            .attr(&shown, "mtime", fmt_cur_time(cur_m), fmt_want(mtime, now));
     }
     if atime != TimeWant::Preserve {
         plan.diff
-            .attr(&shown, "atime", fmt_cur_time(cur_a), fmt_want(atime));
+            .attr(&shown, "atime", fmt_cur_time(cur_a), fmt_want(atime, now));
     }
     if mtime != TimeWant::Preserve || atime != TimeWant::Preserve {
         plan.actions.push(Action::SetTimes {
@@ -167,10 +171,12 @@ fn fmt_cur_time(cur: Option<(i64, i64)>) -> String {
     }
 }
 
-fn fmt_want(w: TimeWant) -> String {
+/// A wanted time as the diff shows it: `now` as the clock reads while planning (seconds, with
+/// the fraction), which is what ansible-core's diff shows for it.
+fn fmt_want(w: TimeWant, now: f64) -> String {
     match w {
         TimeWant::Preserve => "preserve".into(),
-        TimeWant::Now => "now".into(),
+        TimeWant::Now => now.to_string(),
         TimeWant::At(t) => t.to_string(),
     }
 }
@@ -310,7 +316,7 @@ pub(super) fn plan_touch<'a>(
 ) -> Result<Option<&'a Metadata>, ModuleError> {
     if st.prev.is_none() {
         plan.diff
-            .attr(st.path.display().to_string(), "state", "absent", "file");
+            .attr(st.path.display().to_string(), "state", "absent", "touch");
         plan.actions.push(Action::CreateFile {
             path: st.path.clone(),
             at: locate(&st.path, None)?,

@@ -242,6 +242,9 @@ pub(super) fn probe(p: &Params) -> Result<Probed, ModuleError> {
             Some((Found::at_path(at)?, at.clone()))
         }
     };
+    // As in ansible-core, `touch` means touch: both times default to `now` (so it is changed on
+    // every run unless both are `preserve`); every other state leaves them alone.
+    let untold_time = (state == FileState::Touch).then_some("now");
     let report = match state {
         FileState::File | FileState::Directory => attr_path,
         _ => path.clone(),
@@ -263,12 +266,12 @@ pub(super) fn probe(p: &Params) -> Result<Probed, ModuleError> {
         umask: current_umask(),
         mtime: time_param(
             "modification_time",
-            p.modification_time.as_deref(),
+            p.modification_time.as_deref().or(untold_time),
             p.modification_time_format.as_deref(),
         )?,
         atime: time_param(
             "access_time",
-            p.access_time.as_deref(),
+            p.access_time.as_deref().or(untold_time),
             p.access_time_format.as_deref(),
         )?,
         report,

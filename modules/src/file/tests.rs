@@ -199,8 +199,14 @@ fn state_file_on_missing_path_fails_like_ansible() {
     assert!(!f.exists());
 }
 
+/// Set both times of `f` to an old instant, so a bump is visible.
+fn age(f: &Path) {
+    let old = TimeSpec::new(1_000_000, 0);
+    nix::sys::stat::utimensat(None, f, &old, &old, UtimensatFlags::FollowSymlink).unwrap();
+}
+
 #[test]
-fn touch_creates_then_converges_without_bumping_times() {
+fn touch_creates_then_bumps_times_unless_preserved() {
     let t = tempfile::tempdir().unwrap();
     let f = t.path().join("t");
     let params = json!({"path": f, "state": "touch", "mode": "0640"});
@@ -214,26 +220,30 @@ fn touch_creates_then_converges_without_bumping_times() {
     assert_eq!(mode_of(&f), 0o640);
     assert_eq!(first.result["dest"], f.display().to_string());
 
-    // Make the times old, so a bump would be visible.
-    nix::sys::stat::utimensat(
-        None,
-        &f,
-        &TimeSpec::new(1_000_000, 0),
-        &TimeSpec::new(1_000_000, 0),
-        UtimensatFlags::FollowSymlink,
-    )
-    .unwrap();
-    let stable = snapshot(t.path());
-    let second = run_file(params, &RUN);
-    assert!(!second.changed);
-    assert_eq!(snapshot(t.path()), stable);
+    // Touch means touch, as in Ansible: both times move to now, every run, and check mode
+    // reports that without doing it.
+    age(&f);
+    let aged = snapshot(t.path());
+    assert!(run_file(params.clone(), &CHECK).changed);
+    assert_eq!(snapshot(t.path()), aged);
+    assert!(run_file(params, &RUN).changed);
+    let m = fs::metadata(&f).unwrap();
+    assert!(m.mtime() > 1_000_000 && m.atime() > 1_000_000);
 
-    // Asking for `now` does bump them (and is always a change, as asked).
-    let now = run_file(
-        json!({"path": f, "state": "touch", "modification_time": "now"}),
+    // Both preserved: the idempotent form.
+    age(&f);
+    let aged = snapshot(t.path());
+    let keep = json!({"path": f, "state": "touch", "modification_time": "preserve",
+                      "access_time": "preserve"});
+    assert!(!run_file(keep, &RUN).changed);
+    assert_eq!(snapshot(t.path()), aged);
+
+    // One preserved: only the other moves.
+    let one = run_file(
+        json!({"path": f, "state": "touch", "access_time": "preserve"}),
         &RUN,
     );
-    assert!(now.changed);
+    assert!(one.changed);
     let m = fs::metadata(&f).unwrap();
     assert!(m.mtime() > 1_000_000);
     assert_eq!(m.atime(), 1_000_000, "access_time stays preserved");

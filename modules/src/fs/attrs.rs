@@ -61,8 +61,14 @@ pub fn group_name(gid: u32) -> String {
     super::names::group_by_gid(gid).unwrap_or_else(|| gid.to_string())
 }
 
-/// `0644`-style text for permission bits.
+/// Permission bits as ansible-core's module results and diffs write them: a `0`, then at least
+/// three octal digits (`0644`, `01444` with the sticky bit). `stat` writes four (`stat_mode_str`).
 pub fn mode_str(mode: u32) -> String {
+    format!("0{:03o}", mode & 0o7777)
+}
+
+/// Permission bits as ansible-core's `stat` writes them: four octal digits (`0644`, `1444`).
+pub fn stat_mode_str(mode: u32) -> String {
     format!("{:04o}", mode & 0o7777)
 }
 

@@ -30,7 +30,7 @@ pub use atomic::{
 };
 pub use attrs::{
     current_umask, effective_home, group_name, lookup_gid, lookup_uid, meta_info, mode_str,
-    path_info, plan_attrs, state_of, user_name, Attrs, WantedAttrs,
+    path_info, plan_attrs, stat_mode_str, state_of, user_name, Attrs, WantedAttrs,
 };
 pub use cas::{Found, IfChecksum};
 pub use dirfd::{

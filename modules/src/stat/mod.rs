@@ -8,7 +8,7 @@
 
 pub mod mime;
 
-use crate::fs::{expand_user, mode_str, parent_of};
+use crate::fs::{expand_user, parent_of, stat_mode_str};
 use crate::params::Bool;
 use crate::{Ctx, Module, ModuleError, Plan};
 use nix::unistd::AccessFlags;
@@ -176,7 +176,7 @@ pub(crate) fn put_stat_numbers(out: &mut Map<String, Value>, path: &Path, m: &Me
         out.insert(k.to_string(), v);
     };
     put("path", path.display().to_string().into());
-    put("mode", mode_str(mode).into());
+    put("mode", stat_mode_str(mode).into());
     put("isdir", ft.is_dir().into());
     put("ischr", ft.is_char_device().into());
     put("isblk", ft.is_block_device().into());
