@@ -114,6 +114,7 @@ pub fn run(
     // `lookup('env', 'OUTPUT_DIR')`; unset, they write beside `/` and find the last run's files.
     cmd.env("OUTPUT_DIR", dir.join("output"));
     let before = host.home.as_deref().map(entries).unwrap_or_default();
+    let accounts_before = host.home.is_some().then(accounts);
     let start = Instant::now();
     let limit = run_limit(tool);
     let (out, killed) = run_limited(&mut cmd, tool, limit)?;
@@ -129,6 +130,21 @@ pub fn run(
         } else {
             fs::remove_file(&p)
         };
+    }
+    // So are the users and groups it made on this machine: a target that stops before its
+    // clean-up handlers (`file` makes `test1`, `test2`...) would otherwise make the next run's
+    // `user`/`group` tasks find them.
+    if let Some(was) = accounts_before {
+        let (users_was, groups_was) = was;
+        let (users, groups) = accounts();
+        for u in users.difference(&users_was) {
+            let _ = std::process::Command::new("userdel")
+                .args(["-r", "-f", u])
+                .output();
+        }
+        for g in groups.difference(&groups_was) {
+            let _ = std::process::Command::new("groupdel").arg(g).output();
+        }
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -198,4 +214,18 @@ fn entries(dir: &Path) -> BTreeSet<std::ffi::OsString> {
 /// may include another by name at run time (`special_vars` includes `include_parent_role_vars`).
 fn roles_path(dir: &Path, targets: &Path) -> String {
     format!("{}:{}", dir.join("roles").display(), targets.display())
+}
+
+/// The names of this machine's users and groups (`/etc/passwd`, `/etc/group`).
+fn accounts() -> (BTreeSet<String>, BTreeSet<String>) {
+    let names = |path: &str| -> BTreeSet<String> {
+        fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(':').next())
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    (names("/etc/passwd"), names("/etc/group"))
 }
