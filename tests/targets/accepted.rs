@@ -4,6 +4,11 @@
 //! A task result that differs exactly so counts as agreeing, and the comparison goes on past
 //! it, so a deliberate difference does not hide every divergence after it. The conformance
 //! harness reads only `- case:` lines of the same file; these are prose to it.
+//!
+//! A task that only tests what fixpoint deliberately lacks (an assert on ansible-core's own
+//! failure) would end fixpoint's run when it fails there: `fixpoint: skipped` with
+//! `| at: <file>:<line> |` after the task names that task in the target (its line in the task
+//! file), and the runner skips it on fixpoint's copy (`guard::skip_task`), so the run goes on.
 
 use std::collections::BTreeSet;
 
@@ -11,6 +16,9 @@ use std::collections::BTreeSet;
 pub struct Accepted {
     pub target: String,
     pub task: String,
+    /// The task's place in the target (`tasks/apt.yml`, 1-based line): the runner skips it on
+    /// fixpoint's copy. Given exactly when fixpoint's status is `skipped`.
+    pub at: Option<(String, usize)>,
     pub ansible: String,
     pub fixpoint: String,
     /// 1-based line in DEVIATIONS.md, for messages.
@@ -35,10 +43,14 @@ pub fn parse(text: &str) -> Result<Vec<Accepted>, String> {
         };
         let line = i + 1;
         let err = |m: &str| format!("DEVIATIONS.md:{line}: {m}");
-        let parts: Vec<&str> = rest.split(" | ").map(str::trim).collect();
+        let mut parts: Vec<&str> = rest.split(" | ").map(str::trim).collect();
+        let at = match parts.get(2) {
+            Some(p) if p.starts_with("at:") => Some(parts.remove(2)),
+            _ => None,
+        };
         let [target, task, ansible, fixpoint, why] = parts.as_slice() else {
             return Err(err(
-                "expected `- target: <t> | task: <name> | ansible-core: \
+                "expected `- target: <t> | task: <name> [| at: <file>:<line>] | ansible-core: \
                  <status> | fixpoint: <status> | why: <reason>`",
             ));
         };
@@ -49,7 +61,10 @@ pub fn parse(text: &str) -> Result<Vec<Accepted>, String> {
         };
         let status = |text: &str, key: &str| {
             let s = field(text, key)?;
-            if STATUSES.contains(&s.as_str()) {
+            if s == "ignored" {
+                // How the runner records a failure that `ignore_errors` let pass.
+                Ok("failed (ignored)".to_string())
+            } else if STATUSES.contains(&s.as_str()) {
                 Ok(s)
             } else {
                 Err(err(&format!(
@@ -58,15 +73,32 @@ pub fn parse(text: &str) -> Result<Vec<Accepted>, String> {
                 )))
             }
         };
+        let at = match at {
+            None => None,
+            Some(a) => {
+                let a = field(a, "at:")?;
+                let place = a
+                    .rsplit_once(':')
+                    .and_then(|(f, l)| Some((f.to_string(), l.parse::<usize>().ok()?)));
+                Some(place.ok_or_else(|| err("`at:` must be <file>:<line>"))?)
+            }
+        };
         let accepted = Accepted {
             target: target.to_string(),
             task: field(task, "task:")?,
+            at,
             ansible: status(ansible, "ansible-core:")?,
             fixpoint: status(fixpoint, "fixpoint:")?,
             line,
         };
         if field(why, "why:")?.len() < 10 {
             return Err(err("`why:` must give the reason"));
+        }
+        if accepted.at.is_some() != (accepted.fixpoint == "skipped") {
+            return Err(err(
+                "`at:` names the task the runner skips: give it exactly when fixpoint's status \
+                 is `skipped`",
+            ));
         }
         if accepted.ansible == accepted.fixpoint {
             return Err(err(
@@ -88,7 +120,8 @@ pub struct Agreement {
 }
 
 /// Compares `(name, status)` results in order: equal ones agree, and so does a result whose
-/// name is the same and whose two statuses an acceptance of `target` names.
+/// name is the same and whose two statuses an acceptance of `target` names. An acceptance of a
+/// skipped task is used once: the runner skipped one task, not every task of that name.
 pub fn agreement(
     target: &str,
     accepted: &[Accepted],
@@ -107,6 +140,7 @@ pub fn agreement(
                 && x.task == a.0
                 && x.ansible == a.1
                 && x.fixpoint == f.1
+                && (x.at.is_none() || !out.used.contains(&x.line))
         });
         match found {
             Some(x) => {
@@ -122,11 +156,17 @@ pub fn agreement(
 #[test]
 fn acceptance_lines_are_read_and_checked() {
     let text = "prose\n- case: a | what: tree | why: not ours to read\n\
-        - target: file | task: Use touch | ansible-core: changed | fixpoint: ok | why: touch converges\n";
+        - target: file | task: Use touch | ansible-core: changed | fixpoint: ok | why: touch converges\n\
+        - target: apt | task: assert | at: tasks/apt.yml:39 | ansible-core: ignored | fixpoint: skipped | why: needs python3-apt\n";
     let a = parse(text).unwrap();
-    assert_eq!(a.len(), 1);
+    assert_eq!(a.len(), 2);
     assert_eq!((a[0].task.as_str(), a[0].line), ("Use touch", 3));
+    assert_eq!(a[1].at, Some(("tasks/apt.yml".to_string(), 39)));
+    assert_eq!(a[1].ansible, "failed (ignored)");
     for bad in [
+        "- target: apt | task: t | ansible-core: ok | fixpoint: skipped | why: long enough\n",
+        "- target: apt | task: t | at: tasks/a.yml:3 | ansible-core: ok | fixpoint: failed | why: long enough\n",
+        "- target: apt | task: t | at: tasks/a.yml | ansible-core: ok | fixpoint: skipped | why: long enough\n",
         "- target: file | task: t | ansible-core: changed | fixpoint: ok\n",
         "- target: file | task: t | ansible-core: changed | fixpoint: fine | why: long enough\n",
         "- target: file | task: t | ansible-core: ok | fixpoint: ok | why: long enough\n",
@@ -161,4 +201,12 @@ fn an_accepted_difference_lets_the_comparison_go_on() {
     assert_eq!(agreement("user", &acc, &ansible, &fixpoint).agree, 1);
     let other = [("make", "changed"), ("touch", "failed")];
     assert_eq!(agreement("file", &acc, &ansible, &other).agree, 1);
+    // A skipped task is accepted once.
+    let skip = parse(
+        "- target: apt | task: assert | at: tasks/apt.yml:9 | ansible-core: ok | fixpoint: skipped | why: needs python3-apt\n",
+    )
+    .unwrap();
+    let ansible = [("assert", "ok"), ("assert", "ok")];
+    let fixpoint = [("assert", "skipped"), ("assert", "skipped")];
+    assert_eq!(agreement("apt", &skip, &ansible, &fixpoint).agree, 1);
 }

@@ -1,10 +1,12 @@
-//! The one edit the runner makes to a target, on fixpoint's copy only: a guard on each unguarded
+//! The edits the runner makes to a target, on fixpoint's copy only. First, a guard on each unguarded
 //! `command`/`shell` task, `unless: "false"`, on each unguarded `script` task (which takes
 //! no `unless`), `creates` naming a path that never exists, and on each unguarded `raw` task
 //! (which takes no guard parameter), a `when` reading its registered result that is always true:
 //! each makes it run every time, as it does under Ansible (README, "The idempotency rules").
 //! A `command`/`shell`/`script` task with `check_mode: true` gets `changed_when: false` instead:
 //! in check mode a guard would decide its result, where ansible-core skips it.
+//! Second, `when: false` on each task a `- target:` line of DEVIATIONS.md names with `at:`
+//! ([`skip_task`]): a task that only tests what fixpoint deliberately lacks.
 //! Done on the text, so that everything else in the file (comments, quoting, YAML 1.1 scalars
 //! such as `mode: 0644`) stays byte for byte.
 
@@ -325,6 +327,72 @@ pub fn guard_commands(text: &str) -> (String, usize, Vec<String>) {
         out.splice(ins.at..ins.at, ins.text.chars());
     }
     (out.into_iter().collect(), n, problems)
+}
+
+/// The task mapping that starts on 1-based `line`, anywhere in the task lists of `node`.
+fn task_at(node: &Node, line: usize) -> Option<&Node> {
+    match node {
+        Node::Seq(items) => items.iter().find_map(|item| match item {
+            Node::Map { mark, .. } if mark.line() == line => Some(item),
+            _ => task_at(item, line),
+        }),
+        Node::Map { entries, .. } => entries.iter().find_map(|(_, v)| task_at(v, line)),
+        Node::Scalar { .. } | Node::Alias => None,
+    }
+}
+
+/// `text` with `when: false` added to the task that starts on `line` and is named `name` (its
+/// `name`, or its module when it has none, as the task's result is named); an error when no
+/// such task starts there, or it has a `when` of its own.
+pub fn skip_task(text: &str, line: usize, name: &str) -> Result<String, String> {
+    let mut builder = Builder::default();
+    Parser::new_from_str(text)
+        .load(&mut builder, true)
+        .map_err(|e| e.to_string())?;
+    let src: Vec<char> = text.chars().collect();
+    let task = builder
+        .docs
+        .iter()
+        .find_map(|d| task_at(d, line))
+        .ok_or_else(|| format!("no task starts on line {line}"))?;
+    let Node::Map { entries, .. } = task else {
+        unreachable!("task_at finds mappings")
+    };
+    let named = match get(entries, "name") {
+        Some((_, Node::Scalar { value, .. })) => value == name,
+        _ => get(entries, name).is_some(),
+    };
+    if !named {
+        return Err(format!("the task on line {line} is not named `{name}`"));
+    }
+    if get(entries, "when").is_some() {
+        return Err(format!("the task on line {line} has a `when` of its own"));
+    }
+    let (first, _) = entries
+        .first()
+        .ok_or_else(|| format!("the task on line {line} is empty"))?;
+    let ins = task_keys(&src, task, first, &["when: false".to_string()])?
+        .ok_or_else(|| format!("the task on line {line} is not a mapping"))?;
+    let mut out = src;
+    out.splice(ins.at..ins.at, ins.text.chars());
+    Ok(out.into_iter().collect())
+}
+
+#[test]
+fn skips_the_task_named_at_its_line() {
+    let text = "- name: a\n  debug: {msg: a}\n- block:\n    - assert: {that: x}\n      register: r\n- {assert: {that: y}}\n";
+    assert_eq!(
+        skip_task(text, 4, "assert").unwrap(),
+        "- name: a\n  debug: {msg: a}\n- block:\n    - when: false\n      assert: {that: x}\n      register: r\n- {assert: {that: y}}\n"
+    );
+    assert_eq!(
+        skip_task(text, 6, "assert").unwrap(),
+        "- name: a\n  debug: {msg: a}\n- block:\n    - assert: {that: x}\n      register: r\n- {when: false, assert: {that: y}}\n"
+    );
+    assert!(skip_task(text, 1, "b").unwrap_err().contains("not named"));
+    assert!(skip_task(text, 2, "a").unwrap_err().contains("no task"));
+    let with_when = "- name: a\n  debug: {}\n  when: x\n";
+    assert!(skip_task(with_when, 1, "a").unwrap_err().contains("`when`"));
 }
 
 #[test]

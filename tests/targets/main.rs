@@ -222,11 +222,13 @@ struct Outcome {
     prepared: prepare::Prepared,
 }
 
-/// Runs one target under both tools in `scratch/<target>/`.
+/// Runs one target under both tools in `scratch/<target>/`; the tasks `accepted` names with
+/// `at:` are skipped on fixpoint's copy.
 fn run_target(
     tools: &Tools,
     targets: &Path,
     target: &str,
+    accepted: &[accepted::Accepted],
     host: &Host,
     scratch: &Path,
 ) -> Result<Outcome, String> {
@@ -243,7 +245,20 @@ fn run_target(
         let (output_dir, remote_tmp) = (dir.join("output"), dir.join("remote_tmp"));
         fs::create_dir_all(&output_dir).map_err(|e| io(&output_dir, e))?;
         let roles = dir.join("roles");
-        let prepared = prepare::copy_roles(targets, target, &roles, tool == Tool::Fixpoint)?;
+        let skips: Vec<prepare::Skip> = accepted
+            .iter()
+            .filter(|a| a.target == target)
+            .filter_map(|a| {
+                let (file, line) = a.at.as_ref()?;
+                Some(prepare::Skip {
+                    file,
+                    line: *line,
+                    name: &a.task,
+                })
+            })
+            .collect();
+        let fixpoint = tool == Tool::Fixpoint;
+        let prepared = prepare::copy_roles(targets, target, &roles, fixpoint, &skips)?;
         let layout = Layout {
             target,
             gather_facts: gathers_facts(targets, target),
@@ -494,7 +509,7 @@ fn ansible_integration_targets_under_fixpoint() {
                 let Some(t) = queue.lock().unwrap().pop_front() else {
                     break;
                 };
-                let r = run_target(&tools, &targets, t, &host, &scratch_path);
+                let r = run_target(&tools, &targets, t, &accepted, &host, &scratch_path);
                 outcomes.lock().unwrap().push((t, r));
             });
         }
@@ -528,13 +543,15 @@ fn ansible_integration_targets_under_fixpoint() {
             row = row.as_committed(c).unwrap_or(row);
         }
         println!(
-            "{t}: ansible-core {} results{} in {:.1}s, fixpoint {} in {:.1}s ({} guards added{}){}",
+            "{t}: ansible-core {} results{} in {:.1}s, fixpoint {} in {:.1}s ({} guards added, {} \
+             tasks skipped{}){}",
             o.ansible.results.len(),
             if o.from_cache { " (cached)" } else { "" },
             o.ansible.seconds,
             row.fixpoint,
             o.fixpoint.seconds,
             o.prepared.guards,
+            o.prepared.skipped,
             if o.prepared.unguardable.is_empty() {
                 String::new()
             } else {

@@ -39,6 +39,16 @@ pub struct Prepared {
     pub guards: usize,
     /// Commands the rewrite could not guard (fixpoint refuses them).
     pub unguardable: Vec<String>,
+    /// Tasks skipped as DEVIATIONS.md asks (`guard::skip_task`).
+    pub skipped: usize,
+}
+
+/// A task of the target to skip on fixpoint's copy: its file (relative to the target), its
+/// 1-based line and its name.
+pub struct Skip<'a> {
+    pub file: &'a str,
+    pub line: usize,
+    pub name: &'a str,
 }
 
 /// How to run the target: the same playbook for both tools.
@@ -65,12 +75,14 @@ pub fn playbook(l: &Layout) -> String {
 }
 
 /// Copies `target` and its dependencies from `targets` into `roles`; for fixpoint
-/// (`guard_commands`), with the unguarded commands of their task files guarded.
+/// (`guard_commands`), with the unguarded commands of their task files guarded and the
+/// target's tasks in `skips` skipped.
 pub fn copy_roles(
     targets: &Path,
     target: &str,
     roles: &Path,
     guard_commands: bool,
+    skips: &[Skip],
 ) -> Result<Prepared, String> {
     let mut prepared = Prepared::default();
     let mut todo = vec![target.to_string()];
@@ -93,6 +105,20 @@ pub fn copy_roles(
             ));
         }
         copy_tree(&src, &dest).map_err(|e| format!("copying {}: {e}", src.display()))?;
+        // Skipped first, last line first: the lines named are those of the target as shipped.
+        let mut mine: Vec<&Skip> = skips
+            .iter()
+            .filter(|_| guard_commands && name == target)
+            .collect();
+        mine.sort_by_key(|s| std::cmp::Reverse(s.line));
+        for s in mine {
+            let file = dest.join(s.file);
+            let text = fs::read_to_string(&file).map_err(|e| format!("{}: {e}", s.file))?;
+            let out = guard::skip_task(&text, s.line, s.name)
+                .map_err(|e| format!("DEVIATIONS.md skips {}:{}: {e}", s.file, s.line))?;
+            fs::write(&file, out).map_err(|e| format!("{}: {e}", s.file))?;
+            prepared.skipped += 1;
+        }
         if guard_commands {
             for file in task_files(&dest) {
                 let text = fs::read_to_string(&file).map_err(|e| format!("{e}"))?;
