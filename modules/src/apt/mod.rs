@@ -375,12 +375,17 @@ pub fn refresh_cache(
     let mut a = argv(&["apt-get", "-q"]);
     a.push("-o".into());
     a.push(format!("DPkg::Lock::Timeout={lock_timeout}"));
+    // An index that cannot be fetched fails the refresh, as python-apt's update fails Ansible's
+    // modules; plain `apt-get update` only warns and exits 0 (apt older than 2.1.16 ignores the
+    // option: its warning is looked for instead).
+    a.push("-o".into());
+    a.push("APT::Update::Error-Mode=any".into());
     a.push("update".into());
     let mut last = Ran::default();
     let retries = retries.max(1);
     for retry in 0..retries {
         last = run(&a, env, None)?;
-        if last.rc == 0 {
+        if last.rc == 0 && !last.stderr.contains("Some index files failed to download") {
             return Ok(());
         }
         if retry + 1 < retries {
