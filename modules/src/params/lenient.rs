@@ -241,7 +241,10 @@ impl<'de> SeqAccess<'de> for Items<'de> {
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, Error> {
-        self.0.next().map(|v| seed.deserialize(Lenient(v))).transpose()
+        self.0
+            .next()
+            .map(|v| seed.deserialize(Lenient(v)))
+            .transpose()
     }
     fn size_hint(&self) -> Option<usize> {
         Some(self.0.len())
@@ -255,7 +258,10 @@ struct Members<'a> {
 
 impl<'de> MapAccess<'de> for Members<'de> {
     type Error = Error;
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
         match self.iter.next() {
             Some((k, v)) => {
                 self.value = Some(v);
@@ -273,5 +279,49 @@ impl<'de> MapAccess<'de> for Members<'de> {
     }
     fn size_hint(&self) -> Option<usize> {
         Some(self.iter.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    #[test]
+    fn floats_print_as_python_repr() {
+        let s = |f: f64| py_str(&json!(f));
+        assert_eq!(s(1.5), "1.5");
+        assert_eq!(s(2.0), "2.0");
+        assert_eq!(s(-0.25), "-0.25");
+        assert_eq!(s(1e16), "1e+16");
+        assert_eq!(s(1e15), "1000000000000000.0");
+        assert_eq!(s(1.5e20), "1.5e+20");
+        assert_eq!(s(0.0001), "0.0001");
+        assert_eq!(s(0.00001), "1e-05");
+        assert_eq!(s(1733234234.123456), "1733234234.123456");
+    }
+
+    #[test]
+    fn strings_take_python_str_and_other_types_read_as_before() {
+        #[derive(Deserialize)]
+        struct P {
+            s: String,
+            o: Option<String>,
+            l: Vec<String>,
+            n: u32,
+            #[serde(default)]
+            none: Option<String>,
+        }
+        let v = json!({"s": {"path": "/x", "q": "it's", "z": null}, "o": [true, 1],
+            "l": [{"k": 1}, 2], "n": 7, "none": null});
+        let p = P::deserialize(Lenient(&v)).unwrap();
+        assert_eq!(p.s, "{'path': '/x', 'q': \"it's\", 'z': None}");
+        assert_eq!(p.o.as_deref(), Some("[True, 1]"));
+        assert_eq!(p.l, ["{'k': 1}", "2"]);
+        assert_eq!((p.n, p.none), (7, None));
+        // A string given where a number is expected is still refused.
+        assert!(P::deserialize(Lenient(&json!({"s": "", "o": null, "l": [], "n": "x"}))).is_err());
+        assert_eq!(py_str(&json!(null)), "");
     }
 }

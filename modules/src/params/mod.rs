@@ -308,7 +308,10 @@ mod tests {
         );
         assert_eq!(v(serde_json::json!({"v": null})).unwrap(), None);
         assert_eq!(v(serde_json::json!({})).unwrap(), None);
-        assert_eq!(v(serde_json::json!({"v": [1, "a"]})).unwrap().as_deref(), Some("[1, 'a']"));
+        assert_eq!(
+            v(serde_json::json!({"v": [1, "a"]})).unwrap().as_deref(),
+            Some("[1, 'a']")
+        );
     }
 }
 
