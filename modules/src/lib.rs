@@ -264,9 +264,10 @@ pub trait Module {
     ) -> Result<Map<String, Value>, ModuleError>;
 }
 
-/// Deserialize parameters, naming the offending field.
+/// Deserialize parameters, naming the offending field. A string parameter given any other
+/// value takes its Python `str()`, as ansible-core's argument spec converts it.
 pub fn parse_params<P: DeserializeOwned>(params: &Value) -> Result<P, ParamError> {
-    serde_path_to_error::deserialize(params).map_err(|e| ParamError {
+    serde_path_to_error::deserialize(params::Lenient(params)).map_err(|e| ParamError {
         path: e.path().to_string(),
         msg: e.inner().to_string(),
     })

@@ -83,32 +83,8 @@ fn py_repr(v: &Value, out: &mut String, depth: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// Python's `repr()` of a string.
-pub(super) fn py_quote(s: &str, out: &mut String) {
-    let q = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    out.push(q);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == q => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(q);
-}
+/// Python's `repr()` of a string (the modules' copy: their parameters convert the same way).
+pub(super) use fixpoint_modules::params::py_quote;
 
 /// The string form of a value as Python's `str()` gives it.
 pub(super) fn py_string(v: &Value) -> Result<String, Error> {

@@ -136,14 +136,19 @@ impl Default for Shadow {
     }
 }
 
-/// The user's shadow entry; the default (empty hash, every field -1) when there is none.
+/// The user's shadow entry; when there is none, the default (empty hash, every field -1)
+/// but for the expiry, day 0: ansible-core reads a missing entry's expiry as `'0'`, so
+/// `expires: -1` runs `usermod -e ''` there (which adds the entry).
 pub fn shadow(user: &str) -> Result<Shadow, ModuleError> {
     let text =
         std::fs::read_to_string("/etc/shadow").map_err(|e| ModuleError::io("/etc/shadow", e))?;
     Ok(text
         .lines()
         .find_map(|l| parse_shadow_line(l, user))
-        .unwrap_or_default())
+        .unwrap_or(Shadow {
+            expire: 0,
+            ..Shadow::default()
+        }))
 }
 
 fn parse_shadow_line(line: &str, user: &str) -> Option<Shadow> {

@@ -53,7 +53,9 @@ impl Module for File {
     type Action = Action;
 
     fn validate(p: &Params) -> Result<(), ModuleError> {
-        if p.path.trim().is_empty() {
+        // An empty path names nothing, so there is nothing to remove (ansible-core is ok, and
+        // gives `''` for a null `path`); any other state would fail on the host.
+        if p.path.trim().is_empty() && p.state != Some(FileState::Absent) {
             return Err(ModuleError::Params("`path` must not be empty".into()));
         }
         crate::fs::cas::check_unchanged_param(

@@ -2,30 +2,29 @@
 
 use serde::{Deserialize, Deserializer};
 
+mod lenient;
+pub(crate) use lenient::Lenient;
+pub use lenient::{py_quote, py_str};
+
 /// Whether a string still holds Jinja2 (`{{`, `{%` or `{#`): the one test used by the loader,
 /// the templating layer and the modules' load-time checks, so they never disagree.
 pub fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%") || s.contains("{#")
 }
 
-/// Deserialize an optional string that YAML may have typed as a number or a boolean
-/// (`line: 8080`, `owner: 1000`), converting it as Ansible's `type='str'` does (`8080`, `True`).
+/// Deserialize an optional string that YAML may have typed otherwise (`line: 8080`, `owner:
+/// 1000`, a mapping), converting it as Ansible's `type='str'` does (`8080`, `True`, `{'k': 1}`).
 pub fn de_opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     match Option::<serde_json::Value>::deserialize(d)? {
         None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::String(s)) => Ok(Some(s)),
-        Some(serde_json::Value::Number(n)) => Ok(Some(n.to_string())),
-        Some(serde_json::Value::Bool(b)) => Ok(Some(if b { "True" } else { "False" }.to_string())),
-        Some(other) => Err(serde::de::Error::custom(format!(
-            "expected a string, found {other}"
-        ))),
+        Some(v) => Ok(Some(py_str(&v))),
     }
 }
 
-/// Deserialize a required string that YAML may have typed as a number or a boolean, as
-/// [`de_opt_string`] does for optional ones.
+/// Deserialize a required string as [`de_opt_string`] does an optional one; null is `''`, as
+/// ansible-core 2.19 converts None for a string parameter.
 pub fn de_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    de_opt_string(d)?.ok_or_else(|| serde::de::Error::custom("expected a string, found null"))
+    Ok(de_opt_string(d)?.unwrap_or_default())
 }
 
 /// Ansible accepts `yes`/`no`/`true`/`false`/`1`/`0`/`on`/`off` as strings where a boolean is expected,
@@ -309,7 +308,10 @@ mod tests {
         );
         assert_eq!(v(serde_json::json!({"v": null})).unwrap(), None);
         assert_eq!(v(serde_json::json!({})).unwrap(), None);
-        assert!(v(serde_json::json!({"v": [1]})).is_err());
+        assert_eq!(
+            v(serde_json::json!({"v": [1, "a"]})).unwrap().as_deref(),
+            Some("[1, 'a']")
+        );
     }
 }
 
