@@ -30,6 +30,8 @@ fn seed(base: &Path) {
 
 /// One task of each module, each guarded by the sums of the seeded files (`absent` for the
 /// template and the touched file, which do not exist yet). `sums` replaces the expected sums.
+/// The touch keeps both times, the form of `touch` that converges (a plain one is changed on
+/// every run, as in Ansible).
 fn tasks(sums: &[(&str, String)]) -> String {
     let sum = |name: &str, default: String| {
         sums.iter()
@@ -43,7 +45,7 @@ fn tasks(sums: &[(&str, String)]) -> String {
             "    - name: template\n      template: {{src: app.conf.j2, dest: \"{{{{ base }}}}/tpl.conf\", if_checksum: {}}}\n      ignore_errors: true\n",
             "    - name: line\n      lineinfile: {{path: \"{{{{ base }}}}/lines.conf\", line: b, if_checksum: {}}}\n      ignore_errors: true\n",
             "    - name: block\n      blockinfile: {{path: \"{{{{ base }}}}/block.conf\", block: inside, if_checksum: {}}}\n      ignore_errors: true\n",
-            "    - name: touch\n      file: {{path: \"{{{{ base }}}}/touched\", state: touch, mode: \"0600\", if_checksum: {}}}\n      ignore_errors: true\n",
+            "    - name: touch\n      file: {{path: \"{{{{ base }}}}/touched\", state: touch, modification_time: preserve, access_time: preserve, mode: \"0600\", if_checksum: {}}}\n      ignore_errors: true\n",
             "    - name: remove\n      file: {{path: \"{{{{ base }}}}/old.conf\", state: absent, if_checksum: {}}}\n      ignore_errors: true\n",
         ),
         sum("copy", sha(b"v1\n")),

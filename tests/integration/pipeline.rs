@@ -1,6 +1,7 @@
 //! Pipelining (engine/section.rs, engine/pipeline.rs): sections of tasks sent to each agent in
 //! one batch, hosts not waiting for each other inside a section, results reported as without
-//! it, and the round trips the JSON recap counts.
+//! it, and the round trips the JSON recap counts. Its touches keep both times, the form of
+//! `touch` that converges (a plain one is changed on every run, as in Ansible).
 
 use crate::fx::Out;
 use crate::ssh::Fleet;
@@ -49,21 +50,21 @@ const MIXED: &str = concat!(
     "    - name: dir\n      file: { path: \"{{ base }}\", state: directory, mode: \"0755\" }\n",
     "    - name: conf\n      copy: { content: \"host={{ inventory_hostname }}\\n\", dest: \"{{ base }}/conf\" }\n      notify: note\n",
     "    - name: look\n      stat: { path: \"{{ base }}/conf\" }\n      register: conf\n",
-    "    - name: never\n      file: { path: \"{{ base }}/never\", state: touch }\n      when: false\n      register: skipped\n",
-    "    - name: broken\n      file: { path: \"{{ base }}/no/such/dir\", state: touch }\n      ignore_errors: true\n      register: broken\n",
-    "    - name: each\n      file: { path: \"{{ base }}/{{ item }}\", state: touch }\n      loop: [a, b, c]\n      when: item != 'b'\n      register: touched\n",
+    "    - name: never\n      file: { path: \"{{ base }}/never\", state: touch, modification_time: preserve, access_time: preserve }\n      when: false\n      register: skipped\n",
+    "    - name: broken\n      file: { path: \"{{ base }}/no/such/dir\", state: touch, modification_time: preserve, access_time: preserve }\n      ignore_errors: true\n      register: broken\n",
+    "    - name: each\n      file: { path: \"{{ base }}/{{ item }}\", state: touch, modification_time: preserve, access_time: preserve }\n      loop: [a, b, c]\n      when: item != 'b'\n      register: touched\n",
     "    - name: line\n      lineinfile: { path: \"{{ base }}/env\", line: \"size={{ conf.stat.size }}\", create: true }\n",
     "    - name: read\n      command: cat {{ base }}/env\n      register: env\n      changed_when: false\n",
     "    - name: say\n      debug: { msg: \"{{ env.stdout }}\" }\n",
     "    - name: show\n      copy: { content: \"{{ env.stdout }} {{ skipped.skipped }} {{ broken.failed }} {{ touched.results | map(attribute='skipped', default=false) | list }}\", dest: \"{{ base }}/shown\" }\n",
-    "    - name: after\n      file: { path: \"{{ base }}/after\", state: touch }\n",
+    "    - name: after\n      file: { path: \"{{ base }}/after\", state: touch, modification_time: preserve, access_time: preserve }\n",
 );
 
 #[test]
 fn a_pipelined_run_reports_what_a_run_without_pipelining_does() {
     let fleet = Fleet::start(2, "fpuser");
     fleet.play(&format!(
-        "{MIXED}  handlers:\n    - name: note\n      file: {{ path: \"{{{{ base }}}}/noted\", state: touch }}\n"
+        "{MIXED}  handlers:\n    - name: note\n      file: {{ path: \"{{{{ base }}}}/noted\", state: touch, modification_time: preserve, access_time: preserve }}\n"
     ));
     first_runs_agree(&fleet);
     for h in &fleet.hosts {
@@ -103,12 +104,12 @@ fn a_failure_inside_a_section_stops_that_host_there_and_ignore_errors_goes_on() 
         std::os::unix::fs::chown(fleet.base(h).join("sub"), Some(uid("fpuser")), None).ok();
     }
     fleet.play(concat!(
-        "    - name: first\n      file: { path: \"{{ base }}/first\", state: touch }\n",
-        "    - name: ignored\n      file: { path: \"{{ base }}/no/such/x\", state: touch }\n      ignore_errors: true\n",
-        "    - name: after ignored\n      file: { path: \"{{ base }}/after-ignored\", state: touch }\n",
-        "    - name: items\n      file: { path: \"{{ base }}/{{ item }}\", state: touch }\n      loop: [i1, sub/i2, i3]\n",
-        "    - name: fails on one\n      file: { path: \"{{ base }}/sub/x\", state: touch }\n",
-        "    - name: later\n      file: { path: \"{{ base }}/later\", state: touch }\n",
+        "    - name: first\n      file: { path: \"{{ base }}/first\", state: touch, modification_time: preserve, access_time: preserve }\n",
+        "    - name: ignored\n      file: { path: \"{{ base }}/no/such/x\", state: touch, modification_time: preserve, access_time: preserve }\n      ignore_errors: true\n",
+        "    - name: after ignored\n      file: { path: \"{{ base }}/after-ignored\", state: touch, modification_time: preserve, access_time: preserve }\n",
+        "    - name: items\n      file: { path: \"{{ base }}/{{ item }}\", state: touch, modification_time: preserve, access_time: preserve }\n      loop: [i1, sub/i2, i3]\n",
+        "    - name: fails on one\n      file: { path: \"{{ base }}/sub/x\", state: touch, modification_time: preserve, access_time: preserve }\n",
+        "    - name: later\n      file: { path: \"{{ base }}/later\", state: touch, modification_time: preserve, access_time: preserve }\n",
         "    - name: last\n      copy: { content: x, dest: \"{{ base }}/last\" }\n",
     ));
     let out = fleet.apply(&[]);
@@ -166,8 +167,8 @@ fn failed_when_ends_a_batch_and_stops_the_host_where_it_holds() {
     }
     fleet.play(concat!(
         "    - name: check\n      command: cat {{ base }}/state\n      register: st\n      changed_when: false\n      failed_when: \"'bad' in st.stdout\"\n",
-        "    - name: next\n      file: { path: \"{{ base }}/next\", state: touch }\n",
-        "    - name: then\n      file: { path: \"{{ base }}/then\", state: touch }\n",
+        "    - name: next\n      file: { path: \"{{ base }}/next\", state: touch, modification_time: preserve, access_time: preserve }\n",
+        "    - name: then\n      file: { path: \"{{ base }}/then\", state: touch, modification_time: preserve, access_time: preserve }\n",
     ));
     let out = fleet.apply(&[]);
     out.expect(1);
@@ -239,8 +240,8 @@ fn a_slow_task_on_one_host_does_not_hold_the_next_tasks_of_another() {
     std::fs::write(fleet.base(fast).join("gate"), "open\n").unwrap();
     fleet.play(concat!(
         "    - name: wait\n      command: cat {{ base }}/gate\n      changed_when: false\n",
-        "    - name: second\n      file: { path: \"{{ base }}/second\", state: touch }\n",
-        "    - name: third\n      file: { path: \"{{ base }}/third\", state: touch }\n",
+        "    - name: second\n      file: { path: \"{{ base }}/second\", state: touch, modification_time: preserve, access_time: preserve }\n",
+        "    - name: third\n      file: { path: \"{{ base }}/third\", state: touch, modification_time: preserve, access_time: preserve }\n",
     ));
     let mut child = fleet.spawn_apply(&[], std::process::Stdio::null());
     // The fast host's later tasks are done while the slow one still waits at the gate.
@@ -371,7 +372,7 @@ fn notified_handlers_share_one_round_trip() {
         "    - name: dir\n      file: { path: \"{{ base }}\", state: directory }\n",
         "    - name: conf\n      copy: { content: \"x\\n\", dest: \"{{ base }}/conf\" }\n      notify: [two, one]\n",
         "  handlers:\n",
-        "    - name: one\n      file: { path: \"{{ base }}/one\", state: touch }\n",
+        "    - name: one\n      file: { path: \"{{ base }}/one\", state: touch, modification_time: preserve, access_time: preserve }\n",
         "    - name: two\n      copy: { content: \"{{ inventory_hostname }}\", dest: \"{{ base }}/two\" }\n",
     ));
     let piped = first_runs_agree(&fleet);
@@ -396,8 +397,8 @@ fn a_condition_named_indirectly_waits_for_what_it_reads() {
     fleet.play(concat!(
         "    - name: dir\n      file: { path: \"{{ base }}\", state: directory }\n",
         "    - name: look\n      stat: { path: \"{{ base }}\" }\n      register: look\n",
-        "    - name: named\n      file: { path: \"{{ base }}/named\", state: touch }\n      vars: { cond: look.stat.isdir }\n      when: \"{{ cond }}\"\n",
-        "    - name: item\n      file: { path: \"{{ base }}/item\", state: touch }\n      loop: [look.stat.isdir]\n      when: \"{{ item }}\"\n",
+        "    - name: named\n      file: { path: \"{{ base }}/named\", state: touch, modification_time: preserve, access_time: preserve }\n      vars: { cond: look.stat.isdir }\n      when: \"{{ cond }}\"\n",
+        "    - name: item\n      file: { path: \"{{ base }}/item\", state: touch, modification_time: preserve, access_time: preserve }\n      loop: [look.stat.isdir]\n      when: \"{{ item }}\"\n",
     ));
     first_runs_agree(&fleet);
     for f in ["named", "item"] {
