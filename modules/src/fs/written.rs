@@ -69,7 +69,7 @@ impl Left {
     pub fn of_file(f: &File) -> std::io::Result<Left> {
         let meta = f.metadata()?;
         let mut h = sha2::Sha256::new();
-        let mut buf = vec![0u8; 64 * 1024];
+        let mut buf = vec![0u8; super::chunk_len(meta.len())];
         let mut at = 0u64;
         loop {
             let n = f.read_at(&mut buf, at)?;

@@ -229,7 +229,8 @@ fn describe(path: &Path, m: &Metadata) -> Map<String, Value> {
 pub(crate) fn hash_file<D: Digest>(path: &Path) -> Result<String, ModuleError> {
     let mut f = fs::File::open(path).map_err(|e| ModuleError::io(path, e))?;
     let mut hasher = D::new();
-    let mut buf = vec![0u8; 64 * 1024];
+    let len = f.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+    let mut buf = vec![0u8; crate::fs::chunk_len(len)];
     loop {
         let n = f.read(&mut buf).map_err(|e| ModuleError::io(path, e))?;
         if n == 0 {
@@ -246,6 +247,29 @@ mod tests {
     use crate::{check_params, run, Ctx};
     use serde_json::json;
     use std::os::unix::fs::{symlink, PermissionsExt};
+
+    #[test]
+    fn files_of_every_size_around_the_chunk_hash_whole() {
+        // The read buffer follows the file's length up to 64 KiB: files of the sizes around
+        // it must all be read to their end.
+        let dir = tempfile::tempdir().unwrap();
+        for len in [0usize, 1, 65_535, 65_536, 65_537, 200_000] {
+            let p = dir.path().join(format!("f{len}"));
+            let content: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            fs::write(&p, &content).unwrap();
+            assert_eq!(
+                hash_file::<sha2::Sha256>(&p).unwrap(),
+                hex::encode(sha2::Sha256::digest(&content)),
+                "{len} bytes"
+            );
+            let left = crate::fs::written::Left::of_file(&fs::File::open(&p).unwrap()).unwrap();
+            assert!(
+                matches!(&left, crate::fs::written::Left::File { sha256, .. }
+                    if *sha256 == hex::encode(sha2::Sha256::digest(&content))),
+                "{len} bytes: {left:?}"
+            );
+        }
+    }
 
     fn stat_of(params: Value) -> Map<String, Value> {
         let out = run::<Stat>(&params, &Ctx::default()).unwrap();
