@@ -169,7 +169,7 @@ pub async fn connect(
     let (started, bin) = match &spec.kind {
         ConnKind::Local => {
             let bin = binary.await?;
-            let script = bootstrap::script(spec, &bin.sha256, bin.gz.len());
+            let script = bootstrap::script(spec, &bin);
             (super::local::start(&script)?, bin)
         }
         ConnKind::Ssh { .. } => super::ssh::start(spec, binary).await?,
@@ -240,8 +240,14 @@ pub async fn connect(
     )
     .await?;
     let mut resend = false;
-    if &magic == bootstrap::NEED_UPLOAD {
-        bounded(t, "sending the agent", conn.write_raw(&bin.gz)).await?;
+    let upload = match &magic {
+        m if m == bootstrap::NEED_UPLOAD => Some(&bin.gz[..]),
+        // The script asks for zstd only when the binary has a zstd form.
+        m if m == bootstrap::NEED_UPLOAD_ZSTD => bin.zst.as_deref(),
+        _ => None,
+    };
+    if let Some(upload) = upload {
+        bounded(t, "sending the agent", conn.write_raw(upload)).await?;
         bounded(
             t,
             "waiting for the uploaded agent to start",

@@ -25,7 +25,7 @@ pub(super) async fn start(
     let (session, bin) = tokio::join!(handshake, binary);
     let session = Arc::new(session?);
     let bin = bin?;
-    let script = bootstrap::script(spec, &bin.sha256, bin.gz.len());
+    let script = bootstrap::script(spec, &bin);
     let mut child = session
         .clone()
         .arc_command("sh")
