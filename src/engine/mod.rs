@@ -315,12 +315,7 @@ fn all_hold(scope: &Arc<Scope>, conds: &[String]) -> Result<bool, String> {
 /// A rendered value as text: strings as they are, anything else as JSON.
 fn display(v: &Value) -> String {
     if let Some(f) = crate::yaml::mark::float_of(v) {
-        // Python's str() of the float: `inf`, `-inf`, `nan`.
-        return match f {
-            _ if f.is_nan() => "nan".into(),
-            _ if f > 0.0 => "inf".into(),
-            _ => "-inf".into(),
-        };
+        return crate::yaml::mark::python_str(f).into();
     }
     match v {
         Value::String(s) => s.clone(),

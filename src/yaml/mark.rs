@@ -32,15 +32,11 @@ pub fn float(f: f64) -> Value {
     match serde_json::Number::from_f64(f) {
         Some(n) => Value::Number(n),
         None => {
-            let name = if f.is_nan() {
-                "nan"
-            } else if f > 0.0 {
-                "inf"
-            } else {
-                "-inf"
-            };
             let mut m = Map::with_capacity(1);
-            m.insert(FLOAT_KEY.to_string(), Value::String(name.to_string()));
+            m.insert(
+                FLOAT_KEY.to_string(),
+                Value::String(python_str(f).to_string()),
+            );
             Value::Object(m)
         }
     }
@@ -56,6 +52,17 @@ pub fn float_of(v: &Value) -> Option<f64> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// Python's str() of a non-finite float: `inf`, `-inf`, `nan` (also the mark's own text).
+pub fn python_str(f: f64) -> &'static str {
+    if f.is_nan() {
+        "nan"
+    } else if f > 0.0 {
+        "inf"
+    } else {
+        "-inf"
     }
 }
 
