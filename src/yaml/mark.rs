@@ -45,12 +45,17 @@ pub fn float(f: f64) -> Value {
 /// The non-finite float a marked value stands for, if `v` is one.
 pub fn float_of(v: &Value) -> Option<f64> {
     match v {
-        Value::Object(m) if m.len() == 1 => match m.get(FLOAT_KEY)?.as_str()? {
-            "inf" => Some(f64::INFINITY),
-            "-inf" => Some(f64::NEG_INFINITY),
-            "nan" => Some(f64::NAN),
-            _ => None,
-        },
+        Value::Object(m) if m.len() == 1 => named_float(m.get(FLOAT_KEY)?.as_str()?),
+        _ => None,
+    }
+}
+
+/// The float a mark names (`python_str`'s inverse).
+fn named_float(name: &str) -> Option<f64> {
+    match name {
+        "inf" => Some(f64::INFINITY),
+        "-inf" => Some(f64::NEG_INFINITY),
+        "nan" => Some(f64::NAN),
         _ => None,
     }
 }
@@ -69,12 +74,10 @@ pub fn python_str(f: f64) -> &'static str {
 /// How Python's `json.dumps` writes a non-finite float (not JSON, but what ansible-core prints
 /// and `to_json` gives).
 pub fn python_json_text(f: f64) -> &'static str {
-    if f.is_nan() {
-        "NaN"
-    } else if f > 0.0 {
-        "Infinity"
-    } else {
-        "-Infinity"
+    match python_str(f) {
+        "nan" => "NaN",
+        "inf" => "Infinity",
+        _ => "-Infinity",
     }
 }
 
@@ -93,10 +96,8 @@ pub fn python_json_floats(text: String) -> String {
         ))
         .unwrap()
     });
-    re.replace_all(&text, |c: &regex::Captures| match &c[1] {
-        "inf" => "Infinity",
-        "-inf" => "-Infinity",
-        _ => "NaN",
+    re.replace_all(&text, |c: &regex::Captures| {
+        python_json_text(named_float(&c[1]).unwrap_or(f64::NAN))
     })
     .into_owned()
 }
