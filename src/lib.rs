@@ -492,7 +492,13 @@ fn inventory_cmd(args: cli::InventoryArgs) -> ExitCode {
     };
     if let Some(h) = args.host {
         match inv.host_json(&h) {
-            Some(v) => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+            // A non-finite float as ansible-inventory prints it (`Infinity`).
+            Some(v) => println!(
+                "{}",
+                yaml::mark::python_json_floats(
+                    serde_json::to_string_pretty(&v).unwrap_or_default()
+                )
+            ),
             None => {
                 eprintln!("error: host `{h}` is not in the inventory");
                 return ExitCode::from(EXIT_INVALID);
@@ -503,7 +509,9 @@ fn inventory_cmd(args: cli::InventoryArgs) -> ExitCode {
     } else {
         println!(
             "{}",
-            serde_json::to_string_pretty(&inv.to_list_json()).unwrap_or_default()
+            yaml::mark::python_json_floats(
+                serde_json::to_string_pretty(&inv.to_list_json()).unwrap_or_default()
+            )
         );
     }
     ExitCode::SUCCESS

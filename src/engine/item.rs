@@ -223,7 +223,7 @@ impl Shared<'_> {
                 module,
                 params,
                 upload,
-            } => (module, params, upload),
+            } => (module, agent_floats(params), upload),
         };
         // Templated parameters are checked now that they have values. The module refuses
         // them, as Ansible's argument spec does: its failure, which `failed_when` may judge.
@@ -493,6 +493,25 @@ fn render_params(scope: &Arc<Scope>, params: &Value) -> Result<Value, (bool, Str
         }
     }
     Ok(Value::Object(out))
+}
+
+/// Parameters for a module on the host, where an argument that is a non-finite float (a mark,
+/// `yaml::mark::float`) is the text Python's str() gives it (`inf`, `-inf`, `nan`): what
+/// Ansible's argument spec makes of a float given to a string parameter, and what a float or
+/// integer parameter reads as it would (a float, an error). A float inside a list or mapping
+/// stays marked.
+fn agent_floats(params: Value) -> Value {
+    let Value::Object(m) = params else {
+        return params;
+    };
+    let m = m
+        .into_iter()
+        .map(|(k, v)| match crate::yaml::mark::float_of(&v) {
+            Some(f) => (k, Value::String(crate::yaml::mark::python_str(f).into())),
+            None => (k, v),
+        })
+        .collect();
+    Value::Object(m)
 }
 
 /// Why a vaulted value left in a rendered argument could not be decrypted, if one is.

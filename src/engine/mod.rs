@@ -314,6 +314,9 @@ fn all_hold(scope: &Arc<Scope>, conds: &[String]) -> Result<bool, String> {
 
 /// A rendered value as text: strings as they are, anything else as JSON.
 fn display(v: &Value) -> String {
+    if let Some(f) = crate::yaml::mark::float_of(v) {
+        return crate::yaml::mark::python_str(f).into();
+    }
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),

@@ -359,7 +359,7 @@ impl<'a> Loader<'a> {
         }
         vars.insert("playbook_dir".into(), Value::String(abs(self.play_dir)));
         let templar = crate::template::Templar::new();
-        let ctx = minijinja::Value::from_serialize(&vars);
+        let ctx = crate::template::json_to_value(&Value::Object(vars));
         let mut name = file.to_string();
         // A variable whose value is a template (`dir: "{{ role_path }}/x"`) takes one more
         // pass each; a value that keeps naming itself stops here.

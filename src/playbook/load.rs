@@ -215,7 +215,7 @@ fn render_before_hosts(
 ) -> Result<Value, crate::template::TemplateError> {
     let mut known = vars.clone();
     known.extend(extra_vars.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let ctx = minijinja::Value::from_serialize(&known);
+    let ctx = crate::template::json_to_value(&Value::Object(known));
     crate::template::Templar::new().render_str(text, &ctx)
 }
 

@@ -99,10 +99,11 @@ impl Reporter {
                             .collect();
                         if !shown.is_empty() {
                             t.push_str(" => ");
-                            t.push_str(
-                                &serde_json::to_string_pretty(&keys_sorted(Value::Object(shown)))
+                            // A non-finite float as ansible-core prints it (`Infinity`).
+                            t.push_str(&crate::yaml::mark::python_json_floats(
+                                serde_json::to_string_pretty(&keys_sorted(Value::Object(shown)))
                                     .unwrap_or_default(),
-                            );
+                            ));
                         }
                     }
                 }

@@ -117,7 +117,7 @@ impl Embedded {
             .literal_text(&self.sources[n])
             .and_then(|text| self.templar.render_str(&text, &self.outer));
         let v = match rendered {
-            Ok(j) => Value::from_serialize(&j),
+            Ok(j) => super::json_to_value(&j),
             Err(e) => {
                 self.error.lock().expect("embedded error").get_or_insert(e);
                 Value::UNDEFINED

@@ -73,6 +73,7 @@ use rewrite::{
 };
 pub use scan::{Problem, Reference, Scan, ScanAs};
 use undefined::{convert_error, is_silent_undefined, undefined_result, Source};
+pub use value::json_to_value;
 use value::value_to_json;
 
 /// A name a context may answer with the names of its variables in the order ansible-core hands

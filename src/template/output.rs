@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value as Json;
 
+use crate::yaml::mark::float_of;
 use crate::yaml::{resolve_plain, Kind};
 
 /// JSON as Python's `json.dumps` writes it: `", "`/`": "` separators, non-ASCII escaped.
@@ -25,6 +26,10 @@ fn write_py_json(v: &Json, indent: Option<usize>, sort_keys: bool, level: usize,
         }
     };
     let sep = if indent.is_some() { "," } else { ", " };
+    if let Some(f) = float_of(v) {
+        out.push_str(crate::yaml::mark::python_json_text(f));
+        return;
+    }
     match v {
         Json::Array(items) if !items.is_empty() => {
             out.push('[');
@@ -100,20 +105,24 @@ pub(super) fn yaml_dump(v: &Json, indent: usize, flow_leaves: bool) -> String {
     out
 }
 
+/// A list or mapping (a non-finite float's mark is a scalar).
+fn is_collection(v: &Json) -> bool {
+    matches!(v, Json::Array(_) | Json::Object(_)) && float_of(v).is_none()
+}
+
 fn is_leaf(v: &Json) -> bool {
     match v {
-        Json::Array(a) => a
-            .iter()
-            .all(|x| !matches!(x, Json::Array(_) | Json::Object(_))),
-        Json::Object(m) => m
-            .values()
-            .all(|x| !matches!(x, Json::Array(_) | Json::Object(_))),
+        Json::Array(a) => a.iter().all(|x| !is_collection(x)),
+        Json::Object(m) => m.values().all(|x| !is_collection(x)),
         _ => true,
     }
 }
 
 /// Whether a value is written on the same line as its key or dash.
 fn yaml_is_inline(v: &Json, flow_leaves: bool) -> bool {
+    if !is_collection(v) {
+        return true;
+    }
     match v {
         Json::Array(a) => a.is_empty() || (flow_leaves && is_leaf(v)),
         Json::Object(m) => m.is_empty() || (flow_leaves && is_leaf(v)),
@@ -186,6 +195,17 @@ fn yaml_seq(a: &[Json], col: usize, prefixed: bool, indent: usize, fl: bool, out
 }
 
 fn yaml_inline(v: &Json, in_flow: bool) -> String {
+    if let Some(f) = float_of(v) {
+        // PyYAML's spelling, which reads back as the same float.
+        return if f.is_nan() {
+            ".nan"
+        } else if f > 0.0 {
+            ".inf"
+        } else {
+            "-.inf"
+        }
+        .into();
+    }
     match v {
         Json::Null => "null".into(),
         Json::Bool(b) => b.to_string(),

@@ -76,6 +76,8 @@ fn py_repr(v: &Value, out: &mut String, depth: usize) -> Result<(), Error> {
             }
             out.push('}');
         }
+        // minijinja writes `NaN`; Python `nan` (`inf` and `-inf` are alike).
+        ValueKind::Number if f64::try_from(v.clone()).is_ok_and(f64::is_nan) => out.push_str("nan"),
         _ => {
             let _ = write!(out, "{v}");
         }

@@ -8,6 +8,41 @@ use serde_json::Value as Json;
 /// Guard against self-referencing dynamic objects when converting values.
 pub(super) const MAX_DEPTH: usize = 64;
 
+/// A JSON value (a variable, a rendered result) as a template value: a non-finite float's
+/// mark (`yaml::mark::float`) is the float again.
+pub fn json_to_value(j: &Json) -> Value {
+    Value::from_serialize(Floats(j))
+}
+
+/// Serializes JSON as it is but for the marks of non-finite floats, which become floats.
+struct Floats<'a>(&'a Json);
+
+impl serde::Serialize for Floats<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        if let Some(f) = crate::yaml::mark::float_of(self.0) {
+            return s.serialize_f64(f);
+        }
+        match self.0 {
+            Json::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&Floats(item))?;
+                }
+                seq.end()
+            }
+            Json::Object(m) => {
+                let mut map = s.serialize_map(Some(m.len()))?;
+                for (k, v) in m {
+                    map.serialize_entry(k, &Floats(v))?;
+                }
+                map.end()
+            }
+            other => other.serialize(s),
+        }
+    }
+}
+
 /// Converts a template value to JSON; undefined values anywhere are errors.
 pub(super) fn value_to_json(v: &Value) -> Result<Json, Error> {
     value_to_json_depth(v, 0, false)
@@ -37,6 +72,10 @@ fn value_to_json_depth(v: &Value, depth: usize, omit: bool) -> Result<Json, Erro
         ValueKind::Undefined => return Err(Error::from(ErrorKind::UndefinedError)),
         ValueKind::None => Json::Null,
         ValueKind::Bool => Json::Bool(v.is_true()),
+        // JSON has no number for these: they travel marked.
+        ValueKind::Number if f64::try_from(v.clone()).is_ok_and(|f| !f.is_finite()) => {
+            crate::yaml::mark::float(f64::try_from(v.clone()).unwrap_or(f64::NAN))
+        }
         ValueKind::Number => serde_json::to_value(v).unwrap_or_else(|_| {
             v.to_string()
                 .parse::<f64>()

@@ -164,11 +164,11 @@ impl Entry {
                 // The magic variables last: in ansible-core they override the host's own.
                 let magic = self.ctx.magic_layer(&self.name);
                 let own = self.data().into_iter().map(|(k, v)| {
-                    let v = minijinja::Value::from_serialize(&v);
+                    let v = crate::template::json_to_value(&v);
                     (k, v)
                 });
                 let data = magic.vars.iter().map(|(k, v)| {
-                    let v = minijinja::Value::from_serialize(v);
+                    let v = crate::template::json_to_value(v);
                     (k.clone(), v)
                 });
                 let objects = magic.objects.iter().cloned();

@@ -2,7 +2,7 @@
 
 use super::mark::{mark, vault};
 use crate::diag::{Diagnostic, Pos};
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 /// One YAML node and where it starts.
 #[derive(Clone, Debug)]
@@ -92,9 +92,7 @@ impl Node {
             Kind::Null => Value::Null,
             Kind::Bool(b) => Value::Bool(*b),
             Kind::Int(i) => Value::Number((*i).into()),
-            Kind::Float(f) => Number::from_f64(*f)
-                .map(Value::Number)
-                .unwrap_or(Value::Null),
+            Kind::Float(f) => super::mark::float(*f),
             Kind::Str(s) => Value::String(s.clone()),
             Kind::Seq(items) => Value::Array(items.iter().map(|n| n.json(marks)).collect()),
             Kind::Map(entries) => {

@@ -53,7 +53,7 @@ pub fn parse(tool: Tool, stdout: &str) -> Result<Outcome, String> {
     // fixpoint: the location of the loop task each host's last record belongs to.
     let mut open_loop: BTreeMap<String, String> = BTreeMap::new();
     for line in stdout.lines().filter(|l| l.starts_with('{')) {
-        let ev: Value = serde_json::from_str(line)
+        let ev: Value = serde_json::from_str(&python_floats_marked(line))
             .map_err(|e| format!("{}: bad JSON line ({e}): {line}", tool.name()))?;
         let kind = ev["event"].as_str().unwrap_or("");
         if ev["status"] == "failed" {
@@ -255,6 +255,39 @@ fn without_drift(v: &Value) -> Value {
     }
 }
 
+/// A JSON line with Python's non-finite floats (`Infinity`, `-Infinity`, `NaN`, which
+/// ansible-core's `json.dumps` writes and JSON has not) written as fixpoint's `--format json`
+/// writes them, `{"__fixpoint_float": "inf"}`, so both read alike. Strings are left as they are.
+pub fn python_floats_marked(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = line;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else {
+            let found = [("-Infinity", "-inf"), ("Infinity", "inf"), ("NaN", "nan")]
+                .into_iter()
+                .find(|(py, _)| rest.starts_with(py));
+            if let Some((py, name)) = found {
+                out.push_str(&format!("{{\"__fixpoint_float\": \"{name}\"}}"));
+                rest = &rest[py.len()..];
+                continue;
+            }
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
 /// An item's label as both tools show it: a string as it is, anything else as compact JSON
 /// (fixpoint renders `loop_control.label` to text, Ansible keeps the rendered value's type).
 pub fn label(v: &Value) -> String {
@@ -267,6 +300,10 @@ pub fn label(v: &Value) -> String {
         },
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
+        // A non-finite float (`python_floats_marked`) as Python's str() gives it.
+        Value::Object(m) if m.len() == 1 && m.contains_key("__fixpoint_float") => {
+            text(&m["__fixpoint_float"])
+        }
         other => canonical(other),
     }
 }
@@ -381,5 +418,16 @@ fn a_registered_drift_is_not_what_debug_printed() {
     assert_eq!(
         f.hosts["h"][0].debug,
         Some(serde_json::json!({"r": {"changed": true, "dest": "/x"}, "drift": "a variable"}))
+    );
+}
+
+#[test]
+fn python_non_finite_floats_read_as_fixpoint_marks_them() {
+    let line = r#"{"msg": [Infinity, -Infinity, NaN, "NaN \" Infinity"]}"#;
+    let v: Value = serde_json::from_str(&python_floats_marked(line)).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"msg": [{"__fixpoint_float": "inf"}, {"__fixpoint_float": "-inf"},
+            {"__fixpoint_float": "nan"}, "NaN \" Infinity"]})
     );
 }

@@ -48,6 +48,34 @@ fn list_graph_and_host_show_the_resolved_inventory() {
     assert_eq!(vars["env"], "production");
 }
 
+/// Regression (issue 9): YAML's `.inf` and `.nan` are floats, which `--host` and `--list`
+/// print as ansible-inventory does (`Infinity`, `NaN`: Python's JSON), not as null.
+#[test]
+fn non_finite_floats_print_as_ansible_inventory_prints_them() {
+    let fx = fixture();
+    fx.write(
+        "inv/host_vars/db1.yml",
+        "limits: [.inf, -.Inf, .NaN, 1.5]
+",
+    );
+    let host = fx.run(&["inventory", "-i", "inv/hosts.ini", "--host", "db1"]);
+    host.expect(0);
+    let compact: String = host.stdout.split_whitespace().collect();
+    assert!(
+        compact.contains(r#""limits":[Infinity,-Infinity,NaN,1.5]"#),
+        "{}",
+        host.stdout
+    );
+    let list = fx.run(&["inventory", "-i", "inv/hosts.ini", "--list"]);
+    list.expect(0);
+    let compact: String = list.stdout.split_whitespace().collect();
+    assert!(
+        compact.contains("[Infinity,-Infinity,NaN,1.5]"),
+        "{}",
+        list.stdout
+    );
+}
+
 #[test]
 fn patterns_select_hosts_for_plays_and_limit() {
     let fx = fixture();

@@ -105,6 +105,9 @@ pub struct Entry {
     pub gid: u64,
     pub uname: Option<String>,
     pub gname: Option<String>,
+    /// The CRC-32 of a zip entry's data (a tar entry has none): Ansible compares it with the
+    /// file's on disk.
+    pub crc: Option<u32>,
 }
 
 /// `name` as a path below `dest`, or why it would leave it.
@@ -242,6 +245,7 @@ fn tar_entry<R: Read>(e: &tar::Entry<'_, R>, archive: &Path) -> Result<Option<En
         gid: h.gid().unwrap_or(0),
         uname: h.username().ok().flatten().map(str::to_string),
         gname: h.groupname().ok().flatten().map(str::to_string),
+        crc: None,
     }))
 }
 
@@ -341,6 +345,7 @@ fn zip_list(path: &Path) -> Result<Vec<Entry>, ModuleError> {
             Kind::File
         };
         let default_mode = if kind == Kind::Dir { 0o755 } else { 0o644 };
+        let crc = (kind == Kind::File).then_some(z.crc);
         out.push(Entry {
             path: clean(&z.name).map_err(|m| refused(path, &m))?,
             size: if kind == Kind::File { z.size } else { 0 },
@@ -352,6 +357,7 @@ fn zip_list(path: &Path) -> Result<Vec<Entry>, ModuleError> {
             gid: 0,
             uname: None,
             gname: None,
+            crc,
         });
     }
     Ok(out)

@@ -27,7 +27,7 @@ pub enum Diff {
     Same,
     /// Only owner, group or mode differ.
     Attrs,
-    /// Missing, another type, size, mtime or link target: the entry is written.
+    /// Missing, another type, size, mtime, CRC-32 (zip) or link target: the entry is written.
     Content,
 }
 
@@ -125,7 +125,14 @@ pub fn compare(
             if keep_newer && meta.mtime() > e.mtime {
                 return Ok(Diff::Same);
             }
-            meta.len() == e.size && meta.mtime() == e.mtime
+            // A zip's entries carry their CRC-32, which Ansible compares too: same size and
+            // mtime with other data is a change.
+            meta.len() == e.size
+                && meta.mtime() == e.mtime
+                && match e.crc {
+                    Some(crc) => super::itemize::same_crc(&path, crc)?,
+                    None => true,
+                }
         }
         Kind::Symlink(t) => {
             let ok = ft.is_symlink() && std::fs::read_link(&path).is_ok_and(|l| &l == t);

@@ -4,7 +4,9 @@
 //! `probe` lists the archive (`archive.rs`), refuses it when an entry would land outside
 //! `dest` (an absolute name, `..`, or a path through a symlink, in the archive or on disk), and
 //! compares each entry with the tree: type, size, mtime, mode, owner (as root) and link target,
-//! as Ansible's `tar --diff` does. `plan` names the entries that differ; `apply` (`extract.rs`)
+//! as Ansible's `tar --diff` does, and a zip entry's CRC-32 as its zip handler does (which also
+//! registers `diff.prepared`, itemized by `itemize.rs`). `plan` names the entries that differ;
+//! `apply` (`extract.rs`)
 //! writes only those, each file through a temp file renamed into place, so a converged tree is
 //! not written at all (Ansible re-extracts the whole archive when anything differs).
 //!
@@ -13,6 +15,7 @@
 
 pub mod archive;
 mod extract;
+mod itemize;
 mod zipread;
 
 use crate::fs::{expand_user, lookup_gid, lookup_uid, path_info};
@@ -108,6 +111,9 @@ pub struct Probed {
     pub want: HashMap<usize, extract::Want>,
     /// Top directories whose owner/group/mode the parameters change.
     pub tops: Vec<(PathBuf, extract::Want)>,
+    /// A zip's itemized lines of the entries that differ (`itemize.rs`), registered as
+    /// `diff.prepared`.
+    pub itemized: String,
 }
 
 fn is_root() -> bool {
@@ -285,10 +291,15 @@ impl Module for Unarchive {
                 gid: gid.or(ogid),
                 mode,
             };
-            match extract::compare(&st.root, e, &want, p.keep_newer.0, &st.entries)? {
+            let diff = extract::compare(&st.root, e, &want, p.keep_newer.0, &st.entries)?;
+            match diff {
                 extract::Diff::Same => {}
                 extract::Diff::Attrs => st.attrs.push(i),
                 extract::Diff::Content => st.write.push(i),
+            }
+            if diff != extract::Diff::Same && fmt == Format::Zip {
+                let line = itemize::line(&st.root, e, &want, p.keep_newer.0)?;
+                st.itemized.push_str(&line);
             }
             st.want.insert(i, want);
         }
@@ -355,7 +366,15 @@ impl Module for Unarchive {
         if !st.tops.is_empty() {
             plan.actions.push(Action::SetTopAttrs(st.tops.clone()));
         }
-        if ctx.diff && !plan.actions.is_empty() {
+        if !st.itemized.is_empty() {
+            // Registered with or without --diff, as Ansible's zip handler does.
+            let mut diff = Map::new();
+            diff.insert("prepared".into(), st.itemized.clone().into());
+            plan.result.insert("diff".into(), Value::Object(diff));
+            if ctx.diff {
+                plan.diff.prepared = Some(st.itemized.clone());
+            }
+        } else if ctx.diff && !plan.actions.is_empty() {
             let mut text = String::new();
             for i in st.write.iter().chain(&st.attrs) {
                 text.push_str(&format!("{}\n", st.entries[*i].name));

@@ -172,3 +172,75 @@ fn zip_entries_are_read_and_damage_is_detected() {
     assert!(run::<Unarchive>(&params(&src, &dest), &RUN).is_err());
     assert!(!dest.join("f.txt").exists());
 }
+
+/// Regression (issue 9): the itemized lines of a zip's `diff.prepared`, as Ansible's zip
+/// handler writes them for a missing entry, another type in the way, other data of the same
+/// size and mtime, and a directory's mode.
+#[test]
+fn itemized_lines_name_what_differs() {
+    use super::archive::{Entry, Kind};
+    use super::extract::Want;
+    use super::itemize::line;
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let mut crc = flate2::Crc::new();
+    crc.update(b"abc");
+    let file = Entry {
+        name: "a.txt".into(),
+        path: "a.txt".into(),
+        kind: Kind::File,
+        size: 3,
+        mode: 0o644,
+        mtime: 1_600_000_000,
+        uid: 0,
+        gid: 0,
+        uname: None,
+        gname: None,
+        crc: Some(crc.sum()),
+    };
+    let want = Want {
+        mode: Some(0o644),
+        ..Want::default()
+    };
+    assert_eq!(
+        line(d.path(), &file, &want, false).unwrap(),
+        ">f++++++.?? a.txt\n"
+    );
+    fs::create_dir(d.path().join("a.txt")).unwrap();
+    assert_eq!(
+        line(d.path(), &file, &want, false).unwrap(),
+        "cf++++++.?? a.txt\n"
+    );
+    fs::remove_dir(d.path().join("a.txt")).unwrap();
+    fs::write(d.path().join("a.txt"), b"abd").unwrap();
+    fs::set_permissions(d.path().join("a.txt"), fs::Permissions::from_mode(0o644)).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(d.path().join("a.txt"))
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000))
+        .unwrap();
+    assert_eq!(
+        line(d.path(), &file, &want, false).unwrap(),
+        ".fc......?? a.txt\n"
+    );
+    let dir = Entry {
+        name: "d/".into(),
+        path: "d".into(),
+        kind: Kind::Dir,
+        size: 0,
+        mode: 0o755,
+        crc: None,
+        ..file
+    };
+    fs::create_dir(d.path().join("d")).unwrap();
+    fs::set_permissions(d.path().join("d"), fs::Permissions::from_mode(0o700)).unwrap();
+    let want = Want {
+        mode: Some(0o755),
+        ..Want::default()
+    };
+    assert_eq!(
+        line(d.path(), &dir, &want, false).unwrap(),
+        ".d...p...?? d/\n"
+    );
+}

@@ -11,7 +11,8 @@ use std::io::{Read, Seek, SeekFrom};
 pub struct ZipEntry {
     pub name: String,
     method: u16,
-    crc: u32,
+    /// The CRC-32 of the uncompressed data.
+    pub crc: u32,
     csize: u64,
     pub size: u64,
     /// The unix mode (type and permission bits) when a unix zip recorded it.

@@ -81,7 +81,7 @@ pub(super) fn filter_combine(value: &Value, args: Rest<Value>) -> Result<Value, 
         };
         merge_hash(&mut result, map, recursive.unwrap_or(false), &list_merge);
     }
-    Ok(Value::from_serialize(Json::Object(result)))
+    Ok(crate::template::json_to_value(&Json::Object(result)))
 }
 
 fn merge_hash(

@@ -9,7 +9,7 @@ use minijinja::{Error, Value};
 use serde_json::Value as Json;
 
 use crate::template::output::{py_json, yaml_dump};
-use crate::template::value::{defined, op_err, value_to_json};
+use crate::template::value::{defined, json_to_value, op_err, value_to_json};
 
 pub(super) fn filter_to_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let indent: Option<usize> = kwargs.get("indent")?;
@@ -38,7 +38,7 @@ pub(super) fn filter_to_nice_json(value: &Value, kwargs: Kwargs) -> Result<Value
 
 pub(super) fn filter_from_json(value: &str) -> Result<Value, Error> {
     serde_json::from_str::<Json>(value)
-        .map(|j| Value::from_serialize(&j))
+        .map(|j| json_to_value(&j))
         .map_err(|e| op_err(format!("from_json: invalid JSON: {e}")))
 }
 
@@ -46,7 +46,7 @@ pub(super) fn filter_from_json(value: &str) -> Result<Value, Error> {
 pub(super) fn filter_from_yaml(value: &str) -> Result<Value, Error> {
     // The path only appears in positions, which the message below reports as line/column.
     crate::yaml::parse_str(value, Path::new("<from_yaml>"))
-        .map(|node| Value::from_serialize(node.to_data_json()))
+        .map(|node| json_to_value(&node.to_data_json()))
         .map_err(|e| {
             let at = match &e.pos {
                 Some(p) if p.line > 0 => format!(" at line {} column {}", p.line, p.col),
@@ -70,7 +70,7 @@ pub(super) fn filter_from_yaml_all(value: &Value) -> Result<Value, Error> {
         .map(|docs| {
             Value::from(
                 docs.iter()
-                    .map(|d| Value::from_serialize(d.to_data_json()))
+                    .map(|d| json_to_value(&d.to_data_json()))
                     .collect::<Vec<_>>(),
             )
         })

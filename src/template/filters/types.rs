@@ -48,9 +48,16 @@ pub(super) fn filter_int(value: &Value, args: Rest<Value>) -> Result<Value, Erro
         ValueKind::Bool => Value::from(value.is_true() as i64),
         ValueKind::Number => match value.as_i64() {
             Some(i) => Value::from(i),
-            None => f64::try_from(value.clone())
-                .ok()
-                .map_or(default, |f| Value::from(f.trunc() as i64)),
+            None => match f64::try_from(value.clone()) {
+                // Python's int() of NaN raises a ValueError, which Ansible's filter turns
+                // into the default; of an infinity an OverflowError, which it does not catch.
+                Ok(f) if f.is_nan() => default,
+                Ok(f) if f.is_infinite() => {
+                    return Err(op_err("int: cannot convert float infinity to integer"))
+                }
+                Ok(f) => Value::from(f.trunc() as i64),
+                Err(_) => default,
+            },
         },
         ValueKind::String => {
             let s = value.as_str().unwrap_or_default().trim().replace('_', "");

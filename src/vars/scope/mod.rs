@@ -261,14 +261,14 @@ impl Scope {
             match rendered {
                 // `v: "{{ omit }}"` is `omit` again where it is used (`v | type_debug`).
                 Ok(v) if crate::template::is_omit_json(&v) => crate::template::omit(),
-                Ok(v) => minijinja::Value::from_serialize(&v),
+                Ok(v) => crate::template::json_to_value(&v),
                 Err(e) => {
                     self.note_error(key, &e);
                     return None;
                 }
             }
         } else {
-            minijinja::Value::from_serialize(raw)
+            crate::template::json_to_value(raw)
         };
         self.cache
             .lock()
