@@ -349,7 +349,7 @@ ansible-playbook local.yml
         ]
     );
     let roles = ("ANSIBLE_ROLES_PATH".to_string(), "../".to_string());
-    assert_eq!(runs[0].env, [roles.clone()]);
+    assert_eq!(runs[0].env, [roles]);
     assert_eq!(runs[0].not_comparable, None);
     assert!(!runs[0].become_ && runs[1].become_);
     assert_eq!(runs[1].extra_vars, ["output_dir=${OUTPUT_DIR}"]);
