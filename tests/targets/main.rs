@@ -13,6 +13,7 @@
 //! `tests/conformance/DEVIATIONS.md` accepts for one task counts as agreeing (`accepted.rs`).
 //! A row may not get worse than the committed table says, and when it gets better the test
 //! fails until the table is updated (`TARGETS_UPDATE=1` rewrites the measured columns). `TARGETS=a,b` runs only those targets.
+//! Module targets that are scripts (`runme.sh`) get a row per playbook run (`scripted.rs`).
 //! ansible-core's results are cached under `/var/cache/fixpoint-ci/targets-ansible/`, keyed by
 //! the content of everything it ran and its version; without the cache it runs again. Targets
 //! that would change this machine for good (`ON_BOOTED_ROOT`) run against a throwaway Debian
@@ -52,10 +53,10 @@ use run::{Host, Invocation, Measured};
 use table::Row;
 use tools::{Tool, Tools, ANSIBLE_VERSION};
 
-/// The targets of the modules and language features fixpoint implements, with whether
-/// ansible-test gathers facts for them (`gather_facts/no` in their `aliases`). Script targets
-/// (a `runme.sh` running its own playbooks with their own flags: `handlers`, `blocks`,
-/// `set_fact`, `debug`, ...) are not role targets and are listed in CONFORMANCE.md instead.
+/// The role targets of the modules and language features fixpoint implements. Script targets
+/// of modules (a `runme.sh` running its own playbooks) are in `scripted::SCRIPT_TARGETS`; the
+/// other script targets (`handlers`, `blocks`, `set_fact`, `debug`, ...) are listed in
+/// CONFORMANCE.md instead.
 const TARGETS: &[&str] = &[
     "apt",
     "apt_key",
