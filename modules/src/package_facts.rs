@@ -18,8 +18,26 @@ pub struct Params {
     pub strategy: Option<String>,
 }
 
-/// The managers this module reads; `auto` (and the `pkg_mgr` value `apt`) select apt.
-const MANAGERS: &[&str] = &["auto", "apt"];
+/// The managers ansible-core's package_facts knows, with their aliases. fixpoint reads apt
+/// (`auto` selects it); any other named is taken as not usable here, as ansible-core takes one
+/// whose tool or Python library the host lacks, and the next one in the list is tried.
+const MANAGERS: &[&str] = &[
+    "auto",
+    "apt",
+    "apk",
+    "pacman",
+    "pkg",
+    "pkg_info",
+    "portage",
+    "rpm",
+    "dnf",
+    "dnf5",
+    "yum",
+    "zypper",
+    "pkg5",
+    "pkgng",
+    "openbsd_pkg",
+];
 
 fn argv(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| s.to_string()).collect()
@@ -32,9 +50,9 @@ impl Module for PackageFacts {
 
     fn validate(p: &Params) -> Result<(), ModuleError> {
         for m in p.manager.iter().flat_map(|l| l.0.iter()) {
-            if !MANAGERS.contains(&m.as_str()) && !crate::params::is_template(m) {
+            if !MANAGERS.contains(&m.to_lowercase().as_str()) && !crate::params::is_template(m) {
                 return Err(ModuleError::Params(format!(
-                    "fixpoint's package_facts reads apt (manager: auto or apt) only, not `{m}`"
+                    "Unsupported package managers requested: {m}"
                 )));
             }
         }
@@ -48,7 +66,20 @@ impl Module for PackageFacts {
         Ok(())
     }
 
-    fn probe(_p: &Params, _ctx: &Ctx) -> Result<Map<String, Value>, ModuleError> {
+    fn probe(p: &Params, _ctx: &Ctx) -> Result<Map<String, Value>, ModuleError> {
+        let managers: Vec<String> = match &p.manager {
+            Some(l) => l.0.iter().map(|m| m.to_lowercase()).collect(),
+            None => vec!["auto".into()],
+        };
+        // Only apt is read: a list without it (or `auto`) finds no usable manager.
+        if !managers.iter().any(|m| m == "apt" || m == "auto") {
+            let listed: Vec<String> = managers.iter().map(|m| format!("'{m}'")).collect();
+            return Err(ModuleError::failed(format!(
+                "Could not detect a supported package manager from the following list: [{}], \
+                 or the required Python library is not installed. Check warnings for details.",
+                listed.join(", ")
+            )));
+        }
         if crate::pkg_mgr::pkg_mgr(&crate::pkg_mgr::host_os_family()) != "apt" {
             return Err(ModuleError::failed(
                 "Could not detect a supported package manager from the following list: ['apt']",

@@ -13,6 +13,7 @@
 //! `tests/conformance/DEVIATIONS.md` accepts for one task counts as agreeing (`accepted.rs`).
 //! A row may not get worse than the committed table says, and when it gets better the test
 //! fails until the table is updated (`TARGETS_UPDATE=1` rewrites the measured columns). `TARGETS=a,b` runs only those targets.
+//! Module targets that are scripts (`runme.sh`) get a row per playbook run (`scripted.rs`).
 //! ansible-core's results are cached under `/var/cache/fixpoint-ci/targets-ansible/`, keyed by
 //! the content of everything it ran and its version; without the cache it runs again. Targets
 //! that would change this machine for good (`ON_BOOTED_ROOT`) run against a throwaway Debian
@@ -28,6 +29,8 @@ mod events;
 mod guard;
 mod prepare;
 mod run;
+mod script;
+mod scripted;
 #[path = "../support/mod.rs"]
 mod support;
 mod table;
@@ -46,14 +49,14 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 
 use prepare::Layout;
-use run::{Host, Measured};
+use run::{Host, Invocation, Measured};
 use table::Row;
 use tools::{Tool, Tools, ANSIBLE_VERSION};
 
-/// The targets of the modules and language features fixpoint implements, with whether
-/// ansible-test gathers facts for them (`gather_facts/no` in their `aliases`). Script targets
-/// (a `runme.sh` running its own playbooks with their own flags: `handlers`, `blocks`,
-/// `set_fact`, `debug`, ...) are not role targets and are listed in CONFORMANCE.md instead.
+/// The role targets of the modules and language features fixpoint implements. Script targets
+/// of modules (a `runme.sh` running its own playbooks) are in `scripted::SCRIPT_TARGETS`; the
+/// other script targets (`handlers`, `blocks`, `set_fact`, `debug`, ...) are listed in
+/// CONFORMANCE.md instead.
 const TARGETS: &[&str] = &[
     "apt",
     "apt_key",
@@ -144,6 +147,9 @@ const ON_BOOTED_ROOT: &[&str] = &[
     "user",
 ];
 
+/// The fixpoint column of a script target's run that the runner does not make.
+const NOT_COMPARABLE: &str = "not comparable";
+
 /// Bumped when what the runner does changes, so that cached ansible-core results are not reused.
 const CACHE_FORMAT: &str = "targets-2";
 const CACHE_DIR: &str = "/var/cache/fixpoint-ci/targets-ansible";
@@ -213,13 +219,44 @@ fn tree_mentions(dir: &Path, needle: &[u8]) -> bool {
         })
 }
 
-/// What one target gave under both tools.
+/// What one target (or one playbook run of a script target) gave under both tools.
 struct Outcome {
+    /// The row's name.
     target: String,
     ansible: Measured,
     fixpoint: Measured,
     from_cache: bool,
     prepared: prepare::Prepared,
+    /// Why the run was not made (`scripted.rs`): neither tool ran it.
+    not_comparable: Option<String>,
+}
+
+/// ansible-core's results for the cache key `h` (everything ansible-core runs, with the run's
+/// scratch paths left out), from the cache or by `run`, and whether they came from the cache.
+fn cached_ansible(
+    target: &str,
+    h: Sha256,
+    run: impl FnOnce() -> Result<Measured, String>,
+) -> Result<(Measured, bool), String> {
+    let key = format!("{CACHE_DIR}/{target}-{}.json", hex::encode(h.finalize()));
+    let cached = fs::read(&key)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Measured>(&b).ok());
+    if let Some(m) = cached {
+        return Ok((m, true));
+    }
+    let m = run()?;
+    // A cache that cannot be written only costs time next run; a killed run is not kept.
+    if m.exit.is_some() && fs::create_dir_all(CACHE_DIR).is_ok() {
+        let _ = fs::write(&key, serde_json::to_vec_pretty(&m).unwrap());
+    }
+    Ok((m, false))
+}
+
+/// Adds what a booted root holds to a cache key: ansible-core's results depend on it.
+fn hash_booted_root(h: &mut Sha256) {
+    h.update(b"\0booted root\0");
+    h.update(fs::read(format!("{}.stamp", support::systemd::ROOT)).unwrap_or_default());
 }
 
 /// Runs one target under both tools in `scratch/<target>/`.
@@ -243,7 +280,14 @@ fn run_target(
         let (output_dir, remote_tmp) = (dir.join("output"), dir.join("remote_tmp"));
         fs::create_dir_all(&output_dir).map_err(|e| io(&output_dir, e))?;
         let roles = dir.join("roles");
-        let prepared = prepare::copy_roles(targets, target, &roles, tool == Tool::Fixpoint)?;
+        let prepared = prepare::copy_roles(
+            targets,
+            target,
+            &[],
+            prepare::STAND_INS,
+            &roles,
+            tool == Tool::Fixpoint,
+        )?;
         let layout = Layout {
             target,
             gather_facts: gathers_facts(targets, target),
@@ -264,31 +308,21 @@ fn run_target(
             tree_digest(&roles, &mut h);
             // On a booted root, ansible-core's results also depend on what the root holds.
             if booted {
-                h.update(b"\0booted root\0");
-                h.update(fs::read(format!("{}.stamp", support::systemd::ROOT)).unwrap_or_default());
+                hash_booted_root(&mut h);
             }
             // Results of targets that read OUTPUT_DIR from before the runner set it are stale;
             // the others' cached results stay good.
             if tree_mentions(&roles, b"OUTPUT_DIR") {
                 h.update(b"\0env OUTPUT_DIR\0");
             }
-            let key = format!("{CACHE_DIR}/{target}-{}.json", hex::encode(h.finalize()));
-            let cached = fs::read(&key)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Measured>(&b).ok());
-            if let Some(m) = cached {
-                measured.push(m);
-                from_cache = true;
-                continue;
-            }
-            let m = run_on(tools, tool, &dir, targets, booted, host)?;
-            // A cache that cannot be written only costs time next run; a killed run is not kept.
-            if m.exit.is_some() && fs::create_dir_all(CACHE_DIR).is_ok() {
-                let _ = fs::write(&key, serde_json::to_vec_pretty(&m).unwrap());
-            }
+            let inv = Invocation::site(&dir, targets);
+            let (m, cached) =
+                cached_ansible(target, h, || run_on(tools, tool, &inv, booted, host))?;
+            from_cache = cached;
             measured.push(m);
         } else {
-            measured.push(run_on(tools, tool, &dir, targets, booted, host)?);
+            let inv = Invocation::site(&dir, targets);
+            measured.push(run_on(tools, tool, &inv, booted, host)?);
             fixpoint_prep = Some(prepared);
         }
     }
@@ -300,22 +334,22 @@ fn run_target(
         fixpoint,
         from_cache,
         prepared: fixpoint_prep.unwrap_or_default(),
+        not_comparable: None,
     })
 }
 
-/// Runs `site.yml` in `dir` under `tool`: on the loopback host, or (`booted`) on a root booted
+/// Runs one invocation under `tool`: on the loopback host, or (`booted`) on a root booted
 /// for this run alone, logged in as `fpsudo` with passwordless sudo as on the loopback host.
 /// Whatever the run installed, removed or started goes with the root when it is dropped.
 fn run_on(
     tools: &Tools,
     tool: Tool,
-    dir: &Path,
-    targets: &Path,
+    inv: &Invocation,
     booted: bool,
     loopback: &Host,
 ) -> Result<Measured, String> {
     if !booted {
-        return run::run(tools, tool, dir, targets, loopback);
+        return run::run(tools, tool, inv, loopback);
     }
     let root = support::systemd::SystemdHost::boot();
     let config = root.add_sudo_user("fpsudo");
@@ -324,12 +358,22 @@ fn run_on(
         ssh_config: &config,
         home: None,
     };
-    run::run(tools, tool, dir, targets, &host)
+    run::run(tools, tool, inv, &host)
 }
 
 /// The measured row of one outcome (the reason column is left empty), and the lines of the
 /// acceptances (DEVIATIONS.md) it used.
 fn measure(o: &Outcome, accepted: &[accepted::Accepted]) -> (Row, BTreeSet<usize>) {
+    if let Some(why) = &o.not_comparable {
+        let row = Row {
+            target: o.target.clone(),
+            ansible: "not run".into(),
+            fixpoint: NOT_COMPARABLE.into(),
+            divergence: why.clone(),
+            reason: String::new(),
+        };
+        return (row, BTreeSet::new());
+    }
     let (a, f) = (&o.ansible.results, &o.fixpoint.results);
     let agreement = accepted::agreement(&o.target, accepted, &pairs(a), &pairs(f));
     let agree = agreement.agree;
@@ -423,6 +467,57 @@ fn short(s: &str) -> String {
     }
 }
 
+/// What is wrong with the committed row `c` of `t` given the measured `row` (`total`: the
+/// results ansible-core reported), if anything.
+fn compare(t: &str, c: Option<&Row>, row: &Row, total: usize) -> Option<String> {
+    let Some(c) = c else {
+        return Some(format!(
+            "{t}: no row in CONFORMANCE.md; add it (TARGETS_UPDATE=1 does), with its reason:\n{}",
+            row.render()
+        ));
+    };
+    if row.fixpoint == NOT_COMPARABLE || c.fixpoint == NOT_COMPARABLE {
+        return (c.ansible != row.ansible
+            || c.fixpoint != row.fixpoint
+            || c.divergence != row.divergence)
+            .then(|| {
+                format!(
+                    "{t}: measured `{} | {} | {}` where CONFORMANCE.md says `{} | {} | {}`: \
+                     update the row (TARGETS_UPDATE=1) and its reason",
+                    row.ansible, row.fixpoint, row.divergence, c.ansible, c.fixpoint, c.divergence
+                )
+            });
+    }
+    let (was, now) = (c.reached(total), row.reached(total).unwrap());
+    if c.ansible != row.ansible {
+        Some(format!(
+            "{t}: ansible-core gave {} task results where CONFORMANCE.md says {}: \
+             update the row (TARGETS_UPDATE=1)",
+            row.ansible, c.ansible
+        ))
+    } else if was.is_none_or(|w| now < w) {
+        Some(format!(
+            "{t}: fixpoint got WORSE: it reached {} where CONFORMANCE.md says {}; \
+             first divergence: {}",
+            row.fixpoint, c.fixpoint, row.divergence
+        ))
+    } else if now > was.unwrap() || c.fixpoint != row.fixpoint {
+        Some(format!(
+            "{t}: fixpoint got better ({} where CONFORMANCE.md says {}): update the \
+             table (TARGETS_UPDATE=1) and its reason",
+            row.fixpoint, c.fixpoint
+        ))
+    } else if c.divergence != row.divergence {
+        Some(format!(
+            "{t}: the first divergence is now `{}` where CONFORMANCE.md says `{}`: \
+             update the row (TARGETS_UPDATE=1) and its reason",
+            row.divergence, c.divergence
+        ))
+    } else {
+        None
+    }
+}
+
 #[test]
 fn ansible_integration_targets_under_fixpoint() {
     let started = Instant::now();
@@ -432,7 +527,18 @@ fn ansible_integration_targets_under_fixpoint() {
     let doc_path = manifest.join("CONFORMANCE.md");
     let doc = fs::read_to_string(&doc_path).unwrap_or_else(|e| panic!("CONFORMANCE.md: {e}"));
     let (committed, _, _) = table::parse(&doc).unwrap_or_else(|e| panic!("{e}"));
-    let known: BTreeSet<&str> = TARGETS.iter().copied().collect();
+    // Every row the runner measures, in the table's order: a role target's, then each playbook
+    // run of a script target (`scripted.rs`), by target.
+    let mut all_rows: Vec<(&str, String)> = TARGETS.iter().map(|t| (*t, t.to_string())).collect();
+    for t in scripted::SCRIPT_TARGETS {
+        let runs = scripted::runs(&targets, t).unwrap_or_else(|e| panic!("{e}"));
+        let at = all_rows
+            .iter()
+            .position(|(r, _)| r > t)
+            .unwrap_or(all_rows.len());
+        all_rows.splice(at..at, runs.into_iter().map(|(label, _)| (*t, label)));
+    }
+    let known: BTreeSet<&str> = all_rows.iter().map(|(_, l)| l.as_str()).collect();
     let devs_path = manifest.join("tests/conformance/DEVIATIONS.md");
     let devs = fs::read_to_string(&devs_path).unwrap_or_else(|e| panic!("DEVIATIONS.md: {e}"));
     let accepted = accepted::parse(&devs).unwrap_or_else(|e| panic!("{e}"));
@@ -448,10 +554,11 @@ fn ansible_integration_targets_under_fixpoint() {
         assert!(
             known.contains(name.as_str()),
             "CONFORMANCE.md has a row for `{name}`, which the runner does not run (TARGETS in \
-             tests/targets/main.rs)"
+             tests/targets/main.rs, or a run of a script target's runme.sh)"
         );
     }
     let mut selected: Vec<&str> = TARGETS.to_vec();
+    selected.extend(scripted::SCRIPT_TARGETS);
     if let Ok(only) = std::env::var("TARGETS") {
         let wanted: BTreeSet<&str> = only.split(',').map(str::trim).collect();
         selected.retain(|t| wanted.contains(t));
@@ -494,7 +601,11 @@ fn ansible_integration_targets_under_fixpoint() {
                 let Some(t) = queue.lock().unwrap().pop_front() else {
                     break;
                 };
-                let r = run_target(&tools, &targets, t, &host, &scratch_path);
+                let r = if scripted::SCRIPT_TARGETS.contains(&t) {
+                    scripted::run_script_target(&tools, &targets, t, &host, &scratch_path)
+                } else {
+                    run_target(&tools, &targets, t, &host, &scratch_path).map(|o| vec![o])
+                };
                 outcomes.lock().unwrap().push((t, r));
             });
         }
@@ -504,14 +615,19 @@ fn ansible_integration_targets_under_fixpoint() {
 
     let mut problems = Vec::new();
     let mut measured: BTreeMap<String, Row> = BTreeMap::new();
-    for (t, r) in outcomes {
+    let runs = outcomes.into_iter().flat_map(|(t, r)| match r {
+        Ok(os) => os.into_iter().map(Ok).collect::<Vec<_>>(),
+        Err(e) => vec![Err(format!("{t}: {e}"))],
+    });
+    for r in runs {
         let o = match r {
             Ok(o) => o,
             Err(e) => {
-                problems.push(format!("{t}: {e}"));
+                problems.push(e);
                 continue;
             }
         };
+        let t = o.target.as_str();
         let (mut row, used) = measure(&o, &accepted);
         for a in accepted
             .iter()
@@ -546,54 +662,20 @@ fn ansible_integration_targets_under_fixpoint() {
                 format!("\n    first divergence: {}", row.divergence)
             }
         );
-        let total = o.ansible.results.len();
-        match committed.get(t) {
-            None => problems.push(format!(
-                "{t}: no row in CONFORMANCE.md; add it (TARGETS_UPDATE=1 does), with its reason:\n{}",
-                row.render()
-            )),
-            Some(c) => {
-                let (was, now) = (c.reached(total), row.reached(total).unwrap());
-                if c.ansible != row.ansible {
-                    problems.push(format!(
-                        "{t}: ansible-core gave {} task results where CONFORMANCE.md says {}: \
-                         update the row (TARGETS_UPDATE=1)",
-                        row.ansible, c.ansible
-                    ));
-                } else if was.is_none_or(|w| now < w) {
-                    problems.push(format!(
-                        "{t}: fixpoint got WORSE: it reached {} where CONFORMANCE.md says {}; \
-                         first divergence: {}",
-                        row.fixpoint, c.fixpoint, row.divergence
-                    ));
-                } else if now > was.unwrap() || c.fixpoint != row.fixpoint {
-                    problems.push(format!(
-                        "{t}: fixpoint got better ({} where CONFORMANCE.md says {}): update the \
-                         table (TARGETS_UPDATE=1) and its reason",
-                        row.fixpoint, c.fixpoint
-                    ));
-                } else if c.divergence != row.divergence {
-                    problems.push(format!(
-                        "{t}: the first divergence is now `{}` where CONFORMANCE.md says `{}`: \
-                         update the row (TARGETS_UPDATE=1) and its reason",
-                        row.divergence, c.divergence
-                    ));
-                }
-            }
-        }
+        problems.extend(compare(t, committed.get(t), &row, o.ansible.results.len()));
         measured.insert(t.to_string(), row);
     }
 
     if std::env::var_os("TARGETS_UPDATE").is_some() {
-        let rows: Vec<Row> = TARGETS
+        let rows: Vec<Row> = all_rows
             .iter()
-            .filter_map(|t| {
+            .filter_map(|(_, t)| {
                 let mut row = measured
-                    .get(*t)
+                    .get(t)
                     .cloned()
-                    .or_else(|| committed.get(*t).cloned())?;
+                    .or_else(|| committed.get(t).cloned())?;
                 row.reason = committed
-                    .get(*t)
+                    .get(t)
                     .map(|c| c.reason.clone())
                     .unwrap_or_default();
                 Some(row)

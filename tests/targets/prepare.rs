@@ -18,7 +18,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 use crate::guard;
 
 /// Support targets replaced by a stand-in, with the stand-in's `tasks/main.yml`.
-const STAND_INS: &[(&str, &str)] = &[
+pub const STAND_INS: &[(&str, &str)] = &[
     (
         "setup_remote_tmp_dir",
         "- name: create temporary directory\n  file:\n    path: \"{{ remote_tmp_dir }}\"\n    \
@@ -30,6 +30,21 @@ const STAND_INS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The stand-ins for a script target's playbooks: `setup_remote_tmp_dir` first gathers the
+/// distribution facts when there are none, as the real one does (the playbooks of script targets
+/// mostly gather no facts, and their roles read `ansible_facts.system`). Role targets keep
+/// `STAND_INS`, with which their rows were measured.
+pub const SCRIPT_STAND_INS: &[(&str, &str)] = &[
+    (
+        "setup_remote_tmp_dir",
+        "- name: make sure we have the ansible_os_family and ansible_distribution_version facts\n  \
+         setup:\n    gather_subset: distribution\n  when: ansible_facts == {}\n\n\
+         - name: create temporary directory\n  file:\n    path: \"{{ remote_tmp_dir }}\"\n    \
+         state: directory\n",
+    ),
+    STAND_INS[1],
+];
+
 /// What the runner did to fixpoint's copy of a target.
 #[derive(Debug, Default)]
 pub struct Prepared {
@@ -39,6 +54,26 @@ pub struct Prepared {
     pub guards: usize,
     /// Commands the rewrite could not guard (fixpoint refuses them).
     pub unguardable: Vec<String>,
+}
+
+impl Prepared {
+    /// Guards the unguarded commands of one copied task file or playbook under `roles`.
+    pub fn guard_file(&mut self, file: &Path, roles: &Path) -> Result<(), String> {
+        let text = fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let (out, n, problems) = guard::guard_commands(&text);
+        if n > 0 {
+            fs::write(file, out).map_err(|e| format!("{}: {e}", file.display()))?;
+        }
+        self.guards += n;
+        let rel = file
+            .strip_prefix(roles)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        self.unguardable
+            .extend(problems.into_iter().map(|p| format!("{rel} {p}")));
+        Ok(())
+    }
 }
 
 /// How to run the target: the same playbook for both tools.
@@ -64,22 +99,26 @@ pub fn playbook(l: &Layout) -> String {
     )
 }
 
-/// Copies `target` and its dependencies from `targets` into `roles`; for fixpoint
-/// (`guard_commands`), with the unguarded commands of their task files guarded.
+/// Copies `target`, the targets in `needs` and their dependencies from `targets` into `roles`,
+/// support targets replaced by their `stand_ins`; for fixpoint (`guard_commands`), with the
+/// unguarded commands of their task files guarded.
 pub fn copy_roles(
     targets: &Path,
     target: &str,
+    needs: &[String],
+    stand_ins: &[(&str, &str)],
     roles: &Path,
     guard_commands: bool,
 ) -> Result<Prepared, String> {
     let mut prepared = Prepared::default();
-    let mut todo = vec![target.to_string()];
+    let mut todo = needs.to_vec();
+    todo.push(target.to_string());
     while let Some(name) = todo.pop() {
         if prepared.roles.contains(&name) {
             continue;
         }
         let dest = roles.join(&name);
-        if let Some((_, tasks)) = STAND_INS.iter().find(|(n, _)| *n == name) {
+        if let Some((_, tasks)) = stand_ins.iter().find(|(n, _)| *n == name) {
             fs::create_dir_all(dest.join("tasks")).map_err(|e| format!("{name}: {e}"))?;
             fs::write(dest.join("tasks/main.yml"), tasks).map_err(|e| format!("{name}: {e}"))?;
             prepared.roles.push(name);
@@ -95,20 +134,7 @@ pub fn copy_roles(
         copy_tree(&src, &dest).map_err(|e| format!("copying {}: {e}", src.display()))?;
         if guard_commands {
             for file in task_files(&dest) {
-                let text = fs::read_to_string(&file).map_err(|e| format!("{e}"))?;
-                let (out, n, problems) = guard::guard_commands(&text);
-                if n > 0 {
-                    fs::write(&file, out).map_err(|e| format!("{e}"))?;
-                }
-                prepared.guards += n;
-                let rel = file
-                    .strip_prefix(roles)
-                    .unwrap_or(&file)
-                    .display()
-                    .to_string();
-                prepared
-                    .unguardable
-                    .extend(problems.into_iter().map(|p| format!("{rel} {p}")));
+                prepared.guard_file(&file, roles)?;
             }
         }
         todo.extend(dependencies(&dest.join("meta/main.yml")));

@@ -31,6 +31,35 @@ pub struct Host<'a> {
     pub home: Option<PathBuf>,
 }
 
+/// One `ansible-playbook` command: the playbook, where it runs and with what.
+pub struct Invocation<'a> {
+    /// The run's own directory: the inventory, `output/`, `private/` (its stdout and stderr).
+    pub dir: &'a Path,
+    /// The working directory; the playbook's path is relative to it.
+    pub cwd: &'a Path,
+    pub playbook: &'a str,
+    /// Further arguments, the same for both tools (`-b`, `-e ...`).
+    pub args: &'a [String],
+    /// `ANSIBLE_ROLES_PATH` for ansible-core, `--roles-path` for fixpoint.
+    pub roles_path: String,
+    /// Host variables added to `testhost`'s inventory line (`remote_tmp_dir=...`).
+    pub host_vars: String,
+}
+
+impl<'a> Invocation<'a> {
+    /// A role target's run: the generated `site.yml` in `dir`, beside `roles/`.
+    pub fn site(dir: &'a Path, targets: &Path) -> Self {
+        Invocation {
+            dir,
+            cwd: dir,
+            playbook: "site.yml",
+            args: &[],
+            roles_path: roles_path(dir, targets),
+            host_vars: String::new(),
+        }
+    }
+}
+
 /// One task result as both tools report it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Result1 {
@@ -39,7 +68,7 @@ pub struct Result1 {
 }
 
 /// What one tool did with one target.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Measured {
     pub results: Vec<Result1>,
     /// In fixpoint's terms (0 ok, 1 a host failed, 2 refused before running).
@@ -51,33 +80,33 @@ pub struct Measured {
     pub seconds: f64,
 }
 
-/// Runs `site.yml` in `dir` (beside `roles/`) under `tool`.
-pub fn run(
-    tools: &Tools,
-    tool: Tool,
-    dir: &Path,
-    targets: &Path,
-    host: &Host,
-) -> Result<Measured, String> {
+/// Runs one invocation under `tool`.
+pub fn run(tools: &Tools, tool: Tool, inv: &Invocation, host: &Host) -> Result<Measured, String> {
+    let dir = inv.dir;
+    let inventory = dir.join("inventory");
     let private = dir.join("private");
     fs::create_dir_all(&private).map_err(|e| format!("{}: {e}", private.display()))?;
     let mut cmd = match tool {
         Tool::Ansible => {
-            let inv = format!(
+            let line = format!(
                 "testhost ansible_host={} ansible_python_interpreter=/usr/bin/python3 \
-                 ansible_ssh_common_args='-F {}'\n",
+                 ansible_ssh_common_args='-F {}'{}\n",
                 host.alias,
-                host.ssh_config.display()
+                host.ssh_config.display(),
+                inv.host_vars
             );
-            fs::write(dir.join("inventory"), inv).map_err(|e| e.to_string())?;
+            fs::write(&inventory, line).map_err(|e| e.to_string())?;
             let cfg = private.join("ansible.cfg");
             fs::write(&cfg, "").map_err(|e| e.to_string())?;
             let mut c = clean_command(&tools.ansible_bin.join("ansible-playbook"));
-            c.args(["-i", "inventory", "site.yml"])
+            c.arg("-i")
+                .arg(&inventory)
+                .arg(inv.playbook)
+                .args(inv.args)
                 .env("ANSIBLE_CONFIG", &cfg)
                 .env("ANSIBLE_HOME", private.join("home"))
                 .env("ANSIBLE_LOCAL_TEMP", private.join("tmp"))
-                .env("ANSIBLE_ROLES_PATH", roles_path(dir, targets))
+                .env("ANSIBLE_ROLES_PATH", &inv.roles_path)
                 .env("ANSIBLE_CALLBACK_PLUGINS", &tools.callback_dir)
                 .env("ANSIBLE_STDOUT_CALLBACK", "fixpoint_events")
                 .env("ANSIBLE_NOCOLOR", "1")
@@ -88,20 +117,23 @@ pub fn run(
             c
         }
         Tool::Fixpoint => {
-            let inv = format!(
+            let line = format!(
                 "testhost ansible_host={} ansible_python_interpreter=/usr/bin/python3 \
-                 fixpoint_state_dir={}\n",
+                 fixpoint_state_dir={}{}\n",
                 host.alias,
-                private.join("state").display()
+                private.join("state").display(),
+                inv.host_vars
             );
-            fs::write(dir.join("inventory"), inv).map_err(|e| e.to_string())?;
+            fs::write(&inventory, line).map_err(|e| e.to_string())?;
             let mut c = clean_command(&tools.fixpoint);
-            c.args(["apply", "-i", "inventory", "--format", "json"])
+            c.args(["apply", "--format", "json", "-i"])
+                .arg(&inventory)
                 .arg("--ssh-config")
                 .arg(host.ssh_config)
                 .arg("--roles-path")
-                .arg(roles_path(dir, targets))
-                .arg("site.yml")
+                .arg(&inv.roles_path)
+                .arg(inv.playbook)
+                .args(inv.args)
                 .env("NO_COLOR", "1")
                 // Modules fixpoint lacks run as the code of the same ansible-core installation,
                 // as a user with Ansible installed would have them.
@@ -109,7 +141,7 @@ pub fn run(
             c
         }
     };
-    cmd.current_dir(dir);
+    cmd.current_dir(inv.cwd);
     // ansible-test exports the output directory as OUTPUT_DIR too, and targets read it with
     // `lookup('env', 'OUTPUT_DIR')`; unset, they write beside `/` and find the last run's files.
     cmd.env("OUTPUT_DIR", dir.join("output"));
@@ -159,9 +191,11 @@ pub fn run(
         Tool::Ansible => events::ansible_exit(out.status.code(), o.recap.is_some()),
         Tool::Fixpoint => out.status.code(),
     };
+    // A script target's playbook may run on the implicit `localhost` instead (`fetch`).
     let results = o
         .hosts
         .remove("testhost")
+        .or_else(|| o.hosts.remove("localhost"))
         .unwrap_or_default()
         .into_iter()
         .map(|t| Result1 {
@@ -212,7 +246,7 @@ fn entries(dir: &Path) -> BTreeSet<std::ffi::OsString> {
 
 /// The copied roles first, then every target, as ansible-test's `ANSIBLE_ROLES_PATH`: a target
 /// may include another by name at run time (`special_vars` includes `include_parent_role_vars`).
-fn roles_path(dir: &Path, targets: &Path) -> String {
+pub fn roles_path(dir: &Path, targets: &Path) -> String {
     format!("{}:{}", dir.join("roles").display(), targets.display())
 }
 

@@ -83,6 +83,24 @@ pub fn mask_url(url: &str) -> String {
     }
 }
 
+/// A URL with its user and password shown as `****`, as ansible-core 2.19's `mask_url` shows it
+/// in the messages of its action plugins (`unarchive`'s) (`http://****:****@host/path`, `http://****@host/path`).
+pub fn mask_userinfo(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end..];
+    let netloc_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..netloc_end].rfind('@') else {
+        return url.to_string();
+    };
+    let mask = match rest[..at].contains(':') {
+        true => "****:****",
+        false => "****",
+    };
+    format!("{}{mask}{}", &url[..scheme_end], &rest[at..])
+}
+
 /// The file name a URL stands for: the last segment of its path, `index.html` when empty.
 pub fn url_filename(url: &str) -> String {
     let path = url::Url::parse(url)
@@ -295,6 +313,14 @@ mod tests {
             mask_url("http://u:secret@h/x"),
             "http://u:********@h/x".to_string()
         );
+    }
+
+    #[test]
+    fn userinfo_is_masked_whole() {
+        assert_eq!(mask_userinfo("http://u:p@h/x@y"), "http://****:****@h/x@y");
+        assert_eq!(mask_userinfo("https://u@h:8080/"), "https://****@h:8080/");
+        assert_eq!(mask_userinfo("http://h/a@b"), "http://h/a@b");
+        assert_eq!(mask_userinfo("files/a.tar"), "files/a.tar");
     }
 
     #[test]

@@ -526,6 +526,15 @@ pub fn prepare(
             let mut upload = Vec::new();
             if !remote {
                 if let Some(Value::String(src)) = obj.get("src").cloned() {
+                    // Not a file to look for: ansible-core fails before it searches, and the
+                    // message must not show the URL's credentials.
+                    if src.contains("://") {
+                        return Ok(Prepared::Done(Err(Failure::msg(format!(
+                            "Unsupported option, an URI src ({}) is only supported when \
+                             remote_src is True",
+                            fixpoint_modules::http::mask_userinfo(&src)
+                        )))));
+                    }
                     let path = find_file(dirs, "files", &src).map_err(Failure::msg)?;
                     if path.is_dir() {
                         return Err(Failure::msg(format!(

@@ -1,0 +1,387 @@
+//! Reads a script target's `runme.sh` by code: the `ansible-playbook` commands it runs, each with
+//! its playbook, inventory, `-b`, `-e` values and the environment it runs in (`export`s before
+//! it, assignments in front of it), so that each run can be repeated under both tools. Only
+//! what fixpoint understands is taken; anything else makes the run not comparable, with why.
+//! The script's other commands (greps of the output, `ln`, `pip`, ...) are not repeated.
+
+/// `ANSIBLE_*` settings fixpoint reads as ansible-core does (README: `ANSIBLE_ROLES_PATH`).
+const UNDERSTOOD_ENV: &[&str] = &["ANSIBLE_ROLES_PATH"];
+
+/// `ANSIBLE_*` settings that change nothing on the runner's hosts, with why.
+const NEUTRAL_ENV: &[(&str, &str)] = &[(
+    "ANSIBLE_BECOME_ALLOW_SAME_USER",
+    // It lets ansible-core become the user it logged in as (ansible-test logs in as root and
+    // becomes root); the runner logs in as fpsudo and becomes root, never the same user.
+    "never the same user here",
+)];
+
+/// One `ansible-playbook` command of a `runme.sh`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaybookRun {
+    /// The playbook, relative to the target's directory.
+    pub playbook: String,
+    /// `-b`.
+    pub become_: bool,
+    /// The `-e` values, as written (`k=v`, `@file`, JSON), with `${OUTPUT_DIR}` left to the
+    /// runner.
+    pub extra_vars: Vec<String>,
+    /// The `ANSIBLE_*` settings fixpoint reads, in order.
+    pub env: Vec<(String, String)>,
+    /// Why the run cannot be compared, when it cannot.
+    pub not_comparable: Option<String>,
+    /// The script checks this run's output (a pipe or a redirection): not compared.
+    pub output_checked: bool,
+}
+
+impl PlaybookRun {
+    /// The row's name: the target for its first run, else the target with the playbook (and
+    /// `-b`), e.g. `fetch (run_fetch_tests.yml -b)`.
+    pub fn label(&self, target: &str, first: bool) -> String {
+        if first {
+            return target.to_string();
+        }
+        let b = if self.become_ { " -b" } else { "" };
+        format!("{target} ({}{b})", self.playbook)
+    }
+}
+
+/// The words of one shell line, quotes removed; operators (`|`, `&&`, `;`, redirections) are
+/// words of their own, marked by `op`.
+#[derive(Debug)]
+struct Word {
+    text: String,
+    op: bool,
+}
+
+fn words(line: &str) -> Vec<Word> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut started = false;
+    let mut chars = line.chars().peekable();
+    let flush = |cur: &mut String, started: &mut bool, out: &mut Vec<Word>| {
+        if *started {
+            out.push(Word {
+                text: std::mem::take(cur),
+                op: false,
+            });
+            *started = false;
+        }
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                started = true;
+                for c in chars.by_ref() {
+                    if c == '\'' {
+                        break;
+                    }
+                    cur.push(c);
+                }
+            }
+            '"' => {
+                started = true;
+                while let Some(c) = chars.next() {
+                    match c {
+                        '"' => break,
+                        '\\' => cur.extend(chars.next()),
+                        c => cur.push(c),
+                    }
+                }
+            }
+            '\\' => {
+                started = true;
+                cur.extend(chars.next());
+            }
+            '#' if !started => break,
+            c if c.is_whitespace() => flush(&mut cur, &mut started, &mut out),
+            '|' | '&' | ';' | '>' | '<' => {
+                // `2>&1`: the `2` read so far belongs to the redirection.
+                if cur == "2" || cur == "1" {
+                    cur.clear();
+                    started = false;
+                }
+                flush(&mut cur, &mut started, &mut out);
+                let mut op = c.to_string();
+                while let Some(&n) = chars.peek() {
+                    if matches!(n, '|' | '&' | '>' | '<') || n.is_ascii_digit() && op.ends_with('&')
+                    {
+                        op.push(n);
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                out.push(Word { text: op, op: true });
+            }
+            c => {
+                started = true;
+                cur.push(c);
+            }
+        }
+    }
+    flush(&mut cur, &mut started, &mut out);
+    out
+}
+
+/// `NAME=value` as a shell assignment.
+fn assignment(w: &str) -> Option<(&str, &str)> {
+    let (k, v) = w.split_once('=')?;
+    let ok = !k.is_empty()
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !k.starts_with(|c: char| c.is_ascii_digit());
+    ok.then_some((k, v))
+}
+
+/// The `ansible-playbook` runs of a `runme.sh`, in order. Function bodies (a `cleanup` run from
+/// a `trap`) and here-documents are not read: they are not the target's runs in order.
+pub fn parse(text: &str) -> Vec<PlaybookRun> {
+    let mut runs = Vec::new();
+    let mut exported: Vec<(String, String)> = Vec::new();
+    let mut depth = 0usize;
+    let mut heredoc: Option<String> = None;
+    let mut logical = String::new();
+    for raw in text.lines() {
+        if let Some(end) = &heredoc {
+            if raw.trim() == end {
+                heredoc = None;
+            }
+            continue;
+        }
+        if let Some(cont) = raw.strip_suffix('\\') {
+            logical.push_str(cont);
+            logical.push(' ');
+            continue;
+        }
+        logical.push_str(raw);
+        let line = std::mem::take(&mut logical);
+        let trimmed = line.trim();
+        if let Some(i) = trimmed.find("<<") {
+            let tag = trimmed[i + 2..].trim().trim_start_matches('-');
+            heredoc = Some(tag.trim_matches(|c| c == '\'' || c == '"').to_string());
+        }
+        // A function's body runs when it is called (fetch's `cleanup`, from `trap ... EXIT`).
+        if trimmed.ends_with('{') && (trimmed.starts_with("function ") || trimmed.contains("()")) {
+            depth += 1;
+            continue;
+        }
+        if depth > 0 {
+            depth -= usize::from(trimmed == "}");
+            continue;
+        }
+        let ws = words(trimmed);
+        let mut segments: Vec<&[Word]> = ws.split(|w| w.op).collect();
+        // Whether each segment is followed by an operator that reads its output.
+        let piped: Vec<bool> = {
+            let ops: Vec<&str> = ws
+                .iter()
+                .filter(|w| w.op)
+                .map(|w| w.text.as_str())
+                .collect();
+            (0..segments.len())
+                .map(|i| {
+                    ops.get(i)
+                        .is_some_and(|o| *o == "|" || o.starts_with('>') || o.starts_with("&>"))
+                })
+                .collect()
+        };
+        let in_condition = matches!(ws.first(), Some(w) if w.text == "if" || w.text == "!");
+        for (i, seg) in segments.drain(..).enumerate() {
+            let mut rest: &[Word] = seg;
+            while let Some(w) = rest.first() {
+                if matches!(
+                    w.text.as_str(),
+                    "if" | "then" | "!" | "elif" | "else" | "do"
+                ) {
+                    rest = &rest[1..];
+                } else {
+                    break;
+                }
+            }
+            if rest.first().is_some_and(|w| w.text == "export") {
+                for w in &rest[1..] {
+                    if let Some((k, v)) = assignment(&w.text) {
+                        exported.retain(|(n, _)| n != k);
+                        exported.push((k.to_string(), v.to_string()));
+                    }
+                }
+                continue;
+            }
+            if rest.first().is_some_and(|w| w.text == "unset") {
+                for w in &rest[1..] {
+                    exported.retain(|(n, _)| *n != w.text);
+                }
+                continue;
+            }
+            let mut env = exported.clone();
+            while let Some((k, v)) = rest.first().and_then(|w| assignment(&w.text)) {
+                env.retain(|(n, _)| n != k);
+                env.push((k.to_string(), v.to_string()));
+                rest = &rest[1..];
+            }
+            if rest.first().is_some_and(|w| w.text == "ansible-playbook") {
+                let args: Vec<&str> = rest[1..].iter().map(|w| w.text.as_str()).collect();
+                let mut run = playbook_run(&args, &env);
+                run.output_checked = piped[i] || in_condition;
+                runs.push(run);
+            }
+        }
+    }
+    runs
+}
+
+/// One run from the words after `ansible-playbook` and the environment it runs in.
+fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
+    let mut run = PlaybookRun {
+        playbook: String::new(),
+        become_: false,
+        extra_vars: Vec::new(),
+        env: Vec::new(),
+        not_comparable: None,
+        output_checked: false,
+    };
+    let mut why = Vec::new();
+    let mut inventory = false;
+    let mut it = args.iter();
+    while let Some(&a) = it.next() {
+        match a {
+            // The arguments ansible-test passes to runme.sh: none here.
+            "$@" | "${@}" => {}
+            "-b" | "--become" => run.become_ = true,
+            "-i" | "--inventory" => {
+                let inv = it.next().copied().unwrap_or_default();
+                inventory = true;
+                if !matches!(
+                    inv,
+                    "../../inventory" | "${INVENTORY_PATH}" | "$INVENTORY_PATH"
+                ) {
+                    why.push(format!("it runs with its own inventory `{inv}`"));
+                }
+            }
+            "-e" | "--extra-vars" => run.extra_vars.extend(it.next().map(|v| v.to_string())),
+            a if a.starts_with("--extra-vars=") => {
+                run.extra_vars.push(a["--extra-vars=".len()..].to_string())
+            }
+            a if a.starts_with('-') && a[1..].chars().all(|c| c == 'v') => {}
+            a if a.starts_with('-') => why.push(format!("`ansible-playbook {a}`")),
+            a if run.playbook.is_empty() => run.playbook = a.to_string(),
+            a => why.push(format!("a second playbook `{a}`")),
+        }
+    }
+    if !inventory {
+        why.push("it runs without an inventory (the implicit localhost only)".into());
+    }
+    for v in &run.extra_vars {
+        if let Some(var) = unknown_shell_var(v) {
+            why.push(format!("`-e {v}` names the script's `{var}`"));
+        }
+    }
+    for (k, v) in env {
+        if UNDERSTOOD_ENV.contains(&k.as_str()) {
+            run.env.push((k.clone(), v.clone()));
+        } else if k.starts_with("ANSIBLE_") && !NEUTRAL_ENV.iter().any(|(n, _)| n == k) {
+            why.push(format!("`{k}={v}`, a setting fixpoint does not read"));
+        }
+    }
+    if !why.is_empty() {
+        run.not_comparable = Some(format!("not comparable: {}", why.join("; ")));
+    }
+    run
+}
+
+/// A shell variable in `s` other than `OUTPUT_DIR` (which the runner sets).
+fn unknown_shell_var(s: &str) -> Option<String> {
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        let after = &rest[i + 1..];
+        let name: String = after
+            .trim_start_matches('{')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if name != "OUTPUT_DIR" {
+            return Some(name);
+        }
+        rest = after;
+    }
+    None
+}
+
+#[test]
+fn reads_the_runs_of_a_runme() {
+    let text = r#"#!/usr/bin/env bash
+set -eux
+function cleanup {
+    ansible-playbook -i "${INVENTORY_PATH}" cleanup.yml -e "output_dir=${OUTPUT_DIR}" -b "$@"
+}
+trap 'cleanup "$@"' EXIT
+export ANSIBLE_ROLES_PATH=../
+export ANSIBLE_BECOME_ALLOW_SAME_USER=1
+ansible-playbook -i ../../inventory runme.yml -v "$@"
+ansible-playbook -i ../../inventory runme.yml -e "output_dir=${OUTPUT_DIR}" -b "$@"
+# a comment: ansible-playbook ignored.yml
+ANSIBLE_REMOTE_TMP=./ansible ansible-playbook -i ../../inventory rel.yml -v "$@"
+ansible-playbook auth.yml -i ../../inventory "$@" 2>&1 | tee "${ULOG}"
+if ansible-playbook pause-3.yml > /dev/null ; then
+    echo ok
+fi
+ansible-playbook own.yml -i inventory.own -e @vars.yml
+export ANSIBLE_CACHE_PLUGIN=jsonfile
+ansible-playbook -i "${INVENTORY_PATH}" cached.yml \
+    -e ansible_user=fetcher
+unset ANSIBLE_CACHE_PLUGIN
+ansible-playbook -i ../../inventory last.yml -e "x=$MYTMPDIR"
+ansible-playbook local.yml
+"#;
+    let runs = parse(text);
+    let names: Vec<&str> = runs.iter().map(|r| r.playbook.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "runme.yml",
+            "runme.yml",
+            "rel.yml",
+            "auth.yml",
+            "pause-3.yml",
+            "own.yml",
+            "cached.yml",
+            "last.yml",
+            "local.yml"
+        ]
+    );
+    let roles = ("ANSIBLE_ROLES_PATH".to_string(), "../".to_string());
+    assert_eq!(runs[0].env, [roles]);
+    assert_eq!(runs[0].not_comparable, None);
+    assert!(!runs[0].become_ && runs[1].become_);
+    assert_eq!(runs[1].extra_vars, ["output_dir=${OUTPUT_DIR}"]);
+    assert_eq!(runs[1].label("t", false), "t (runme.yml -b)");
+    assert_eq!(runs[0].label("t", true), "t");
+    assert!(runs[2]
+        .not_comparable
+        .as_ref()
+        .unwrap()
+        .contains("ANSIBLE_REMOTE_TMP=./ansible"));
+    assert!(!runs[2].output_checked && runs[3].output_checked && runs[4].output_checked);
+    assert_eq!(runs[3].not_comparable, None);
+    assert!(runs[5]
+        .not_comparable
+        .as_ref()
+        .unwrap()
+        .contains("inventory.own"));
+    assert_eq!(runs[5].extra_vars, ["@vars.yml"]);
+    assert!(runs[6]
+        .not_comparable
+        .as_ref()
+        .unwrap()
+        .contains("ANSIBLE_CACHE_PLUGIN"));
+    assert_eq!(runs[6].extra_vars, ["ansible_user=fetcher"]);
+    assert!(runs[7]
+        .not_comparable
+        .as_ref()
+        .unwrap()
+        .contains("MYTMPDIR"));
+    assert!(runs[8]
+        .not_comparable
+        .as_ref()
+        .unwrap()
+        .contains("without an inventory"));
+}
