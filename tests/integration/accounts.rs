@@ -285,7 +285,10 @@ fn bad_account_parameters_are_refused_at_load_time() {
             "user: { name: fptest-ux, update_password: sometimes }",
             "update_password",
         ),
-        ("group: { name: fptest-gx, local: true }", "local"),
+        (
+            "group: { name: fptest-gx, local: true, force: true }",
+            "force=True and local=True are mutually exclusive",
+        ),
         ("group: { name: fptest-gx, gid: -3 }", "gid"),
     ] {
         fx.play(&format!("    - {task}\n"));

@@ -4,8 +4,9 @@
 //! The modules live beside this file: `user.rs` (`user`, with `ssh_key.rs` for its key
 //! generation, `home.rs` for a home made again and `user_args.rs` for its tools' arguments),
 //! `group.rs` (`group`) and `getent.rs` (`getent`, which only reads). Every change goes through
-//! `useradd`, `usermod`, `userdel`, `chage`, `groupadd`, `groupmod` and `groupdel` (or, for
-//! `user`'s `local`, libuser's `luseradd`, `lusermod`, `luserdel`, `lchage` and `lgroupmod`),
+//! `useradd`, `usermod`, `userdel`, `chage`, `groupadd`, `groupmod` and `groupdel` (or, with
+//! `local`, libuser's `luseradd`, `lusermod`, `luserdel`, `lchage`, `lgroupadd`, `lgroupmod`
+//! and `lgroupdel`),
 //! which take the databases' locks themselves: nothing here writes `/etc/passwd`,
 //! `/etc/group` or `/etc/shadow`.
 
