@@ -143,9 +143,8 @@ pub(crate) fn check_module_params(
             // A task that says `ignore_errors: true` expects it may fail: ansible-core fails
             // it when it runs and goes on (Ansible's own tests check such failures), so it is
             // a warning here and the same check fails it on the host (`engine/item.rs`).
-            // So is a task with a `when` (roles keep tasks only other platforms reach, such as
-            // `group`'s `local: true` on CentOS) or a `failed_when` (which may expect the
-            // failure). So is a `copy` source missing now: an earlier task may make it on the
+            // So is a task with a `when` (roles keep tasks only other platforms reach) or a
+            // `failed_when` (which may expect the failure). So is a `copy` source missing now: an earlier task may make it on the
             // controller (`delegate_to: localhost`), and ansible-core looks for it only when
             // the task runs, where reading it fails the task (`engine/actions/prepare.rs`).
             if fails_only_where_it_runs(task)

@@ -224,6 +224,50 @@ fn user_recreates_a_missing_home() {
     assert_eq!(fx.apply(&[]).expect(0).status_of("again"), "ok");
 }
 
+/// `local: true` drives libuser's tools: an account created with its groups and expiry
+/// (luseradd, lgroupmod, lchage), changed, then removed, each converging (check mode changes
+/// nothing, a rerun is `ok`).
+#[test]
+fn user_local_through_libuser() {
+    crate::support::require_root();
+    for t in ["luseradd", "lusermod", "luserdel", "lchage", "lgroupmod"] {
+        assert!(
+            std::path::Path::new("/usr/sbin").join(t).exists(),
+            "/usr/sbin/{t} is missing: install libuser (.ci/run does)"
+        );
+    }
+    let fx = Fx::new();
+    let acc = Accounts::new("l");
+    let (u, g) = (acc.user.clone(), acc.group.clone());
+    let observe = || acc.lines();
+    let run = |tasks: &str| {
+        fx.play(tasks);
+        crate::fx::converge(&|a: &[&str]| fx.apply(a), &observe)
+    };
+    run(&format!("    - group: {{ name: {g} }}\n"));
+    // 2529881062 s is day 29281 (2050-03-03).
+    run(&format!(
+        "    - user: {{ name: {u}, local: true, groups: [{g}], expires: 2529881062, comment: lu }}\n"
+    ));
+    let lines = acc.lines();
+    assert!(lines.contains(&format!(":{u}\n")), "not a member: {lines}");
+    assert!(lines.contains(":29281:"), "no expiry: {lines}");
+    assert!(lines.contains(":lu:"), "no comment: {lines}");
+    run(&format!(
+        "    - user: {{ name: {u}, local: true, groups: [], expires: -1, shell: /bin/bash }}\n"
+    ));
+    let lines = acc.lines();
+    assert!(
+        !lines.contains(&format!(":{u}\n")),
+        "still a member: {lines}"
+    );
+    assert!(!lines.contains(":29281:"), "still expiring: {lines}");
+    run(&format!(
+        "    - user: {{ name: {u}, local: true, state: absent, remove: true }}\n"
+    ));
+    assert!(!acc.lines().contains(&format!("{u}:")), "{}", acc.lines());
+}
+
 #[test]
 fn bad_account_parameters_are_refused_at_load_time() {
     let fx = Fx::new();
@@ -234,10 +278,17 @@ fn bad_account_parameters_are_refused_at_load_time() {
         ),
         ("user: { name: fptest-ux, seuser: x }", "seuser"),
         (
+            "user: { name: fptest-ux, local: true, umask: '077' }",
+            "'umask' can not be used with 'local'",
+        ),
+        (
             "user: { name: fptest-ux, update_password: sometimes }",
             "update_password",
         ),
-        ("group: { name: fptest-gx, local: true }", "local"),
+        (
+            "group: { name: fptest-gx, local: true, force: true }",
+            "force=True and local=True are mutually exclusive",
+        ),
         ("group: { name: fptest-gx, gid: -3 }", "gid"),
     ] {
         fx.play(&format!("    - {task}\n"));

@@ -2,7 +2,9 @@
 //! `groupadd`/`groupmod`/`groupdel`, with Ansible's return values (`name`, `state`, `gid`,
 //! `system`).
 //!
-//! `local: true` (the libuser tools) is refused at load time.
+//! `local: true` is ansible-core's libuser variant: the group is looked for in `/etc/group`
+//! itself (not through NSS), `lgroupadd`/`lgroupmod`/`lgroupdel` make the changes, and a `gid`
+//! another group has fails first (libuser's tools would take it).
 
 use super::{de_opt_u32, group_by_name, shadow_tool, tool_failed, GrEntry};
 use crate::params::Bool;
@@ -42,6 +44,13 @@ pub struct Params {
     pub local: Bool,
 }
 
+/// What the host has: the group, and with `local` the group (another one) that has `gid`.
+#[derive(Debug)]
+pub struct Probed {
+    group: Option<GrEntry>,
+    gid_taken_by: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     Add,
@@ -52,7 +61,7 @@ pub enum Action {
 
 impl Module for Group {
     type Params = Params;
-    type State = Option<GrEntry>;
+    type State = Probed;
     type Action = Action;
 
     fn validate(p: &Params) -> Result<(), ModuleError> {
@@ -60,9 +69,20 @@ impl Module for Group {
             return Err(ModuleError::Params("`name` must not be empty".into()));
         }
         if p.local.0 {
-            return Err(ModuleError::Params(
-                "`local: true` (the libuser tools) is not supported".into(),
-            ));
+            // ansible-core's words; it fails so when the task runs, fixpoint at load (or there,
+            // for a task that may fail: `ignore_errors`, `when`, `failed_when`).
+            let refused = if p.force.0 {
+                Some("force is not a valid option for local, force=True and local=True are mutually exclusive".to_string())
+            } else if p.gid_min.is_some() {
+                Some("'gid_min' can not be used with 'local'".to_string())
+            } else if p.gid_max.is_some() {
+                Some("'gid_max' can not be used with 'local'".to_string())
+            } else {
+                None
+            };
+            if let Some(msg) = refused {
+                return Err(ModuleError::Params(msg));
+            }
         }
         if p.non_unique.0 && p.gid.is_none() {
             return Err(ModuleError::Params(
@@ -72,11 +92,45 @@ impl Module for Group {
         Ok(())
     }
 
-    fn probe(p: &Params, _ctx: &Ctx) -> Result<Option<GrEntry>, ModuleError> {
-        group_by_name(&p.name)
+    fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
+        if !p.local.0 {
+            return Ok(Probed {
+                group: group_by_name(&p.name)?,
+                gid_taken_by: None,
+            });
+        }
+        let text =
+            std::fs::read_to_string("/etc/group").map_err(|e| ModuleError::io("/etc/group", e))?;
+        let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(':').collect()).collect();
+        let in_file = lines.iter().any(|f| f[0] == p.name);
+        let gid_taken_by = p.gid.and_then(|gid| {
+            lines
+                .iter()
+                .find(|f| f.len() > 2 && f[0] != p.name && f[2].parse() == Ok(gid))
+                .map(|f| f[0].to_string())
+        });
+        Ok(Probed {
+            group: if in_file {
+                group_by_name(&p.name)?
+            } else {
+                None
+            },
+            gid_taken_by,
+        })
     }
 
-    fn plan(p: &Params, s: &Option<GrEntry>, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+    fn plan(p: &Params, probed: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+        let s = &probed.group;
+        // ansible-core checks the gid before lgroupadd (not in check mode, which stops
+        // before) and before lgroupmod (whether or not it changes anything).
+        if let Some(other) = &probed.gid_taken_by {
+            if p.state == State::Present && (s.is_some() || !ctx.check) {
+                return Err(ModuleError::failed(format!(
+                    "GID '{}' already exists with group '{other}'",
+                    p.gid.unwrap_or_default()
+                )));
+            }
+        }
         let mut plan = Plan::new();
         plan.result.insert("name".into(), json!(p.name));
         let state = match p.state {
@@ -113,7 +167,7 @@ impl Module for Group {
 
     fn apply(
         p: &Params,
-        _s: Option<GrEntry>,
+        _s: Probed,
         plan: &Plan<Action>,
     ) -> Result<Map<String, Value>, ModuleError> {
         let mut out = Map::new();
@@ -136,20 +190,32 @@ impl Module for Group {
                     if let Some(max) = p.gid_max {
                         args.extend(["-K".into(), format!("GID_MAX={max}")]);
                     }
-                    "groupadd"
+                    if p.local.0 {
+                        "lgroupadd"
+                    } else {
+                        "groupadd"
+                    }
                 }
                 Action::SetGid(gid) => {
                     args.extend(["-g".into(), gid.to_string()]);
                     if p.non_unique.0 {
                         args.push("-o".into());
                     }
-                    "groupmod"
+                    if p.local.0 {
+                        "lgroupmod"
+                    } else {
+                        "groupmod"
+                    }
                 }
                 Action::Del => {
                     if p.force.0 {
                         args.push("-f".into());
                     }
-                    "groupdel"
+                    if p.local.0 {
+                        "lgroupdel"
+                    } else {
+                        "groupdel"
+                    }
                 }
             };
             args.push(p.name.clone());
@@ -179,9 +245,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn local_and_non_unique_without_gid_are_refused() {
+    fn local_with_force_or_gid_bounds_and_non_unique_without_gid_are_refused() {
         let p: Params = serde_json::from_value(json!({"name": "g", "local": true})).unwrap();
-        assert!(Group::validate(&p).is_err());
+        assert!(Group::validate(&p).is_ok());
+        for (k, says) in [
+            ("force", "mutually exclusive"),
+            ("gid_min", "'gid_min' can not"),
+        ] {
+            let v = if k == "force" {
+                json!(true)
+            } else {
+                json!(1000)
+            };
+            let p: Params =
+                serde_json::from_value(json!({"name": "g", "local": true, k: v})).unwrap();
+            let e = Group::validate(&p).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
         let p: Params = serde_json::from_value(json!({"name": "g", "non_unique": true})).unwrap();
         assert!(Group::validate(&p).is_err());
         let p: Params = serde_json::from_value(json!({"name": "g", "gid": 5000})).unwrap();

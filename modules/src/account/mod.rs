@@ -2,9 +2,12 @@
 //! databases, running the shadow tools).
 //!
 //! The modules live beside this file: `user.rs` (`user`, with `ssh_key.rs` for its key
-//! generation and `home.rs` for a home made again), `group.rs` (`group`) and `getent.rs` (`getent`, which only reads). Every change
-//! goes through `useradd`, `usermod`, `userdel`, `chage`, `groupadd`, `groupmod` and `groupdel`, which
-//! take the databases' locks (`lckpwdf`) themselves: nothing here writes `/etc/passwd`,
+//! generation, `home.rs` for a home made again and `user_args.rs` for its tools' arguments),
+//! `group.rs` (`group`) and `getent.rs` (`getent`, which only reads). Every change goes through
+//! `useradd`, `usermod`, `userdel`, `chage`, `groupadd`, `groupmod` and `groupdel` (or, with
+//! `local`, libuser's `luseradd`, `lusermod`, `luserdel`, `lchage`, `lgroupadd`, `lgroupmod`
+//! and `lgroupdel`),
+//! which take the databases' locks themselves: nothing here writes `/etc/passwd`,
 //! `/etc/group` or `/etc/shadow`.
 
 pub mod getent;
@@ -195,9 +198,13 @@ pub fn de_opt_i64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>,
 /// parallel runs on one host must not fail each other.
 pub fn shadow_tool(tool: &str, args: &[String]) -> Result<Ran, ModuleError> {
     let prog = which(tool).ok_or_else(|| {
-        ModuleError::failed(format!(
-            "cannot find {tool}: install the shadow tools (passwd)"
-        ))
+        // `local: true` drives libuser's tools (luseradd, lgroupmod, lchage, ...).
+        let package = if tool.starts_with('l') {
+            "libuser"
+        } else {
+            "the shadow tools (passwd)"
+        };
+        ModuleError::failed(format!("cannot find {tool}: install {package}"))
     })?;
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let deadline = Instant::now() + Duration::from_secs(30);

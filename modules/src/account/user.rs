@@ -3,8 +3,10 @@
 //! through `useradd`, `usermod`, `chage`, `ssh-keygen` and `userdel`, planned from `getpwnam`,
 //! `/etc/group` and `/etc/shadow` as Ansible's module does, with its return values.
 //!
-//! The libuser tools (`local`), SELinux users and the other platforms' parameters are refused
-//! at load time (README).
+//! `local: true` is ansible-core's libuser variant: the account is looked for in `/etc/passwd`
+//! itself (not through NSS), and `luseradd`, `lusermod`, `luserdel`, `lchage -E` and
+//! `lgroupmod` make the changes (`user_args.rs`). SELinux users and the other platforms'
+//! parameters are refused at load time (README).
 
 use super::ssh_key::{self, KeySpec};
 use super::{
@@ -16,6 +18,10 @@ use crate::{Ctx, Module, ModuleError, Plan};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::path::Path;
+
+#[path = "user_args.rs"]
+mod args;
+use args::{add_args, in_passwd_file, mod_args};
 
 pub struct User;
 
@@ -53,7 +59,6 @@ const REFUSED: &[&str] = &[
     "login_class",
     "hidden",
     "seuser",
-    "local",
     "profile",
     "authorization",
     "role",
@@ -132,6 +137,9 @@ pub struct Params {
     /// Days after the password expires until the account is disabled (`-f`).
     #[serde(default, deserialize_with = "de_opt_i64")]
     pub password_expire_account_disable: Option<i64>,
+    /// The libuser tools, on the accounts of the local files only.
+    #[serde(default)]
+    pub local: Bool,
     #[serde(flatten)]
     pub refused: Map<String, Value>,
 }
@@ -191,6 +199,13 @@ pub enum Action {
     /// ssh-keygen for the account.
     SshKey,
     Del(Vec<String>),
+    /// `local`: `lchage -E` to this day since the epoch (-1: never).
+    Lchage(i64),
+    /// `local`: `lgroupmod -M` (add) or `-m` (remove) the user as a member of `group`.
+    Member {
+        add: bool,
+        group: String,
+    },
 }
 
 /// The requested supplementary groups: comma lists split, blanks dropped (Ansible's
@@ -241,6 +256,20 @@ impl Module for User {
                 "non_unique is True but all of the following are missing: uid".into(),
             ));
         }
+        if p.local.0 {
+            // ansible-core's words; it fails so when the task runs, fixpoint at load (or there,
+            // for a task that may fail: `ignore_errors`, `when`, `failed_when`).
+            let with_local = [
+                ("umask", p.umask.is_some()),
+                ("uid_min", p.uid_min.is_some()),
+                ("uid_max", p.uid_max.is_some()),
+            ];
+            if let Some((k, _)) = with_local.iter().find(|(_, given)| *given) {
+                return Err(ModuleError::Params(format!(
+                    "'{k}' can not be used with 'local'"
+                )));
+            }
+        }
         if p.password.as_deref().is_some_and(|pw| pw.contains(':')) {
             return Err(ModuleError::Params(
                 "`password` must be a crypt(3) hash (it contains `:`)".into(),
@@ -250,7 +279,13 @@ impl Module for User {
     }
 
     fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
-        let pw = user_by_name(&p.name)?;
+        // With `local`, ansible-core looks for the name in /etc/passwd: an account NSS finds
+        // elsewhere (a directory) is not there, and is created in the files.
+        let pw = if p.local.0 && !in_passwd_file(&p.name)? {
+            None
+        } else {
+            user_by_name(&p.name)?
+        };
         // /etc/shadow is read only when a parameter needs it: it is root's alone, and a task
         // that sets no password, lock or expiry can be checked without it.
         let needs_shadow = p.password.is_some()
@@ -296,14 +331,27 @@ impl Module for User {
 
     fn plan(p: &Params, s: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
         let mut plan = plan_account(p, s, ctx)?;
-        // Ansible warns whatever the state, check mode included.
+        // Ansible warns whatever the state, check mode included, before anything else.
+        let mut first = Vec::new();
+        if p.append.0 && p.groups.is_none() {
+            first.push(json!(
+                "'append' is set, but no 'groups' are specified. Use 'groups' for appending \
+                 new groups.This will change to an error in Ansible 2.14."
+            ));
+        }
         if p.password.as_deref().is_some_and(looks_unhashed) {
-            let w = "The input password appears not to have been hashed. The 'password' \
-                     argument must be encrypted for this module to work properly.";
+            first.push(json!(
+                "The input password appears not to have been hashed. The 'password' \
+                 argument must be encrypted for this module to work properly."
+            ));
+        }
+        if !first.is_empty() {
             match plan.result.get_mut("warnings") {
-                Some(Value::Array(all)) => all.insert(0, json!(w)),
+                Some(Value::Array(all)) => {
+                    all.splice(0..0, first);
+                }
                 _ => {
-                    plan.result.insert("warnings".into(), json!([w]));
+                    plan.result.insert("warnings".into(), json!(first));
                 }
             }
         }
@@ -348,9 +396,21 @@ impl Module for User {
                     }
                     ("chage", flags)
                 }
-                Action::Add(a) => ("useradd", a.clone()),
-                Action::Mod(a) => ("usermod", a.clone()),
-                Action::Del(a) => ("userdel", a.clone()),
+                Action::Add(a) => (if p.local.0 { "luseradd" } else { "useradd" }, a.clone()),
+                Action::Mod(a) => (if p.local.0 { "lusermod" } else { "usermod" }, a.clone()),
+                Action::Del(a) => (if p.local.0 { "luserdel" } else { "userdel" }, a.clone()),
+                Action::Lchage(days) => (
+                    "lchage",
+                    vec!["-E".into(), days.to_string(), p.name.clone()],
+                ),
+                Action::Member { add, group } => (
+                    "lgroupmod",
+                    vec![
+                        if *add { "-M" } else { "-m" }.into(),
+                        p.name.clone(),
+                        group.clone(),
+                    ],
+                ),
             };
             let ran = shadow_tool(tool, &args)?;
             if ran.rc != 0 {
@@ -385,7 +445,8 @@ fn plan_account(p: &Params, s: &Probed, ctx: &Ctx) -> Result<Plan<Action>, Modul
         (State::Absent, None) => {}
         (State::Absent, Some(_)) => {
             let mut args = Vec::new();
-            if p.force.0 {
+            // luserdel has no `-f`.
+            if p.force.0 && !p.local.0 {
                 args.push("-f".into());
             }
             if p.remove.0 {
@@ -417,7 +478,9 @@ fn plan_account(p: &Params, s: &Probed, ctx: &Ctx) -> Result<Plan<Action>, Modul
                     }
                 }
             }
-            plan.actions.push(Action::Add(add_args(p, s)?));
+            let (args, libuser) = add_args(p, s)?;
+            plan.actions.push(Action::Add(args));
+            plan.actions.extend(libuser);
             // Ansible generates the key, then sets the ageing the new entry lacks.
             if key_spec(p).is_some() {
                 plan.actions.push(Action::SshKey);
@@ -434,13 +497,14 @@ fn plan_account(p: &Params, s: &Probed, ctx: &Ctx) -> Result<Plan<Action>, Modul
             }
         }
         (State::Present, Some(pw)) => {
-            let args = mod_args(p, s, pw, &mut plan)?;
+            let (args, libuser) = mod_args(p, s, pw, &mut plan)?;
             let moves_home = args.iter().any(|a| a == "-d") && p.move_home.0;
             if !args.is_empty() {
                 let mut args = args;
                 args.push(p.name.clone());
                 plan.actions.push(Action::Mod(args));
             }
+            plan.actions.extend(libuser);
             // Ansible creates a missing home even for an account it did not change.
             let home = p.home.clone().unwrap_or_else(|| pw.home.clone());
             let moved_there = moves_home && s.old_home_exists && !ctx.check;
@@ -561,231 +625,6 @@ fn insert_info(r: &mut Map<String, Value>, pw: &PwEntry, p: &Params) {
         // Ansible returns the joined parameter, not the account's groups.
         r.insert("groups".into(), json!(g.0.join(",")));
     }
-}
-
-fn resolved_group(s: &Probed, name: &str) -> Result<GrEntry, ModuleError> {
-    match &s.group {
-        Some(Some(g)) => Ok(g.clone()),
-        _ => Err(missing_group(name)),
-    }
-}
-
-fn resolved_groups(s: &Probed) -> Result<Vec<&GrEntry>, ModuleError> {
-    s.groups
-        .iter()
-        .map(|(n, e)| e.as_ref().ok_or_else(|| missing_group(n)))
-        .collect()
-}
-
-/// `useradd`'s arguments, in Ansible's order.
-fn add_args(p: &Params, s: &Probed) -> Result<Vec<String>, ModuleError> {
-    let mut a: Vec<String> = Vec::new();
-    if let Some(uid) = p.uid {
-        a.extend(["-u".into(), uid.to_string()]);
-        if p.non_unique.0 {
-            a.push("-o".into());
-        }
-    }
-    if let Some(g) = &p.group {
-        resolved_group(s, g)?;
-        a.extend(["-g".into(), g.clone()]);
-    } else if s.own_group_exists {
-        // useradd would try to create the user's group (USERGROUPS_ENAB) and fail.
-        a.push("-N".into());
-    }
-    resolved_groups(s)?;
-    if !s.groups.is_empty() {
-        let names: Vec<&str> = s.groups.iter().map(|(n, _)| n.as_str()).collect();
-        a.extend(["-G".into(), names.join(",")]);
-    }
-    if let Some(c) = &p.comment {
-        a.extend(["-c".into(), c.clone()]);
-    }
-    if let Some(h) = &p.home {
-        a.extend(["-d".into(), h.clone()]);
-    }
-    if let Some(sh) = &p.shell {
-        a.extend(["-s".into(), sh.clone()]);
-    }
-    if let Some(e) = p.expires {
-        a.push("-e".into());
-        a.push(e.days().map(date_of).unwrap_or_default());
-    }
-    if let Some(days) = p.password_expire_account_disable {
-        a.extend(["-f".into(), days.to_string()]);
-    }
-    if let Some(pw) = &p.password {
-        a.push("-p".into());
-        a.push(if p.password_lock.is_some_and(|l| l.0) {
-            format!("!{pw}")
-        } else {
-            pw.clone()
-        });
-    }
-    if p.create_home.0 {
-        a.push("-m".into());
-        if let Some(k) = &p.skeleton {
-            a.extend(["-k".into(), k.clone()]);
-        }
-        if let Some(u) = &p.umask {
-            a.extend(["-K".into(), format!("UMASK={u}")]);
-        }
-    } else {
-        a.push("-M".into());
-    }
-    if p.system.0 {
-        a.push("-r".into());
-    }
-    if let Some(m) = p.uid_min {
-        a.extend(["-K".into(), format!("UID_MIN={m}")]);
-    }
-    if let Some(m) = p.uid_max {
-        a.extend(["-K".into(), format!("UID_MAX={m}")]);
-    }
-    a.push(p.name.clone());
-    Ok(a)
-}
-
-/// `usermod`'s arguments for what differs (empty: nothing does), recording the diff.
-fn mod_args(
-    p: &Params,
-    s: &Probed,
-    pw: &PwEntry,
-    plan: &mut Plan<Action>,
-) -> Result<Vec<String>, ModuleError> {
-    let name = &p.name;
-    let mut a: Vec<String> = Vec::new();
-    if let Some(uid) = p.uid.filter(|u| *u != pw.uid) {
-        plan.diff
-            .attr(name, "uid", pw.uid.to_string(), uid.to_string());
-        a.extend(["-u".into(), uid.to_string()]);
-        if p.non_unique.0 {
-            a.push("-o".into());
-        }
-    }
-    if let Some(g) = &p.group {
-        let g = resolved_group(s, g)?;
-        if g.gid != pw.gid {
-            plan.diff
-                .attr(name, "group", pw.gid.to_string(), g.gid.to_string());
-            a.extend(["-g".into(), g.gid.to_string()]);
-        }
-    }
-    if p.groups.is_some() {
-        let want: Vec<String> = resolved_groups(s)?
-            .into_iter()
-            .map(|g| g.name.clone())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let current: std::collections::BTreeSet<&String> = s.member_of.iter().collect();
-        let wanted: std::collections::BTreeSet<&String> = want.iter().collect();
-        let differ = current != wanted;
-        let need = if want.is_empty() {
-            !s.member_of.is_empty() && !p.append.0
-        } else if p.append.0 {
-            // Appending changes something only when a wanted group is missing.
-            !wanted.is_subset(&current)
-        } else {
-            differ
-        };
-        if need {
-            if p.append.0 && !want.is_empty() {
-                a.push("-a".into());
-            }
-            plan.diff.attr(
-                name,
-                "groups",
-                s.member_of.join(","),
-                if p.append.0 {
-                    let mut all: Vec<&String> = current.union(&wanted).copied().collect();
-                    all.sort();
-                    all.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(",")
-                } else {
-                    want.join(",")
-                },
-            );
-            a.extend(["-G".into(), want.join(",")]);
-        }
-    }
-    if let Some(c) = p.comment.as_ref().filter(|c| **c != pw.gecos) {
-        plan.diff.attr(name, "comment", &pw.gecos, c);
-        a.extend(["-c".into(), c.clone()]);
-    }
-    if let Some(h) = p.home.as_ref().filter(|h| **h != pw.home) {
-        plan.diff.attr(name, "home", &pw.home, h);
-        a.extend(["-d".into(), h.clone()]);
-        if p.move_home.0 {
-            a.push("-m".into());
-        }
-    }
-    if let Some(sh) = p.shell.as_ref().filter(|sh| **sh != pw.shell) {
-        plan.diff.attr(name, "shell", &pw.shell, sh);
-        a.extend(["-s".into(), sh.clone()]);
-    }
-    if let Some(e) = p.expires {
-        let current = if s.shadow.expire < 0 {
-            None
-        } else {
-            Some(s.shadow.expire)
-        };
-        let want = e.days();
-        // Ansible compares the day only, and "never" with any set expiry.
-        let differ = match want {
-            None => current.is_some(),
-            Some(d) => current != Some(d),
-        };
-        if differ {
-            let show = |d: Option<i64>| d.map(date_of).unwrap_or_else(|| "never".into());
-            plan.diff.attr(name, "expires", show(current), show(want));
-            a.extend(["-e".into(), want.map(date_of).unwrap_or_default()]);
-        }
-    }
-    if let Some(days) = p
-        .password_expire_account_disable
-        .filter(|d| *d != s.shadow.inactive)
-    {
-        // Ansible passes `-f` on every run, changing each time; fixpoint compares first
-        // (DEVIATIONS.md).
-        plan.diff.attr(
-            name,
-            "password_expire_account_disable",
-            s.shadow.inactive.to_string(),
-            days.to_string(),
-        );
-        a.extend(["-f".into(), days.to_string()]);
-    }
-    let locked = s.shadow.hash.starts_with('!');
-    let mut lock_flag = None;
-    match p.password_lock.map(|l| l.0) {
-        Some(true) if !locked => lock_flag = Some("-L"),
-        Some(false) if locked => lock_flag = Some("-U"),
-        _ => {}
-    }
-    let set_password = p.update_password == UpdatePassword::Always
-        && p.password
-            .as_deref()
-            .is_some_and(|pw| s.shadow.hash.trim_start_matches('!') != pw.trim_start_matches('!'));
-    if set_password {
-        // The hash is a secret: the diff says only that it changes.
-        plan.diff.attr(name, "password", "********", "********");
-        let pw = p.password.as_deref().unwrap_or_default();
-        a.push("-p".into());
-        a.push(if p.password_lock.is_some_and(|l| l.0) {
-            format!("!{pw}")
-        } else {
-            pw.to_string()
-        });
-    } else if let Some(f) = lock_flag {
-        plan.diff.attr(
-            name,
-            "password_lock",
-            locked.to_string(),
-            (!locked).to_string(),
-        );
-        a.push(f.into());
-    }
-    Ok(a)
 }
 
 #[cfg(test)]

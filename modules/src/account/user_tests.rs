@@ -75,3 +75,91 @@ fn a_clear_password_is_told_from_a_hash() {
     assert!(looks_unhashed("$6$rounds=656000$tgK3$lAFr+++"));
     assert!(looks_unhashed("$6$x$short"));
 }
+
+fn probed(groups: &[(&str, u32)], member_of: &[&str], own_group: bool) -> Probed {
+    Probed {
+        pw: None,
+        shadow: Shadow::default(),
+        member_of: member_of.iter().map(|g| g.to_string()).collect(),
+        group: None,
+        groups: groups
+            .iter()
+            .map(|(n, gid)| {
+                let e = GrEntry {
+                    name: n.to_string(),
+                    gid: *gid,
+                };
+                (n.to_string(), Some(e))
+            })
+            .collect(),
+        own_group_exists: own_group,
+        home_exists: true,
+        old_home_exists: true,
+        key: None,
+    }
+}
+
+#[test]
+fn local_creates_with_luseradd_then_lchage_and_lgroupmod() {
+    let p = params(json!({"name": "u", "local": true, "groups": ["a", "b"], "expires": -5}));
+    let (args, then) = add_args(&p, &probed(&[("a", 1), ("b", 2)], &[], true)).unwrap();
+    // `-n` for the existing group of the user's name; no -G, -e or -m (luseradd lacks them).
+    assert_eq!(args, ["-n", "u"]);
+    let member = |add, g: &str| Action::Member {
+        add,
+        group: g.into(),
+    };
+    assert_eq!(
+        then,
+        [Action::Lchage(-1), member(true, "a"), member(true, "b")]
+    );
+    let plain = params(json!({"name": "u", "groups": ["a"]}));
+    let (args, then) = add_args(&plain, &probed(&[("a", 1)], &[], true)).unwrap();
+    assert_eq!(args, ["-N", "-G", "a", "-m", "u"]);
+    assert!(then.is_empty());
+}
+
+#[test]
+fn local_memberships_change_through_lgroupmod() {
+    let pw = PwEntry {
+        name: "u".into(),
+        uid: 5,
+        gid: 5,
+        gecos: String::new(),
+        home: "/h".into(),
+        shell: "/bin/sh".into(),
+    };
+    let member = |add, g: &str| Action::Member {
+        add,
+        group: g.into(),
+    };
+    let s = probed(&[("b", 2), ("c", 3)], &["a", "b"], false);
+    let set = params(json!({"name": "u", "local": true, "groups": ["b", "c"], "expires": 86400}));
+    let (args, then) = mod_args(&set, &s, &pw, &mut Plan::new()).unwrap();
+    assert!(args.is_empty(), "{args:?}");
+    assert_eq!(
+        then,
+        [Action::Lchage(1), member(true, "c"), member(false, "a")]
+    );
+    let append = params(json!({"name": "u", "local": true, "groups": ["c"], "append": true}));
+    let (_, then) = mod_args(&append, &s, &pw, &mut Plan::new()).unwrap();
+    assert_eq!(then, [member(true, "c")]);
+    let again = params(json!({"name": "u", "local": true, "groups": ["b"], "append": true}));
+    let s = probed(&[("b", 2)], &["a", "b"], false);
+    assert!(mod_args(&again, &s, &pw, &mut Plan::new())
+        .unwrap()
+        .1
+        .is_empty());
+}
+
+#[test]
+fn local_refuses_what_ansible_refuses_with_it() {
+    for (k, v) in [("umask", json!("077")), ("uid_min", json!(1000))] {
+        let p = params(json!({"name": "u", "local": true, k: v}));
+        let e = User::validate(&p).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("'{k}' can not be used with 'local'")),
+            "{e}"
+        );
+    }
+}

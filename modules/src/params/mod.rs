@@ -109,7 +109,8 @@ pub fn de_opt_uint<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Er
         .transpose()
 }
 
-/// A value given either as one string or as a list of strings (`notify`, `argv`...).
+/// A value given either as one string or as a list of strings (`notify`, `argv`...); one
+/// number is the list of its text, as Ansible's `type='list'` makes it (a templated gid).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StringList(pub Vec<String>);
 
@@ -119,12 +120,14 @@ impl<'de> Deserialize<'de> for StringList {
         #[serde(untagged)]
         enum Raw {
             One(String),
+            Number(serde_json::Number),
             Many(Vec<serde_json::Value>),
         }
         match Raw::deserialize(d)
             .map_err(|_| serde::de::Error::custom("expected a string or a list of strings"))?
         {
             Raw::One(s) => Ok(StringList(vec![s])),
+            Raw::Number(n) => Ok(StringList(vec![n.to_string()])),
             Raw::Many(v) => v
                 .into_iter()
                 .map(|x| match x {
@@ -275,6 +278,15 @@ mod tests {
         assert_eq!(apply_symbolic(0o644, "a+X", false).unwrap(), 0o644);
         assert_eq!(apply_symbolic(0o644, "a+X", true).unwrap(), 0o755);
         assert!(apply_symbolic(0, "q=rw", false).is_err());
+    }
+
+    #[test]
+    fn a_string_list_takes_one_string_one_number_or_a_list() {
+        let l = |j: serde_json::Value| serde_json::from_value::<StringList>(j).map(|l| l.0);
+        assert_eq!(l(serde_json::json!("a")).unwrap(), ["a"]);
+        assert_eq!(l(serde_json::json!(1240)).unwrap(), ["1240"]);
+        assert_eq!(l(serde_json::json!(["a", 2])).unwrap(), ["a", "2"]);
+        assert!(l(serde_json::json!({"a": 1})).is_err());
     }
 
     #[test]
