@@ -152,8 +152,22 @@ impl Module for File {
         st: Probed,
         plan: &Plan<Action>,
     ) -> Result<Map<String, Value>, ModuleError> {
+        // The file a touch created is removed again when the rest fails (its owner cannot be
+        // given, say), as ansible-core does: a failed touch of a missing path leaves nothing.
+        let mut created = None;
         for action in &plan.actions {
-            action::perform(action)?;
+            if let Err(e) = action::perform(action) {
+                if let Some(at) = created {
+                    let _ = action::perform(&Action::Remove {
+                        path: st.path.clone(),
+                        at,
+                    });
+                }
+                return Err(e);
+            }
+            if let Action::CreateFile { at, .. } = action {
+                created = Some(at.clone());
+            }
         }
         path_info(&st.report)
     }
