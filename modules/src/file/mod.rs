@@ -66,14 +66,8 @@ impl Module for File {
         let guarded = p.if_checksum.is_some() || p.if_unchanged_since_last_run.0;
         if let Some(s) = p.state {
             let is_link = matches!(s, FileState::Link | FileState::Hard);
-            // `state: link` without `src` keeps an existing link's target (to change its
+            // `state: link` or `hard` without `src` keeps an existing link (to change its
             // attributes), as in Ansible; creating one without `src` fails on the host.
-            if s == FileState::Hard && p.src.is_none() {
-                return Err(ModuleError::Params(format!(
-                    "state: {} needs `src`: the path the link points to",
-                    s.as_str()
-                )));
-            }
             if !is_link && p.src.is_some() {
                 return Err(ModuleError::Params(format!(
                     "src option requires state to be 'link' or 'hard', not state: {}",
