@@ -287,6 +287,9 @@ pub(super) fn probe(p: &Params, check: bool) -> Result<Probed, ModuleError> {
     })
 }
 
+/// The uid and gid asked for (`None`: keep), and check mode's warnings.
+type Owners = (Option<u32>, Option<u32>, Vec<String>);
+
 /// The uid and gid asked for, and check mode's warnings. In check mode ansible-core warns of an
 /// owner or group (a name, or an id no account has) this host lacks, since an earlier task that
 /// would have made it did not run; a name it cannot resolve then fails only where a chown would
@@ -298,7 +301,7 @@ fn owner_and_group(
     check: bool,
     exists: bool,
     report: &Path,
-) -> Result<(Option<u32>, Option<u32>, Vec<String>), ModuleError> {
+) -> Result<Owners, ModuleError> {
     let mut warnings = Vec::new();
     // Removing a path sets no owner: ansible-core does not look one up.
     if state == FileState::Absent {
