@@ -266,10 +266,26 @@ pub trait Module {
 
 /// Deserialize parameters, naming the offending field. A string parameter given any other
 /// value takes its Python `str()`, as ansible-core's argument spec converts it.
+/// How ansible-core's argument spec begins the failure of a required parameter left out.
+pub const MISSING_REQUIRED: &str = "missing required arguments: ";
+
 pub fn parse_params<P: DeserializeOwned>(params: &Value) -> Result<P, ParamError> {
-    serde_path_to_error::deserialize(params::Lenient(params)).map_err(|e| ParamError {
-        path: e.path().to_string(),
-        msg: e.inner().to_string(),
+    serde_path_to_error::deserialize(params::Lenient(params)).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = e.inner().to_string();
+        // A required parameter left out: ansible-core's argument spec words it so, and
+        // playbooks test that message.
+        let missing = msg
+            .strip_prefix("missing field `")
+            .and_then(|m| m.strip_suffix('`'))
+            .filter(|_| path.is_empty() || path == ".");
+        match missing {
+            Some(name) => ParamError {
+                msg: format!("{MISSING_REQUIRED}{name}"),
+                path,
+            },
+            None => ParamError { path, msg },
+        }
     })
 }
 

@@ -228,10 +228,13 @@ impl Shared<'_> {
         // Templated parameters are checked now that they have values. The module refuses
         // them, as Ansible's argument spec does: its failure, which `failed_when` may judge.
         if let Err(e) = fixpoint_modules::check_params(module, &params) {
-            return Ok(ItemPlan::Done(Ok(ItemResult::failed(
-                format!("invalid parameters for `{}`: {e}", task.module),
-                Map::new(),
-            ))));
+            // ansible-core's words for a missing parameter stand alone, as its message does.
+            let msg = if e.msg.starts_with(fixpoint_modules::MISSING_REQUIRED) {
+                e.msg
+            } else {
+                format!("invalid parameters for `{}`: {e}", task.module)
+            };
+            return Ok(ItemPlan::Done(Ok(ItemResult::failed(msg, Map::new()))));
         }
         // In check mode a command does not run, even one declared read-only with
         // `changed_when: false` (as in Ansible): only `check_mode: false` runs it for real.

@@ -115,7 +115,7 @@ pub(crate) fn check_module_params(
             // A required field we removed because it is templated is not an error yet.
             // (The error may name the canonical field while the playbook used an alias.)
             if !templated.is_empty()
-                && (e.msg.starts_with("missing field")
+                && (e.msg.starts_with(fixpoint_modules::MISSING_REQUIRED)
                     || templated.iter().any(|k| names_param(&e.msg, k)))
             {
                 return Ok(());

@@ -406,7 +406,7 @@ fn measure(o: &Outcome, accepted: &[accepted::Accepted]) -> (Row, BTreeSet<usize
             x.name,
             x.status,
             y.status,
-            failure_of(&o.fixpoint, &y.name)
+            failure_of(&o.fixpoint, agree)
         ),
         (Some(x), Some(y)) => format!(
             "ansible-core ran `{}` ({}), fixpoint `{}` ({})",
@@ -446,14 +446,28 @@ fn pairs(r: &[run::Result1]) -> Vec<(&str, &str)> {
         .collect()
 }
 
-/// fixpoint's failure message for the task named `name`, if it failed.
-fn failure_of(m: &Measured, name: &str) -> String {
+/// fixpoint's failure message for its result at `at`, if that failed: the failure of the task
+/// with that very name (a name that merely contains it, such as `assert` in `verify that an
+/// assertion...`, is another task) and as many earlier failures of that name as results before it.
+fn failure_of(m: &Measured, at: usize) -> String {
+    let Some(this) = m.results.get(at) else {
+        return String::new();
+    };
+    if !this.status.starts_with("failed") {
+        return String::new();
+    }
+    let earlier = m.results[..at]
+        .iter()
+        .filter(|r| r.name == this.name && r.status.starts_with("failed"))
+        .count();
+    let prefix = format!("{}: ", this.name);
     m.failures
         .iter()
-        .find(|f| {
+        .filter(|f| {
             f.split_once(" / ")
-                .is_some_and(|(_, rest)| rest.contains(name))
+                .is_some_and(|(_, rest)| rest.starts_with(&prefix))
         })
+        .nth(earlier)
         .map(|f| format!(": {}", short(f)))
         .unwrap_or_default()
 }
@@ -696,4 +710,31 @@ fn ansible_integration_targets_under_fixpoint() {
             .count()
     );
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+#[test]
+fn a_divergence_names_the_failure_of_that_task() {
+    let r = |name: &str, status: &str| run::Result1 {
+        name: name.into(),
+        status: status.into(),
+    };
+    let m = Measured {
+        results: vec![
+            r("verify the assertion", "failed (ignored)"),
+            r("assert", "failed"),
+            r("assert", "failed"),
+            r("assert", "ok"),
+        ],
+        exit: Some(1),
+        failures: vec![
+            "h / verify the assertion: one".into(),
+            "h / assert: two".into(),
+            "h / assert: three".into(),
+        ],
+        stderr_tail: String::new(),
+        seconds: 0.0,
+    };
+    assert_eq!(failure_of(&m, 1), ": h / assert: two");
+    assert_eq!(failure_of(&m, 2), ": h / assert: three");
+    assert_eq!(failure_of(&m, 3), "");
 }

@@ -38,6 +38,16 @@ pub struct StateDir {
     pub path: PathBuf,
     /// Unlocks when dropped, and the kernel drops it when the agent dies.
     lock: Option<nix::fcntl::Flock<fs::File>>,
+    /// Made for this agent alone (its user has no home to keep state in): removed when dropped.
+    throwaway: bool,
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        if self.throwaway {
+            let _ = fs::remove_dir_all(&self.path);
+        }
+    }
 }
 
 pub fn now_unix() -> u64 {
@@ -137,17 +147,35 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, Str
 impl StateDir {
     /// Open (creating 0700) the state directory, refusing one that others could tamper with.
     pub fn open(override_dir: Option<&str>) -> Result<StateDir, String> {
-        let path = override_dir
-            .map(PathBuf::from)
-            .unwrap_or_else(default_state_dir);
-        if !path.exists() {
-            fs::create_dir_all(&path).map_err(|e| {
-                format!("cannot create the state directory {}: {e}", path.display())
-            })?;
-            fs::set_permissions(&path, fs::Permissions::from_mode(0o700))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-        }
-        let meta = fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let cannot = |path: &Path, e: std::io::Error| {
+            format!("cannot create the state directory {}: {e}", path.display())
+        };
+        let (path, throwaway) = match override_dir {
+            Some(d) => {
+                let path = PathBuf::from(d);
+                create_private(&path).map_err(|e| cannot(&path, e))?;
+                (path, false)
+            }
+            None => {
+                let path = default_state_dir();
+                match create_private(&path) {
+                    Ok(()) => (path, false),
+                    // A system account with no home it may write (`nobody`'s is /nonexistent),
+                    // become for a task, has nowhere to keep state between runs, as ansible-core
+                    // keeps none: its agent keeps its lock and records for this run only.
+                    Err(e) if homeless(&e) => (throwaway_dir()?, true),
+                    Err(e) => return Err(cannot(&path, e)),
+                }
+            }
+        };
+        // Dropped on every return below: a refused throwaway directory is removed too.
+        let dir = StateDir {
+            path,
+            lock: None,
+            throwaway,
+        };
+        let path = &dir.path;
+        let meta = fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let me = nix::unistd::geteuid().as_raw();
         if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o022 != 0 {
             return Err(format!(
@@ -168,8 +196,36 @@ impl StateDir {
                     .map_err(|e| format!("{}: {e}", d.display()))?;
             }
         }
-        Ok(StateDir { path, lock: None })
+        Ok(dir)
     }
+}
+
+/// Create `path` (and its parents) if missing, 0700.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    fs::create_dir_all(path)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o700))
+}
+
+/// Whether creating the default state directory failed because the user's home is missing or
+/// not theirs to write, rather than for a fault an operator should see.
+fn homeless(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{NotFound, PermissionDenied, ReadOnlyFilesystem};
+    !nix::unistd::geteuid().is_root()
+        && matches!(e.kind(), PermissionDenied | NotFound | ReadOnlyFilesystem)
+}
+
+/// A fresh directory of this user's own (0700, unpredictable name) in the temp directory.
+fn throwaway_dir() -> Result<PathBuf, String> {
+    let template = std::env::temp_dir().join("fixpoint-state-XXXXXX");
+    nix::unistd::mkdtemp(&template).map_err(|e| {
+        format!(
+            "cannot create a state directory in {}: {e}",
+            template.display()
+        )
+    })
 }
 
 #[cfg(test)]

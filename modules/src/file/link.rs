@@ -130,12 +130,19 @@ pub(super) fn plan_hardlink<'a>(
             return Ok(Some(m));
         }
     }
-    let link = link_src(st, "hard", "the file to link to")?;
+    // ansible-core's words, and what it registers with them.
+    let link = st
+        .link
+        .as_ref()
+        .ok_or_else(|| ModuleError::failed("src is required for creating new hardlinks"))?;
     let (src, target) = link.target.as_ref().ok_or_else(|| {
-        ModuleError::failed(format!(
-            "src {} does not exist; a hard link needs an existing file",
-            link.src.display()
-        ))
+        let mut result = serde_json::Map::new();
+        result.insert("dest".into(), shown.clone().into());
+        result.insert("src".into(), p.src.clone().unwrap_or_default().into());
+        ModuleError::Failed {
+            msg: "src does not exist".into(),
+            result,
+        }
     })?;
     if target.is_dir() {
         return Err(ModuleError::failed(format!(

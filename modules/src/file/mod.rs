@@ -66,14 +66,8 @@ impl Module for File {
         let guarded = p.if_checksum.is_some() || p.if_unchanged_since_last_run.0;
         if let Some(s) = p.state {
             let is_link = matches!(s, FileState::Link | FileState::Hard);
-            // `state: link` without `src` keeps an existing link's target (to change its
+            // `state: link` or `hard` without `src` keeps an existing link (to change its
             // attributes), as in Ansible; creating one without `src` fails on the host.
-            if s == FileState::Hard && p.src.is_none() {
-                return Err(ModuleError::Params(format!(
-                    "state: {} needs `src`: the path the link points to",
-                    s.as_str()
-                )));
-            }
             if !is_link && p.src.is_some() {
                 return Err(ModuleError::Params(format!(
                     "src option requires state to be 'link' or 'hard', not state: {}",
@@ -126,128 +120,25 @@ impl Module for File {
         Ok(())
     }
 
-    fn probe(p: &Params, _ctx: &Ctx) -> Result<Probed, ModuleError> {
-        probe::probe(p)
+    fn probe(p: &Params, ctx: &Ctx) -> Result<Probed, ModuleError> {
+        probe::probe(p, ctx.check)
     }
 
     fn plan(p: &Params, st: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
-        let mut plan = Plan::new();
-        if let Some(binary) = st.appears_binary {
-            let r = &mut plan.result;
-            r.insert("path".into(), st.path.display().to_string().into());
-            r.insert("appears_binary".into(), binary.into());
-            r.insert("changed".into(), false.into());
-            return Ok(plan);
-        }
-        let want = Want {
-            mode: p.mode.as_ref(),
-            uid: st.uid,
-            gid: st.gid,
-            mtime: st.mtime,
-            atime: st.atime,
-        };
-        let report_meta = match st.state {
-            FileState::Absent => plan_absent(&mut plan, st)?,
-            FileState::File => plan_file(&mut plan, st, &want)?,
-            FileState::Directory => plan_directory(&mut plan, st, &want)?,
-            FileState::Touch => plan_touch(&mut plan, st, &want)?,
-            FileState::Link => plan_symlink(&mut plan, p, st, &want, ctx)?,
-            FileState::Hard => plan_hardlink(&mut plan, p, st, &want)?,
-        };
-
-        // Before anything changes, and in check mode too: the path must be the expected content.
-        // The first action (the one that reaches the path first) carries the re-check to apply.
-        if let Some((found, at)) = &st.cas {
-            let want = p.if_checksum.as_ref();
-            if !plan.actions.is_empty() {
-                crate::fs::cas::require(&at.display().to_string(), want, found)?;
-            }
-            if let Some(first) = plan.actions.first_mut() {
-                let loc = first.at_mut();
-                *loc = loc.clone().guarded(want);
-            }
-        }
-
-        let r = &mut plan.result;
-        // Ansible's link, hard and touch results name the path `dest` (below), the others `path`.
-        if !matches!(
-            st.state,
-            FileState::Link | FileState::Hard | FileState::Touch
-        ) {
-            r.insert("path".into(), st.report.display().to_string().into());
-        }
-        r.insert("state".into(), st.state.as_str().into());
-        if st.state == FileState::Touch {
-            r.insert("state".into(), "file".into());
-        }
-        if plan.actions.is_empty() {
-            // Converged: the probe's metadata is the truth, reported as Ansible's add_path_info would.
-            if let Some(m) = report_meta {
-                r.extend(meta_info(m));
-            }
-        } else if ctx.check {
-            // Nothing changes: ansible-core's module reports the path as it is now (its state,
-            // owner, mode...), and nothing of a path that does not exist.
-            let now = match st.state {
-                FileState::Link | FileState::Hard | FileState::Touch => &st.path,
-                _ => &st.report,
-            };
-            r.remove("state");
-            if let Some(m) = lstat(now)? {
-                r.extend(meta_info(&m));
-            }
-        }
-        if matches!(
-            st.state,
-            FileState::Link | FileState::Hard | FileState::Touch
-        ) {
-            r.insert("dest".into(), st.path.display().to_string().into());
-        }
-        match &st.link {
-            Some(l) => {
-                let src = match st.state {
-                    FileState::Link => l.src.display().to_string(),
-                    _ => p.src.clone().unwrap_or_default(),
-                };
-                r.insert("src".into(), src.into());
-            }
-            // A hard link kept without `src` (no `state`): ansible-core registers `src: null`.
-            None if st.state == FileState::Hard => {
-                r.insert("src".into(), Value::Null);
-            }
-            None => {}
-        }
-        r.insert("changed".into(), (!plan.actions.is_empty()).into());
-        // Registered only in diff mode, as ansible-core does; its touch of a missing path in
-        // check mode returns before it builds one.
-        let touch_new_checked = st.state == FileState::Touch && st.prev.is_none() && ctx.check;
-        if ctx.diff && !touch_new_checked {
-            let mut paths = vec![st.path.as_path(), st.report.as_path()];
-            // A followed link's attributes change on its target, and ansible-core's diff shows
-            // them under the link's path.
-            if let (FileState::Link, true) = (st.state, p.follow.0) {
-                if let Some((real, _)) = st.link.as_ref().and_then(|l| l.target.as_ref()) {
-                    paths.push(real);
+        // Check mode's warnings go with the result, a failure's too (ansible-core's `warn`
+        // comes before the module decides anything).
+        let mut planned = plan(p, st, ctx);
+        if !st.warnings.is_empty() {
+            let warnings = Value::from(st.warnings.clone());
+            match &mut planned {
+                Ok(plan) => drop(plan.result.insert("warnings".into(), warnings)),
+                Err(ModuleError::Failed { result, .. }) => {
+                    drop(result.insert("warnings".into(), warnings))
                 }
+                Err(_) => {}
             }
-            // So does a touch through a link.
-            if let (FileState::Touch, Some(Some((real, _)))) = (st.state, &st.followed) {
-                paths.push(real);
-            }
-            let mut diff = crate::file_diff::registered(&plan.diff, &paths);
-            // ansible-core's touch diff always names the state before and `touch` after, even
-            // when nothing changes.
-            if st.state == FileState::Touch {
-                let before = st.prev.as_ref().map_or("absent", state_of);
-                for (side, state) in [("before", before), ("after", "touch")] {
-                    if let Some(Value::Object(m)) = diff.get_mut(side) {
-                        state_after_path(m, state);
-                    }
-                }
-            }
-            plan.result.insert("diff".into(), diff);
         }
-        Ok(plan)
+        planned
     }
 
     fn apply(
@@ -255,11 +146,146 @@ impl Module for File {
         st: Probed,
         plan: &Plan<Action>,
     ) -> Result<Map<String, Value>, ModuleError> {
+        // The file a touch created is removed again when the rest fails (its owner cannot be
+        // given, say), as ansible-core does: a failed touch of a missing path leaves nothing.
+        let mut created = None;
         for action in &plan.actions {
-            action::perform(action)?;
+            if let Err(e) = action::perform(action) {
+                if let Some(at) = created {
+                    let _ = action::perform(&Action::Remove {
+                        path: st.path.clone(),
+                        at,
+                    });
+                }
+                return Err(e);
+            }
+            if let Action::CreateFile { at, .. } = action {
+                created = Some(at.clone());
+            }
         }
         path_info(&st.report)
     }
+}
+
+/// The plan for what `probe` found (without check mode's warnings).
+fn plan(p: &Params, st: &Probed, ctx: &Ctx) -> Result<Plan<Action>, ModuleError> {
+    let mut plan = Plan::new();
+    if let Some(binary) = st.appears_binary {
+        let r = &mut plan.result;
+        r.insert("path".into(), st.path.display().to_string().into());
+        r.insert("appears_binary".into(), binary.into());
+        r.insert("changed".into(), false.into());
+        return Ok(plan);
+    }
+    let want = Want {
+        mode: p.mode.as_ref(),
+        uid: st.uid,
+        gid: st.gid,
+        mtime: st.mtime,
+        atime: st.atime,
+    };
+    let report_meta = match st.state {
+        FileState::Absent => plan_absent(&mut plan, st)?,
+        FileState::File => plan_file(&mut plan, st, &want)?,
+        FileState::Directory => plan_directory(&mut plan, st, &want)?,
+        FileState::Touch => plan_touch(&mut plan, st, &want)?,
+        FileState::Link => plan_symlink(&mut plan, p, st, &want, ctx)?,
+        FileState::Hard => plan_hardlink(&mut plan, p, st, &want)?,
+    };
+
+    // Before anything changes, and in check mode too: the path must be the expected content.
+    // The first action (the one that reaches the path first) carries the re-check to apply.
+    if let Some((found, at)) = &st.cas {
+        let want = p.if_checksum.as_ref();
+        if !plan.actions.is_empty() {
+            crate::fs::cas::require(&at.display().to_string(), want, found)?;
+        }
+        if let Some(first) = plan.actions.first_mut() {
+            let loc = first.at_mut();
+            *loc = loc.clone().guarded(want);
+        }
+    }
+
+    let r = &mut plan.result;
+    // Ansible's link, hard and touch results name the path `dest` (below), the others `path`.
+    if !matches!(
+        st.state,
+        FileState::Link | FileState::Hard | FileState::Touch
+    ) {
+        r.insert("path".into(), st.report.display().to_string().into());
+    }
+    r.insert("state".into(), st.state.as_str().into());
+    if st.state == FileState::Touch {
+        r.insert("state".into(), "file".into());
+    }
+    if plan.actions.is_empty() {
+        // Converged: the probe's metadata is the truth, reported as Ansible's add_path_info would.
+        if let Some(m) = report_meta {
+            r.extend(meta_info(m));
+        }
+    } else if ctx.check {
+        // Nothing changes: ansible-core's module reports the path as it is now (its state,
+        // owner, mode...), and nothing of a path that does not exist.
+        let now = match st.state {
+            FileState::Link | FileState::Hard | FileState::Touch => &st.path,
+            _ => &st.report,
+        };
+        r.remove("state");
+        if let Some(m) = lstat(now)? {
+            r.extend(meta_info(&m));
+        }
+    }
+    if matches!(
+        st.state,
+        FileState::Link | FileState::Hard | FileState::Touch
+    ) {
+        r.insert("dest".into(), st.path.display().to_string().into());
+    }
+    match &st.link {
+        Some(l) => {
+            let src = match st.state {
+                FileState::Link => l.src.display().to_string(),
+                _ => p.src.clone().unwrap_or_default(),
+            };
+            r.insert("src".into(), src.into());
+        }
+        // A hard link kept without `src` (no `state`): ansible-core registers `src: null`.
+        None if st.state == FileState::Hard => {
+            r.insert("src".into(), Value::Null);
+        }
+        None => {}
+    }
+    r.insert("changed".into(), (!plan.actions.is_empty()).into());
+    // Registered only in diff mode, as ansible-core does; its touch of a missing path in
+    // check mode returns before it builds one.
+    let touch_new_checked = st.state == FileState::Touch && st.prev.is_none() && ctx.check;
+    if ctx.diff && !touch_new_checked {
+        let mut paths = vec![st.path.as_path(), st.report.as_path()];
+        // A followed link's attributes change on its target, and ansible-core's diff shows
+        // them under the link's path.
+        if let (FileState::Link, true) = (st.state, p.follow.0) {
+            if let Some((real, _)) = st.link.as_ref().and_then(|l| l.target.as_ref()) {
+                paths.push(real);
+            }
+        }
+        // So does a touch through a link.
+        if let (FileState::Touch, Some(Some((real, _)))) = (st.state, &st.followed) {
+            paths.push(real);
+        }
+        let mut diff = crate::file_diff::registered(&plan.diff, &paths);
+        // ansible-core's touch diff always names the state before and `touch` after, even
+        // when nothing changes.
+        if st.state == FileState::Touch {
+            let before = st.prev.as_ref().map_or("absent", state_of);
+            for (side, state) in [("before", before), ("after", "touch")] {
+                if let Some(Value::Object(m)) = diff.get_mut(side) {
+                    state_after_path(m, state);
+                }
+            }
+        }
+        plan.result.insert("diff".into(), diff);
+    }
+    Ok(plan)
 }
 
 /// Put `state` right after `path` in one side of a registered diff, where ansible-core's

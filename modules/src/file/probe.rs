@@ -4,7 +4,7 @@ use super::params::time_param;
 use super::{FileState, Params, TimeWant};
 use crate::fs::{
     current_umask, expand_user, id_of, locate, lookup_gid, lookup_uid, lstat, missing_ancestors,
-    parent_of, resolve, Dir, Found, Loc,
+    names, parent_of, resolve, Dir, Found, Loc,
 };
 use crate::ModuleError;
 use std::collections::HashSet;
@@ -66,6 +66,9 @@ pub struct Probed {
     pub cas: Option<(Found, PathBuf)>,
     /// `_diff_peek`: whether `path` looks binary; nothing else was probed.
     pub appears_binary: Option<bool>,
+    /// Check mode's warnings of an owner or group this host lacks, in ansible-core's words:
+    /// registered with the result, failed or not.
+    pub warnings: Vec<String>,
 }
 
 impl Probed {
@@ -90,6 +93,7 @@ impl Probed {
             atime: TimeWant::Preserve,
             cas: None,
             appears_binary: Some(appears_binary),
+            warnings: Vec::new(),
         }
     }
 }
@@ -106,7 +110,7 @@ fn appears_binary(path: &Path) -> bool {
 }
 
 /// What is at `path` (and at `src`, and below a `recurse` directory) now.
-pub(super) fn probe(p: &Params) -> Result<Probed, ModuleError> {
+pub(super) fn probe(p: &Params, check: bool) -> Result<Probed, ModuleError> {
     let follow = p.follow.0;
     let mut path = expand_user(&p.path);
     if p.diff_peek.is_some() {
@@ -250,6 +254,8 @@ pub(super) fn probe(p: &Params) -> Result<Probed, ModuleError> {
         _ => path.clone(),
     };
 
+    let (uid, gid, warnings) = owner_and_group(p, state, check, attr_meta.is_some(), &report)?;
+
     Ok(Probed {
         path,
         state,
@@ -261,8 +267,8 @@ pub(super) fn probe(p: &Params) -> Result<Probed, ModuleError> {
         missing_dirs,
         blocker,
         tree,
-        uid: p.owner.as_deref().map(lookup_uid).transpose()?,
-        gid: p.group.as_deref().map(lookup_gid).transpose()?,
+        uid,
+        gid,
         umask: current_umask(),
         mtime: time_param(
             "modification_time",
@@ -277,7 +283,76 @@ pub(super) fn probe(p: &Params) -> Result<Probed, ModuleError> {
         report,
         cas,
         appears_binary: None,
+        warnings,
     })
+}
+
+/// The uid and gid asked for (`None`: keep), and check mode's warnings.
+type Owners = (Option<u32>, Option<u32>, Vec<String>);
+
+/// The uid and gid asked for, and check mode's warnings. In check mode ansible-core warns of an
+/// owner or group (a name, or an id no account has) this host lacks, since an earlier task that
+/// would have made it did not run; a name it cannot resolve then fails only where a chown would
+/// be reached, on a path that exists. Otherwise an unknown name fails before anything changes
+/// (ansible-core fails at its chown, after creating what it was asked to).
+fn owner_and_group(
+    p: &Params,
+    state: FileState,
+    check: bool,
+    exists: bool,
+    report: &Path,
+) -> Result<Owners, ModuleError> {
+    let mut warnings = Vec::new();
+    // Removing a path sets no owner: ansible-core does not look one up.
+    if state == FileState::Absent {
+        return Ok((None, None, warnings));
+    }
+    if !check {
+        let uid = p.owner.as_deref().map(lookup_uid).transpose()?;
+        let gid = p.group.as_deref().map(lookup_gid).transpose()?;
+        return Ok((uid, gid, warnings));
+    }
+    let kinds = [
+        (
+            "user",
+            "uid",
+            p.owner.as_deref(),
+            lookup_uid as fn(&str) -> _,
+        ),
+        ("group", "gid", p.group.as_deref(), lookup_gid),
+    ];
+    let mut ids = [None, None];
+    for (i, (kind, id_word, name, lookup)) in kinds.into_iter().enumerate() {
+        let Some(name) = name else { continue };
+        let known = match name.parse::<u32>() {
+            Ok(id) if kind == "user" => names::user_by_uid(id).is_some(),
+            Ok(id) => names::group_by_gid(id).is_some(),
+            Err(_) if kind == "user" => names::uid_by_name(name).is_some(),
+            Err(_) => names::gid_by_name(name).is_some(),
+        };
+        if !known {
+            let key = if name.parse::<u32>().is_ok() {
+                format!("{kind} with {id_word} {name}")
+            } else {
+                format!("{kind} {name}")
+            };
+            warnings.push(format!(
+                "failed to look up {key}. Create {kind} up to this point in real play"
+            ));
+        }
+        ids[i] = match lookup(name) {
+            Ok(id) => Some(id),
+            // Nothing to chown yet: ansible-core reports the path as one it would create.
+            Err(_) if !exists => None,
+            Err(ModuleError::Failed { msg, mut result }) => {
+                result.insert("path".into(), report.display().to_string().into());
+                result.insert("warnings".into(), warnings.clone().into());
+                return Err(ModuleError::Failed { msg, result });
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    Ok((ids[0], ids[1], warnings))
 }
 
 /// Everything below `dir` (whose canonical path is `path`), parents before children, sorted by

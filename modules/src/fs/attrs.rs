@@ -23,7 +23,7 @@ pub fn lookup_uid(name: &str) -> Result<u32, ModuleError> {
     match super::names::uid_by_name(name) {
         Some(uid) => Ok(uid),
         None => Err(ModuleError::failed(format!(
-            "user `{name}` does not exist on this host"
+            "chown failed: failed to look up user {name}"
         ))),
     }
 }
@@ -36,7 +36,7 @@ pub fn lookup_gid(name: &str) -> Result<u32, ModuleError> {
     match super::names::gid_by_name(name) {
         Some(gid) => Ok(gid),
         None => Err(ModuleError::failed(format!(
-            "group `{name}` does not exist on this host"
+            "chgrp failed: failed to look up group {name}"
         ))),
     }
 }
