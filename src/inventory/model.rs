@@ -266,10 +266,13 @@ impl Inventory {
         // the order they appeared.
         let before = self.groups[UNGROUPED].hosts.clone();
         let mut ungrouped = Vec::new();
+        // Looked up in a set: a range such as `web[1:20000]` makes ungrouped hosts by the
+        // thousand, and a scan of the list for each was quadratic.
+        let mut seen = HashSet::new();
         for h in before.iter().chain(&self.hosts) {
             let groups = self.member_of.entry(h.clone()).or_default();
             groups.retain(|g| g != UNGROUPED);
-            if groups.is_empty() && !ungrouped.contains(h) {
+            if groups.is_empty() && seen.insert(h.clone()) {
                 ungrouped.push(h.clone());
             }
         }
