@@ -209,6 +209,25 @@ impl Case {
         }
         Some(20000 + (h % 20000) as u16)
     }
+
+    /// Whether the playbook has a `user` or `group` task: such a case changes the machine's
+    /// real accounts, and two of them at once race for the next free id (useradd gives a new
+    /// account one more than the highest, which a concurrent case may be about to claim), so
+    /// the harness runs them one at a time.
+    pub fn touches_accounts(&self) -> bool {
+        self.playbook.lines().any(|line| {
+            let l = line.trim_start().trim_start_matches("- ").trim_start();
+            let l = l.strip_prefix("ansible.builtin.").unwrap_or(l);
+            ["user:", "group:"].iter().any(|m| {
+                l.strip_prefix(m).is_some_and(|rest| {
+                    let rest = rest.trim();
+                    // `user: root` is another module's parameter; a task's arguments are a
+                    // mapping (inline or on the next lines) or key=value words.
+                    rest.is_empty() || rest.starts_with('{') || rest.contains('=')
+                })
+            })
+        })
+    }
 }
 
 fn text_value(key: &str, v: &Yaml) -> Result<String, String> {
@@ -250,6 +269,19 @@ fn check_args(args: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[test]
+fn a_case_with_a_user_or_group_task_touches_accounts() {
+    let case = |playbook: &str| {
+        let text = format!("# a case\nplaybook: |\n{playbook}");
+        parse(Path::new("c.yml"), &text, false).unwrap()
+    };
+    assert!(case("  - user: {name: a}\n").touches_accounts());
+    assert!(case("  - ansible.builtin.group:\n      name: a\n").touches_accounts());
+    assert!(case("  - user: name=a uid=5\n").touches_accounts());
+    assert!(!case("  - authorized_key: {key: k,\n      user: root}\n").touches_accounts());
+    assert!(!case("  - file: {path: /x, group: root}\n").touches_accounts());
 }
 
 #[test]
