@@ -74,6 +74,7 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     super::foreign::add_foreign(&mut env);
     add_filters(&mut env);
     add_tests(&mut env);
+    super::pycmp::add(&mut env);
     env
 }
 

@@ -36,6 +36,7 @@ mod now;
 mod omit;
 mod output;
 mod printf;
+mod pycmp;
 mod pyops;
 mod pyrepr;
 mod reads;

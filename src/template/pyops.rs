@@ -1,4 +1,5 @@
-//! Python's `/`, `//` and `%` where minijinja's differ: under Jinja2 (ansible-core), `%` with a
+//! Python's `/`, `//` and `%` where minijinja's differ (and the ordering comparisons, whose
+//! helpers are `pycmp`'s): under Jinja2 (ansible-core), `%` with a
 //! string on the left formats it (`'%s/x' % dir`, `printf.rs`), a zero divisor raises
 //! ZeroDivisionError (minijinja's `1 / 0` is an infinity), and `//` and `%` round toward
 //! negative infinity (minijinja's are Euclid's: `7 // -2` is -3, Python's -4).
@@ -18,6 +19,7 @@ use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, Value};
 
 use super::ast_walk::{apply, children, each_expr, extent, parse_template, Edit};
+use super::pycmp::Op;
 
 /// The helpers the operators are rewritten to.
 pub(super) const MOD_FN: &str = "__fp_mod";
@@ -71,7 +73,7 @@ impl Num {
         }
     }
 
-    fn float(self) -> f64 {
+    pub(super) fn float(self) -> f64 {
         match self {
             Num::Int(n) => n as f64,
             Num::Float(f) => f,
@@ -212,6 +214,10 @@ fn expr(x: &Expr<'_>, src: &str, d: i64, edits: &mut Vec<Edit>) {
             BinOpKind::Rem => Some((MOD_FN, "%")),
             BinOpKind::Div => Some((DIV_FN, "/")),
             BinOpKind::FloorDiv => Some((FLOORDIV_FN, "//")),
+            BinOpKind::Lt => Some((Op::Lt.helper(), "<")),
+            BinOpKind::Lte => Some((Op::Le.helper(), "<=")),
+            BinOpKind::Gt => Some((Op::Gt.helper(), ">")),
+            BinOpKind::Gte => Some((Op::Ge.helper(), ">=")),
             _ => None,
         };
         if let Some((helper, op)) = helper {
@@ -238,7 +244,7 @@ fn binop(
     depth: i64,
     edits: &mut Vec<Edit>,
 ) {
-    let (start, end) = extent(whole);
+    let end = extent(whole).1;
     let (gap_start, gap_end) = (extent(left).1, extent(right).0);
     let Some(gap) = src.get(gap_start..gap_end) else {
         return;
@@ -246,6 +252,18 @@ fn binop(
     let Some(at) = gap.find(op) else {
         return;
     };
+    // The whole starts at the left operand's opening parentheses, one for each closed before
+    // the operator (minijinja's span of a comparison starts at the token before it).
+    let mut start = extent(left).0;
+    for _ in 0..gap[..at].matches(')').count() {
+        let Some(before) = src.get(..start).map(str::trim_end) else {
+            return;
+        };
+        match before.strip_suffix('(') {
+            Some(rest) => start = rest.len(),
+            None => return,
+        }
+    }
     let around = format!("{}{}", &gap[..at], &gap[at + op.len()..]);
     if !around
         .chars()
@@ -297,6 +315,11 @@ mod tests {
         assert_eq!(
             rewrite_expr("('%s' % x) | upper").unwrap(),
             "(__fp_mod('%s' , x)) | upper"
+        );
+        // A comparison's span starts at the token before it (`and`), its operands do not.
+        assert_eq!(
+            rewrite_expr("now().year > 2000 and ((n)) <= 12").unwrap(),
+            "__fp_gt(now().year , 2000) and __fp_le(((n)) , 12)"
         );
         assert_eq!(rewrite_expr("a + b * c ~ '%s / %d'"), None);
         assert_eq!(

@@ -85,10 +85,10 @@ pub(super) fn rewrite_chains(src: &str) -> String {
     }
 }
 
-/// Whether code (string constants aside) holds a `/` or `%`, which `pyops` rewrites: most
-/// templates have none and are not parsed twice.
+/// Whether code (string constants aside) holds a `/`, `%`, `<` or `>`, which `pyops` rewrites:
+/// most templates have none and are not parsed twice.
 fn has_python_operator(code: &str) -> bool {
-    mask_strings(code).contains(['%', '/'])
+    mask_strings(code).contains(['%', '/', '<', '>'])
 }
 
 fn rewrite_template_chains(src: &str) -> String {

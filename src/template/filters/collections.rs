@@ -58,26 +58,10 @@ pub(super) fn filter_unique(value: &Value, kwargs: Kwargs) -> Result<Value, Erro
         )));
     }
     let items: Vec<Value> = value.try_iter()?.collect();
-    let key_of = |item: &Value| -> Result<Value, Error> {
-        let key = match &attribute {
-            Some(a) => {
-                let mut k = item.clone();
-                for part in a.to_string().split('.') {
-                    k = match part.parse::<usize>() {
-                        Ok(i) => k.get_item(&Value::from(i))?,
-                        Err(_) => k.get_attr(part)?,
-                    };
-                }
-                k
-            }
-            None => item.clone(),
-        };
-        Ok(match key.as_str() {
-            Some(t) if !case_sensitive.unwrap_or(false) => Value::from(t.to_lowercase()),
-            _ => key,
-        })
-    };
-    let keys: Vec<Value> = items.iter().map(key_of).collect::<Result<_, _>>()?;
+    let keys: Vec<Value> = items
+        .iter()
+        .map(|item| jinja_key(item, attribute.as_ref(), case_sensitive))
+        .collect::<Result<_, _>>()?;
     // Python cannot hash lists and dicts: Jinja2's filter fails on them.
     if keys
         .iter()
@@ -99,6 +83,32 @@ pub(super) fn filter_unique(value: &Value, kwargs: Kwargs) -> Result<Value, Erro
         }
     }
     Ok(Value::from(out))
+}
+
+/// What Jinja2's `unique`, `max` and `min` compare an item by: its `attribute` (a dotted path,
+/// numbers index lists) if given, lower-cased if a string unless `case_sensitive`.
+pub(in crate::template) fn jinja_key(
+    item: &Value,
+    attribute: Option<&Value>,
+    case_sensitive: Option<bool>,
+) -> Result<Value, Error> {
+    let key = match attribute {
+        Some(a) => {
+            let mut k = item.clone();
+            for part in a.to_string().split('.') {
+                k = match part.parse::<usize>() {
+                    Ok(i) => k.get_item(&Value::from(i))?,
+                    Err(_) => k.get_attr(part)?,
+                };
+            }
+            k
+        }
+        None => item.clone(),
+    };
+    Ok(match key.as_str() {
+        Some(t) if !case_sensitive.unwrap_or(false) => Value::from(t.to_lowercase()),
+        _ => key,
+    })
 }
 
 pub(in crate::template) fn unique_items(v: &Value) -> Result<Vec<Value>, Error> {

@@ -41,8 +41,8 @@ use self::vault::*;
 
 pub(super) fn add_filters(env: &mut Environment<'static>) {
     // Builtins kept as they are: default/d, lower, upper, trim, join, length/count,
-    // sort, first, last, min, max, sum, map, select, reject, selectattr, rejectattr, split,
-    // replace. Those below are missing or differ from Ansible's.
+    // sort, first, last, sum, map, select, reject, selectattr, rejectattr, split,
+    // replace. Those below are missing or differ from Ansible's (min and max: `pycmp`).
     env.add_filter("bool", filter_bool);
     env.add_filter("int", filter_int);
     env.add_filter("float", filter_float);
