@@ -75,6 +75,17 @@ impl ItemResult {
     }
 }
 
+/// What ansible-core registers for a task that failed before or instead of its module (a
+/// template it could not render, a condition it could not evaluate).
+pub(super) fn failure_result(msg: &str) -> Map<String, Value> {
+    let mut m = Map::with_capacity(4);
+    m.insert("failed".into(), json!(true));
+    m.insert("changed".into(), json!(false));
+    m.insert("msg".into(), json!(msg));
+    m.insert("exception".into(), json!(NO_TRACEBACK));
+    m
+}
+
 /// One result to report, produced by a host future and reported in host order.
 pub(super) struct Event {
     pub(super) status: Status,
@@ -108,20 +119,23 @@ impl Shared<'_> {
                 } else {
                     Status::Failed
                 };
+                // As ansible-core registers them: an unreachable result is not `failed`
+                // (the `unreachable` and `reachable` tests read its `unreachable`). A loop
+                // keeps it as the item's result.
+                let mut result = failure_result(&msg);
+                if unreachable {
+                    result.remove("failed");
+                    result.insert("unreachable".into(), json!(true));
+                }
                 if let Some(reg) = &task.register {
-                    // As ansible-core registers them: an unreachable result is not `failed`
-                    // (the `unreachable` and `reachable` tests read its `unreachable`).
-                    let what = if unreachable { "unreachable" } else { "failed" };
-                    let registered = json!({what: true, "changed": false, "msg": msg,
-                        "exception": NO_TRACEBACK});
-                    h.set_var(reg, registered);
+                    h.set_var(reg, Value::Object(result.clone()));
                 }
                 return Event {
                     status,
                     item,
                     diff: Diff::default(),
                     msg: Some(msg),
-                    result: Map::new(),
+                    result,
                     ignored: ignore && status == Status::Failed,
                     note: None,
                     delegated_to: None,

@@ -4,7 +4,7 @@
 use super::actions::trust::result_trust;
 use super::item::outbox_writer;
 use super::pipeline::LoopBatch;
-use super::result::{skip_event, Event};
+use super::result::{failure_result, skip_event, Event};
 use super::state::{HostState, PlayCtx};
 use super::{all_hold, display, Shared};
 use crate::playbook::ast::Templated;
@@ -119,7 +119,13 @@ impl Shared<'_> {
                     self.register_skip(task, h, scope);
                     return vec![skip_event(None)];
                 }
-                Err(e) => return vec![fail(e)],
+                Err(e) => {
+                    let ev = fail(e);
+                    if let (Some(reg), Some(msg)) = (&task.register, &ev.msg) {
+                        h.set_var(reg, Value::Object(failure_result(msg)));
+                    }
+                    return vec![ev];
+                }
             }
             return vec![self.run_until(ctx, task, h, scope, None).await];
         };
@@ -250,11 +256,20 @@ impl Shared<'_> {
                     trusts.push(item_trust(task, &item_scope, (item, &loop_var), None));
                     continue;
                 }
+                // The item fails, and the loop goes on to the next, as in ansible-core.
                 Err(e) => {
                     let mut ev = fail(e);
                     ev.item = Some(label);
+                    let mut res = failure_result(ev.msg.as_deref().unwrap_or_default());
+                    res.extend(item_vars(task, items, i, &loop_var));
+                    if let Some(reg) = &task.register {
+                        carried.insert(reg.clone(), Value::Object(res.clone()));
+                    }
+                    results.push(Value::Object(res));
+                    trusts.push(item_trust(task, &item_scope, (item, &loop_var), None));
+                    ev.result.insert("item".into(), item.clone());
                     events.push(ev);
-                    break;
+                    continue;
                 }
             }
             let from_batch = match piped.as_deref_mut() {
