@@ -75,6 +75,7 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     add_filters(&mut env);
     add_tests(&mut env);
     super::pycmp::add(&mut env);
+    env.add_filter("sum", pyops::sum);
     env
 }
 

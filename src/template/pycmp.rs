@@ -1,5 +1,5 @@
 //! Python's ordering comparisons (`<`, `<=`, `>`, `>=`) where minijinja's differ, and the
-//! tests and filters built on them (`select('>', 0)`, `max`, `min`).
+//! tests and filters built on them (`select('>', 0)`, `max`, `min`, `sort`).
 //!
 //! minijinja orders every pair of values, NaN included and across types, where Python (and so
 //! ansible-core) says false for any ordering with NaN and raises TypeError for types it cannot
@@ -9,10 +9,12 @@
 
 use std::cmp::Ordering;
 
-use minijinja::value::{Kwargs, ValueKind};
+use minijinja::value::{Rest, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, Value};
 
+use super::filters::collections::jinja_key;
 use super::pyops::{py_type, raised, Num};
+use super::value::split_kwargs;
 
 /// An ordering operator, as Python's rich comparison names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,25 +127,83 @@ pub(super) fn add(env: &mut Environment<'static>) {
             env.add_test(*name, f);
         }
     }
-    env.add_filter("max", |v: &Value, kwargs: Kwargs| {
-        extreme(v, kwargs, Op::Gt)
+    env.add_filter("max", |v: &Value, args: Rest<Value>| {
+        extreme(v, &args, Op::Gt)
     });
-    env.add_filter("min", |v: &Value, kwargs: Kwargs| {
-        extreme(v, kwargs, Op::Lt)
+    env.add_filter("min", |v: &Value, args: Rest<Value>| {
+        extreme(v, &args, Op::Lt)
     });
+    env.add_filter("sort", sort);
+}
+
+/// Binds a filter's arguments as Python does, positionally or by name, to `names` in order;
+/// a value that is none counts as not given (Jinja2's defaults are falsy or None).
+pub(super) fn bind(
+    filter: &str,
+    args: &[Value],
+    names: &[&str],
+) -> Result<Vec<Option<Value>>, Error> {
+    let (positional, kwargs) = split_kwargs(args)?;
+    if positional.len() > names.len() {
+        return Err(raised(&format!(
+            "{filter}() takes at most {} positional arguments ({} given)",
+            names.len() + 1,
+            positional.len() + 1
+        )));
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        let named: Option<Value> = kwargs.get(name)?;
+        let v = match (positional.get(i), named) {
+            (Some(_), Some(_)) => {
+                return Err(raised(&format!(
+                    "{filter}() got multiple values for argument '{name}'"
+                )))
+            }
+            (Some(p), None) => Some(p.clone()),
+            (None, n) => n,
+        };
+        out.push(v.filter(|v| !v.is_none() && !v.is_undefined()));
+    }
+    kwargs.assert_all_used()?;
+    Ok(out)
+}
+
+/// The key Jinja2 compares an item by: `attribute` (a dotted path; several separated by commas
+/// make a list of keys, as `sort` takes them), lower-cased strings unless `case_sensitive`.
+fn key_fn(
+    attribute: Option<Value>,
+    case_sensitive: Option<Value>,
+) -> impl Fn(&Value) -> Result<Value, Error> {
+    let case_sensitive = Some(case_sensitive.is_some_and(|v| v.is_true()));
+    let attributes: Vec<Value> = match attribute {
+        Some(a) => a
+            .to_string()
+            .split(',')
+            .map(|p| Value::from(p.trim()))
+            .collect(),
+        None => Vec::new(),
+    };
+    move |item: &Value| match attributes.as_slice() {
+        [] => jinja_key(item, None, case_sensitive),
+        [one] => jinja_key(item, Some(one), case_sensitive),
+        several => several
+            .iter()
+            .map(|a| jinja_key(item, Some(a), case_sensitive))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::from),
+    }
 }
 
 /// Jinja2's `max`/`min(case_sensitive=False, attribute=None)`, which ansible-core's filters
 /// are: Python's `max`/`min` over the items keyed by `attribute` (a dotted path, numbers index
 /// lists), strings compared lower-cased unless `case_sensitive`; the first of equal items wins.
 /// An empty sequence is undefined (an error where it is used).
-fn extreme(value: &Value, kwargs: Kwargs, op: Op) -> Result<Value, Error> {
-    let case_sensitive: Option<bool> = kwargs.get("case_sensitive")?;
-    let attribute: Option<Value> = kwargs.get("attribute")?;
-    kwargs.assert_all_used()?;
-    let key = |item: &Value| {
-        super::filters::collections::jinja_key(item, attribute.as_ref(), case_sensitive)
-    };
+fn extreme(value: &Value, args: &[Value], op: Op) -> Result<Value, Error> {
+    let name = if op == Op::Gt { "max" } else { "min" };
+    let mut bound = bind(name, args, &["case_sensitive", "attribute"])?.into_iter();
+    let (case_sensitive, attribute) = (bound.next().flatten(), bound.next().flatten());
+    let key = key_fn(attribute, case_sensitive);
     let mut items = super::value::defined(value)?.try_iter()?;
     let Some(mut best) = items.next() else {
         return Ok(Value::UNDEFINED);
@@ -156,6 +216,55 @@ fn extreme(value: &Value, kwargs: Kwargs, op: Op) -> Result<Value, Error> {
         }
     }
     Ok(best)
+}
+
+/// Jinja2's `sort(reverse=False, case_sensitive=False, attribute=None)`: Python's stable
+/// `sorted` by the items' keys (`key_fn`), comparing with `<` alone, so that items Python
+/// cannot order fail as in ansible-core and equal ones keep their order (also reversed).
+fn sort(value: &Value, args: Rest<Value>) -> Result<Value, Error> {
+    let mut bound = bind("sort", &args, &["reverse", "case_sensitive", "attribute"])?.into_iter();
+    let reverse = bound.next().flatten().is_some_and(|v| v.is_true());
+    let case_sensitive = bound.next().flatten();
+    let key = key_fn(bound.next().flatten(), case_sensitive);
+    let mut keyed: Vec<(Value, Value)> = super::value::defined(value)?
+        .try_iter()?
+        .map(|item| Ok((key(&item)?, item)))
+        .collect::<Result<_, Error>>()?;
+    // CPython sorts a reversed list and reverses the result: equal items stay in order.
+    if reverse {
+        keyed.reverse();
+    }
+    let mut keyed = merge_sort(keyed)?;
+    if reverse {
+        keyed.reverse();
+    }
+    Ok(Value::from(
+        keyed.into_iter().map(|(_, item)| item).collect::<Vec<_>>(),
+    ))
+}
+
+/// A stable merge sort whose comparison may fail (Rust's own sorts need a total order, which
+/// NaN and mixed types are not).
+fn merge_sort(mut v: Vec<(Value, Value)>) -> Result<Vec<(Value, Value)>, Error> {
+    if v.len() <= 1 {
+        return Ok(v);
+    }
+    let right = merge_sort(v.split_off(v.len() / 2))?;
+    let left = merge_sort(v)?;
+    let mut out = Vec::with_capacity(left.len() + right.len());
+    let (mut l, mut r) = (left.into_iter().peekable(), right.into_iter().peekable());
+    while let (Some(a), Some(b)) = (l.peek(), r.peek()) {
+        // The right one goes first only when it is strictly less: stable.
+        let next = if compare(&b.0, &a.0, Op::Lt)? {
+            r.next()
+        } else {
+            l.next()
+        };
+        out.extend(next);
+    }
+    out.extend(l);
+    out.extend(r);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -197,6 +306,23 @@ mod tests {
             (
                 "[1, 's'] | select('lt', 2) | list",
                 "not supported between instances of 'str'",
+            ),
+            (
+                "[3, 1, 'a'] | sort",
+                "'<' not supported between instances of 'str' and 'int'",
+            ),
+            (
+                "['a'] | sum",
+                "unsupported operand type(s) for +: 'int' and 'str'",
+            ),
+            (
+                "[1] | sum(start=[])",
+                "can only concatenate list (not \"int\") to list",
+            ),
+            ("['a'] | sum(start='')", "sum() can't sum strings"),
+            (
+                "[1] | sort(true, reverse=false)",
+                "got multiple values for argument 'reverse'",
             ),
         ] {
             let err = render_err(&format!("{{{{ {expr} }}}}")).to_string();
@@ -245,6 +371,24 @@ mod tests {
             ("[2, 2.0] | max", json!(2)),
             ("'abc' | max", json!("c")),
             ("[] | max | default('none')", json!("none")),
+            ("[1, 2.5, True] | sum", json!(4.5)),
+            ("[[1], [2]] | sum(start=[0])", json!([0, 1, 2])),
+            ("items | sum(attribute='value')", json!(3)),
+            ("[] | sum(start=5)", json!(5)),
+            ("['B', 'a'] | max(true)", json!("a")),
+            ("[1, 2.5, True] | sort", json!([1, true, 2.5])),
+            ("['b', 'A', 'c'] | sort", json!(["A", "b", "c"])),
+            ("['b', 'a', 'C'] | sort(case_sensitive=true)", json!(["C", "a", "b"])),
+            ("['b', 'a', 'C'] | sort(true)", json!(["C", "b", "a"])),
+            ("[[2, 1], [1, 2], [1]] | sort", json!([[1], [1, 2], [2, 1]])),
+            (
+                "[{'a': 1, 'b': 2}, {'a': 0, 'b': 3}, {'a': 1, 'b': 1}] | sort(attribute='a,b')",
+                json!([{"a": 0, "b": 3}, {"a": 1, "b": 1}, {"a": 1, "b": 2}]),
+            ),
+            (
+                "[{'a': 1, 'n': 1}, {'a': 0}, {'a': 1, 'n': 2}] | sort(attribute='a', reverse=true)",
+                json!([{"a": 1, "n": 1}, {"a": 1, "n": 2}, {"a": 0}]),
+            ),
         ] {
             assert_eq!(eval(expr), want, "{expr}");
         }

@@ -15,7 +15,7 @@ use std::fmt;
 
 use minijinja::machinery::ast::{BinOpKind, Expr};
 use minijinja::machinery::parse_expr;
-use minijinja::value::ValueKind;
+use minijinja::value::{Rest, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 
 use super::ast_walk::{apply, children, each_expr, extent, parse_template, Edit};
@@ -162,6 +162,48 @@ pub(super) fn rem(a: &Value, b: &Value, tuple: Option<bool>) -> Result<Value, Er
             }
             Ok(Value::from(float_divmod(x, y).1))
         }
+    }
+}
+
+/// Jinja2's `sum(attribute=None, start=0)`: Python's `sum`, `start` plus each item (by its
+/// `attribute`, a dotted path) with Python's `+`: numbers add, lists concatenate, and anything
+/// else fails with Python's TypeError (minijinja's sums numbers only, and takes no `start`).
+pub(super) fn sum(value: &Value, args: Rest<Value>) -> Result<Value, Error> {
+    let mut bound = super::pycmp::bind("sum", &args, &["attribute", "start"])?.into_iter();
+    let attribute = bound.next().flatten();
+    let mut total = bound.next().flatten().unwrap_or(Value::from(0));
+    if total.kind() == ValueKind::String {
+        return Err(raised("sum() can't sum strings [use ''.join(seq) instead]"));
+    }
+    for item in super::value::defined(value)?.try_iter()? {
+        let item = super::filters::collections::jinja_key(&item, attribute.as_ref(), Some(true))?;
+        total = add(&total, &item)?;
+    }
+    Ok(total)
+}
+
+/// Python's `a + b` for what `sum` adds.
+fn add(a: &Value, b: &Value) -> Result<Value, Error> {
+    if a.is_undefined() || b.is_undefined() {
+        return Err(Error::from(ErrorKind::UndefinedError));
+    }
+    match (Num::of(a), Num::of(b), a.kind()) {
+        (Some(Num::Int(x)), Some(Num::Int(y)), _) => {
+            Ok(Value::from(x.checked_add(y).ok_or_else(overflow)?))
+        }
+        (Some(x), Some(y), _) => Ok(Value::from(x.float() + y.float())),
+        (_, _, ValueKind::Seq) if b.kind() == ValueKind::Seq => Ok(Value::from(
+            a.try_iter()?.chain(b.try_iter()?).collect::<Vec<_>>(),
+        )),
+        (_, _, ValueKind::Seq) => Err(raised(&format!(
+            "can only concatenate list (not \"{}\") to list",
+            py_type(b)
+        ))),
+        _ => Err(raised(&format!(
+            "unsupported operand type(s) for +: '{}' and '{}'",
+            py_type(a),
+            py_type(b)
+        ))),
     }
 }
 
