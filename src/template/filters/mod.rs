@@ -14,7 +14,7 @@ mod layout;
 mod math;
 mod password;
 mod paths;
-mod random;
+pub(in crate::template) mod random;
 pub(in crate::template) mod regex;
 mod serialize;
 mod text;

@@ -1,9 +1,10 @@
 //! The `password` lookup: a random password, kept in a file on the controller so the next run
 //! reads the same one back (`/dev/null` keeps nothing), as ansible-core's plugin does.
 //!
-//! `length` and `chars` are taken, in the term (`path length=8 chars=digits`) or as keyword
-//! arguments; `encrypt`, `ident` and `seed` are refused with a message (the hashed form and the
-//! seeded generator, Python's own, are not implemented).
+//! `length`, `chars` and `seed` are taken, in the term (`path length=8 chars=digits`) or as
+//! keyword arguments; with `seed` the password is the one Python's `random.Random(seed)` draws,
+//! as in ansible-core. `encrypt` and `ident` are refused with a message (the hashed form is not
+//! implemented).
 
 use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -12,6 +13,8 @@ use std::path::{Path, PathBuf};
 use minijinja::value::Kwargs;
 use minijinja::{Error, Value};
 
+use super::super::filters::random::Rng;
+use super::super::pyrepr::py_string;
 use super::super::value::op_err;
 
 const DEFAULT_LENGTH: usize = 20;
@@ -34,7 +37,7 @@ pub(super) fn password(term: &str, kwargs: &Kwargs, base: Option<&Path>) -> Resu
         }
         Ok(kwargs.get::<Option<Value>>(name)?.filter(|v| !v.is_none()))
     };
-    for refused in ["encrypt", "ident", "seed"] {
+    for refused in ["encrypt", "ident"] {
         if option(refused)?.is_some() {
             return Err(err(format!(
                 "`{refused}` is not supported by fixpoint (plain random passwords are)"
@@ -71,12 +74,23 @@ pub(super) fn password(term: &str, kwargs: &Kwargs, base: Option<&Path>) -> Resu
         Some(b) if Path::new(&rel).is_relative() => b.join(&rel),
         _ => PathBuf::from(&rel),
     };
+    // ansible-core reads the option as a string: `seed=3` seeds with "3", not 3.
+    let seed = option("seed")?
+        .map(|s| py_string(&s).map(Value::from))
+        .transpose()?;
+    let new = || match &seed {
+        Some(seed) => {
+            let mut rng = Rng::new(Some(seed.clone())).map_err(|e| e.to_string())?;
+            Ok((0..length)
+                .map(|_| chars[rng.below(chars.len() as u64) as usize])
+                .collect())
+        }
+        None => generate(length, &chars),
+    };
     if path == Path::new("/dev/null") {
-        return Ok(Value::from(generate(length, &chars).map_err(err)?));
+        return Ok(Value::from(new().map_err(err)?));
     }
-    stored_or_new(&path, || generate(length, &chars))
-        .map(Value::from)
-        .map_err(err)
+    stored_or_new(&path, new).map(Value::from).map_err(err)
 }
 
 /// `k=v k2=v2` after the path (values without spaces; the keys ansible-core knows).
