@@ -51,6 +51,7 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     env.add_function(DIV_FN, pyops::div);
     env.add_function(FLOORDIV_FN, pyops::floordiv);
     env.add_function("now", |args: Rest<Value>| super::now::now(&args));
+    env.add_function("dict", |args: Rest<Value>| super::pymethods::dict(&args));
     // Ansible's `undef(hint=None)`: a variable's placeholder that fails when it is used, with
     // the hint (or ansible-core's default text) as the message. It fails at once here, where
     // Ansible's fails once its value is used: a variable set to it and never read never calls it.
@@ -144,14 +145,17 @@ pub(super) fn load_from_dirs(dirs: &[PathBuf], name: &str) -> Result<Option<Stri
     Ok(None)
 }
 
-/// Python's methods on values: minijinja's pycompat ones, plus `list.index(x[, start[, end]])`
-/// (Ansible's loops target uses it), which pycompat lacks.
+/// Python's methods on values: minijinja's pycompat ones, those `pymethods` adds, and
+/// `list.index(x[, start[, end]])` (Ansible's loops target uses it).
 fn unknown_method(
     state: &State,
     value: &Value,
     method: &str,
     args: &[Value],
 ) -> Result<Value, Error> {
+    if let Some(r) = super::pymethods::call(value, method, args) {
+        return r;
+    }
     if method == "index" && value.kind() == ValueKind::Seq {
         let items: Vec<Value> = value.try_iter()?.collect();
         let bound = |i: Option<&Value>, default: usize| -> Result<usize, Error> {

@@ -37,6 +37,7 @@ mod omit;
 mod output;
 mod printf;
 mod pycmp;
+mod pymethods;
 mod pyops;
 mod pyrepr;
 mod reads;
