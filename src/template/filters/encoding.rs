@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use base64::Engine as _;
+use minijinja::value::ValueKind;
 use minijinja::{Error, Value};
 use sha2::Digest as _;
 
@@ -34,6 +35,57 @@ pub(super) fn filter_b64decode(value: &str) -> Result<String, Error> {
         .decode(cleaned.as_bytes())
         .map_err(|e| op_err(format!("b64decode: {e}")))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Jinja2's `urlencode` (ansible-core's): a string (or any other non-iterable, as text) quoted
+/// as Python's `quote` with `/` kept; a mapping, or a list of pairs, as a query string whose
+/// keys and values also quote `/` and give a space as `+`.
+pub(super) fn filter_urlencode(value: &Value) -> Result<String, Error> {
+    let value = defined(value)?;
+    let pairs: Vec<(Value, Value)> = match value.kind() {
+        ValueKind::Map => value
+            .try_iter()?
+            .map(|k| Ok((k.clone(), value.get_item(&k)?)))
+            .collect::<Result<_, Error>>()?,
+        ValueKind::Seq | ValueKind::Iterable => value
+            .try_iter()?
+            .map(|pair| {
+                let kv: Vec<Value> = pair.try_iter()?.collect();
+                <[Value; 2]>::try_from(kv)
+                    .map(|[k, v]| (k, v))
+                    .map_err(|_| op_err("urlencode: a list must hold (key, value) pairs"))
+            })
+            .collect::<Result<_, Error>>()?,
+        _ => return Ok(url_quote(&py_string(value)?, false)),
+    };
+    let mut out = Vec::with_capacity(pairs.len());
+    for (k, v) in pairs {
+        out.push(format!(
+            "{}={}",
+            url_quote(&py_string(&k)?, true),
+            url_quote(&py_string(&v)?, true)
+        ));
+    }
+    Ok(out.join("&"))
+}
+
+/// Python's `quote` of UTF-8 text: letters, digits and `_.-~` (and `/` unless `for_query`)
+/// kept, every other byte `%XX`; in a query, a space is `+`.
+fn url_quote(s: &str, for_query: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => {
+                out.push(b as char)
+            }
+            b'/' if !for_query => out.push('/'),
+            b' ' if for_query => out.push('+'),
+            _ => {
+                let _ = write!(out, "%{b:02X}");
+            }
+        }
+    }
+    out
 }
 
 /// Ansible's `urldecode`, Python's `urllib.parse.unquote_plus`: `+` is a space, and in each
@@ -173,6 +225,17 @@ mod tests {
     use crate::template::test_support::*;
     use crate::template::Templar;
     use serde_json::json;
+
+    #[test]
+    fn urlencode_as_jinja2() {
+        assert_eq!(eval("'a b/ä?' | urlencode"), json!("a%20b/%C3%A4%3F"));
+        assert_eq!(
+            eval("{'a': 'b c', 'd/': 1} | urlencode"),
+            json!("a=b+c&d%2F=1")
+        );
+        assert_eq!(eval("[['x', 'y z']] | urlencode"), json!("x=y+z"));
+        assert_eq!(eval("42 | urlencode"), json!("42"));
+    }
 
     #[test]
     fn urldecode_as_unquote_plus() {

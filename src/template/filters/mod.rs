@@ -41,8 +41,8 @@ use self::vault::*;
 
 pub(super) fn add_filters(env: &mut Environment<'static>) {
     // Builtins kept as they are: default/d, lower, upper, trim, join, length/count,
-    // sort, first, last, sum, map, select, reject, selectattr, rejectattr, split,
-    // replace. Those below are missing or differ from Ansible's (min and max: `pycmp`).
+    // first, last, map, select, reject, selectattr, rejectattr, split. Those below are missing
+    // or differ from Ansible's (and min, max, sort: `pycmp`; sum: `pyops`).
     env.add_filter("bool", filter_bool);
     env.add_filter("int", filter_int);
     env.add_filter("float", filter_float);
@@ -203,6 +203,8 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("urlize", filter_urlize);
     env.add_filter("xmlattr", filter_xmlattr);
     env.add_filter("urldecode", filter_urldecode);
+    env.add_filter("urlencode", filter_urlencode);
+    env.add_filter("replace", filter_replace);
     env.add_filter("expandvars", filter_expandvars);
     env.add_filter("win_basename", filter_win_basename);
     env.add_filter("win_dirname", filter_win_dirname);

@@ -87,6 +87,33 @@ pub(super) fn filter_comment(
 /// Python's `urlsplit`: `scheme`, `netloc`, `path`, `query`, `fragment`, `username`,
 /// `password`, `hostname` (lower case) and `port` (a number), or the one part asked for.
 /// Jinja2's `wordcount`: how many runs of word characters (`\w+`, Unicode) the text has.
+/// Jinja2's `replace(old, new, count=None)`: at most `count` occurrences (all when none),
+/// on the value's text.
+pub(super) fn filter_replace(
+    value: &Value,
+    old: &Value,
+    new: &Value,
+    count: Option<Value>,
+) -> Result<Value, Error> {
+    let (s, old, new) = (
+        py_string(defined(value)?)?,
+        py_string(old)?,
+        py_string(new)?,
+    );
+    let count = match count.filter(|c| !c.is_none()) {
+        None => None,
+        Some(c) => Some(
+            i64::try_from(c.clone())
+                .map_err(|_| op_err(format!("replace: count must be an integer, not {c}")))?,
+        ),
+    };
+    Ok(Value::from(match count {
+        // Python: a negative count replaces all.
+        Some(n) if n >= 0 => s.replacen(&old, &new, n as usize),
+        _ => s.replace(&old, &new),
+    }))
+}
+
 pub(super) fn filter_wordcount(value: &Value) -> Result<Value, Error> {
     static WORD: std::sync::LazyLock<::regex::Regex> =
         std::sync::LazyLock::new(|| ::regex::Regex::new(r"\w+").expect("valid regex"));
@@ -186,6 +213,14 @@ fn urlsplit(url: &str) -> Result<Vec<(&'static str, Value)>, Error> {
 mod tests {
     use crate::template::test_support::*;
     use serde_json::json;
+
+    #[test]
+    fn replace_with_a_count() {
+        assert_eq!(eval("'aaa' | replace('a', 'b', 2)"), json!("bba"));
+        assert_eq!(eval("'aaa' | replace('a', 'b')"), json!("bbb"));
+        assert_eq!(eval("'aaa' | replace('a', 'b', -1)"), json!("bbb"));
+        assert_eq!(eval("123 | replace(2, 'x')"), json!("1x3"));
+    }
 
     #[test]
     fn comment_styles() {
