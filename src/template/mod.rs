@@ -317,6 +317,56 @@ impl Templar {
             .map(|v| v.holds)
     }
 
+    /// `debug: var=`'s value: as [`Templar::eval`], but an undefined variable is not an error:
+    /// the value is ansible-core 2.19's placeholder for it, `<< error 1 - 'x' is undefined >>`,
+    /// worded as ansible-core words it (the first undefined name of a path, or the object that
+    /// lacks the attribute), and the message is returned for the task's warning.
+    pub fn eval_var(
+        &self,
+        expr: &str,
+        ctx: &Value,
+    ) -> Result<(Json, Option<String>), TemplateError> {
+        let (name, why) = match self.eval(expr, ctx) {
+            Err(TemplateError::Undefined { name, why, .. }) => (name, why),
+            other => return other.map(|v| (v, None)),
+        };
+        let message = why.unwrap_or_else(|| {
+            // The first undefined name of the path is the one ansible-core names.
+            let mut path = name.as_str();
+            while let Some((parent, _, _)) = error::split_path_tail(path) {
+                if self.eval(parent, ctx).is_ok() {
+                    break;
+                }
+                path = parent;
+            }
+            match error::split_path_tail(path) {
+                Some((parent, key, subscript)) => {
+                    let parent = self.eval(parent, ctx).ok();
+                    let kind = parent.as_ref().map_or("NoneType", |p| match p {
+                        Json::Object(_) => "dict",
+                        Json::Array(_) => "list",
+                        Json::String(_) => "str",
+                        Json::Number(n) if n.is_f64() => "float",
+                        Json::Number(_) => "int",
+                        Json::Bool(_) => "bool",
+                        Json::Null => "NoneType",
+                    });
+                    let key = if subscript && key.parse::<i64>().is_ok() {
+                        key.to_string()
+                    } else {
+                        format!("'{key}'")
+                    };
+                    format!("object of type '{kind}' has no attribute {key}")
+                }
+                None => format!("'{path}' is undefined"),
+            }
+        });
+        Ok((
+            Json::String(format!("<< error 1 - {message} >>")),
+            Some(message),
+        ))
+    }
+
     /// Evaluate a bare expression to a value (`debug: var=`). A whole `{{ expr }}` is read as
     /// `expr`; templates inside string constants render to values (see `expr`); the text is
     /// never rendered and then evaluated.

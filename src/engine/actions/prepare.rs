@@ -718,8 +718,16 @@ fn debug(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
     let _ = p.verbosity;
     if let Some(var) = p.var {
         let var = var_name(var, scope)?;
-        let v = scope.eval(&var).map_err(Failure::msg)?;
+        let (v, undefined) = scope.eval_var(&var).map_err(Failure::msg)?;
         result.insert(var, v);
+        if let Some(message) = undefined {
+            result.insert(
+                "warnings".into(),
+                json!([format!(
+                    "Encountered 1 template error.\nerror 1 - {message}"
+                )]),
+            );
+        }
     } else {
         // Ansible's default is for a `msg` that is not given; `msg: null` stays null.
         let given = params.get("msg").map(|_| p.msg.unwrap_or(Value::Null));

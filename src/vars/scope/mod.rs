@@ -418,6 +418,14 @@ impl Scope {
             .map_err(|e| self.explain(e.to_string()))
     }
 
+    /// `debug: var=`'s value: an undefined variable is ansible-core's placeholder text, with
+    /// its message (`Templar::eval_var`).
+    pub fn eval_var(self: &Arc<Self>, expr: &str) -> Result<(Value, Option<String>), String> {
+        self.templar
+            .eval_var(expr, &self.ctx())
+            .map_err(|e| self.explain(e.to_string()))
+    }
+
     fn explain(&self, msg: String) -> String {
         let Some(e) = self.error.lock().expect("scope error").take() else {
             return msg;
