@@ -15,6 +15,11 @@ use super::pyops::{self, DIV_FN, FLOORDIV_FN, MOD_FN};
 use super::pyrepr::{py_str, py_string};
 use super::rewrite::{chain_lookup, rewrite_chains, CHAIN_FN};
 
+/// The render's temporary (`State::set_temp`) counting the values printed, and the one holding
+/// the first of them.
+pub(super) const EMITS: &str = "__fp_emits";
+pub(super) const EMITTED: &str = "__fp_emitted";
+
 /// A new environment; `search_path` adds a loader for `{% include %}` and `template` sources
 /// relative to those directories (searched in order).
 pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'static> {
@@ -31,7 +36,17 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     env.set_keep_trailing_newline(true);
     // Ansible never HTML-escapes, whatever the file extension.
     env.set_auto_escape_callback(|_| AutoEscape::None);
-    env.set_formatter(|out, _state, value| {
+    env.set_formatter(|out, state, value| {
+        // Jinja2 under ansible-core makes a template string whose output is one value that
+        // value (`Templar::render_str`): count the values printed, and keep the first.
+        let printed = state
+            .get_temp(EMITS)
+            .and_then(|n| n.as_usize())
+            .unwrap_or(0);
+        state.set_temp(EMITS, Value::from(printed + 1));
+        if printed == 0 {
+            state.set_temp(EMITTED, value.clone());
+        }
         // Ansible's finalize: a None printed into text is nothing (`"[{{ none }}]"` is `[]`);
         // inside a list or dict, and through `string`, it stays `None`. `omit` printed into
         // text is nothing too (ansible-core 2.19), though `omit ~ ''` is `<<Omit>>`.
@@ -50,6 +65,7 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     env.add_function(MOD_FN, pyops::rem);
     env.add_function(DIV_FN, pyops::div);
     env.add_function(FLOORDIV_FN, pyops::floordiv);
+    env.add_function(super::mutable::MUTABLE_FN, super::mutable::mutable);
     env.add_function("now", |args: Rest<Value>| super::now::now(&args));
     env.add_function("dict", |args: Rest<Value>| super::pymethods::dict(&args));
     // Ansible's `undef(hint=None)`: a variable's placeholder that fails when it is used, with

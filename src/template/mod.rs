@@ -32,6 +32,7 @@ mod inline;
 mod jinja_tests;
 mod lookups;
 mod marked;
+mod mutable;
 mod now;
 mod omit;
 mod output;
@@ -69,6 +70,7 @@ use inline::Inline;
 pub use lookups::{fileglob, first_found_file, listing, CONFIG_REFUSED};
 pub use now::python_local_time;
 pub use omit::{is_omit, is_omit_json, omit, OMIT};
+use pyrepr::py_str;
 use rewrite::{
     block_end, closes_block, escape_backslashes, escape_backslashes_in_code, rewrite_chains,
     rewrite_code,
@@ -242,19 +244,48 @@ impl Templar {
                     // Text around the expression is kept for strings (`"{{ data }}\n"` in
                     // `content:`), unless whitespace control removes it.
                     Json::String(text) => Json::String(keep_surrounding(s, &text)),
+                    // Text left around any other value makes the whole a string, as Jinja2
+                    // concatenates more than one output node (its one trailing newline aside).
+                    _ if has_text_around(s) => Json::String(self.render_as_text(s, ctx)?),
                     other => other,
                 });
             }
         }
-        self.render_as_text(s, ctx).map(Json::String)
+        let (text, single) = self.render_as_text_noting_one(s, ctx)?;
+        // Statements that print one value and nothing else (`{% set l = [] %}...{{ l }}`): as
+        // in ansible-core, whose Jinja2 gives one output node as itself, the value (a string
+        // stays the text, its trailing newline included).
+        if let Some(v) = single.filter(|v| v.as_str().is_none() && s.contains("{%")) {
+            let mut printed = String::new();
+            if !(v.is_none() || is_omit(&v)) {
+                py_str(&v, &mut printed, 0).map_err(|e| TemplateError::Render {
+                    message: e.to_string(),
+                    template: label_for_text(s),
+                    line: None,
+                })?;
+            }
+            if text.strip_suffix('\n').unwrap_or(&text) == printed {
+                return self.finish_native(&v, s, s, ctx, omit);
+            }
+        }
+        Ok(Json::String(text))
     }
 
     /// A template string rendered as text (the expressions' values printed into it).
     fn render_as_text(&self, s: &str, ctx: &Value) -> Result<String, TemplateError> {
+        self.render_as_text_noting_one(s, ctx).map(|(text, _)| text)
+    }
+
+    /// `render_as_text`, and the value printed when exactly one was.
+    fn render_as_text_noting_one(
+        &self,
+        s: &str,
+        ctx: &Value,
+    ) -> Result<(String, Option<Value>), TemplateError> {
         let text = escape_backslashes(s);
         match &self.inline {
             Some(inline) => self.render_inline(inline, &text, s, ctx),
-            None => self.render_text(&text, &label_for_text(s), ctx),
+            None => self.render_text_noting_one(&text, &label_for_text(s), ctx),
         }
     }
 
@@ -414,25 +445,45 @@ impl Templar {
         text: &str,
         original: &str,
         ctx: &Value,
-    ) -> Result<String, TemplateError> {
+    ) -> Result<(String, Option<Value>), TemplateError> {
         let Some((code, tmpl)) = inline.get(text) else {
-            return self.render_text(text, &label_for_text(original), ctx);
+            return self.render_text_noting_one(text, &label_for_text(original), ctx);
         };
         let tmpl = tmpl.map_err(|e| syntax_error(&e, &label_for_text(original)))?;
-        tmpl.render(ctx).map_err(|e| {
-            let label = label_for_text(original);
-            convert_error(inline.env(), &e, &label, Source::Template(&code), ctx)
-        })
+        tmpl.render_captured(ctx)
+            .map(|c| {
+                let one = only_printed(c.state());
+                (c.into_output(), one)
+            })
+            .map_err(|e| {
+                let label = label_for_text(original);
+                convert_error(inline.env(), &e, &label, Source::Template(&code), ctx)
+            })
     }
 
     /// Renders template text to a string under the given error label.
     fn render_text(&self, s: &str, label: &str, ctx: &Value) -> Result<String, TemplateError> {
+        self.render_text_noting_one(s, label, ctx)
+            .map(|(text, _)| text)
+    }
+
+    /// `render_text`, and the value printed when exactly one was.
+    fn render_text_noting_one(
+        &self,
+        s: &str,
+        label: &str,
+        ctx: &Value,
+    ) -> Result<(String, Option<Value>), TemplateError> {
         let code = rewrite_chains(s);
         let env: &Environment<'_> = &self.env;
         let tmpl = env
             .template_from_named_str(label, &code)
             .map_err(|e| syntax_error(&e, label))?;
-        tmpl.render(ctx)
+        tmpl.render_captured(ctx)
+            .map(|c| {
+                let one = only_printed(c.state());
+                (c.into_output(), one)
+            })
             .map_err(|e| convert_error(&self.env, &e, label, Source::Template(&code), ctx))
     }
 
@@ -506,6 +557,26 @@ fn keep_surrounding(s: &str, text: &str) -> String {
     format!("{lead}{text}{trail}")
 }
 
+/// The value a finished render printed, when it printed exactly one (`env`'s formatter counts).
+fn only_printed(state: &minijinja::State<'_, '_>) -> Option<Value> {
+    match state.get_temp(env::EMITS)?.as_usize()? {
+        1 => state.get_temp(env::EMITTED),
+        _ => None,
+    }
+}
+
+/// Whether a single `{{ expr }}` keeps text around it in Jinja2's output: whitespace that
+/// whitespace control does not strip, beyond the one trailing newline Jinja2 drops.
+fn has_text_around(s: &str) -> bool {
+    let around = keep_surrounding(s, "");
+    let around = around
+        .strip_suffix("\r\n")
+        .or_else(|| around.strip_suffix('\n'))
+        .filter(|_| s.ends_with('\n'))
+        .unwrap_or(&around);
+    !around.is_empty()
+}
+
 /// The inner text of a string that is, trimmed, exactly one `{{ ... }}` (whitespace-control
 /// markers dropped); whether it is really one expression is for the parser to decide.
 fn single_expression(s: &str) -> Option<&str> {
@@ -544,10 +615,25 @@ mod tests {
     #[test]
     fn single_expression_returns_native_values() {
         assert_eq!(render("{{ users }}"), json!(["alice", "bob"]));
+        // Text left around the value makes a string, as Jinja2 concatenates output nodes; the
+        // one trailing newline Jinja2 drops does not count.
+        assert_eq!(render("  {{ users }} "), json!("  ['alice', 'bob'] "));
         assert_eq!(
-            render("  {{ user }} "),
+            render("{{ user }}\n"),
             json!({"name": "bob", "uid": 1000, "groups": ["wheel"]})
         );
+        assert_eq!(render("{{- users -}} "), json!(["alice", "bob"]));
+        // Statements that print one value and nothing else give that value.
+        assert_eq!(render("{% set l = [3] %}{{ l }}"), json!([3]));
+        assert_eq!(
+            render("{% if flag %}{{ users }}{% endif %}\n"),
+            json!(["alice", "bob"])
+        );
+        assert_eq!(
+            render("{% if flag %}{{ users }} {% endif %}"),
+            json!("['alice', 'bob'] ")
+        );
+        assert_eq!(render("{% if flag %}{{ x }}{% endif %}"), json!("a"));
         assert_eq!(render("{{ count + 1 }}"), json!(4));
         assert_eq!(render("{{ flag }}"), json!(true));
         assert_eq!(render("{{ nothing }}"), json!(null));
@@ -560,7 +646,7 @@ mod tests {
         assert_eq!(render("{{ x }}\n"), json!("a\n"));
         assert_eq!(render(" {{- x }}\n"), json!("a\n"));
         assert_eq!(render(" {{ x -}}\n"), json!(" a"));
-        assert_eq!(render(" {{ users }}\n"), json!(["alice", "bob"]));
+        assert_eq!(render(" {{ users }}\n"), json!(" ['alice', 'bob']\n"));
         // An `if` without `else` is silently undefined, not an error.
         assert_eq!(render("{{ x if false }}"), json!(""));
         assert_eq!(render("{{ foo if foo is defined }}"), json!(""));

@@ -69,20 +69,21 @@ fn chain_re() -> &'static Regex {
 }
 
 /// Rewrites chained lookups in every `{{ }}` / `{% %}` block of a template, then Python's
-/// operators (`pyops`).
+/// operators (`pyops`), then the literals the template changes in place (`mutable`).
 pub(super) fn rewrite_chains(src: &str) -> String {
     let consts = consts::rewrite_template(src);
     let out = rewrite_template_chains(consts.as_deref().unwrap_or(src));
     let has_operator = code_regions(&out)
         .into_iter()
         .any(|r| has_python_operator(&out[r]));
-    match has_operator
+    let out = match has_operator
         .then(|| pyops::rewrite_template(&out))
         .flatten()
     {
         Some(rewritten) => rewritten,
         None => out,
-    }
+    };
+    super::mutable::rewrite_template(&out).unwrap_or(out)
 }
 
 /// Whether code (string constants aside) holds a `/`, `%`, `<` or `>`, which `pyops` rewrites:
