@@ -62,6 +62,9 @@ fn write_py_json(v: &Json, indent: Option<usize>, sort_keys: bool, level: usize,
             out.push('}');
         }
         Json::String(s) => out.push_str(&ascii_json_string(s)),
+        Json::Number(n) if n.is_f64() => {
+            out.push_str(&super::pyrepr::py_float(n.as_f64().unwrap_or_default()))
+        }
         other => out.push_str(&other.to_string()),
     }
 }

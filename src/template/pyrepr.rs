@@ -76,13 +76,39 @@ fn py_repr(v: &Value, out: &mut String, depth: usize) -> Result<(), Error> {
             }
             out.push('}');
         }
-        // minijinja writes `NaN`; Python `nan` (`inf` and `-inf` are alike).
-        ValueKind::Number if f64::try_from(v.clone()).is_ok_and(f64::is_nan) => out.push_str("nan"),
+        ValueKind::Number if !v.is_integer() => match f64::try_from(v.clone()) {
+            Ok(f) => out.push_str(&py_float(f)),
+            Err(_) => {
+                let _ = write!(out, "{v}");
+            }
+        },
         _ => {
             let _ = write!(out, "{v}");
         }
     }
     Ok(())
+}
+
+/// Python's `repr()` of a float: the shortest digits that read back, in exponent form
+/// (`1e+16`, `1e-05`) when the exponent is below -4 or 16 and above, else with a `.0` when
+/// whole; `nan`, `inf`, `-inf`. `json.dumps` writes finite floats the same way.
+pub(super) fn py_float(f: f64) -> String {
+    if !f.is_finite() {
+        return crate::yaml::mark::python_str(f).to_string();
+    }
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if f != 0.0 && !(-4..16).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{mantissa}e{sign}{:02}", exp.abs());
+    }
+    let plain = format!("{f}");
+    if plain.contains('.') {
+        plain
+    } else {
+        format!("{plain}.0")
+    }
 }
 
 /// Python's `repr()` of a string (the modules' copy: their parameters convert the same way).
@@ -100,4 +126,28 @@ pub(super) fn py_repr_string(v: &Value) -> Result<String, Error> {
     let mut s = String::new();
     py_repr(v, &mut s, 0)?;
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::py_float;
+
+    #[test]
+    fn floats_print_as_python_repr() {
+        for (f, want) in [
+            (1.0, "1.0"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1e-5, "1e-05"),
+            (1e-4, "0.0001"),
+            (1.5e300, "1.5e+300"),
+            (-2.5e-7, "-2.5e-07"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (-0.0, "-0.0"),
+            (f64::NAN, "nan"),
+            (f64::NEG_INFINITY, "-inf"),
+        ] {
+            assert_eq!(py_float(f), want, "{f}");
+        }
+    }
 }

@@ -134,6 +134,36 @@ pub(super) fn filter_regex_search(
     let (groups, kwargs) = split_kwargs(&args)?;
     let (ignorecase, multiline) = regex_flags(&kwargs)?;
     kwargs.assert_all_used()?;
+    // The group arguments are read first, as ansible-core does: a malformed one fails even
+    // when nothing matches.
+    enum Group {
+        Number(usize),
+        Name(String),
+    }
+    let malformed = || op_err("'NoneType' object has no attribute 'group'");
+    let groups = groups
+        .iter()
+        .map(|g| {
+            let spec = g.as_str().unwrap_or_default();
+            if let Some(rest) = spec.strip_prefix("\\g") {
+                let name = rest
+                    .strip_prefix('<')
+                    .and_then(|r| r.split_once('>'))
+                    .map(|(n, _)| n)
+                    .filter(|n| !n.is_empty() && !n.contains(char::is_whitespace))
+                    .ok_or_else(malformed)?;
+                Ok(match name.parse::<usize>() {
+                    Ok(i) => Group::Number(i),
+                    Err(_) => Group::Name(name.to_string()),
+                })
+            } else if let Some(rest) = spec.strip_prefix('\\') {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().map(Group::Number).map_err(|_| malformed())
+            } else {
+                Err(op_err("Unknown argument"))
+            }
+        })
+        .collect::<Result<Vec<Group>, Error>>()?;
     let text = py_string(defined(value)?)?;
     let re = cached_regex(&pattern, ignorecase, multiline)?;
     let Some(caps) = re.captures(&text).map_err(|e| match_err(&pattern, e))? else {
@@ -144,19 +174,9 @@ pub(super) fn filter_regex_search(
     }
     let mut out = Vec::new();
     for g in groups {
-        let spec = g.as_str().unwrap_or_default();
-        let m = if let Some(name) = spec.strip_prefix("\\g<").and_then(|s| s.strip_suffix('>')) {
-            match name.parse::<usize>() {
-                Ok(i) => caps.get(i),
-                Err(_) => caps.name(name),
-            }
-        } else if let Some(num) = spec
-            .strip_prefix('\\')
-            .and_then(|s| s.parse::<usize>().ok())
-        {
-            caps.get(num)
-        } else {
-            return Err(op_err(format!("regex_search: unknown argument {spec:?}")));
+        let m = match &g {
+            Group::Number(i) => caps.get(*i),
+            Group::Name(name) => caps.name(name),
         };
         out.push(m.map_or(Value::from(()), |m| Value::from(m.as_str())));
     }

@@ -1,24 +1,20 @@
 //! Conversions and single-value filters: `bool`, `int`, `float`, `string`, `type_debug`,
 //! `mandatory` and `ternary`.
 
-use minijinja::value::{Rest, ValueKind};
+use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 
 use crate::template::pyrepr::py_string;
 use crate::template::value::{defined, op_err, split_kwargs};
 
-/// Ansible's `bool`: yes/on/1/true (any case) are true, other strings false.
+/// Ansible's `bool`: yes/on/1/true (any case) are true, other strings false, as are none and
+/// anything else but the number 1.
 pub(in crate::template) fn filter_bool(value: &Value) -> Result<Value, Error> {
     Ok(match defined(value)?.kind() {
-        ValueKind::None => Value::from(()),
         ValueKind::Bool => value.clone(),
+        // Lower-cased, not trimmed: ansible-core's `bool` reads " yes" as false.
         ValueKind::String => Value::from(matches!(
-            value
-                .as_str()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-                .as_str(),
+            value.as_str().unwrap_or_default().to_lowercase().as_str(),
             "yes" | "on" | "1" | "true"
         )),
         ValueKind::Number => Value::from(value.as_i64() == Some(1)),
@@ -161,7 +157,16 @@ pub(super) fn filter_string(value: &Value) -> Result<Value, Error> {
 }
 
 /// `mandatory(msg=None)`: undefined input is an error (named by the caller's error handling).
-pub(super) fn filter_mandatory(value: &Value, msg: Option<String>) -> Result<Value, Error> {
+pub(super) fn filter_mandatory(
+    value: &Value,
+    msg: Option<String>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let msg = match msg {
+        Some(m) => Some(m),
+        None => kwargs.get("msg")?,
+    };
+    kwargs.assert_all_used()?;
     if value.is_undefined() {
         return Err(match msg {
             Some(msg) => op_err(msg),
@@ -231,6 +236,10 @@ mod tests {
             );
         }
         assert_eq!(eval("1 | bool"), json!(true));
+        // ansible-core coerces what it does not know (with a deprecation): none and a padded
+        // word are false.
+        assert_eq!(eval("none | bool"), json!(false));
+        assert_eq!(eval("' yes' | bool"), json!(false));
         assert_eq!(eval("true | bool"), json!(true));
         assert_eq!(eval("'42' | int"), json!(42));
         assert_eq!(eval("' 7 ' | int"), json!(7));
