@@ -192,12 +192,11 @@ impl Object for List {
 #[derive(Debug)]
 struct Dict(Mutex<Vec<(Value, Value)>>);
 
-impl Dict {
-    fn set(items: &mut Vec<(Value, Value)>, k: Value, v: Value) {
-        match items.iter_mut().find(|(ok, _)| *ok == k) {
-            Some(slot) => slot.1 = v,
-            None => items.push((k, v)),
-        }
+/// Sets `k` in an insertion-ordered list of pairs, as a Python dict does.
+pub(super) fn set_pair(items: &mut Vec<(Value, Value)>, k: Value, v: Value) {
+    match items.iter_mut().find(|(ok, _)| *ok == k) {
+        Some(slot) => slot.1 = v,
+        None => items.push((k, v)),
     }
 }
 
@@ -232,12 +231,12 @@ impl Object for Dict {
                 if let Some(other) = positional.first() {
                     for k in other.try_iter()? {
                         let v = other.get_item(&k)?;
-                        Dict::set(&mut items, k, v);
+                        set_pair(&mut items, k, v);
                     }
                 }
                 for k in kwargs.args() {
                     let v: Value = kwargs.get(k)?;
-                    Dict::set(&mut items, Value::from(k), v);
+                    set_pair(&mut items, Value::from(k), v);
                 }
             }
             "setdefault" => {

@@ -414,10 +414,7 @@ fn expandtabs(s: &str, args: &[Value]) -> Result<Value, Error> {
 pub(super) fn dict(args: &[Value]) -> Result<Value, Error> {
     let (positional, kwargs) = split_kwargs(args)?;
     let mut out: Vec<(Value, Value)> = Vec::new();
-    let mut put = |k: Value, v: Value| match out.iter_mut().find(|(ok, _)| *ok == k) {
-        Some(slot) => slot.1 = v,
-        None => out.push((k, v)),
-    };
+    let mut put = |k: Value, v: Value| super::mutable::set_pair(&mut out, k, v);
     match positional.as_slice() {
         [] => {}
         [m] if m.kind() == ValueKind::Map => {
