@@ -3,6 +3,7 @@
 
 pub mod fetch;
 pub mod held;
+pub mod include_vars;
 pub mod inventory;
 pub mod pause;
 pub mod prepare;
@@ -43,7 +44,7 @@ pub(super) fn include_vars(
             .then(|| scope.eval(name).ok().map(crate::yaml::mark::literal_data))
             .flatten()
     };
-    match prepare::include_vars(params, &search, &task.pos, &existing) {
+    match include_vars::include_vars(params, &search, &task.pos, &existing) {
         Ok((vars, files)) => {
             Arc::make_mut(&mut h.included_vars).extend(vars.clone());
             let mut result = Map::new();
