@@ -209,8 +209,8 @@ pub struct PlayDefaultArgs {
     /// (default root).
     #[arg(long = "become-user", value_name = "USER")]
     pub become_user: Option<String>,
-    /// How to become where no `become_method` keyword or variable says: `sudo` (the default),
-    /// or `su`, which fails the tasks that would use it, as the keyword does.
+    /// How to become where no `become_method` keyword or variable says: `sudo` (the default)
+    /// or `su`.
     #[arg(long = "become-method", value_name = "METHOD", value_parser = become_method)]
     pub become_method: Option<String>,
     /// Connect as this user where no `remote_user` keyword or `ansible_user` names one (ssh;
@@ -230,8 +230,8 @@ fn become_method(s: &str) -> Result<String, String> {
         Ok(s.to_string())
     } else {
         Err(format!(
-            "become_method `{s}` is not supported by fixpoint; it becomes through sudo: use \
-             --become-method sudo (or leave it out)"
+            "become_method `{s}` is not supported by fixpoint; it becomes through sudo or su: \
+             use --become-method sudo (or leave it out) or --become-method su"
         ))
     }
 }

@@ -1,10 +1,10 @@
 //! The bootstrap shell script every transport runs first: find or receive the agent in a private
-//! cache directory keyed by sha256, optionally go through sudo, and exec it.
+//! cache directory keyed by sha256, optionally go through sudo or su, and exec it.
 //!
 //! One script for the local and the SSH transport, so `localhost` and remote hosts share one code
 //! path. It is POSIX `sh`, needs only `head`, `gzip` (or `zstd`), `find` and `mktemp`.
 
-use super::{AgentBinary, ConnSpec};
+use super::{AgentBinary, BecomeMethod, ConnSpec};
 
 /// Written by the bootstrap script when the cached agent is missing: send the binary now,
 /// gzip-compressed.
@@ -12,6 +12,10 @@ pub const NEED_UPLOAD: &[u8; 8] = b"FXPNEED1";
 
 /// As `NEED_UPLOAD`, from a host that has `zstd`: send the binary zstd-compressed.
 pub const NEED_UPLOAD_ZSTD: &[u8; 8] = b"FXPNEEDZ";
+
+/// Written by the bootstrap script instead of starting su without a password where su would ask
+/// for one (the login user is not root).
+pub const SU_NEEDS_PASSWORD: &[u8; 8] = b"FXPSUPWD";
 
 /// The word of the line the controller sends first (after a become password): `FXPEARLY <n>`,
 /// then `n` bytes of requests for the agent, written before the controller knows whether the
@@ -40,8 +44,13 @@ pub fn script(spec: &ConnSpec, bin: &AgentBinary) -> String {
     let mut s = String::from("set -u\n");
     if spec.become_password.is_some() {
         // The password is the first line of stdin, before any upload: read it first. `read`
-        // takes one byte at a time from a pipe, so not a byte of the upload is consumed.
-        s.push_str("IFS= read -r FIXPOINT_BECOME_PASS; export FIXPOINT_BECOME_PASS\n");
+        // takes one byte at a time from a pipe, so not a byte of the upload is consumed. sudo's
+        // askpass helper reads it from the environment (sudo clears the agent's); su keeps the
+        // environment, so there it stays a shell variable.
+        s.push_str("IFS= read -r FIXPOINT_BECOME_PASS\n");
+        if spec.become_method == BecomeMethod::Sudo {
+            s.push_str("export FIXPOINT_BECOME_PASS\n");
+        }
     }
     // The controller's first requests follow (see `EARLY`): the agent reads them where they
     // are once it is exec'd; a host that must receive the agent first drops them (they come
@@ -95,10 +104,18 @@ fi
         zst_size = bin.zst.as_ref().map_or(0, |z| z.len()),
     ));
     // `become_exe` and the `become_flags` fixpoint passes on (checked at load time).
-    let sudo = std::iter::once(sh_quote(spec.become_exe.as_deref().unwrap_or("sudo")))
+    let exe = std::iter::once(sh_quote(spec.become_exe()))
         .chain(spec.become_flags.iter().map(|f| sh_quote(f)))
         .collect::<Vec<_>>()
         .join(" ");
+    if let (Some(_), None, BecomeMethod::Su) =
+        (&spec.become_user, &spec.become_password, spec.become_method)
+    {
+        // Only root becomes another user through su without a password (pam_rootok); for
+        // anyone else su would read the controller's requests as the password. The controller
+        // says so (`SU_NEEDS_PASSWORD`).
+        s.push_str("[ \"$(id -u)\" -eq 0 ] || { printf FXPSUPWD; exit 97; }\n");
+    }
     // A become user other than root cannot read the login user's private cache (nor, when
     // the login is root, root's home): it runs a copy of the agent in a fresh directory of its
     // own, which others may enter and run but not change, removed when the agent exits (so the
@@ -115,10 +132,13 @@ f="$b/fixpoint-agent"
             user = user.replace(['"', '\\', '$', '`'], "_")
         ));
     }
-    let run = match (&spec.become_user, &spec.become_password) {
-        (None, _) => "\"$f\"".to_string(),
-        (Some(user), None) => format!("{sudo} -n -u {} -- \"$f\"", sh_quote(user)),
-        (Some(user), Some(_)) => {
+    let mut cleanup = Vec::new();
+    let run = match (&spec.become_user, &spec.become_password, spec.become_method) {
+        (None, _, _) => "\"$f\"".to_string(),
+        (Some(user), None, BecomeMethod::Sudo) => {
+            format!("{exe} -n -u {} -- \"$f\"", sh_quote(user))
+        }
+        (Some(user), Some(_), BecomeMethod::Sudo) => {
             // The password (read above) reaches sudo through an askpass helper that reads it
             // from the environment: never in argv, never in a file or a log.
             s.push_str(
@@ -126,19 +146,40 @@ f="$b/fixpoint-agent"
 printf '#!/bin/sh\nprintf "%%s\\n" "$FIXPOINT_BECOME_PASS"\n' > "$a"; chmod 700 "$a"
 "#,
             );
+            cleanup.push("\"$a\"");
             format!(
-                "SUDO_ASKPASS=\"$a\" {sudo} -A -k -p fixpoint -u {} -- \"$f\"",
+                "SUDO_ASKPASS=\"$a\" {exe} -A -k -p fixpoint -u {} -- \"$f\"",
+                sh_quote(user)
+            )
+        }
+        // su runs `-c` with the user's shell; the agent's path is its `$0`, not part of the
+        // command text.
+        (Some(user), None, BecomeMethod::Su) => {
+            format!("{exe} {} -c 'exec \"$0\"' \"$f\"", sh_quote(user))
+        }
+        (Some(user), Some(_), BecomeMethod::Su) => {
+            // su reads the password from its stdin (util-linux, when stdin is no terminal: the
+            // line and nothing after it), and the agent the rest: a relay through a private
+            // pipe puts the password in front of the controller's stream. The relay is stopped
+            // when su exits, or it would hold the channel open until the controller closes it.
+            // (The shell gives a background job /dev/null as stdin: the relay reads fd 3.)
+            s.push_str(
+                r#"p=$(mktemp -d "${TMPDIR:-/tmp}/fixpoint-su.XXXXXX") && mkfifo -m 600 "$p/in" || { echo "cannot create a pipe for su's password" >&2; exit 98; }
+exec 3<&0
+{ printf '%s\n' "$FIXPOINT_BECOME_PASS"; exec cat <&3 3<&-; } > "$p/in" &
+c=$!; exec 3<&-; FIXPOINT_BECOME_PASS=
+"#,
+            );
+            cleanup.push("\"$p\"");
+            format!(
+                "{exe} {} -c 'exec \"$0\"' \"$f\" < \"$p/in\"\nr=$?; kill $c 2>/dev/null; (exit $r)",
                 sh_quote(user)
             )
         }
     };
-    let cleanup = [
-        spec.become_password.is_some().then_some("\"$a\""),
-        unprivileged.then_some("\"$b\""),
-    ]
-    .into_iter()
-    .flatten()
-    .collect::<Vec<_>>();
+    if unprivileged {
+        cleanup.push("\"$b\"");
+    }
     if cleanup.is_empty() {
         s.push_str(&format!("exec {run}\n"));
     } else {
@@ -175,6 +216,7 @@ mod tests {
             kind: ConnKind::Local,
             become_user: None,
             become_password: None,
+            become_method: crate::connection::BecomeMethod::Sudo,
             become_exe: None,
             become_flags: Vec::new(),
             agent_path: None,

@@ -36,9 +36,11 @@ pub struct ConnSpec {
     pub kind: ConnKind,
     pub become_user: Option<String>,
     pub become_password: Option<Secret>,
-    /// `become_exe`: the sudo to run (default `sudo`).
+    /// How the agent becomes `become_user`: sudo or su.
+    pub become_method: BecomeMethod,
+    /// `become_exe`: the sudo or su to run (default `sudo` or `su`).
     pub become_exe: Option<String>,
-    /// `become_flags` that fixpoint passes to sudo (see `keywords::become_flags_of`).
+    /// `become_flags` that fixpoint passes to sudo or su (see `keywords::become_flags_of`).
     pub become_flags: Vec<String>,
     /// `fixpoint_agent_path`: an agent binary to ship instead of the embedded one.
     pub agent_path: Option<PathBuf>,
@@ -47,7 +49,33 @@ pub struct ConnSpec {
     pub connect_timeout: Duration,
 }
 
+/// The `become_method`s fixpoint becomes through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BecomeMethod {
+    #[default]
+    Sudo,
+    /// `su`: the password, when the login user is not root, goes to su on its stdin.
+    Su,
+}
+
+impl BecomeMethod {
+    /// The method's name, which is also its default executable.
+    pub fn name(self) -> &'static str {
+        match self {
+            BecomeMethod::Sudo => "sudo",
+            BecomeMethod::Su => "su",
+        }
+    }
+}
+
 impl ConnSpec {
+    /// The sudo or su to run.
+    pub fn become_exe(&self) -> &str {
+        self.become_exe
+            .as_deref()
+            .unwrap_or(self.become_method.name())
+    }
+
     /// How this spec reaches its host: `local`, or the ssh user, address, port and key. Two
     /// specs with the same route (and become user) share an agent.
     pub fn route(&self) -> String {
@@ -69,11 +97,12 @@ impl ConnSpec {
                     .unwrap_or_default()
             ),
         };
-        // Another sudo or other sudo flags start another agent.
+        // Another method, sudo or su, or other flags start another agent.
         match &self.become_user {
             Some(_) => format!(
-                "{reach} {} {}",
-                self.become_exe.as_deref().unwrap_or("sudo"),
+                "{reach} {} {} {}",
+                self.become_method.name(),
+                self.become_exe(),
                 self.become_flags.join(" ")
             ),
             None => reach,
@@ -256,10 +285,28 @@ pub async fn connect(
         .await?;
         resend = true;
     }
+    if &magic == bootstrap::SU_NEEDS_PASSWORD {
+        // As under ansible-core, where su waits for a password that never comes: unreachable.
+        return Err(TransportError::Connect(format!(
+            "become_method su needs the password of {} (the login user is not root): give it \
+             with -K or ansible_become_password",
+            spec.become_user.as_deref().unwrap_or("root")
+        )));
+    }
     if &magic != AGENT_MAGIC {
+        // Something else spoke first (a login shell's `nologin` message, a profile's echo):
+        // the rest of its line, as far as it comes at once, makes the message readable.
+        let mut said = magic.to_vec();
+        let mut rest = [0u8; 256];
+        if let Ok(Ok(n)) =
+            tokio::time::timeout(Duration::from_millis(500), conn.reader.read(&mut rest)).await
+        {
+            said.extend_from_slice(&rest[..n]);
+        }
+        let said = String::from_utf8_lossy(&said);
+        let line = said.lines().next().unwrap_or_default();
         return Err(TransportError::Protocol(format!(
-            "unexpected output from the host before the agent started: {:?}",
-            String::from_utf8_lossy(&magic)
+            "unexpected output from the host before the agent started: {line:?}"
         )));
     }
     let wait = t.saturating_add(ANSWER_GRACE);

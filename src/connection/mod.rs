@@ -18,7 +18,7 @@ pub mod spec;
 mod ssh;
 
 pub use agent_binary::AgentBinary;
-pub use channel::{connect, AgentConn, ConnKind, ConnSpec, TransportError};
+pub use channel::{connect, AgentConn, BecomeMethod, ConnKind, ConnSpec, TransportError};
 pub use handshake::Handshakes;
 pub use secret::Secret;
 pub use ssh::open_ahead;

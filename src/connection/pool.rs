@@ -111,12 +111,19 @@ async fn start(
         first,
     )
     .await
-    .map_err(|e| {
-        let msg = match &spec.become_user {
-            Some(u) => format!("{e} (while starting the agent as `{u}` through sudo)"),
-            None => e.to_string(),
-        };
-        (true, msg)
+    .map_err(|e| match &spec.become_user {
+        // The host was reached and sudo or su did not give the agent (an unknown user, a
+        // wrong password, a `nologin` shell): as in ansible-core ("Premature end of stream
+        // waiting for become success"), the task fails and the host stays in the play. Not
+        // reaching it, or no answer in time, is unreachable under both.
+        Some(u) => (
+            matches!(e, TransportError::Connect(_) | TransportError::Timeout(_)),
+            format!(
+                "{e} (while starting the agent as `{u}` through {})",
+                spec.become_method.name()
+            ),
+        ),
+        None => (true, e.to_string()),
     })?;
     let notice = |msg: &str| waiting(Some(msg));
     match conn.await_sent(&notice).await {

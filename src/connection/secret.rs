@@ -55,6 +55,7 @@ mod tests {
             kind: ConnKind::Local,
             become_user: Some("root".into()),
             become_password: Some(Secret::new(PW)),
+            become_method: crate::connection::BecomeMethod::Sudo,
             become_exe: None,
             become_flags: Vec::new(),
             agent_path: None,

@@ -2,7 +2,7 @@
 //! `ansible_become`...) turned into the `ConnSpec` the transports connect with.
 
 use crate::config::Config;
-use crate::connection::{ConnKind, ConnSpec, Secret};
+use crate::connection::{BecomeMethod, ConnKind, ConnSpec, Secret};
 use crate::playbook::{Play, Task};
 use crate::vars::Scope;
 use serde_json::{json, Map, Value};
@@ -172,7 +172,7 @@ pub fn from_vars(
         }
         other => other,
     };
-    if become_ {
+    let become_method = if become_ {
         let method = as_string(get("ansible_become_method")?)
             .or_else(|| task.and_then(|t| t.become_method.clone()))
             .or_else(|| play.become_method.clone())
@@ -183,14 +183,19 @@ pub fn from_vars(
         } else {
             method
         };
-        if method != "sudo" {
-            return Err(format!(
-                "become_method `{method}` is not supported by fixpoint: it becomes through sudo \
-                 only (su would need the target user's password typed on a terminal); use \
-                 `become_method: sudo`"
-            ));
+        match method.as_str() {
+            "sudo" => BecomeMethod::Sudo,
+            "su" => BecomeMethod::Su,
+            _ => {
+                return Err(format!(
+                    "become_method `{method}` is not supported by fixpoint: it becomes through \
+                     sudo or su; use `become_method: sudo` or `become_method: su`"
+                ))
+            }
         }
-    }
+    } else {
+        BecomeMethod::Sudo
+    };
     let become_password = if become_user.is_some() {
         // A password variable becomes a `Secret` as soon as it is read: from here on it can
         // be logged or put in an error without being shown.
@@ -256,7 +261,7 @@ pub fn from_vars(
         None => keyword(&keywords.become_flags, "become_flags")?,
     };
     let become_flags = match become_flags {
-        Some(f) => crate::playbook::become_flags_of(&f)?,
+        Some(f) => crate::playbook::become_flags_for(become_method, &f)?,
         None => Vec::new(),
     };
     // `fixpoint_state_dir` is the journal of the login user's and root's agents: an agent that
@@ -271,6 +276,7 @@ pub fn from_vars(
         kind,
         become_user,
         become_password,
+        become_method,
         become_exe,
         become_flags,
         agent_path: as_string(get("fixpoint_agent_path")?).map(PathBuf::from),
@@ -357,6 +363,42 @@ mod tests {
         };
         assert_eq!(kind(json!({})), "Local");
         assert!(kind(json!({"ansible_connection": "ssh"})).starts_with("Ssh"));
+    }
+
+    #[test]
+    fn su_is_a_method_of_its_own_with_its_own_flags() {
+        let cfg = cfg();
+        let mut play = Play::bare("all", false);
+        play.become_ = Some(true);
+        let spec = |inv: Value| {
+            let scope = Scope::new(
+                Arc::new(Templar::new()),
+                vec![Layer::shared(map(inv), true)],
+            );
+            from_vars("h", &scope, |k| scope.defines(k), &play, None, &cfg)
+        };
+        let sudo = spec(json!({})).unwrap();
+        let su = spec(json!({"ansible_become_method": "su", "ansible_become_flags": "-s /bin/sh"}))
+            .unwrap();
+        assert_eq!(su.become_method, BecomeMethod::Su);
+        assert_eq!(su.become_exe(), "su");
+        assert_eq!(su.become_flags, ["-s", "/bin/sh"]);
+        // Another method is another agent, even for the same user.
+        assert_ne!(sudo.route(), su.route());
+        // A flag of the other method fails the task that would use it; an unknown method too.
+        let err = spec(json!({"ansible_become_method": "su", "ansible_become_flags": "-H"}));
+        assert!(err
+            .unwrap_err()
+            .contains("`-H` is not supported by fixpoint with become_method su"));
+        let err = spec(json!({"ansible_become_flags": "-s /bin/sh"}));
+        assert!(err.unwrap_err().contains("`/bin/sh`"));
+        let err = spec(json!({"ansible_become_method": "doas"})).unwrap_err();
+        assert!(err.contains("`doas` is not supported"), "{err}");
+        // At load time the method may not be known yet: flags either method takes pass.
+        assert!(crate::playbook::become_flags_of("-s /bin/sh").is_ok());
+        assert!(crate::playbook::become_flags_of("-H -E").is_ok());
+        assert!(crate::playbook::become_flags_of("-c id").is_err());
+        assert!(crate::playbook::become_flags_of("-s").is_ok(), "sudo's -s");
     }
 
     fn map(v: Value) -> Arc<Map<String, Value>> {

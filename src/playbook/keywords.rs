@@ -4,6 +4,7 @@
 //! files share them so a keyword reads the same everywhere. Values only: no files are read here.
 
 use super::ast::{add_tags, BatchSize, Conditions, Inherited, LoopKind};
+use crate::connection::BecomeMethod;
 use crate::diag::{suggest, Diagnostic, Pos};
 use crate::yaml::{Kind, Node};
 use serde_json::{Map, Value};
@@ -67,8 +68,7 @@ pub(crate) fn flag_of(node: &Node, key: &str) -> Result<Flag, Diagnostic> {
     }
 }
 
-/// `become_method`: fixpoint becomes through sudo; `su` is read (and refused when it would be
-/// used, see `connection::spec`), other methods are refused here.
+/// `become_method`: fixpoint becomes through sudo or su; other methods are refused here.
 pub(crate) fn become_method_of(node: &Node) -> Result<String, Diagnostic> {
     let m = string_of(node, "become_method")?;
     if known_become_method(&m) {
@@ -76,11 +76,11 @@ pub(crate) fn become_method_of(node: &Node) -> Result<String, Diagnostic> {
     }
     Err(node
         .err(format!("become_method `{m}` is not supported by fixpoint"))
-        .help("fixpoint becomes through sudo: use `become_method: sudo` (or leave it out)"))
+        .help("fixpoint becomes through sudo or su: use `become_method: sudo` (or leave it out) or `become_method: su`"))
 }
 
-/// The `become_method` values fixpoint reads (keyword or `--become-method`): `sudo`, `su` (refused
-/// when it would be used) and templates (rendered when used).
+/// The `become_method` values fixpoint reads (keyword or `--become-method`): `sudo`, `su` and
+/// templates (rendered when used).
 pub fn known_become_method(m: &str) -> bool {
     is_template(m) || m == "sudo" || m == "su"
 }
@@ -209,7 +209,9 @@ pub(crate) fn conn_keywords_of(node: &Node) -> Result<super::ast::ConnKeywords, 
                 become_flags_of(&f).map_err(|e| {
                     n.err(e).help(
                         "fixpoint passes sudo -H, -E, -i, -s, --preserve-env[=...] and \
-                         --login; -S and -n are its own to decide (it gives the password itself)",
+                         --login (-S and -n are its own to decide: it gives the password \
+                         itself), and su -, -l, --login, -m, -p, --preserve-environment and \
+                         -s/--shell SHELL",
                     )
                 })?;
             }
@@ -231,22 +233,44 @@ pub(crate) fn conn_keywords_of(node: &Node) -> Result<super::ast::ConnKeywords, 
     })
 }
 
-/// The sudo flags of `become_flags` that fixpoint passes on: the ones that only change the
-/// environment the agent starts in. `-S` (password on stdin, where fixpoint's channel is) and
-/// `-n` are dropped, since fixpoint decides how sudo gets the password; any other flag is
-/// refused rather than guessed at.
+/// `become_flags` as written, checked at load time, when the method may not be known yet (a
+/// variable may set it): flags that sudo or su takes (`become_flags_for` checks them against
+/// the method when a task uses them).
 pub fn become_flags_of(flags: &str) -> Result<Vec<String>, String> {
+    become_flags_for(BecomeMethod::Sudo, flags)
+        .or_else(|sudo| become_flags_for(BecomeMethod::Su, flags).map_err(|_| sudo))
+}
+
+/// The flags of `become_flags` that fixpoint passes on to `method`: the ones that only change
+/// the environment the agent starts in. sudo's `-S` (password on stdin, where fixpoint's channel
+/// is) and `-n` are dropped, since fixpoint decides how sudo gets the password; su's `-s` takes
+/// the shell that runs the agent (`-s /bin/sh` for an account whose shell is `nologin`); any
+/// other flag is refused rather than guessed at (su's `-c` would replace the agent).
+pub fn become_flags_for(method: BecomeMethod, flags: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
-    for f in flags.split_whitespace() {
-        match f {
-            "-S" | "-n" | "--stdin" | "--non-interactive" => {}
-            "-H" | "-E" | "-i" | "-s" | "--set-home" | "--preserve-env" | "--login" | "--shell" => {
+    let mut words = flags.split_whitespace();
+    while let Some(f) = words.next() {
+        match (method, f) {
+            (BecomeMethod::Sudo, "-S" | "-n" | "--stdin" | "--non-interactive") => {}
+            (
+                BecomeMethod::Sudo,
+                "-H" | "-E" | "-i" | "-s" | "--set-home" | "--preserve-env" | "--login" | "--shell",
+            ) => out.push(f.to_string()),
+            (BecomeMethod::Sudo, _) if f.starts_with("--preserve-env=") => out.push(f.to_string()),
+            (BecomeMethod::Su, "-" | "-l" | "--login" | "-m" | "-p" | "--preserve-environment") => {
                 out.push(f.to_string())
             }
-            _ if f.starts_with("--preserve-env=") => out.push(f.to_string()),
-            other => {
+            (BecomeMethod::Su, "-s" | "--shell") => {
+                let shell = words
+                    .next()
+                    .ok_or_else(|| format!("become_flags: su's `{f}` needs a shell after it"))?;
+                out.extend([f.to_string(), shell.to_string()]);
+            }
+            (BecomeMethod::Su, _) if f.starts_with("--shell=") => out.push(f.to_string()),
+            (_, other) => {
                 return Err(format!(
-                    "become_flags: `{other}` is not supported by fixpoint"
+                    "become_flags: `{other}` is not supported by fixpoint with become_method {}",
+                    method.name()
                 ))
             }
         }

@@ -30,7 +30,8 @@ pub use ast::{
 pub use files::{find_in, load_vars_file, looked_in};
 pub use includes::Loader;
 pub use keywords::{
-    become_flags_of, check_var_name, is_var_name, known_become_method, known_connection,
+    become_flags_for, become_flags_of, check_var_name, is_var_name, known_become_method,
+    known_connection,
 };
 pub use kv::parse_kv;
 pub use load::{load_playbook, load_playbook_all};

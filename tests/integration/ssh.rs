@@ -305,6 +305,71 @@ fn become_through_sudo_with_a_password() {
     assert!(!out.stdout.contains("fixpoint-test-pw") && !out.stderr.contains("fixpoint-test-pw"));
 }
 
+/// `become_method: su` to another unprivileged user: the user's password reaches su on its stdin,
+/// and nothing of the controller's stream after it is lost (a 300 KB file goes through intact).
+const BECOME_SU: &str = concat!(
+    "    - name: as fppass through su\n      command: id -un\n      register: who\n      changed_when: false\n",
+    "      become: true\n      become_method: su\n      become_user: fppass\n",
+    "    - name: su wrote\n      copy:\n        content: \"{{ 'fixpoint su relay ' * 16000 }}\"\n        dest: \"{{ base }}-su-file\"\n",
+    "      become: true\n      become_method: su\n      become_user: fppass\n",
+    "    - name: check\n      assert:\n        that: who.stdout == 'fppass'\n",
+);
+
+#[test]
+fn become_through_su_with_a_password() {
+    let fleet = Fleet::start(1, "fpuser");
+    support::require_user("fppass");
+    fleet.play(BECOME_SU);
+    let leftovers = || -> Vec<String> {
+        std::fs::read_dir("/tmp")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("fixpoint-su."))
+            .collect()
+    };
+    let before = leftovers();
+    // Without a password, a login user other than root cannot su: the host fails, saying so,
+    // before su would read the controller's requests as the password.
+    let out = fleet.apply(&[]);
+    out.expect(1);
+    assert!(
+        out.stdout
+            .contains("become_method su needs the password of fppass"),
+        "{}",
+        out.stdout
+    );
+    // A wrong one: su's own message, and the password appears nowhere.
+    let out = apply_with_stdin(&fleet, &["-K"], "wrong-password-xyz\n");
+    out.expect(1);
+    assert!(
+        out.stdout.contains("Authentication failure"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains("wrong-password-xyz") && !out.stderr.contains("wrong-password-xyz")
+    );
+    // The right one: the tasks run as fppass, and the file arrives whole.
+    let out = apply_with_stdin(&fleet, &["-K"], "fixpoint-test-pw\n");
+    out.expect(0);
+    assert!(!out.stdout.contains("fixpoint-test-pw") && !out.stderr.contains("fixpoint-test-pw"));
+    let p = PathBuf::from(format!("{}-su-file", fleet.base(&fleet.hosts[0]).display()));
+    let m = std::fs::metadata(&p).unwrap();
+    let fppass = nix::unistd::User::from_name("fppass").unwrap().unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&m), fppass.uid.as_raw());
+    assert_eq!(
+        std::fs::read_to_string(&p).unwrap(),
+        "fixpoint su relay ".repeat(16000)
+    );
+    // The private pipe's directory goes once su has exited: the controller does not wait for
+    // the host's shell at the end of the run, so it may still be removing it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while leftovers() != before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(leftovers(), before);
+}
+
 #[test]
 fn agent_cache_in_an_unsafe_directory_is_refused() {
     let _lock = CACHE_DIR_LOCK.lock().unwrap_or_else(|e| e.into_inner());
