@@ -253,10 +253,21 @@ fn cached_ansible(
     Ok((m, false))
 }
 
-/// Adds what a booted root holds to a cache key: ansible-core's results depend on it.
-fn hash_booted_root(h: &mut Sha256) {
-    h.update(b"\0booted root\0");
-    h.update(fs::read(format!("{}.stamp", support::systemd::ROOT)).unwrap_or_default());
+/// Adds what the host holds to a cache key, where ansible-core's results depend on it: a booted
+/// root's packages (its recipe); on the loopback host (this machine), whether it has `setfacl`
+/// (package `acl`), with which ansible-core becomes an unprivileged user and without which it
+/// fails its file transfers, for the targets that become one.
+fn hash_host(h: &mut Sha256, roles: &Path, booted: bool) {
+    if booted {
+        h.update(b"\0booted root\0");
+        h.update(fs::read(format!("{}.stamp", support::systemd::ROOT)).unwrap_or_default());
+    } else if tree_mentions(roles, b"become_user")
+        && ["/usr/bin/setfacl", "/bin/setfacl"]
+            .iter()
+            .any(|p| Path::new(p).exists())
+    {
+        h.update(b"\0setfacl\0");
+    }
 }
 
 /// Runs one target under both tools in `scratch/<target>/`.
@@ -306,10 +317,7 @@ fn run_target(
                 ..layout
             }));
             tree_digest(&roles, &mut h);
-            // On a booted root, ansible-core's results also depend on what the root holds.
-            if booted {
-                hash_booted_root(&mut h);
-            }
+            hash_host(&mut h, &roles, booted);
             // Results of targets that read OUTPUT_DIR from before the runner set it are stale;
             // the others' cached results stay good.
             if tree_mentions(&roles, b"OUTPUT_DIR") {

@@ -16,9 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::run::{self, Host, Invocation, Measured};
 use crate::script::{self, PlaybookRun};
 use crate::tools::{Tool, Tools, ANSIBLE_VERSION};
-use crate::{
-    cached_ansible, hash_booted_root, prepare, run_on, tree_digest, Outcome, CACHE_FORMAT,
-};
+use crate::{cached_ansible, hash_host, prepare, run_on, tree_digest, Outcome, CACHE_FORMAT};
 
 /// The module targets that are scripts.
 pub const SCRIPT_TARGETS: &[&str] = &["fetch", "package_facts", "raw", "unarchive"];
@@ -143,9 +141,7 @@ pub fn run_script_target(
                     "{CACHE_FORMAT}\0{ANSIBLE_VERSION}\0script\0{label}\0{pb:?}\0"
                 ));
                 tree_digest(&roles, &mut h);
-                if booted {
-                    hash_booted_root(&mut h);
-                }
+                hash_host(&mut h, &roles, booted);
                 let (m, cached) =
                     cached_ansible(target, h, || run_on(tools, tool, &inv, booted, host))?;
                 from_cache = cached;
