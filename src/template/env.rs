@@ -65,6 +65,8 @@ pub(super) fn build_env(search_path: Option<Vec<PathBuf>>) -> Environment<'stati
     env.add_function(MOD_FN, pyops::rem);
     env.add_function(DIV_FN, pyops::div);
     env.add_function(FLOORDIV_FN, pyops::floordiv);
+    env.add_function(super::timedelta::SUB_FN, super::timedelta::sub);
+    env.add_function(super::timedelta::POW_FN, super::timedelta::pow);
     env.add_function(super::mutable::MUTABLE_FN, super::mutable::mutable);
     env.add_function("now", |args: Rest<Value>| super::now::now(&args));
     env.add_function("dict", |args: Rest<Value>| super::pymethods::dict(&args));

@@ -46,6 +46,7 @@ mod rewrite;
 mod scan;
 #[cfg(test)]
 mod test_support;
+mod timedelta;
 mod undefined;
 mod value;
 mod version;

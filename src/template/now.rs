@@ -77,6 +77,50 @@ impl DateTime {
         .map(|f| self.field(f).unwrap_or_default())
     }
 
+    /// Microseconds since 1970-01-01 00:00:00 of the fields as they read, whatever the zone:
+    /// how Python subtracts two naive datetimes.
+    pub(super) fn naive_micros(&self) -> i128 {
+        let f = |n| i128::from(self.field(n).unwrap_or_default());
+        // Days from the civil date (Howard Hinnant's `days_from_civil`).
+        let (m, d) = (f("month"), f("day"));
+        let y = f("year") - i128::from(m <= 2);
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        ((days * 24 + f("hour")) * 60 + f("minute")) * 60_000_000
+            + f("second") * 1_000_000
+            + f("microsecond")
+    }
+
+    /// Python's `isoformat()`, which ansible-core's JSON encoder writes for a datetime.
+    pub(super) fn isoformat(&self) -> String {
+        self.strftime(self.iso_format("T")).unwrap_or_default()
+    }
+
+    /// Python's `repr(datetime)`: `datetime.datetime(2024, 1, 2, 3, 4)`, the second and the
+    /// microseconds only when not zero.
+    pub(super) fn python_repr(&self) -> String {
+        let f = |n| self.field(n).unwrap_or_default();
+        let mut s = format!(
+            "datetime.datetime({}, {}, {}, {}, {}",
+            f("year"),
+            f("month"),
+            f("day"),
+            f("hour"),
+            f("minute")
+        );
+        if f("second") != 0 || self.micros != 0 {
+            s.push_str(&format!(", {}", f("second")));
+        }
+        if self.micros != 0 {
+            s.push_str(&format!(", {}", self.micros));
+        }
+        s.push(')');
+        s
+    }
+
     fn field(&self, name: &str) -> Option<i64> {
         let t = &self.tm;
         Some(match name {
@@ -121,6 +165,9 @@ impl Object for DateTime {
                 self.strftime(fmt).map(Value::from)
             }
             "isoformat" => self.strftime(self.iso_format("T")).map(Value::from),
+            // Monday is 0 (`weekday`) or 1 (`isoweekday`); `tm_wday` counts from Sunday.
+            "weekday" => Ok(Value::from((self.tm.tm_wday + 6) % 7)),
+            "isoweekday" => Ok(Value::from((self.tm.tm_wday + 6) % 7 + 1)),
             "timestamp" => {
                 let mut tm = self.tm;
                 // SAFETY: `tm` is a valid broken-down time; mktime reads and normalises it.
@@ -224,18 +271,40 @@ pub(super) fn filter_to_datetime(text: &str, format: Option<&str>) -> Result<Val
             "time data '{text}' does not match format '{format}'"
         ))
     };
-    let ctext = std::ffi::CString::new(text).map_err(|_| err())?;
-    let cfmt = std::ffi::CString::new(format).map_err(|_| err())?;
     // SAFETY: `tm` is plain data; strptime writes into it and returns the end of what it read.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // Python's defaults for what the format leaves out: 1900-01-01 00:00:00.
     tm.tm_mday = 1;
-    let end = unsafe { libc::strptime(ctext.as_ptr(), cfmt.as_ptr(), &mut tm) };
+    let mut micros = 0;
+    // C's strptime has no `%f` (Python's microseconds, one to six digits): the format is read
+    // in pieces around each, strptime filling the same `tm`.
+    let mut rest = text;
+    let mut pieces = format.split("%f").peekable();
+    while let Some(piece) = pieces.next() {
+        let ctext = std::ffi::CString::new(rest).map_err(|_| err())?;
+        let cfmt = std::ffi::CString::new(piece).map_err(|_| err())?;
+        let end = unsafe { libc::strptime(ctext.as_ptr(), cfmt.as_ptr(), &mut tm) };
+        if end.is_null() {
+            return Err(err());
+        }
+        // SAFETY: strptime returns a pointer into `ctext`, at or after its start.
+        rest = &rest[unsafe { end.offset_from(ctext.as_ptr()) } as usize..];
+        if pieces.peek().is_some() {
+            let digits = rest.bytes().take(6).take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                return Err(err());
+            }
+            micros = format!("{:0<6}", &rest[..digits])
+                .parse()
+                .map_err(|_| err())?;
+            rest = &rest[digits..];
+        }
+    }
     // Python refuses text left over after the format.
-    if end.is_null() || unsafe { *end } != 0 {
+    if !rest.is_empty() {
         return Err(err());
     }
-    Ok(Value::from_object(DateTime { tm, micros: 0 }))
+    Ok(Value::from_object(DateTime { tm, micros }))
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use minijinja::{Error, ErrorKind, Value};
 
 use super::ast_walk::{apply, children, each_expr, extent, parse_template, Edit};
 use super::pycmp::Op;
+use super::timedelta;
 
 /// The helpers the operators are rewritten to.
 pub(super) const MOD_FN: &str = "__fp_mod";
@@ -237,7 +238,8 @@ fn float_divmod(x: f64, y: f64) -> (f64, f64) {
 pub(super) fn rewrite_template(src: &str) -> Option<String> {
     let ast = parse_template(src)?;
     let mut edits = Vec::new();
-    each_expr(&ast, &mut |x| expr(x, src, 0, &mut edits));
+    let dates = timedelta::makes_dates(src);
+    each_expr(&ast, &mut |x| expr(x, src, 0, dates, &mut edits));
     apply(src, edits)
 }
 
@@ -245,14 +247,26 @@ pub(super) fn rewrite_template(src: &str) -> Option<String> {
 pub(super) fn rewrite_expr(code: &str) -> Option<String> {
     let ast = parse_expr(code).ok()?;
     let mut edits = Vec::new();
-    expr(&ast, code, 0, &mut edits);
+    expr(&ast, code, 0, timedelta::makes_dates(code), &mut edits);
     apply(code, edits)
 }
 
-fn expr(x: &Expr<'_>, src: &str, d: i64, edits: &mut Vec<Edit>) {
+/// Whether code (string constants aside, `masked`) holds an operator this module rewrites
+/// (`-` only when its template makes datetimes, `dates`): most templates have none and are not
+/// parsed twice.
+pub(super) fn has_operator(masked: &str, dates: bool) -> bool {
+    masked.contains(['%', '/', '<', '>'])
+        || masked.contains("**")
+        || (dates && masked.contains('-'))
+}
+
+/// `dates`: the template makes datetimes, so `-` may subtract two (`timedelta`).
+fn expr(x: &Expr<'_>, src: &str, d: i64, dates: bool, edits: &mut Vec<Edit>) {
     let mut depth = d;
     if let Expr::BinOp(b) = x {
         let helper = match b.op {
+            BinOpKind::Pow => Some((timedelta::POW_FN, "**")),
+            BinOpKind::Sub if dates => Some((timedelta::SUB_FN, "-")),
             BinOpKind::Rem => Some((MOD_FN, "%")),
             BinOpKind::Div => Some((DIV_FN, "/")),
             BinOpKind::FloorDiv => Some((FLOORDIV_FN, "//")),
@@ -268,7 +282,7 @@ fn expr(x: &Expr<'_>, src: &str, d: i64, edits: &mut Vec<Edit>) {
         depth += 1;
     }
     for child in children(x) {
-        expr(child, src, depth, edits);
+        expr(child, src, depth, dates, edits);
     }
 }
 

@@ -23,6 +23,15 @@ pub(super) fn py_str(v: &Value, out: &mut String, depth: usize) -> Result<(), Er
             out.push_str(v.as_str().unwrap_or_default());
             Ok(())
         }
+        // A datetime or timedelta prints as Python's `str()` of it (its `render`).
+        ValueKind::Plain
+            if depth == 0
+                && (v.downcast_object_ref::<super::now::DateTime>().is_some()
+                    || super::timedelta::is_timedelta(v)) =>
+        {
+            let _ = write!(out, "{v}");
+            Ok(())
+        }
         _ => py_repr(v, out, depth),
     }
 }
@@ -41,6 +50,14 @@ fn py_repr(v: &Value, out: &mut String, depth: usize) -> Result<(), Error> {
         out.push_str(", ");
         py_repr(&t.list, out, depth + 1)?;
         out.push(')');
+        return Ok(());
+    }
+    if let Some(dt) = v.downcast_object_ref::<super::now::DateTime>() {
+        out.push_str(&dt.python_repr());
+        return Ok(());
+    }
+    if let Some(r) = super::timedelta::repr(v) {
+        out.push_str(&r);
         return Ok(());
     }
     // A vaulted value prints as the string it holds, as ansible-core's `EncryptedString`.

@@ -73,9 +73,10 @@ fn chain_re() -> &'static Regex {
 pub(super) fn rewrite_chains(src: &str) -> String {
     let consts = consts::rewrite_template(src);
     let out = rewrite_template_chains(consts.as_deref().unwrap_or(src));
+    let dates = super::timedelta::makes_dates(&out);
     let has_operator = code_regions(&out)
         .into_iter()
-        .any(|r| has_python_operator(&out[r]));
+        .any(|r| pyops::has_operator(&mask_strings(&out[r]), dates));
     let out = match has_operator
         .then(|| pyops::rewrite_template(&out))
         .flatten()
@@ -86,10 +87,9 @@ pub(super) fn rewrite_chains(src: &str) -> String {
     super::mutable::rewrite_template(&out).unwrap_or(out)
 }
 
-/// Whether code (string constants aside) holds a `/`, `%`, `<` or `>`, which `pyops` rewrites:
-/// most templates have none and are not parsed twice.
+/// Whether code (string constants aside) holds an operator `pyops` rewrites.
 fn has_python_operator(code: &str) -> bool {
-    mask_strings(code).contains(['%', '/', '<', '>'])
+    pyops::has_operator(&mask_strings(code), super::timedelta::makes_dates(code))
 }
 
 fn rewrite_template_chains(src: &str) -> String {

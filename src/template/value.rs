@@ -45,16 +45,30 @@ impl serde::Serialize for Floats<'_> {
 
 /// Converts a template value to JSON; undefined values anywhere are errors.
 pub(super) fn value_to_json(v: &Value) -> Result<Json, Error> {
-    value_to_json_depth(v, 0, false)
+    value_to_json_depth(v, 0, Mode::Value)
 }
 
 /// `value_to_json`, leaving out the undefined items of lists and mappings (`with_first_found`'s
 /// terms, `Templar::render_term_str`).
 pub(super) fn value_to_json_omitting_undefined(v: &Value) -> Result<Json, Error> {
-    value_to_json_depth(v, 0, true)
+    value_to_json_depth(v, 0, Mode::OmitUndefined)
 }
 
-fn value_to_json_depth(v: &Value, depth: usize, omit: bool) -> Result<Json, Error> {
+/// `value_to_json` for the JSON filters (`to_json`...), which write datetimes as JSON does.
+pub(super) fn value_to_json_text(v: &Value) -> Result<Json, Error> {
+    value_to_json_depth(v, 0, Mode::Json)
+}
+
+/// What `value_to_json_depth` converts for.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Value,
+    OmitUndefined,
+    Json,
+}
+
+fn value_to_json_depth(v: &Value, depth: usize, mode: Mode) -> Result<Json, Error> {
+    let omit = mode == Mode::OmitUndefined;
     if depth > MAX_DEPTH {
         return Err(Error::new(
             ErrorKind::InvalidOperation,
@@ -67,6 +81,16 @@ fn value_to_json_depth(v: &Value, depth: usize, omit: bool) -> Result<Json, Erro
     if super::omit::is_omit(v) {
         // Only a whole result gets here: lists and mappings leave `omit` out (below).
         return Ok(Json::String(super::omit::OMIT.to_string()));
+    }
+    // `to_json` (ansible-core's JSON encoder) writes a datetime as its `isoformat()`; a value
+    // that stays a variable or an argument is its `str()` (below). No timedelta can be one.
+    if let (Some(dt), Mode::Json) = (v.downcast_object_ref::<super::now::DateTime>(), mode) {
+        return Ok(Json::String(dt.isoformat()));
+    }
+    if super::timedelta::is_timedelta(v) {
+        return Err(op_err(
+            "Type 'timedelta' is unsupported for variable storage.",
+        ));
     }
     Ok(match v.kind() {
         ValueKind::Undefined => return Err(Error::from(ErrorKind::UndefinedError)),
@@ -90,7 +114,7 @@ fn value_to_json_depth(v: &Value, depth: usize, omit: bool) -> Result<Json, Erro
         ValueKind::Seq | ValueKind::Iterable => Json::Array(
             v.try_iter()?
                 .filter(|item| !((omit && item.is_undefined()) || super::omit::is_omit(item)))
-                .map(|item| value_to_json_depth(&item, depth + 1, omit))
+                .map(|item| value_to_json_depth(&item, depth + 1, mode))
                 .collect::<Result<_, _>>()?,
         ),
         ValueKind::Map => {
@@ -104,7 +128,7 @@ fn value_to_json_depth(v: &Value, depth: usize, omit: bool) -> Result<Json, Erro
                 if (omit && item.is_undefined()) || super::omit::is_omit(&item) {
                     continue;
                 }
-                map.insert(key, value_to_json_depth(&item, depth + 1, omit)?);
+                map.insert(key, value_to_json_depth(&item, depth + 1, mode)?);
             }
             Json::Object(map)
         }

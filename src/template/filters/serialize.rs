@@ -9,13 +9,13 @@ use minijinja::{Error, Value};
 use serde_json::Value as Json;
 
 use crate::template::output::{py_json, yaml_dump};
-use crate::template::value::{defined, json_to_value, op_err, value_to_json};
+use crate::template::value::{defined, json_to_value, op_err, value_to_json, value_to_json_text};
 
 pub(super) fn filter_to_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let indent: Option<usize> = kwargs.get("indent")?;
     let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
     kwargs.assert_all_used()?;
-    let json = value_to_json(serializable(value)?)?;
+    let json = value_to_json_text(serializable(value)?)?;
     Ok(Value::from(py_json(
         &json,
         indent,
@@ -28,7 +28,7 @@ pub(super) fn filter_to_nice_json(value: &Value, kwargs: Kwargs) -> Result<Value
     let indent: Option<usize> = kwargs.get("indent")?;
     let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
     kwargs.assert_all_used()?;
-    let json = value_to_json(serializable(value)?)?;
+    let json = value_to_json_text(serializable(value)?)?;
     Ok(Value::from(py_json(
         &json,
         Some(indent.unwrap_or(4)),
