@@ -38,6 +38,7 @@ mod omit;
 mod output;
 mod printf;
 mod pycmp;
+mod pykeys;
 mod pymethods;
 mod pyops;
 mod pyrepr;

@@ -19,7 +19,7 @@ struct Floats<'a>(&'a Json);
 
 impl serde::Serialize for Floats<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeSeq};
+        use serde::ser::SerializeSeq;
         if let Some(f) = crate::yaml::mark::float_of(self.0) {
             return s.serialize_f64(f);
         }
@@ -31,15 +31,28 @@ impl serde::Serialize for Floats<'_> {
                 }
                 seq.end()
             }
-            Json::Object(m) => {
-                let mut map = s.serialize_map(Some(m.len()))?;
-                for (k, v) in m {
-                    map.serialize_entry(k, &Floats(v))?;
-                }
-                map.end()
+            // Serialized as a value handle (minijinja keeps the object through `from_serialize`).
+            Json::Object(m) if m.keys().any(|k| super::pykeys::is_typed_key(k)) => {
+                let inner = Value::from_serialize(StringKeys(m));
+                Value::from_object(super::pykeys::TypedKeys(inner)).serialize(s)
             }
+            Json::Object(m) => StringKeys(m).serialize(s),
             other => other.serialize(s),
         }
+    }
+}
+
+/// A JSON object's entries as a plain mapping, its values as `Floats` serializes them.
+struct StringKeys<'a>(&'a serde_json::Map<String, Json>);
+
+impl serde::Serialize for StringKeys<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            map.serialize_entry(k, &Floats(v))?;
+        }
+        map.end()
     }
 }
 
