@@ -13,7 +13,7 @@ mod html;
 mod layout;
 mod math;
 mod password;
-mod paths;
+pub(super) mod paths;
 pub(in crate::template) mod random;
 pub(in crate::template) mod regex;
 mod serialize;
@@ -157,9 +157,15 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     // here is always plain data already.
     env.add_filter("finalize", |v: minijinja::Value| v);
     // `fileglob`: the controller's files (not directories) matching the pattern, as written
-    // (relative to the working directory).
+    // (relative to the working directory); as in Python's `glob`, `*` does not match a name
+    // starting with `.`. (Sorted, where Python gives the directories' order.)
     env.add_filter("fileglob", |pattern: String| -> Vec<String> {
-        glob::glob(&pattern)
+        let options = glob::MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: true,
+        };
+        glob::glob_with(&pattern, options)
             .map(|paths| {
                 paths
                     .filter_map(Result::ok)

@@ -230,7 +230,7 @@ pub(super) fn filter_path_join(value: &Value) -> Result<String, Error> {
 
 /// Python's `os.path.normpath`: `.` and empty names dropped, `..` takes the previous name
 /// away (kept at the start of a relative path, dropped at the root); two leading slashes stay.
-pub(super) fn filter_normpath(path: &str) -> String {
+pub(in crate::template) fn filter_normpath(path: &str) -> String {
     if path.is_empty() {
         return ".".into();
     }

@@ -4,14 +4,23 @@ use std::path::{Path, PathBuf};
 
 /// `fileglob`: files (not directories) matching a `*`/`?` pattern in its last component;
 /// a relative pattern is looked for in each search directory's `files/`, then the directory.
-/// The first directory with a match wins; its matches come back sorted.
+/// The first directory with a match wins; its matches come in the directory's own order, as
+/// Python's `glob` lists them (`os.scandir`, unsorted), and a name starting with `.` matches
+/// only a pattern that starts with one.
 pub fn fileglob(pattern: &str, search: &[PathBuf]) -> Vec<PathBuf> {
     let p = Path::new(pattern);
     let (dir_part, name_part) = match (p.parent(), p.file_name()) {
         (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
         _ => return Vec::new(),
     };
-    let name = name_pattern(&name_part);
+    let Ok(name) = glob::Pattern::new(&name_pattern(&name_part)) else {
+        return Vec::new();
+    };
+    let options = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: true,
+        require_literal_leading_dot: true,
+    };
     let dirs: Vec<PathBuf> = if p.is_absolute() {
         vec![dir_part]
     } else {
@@ -23,16 +32,18 @@ pub fn fileglob(pattern: &str, search: &[PathBuf]) -> Vec<PathBuf> {
     for d in dirs {
         // The directory is taken literally (a role path may contain `[`); only the name is a
         // pattern.
-        let full = Path::new(&glob::Pattern::escape(&d.to_string_lossy())).join(&name);
-        let Ok(paths) = glob::glob(&full.to_string_lossy()) else {
+        let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
         };
-        let mut found: Vec<PathBuf> = paths
+        // Absolute, as ansible-core's are (its search path is), whatever the working directory.
+        let d = std::path::absolute(&d).unwrap_or(d);
+        let found: Vec<PathBuf> = entries
             .filter_map(Result::ok)
+            .filter(|e| name.matches_with(&e.file_name().to_string_lossy(), options))
+            .map(|e| d.join(e.file_name()))
             .filter(|f| f.is_file())
             .collect();
         if !found.is_empty() {
-            found.sort();
             return found;
         }
     }
@@ -58,7 +69,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn matches_files_only_sorted_in_the_first_directory_with_a_match() {
+    fn matches_files_only_in_directory_order_in_the_first_directory_with_a_match() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::create_dir_all(root.join("files/conf.d")).unwrap();
@@ -73,18 +84,25 @@ mod tests {
         std::fs::write(root.join("files/conf.d/c.txt"), "").unwrap();
         std::fs::write(root.join("conf.d/z.conf"), "").unwrap();
         let search = vec![root.to_path_buf()];
-        // `files/` comes first; `*` matches dot files too, as the old matcher did.
         let names = |v: Vec<PathBuf>| -> Vec<String> {
             v.iter()
                 .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
                 .collect()
         };
+        // `files/` comes first; the order is the directory's (Python's `glob`), and `*` does
+        // not match a name starting with `.`, which `.*` does.
+        let listed: Vec<String> = std::fs::read_dir(root.join("files/conf.d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".conf") && !n.starts_with('.'))
+            .collect();
+        assert_eq!(names(fileglob("conf.d/*.conf", &search)), listed);
+        assert_eq!(listed.len(), 2);
+        assert_eq!(names(fileglob("conf.d/.*", &search)), [".h.conf"]);
+        let mut one_char = fileglob("conf.d/?.conf", &search);
+        one_char.sort();
         assert_eq!(
-            names(fileglob("conf.d/*.conf", &search)),
-            [".h.conf", "a.conf", "b.conf"]
-        );
-        assert_eq!(
-            fileglob("conf.d/?.conf", &search),
+            one_char,
             [
                 root.join("files/conf.d/a.conf"),
                 root.join("files/conf.d/b.conf")

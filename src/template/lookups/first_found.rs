@@ -131,7 +131,10 @@ pub(super) fn first_found(
     process(&terms, &mut opts, &mut candidates)?;
     for c in &candidates {
         if let Some(p) = find(c) {
-            return Ok((Some(p), opts.skip));
+            // ansible-core gives the path normalised, links kept (`unfrackpath(follow=False)`):
+            // `paths: ['.']` finds `/dir/x`, not `/dir/./x`.
+            let p = crate::template::filters::paths::filter_normpath(&p.to_string_lossy());
+            return Ok((Some(PathBuf::from(p)), opts.skip));
         }
     }
     Ok((None, opts.skip))
