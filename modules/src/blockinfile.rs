@@ -26,7 +26,12 @@ fn default_end() -> String {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    #[serde(alias = "dest", alias = "destfile", alias = "name")]
+    #[serde(
+        alias = "dest",
+        alias = "destfile",
+        alias = "name",
+        deserialize_with = "crate::params::de_path"
+    )]
     pub path: String,
     #[serde(default, alias = "content", deserialize_with = "de_opt_string")]
     pub block: Option<String>,

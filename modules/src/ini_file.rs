@@ -22,7 +22,7 @@ fn yes() -> Bool {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    #[serde(alias = "dest")]
+    #[serde(alias = "dest", deserialize_with = "crate::params::de_path")]
     pub path: String,
     #[serde(default, deserialize_with = "de_opt_string")]
     pub section: Option<String>,

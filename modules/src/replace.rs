@@ -18,7 +18,12 @@ pub struct Replace;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    #[serde(alias = "dest", alias = "destfile", alias = "name")]
+    #[serde(
+        alias = "dest",
+        alias = "destfile",
+        alias = "name",
+        deserialize_with = "crate::params::de_path"
+    )]
     pub path: String,
     #[serde(deserialize_with = "crate::params::de_string")]
     pub regexp: String,

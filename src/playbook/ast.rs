@@ -534,6 +534,9 @@ pub struct Task {
     pub name: Option<String>,
     /// Canonical module name (`copy`, not `ansible.builtin.copy`).
     pub module: &'static str,
+    /// The module's key as the task writes it (`ansible.builtin.copy`), which names a task
+    /// without `name:`, as in ansible-core; empty where the module is named at run time.
+    pub module_written: String,
     pub params: Value,
     pub pos: Pos,
     pub when: Conditions,
@@ -661,6 +664,7 @@ impl Task {
     pub fn display_name(&self) -> String {
         match &self.name {
             Some(n) => n.clone(),
+            None if !self.module_written.is_empty() => self.module_written.clone(),
             None => self.module.to_string(),
         }
     }

@@ -375,6 +375,11 @@ pub(crate) fn load_task(
             .map(|n| string_of(n, "name").map(|s| s.trim().to_string()))
             .transpose()?,
         module,
+        module_written: if run_time_module.is_some() {
+            String::new()
+        } else {
+            written.to_string()
+        },
         params: Value::Object(params),
         pos: node.pos.clone(),
         when: opt("when")

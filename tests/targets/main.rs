@@ -255,13 +255,14 @@ fn cached_ansible(
 
 /// Adds what the host holds to a cache key, where ansible-core's results depend on it: a booted
 /// root's packages (its recipe); on the loopback host (this machine), whether it has `setfacl`
-/// (package `acl`), with which ansible-core becomes an unprivileged user and without which it
-/// fails its file transfers, for the targets that become one.
+/// (package `acl`), for the targets that become an unprivileged user (ansible-core hands them
+/// its files with it, and fails its transfers without it) or run it themselves (`lineinfile`'s
+/// and `copy`'s ACL tests).
 fn hash_host(h: &mut Sha256, roles: &Path, booted: bool) {
     if booted {
         h.update(b"\0booted root\0");
         h.update(fs::read(format!("{}.stamp", support::systemd::ROOT)).unwrap_or_default());
-    } else if tree_mentions(roles, b"become_user")
+    } else if (tree_mentions(roles, b"become_user") || tree_mentions(roles, b"setfacl"))
         && ["/usr/bin/setfacl", "/bin/setfacl"]
             .iter()
             .any(|p| Path::new(p).exists())

@@ -162,6 +162,16 @@ fn finish(
         )
         .map_err(|e| ModuleError::io(&path, format!("cannot set owner/group: {e}")))?;
     }
+    // A rewrite keeps the replaced file's extended attributes (ACLs, `user.*`, its SELinux
+    // label), as ansible-core's atomic_move does, before the mode is set, as `copystat` orders
+    // them (a chmod after an ACL sets its mask from the group bits).
+    if existing.is_some() {
+        if let Some(old) = dir.entry(&dest.name)? {
+            super::xattrs::write_all(tmp, &old.xattrs()).map_err(|e| {
+                ModuleError::io(&tmp_path, format!("cannot copy extended attributes: {e}"))
+            })?;
+        }
+    }
     // chmod after chown: chown clears setuid/setgid bits.
     tmp.set_permissions(fs::Permissions::from_mode(mode))
         .map_err(|e| ModuleError::io(&tmp_path, e))?;

@@ -525,6 +525,15 @@ impl Handle<'_> {
         self.dir.at(&self.name)
     }
 
+    /// The extended attributes of this inode (none for a symlink: Linux keeps none there that
+    /// a rewrite would carry over).
+    pub fn xattrs(&self) -> Vec<(std::ffi::CString, Vec<u8>)> {
+        if self.is_link() {
+            return Vec::new();
+        }
+        super::xattrs::read_all(&proc_fd(self.fd.as_raw_fd()))
+    }
+
     /// Owner and group of this very inode (a symlink's own, as lchown).
     pub fn chown(&self, uid: Option<u32>, gid: Option<u32>) -> Result<(), ModuleError> {
         nix::unistd::fchownat(

@@ -23,6 +23,7 @@ mod paths;
 pub mod selinux;
 pub mod stage;
 pub mod written;
+mod xattrs;
 
 pub use atomic::{
     atomic_write, atomic_write_from, atomic_write_path, backup_file, fsync_dir, install_staged,

@@ -25,7 +25,12 @@ pub struct LineInFile;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    #[serde(alias = "dest", alias = "destfile", alias = "name")]
+    #[serde(
+        alias = "dest",
+        alias = "destfile",
+        alias = "name",
+        deserialize_with = "crate::params::de_path"
+    )]
     pub path: String,
     #[serde(default, alias = "value", deserialize_with = "de_opt_string")]
     pub line: Option<String>,

@@ -27,6 +27,14 @@ pub fn de_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(de_opt_string(d)?.unwrap_or_default())
 }
 
+/// Deserialize a required path as Ansible's `type='path'` does: a leading `~` or `~user` is the
+/// home directory (on the host: the agent parses the parameters where the module runs), so the
+/// result, messages and diffs name the expanded path, as ansible-core's do.
+pub fn de_path<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = de_string(d)?;
+    Ok(crate::fs::expand_user(&s).to_string_lossy().into_owned())
+}
+
 /// Ansible accepts `yes`/`no`/`true`/`false`/`1`/`0`/`on`/`off` as strings where a boolean is expected,
 /// because templated values arrive as strings.
 pub fn parse_bool_str(s: &str) -> Option<bool> {
