@@ -477,7 +477,10 @@ fn with_loops_dict_fileglob_sequence_nested_together_subelements() {
             .collect()
     };
     assert_eq!(msgs("dict"), ["x=1", "y=2"]);
-    assert_eq!(msgs("glob"), ["a.conf", "b.conf"]);
+    // In the directory's own order, as Python's glob gives them.
+    let mut glob = msgs("glob");
+    glob.sort();
+    assert_eq!(glob, ["a.conf", "b.conf"]);
     assert_eq!(msgs("seq"), ["n01", "n03", "n05"]);
     assert_eq!(msgs("nested"), ["a1", "a2", "b1", "b2"]);
     assert_eq!(msgs("together"), ["a-1", "b-2"]);

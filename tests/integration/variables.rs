@@ -128,7 +128,7 @@ fn lookups_run_on_the_controller_and_search_the_role_first() {
                 "    - name: env\n      debug:\n        msg: \"{{ lookup('env', 'FIXPOINT_TEST_ENV') }}\"\n",
                 "    - name: vars\n      debug:\n        msg: \"{{ lookup('vars', 'who') }}\"\n",
                 "    - name: first_found\n      debug:\n        msg: \"{{ lookup('first_found', ['missing.yml', 'second.yml']) | basename }}\"\n",
-                "    - name: fileglob\n      debug:\n        msg: \"{{ query('fileglob', 'conf.d/*.conf') | map('basename') | join(',') }}\"\n",
+                "    - name: fileglob\n      debug:\n        msg: \"{{ query('fileglob', 'conf.d/*.conf') | map('basename') | sort | join(',') }}\"\n",
                 "    - name: lines\n      debug:\n        msg: \"{{ query('lines', 'printf \\\"1\\\\n2\\\\n\\\"') }}\"\n",
             ),
         ),
