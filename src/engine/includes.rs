@@ -59,7 +59,7 @@ impl Engine {
                 },
             };
             // The name sees the include's own `vars` (lazily rendered templates, as in Ansible).
-            let loop_var = match super::task::loop_var_of(
+            let loop_var = match super::loop_items::loop_var_of(
                 &inc.loop_var,
                 &scope.with(Layer::templates(inc.vars.clone())),
             ) {

@@ -49,6 +49,7 @@ mod includes;
 mod interrupt;
 mod item;
 mod linear;
+mod loop_items;
 mod meta;
 mod pipeline;
 mod play;

@@ -228,14 +228,15 @@ fn analyse(task: &Task, play: &Play, templar: &Templar) -> (Fit, Reads) {
 }
 
 /// Whether the items of `task`, a loop, can go to the agent in one batch: an agent module whose
-/// failure and change the agent decides (as a batch step's, see `analyse`), no `until`, pause
-/// or label (rendered with the item's result), and nothing in its parameters or `when` reading
+/// failure and change the agent decides (as a batch step's, see `analyse`), no `until`, pause,
+/// label or `break_when` (rendered with the item's result), and nothing in its parameters or `when` reading
 /// what an earlier item leaves (its `register` name).
 pub(super) fn loop_batchable(task: &Task, play: &Play, templar: &Templar) -> bool {
     let plain = task.loop_items.is_some()
         && task.until.is_none()
         && task.loop_pause.is_zero()
         && task.loop_label.is_none()
+        && task.loop_break_when.is_none()
         && task.python.is_none()
         && task.delegate_to.is_none()
         && task.handler_include.is_none()

@@ -1,8 +1,10 @@
-//! One task on one host: `when`, the loop over its items, `until` retries, and the registered
-//! result of a loop.
+//! One task on one host: `when`, the loop over its items (what each gets and leaves:
+//! `loop_items.rs`), and `until` retries.
 
-use super::actions::trust::result_trust;
 use super::item::outbox_writer;
+use super::loop_items::{
+    break_after, item_layer, item_trust, item_vars, loop_result, loop_var_of, query_loop,
+};
 use super::pipeline::LoopBatch;
 use super::result::{failure_result, skip_event, Event};
 use super::state::{HostState, PlayCtx};
@@ -10,7 +12,7 @@ use super::{all_hold, display, Shared};
 use crate::playbook::ast::Templated;
 use crate::playbook::Task;
 use crate::report::Status;
-use crate::vars::{magic, pruned_array, pruned_object, Layer, Scope};
+use crate::vars::{pruned_array, pruned_object, Layer, Scope};
 use fixpoint_modules::Diff;
 use serde_json::{json, Map, Value};
 use std::path::Path;
@@ -195,6 +197,8 @@ impl Shared<'_> {
             _ => None,
         };
         let mut piped = sent.or(own.as_mut());
+        // Why `break_when` could not be evaluated: the task fails there, its result that alone.
+        let mut broken = None;
         for (i, item) in items.iter().enumerate() {
             let layer = item_layer(task, items, i, &loop_var);
             let item_scope = if carried.is_empty() {
@@ -254,7 +258,14 @@ impl Shared<'_> {
                     events.push(skip_event(Some(label)));
                     results.push(res);
                     trusts.push(item_trust(task, &item_scope, (item, &loop_var), None));
-                    continue;
+                    match break_after(task, &item_scope, results.last()) {
+                        Ok(false) => continue,
+                        Ok(true) => break,
+                        Err(e) => {
+                            broken = Some(e);
+                            break;
+                        }
+                    }
                 }
                 // The item fails, and the loop goes on to the next, as in ansible-core.
                 Err(e) => {
@@ -269,7 +280,14 @@ impl Shared<'_> {
                     trusts.push(item_trust(task, &item_scope, (item, &loop_var), None));
                     ev.result.insert("item".into(), item.clone());
                     events.push(ev);
-                    continue;
+                    match break_after(task, &item_scope, results.last()) {
+                        Ok(false) => continue,
+                        Ok(true) => break,
+                        Err(e) => {
+                            broken = Some(e);
+                            break;
+                        }
+                    }
                 }
             }
             let from_batch = match piped.as_deref_mut() {
@@ -317,6 +335,14 @@ impl Shared<'_> {
             if stop {
                 break;
             }
+            match break_after(task, &item_scope, results.last()) {
+                Ok(false) => {}
+                Ok(true) => break,
+                Err(e) => {
+                    broken = Some(e);
+                    break;
+                }
+            }
             if !task.loop_pause.is_zero() && i + 1 < items.len() {
                 // `loop_control.pause`: the playbook asked for time between items.
                 tokio::time::sleep(task.loop_pause).await;
@@ -326,7 +352,15 @@ impl Shared<'_> {
         if let Some(b) = own {
             self.loop_batch_done(h, b).await;
         }
-        let result = loop_result(&events, results);
+        if let Some(msg) = &broken {
+            // As in ansible-core, the task's one result is that failure: the items that ran
+            // are not part of it (ansible-core prints them as they finish; here they go).
+            events = vec![fail(msg.clone())];
+        }
+        let result = match &broken {
+            Some(msg) => failure_result(msg),
+            None => loop_result(&events, results),
+        };
         h.loop_failure = events
             .iter()
             .any(|e| e.status == Status::Failed && !e.ignored)
@@ -497,97 +531,6 @@ pub(super) fn false_condition(task: &Task, scope: &Arc<Scope>) -> Value {
     }
 }
 
-/// The variables loop item `i` adds to the task's scope: the loop variable, `index_var`,
-/// `ansible_loop_var` (and `ansible_index_var`) and, with `extended`, `ansible_loop`. The
-/// item's result carries them too, as ansible-core's does.
-fn item_vars(task: &Task, items: &[Value], i: usize, loop_var: &str) -> Map<String, Value> {
-    let mut layer = Map::new();
-    layer.insert(loop_var.to_string(), items[i].clone());
-    if let Some(iv) = &task.index_var {
-        layer.insert(iv.clone(), json!(i));
-        layer.insert("ansible_index_var".into(), json!(iv));
-    }
-    layer.insert("ansible_loop_var".into(), json!(loop_var));
-    if task.loop_extended {
-        let mut ext = magic::extended_loop(items, i);
-        if !task.loop_extended_allitems {
-            if let Value::Object(m) = &mut ext {
-                m.shift_remove("allitems");
-            }
-        }
-        layer.insert("ansible_loop".into(), ext);
-    }
-    layer
-}
-
-/// [`item_vars`] as a scope layer, with the trust of the literal item it came from.
-pub(super) fn item_layer(task: &Task, items: &[Value], i: usize, loop_var: &str) -> Layer {
-    let layer = item_vars(task, items, i, loop_var);
-    let layer = Layer::data(layer);
-    match item_source(task, items.len(), i) {
-        Some(source) => layer.with_literal(Map::from_iter([(loop_var.to_string(), source)])),
-        None => layer,
-    }
-}
-
-/// The trust a registered loop result keeps for one item, as in ansible-core, where the
-/// controller adds the item itself to each result: its `item` (and the loop variable) keep
-/// the trust of the loop item (`Scope::vouched_at` of the loop variable, traced through
-/// `Layer::literal`), and a controller-side action's facts theirs (`result_trust`).
-fn item_trust(
-    task: &Task,
-    item_scope: &Scope,
-    (item, loop_var): (&Value, &str),
-    result: Option<&Map<String, Value>>,
-) -> Value {
-    if task.register.is_none() {
-        return Value::Null;
-    }
-    let of_item = item_scope.vouched_at(loop_var, item);
-    let mut trust = match result.map(|r| result_trust(task, item_scope, r)) {
-        Some(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    if !of_item.is_null() {
-        // ansible-core's item result holds the item under the loop variable's name only.
-        trust.insert(loop_var.to_string(), of_item);
-    }
-    pruned_object(trust.into_iter())
-}
-
-/// What item `i` of a loop was rendered from, as the playbook wrote it, for trust alone
-/// (`Layer::literal`): the element of a list written in the task, or `{{ var[i] }}` for a loop
-/// over a variable's list. So `that: "{{ item }}"` over `loop: [a == 1]` evaluates the item,
-/// as in ansible-core, while an item a template computed is never code. None where items and
-/// elements may not line up (flattened, looked up, a dict).
-fn item_source(task: &Task, len: usize, i: usize) -> Option<Value> {
-    use crate::playbook::LoopKind;
-    let one_to_one = match task.loop_kind {
-        LoopKind::List | LoopKind::WithList => true,
-        // Flattened: one to one only when no element is, or may render to, a list.
-        LoopKind::Items => match task.loop_items.as_ref()? {
-            Value::Array(a) => a.iter().all(|e| {
-                !e.is_array()
-                    && !e
-                        .as_str()
-                        .is_some_and(crate::template::Templar::is_template)
-            }),
-            // A variable's list lines up or not: the text must match anyway (`trusted_string`).
-            _ => true,
-        },
-        _ => false,
-    };
-    if !one_to_one {
-        return None;
-    }
-    match task.loop_items.as_ref()? {
-        Value::Array(a) if a.len() == len => a.get(i).cloned(),
-        Value::String(s) => crate::template::Templar::single_expression_code(s)
-            .map(|code| json!(format!("{{{{ {}[{i}] }}}}", code.trim()))),
-        _ => None,
-    }
-}
-
 /// The task failed with `msg`, said with the task's name and place.
 fn failed_event(task: &Task, msg: String) -> Event {
     Event {
@@ -692,72 +635,4 @@ fn until_numbers(task: &Task, scope: &Arc<Scope>) -> Result<(u64, Duration), Str
     let delay = Duration::try_from_secs_f64(secs)
         .map_err(|_| format!("`delay` must be a number of seconds, not {secs}"))?;
     Ok((retries, delay))
-}
-
-/// `loop_control.loop_var` as this host names it: ansible-core renders a templated name.
-pub(super) fn loop_var_of(raw: &str, scope: &Arc<Scope>) -> Result<String, String> {
-    if !crate::template::Templar::is_template(raw) {
-        return Ok(raw.to_string());
-    }
-    let name = match scope.render(&Value::String(raw.to_string()))? {
-        Value::String(s) => s,
-        other => other.to_string(),
-    };
-    if crate::playbook::is_var_name(&name) {
-        Ok(name)
-    } else {
-        Err(format!(
-            "`loop_control.loop_var` `{raw}` renders to `{name}`, which is not a variable name"
-        ))
-    }
-}
-
-/// The variable holding a `with_<lookup>` loop's terms while its lookup is queried.
-const LOOP_TERMS: &str = "__fixpoint_loop_terms";
-
-/// A `with_<lookup>` loop's items: its lookup queried with the rendered terms (a list is the
-/// terms, anything else the one term), as ansible-core runs it; other loops' values as they are.
-fn query_loop(task: &Task, terms: Value, scope: &Arc<Scope>) -> Result<Value, String> {
-    let Some(name) = task.loop_lookup.as_deref() else {
-        return Ok(terms);
-    };
-    let terms = match terms {
-        Value::Array(a) => a,
-        other => vec![other],
-    };
-    let mut layer = Map::new();
-    layer.insert(LOOP_TERMS.to_string(), Value::Array(terms));
-    // The name is the playbook's own key, written as a JSON string: a Jinja string literal.
-    scope
-        .with(Layer::data(layer))
-        .eval(&format!("query({}, *{LOOP_TERMS})", Value::from(name)))
-}
-
-/// A loop's registered result, with ansible-core's keys: `skipped` when every item was (and
-/// `skipped_reason` for no items at all), `failed` only when an item failed, and the `msg`
-/// that says which.
-fn loop_result(events: &[Event], results: Vec<Value>) -> Map<String, Value> {
-    let mut r = Map::new();
-    let changed = events.iter().any(|e| e.status == Status::Changed);
-    r.insert("changed".into(), json!(changed));
-    if events.is_empty() {
-        r.insert("skipped".into(), json!(true));
-        r.insert("skipped_reason".into(), json!("No items in the list"));
-        r.insert("results".into(), Value::Array(results));
-        return r;
-    }
-    let skipped = events.iter().all(|e| e.status == Status::Skipped);
-    let failed = events.iter().any(|e| e.status == Status::Failed);
-    r.insert("skipped".into(), json!(skipped));
-    let msg = if failed {
-        r.insert("failed".into(), json!(true));
-        "One or more items failed"
-    } else if skipped {
-        "All items skipped"
-    } else {
-        "All items completed"
-    };
-    r.insert("msg".into(), json!(msg));
-    r.insert("results".into(), Value::Array(results));
-    r
 }

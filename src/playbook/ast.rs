@@ -553,6 +553,9 @@ pub struct Task {
     pub loop_extended: bool,
     /// `loop_control.extended_allitems`: whether `ansible_loop` has `allitems` (default yes).
     pub loop_extended_allitems: bool,
+    /// `loop_control.break_when`: after each item, the loop stops when these hold (the item's
+    /// result under the `register` name), as in ansible-core 2.18.
+    pub loop_break_when: Option<Conditions>,
     pub register: Option<String>,
     pub notify: Vec<String>,
     pub listen: Vec<String>,

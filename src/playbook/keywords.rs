@@ -605,7 +605,7 @@ pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
     let mut var = "item".to_string();
     let mut index_var = None;
     if let Some(lc) = opt("loop_control") {
-        let task_only = ["pause", "extended", "extended_allitems"];
+        let task_only = ["pause", "extended", "extended_allitems", "break_when"];
         check_keys(
             map_of(lc, "`loop_control`")?,
             &["loop_var", "index_var", "label"],

@@ -298,6 +298,7 @@ pub(crate) fn load_task(
     let mut loop_pause = std::time::Duration::ZERO;
     let mut loop_extended = false;
     let mut loop_extended_allitems = true;
+    let mut loop_break_when = None;
     if let Some(lc) = opt("loop_control") {
         let lce = map_of(lc, "`loop_control`")?;
         check_keys(
@@ -309,6 +310,7 @@ pub(crate) fn load_task(
                 "pause",
                 "extended",
                 "extended_allitems",
+                "break_when",
             ],
             &[],
             "`loop_control`",
@@ -336,6 +338,9 @@ pub(crate) fn load_task(
         }
         if let Some(v) = lc.get("extended_allitems") {
             loop_extended_allitems = bool_of(v, "extended_allitems")?;
+        }
+        if let Some(v) = lc.get("break_when") {
+            loop_break_when = Some(conditions_of(v, "break_when")?);
         }
     }
     let lp = loop_of(node, true)?;
@@ -402,6 +407,7 @@ pub(crate) fn load_task(
         loop_pause,
         loop_extended,
         loop_extended_allitems,
+        loop_break_when,
         register,
         notify: opt("notify")
             .map(|n| strings_of(n, "notify"))

@@ -183,6 +183,7 @@ impl Validator<'_> {
             ("changed_when", &t.changed_when),
             ("failed_when", &t.failed_when),
             ("until", &t.until),
+            ("break_when", &t.loop_break_when),
         ] {
             if let Some(c) = conds {
                 self.conditions(c, at, what);

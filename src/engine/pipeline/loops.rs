@@ -77,7 +77,7 @@ impl Shared<'_> {
         let mut key: Option<ConnKey> = None;
         let mut complete = true;
         for i in 0..items.len() {
-            let layer = crate::engine::task::item_layer(task, items, i, loop_var);
+            let layer = crate::engine::loop_items::item_layer(task, items, i, loop_var);
             let item_scope = scope.with(layer);
             match self.when_holds(task, &item_scope) {
                 Ok(true) => {}
