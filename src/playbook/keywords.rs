@@ -167,7 +167,7 @@ impl Inherited {
         }
         // Only blocks accept `notify` (their key check says so); an inner one replaces it.
         if let Some(n) = node.get("notify") {
-            out.notify = strings_of(n, "notify")?;
+            out.notify = plain_names(n, "notify")?;
         }
         Ok(out)
     }
@@ -454,6 +454,21 @@ pub(crate) fn string_of(node: &Node, key: &str) -> Result<String, Diagnostic> {
 }
 
 /// A string or a list of strings (`tags`, `notify`, `listen`).
+/// `notify` or `listen` names: ansible-core renders a templated one (`notify: "restart {{ svc
+/// }}"`) per host and item, which fixpoint does not yet, so it is refused rather than matched
+/// against no handler (a change without its restart).
+pub(crate) fn plain_names(node: &Node, key: &str) -> Result<Vec<String>, Diagnostic> {
+    let names = strings_of(node, key)?;
+    if names.iter().any(|n| is_template(n)) {
+        return Err(node
+            .err(format!(
+                "`{key}` names given as templates are not supported by fixpoint yet"
+            ))
+            .help("write the handler's name (or a `listen` topic) as plain text"));
+    }
+    Ok(names)
+}
+
 pub(crate) fn strings_of(node: &Node, key: &str) -> Result<Vec<String>, Diagnostic> {
     match &node.kind {
         Kind::Seq(items) => items.iter().map(|i| string_of(i, key)).collect(),

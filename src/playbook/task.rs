@@ -4,8 +4,8 @@
 use super::ast::{Inherited, LoopKind, Task, Templated};
 use super::keywords::{
     become_method_of, bool_of, check_keys, check_var_name, conditions_of, conn_keywords_of, env_of,
-    flag_of, loop_of, map_of, short_name, string_of, strings_of, vars_of, Flag, TASK_KEYS,
-    TASK_KEYS_NOT_YET,
+    flag_of, loop_of, map_of, plain_names, short_name, string_of, strings_of, vars_of, Flag,
+    TASK_KEYS, TASK_KEYS_NOT_YET,
 };
 use super::kv::{free_form_command, parse_kv};
 use super::validate::{check_guard, check_module_params, param_pos};
@@ -372,6 +372,18 @@ pub(crate) fn load_task(
     if let (Some(r), Some(n)) = (&register, opt("register")) {
         check_var_name(r, &n.pos)?;
     }
+    if handler {
+        if let Some(n) = opt("name")
+            .filter(|n| matches!(&n.kind, Kind::Str(s) if fixpoint_modules::params::is_template(s)))
+        {
+            return Err(n
+                .err("a handler name given as a template is not supported by fixpoint yet")
+                .help(
+                    "name the handler with plain text (ansible-core renders it with the play's \
+                     variables, which fixpoint does not yet)",
+                ));
+        }
+    }
     let mut task = Task {
         // `name:` left empty is no name, as in Ansible (the systemd target writes `- name:`).
         // Trimmed as ansible-core shows it (a folded `name: >` ends in a newline).
@@ -410,11 +422,11 @@ pub(crate) fn load_task(
         loop_break_when,
         register,
         notify: opt("notify")
-            .map(|n| strings_of(n, "notify"))
+            .map(|n| plain_names(n, "notify"))
             .transpose()?
             .unwrap_or_default(),
         listen: opt("listen")
-            .map(|n| strings_of(n, "listen"))
+            .map(|n| plain_names(n, "listen"))
             .transpose()?
             .unwrap_or_default(),
         tags: opt("tags")
