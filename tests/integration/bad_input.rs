@@ -437,6 +437,21 @@ fn table() -> Vec<Bad> {
             "site.yml:6:16",
             "e.g. `timeout: 300`",
         ),
+        bad(
+            "a notify name given as a template (it would match no handler)",
+            tasks("    - name: t\n      debug: {msg: x}\n      notify: \"restart {{ svc }}\"\n"),
+            "site.yml:6:15",
+            "as plain text",
+        ),
+        bad(
+            "a handler name given as a template",
+            format!(
+                "{}  handlers:\n    - name: \"restart {{{{ svc }}}}\"\n      debug: {{msg: x}}\n",
+                tasks("    - name: t\n      debug: {msg: x}\n")
+            ),
+            "site.yml:7:13",
+            "with plain text",
+        ),
     ]
 }
 
