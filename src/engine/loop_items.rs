@@ -108,15 +108,16 @@ fn item_source(task: &Task, len: usize, i: usize) -> Option<Value> {
 }
 
 /// ansible-core 2.18's `loop_control.break_when`, after an item (`res`, its result, also under
-/// the `register` name): whether the loop stops there, or why its conditions cannot be
-/// evaluated (which fails the task there, as in ansible-core).
+/// the `register` name): whether the loop stops there. Conditions that cannot be evaluated stop
+/// it too, with why in `broken` (the task then fails with that alone, as in ansible-core).
 pub(super) fn break_after(
     task: &Task,
     item_scope: &Arc<Scope>,
     res: Option<&Value>,
-) -> Result<bool, String> {
+    broken: &mut Option<String>,
+) -> bool {
     let Some(conds) = &task.loop_break_when else {
-        return Ok(false);
+        return false;
     };
     let scope = match (&task.register, res) {
         (Some(reg), Some(res)) => {
@@ -126,7 +127,10 @@ pub(super) fn break_after(
         }
         _ => item_scope.clone(),
     };
-    all_hold(&scope, conds).map_err(|e| format!("Error while evaluating conditional: {e}"))
+    all_hold(&scope, conds).unwrap_or_else(|e| {
+        *broken = Some(format!("Error while evaluating conditional: {e}"));
+        true
+    })
 }
 
 /// `loop_control.loop_var` as this host names it: ansible-core renders a templated name.

@@ -258,14 +258,10 @@ impl Shared<'_> {
                     events.push(skip_event(Some(label)));
                     results.push(res);
                     trusts.push(item_trust(task, &item_scope, (item, &loop_var), None));
-                    match break_after(task, &item_scope, results.last()) {
-                        Ok(false) => continue,
-                        Ok(true) => break,
-                        Err(e) => {
-                            broken = Some(e);
-                            break;
-                        }
+                    if break_after(task, &item_scope, results.last(), &mut broken) {
+                        break;
                     }
+                    continue;
                 }
                 // The item fails, and the loop goes on to the next, as in ansible-core.
                 Err(e) => {
@@ -280,14 +276,10 @@ impl Shared<'_> {
                     trusts.push(item_trust(task, &item_scope, (item, &loop_var), None));
                     ev.result.insert("item".into(), item.clone());
                     events.push(ev);
-                    match break_after(task, &item_scope, results.last()) {
-                        Ok(false) => continue,
-                        Ok(true) => break,
-                        Err(e) => {
-                            broken = Some(e);
-                            break;
-                        }
+                    if break_after(task, &item_scope, results.last(), &mut broken) {
+                        break;
                     }
+                    continue;
                 }
             }
             let from_batch = match piped.as_deref_mut() {
@@ -335,13 +327,8 @@ impl Shared<'_> {
             if stop {
                 break;
             }
-            match break_after(task, &item_scope, results.last()) {
-                Ok(false) => {}
-                Ok(true) => break,
-                Err(e) => {
-                    broken = Some(e);
-                    break;
-                }
+            if break_after(task, &item_scope, results.last(), &mut broken) {
+                break;
             }
             if !task.loop_pause.is_zero() && i + 1 < items.len() {
                 // `loop_control.pause`: the playbook asked for time between items.
