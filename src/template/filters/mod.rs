@@ -157,23 +157,13 @@ pub(super) fn add_filters(env: &mut Environment<'static>) {
     // here is always plain data already.
     env.add_filter("finalize", |v: minijinja::Value| v);
     // `fileglob`: the controller's files (not directories) matching the pattern, as written
-    // (relative to the working directory); as in Python's `glob`, `*` does not match a name
-    // starting with `.`. (Sorted, where Python gives the directories' order.)
+    // (relative to the working directory), as Python's `glob` lists them: each directory in its
+    // own order, `*` matching no name that starts with `.`.
     env.add_filter("fileglob", |pattern: String| -> Vec<String> {
-        let options = glob::MatchOptions {
-            case_sensitive: true,
-            require_literal_separator: true,
-            require_literal_leading_dot: true,
-        };
-        glob::glob_with(&pattern, options)
-            .map(|paths| {
-                paths
-                    .filter_map(Result::ok)
-                    .filter(|p| p.is_file())
-                    .map(|p| p.display().to_string())
-                    .collect()
-            })
-            .unwrap_or_default()
+        crate::template::lookups::py_glob(&pattern)
+            .into_iter()
+            .filter(|p| std::path::Path::new(p).is_file())
+            .collect()
     });
     env.add_filter("hash", filter_hash);
     env.add_filter("dict2items", filter_dict2items);

@@ -16,11 +16,6 @@ pub fn fileglob(pattern: &str, search: &[PathBuf]) -> Vec<PathBuf> {
     let Ok(name) = glob::Pattern::new(&name_pattern(&name_part)) else {
         return Vec::new();
     };
-    let options = glob::MatchOptions {
-        case_sensitive: true,
-        require_literal_separator: true,
-        require_literal_leading_dot: true,
-    };
     let dirs: Vec<PathBuf> = if p.is_absolute() {
         vec![dir_part]
     } else {
@@ -39,7 +34,7 @@ pub fn fileglob(pattern: &str, search: &[PathBuf]) -> Vec<PathBuf> {
         let d = std::path::absolute(&d).unwrap_or(d);
         let found: Vec<PathBuf> = entries
             .filter_map(Result::ok)
-            .filter(|e| name.matches_with(&e.file_name().to_string_lossy(), options))
+            .filter(|e| name.matches_with(&e.file_name().to_string_lossy(), PY_MATCH))
             .map(|e| d.join(e.file_name()))
             .filter(|f| f.is_file())
             .collect();
@@ -49,6 +44,73 @@ pub fn fileglob(pattern: &str, search: &[PathBuf]) -> Vec<PathBuf> {
     }
     Vec::new()
 }
+
+/// Python's `glob.glob(pattern)` (what the `fileglob` filter calls): every path matching a
+/// pattern with wildcards in any component, each directory listed in its own order (unsorted),
+/// `*` matching no name that starts with `.`, relative when the pattern is.
+pub fn py_glob(pattern: &str) -> Vec<String> {
+    let magic = |s: &str| s.contains(['*', '?', '[']);
+    let (dir, base) = match pattern.rfind('/') {
+        Some(i) => {
+            let head = pattern[..i].trim_end_matches('/');
+            // Only slashes before the name: the root.
+            (
+                if head.is_empty() {
+                    &pattern[..=i]
+                } else {
+                    head
+                },
+                &pattern[i + 1..],
+            )
+        }
+        None => ("", pattern),
+    };
+    let dirs = if magic(dir) && dir != pattern {
+        py_glob(dir)
+    } else {
+        vec![dir.to_string()]
+    };
+    let join = |d: &str, name: &str| match d {
+        "" => name.to_string(),
+        d if d.ends_with('/') => format!("{d}{name}"),
+        d => format!("{d}/{name}"),
+    };
+    let mut out = Vec::new();
+    for d in dirs {
+        if !magic(base) {
+            let p = join(&d, base);
+            let found = match base {
+                "" => Path::new(&p).is_dir(),
+                _ => Path::new(&p).symlink_metadata().is_ok(),
+            };
+            if found {
+                out.push(p);
+            }
+            continue;
+        }
+        let Ok(pat) = glob::Pattern::new(base) else {
+            continue;
+        };
+        let Ok(entries) = std::fs::read_dir(if d.is_empty() { "." } else { &d }) else {
+            continue;
+        };
+        out.extend(
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| pat.matches_with(n, PY_MATCH))
+                .map(|n| join(&d, &n)),
+        );
+    }
+    out
+}
+
+/// How Python's `fnmatch` compares one name under `glob`.
+const PY_MATCH: glob::MatchOptions = glob::MatchOptions {
+    case_sensitive: true,
+    require_literal_separator: true,
+    require_literal_leading_dot: true,
+};
 
 /// The last component as a glob pattern in which only `*` and `?` are wildcards, as they
 /// always were here: `[` and `]` stay literal characters.

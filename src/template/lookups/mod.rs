@@ -31,7 +31,7 @@ use super::pyrepr::py_string;
 use super::rewrite::rewrite_chains;
 use super::value::{defined, op_err, split_kwargs};
 use super::VARIABLE_ORDER;
-pub use fileglob::fileglob;
+pub use fileglob::{fileglob, py_glob};
 use first_found::first_found;
 
 /// The lookup plugins `run_lookup` knows (`fixpoint validate` refuses the others).
