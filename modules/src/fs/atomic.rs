@@ -3,7 +3,7 @@
 //! rename, and the `backup: true` copy made before it.
 
 use super::attrs::{current_umask, Attrs};
-use super::dirfd::{recheck_guard, Dir, Loc};
+use super::dirfd::{recheck_guard, Dir, Handle, Loc};
 use super::stage::Staged;
 use crate::ModuleError;
 use nix::sys::stat::FileStat;
@@ -115,8 +115,24 @@ pub fn install_temp(
     result
 }
 
+/// The file a write replaces, as pinned when it was checked against the probe: its metadata,
+/// and its extended attributes (ACLs, `user.*`, its SELinux label), which the new inode keeps,
+/// as ansible-core's atomic_move keeps them (`shutil.copystat`).
+struct Existing {
+    stat: FileStat,
+    xattrs: Vec<(std::ffi::CString, Vec<u8>)>,
+}
+
 /// What is at the destination must still be what the probe saw (`dest.id`; `None`: nothing).
-fn still_as_probed(dir: &Dir, dest: &Loc) -> Result<Option<FileStat>, ModuleError> {
+fn still_as_probed(dir: &Dir, dest: &Loc) -> Result<Option<Existing>, ModuleError> {
+    Ok(probed_entry(dir, dest)?.map(|h| Existing {
+        stat: *h.stat(),
+        xattrs: h.xattrs(),
+    }))
+}
+
+/// [`still_as_probed`]'s check, giving the pinned entry.
+fn probed_entry<'d>(dir: &'d Dir, dest: &Loc) -> Result<Option<Handle<'d>>, ModuleError> {
     let existing = dir.entry(&dest.name)?;
     match (&existing, dest.id) {
         (Some(h), Some(id)) if h.id() == id => {}
@@ -129,7 +145,7 @@ fn still_as_probed(dir: &Dir, dest: &Loc) -> Result<Option<FileStat>, ModuleErro
             ))
         }
     }
-    Ok(existing.map(|h| *h.stat()))
+    Ok(existing)
 }
 
 /// Give the filled temp file its owner, group and mode, make it durable, validate it, rename it
@@ -142,7 +158,7 @@ fn finish(
     tmp_name: &std::ffi::OsStr,
     dir: &Dir,
     dest: &Loc,
-    existing: Option<FileStat>,
+    existing: Option<Existing>,
     attrs: &Attrs,
     validate: Option<&str>,
 ) -> Result<(), ModuleError> {
@@ -150,10 +166,14 @@ fn finish(
     let tmp_path = tmp_dir.at(tmp_name);
     let mode = attrs
         .mode
-        .or_else(|| existing.map(|m| m.st_mode & 0o7777))
+        .or_else(|| existing.as_ref().map(|e| e.stat.st_mode & 0o7777))
         .unwrap_or_else(|| 0o666 & !current_umask());
-    let uid = attrs.uid.or_else(|| existing.map(|m| m.st_uid));
-    let gid = attrs.gid.or_else(|| existing.map(|m| m.st_gid));
+    let uid = attrs
+        .uid
+        .or_else(|| existing.as_ref().map(|e| e.stat.st_uid));
+    let gid = attrs
+        .gid
+        .or_else(|| existing.as_ref().map(|e| e.stat.st_gid));
     if uid.is_some() || gid.is_some() {
         nix::unistd::fchown(
             tmp.as_raw_fd(),
@@ -162,15 +182,12 @@ fn finish(
         )
         .map_err(|e| ModuleError::io(&path, format!("cannot set owner/group: {e}")))?;
     }
-    // A rewrite keeps the replaced file's extended attributes (ACLs, `user.*`, its SELinux
-    // label), as ansible-core's atomic_move does, before the mode is set, as `copystat` orders
+    // The replaced file's extended attributes go before the mode is set, as `copystat` orders
     // them (a chmod after an ACL sets its mask from the group bits).
-    if existing.is_some() {
-        if let Some(old) = dir.entry(&dest.name)? {
-            super::xattrs::write_all(tmp, &old.xattrs()).map_err(|e| {
-                ModuleError::io(&tmp_path, format!("cannot copy extended attributes: {e}"))
-            })?;
-        }
+    if let Some(e) = &existing {
+        super::xattrs::write_all(tmp, &e.xattrs).map_err(|e| {
+            ModuleError::io(&tmp_path, format!("cannot copy extended attributes: {e}"))
+        })?;
     }
     // chmod after chown: chown clears setuid/setgid bits.
     tmp.set_permissions(fs::Permissions::from_mode(mode))
@@ -187,7 +204,7 @@ fn finish(
     // leaves that writer's file as it is. (Unguarded writes keep last-writer-wins: the agent's
     // own journal files are written that way by agents of one run.)
     if dest.guard.is_some() {
-        still_as_probed(dir, dest)?;
+        probed_entry(dir, dest)?;
         recheck_guard(dir, dest)?;
     }
     // What the rename leaves, for the journal (drift attribution): the temp file as it is now.

@@ -27,15 +27,11 @@ pub fn fileglob(pattern: &str, search: &[PathBuf]) -> Vec<PathBuf> {
     for d in dirs {
         // The directory is taken literally (a role path may contain `[`); only the name is a
         // pattern.
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
         // Absolute, as ansible-core's are (its search path is), whatever the working directory.
-        let d = std::path::absolute(&d).unwrap_or(d);
-        let found: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .filter(|e| name.matches_with(&e.file_name().to_string_lossy(), PY_MATCH))
-            .map(|e| d.join(e.file_name()))
+        let abs = std::path::absolute(&d).unwrap_or_else(|_| d.clone());
+        let found: Vec<PathBuf> = matching_names(&d, &name)
+            .into_iter()
+            .map(|n| abs.join(n))
             .filter(|f| f.is_file())
             .collect();
         if !found.is_empty() {
@@ -91,18 +87,23 @@ pub fn py_glob(pattern: &str) -> Vec<String> {
         let Ok(pat) = glob::Pattern::new(base) else {
             continue;
         };
-        let Ok(entries) = std::fs::read_dir(if d.is_empty() { "." } else { &d }) else {
-            continue;
-        };
-        out.extend(
-            entries
-                .filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| pat.matches_with(n, PY_MATCH))
-                .map(|n| join(&d, &n)),
-        );
+        let listed = matching_names(Path::new(if d.is_empty() { "." } else { &d }), &pat);
+        out.extend(listed.iter().map(|n| join(&d, n)));
     }
     out
+}
+
+/// The names in `dir` that `pat` matches, in the directory's own order (Python's `os.scandir`
+/// under `glob`); none when it cannot be listed.
+fn matching_names(dir: &Path, pat: &glob::Pattern) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| pat.matches_with(n, PY_MATCH))
+        .collect()
 }
 
 /// How Python's `fnmatch` compares one name under `glob`.
