@@ -183,19 +183,27 @@ impl Config {
 
 impl Config {
     /// Whether a task (or include) with these tags runs under --tags / --skip-tags, with
-    /// Ansible's special tags `always` and `never`.
+    /// Ansible's special tags: `always` and `never` on tasks, `all`, `tagged` and `untagged`
+    /// in the options (a task without tags is `untagged`; no --tags means `all`), decided in
+    /// ansible-core's order.
     pub fn tag_selected(&self, tags: &[String]) -> bool {
-        let has = |t: &str| tags.iter().any(|x| x == t);
-        if !self.skip_tags.is_empty() && tags.iter().any(|t| self.skip_tags.contains(t)) {
+        let untagged = tags.iter().all(|t| t == "untagged");
+        let has = |t: &str| tags.iter().any(|x| x == t) || (t == "untagged" && untagged);
+        let only =
+            |t: &str| self.tags.iter().any(|x| x == t) || (t == "all" && self.tags.is_empty());
+        let run = has("always")
+            || (only("all") && !has("never"))
+            || self.tags.iter().any(|t| has(t))
+            || (only("tagged") && !untagged && !has("never"));
+        if !run {
             return false;
         }
-        if has("never") && !tags.iter().any(|t| self.tags.contains(t)) {
-            return false;
+        let skip = |t: &str| self.skip_tags.iter().any(|x| x == t);
+        if skip("all") {
+            has("always") && !skip("always")
+        } else {
+            !(self.skip_tags.iter().any(|t| has(t)) || (skip("tagged") && !untagged))
         }
-        if self.tags.is_empty() || self.tags.iter().any(|t| t == "all") {
-            return true;
-        }
-        has("always") || tags.iter().any(|t| self.tags.contains(t))
     }
 
     /// The configuration of `fixpoint journal`: no playbook, default run settings.
