@@ -73,6 +73,7 @@ pub const CONTROLLER_MODULES: &[&str] = &[
     "pause",
     "group_by",
     "add_host",
+    "validate_argument_spec",
 ];
 
 /// Every module name the loader accepts, in their short form: the agent's and the controller's.

@@ -87,6 +87,7 @@ const CONTROLLER_ACTIONS: &[&str] = &[
     "setup",
     "gather_facts",
     "fetch",
+    "validate_argument_spec",
 ];
 
 /// Actions that run once for the play's hosts or change the run's inventory.

@@ -20,7 +20,7 @@ mod load;
 mod model;
 mod output;
 mod pattern;
-mod pyliteral;
+pub(crate) mod pyliteral;
 mod shard;
 mod vars_dirs;
 mod yaml;

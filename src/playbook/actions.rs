@@ -105,6 +105,19 @@ pub(crate) struct AssertParams {
     pub(crate) quiet: Bool,
 }
 
+/// `validate_argument_spec`: the spec (`options` of a role's entry point), the values given
+/// beside the variables, and what to say the check was for (`engine::actions::argspec`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ValidateArgSpecParams {
+    #[allow(dead_code)]
+    argument_spec: Value,
+    #[allow(dead_code)]
+    provided_arguments: Option<Value>,
+    #[allow(dead_code)]
+    validate_args_context: Option<Value>,
+}
+
 /// `fail`: the message.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -279,6 +292,7 @@ pub fn param_names(module: &str) -> Option<Vec<&'static str>> {
         }
         "debug" => struct_fields::<DebugParams>(),
         "assert" => struct_fields::<AssertParams>(),
+        "validate_argument_spec" => struct_fields::<ValidateArgSpecParams>(),
         "include_vars" => struct_fields::<IncludeVarsParams>(),
         "setup" => struct_fields::<SetupParams>(),
         "fail" => struct_fields::<FailParams>(),
@@ -420,6 +434,7 @@ pub fn check_params(module: &str, params: &Value, dirs: &[PathBuf]) -> Result<()
             Ok(())
         }
         "assert" => parse::<AssertParams>(params).map(|_| ()),
+        "validate_argument_spec" => parse::<ValidateArgSpecParams>(params).map(|_| ()),
         "include_vars" => parse::<IncludeVarsParams>(params).and_then(|p| {
             if p.file.is_some() == p.dir.is_some() {
                 return Err(ParamError {

@@ -109,13 +109,15 @@ pub enum IncludeSource {
 }
 
 /// `tasks_from`, `vars_from`, `defaults_from`, `handlers_from` of `import_role` /
-/// `include_role`: which file of each role directory to read instead of `main`.
+/// `include_role`: which file of each role directory to read instead of `main`; and
+/// `rolespec_validate: false`, which leaves out the check of the entry point's argument spec.
 #[derive(Debug, Clone, Default)]
 pub struct RoleFrom {
     pub tasks: Option<String>,
     pub vars: Option<String>,
     pub defaults: Option<String>,
     pub handlers: Option<String>,
+    pub skip_argspec: bool,
 }
 
 /// `meta:` actions the scheduler performs itself.

@@ -11,8 +11,8 @@ use super::ast::{
 };
 use super::files::{dir_of, find_in, looked_in};
 use super::keywords::{
-    check_keys, conditions_of, loop_of, map_of, short_name, string_of, strings_of, vars_of,
-    BLOCK_KEYS, INCLUDE_ACTIONS, INHERITED_KEYS, TASK_KEYS_NOT_YET,
+    bool_of, check_keys, conditions_of, loop_of, map_of, short_name, string_of, strings_of,
+    vars_of, BLOCK_KEYS, INCLUDE_ACTIONS, INHERITED_KEYS, TASK_KEYS_NOT_YET,
 };
 use super::roles::{self, Listed, Role, RoleOpts, RoleVars};
 use super::task::{action_keyword, load_task};
@@ -294,6 +294,16 @@ impl<'a> Loader<'a> {
         }
         let mut inner = inh.clone();
         inner.role = Some(ctx);
+        if !opts.from.skip_argspec {
+            // A role entry's parameters are what the check calls provided; an include's
+            // `vars:` are not, as in ansible-core.
+            let provided = if opts.dedupe {
+                vars.params.clone()
+            } else {
+                Map::new()
+            };
+            steps.extend(self.argspec_task(role, &opts.from, provided, &inner)?);
+        }
         if let Some(f) = role.file_in("tasks", &opts.from.tasks, name_node)? {
             steps.extend(self.task_file(&f, &name_node.pos, &inner)?);
         }
@@ -329,6 +339,44 @@ impl<'a> Loader<'a> {
             }
         }
         Ok(steps)
+    }
+
+    /// The task ansible-core puts in front of a role's tasks when the role has an argument
+    /// spec for its entry point (`main`, or `tasks_from` as written): `validate_argument_spec`
+    /// of the spec's `options`, tagged `always`, named after the spec.
+    fn argspec_task(
+        &mut self,
+        role: &Role,
+        from: &RoleFrom,
+        provided: Map<String, Value>,
+        inh: &Inherited,
+    ) -> Result<Vec<Step>, Diagnostic> {
+        let entry = from.tasks.as_deref().unwrap_or("main");
+        let Some(spec) = role.argument_spec(entry)? else {
+            return Ok(Vec::new());
+        };
+        let mut name = format!("Validating arguments against arg spec '{entry}'");
+        if let Some(d) = spec.get("short_description") {
+            name.push_str(" - ");
+            name.push_str(&d.scalar_text().unwrap_or_else(|| "None".into()));
+        }
+        let options = spec.get("options").map_or(Value::Null, Node::to_json);
+        let task = serde_json::json!([{
+            "name": name,
+            "ansible.builtin.validate_argument_spec": {
+                "argument_spec": if options.is_null() { serde_json::json!({}) } else { options },
+                "provided_arguments": provided,
+                "validate_args_context": {
+                    "type": "role",
+                    "name": role.name,
+                    "argument_spec_name": entry,
+                    "path": abs_path(&role.path),
+                },
+            },
+            "tags": ["always"],
+        }]);
+        let node = yaml::json_to_node(&task, &spec.pos);
+        self.steps_of(&node, "tasks", false, inh, &role.path)
     }
 
     /// A static import's templated file name, rendered with what is known at load time, as
@@ -653,12 +701,13 @@ impl<'a> Loader<'a> {
                     "vars_from",
                     "defaults_from",
                     "handlers_from",
+                    "rolespec_validate",
                     "apply",
                 ];
                 check_keys(
                     am,
                     &arg_keys[..arg_keys.len() - usize::from(!include)],
-                    &["apply", "rolespec_validate", "allow_duplicates", "public"],
+                    &["apply", "allow_duplicates", "public"],
                     &format!("`{short}`"),
                     |_| false,
                 )?;
@@ -673,6 +722,10 @@ impl<'a> Loader<'a> {
                         vars: opt("vars_from")?,
                         defaults: opt("defaults_from")?,
                         handlers: opt("handlers_from")?,
+                        skip_argspec: match arg.get("rolespec_validate") {
+                            Some(n) => !bool_of(n, "rolespec_validate")?,
+                            None => false,
+                        },
                     },
                     dedupe: false,
                     export: !include,

@@ -222,6 +222,37 @@ impl Role {
         }
     }
 
+    /// The argument spec of the entry point `entry` (`main`, or `tasks_from` as written), as
+    /// ansible-core finds it: `meta/argument_specs.yml` (`.yaml`, `.json`) when there is one,
+    /// else `argument_specs` in `meta/main.yml`; the two are not merged.
+    pub(crate) fn argument_spec(&self, entry: &str) -> Result<Option<Node>, Diagnostic> {
+        let meta = self.path.join("meta");
+        let file = ["yml", "yaml", "json"]
+            .iter()
+            .map(|ext| meta.join(format!("argument_specs.{ext}")))
+            .find(|p| p.is_file());
+        let loaded;
+        let specs = match file {
+            Some(f) => {
+                loaded = yaml::load_file(&f)?;
+                loaded.get("argument_specs")
+            }
+            None => self.meta.as_ref().and_then(|m| m.get("argument_specs")),
+        };
+        let Some(spec) = specs.and_then(|s| s.get(entry)) else {
+            return Ok(None);
+        };
+        match &spec.kind {
+            Kind::Map(entries) if !entries.is_empty() => Ok(Some(spec.clone())),
+            Kind::Map(_) | Kind::Null => Ok(None),
+            _ => Err(spec.err(format!(
+                "the argument spec `{entry}` must be a mapping (with `options`, \
+                 `short_description`...), found {}",
+                spec.type_name()
+            ))),
+        }
+    }
+
     /// The file of `sub/` to read: `main`, or the one a `*_from` option names (which must exist).
     pub(crate) fn file_in(
         &self,

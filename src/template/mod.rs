@@ -64,6 +64,7 @@ pub use cross::{CrossRead, FLEET_NAMES};
 use env::{build_env, set_search_path};
 pub use error::TemplateError;
 use error::{label_for_text, syntax_error};
+pub(crate) use filters::human_to_bytes;
 pub use foreign::{
     is_collection_name, set_foreign, Call as PluginCall, Failure as PluginFailure, Foreign,
     Kind as PluginKind,

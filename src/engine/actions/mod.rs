@@ -1,6 +1,7 @@
 //! Controller-side actions. The engine runs `include_vars` and `setup` itself, here, because
 //! they change the host's variables; `prepare` turns the others into an outcome or a request.
 
+pub mod argspec;
 pub mod fetch;
 pub mod held;
 pub mod include_vars;

@@ -463,6 +463,7 @@ pub fn prepare(
         }
         "debug" => Ok(Prepared::Done(debug(&params, scope))),
         "assert" => Ok(Prepared::Done(assert(&params, scope))),
+        "validate_argument_spec" => Ok(Prepared::Done(super::argspec::run(&params, scope))),
         "fail" => {
             let p: FailParams = parse(&params).map_err(|e| Failure::msg(e.to_string()))?;
             Ok(Prepared::Done(Err(Failure::msg(

@@ -113,21 +113,29 @@ pub(super) fn filter_human_to_bytes(value: &Value, kwargs: Kwargs) -> Result<Val
     let isbits = kwargs.get::<Option<bool>>("isbits")?.unwrap_or(false);
     kwargs.assert_all_used()?;
     let text = py_string(defined(value)?)?;
-    let bad = || op_err("human_to_bytes() can't interpret the input");
+    human_to_bytes(&text, default_unit.as_deref(), isbits)
+        .map(Value::from)
+        .ok_or_else(|| op_err("human_to_bytes() can't interpret the input"))
+}
+
+/// Python's `human_to_bytes`: the number of bytes (bits with `isbits`) `text` names, `None`
+/// when it names none. Also the `bytes` and `bits` types of role argument specs.
+pub(crate) fn human_to_bytes(text: &str, default_unit: Option<&str>, isbits: bool) -> Option<i128> {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let re = RE.get_or_init(|| {
         regex::Regex::new(r"^([0-9]*\.?[0-9]+)(?:\s*([A-Za-z]+))?\s*$").expect("static regex")
     });
-    let c = re.captures(&text).ok_or_else(bad)?;
-    let num: f64 = c[1].parse().map_err(|_| bad())?;
-    let Some(unit) = c.get(2).map(|m| m.as_str().to_string()).or(default_unit) else {
-        return Ok(Value::from(num.round_ties_even() as i128));
+    let c = re.captures(text)?;
+    let num: f64 = c[1].parse().ok()?;
+    let Some(unit) = c
+        .get(2)
+        .map(|m| m.as_str().to_string())
+        .or(default_unit.map(str::to_string))
+    else {
+        return Some(num.round_ties_even() as i128);
     };
-    let key = unit.chars().next().ok_or_else(bad)?.to_ascii_uppercase();
-    let (_, limit) = SIZE_RANGES
-        .iter()
-        .find(|(s, _)| *s == key)
-        .ok_or_else(bad)?;
+    let key = unit.chars().next()?.to_ascii_uppercase();
+    let (_, limit) = SIZE_RANGES.iter().find(|(s, _)| *s == key)?;
     if unit.chars().count() > 1 {
         const NAMES: &[(char, &str)] = &[
             ('B', "byte"),
@@ -154,10 +162,10 @@ pub(super) fn filter_human_to_bytes(value: &Value, kwargs: Kwargs) -> Result<Val
             format!("{key}{class}")
         };
         if unit.to_lowercase() != long && unit != short {
-            return Err(bad());
+            return None;
         }
     }
-    Ok(Value::from((num * *limit as f64).round_ties_even() as i128))
+    Some((num * *limit as f64).round_ties_even() as i128)
 }
 
 #[cfg(test)]

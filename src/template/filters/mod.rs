@@ -12,6 +12,7 @@ mod encoding;
 mod html;
 mod layout;
 mod math;
+pub(crate) use math::human_to_bytes;
 mod password;
 pub(super) mod paths;
 pub(in crate::template) mod random;
