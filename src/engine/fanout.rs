@@ -355,10 +355,23 @@ pub(super) fn account(
     }
     let mut unknown = Vec::new();
     if any_changed && !task.notify.is_empty() {
-        for n in &task.notify {
+        // Templated names, as each item rendered them (`Event::notified`).
+        let mut names: Vec<&String> = Vec::new();
+        if events.iter().any(|e| e.notified.is_some()) {
+            for n in events.iter().filter_map(|e| e.notified.as_ref()).flatten() {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        } else {
+            names.extend(&task.notify);
+        }
+        for n in names {
             let reached = notified_handlers(handlers, n);
             if reached.is_empty() {
-                unknown.push(n.clone());
+                if !unknown.contains(n) {
+                    unknown.push(n.clone());
+                }
                 continue;
             }
             for h in reached {
@@ -391,5 +404,6 @@ pub(super) fn interrupted_event() -> Event {
         ignored: false,
         note: None,
         delegated_to: None,
+        notified: None,
     }
 }

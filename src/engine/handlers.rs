@@ -2,12 +2,14 @@
 //! outboxes (notifications recorded on the host, so a failed run still delivers them) in step.
 
 use super::state::{HostState, PlayCtx};
-use super::{Engine, Shared};
+use super::{display, Engine, Shared};
 use crate::connection::pool::ConnKey;
-use crate::playbook::{Step, Task};
+use crate::playbook::{Play, Step, Task};
 use crate::report::Status;
+use crate::vars::{Layer, Scope};
 use fixpoint_agent::journal::OutboxEntry;
 use fixpoint_agent::protocol::Request;
+use fixpoint_modules::params::is_template;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -178,6 +180,41 @@ impl Engine {
         }
     }
 
+    /// Handler names written as templates, rendered once as ansible-core renders them before
+    /// it matches a notification: with the variables known without a host (the handler's
+    /// role's defaults, the play's vars and `vars_files`, the role's vars and parameters, the
+    /// handler's own vars, `-e`). One that cannot be rendered keeps its text, with ansible-core's
+    /// warning when no `listen` topic can reach it either.
+    pub(super) fn render_handler_names(&mut self, play: &Play, handlers: &mut [Task]) {
+        for h in handlers {
+            let Some(name) = h.name.clone().filter(|n| is_template(n)) else {
+                continue;
+            };
+            let mut layers = Vec::new();
+            if let Some(r) = &h.role {
+                layers.push(Layer::shared(r.defaults.clone(), true));
+            }
+            layers.push(Layer::shared(play.vars.clone(), true));
+            layers.push(Layer::shared(play.vars_from_files.clone(), true));
+            if let Some(r) = &h.role {
+                for m in [&r.vars, &r.entry_vars, &r.params] {
+                    layers.push(Layer::shared(m.clone(), true));
+                }
+            }
+            layers.push(Layer::shared(h.vars.clone(), true));
+            layers.push(Layer::shared(self.cfg.extra_vars.clone(), true));
+            match Scope::new(self.templar.clone(), layers).render(&Value::String(name.clone())) {
+                Ok(v) => h.name = Some(display(&v)),
+                Err(e) if h.listen.is_empty() => self.reporter.warn(&format!(
+                    "Handler '{name}' is unusable because it has no listen topics and the name \
+                     could not be templated (host-specific variables are not supported in \
+                     handler names). The error: {e}"
+                )),
+                Err(_) => {}
+            }
+        }
+    }
+
     /// The handlers an include brings join the play's, seeing the include's parameters (its
     /// loop item...) as its tasks do.
     pub(super) fn add_included_handlers(
@@ -193,6 +230,7 @@ impl Engine {
         for h in &mut handlers {
             h.handler_params = Some(params.clone());
         }
+        self.render_handler_names(ctx.play, &mut handlers);
         self.add_handlers(handlers);
     }
 
@@ -280,6 +318,44 @@ pub(super) fn notified_handlers<'a>(handlers: &'a [Task], n: &str) -> Vec<&'a Ta
         .iter()
         .filter(|h| h.name.as_deref() == Some(n) || h.listen.iter().any(|l| l == n))
         .collect()
+}
+
+/// A task's `notify` names rendered with an item's variables, when any is a template
+/// (`notify: "restart {{ svc }}"`, rendered per host and item as ansible-core does); `None`
+/// when they are plain names. A name that renders to a list gives each of its members.
+pub(super) fn templated_notify(
+    task: &Task,
+    scope: &Arc<Scope>,
+) -> Option<Result<Vec<String>, String>> {
+    if !task.notify.iter().any(|n| is_template(n)) {
+        return None;
+    }
+    let mut names = Vec::new();
+    for n in &task.notify {
+        if !is_template(n) {
+            names.push(n.clone());
+            continue;
+        }
+        match scope.render(&Value::String(n.clone())) {
+            Ok(Value::Array(items)) => names.extend(items.iter().map(display)),
+            Ok(v) => names.push(display(&v)),
+            Err(e) => return Some(Err(format!("cannot render `notify` name `{n}`: {e}"))),
+        }
+    }
+    Some(Ok(names))
+}
+
+/// The handlers (by name) that an item's `notify` reaches: those its names (rendered when they
+/// are templates) give.
+pub(super) fn notified_names(
+    handlers: &[Task],
+    task: &Task,
+    scope: &Arc<Scope>,
+) -> Result<Vec<String>, String> {
+    match templated_notify(task, scope) {
+        None => Ok(handler_names(handlers, &task.notify)),
+        Some(names) => Ok(handler_names(handlers, &names?)),
+    }
 }
 
 /// The handlers (by name) that a task's `notify` reaches, directly or through `listen`.

@@ -6,7 +6,7 @@ use super::actions::include_vars;
 use super::actions::prepare::{self as actions, Prepared};
 use super::actions::upload::Upload;
 use super::connect::conn_key;
-use super::handlers::handler_names;
+use super::handlers::notified_names;
 use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::{display, playbook_scope, Shared};
@@ -269,12 +269,15 @@ impl Shared<'_> {
             }
             None => None,
         };
-        let notify = (!task.notify.is_empty() && !check).then(|| NotifySpec {
-            playbook: playbook_scope(ctx.book),
-            play: ctx.play.name.clone(),
-            task: task.display_name(),
-            handlers: handler_names(&ctx.handlers, &task.notify),
-        });
+        let notify = match task.notify.is_empty() || check {
+            true => None,
+            false => Some(NotifySpec {
+                playbook: playbook_scope(ctx.book),
+                play: ctx.play.name.clone(),
+                task: task.display_name(),
+                handlers: notified_names(&ctx.handlers, task, scope).map_err(|e| (false, e))?,
+            }),
+        };
         let inline = match check {
             true => Vec::new(),
             false => held::inline_for(&spec.route(), &upload),

@@ -84,7 +84,9 @@ impl Engine {
         self.inventory_groups = None;
         self.grouped_objects = None;
         let files_vars = Arc::new(files_vars);
-        self.handlers = Arc::new(play.handlers.clone());
+        let mut handlers = play.handlers.clone();
+        self.render_handler_names(play, &mut handlers);
+        self.handlers = Arc::new(handlers);
         // What the status lines count a host's tasks against: those the tags select, as far
         // as is known before run-time includes load (they add theirs when they do).
         let total = usize::from(play.gather_facts)

@@ -4,7 +4,7 @@
 
 use super::actions::upload::Upload;
 use super::connect::conn_key;
-use super::handlers::handler_names;
+use super::handlers::notified_names;
 use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::{playbook_scope, Shared};
@@ -112,12 +112,15 @@ impl Shared<'_> {
         } else {
             None
         };
-        let notify = (!task.notify.is_empty() && !check).then(|| NotifySpec {
-            playbook: playbook_scope(ctx.book),
-            play: ctx.play.name.clone(),
-            task: task.display_name(),
-            handlers: handler_names(&ctx.handlers, &task.notify),
-        });
+        let notify = match task.notify.is_empty() || check {
+            true => None,
+            false => Some(NotifySpec {
+                playbook: playbook_scope(ctx.book),
+                play: ctx.play.name.clone(),
+                task: task.display_name(),
+                handlers: notified_names(&ctx.handlers, task, scope).map_err(|e| (false, e))?,
+            }),
+        };
         let spec = self
             .task_conn_spec(h, ctx, task, scope)
             .map_err(|e| (false, e))?;

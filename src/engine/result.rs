@@ -97,6 +97,9 @@ pub(super) struct Event {
     pub(super) note: Option<String>,
     /// `delegate_to`: the host it ran on, when not the task's own.
     pub(super) delegated_to: Option<String>,
+    /// The item's `notify` names rendered with its variables, when the task's are templates
+    /// (`notify: "restart {{ svc }}"`); otherwise they are the task's own.
+    pub(super) notified: Option<Vec<String>>,
 }
 
 impl Shared<'_> {
@@ -139,6 +142,7 @@ impl Shared<'_> {
                     ignored: ignore && status == Status::Failed,
                     note: None,
                     delegated_to: None,
+                    notified: None,
                 };
             }
         };
@@ -292,6 +296,10 @@ impl Shared<'_> {
         } else {
             Diff::default()
         };
+        // Rendered per item whatever its status: when any item changed, ansible-core notifies
+        // the names of every item.
+        let notified = super::handlers::templated_notify(task, scope)
+            .map(|r| r.unwrap_or_else(|_| task.notify.clone()));
         Event {
             status: r.status,
             item,
@@ -301,6 +309,7 @@ impl Shared<'_> {
             ignored: ignore && r.status == Status::Failed || r.ignored,
             note: r.note,
             delegated_to: r.delegated_to,
+            notified,
         }
     }
 }
@@ -315,6 +324,7 @@ pub(super) fn skip_event(item: Option<String>) -> Event {
         ignored: false,
         note: None,
         delegated_to: None,
+        notified: None,
     }
 }
 

@@ -533,6 +533,7 @@ fn failed_event(task: &Task, msg: String) -> Event {
         ignored: task.ignore_errors,
         note: None,
         delegated_to: None,
+        notified: None,
     }
 }
 

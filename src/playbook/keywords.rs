@@ -167,7 +167,7 @@ impl Inherited {
         }
         // Only blocks accept `notify` (their key check says so); an inner one replaces it.
         if let Some(n) = node.get("notify") {
-            out.notify = plain_names(n, "notify")?;
+            out.notify = strings_of(n, "notify")?;
         }
         Ok(out)
     }
@@ -454,17 +454,21 @@ pub(crate) fn string_of(node: &Node, key: &str) -> Result<String, Diagnostic> {
 }
 
 /// A string or a list of strings (`tags`, `notify`, `listen`).
-/// `notify` or `listen` names: ansible-core renders a templated one (`notify: "restart {{ svc
-/// }}"`) per host and item, which fixpoint does not yet, so it is refused rather than matched
-/// against no handler (a change without its restart).
+/// `listen` topics: ansible-core never renders them (a templated one is matched as its text,
+/// which no rendered `notify` name equals), so one written as a template is refused rather
+/// than left listening to nothing (a change without its restart).
 pub(crate) fn plain_names(node: &Node, key: &str) -> Result<Vec<String>, Diagnostic> {
     let names = strings_of(node, key)?;
     if names.iter().any(|n| is_template(n)) {
         return Err(node
             .err(format!(
-                "`{key}` names given as templates are not supported by fixpoint yet"
+                "a `{key}` topic given as a template would never be notified: ansible-core \
+                 does not render `{key}` topics, and the `notify` names it matches them with \
+                 are rendered"
             ))
-            .help("write the handler's name (or a `listen` topic) as plain text"));
+            .help(
+                "write the topic as plain text: ansible-core matches a `listen` topic as written",
+            ));
     }
     Ok(names)
 }

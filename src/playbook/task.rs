@@ -372,18 +372,6 @@ pub(crate) fn load_task(
     if let (Some(r), Some(n)) = (&register, opt("register")) {
         check_var_name(r, &n.pos)?;
     }
-    if handler {
-        if let Some(n) = opt("name")
-            .filter(|n| matches!(&n.kind, Kind::Str(s) if fixpoint_modules::params::is_template(s)))
-        {
-            return Err(n
-                .err("a handler name given as a template is not supported by fixpoint yet")
-                .help(
-                    "name the handler with plain text (ansible-core renders it with the play's \
-                     variables, which fixpoint does not yet)",
-                ));
-        }
-    }
     let mut task = Task {
         // `name:` left empty is no name, as in Ansible (the systemd target writes `- name:`).
         // Trimmed as ansible-core shows it (a folded `name: >` ends in a newline).
@@ -422,7 +410,7 @@ pub(crate) fn load_task(
         loop_break_when,
         register,
         notify: opt("notify")
-            .map(|n| plain_names(n, "notify"))
+            .map(|n| strings_of(n, "notify"))
             .transpose()?
             .unwrap_or_default(),
         listen: opt("listen")

@@ -438,19 +438,13 @@ fn table() -> Vec<Bad> {
             "e.g. `timeout: 300`",
         ),
         bad(
-            "a notify name given as a template (it would match no handler)",
-            tasks("    - name: t\n      debug: {msg: x}\n      notify: \"restart {{ svc }}\"\n"),
-            "site.yml:6:15",
-            "as plain text",
-        ),
-        bad(
-            "a handler name given as a template",
+            "a listen topic given as a template (ansible-core never renders one)",
             format!(
-                "{}  handlers:\n    - name: \"restart {{{{ svc }}}}\"\n      debug: {{msg: x}}\n",
+                "{}  handlers:\n    - name: r\n      listen: \"restart {{{{ svc }}}}\"\n      debug: {{msg: x}}\n",
                 tasks("    - name: t\n      debug: {msg: x}\n")
             ),
-            "site.yml:7:13",
-            "with plain text",
+            "site.yml:8:15",
+            "as plain text",
         ),
     ]
 }
