@@ -314,26 +314,7 @@ pub(super) fn handler_key(h: &Task) -> String {
 /// The handlers a task's `notify` reaches, directly or through `listen`: every handler that
 /// has that name or listens to it runs, as in Ansible.
 pub(super) fn notified_handlers<'a>(handlers: &'a [Task], n: &str) -> Vec<&'a Task> {
-    handlers.iter().filter(|h| answers(h, n)).collect()
-}
-
-/// Whether notifying `n` reaches handler `h`: its name or one of its `listen` topics, also
-/// prefixed with its role's name (`web : restart`, `ns.coll.web : restart`), as ansible-core
-/// names a role's handlers and topics.
-fn answers(h: &Task, n: &str) -> bool {
-    let own = |n: &str| h.name.as_deref() == Some(n) || h.listen.iter().any(|l| l == n);
-    if own(n) {
-        return true;
-    }
-    let Some(role) = &h.role else {
-        return false;
-    };
-    let short = role.name.rsplit('.').next().unwrap_or(&role.name);
-    [role.name.as_str(), short].iter().any(|r| {
-        n.strip_prefix(r)
-            .and_then(|rest| rest.strip_prefix(" : "))
-            .is_some_and(own)
-    })
+    handlers.iter().filter(|h| h.answers(n)).collect()
 }
 
 /// A task's `notify` names rendered with an item's variables, when any is a template
@@ -378,7 +359,7 @@ pub(super) fn notified_names(
 pub(super) fn handler_names(handlers: &[Task], notify: &[String]) -> Vec<String> {
     handlers
         .iter()
-        .filter(|h| notify.iter().any(|n| answers(h, n)))
+        .filter(|h| notify.iter().any(|n| h.answers(n)))
         .filter_map(|h| h.name.clone())
         .collect()
 }

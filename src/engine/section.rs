@@ -443,7 +443,7 @@ mod tests {
         std::fs::write(
             &path,
             format!(
-                "- hosts: all\n  gather_facts: false\n  vars:\n    root: \"{{{{ base }}}}/srv\"\n    base: /tmp\n  tasks:\n{tasks}"
+                "- hosts: all\n  gather_facts: false\n  vars:\n    root: \"{{{{ base }}}}/srv\"\n    base: /tmp\n  handlers:\n    - name: h\n      debug: {{msg: h}}\n  tasks:\n{tasks}"
             ),
         )
         .unwrap();

@@ -665,6 +665,25 @@ impl<T: Default> Default for Templated<T> {
 }
 
 impl Task {
+    /// Whether notifying `n` reaches this handler: its name or one of its `listen` topics,
+    /// also prefixed with its role's name (`web : restart`, `ns.coll.web : restart`), as
+    /// ansible-core names a role's handlers and topics.
+    pub fn answers(&self, n: &str) -> bool {
+        let own = |n: &str| self.name.as_deref() == Some(n) || self.listen.iter().any(|l| l == n);
+        if own(n) {
+            return true;
+        }
+        let Some(role) = &self.role else {
+            return false;
+        };
+        let short = role.name.rsplit('.').next().unwrap_or(&role.name);
+        [role.name.as_str(), short].iter().any(|r| {
+            n.strip_prefix(r)
+                .and_then(|rest| rest.strip_prefix(" : "))
+                .is_some_and(own)
+        })
+    }
+
     /// The name shown in output: `name:`, else the module and its main argument, as Ansible does.
     pub fn display_name(&self) -> String {
         match &self.name {

@@ -107,7 +107,10 @@ fn load_plays(
             let play = load_play(item, &dir, &mut loader, imports.extra_vars);
             errors.extend(loader.take_collected());
             match play {
-                Ok(p) => plays.push(p),
+                Ok(p) => {
+                    errors.extend(super::validate::unanswered_notifications(&p));
+                    plays.push(p)
+                }
                 Err(d) => errors.push(d),
             }
             continue;

@@ -371,6 +371,67 @@ pub(crate) fn check_python_params(
         })
 }
 
+/// The `notify` names of a play that no handler of it answers (by name, `listen` topic, or
+/// either prefixed with its role's name): ansible-core stops the whole run with an error when
+/// such a task changes something, after the tasks before it ran; fixpoint refuses the play at
+/// load, before any host is touched. Only where every handler is known now: a play that loads
+/// tasks at run time (an include of a templated or conditional file, an `include_role` of a
+/// templated name) or names a handler with a template is not checked, and a templated `notify`
+/// name is checked where it runs.
+pub(crate) fn unanswered_notifications(play: &super::ast::Play) -> Vec<Diagnostic> {
+    use super::ast::{IncludeSource, Step};
+    fn walk<'a>(steps: &'a [Step], dynamic: &mut bool, handlers: &mut Vec<&'a Task>) {
+        for s in steps {
+            match s {
+                Step::Block(b) => {
+                    for part in [&b.block, &b.rescue, &b.always] {
+                        walk(part, dynamic, handlers);
+                    }
+                }
+                Step::Include(i) => {
+                    handlers.extend(i.handlers.iter());
+                    match &i.source {
+                        IncludeSource::Loaded(inner) => walk(inner, dynamic, handlers),
+                        _ => *dynamic = true,
+                    }
+                }
+                Step::Task(_) | Step::Meta(_) => {}
+            }
+        }
+    }
+    let mut dynamic = false;
+    let mut handlers: Vec<&Task> = play.handlers.iter().collect();
+    for section in [&play.pre_tasks, &play.roles, &play.tasks, &play.post_tasks] {
+        walk(section, &mut dynamic, &mut handlers);
+    }
+    if dynamic
+        || handlers
+            .iter()
+            .any(|h| h.name.as_deref().is_some_and(is_template))
+    {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for t in play.all_tasks() {
+        for n in t.notify.iter().filter(|n| !is_template(n)) {
+            if !handlers.iter().any(|h| h.answers(n)) {
+                out.push(
+                    Diagnostic::at(
+                        &t.pos,
+                        format!(
+                            "this task notifies `{n}`, but no handler of the play has that name \
+                             or listens to it (ansible-core stops the run with an error when \
+                             the task changes something)"
+                        ),
+                    )
+                    .help("name one of the play's handlers, or add a handler with that name or `listen` topic"),
+                );
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

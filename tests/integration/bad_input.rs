@@ -438,6 +438,12 @@ fn table() -> Vec<Bad> {
             "e.g. `timeout: 300`",
         ),
         bad(
+            "a notify name no handler of the play answers",
+            tasks("    - name: t\n      debug: {msg: x}\n      notify: nosuch\n"),
+            "site.yml:4:7",
+            "add a handler with that name",
+        ),
+        bad(
             "a listen topic given as a template (ansible-core never renders one)",
             format!(
                 "{}  handlers:\n    - name: r\n      listen: \"restart {{{{ svc }}}}\"\n      debug: {{msg: x}}\n",
