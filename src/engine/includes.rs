@@ -2,7 +2,7 @@
 //! parameters, and running the loaded steps for the hosts that include the same thing.
 
 use super::state::PlayCtx;
-use super::{display, Engine, Shared};
+use super::{display, shown_name, Engine, Shared};
 use crate::playbook::{Include, IncludeSource};
 use crate::report::{Status, TaskEvent};
 use crate::vars::{Layer, VarSrc};
@@ -32,6 +32,8 @@ impl Engine {
         let mut failures: Vec<(String, String)> = Vec::new();
         let mut warnings: Vec<String> = Vec::new();
         let mut reports: Vec<IncludeReport> = Vec::new();
+        // The include's name, rendered as a task's is: with the first host's variables.
+        let mut shown: Option<String> = None;
         for host in targets {
             let mut report = Vec::new();
             let h = &self.hosts[host];
@@ -58,6 +60,10 @@ impl Engine {
                     }
                 },
             };
+            if shown.is_none() {
+                let named = scope.with(Layer::templates(inc.vars.clone()));
+                shown = Some(shown_name(&named, &inc.shown, &|_| false));
+            }
             // The name sees the include's own `vars` (lazily rendered templates, as in Ansible).
             let loop_var = match super::loop_items::loop_var_of(
                 &inc.loop_var,
@@ -150,7 +156,7 @@ impl Engine {
             }
         }
         let location = inc.pos.to_string();
-        let name = inc.shown.clone();
+        let name = shown.unwrap_or_else(|| inc.shown.clone());
         for w in warnings {
             self.reporter
                 .warn(&format!("{} ({location}): {w}", inc.action));

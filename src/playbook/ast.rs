@@ -187,6 +187,26 @@ pub struct RoleCtx {
     /// The other keys of a role entry, and `include_role`'s `vars:`: role parameters, above
     /// `set_fact`.
     pub params: Arc<Map<String, Value>>,
+    /// `params` are a `roles:` entry's (or a dependency's): the roles this one imports or
+    /// includes see them above their own include `vars:` (ansible-core's role params of the
+    /// dependency chain), where an include's `vars:` are below the nested include's.
+    pub entry_params: bool,
+}
+
+impl RoleCtx {
+    /// The role's own name: a collection's role (`ns.coll.web`, found in an
+    /// `ansible_collections` tree) is `web` for `role_name`, as in ansible-core; any other
+    /// role's is its name as written (`geerlingguy.docker`).
+    pub fn short_name(&self) -> &str {
+        let in_collection = self
+            .path
+            .components()
+            .any(|c| c.as_os_str() == "ansible_collections");
+        match self.name.rsplit_once('.') {
+            Some((_, short)) if in_collection => short,
+            _ => &self.name,
+        }
+    }
 }
 
 /// The connection keywords of a play, block, role entry or task (`remote_user`, `port`,

@@ -221,7 +221,7 @@ impl<'a> Loader<'a> {
         // include itself (another of its task files: a recursion through the same file is
         // refused by `task_file`, or left to run time for `include_role`), as in ansible-core.
         let loading: &[PathBuf] = if opts.dedupe { &self.stack } else { &[] };
-        let role = roles::find_role(name_node, &dirs, loading)?;
+        let role = roles::find_role(name_node, &dirs, self.play_dir, loading)?;
         // Listed before de-duplication: ansible-core lists a role each time the play names it.
         match opts.listed {
             Listed::Play => self.play_role_names.push(role.name.clone()),
@@ -235,6 +235,13 @@ impl<'a> Loader<'a> {
         // (`ansible_parent_role_names`, `ansible_parent_role_paths`).
         let mut vars = vars;
         if let (false, Some(parent)) = (opts.dedupe, &inh.role) {
+            // The parent's parameters reach the roles it imports or includes: a role entry's
+            // above the nested include's own `vars:`, an include's below them.
+            for (k, v) in parent.params.iter() {
+                if parent.entry_params || !vars.params.contains_key(k) {
+                    vars.params.insert(k.clone(), v.clone());
+                }
+            }
             for (key, value) in [
                 ("ansible_parent_role_names", parent.name.clone()),
                 ("ansible_parent_role_paths", abs_path(&parent.path)),
@@ -368,7 +375,7 @@ impl<'a> Loader<'a> {
                 "provided_arguments": provided,
                 "validate_args_context": {
                     "type": "role",
-                    "name": role.name,
+                    "name": inh.role.as_ref().map_or(role.name.as_str(), |r| r.short_name()),
                     "argument_spec_name": entry,
                     "path": abs_path(&role.path),
                 },
@@ -403,7 +410,10 @@ impl<'a> Loader<'a> {
         if let Some(r) = &inh.role {
             vars.extend((*r.params).clone());
             vars.insert("role_path".into(), Value::String(abs(&r.path)));
-            vars.insert("role_name".into(), Value::String(r.name.clone()));
+            vars.insert(
+                "role_name".into(),
+                Value::String(r.short_name().to_string()),
+            );
         }
         vars.insert("playbook_dir".into(), Value::String(abs(self.play_dir)));
         let templar = crate::template::Templar::new();
@@ -426,7 +436,7 @@ impl<'a> Loader<'a> {
     /// Whether the role `name_node` names is being loaded (an include of itself).
     fn loading_role(&self, name_node: &Node) -> Result<bool, Diagnostic> {
         let dirs = roles::role_dirs(self.play_dir, self.roles_path);
-        let role = roles::find_role(name_node, &dirs, &[])?;
+        let role = roles::find_role(name_node, &dirs, self.play_dir, &[])?;
         Ok(self.stack.contains(&role.canon))
     }
 

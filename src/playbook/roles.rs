@@ -169,6 +169,7 @@ pub(crate) struct Role {
 pub(crate) fn find_role(
     name_node: &Node,
     dirs: &[PathBuf],
+    play_dir: &Path,
     loading: &[PathBuf],
 ) -> Result<Role, Diagnostic> {
     let name = string_of(name_node, "role")?;
@@ -179,13 +180,18 @@ pub(crate) fn find_role(
         .iter()
         .map(|d| joined(d, &name))
         .find(|p| p.is_dir())
+        .or_else(|| collection_role(&name, play_dir))
         .ok_or_else(|| {
             name_node
                 .err(format!(
                     "role `{name}` not found; looked in {}",
                     looked_in(dirs)
                 ))
-                .help("put the role in roles/ beside the playbook, or pass --roles-path")
+                .help(
+                    "put the role in roles/ beside the playbook, or pass --roles-path; a \
+                     collection's role (`ns.coll.role`) is looked for in the collections \
+                     beside the playbook and on ANSIBLE_COLLECTIONS_PATH",
+                )
         })?;
     let canon = std::fs::canonicalize(&path).unwrap_or(path.clone());
     if loading.contains(&canon) {
@@ -207,6 +213,28 @@ pub(crate) fn find_role(
         allow_duplicates,
         meta,
     })
+}
+
+/// A collection's role named by its full name (`ns.coll.role`): `roles/<role>` of the
+/// collection, in the collections beside the playbook, then the installation's
+/// (`ANSIBLE_COLLECTIONS_PATH`, `~/.ansible/collections`...), as ansible-core searches them.
+fn collection_role(name: &str, play_dir: &Path) -> Option<PathBuf> {
+    let mut parts = name.split('.');
+    let (Some(ns), Some(coll), Some(role), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    crate::pymod::locate::roots(play_dir)
+        .into_iter()
+        .map(|r| {
+            r.join("ansible_collections")
+                .join(ns)
+                .join(coll)
+                .join("roles")
+                .join(role)
+        })
+        .find(|p| p.is_dir())
 }
 
 impl Role {
@@ -295,6 +323,7 @@ impl Role {
             vars: Arc::new(role_vars),
             entry_vars: Arc::new(vars.entry),
             params: Arc::new(vars.params),
+            entry_params: opts.dedupe,
         })
     }
 }

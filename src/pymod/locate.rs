@@ -183,7 +183,7 @@ pub fn runtime_yml(collection: &str, play_dir: &Path) -> Option<PathBuf> {
 
 /// The directories holding `ansible_collections/`: the playbook's `collections/`, then the
 /// installation's.
-pub(super) fn roots(play_dir: &Path) -> Vec<PathBuf> {
+pub fn roots(play_dir: &Path) -> Vec<PathBuf> {
     let mut r = vec![play_dir.join("collections")];
     r.extend(install().collection_roots.iter().cloned());
     r

@@ -330,7 +330,7 @@ fn host_magic(cfg: &Config, ctx: &PlayVars<'_>, src: &VarSrc<'_>, host: &str) ->
     if let Some(r) = src.role {
         let role_path = abs(&r.path);
         magic.insert("role_path".into(), json!(role_path));
-        magic.insert("role_name".into(), json!(r.name));
+        magic.insert("role_name".into(), json!(r.short_name()));
         magic.insert("ansible_role_name".into(), json!(r.name));
         search_path.push(role_path);
     }
@@ -519,6 +519,7 @@ mod tests {
             vars: Arc::default(),
             entry_vars: Arc::default(),
             params: Arc::default(),
+            entry_params: false,
         };
         assert_eq!(
             magic_of(&cfg, &play, &o, Some(&role), "a", "role_name"),

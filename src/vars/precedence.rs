@@ -292,6 +292,7 @@ mod tests {
             vars: map(json!({"rv": 1, "ev": 1})),
             entry_vars: map(json!({"ev": 2, "ansible_user": "entry"})),
             params: map(json!({"ansible_become_user": "param"})),
+            entry_params: false,
         };
         let task_vars = map(json!({"ansible_user": "task"}));
         let src = VarSrc {

@@ -27,6 +27,8 @@ pub struct PlaybookRun {
     pub extra_vars: Vec<String>,
     /// The `ANSIBLE_*` settings fixpoint reads, in order.
     pub env: Vec<(String, String)>,
+    /// `--tags` / `--skip-tags` with their values, as written (both tools take them).
+    pub tags: Vec<(String, String)>,
     /// Why the run cannot be compared, when it cannot.
     pub not_comparable: Option<String>,
     /// The script checks this run's output (a pipe or a redirection): not compared.
@@ -236,6 +238,7 @@ fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
         become_: false,
         extra_vars: Vec::new(),
         env: Vec::new(),
+        tags: Vec::new(),
         not_comparable: None,
         output_checked: false,
     };
@@ -260,6 +263,11 @@ fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
             "-e" | "--extra-vars" => run.extra_vars.extend(it.next().map(|v| v.to_string())),
             a if a.starts_with("--extra-vars=") => {
                 run.extra_vars.push(a["--extra-vars=".len()..].to_string())
+            }
+            "-t" | "--tags" | "--skip-tags" => {
+                let flag = if a == "-t" { "--tags" } else { a };
+                run.tags
+                    .extend(it.next().map(|v| (flag.to_string(), v.to_string())));
             }
             a if a.starts_with('-') && a[1..].chars().all(|c| c == 'v') => {}
             a if a.starts_with('-') => why.push(format!("`ansible-playbook {a}`")),
@@ -384,4 +392,19 @@ ansible-playbook local.yml
         .as_ref()
         .unwrap()
         .contains("without an inventory"));
+}
+
+#[test]
+fn tags_options_are_taken_for_both_tools() {
+    let runs =
+        parse("ansible-playbook t.yml -i ../../inventory \"$@\" --tags bar --skip-tags x,y\n");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].not_comparable, None);
+    assert_eq!(
+        runs[0].tags,
+        [
+            ("--tags".to_string(), "bar".to_string()),
+            ("--skip-tags".to_string(), "x,y".to_string())
+        ]
+    );
 }

@@ -19,7 +19,13 @@ use crate::tools::{Tool, Tools, ANSIBLE_VERSION};
 use crate::{cached_ansible, hash_host, prepare, run_on, tree_digest, Outcome, CACHE_FORMAT};
 
 /// The module targets that are scripts.
-pub const SCRIPT_TARGETS: &[&str] = &["fetch", "package_facts", "raw", "unarchive"];
+pub const SCRIPT_TARGETS: &[&str] = &[
+    "fetch",
+    "package_facts",
+    "raw",
+    "roles_arg_spec",
+    "unarchive",
+];
 
 /// Of those, the ones that change the machine (`package_facts` writes a mock `/usr/bin/apk`,
 /// `unarchive` installs archivers and creates a user): on a booted root of their own.
@@ -119,6 +125,9 @@ pub fn run_script_target(
                     e.replace("${OUTPUT_DIR}", &output)
                         .replace("$OUTPUT_DIR", &output),
                 );
+            }
+            for (flag, v) in &pb.tags {
+                args.extend([flag.clone(), v.clone()]);
             }
             let mut roles_path = run::roles_path(&dir, targets);
             for (k, v) in &pb.env {

@@ -51,6 +51,7 @@ pub(super) fn class_of(v: &Value) -> String {
 /// Python's `repr()` of a value.
 pub(super) fn repr(v: &Value) -> String {
     match v {
+        Value::Null => "None".into(),
         Value::String(s) => {
             let mut out = String::new();
             py_quote(s, &mut out);
@@ -60,10 +61,11 @@ pub(super) fn repr(v: &Value) -> String {
     }
 }
 
-/// Python's `str()` of a value.
+/// Python's `str()` of a value (`None` for null, where `py_str` gives a `str` parameter's '').
 pub(super) fn text(v: &Value) -> String {
     match mark::float_of(v) {
         Some(f) => mark::python_str(f).to_string(),
+        None if v.is_null() => "None".into(),
         None => py_str(v),
     }
 }
@@ -446,6 +448,11 @@ mod tests {
         assert_eq!(convert("bits", &json!("1Mb")).unwrap(), json!(1 << 20));
         assert!(convert("bytes", &json!("1Mb")).is_err());
         assert_eq!(convert("str", &json!([1])).unwrap(), json!("[1]"));
+        assert_eq!(convert("str", &json!(null)).unwrap(), json!(""));
+        assert_eq!(
+            convert("int", &json!(null)).unwrap_err(),
+            "\"None\" cannot be converted to an int"
+        );
         assert_eq!(
             convert("string", &json!(1)).unwrap_err(),
             "'NoneType' object is not callable"
