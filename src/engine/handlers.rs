@@ -8,7 +8,7 @@ use crate::playbook::{Play, Step, Task};
 use crate::report::Status;
 use crate::vars::{Layer, Scope};
 use fixpoint_agent::journal::OutboxEntry;
-use fixpoint_agent::protocol::Request;
+use fixpoint_agent::protocol::{NotifySpec, Request};
 use fixpoint_modules::params::is_template;
 use serde_json::Value;
 use std::sync::Arc;
@@ -342,17 +342,28 @@ pub(super) fn templated_notify(
     Some(Ok(names))
 }
 
-/// The handlers (by name) that an item's `notify` reaches: those its names (rendered when they
-/// are templates) give.
-pub(super) fn notified_names(
-    handlers: &[Task],
+/// What a request that may change the host records in the durable outbox before it does: the
+/// handlers (by name) its `notify` reaches, its names rendered with the item's variables when
+/// they are templates. None in check mode or without `notify`.
+pub(super) fn notify_spec(
+    ctx: &PlayCtx<'_>,
     task: &Task,
     scope: &Arc<Scope>,
-) -> Result<Vec<String>, String> {
-    match templated_notify(task, scope) {
-        None => Ok(handler_names(handlers, &task.notify)),
-        Some(names) => Ok(handler_names(handlers, &names?)),
+    check: bool,
+) -> Result<Option<NotifySpec>, String> {
+    if task.notify.is_empty() || check {
+        return Ok(None);
     }
+    let handlers = match templated_notify(task, scope) {
+        None => handler_names(&ctx.handlers, &task.notify),
+        Some(names) => handler_names(&ctx.handlers, &names?),
+    };
+    Ok(Some(NotifySpec {
+        playbook: super::playbook_scope(ctx.book),
+        play: ctx.play.name.clone(),
+        task: task.display_name(),
+        handlers,
+    }))
 }
 
 /// The handlers (by name) that a task's `notify` reaches, directly or through `listen`.

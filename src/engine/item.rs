@@ -6,7 +6,7 @@ use super::actions::include_vars;
 use super::actions::prepare::{self as actions, Prepared};
 use super::actions::upload::Upload;
 use super::connect::conn_key;
-use super::handlers::notified_names;
+use super::handlers::notify_spec;
 use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::{display, playbook_scope, Shared};
@@ -15,7 +15,7 @@ use crate::connection::{ConnSpec, TransportError};
 use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::Scope;
-use fixpoint_agent::protocol::{NotifySpec, OnceSpec, Request, Response};
+use fixpoint_agent::protocol::{OnceSpec, Request, Response};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -269,15 +269,7 @@ impl Shared<'_> {
             }
             None => None,
         };
-        let notify = match task.notify.is_empty() || check {
-            true => None,
-            false => Some(NotifySpec {
-                playbook: playbook_scope(ctx.book),
-                play: ctx.play.name.clone(),
-                task: task.display_name(),
-                handlers: notified_names(&ctx.handlers, task, scope).map_err(|e| (false, e))?,
-            }),
-        };
+        let notify = notify_spec(ctx, task, scope, check).map_err(|e| (false, e))?;
         let inline = match check {
             true => Vec::new(),
             false => held::inline_for(&spec.route(), &upload),

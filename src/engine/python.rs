@@ -4,14 +4,14 @@
 
 use super::actions::upload::Upload;
 use super::connect::conn_key;
-use super::handlers::notified_names;
+use super::handlers::notify_spec;
 use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
-use super::{playbook_scope, Shared};
+use super::Shared;
 use crate::playbook::Task;
 use crate::pymod::{self, PyModule};
 use crate::vars::Scope;
-use fixpoint_agent::protocol::{NotifySpec, PythonRun, Request, Response};
+use fixpoint_agent::protocol::{PythonRun, Request, Response};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,15 +112,7 @@ impl Shared<'_> {
         } else {
             None
         };
-        let notify = match task.notify.is_empty() || check {
-            true => None,
-            false => Some(NotifySpec {
-                playbook: playbook_scope(ctx.book),
-                play: ctx.play.name.clone(),
-                task: task.display_name(),
-                handlers: notified_names(&ctx.handlers, task, scope).map_err(|e| (false, e))?,
-            }),
-        };
+        let notify = notify_spec(ctx, task, scope, check).map_err(|e| (false, e))?;
         let spec = self
             .task_conn_spec(h, ctx, task, scope)
             .map_err(|e| (false, e))?;

@@ -168,6 +168,7 @@ impl<'a> Loader<'a> {
             export: false,
             listed: Listed::Neither,
             inherited: Arc::default(),
+            inherited_defaults: Arc::default(),
         };
         let vars = RoleVars {
             entry: Map::new(),
@@ -234,6 +235,32 @@ impl<'a> Loader<'a> {
         // its parent's name and path in front of those the parent got the same way
         // (`ansible_parent_role_names`, `ansible_parent_role_paths`).
         let mut vars = vars;
+        // A role imported or included from another role's tasks sees that role's defaults
+        // and variables below its own, as ansible-core's dependency chain gives them (an
+        // included role's are not the play's, so it would not see them otherwise).
+        let nested;
+        let opts = match (opts.dedupe, &inh.role) {
+            (false, Some(parent)) => {
+                let mut inherited = (*parent.inherited).clone();
+                inherited.extend(parent.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+                inherited.extend(
+                    parent
+                        .entry_vars
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone())),
+                );
+                nested = RoleOpts {
+                    from: opts.from.clone(),
+                    dedupe: false,
+                    export: opts.export,
+                    listed: opts.listed,
+                    inherited: Arc::new(inherited),
+                    inherited_defaults: parent.defaults.clone(),
+                };
+                &nested
+            }
+            _ => opts,
+        };
         if let (false, Some(parent)) = (opts.dedupe, &inh.role) {
             // The parent's parameters reach the roles it imports or includes: a role entry's
             // above the nested include's own `vars:`, an include's below them.
@@ -745,6 +772,7 @@ impl<'a> Loader<'a> {
                         Listed::Play
                     },
                     inherited: Arc::default(),
+                    inherited_defaults: Arc::default(),
                 };
                 let params = match node.get("vars") {
                     Some(v) => vars_of(v, "`vars`")?,

@@ -30,6 +30,9 @@ pub(crate) struct RoleOpts {
     pub listed: Listed,
     /// A dependency's inherited variables (`RoleCtx::inherited`).
     pub inherited: Arc<Map<String, Value>>,
+    /// A role imported or included from another role's tasks: that role's defaults, below its
+    /// own (ansible-core's dependency chain).
+    pub inherited_defaults: Arc<Map<String, Value>>,
 }
 
 /// The play's role-name lists (`ansible_play_role_names`, `ansible_dependent_role_names`): a
@@ -215,6 +218,36 @@ pub(crate) fn find_role(
     })
 }
 
+/// The vars files of a directory, in name order, its subdirectories' among them: files with no
+/// extension or `.yml`, `.yaml`, `.json`; hidden files and `~` backups left out.
+fn dir_vars_files(dir: &Path) -> Vec<PathBuf> {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    names.sort();
+    let mut out = Vec::new();
+    for p in names {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name.starts_with('.') || name.ends_with('~') {
+            continue;
+        }
+        let ext = p.extension().map(|e| e.to_string_lossy().into_owned());
+        if p.is_dir() && ext.is_none() {
+            out.extend(dir_vars_files(&p));
+        } else if p.is_file()
+            && ext
+                .as_deref()
+                .is_none_or(|e| ["yml", "yaml", "json"].contains(&e))
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// A collection's role named by its full name (`ns.coll.role`): `roles/<role>` of the
 /// collection, in the collections beside the playbook, then the installation's
 /// (`ANSIBLE_COLLECTIONS_PATH`, `~/.ansible/collections`...), as ansible-core searches them.
@@ -313,8 +346,22 @@ impl Role {
                 None => Ok(Map::new()),
             }
         };
-        let defaults = vars_in(self.file_in("defaults", &from.defaults, name_node)?)?;
-        let role_vars = vars_in(self.file_in("vars", &from.vars, name_node)?)?;
+        // `defaults/main/` (or `vars/<name>/`) may be a directory: every vars file in it, in
+        // name order, the later ones over the earlier, as ansible-core reads it.
+        let vars_of = |sub: &str, from: &Option<String>| {
+            let dir = self.path.join(sub).join(from.as_deref().unwrap_or("main"));
+            if !dir.is_dir() {
+                return vars_in(self.file_in(sub, from, name_node)?);
+            }
+            let mut out = Map::new();
+            for f in dir_vars_files(&dir) {
+                out.extend(load_vars_file(&f, &name_node.pos)?);
+            }
+            Ok(out)
+        };
+        let mut defaults = (*opts.inherited_defaults).clone();
+        defaults.extend(vars_of("defaults", &from.defaults)?);
+        let role_vars = vars_of("vars", &from.vars)?;
         Ok(RoleCtx {
             name: self.name.clone(),
             path: self.path.clone(),

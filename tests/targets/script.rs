@@ -27,8 +27,9 @@ pub struct PlaybookRun {
     pub extra_vars: Vec<String>,
     /// The `ANSIBLE_*` settings fixpoint reads, in order.
     pub env: Vec<(String, String)>,
-    /// `--tags` / `--skip-tags` with their values, as written (both tools take them).
-    pub tags: Vec<(String, String)>,
+    /// Options both tools take, as written: `--tags`/`--skip-tags`/`--limit` with their
+    /// values, `--check`, `--diff`, `--force-handlers`.
+    pub options: Vec<String>,
     /// Why the run cannot be compared, when it cannot.
     pub not_comparable: Option<String>,
     /// The script checks this run's output (a pipe or a redirection): not compared.
@@ -37,13 +38,14 @@ pub struct PlaybookRun {
 
 impl PlaybookRun {
     /// The row's name: the target for its first run, else the target with the playbook (and
-    /// `-b`), e.g. `fetch (run_fetch_tests.yml -b)`.
+    /// `-b` and the shared options), e.g. `fetch (run_fetch_tests.yml -b)`.
     pub fn label(&self, target: &str, first: bool) -> String {
         if first {
             return target.to_string();
         }
         let b = if self.become_ { " -b" } else { "" };
-        format!("{target} ({}{b})", self.playbook)
+        let options: String = self.options.iter().map(|o| format!(" {o}")).collect();
+        format!("{target} ({}{b}{options})", self.playbook)
     }
 }
 
@@ -238,7 +240,7 @@ fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
         become_: false,
         extra_vars: Vec::new(),
         env: Vec::new(),
-        tags: Vec::new(),
+        options: Vec::new(),
         not_comparable: None,
         output_checked: false,
     };
@@ -264,10 +266,23 @@ fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
             a if a.starts_with("--extra-vars=") => {
                 run.extra_vars.push(a["--extra-vars=".len()..].to_string())
             }
-            "-t" | "--tags" | "--skip-tags" => {
-                let flag = if a == "-t" { "--tags" } else { a };
-                run.tags
-                    .extend(it.next().map(|v| (flag.to_string(), v.to_string())));
+            "-t" | "--tags" | "--skip-tags" | "-l" | "--limit" => {
+                let flag = match a {
+                    "-t" => "--tags",
+                    "-l" => "--limit",
+                    long => long,
+                };
+                if let Some(v) = it.next() {
+                    run.options.extend([flag.to_string(), v.to_string()]);
+                }
+            }
+            "-C" | "--check" | "-D" | "--diff" | "--force-handlers" => {
+                let flag = match a {
+                    "-C" => "--check",
+                    "-D" => "--diff",
+                    long => long,
+                };
+                run.options.push(flag.to_string());
             }
             a if a.starts_with('-') && a[1..].chars().all(|c| c == 'v') => {}
             a if a.starts_with('-') => why.push(format!("`ansible-playbook {a}`")),
@@ -277,6 +292,12 @@ fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
     }
     if !inventory {
         why.push("it runs without an inventory (the implicit localhost only)".into());
+    }
+    if run.playbook.contains('$') {
+        why.push(format!(
+            "the playbook is the script's variable `{}`",
+            run.playbook
+        ));
     }
     for v in &run.extra_vars {
         if let Some(var) = unknown_shell_var(v) {
@@ -395,16 +416,23 @@ ansible-playbook local.yml
 }
 
 #[test]
-fn tags_options_are_taken_for_both_tools() {
-    let runs =
-        parse("ansible-playbook t.yml -i ../../inventory \"$@\" --tags bar --skip-tags x,y\n");
+fn shared_options_are_taken_for_both_tools() {
+    let runs = parse(
+        "ansible-playbook t.yml -i ../../inventory \"$@\" -t bar --skip-tags x,y -C --diff -l h\n",
+    );
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].not_comparable, None);
     assert_eq!(
-        runs[0].tags,
+        runs[0].options,
         [
-            ("--tags".to_string(), "bar".to_string()),
-            ("--skip-tags".to_string(), "x,y".to_string())
+            "--tags",
+            "bar",
+            "--skip-tags",
+            "x,y",
+            "--check",
+            "--diff",
+            "--limit",
+            "h"
         ]
     );
 }

@@ -18,12 +18,16 @@ use crate::script::{self, PlaybookRun};
 use crate::tools::{Tool, Tools, ANSIBLE_VERSION};
 use crate::{cached_ansible, hash_host, prepare, run_on, tree_digest, Outcome, CACHE_FORMAT};
 
-/// The module targets that are scripts.
+/// The targets that are scripts: of modules fixpoint implements, and of the language whose
+/// runs take only options both tools share (`check_mode`, `roles`, `roles_arg_spec`, `tags`).
 pub const SCRIPT_TARGETS: &[&str] = &[
+    "check_mode",
     "fetch",
     "package_facts",
     "raw",
+    "roles",
     "roles_arg_spec",
+    "tags",
     "unarchive",
 ];
 
@@ -39,11 +43,22 @@ pub fn runs(targets: &Path, target: &str) -> Result<Vec<(String, PlaybookRun)>, 
     if runs.is_empty() {
         return Err(format!("{}: no ansible-playbook command", path.display()));
     }
-    Ok(runs
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| (r.label(target, i == 0), r))
-        .collect())
+    // A run repeated with other settings (`privacy.yml` under each `ANSIBLE_PRIVATE_ROLE_VARS`)
+    // would share its row's name: the later ones are numbered.
+    let mut out: Vec<(String, PlaybookRun)> = Vec::new();
+    for (i, r) in runs.into_iter().enumerate() {
+        let label = r.label(target, i == 0);
+        let same = out
+            .iter()
+            .filter(|(l, _)| *l == label || l.starts_with(&format!("{label} #")))
+            .count();
+        let label = match same {
+            0 => label,
+            n => format!("{label} #{}", n + 1),
+        };
+        out.push((label, r));
+    }
+    Ok(out)
 }
 
 /// The targets a target's `aliases` say it needs (`needs/target/<name>`): ansible-test copies
@@ -126,9 +141,7 @@ pub fn run_script_target(
                         .replace("$OUTPUT_DIR", &output),
                 );
             }
-            for (flag, v) in &pb.tags {
-                args.extend([flag.clone(), v.clone()]);
-            }
+            args.extend(pb.options.iter().cloned());
             let mut roles_path = run::roles_path(&dir, targets);
             for (k, v) in &pb.env {
                 if k == "ANSIBLE_ROLES_PATH" {

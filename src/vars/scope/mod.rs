@@ -538,7 +538,12 @@ impl Object for Scope {
                 },
             ));
         }
-        self.resolve(key)
+        match self.resolve(key) {
+            // `vars`: every variable the template sees, as one mapping (`vars[name]`, `name in
+            // vars`), as ansible-core's templates have it, unless a variable is named so.
+            None if key == "vars" => Some(minijinja::Value::from_dyn_object(self.clone())),
+            found => found,
+        }
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
