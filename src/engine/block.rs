@@ -40,10 +40,15 @@ impl Engine {
             self.run_steps(ctx, &block.rescue, &to_rescue).await;
         }
         if !block.always.is_empty() && !self.play_ended {
-            // Hosts that failed in the block (and were not rescued) run `always` and stay failed.
+            // Hosts that failed in the block (and were not rescued) run `always` and stay failed,
+            // unless the `always` clears host errors (`meta: clear_host_errors`): then they go on
+            // with the play, as under ansible-core, whose host is still in the block then.
             let still_failed = failed_here(self);
+            let mut cleared_before = Vec::new();
             for h in &still_failed {
-                self.hosts.get_mut(h).expect("host state").failed = false;
+                let hs = self.hosts.get_mut(h).expect("host state");
+                hs.failed = false;
+                cleared_before.push(hs.cleared);
             }
             let runners: Vec<String> = entered
                 .iter()
@@ -51,8 +56,11 @@ impl Engine {
                 .cloned()
                 .collect();
             self.run_steps(ctx, &block.always, &runners).await;
-            for h in &still_failed {
-                self.hosts.get_mut(h).expect("host state").failed = true;
+            for (h, before) in still_failed.iter().zip(cleared_before) {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                if hs.cleared == before {
+                    hs.failed = true;
+                }
             }
         }
     }

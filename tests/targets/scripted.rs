@@ -19,8 +19,10 @@ use crate::tools::{Tool, Tools, ANSIBLE_VERSION};
 use crate::{cached_ansible, hash_host, prepare, run_on, tree_digest, Outcome, CACHE_FORMAT};
 
 /// The targets that are scripts: of modules fixpoint implements, and of the language whose
-/// runs take only options both tools share (`check_mode`, `roles`, `roles_arg_spec`, `tags`).
+/// runs take only options both tools share (`blocks`, `check_mode`, `roles`, `roles_arg_spec`,
+/// `tags`).
 pub const SCRIPT_TARGETS: &[&str] = &[
+    "blocks",
     "check_mode",
     "fetch",
     "package_facts",
