@@ -193,22 +193,6 @@ pub struct RoleCtx {
     pub entry_params: bool,
 }
 
-impl RoleCtx {
-    /// The role's own name: a collection's role (`ns.coll.web`, found in an
-    /// `ansible_collections` tree) is `web` for `role_name`, as in ansible-core; any other
-    /// role's is its name as written (`geerlingguy.docker`).
-    pub fn short_name(&self) -> &str {
-        let in_collection = self
-            .path
-            .components()
-            .any(|c| c.as_os_str() == "ansible_collections");
-        match self.name.rsplit_once('.') {
-            Some((_, short)) if in_collection => short,
-            _ => &self.name,
-        }
-    }
-}
-
 /// The connection keywords of a play, block, role entry or task (`remote_user`, `port`,
 /// `connection`), as written: each may be a template, rendered on the host when the task runs.
 /// The host's connection variables (`ansible_user`, `ansible_port`, `ansible_connection`) win
@@ -685,25 +669,6 @@ impl<T: Default> Default for Templated<T> {
 }
 
 impl Task {
-    /// Whether notifying `n` reaches this handler: its name or one of its `listen` topics,
-    /// also prefixed with its role's name (`web : restart`, `ns.coll.web : restart`), as
-    /// ansible-core names a role's handlers and topics.
-    pub fn answers(&self, n: &str) -> bool {
-        let own = |n: &str| self.name.as_deref() == Some(n) || self.listen.iter().any(|l| l == n);
-        if own(n) {
-            return true;
-        }
-        let Some(role) = &self.role else {
-            return false;
-        };
-        let short = role.name.rsplit('.').next().unwrap_or(&role.name);
-        [role.name.as_str(), short].iter().any(|r| {
-            n.strip_prefix(r)
-                .and_then(|rest| rest.strip_prefix(" : "))
-                .is_some_and(own)
-        })
-    }
-
     /// The name shown in output: `name:`, else the module and its main argument, as Ansible does.
     pub fn display_name(&self) -> String {
         match &self.name {

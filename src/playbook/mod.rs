@@ -18,6 +18,7 @@ pub mod keywords;
 pub mod kv;
 pub mod load;
 pub mod loops;
+mod names;
 pub mod roles;
 pub mod task;
 pub mod validate;
