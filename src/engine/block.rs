@@ -31,6 +31,11 @@ impl Engine {
             for h in &to_rescue {
                 let hs = self.hosts.get_mut(h).expect("host state");
                 hs.failed = false;
+                if std::mem::take(&mut hs.marked_now) {
+                    // Failed by another host's fatal failure: rescued, but not counted so,
+                    // and without a failure of its own to show.
+                    continue;
+                }
                 hs.stats.failed = hs.stats.failed.saturating_sub(1);
                 hs.stats.rescued += 1;
                 let (task, result) = hs.last_failure.clone().unwrap_or_default();

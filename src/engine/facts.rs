@@ -12,7 +12,7 @@ impl Engine {
         let mut targets: Vec<String> = ctx
             .hosts
             .iter()
-            .filter(|h| self.hosts[*h].active() && !self.hosts[*h].gathered)
+            .filter(|h| self.hosts[*h].active())
             .cloned()
             .collect();
         if targets.is_empty() {
@@ -88,7 +88,6 @@ impl Engine {
                         match res {
                             Ok(Response::Facts { facts }) => {
                                 h.facts = Arc::new(facts_vars(facts));
-                                h.gathered = true;
                                 (h.name.clone(), Ok(()))
                             }
                             Ok(other) => (

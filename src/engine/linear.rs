@@ -123,9 +123,6 @@ impl Engine {
     /// `any_errors_fatal` and `max_fail_percentage`: after each step outside a block with a
     /// rescue (where a failure may still be rescued), end the play when the batch failed enough.
     fn check_fail_limits(&mut self, ctx: &PlayCtx<'_>) {
-        if self.rescue_depth > 0 {
-            return;
-        }
         let fatal_now = std::mem::take(&mut self.fatal_now);
         let failed = ctx
             .hosts
@@ -148,22 +145,42 @@ impl Engine {
                         && !self.failed_before.contains(h)
                         && !self.fatal_excused.contains(h)
                 });
+        if fatal {
+            // As ansible-core: every other host is marked failed at once (inside a block
+            // with a `rescue` too), and goes through the `rescue` and `always` of the blocks
+            // it is in, as a failed host does; what stays failed runs nothing more.
+            let mut marked = 0;
+            for h in &ctx.hosts {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                if hs.active() {
+                    hs.failed = true;
+                    hs.marked_now = true;
+                    hs.fatal_marked = true;
+                    marked += 1;
+                }
+            }
+            if marked > 0 {
+                self.reporter.warn(&format!(
+                    "play \"{}\": {failed} host(s) failed under any_errors_fatal: the other \
+                     {marked} are failed too",
+                    ctx.play.name
+                ));
+            }
+            return;
+        }
+        if self.rescue_depth > 0 {
+            return;
+        }
         let over = ctx
             .play
             .max_fail_percentage
             .is_some_and(|max| (failed as f64) * 100.0 / (ctx.hosts.len() as f64) > max);
-        if fatal || over {
-            let why = if fatal {
-                "any_errors_fatal".to_string()
-            } else {
-                format!(
-                    "max_fail_percentage {} exceeded",
-                    ctx.play.max_fail_percentage.unwrap_or_default()
-                )
-            };
+        if over {
             self.reporter.warn(&format!(
-                "play \"{}\" ends for all hosts: {failed} host(s) failed ({why})",
-                ctx.play.name
+                "play \"{}\" ends for all hosts: {failed} host(s) failed (max_fail_percentage \
+                 {} exceeded)",
+                ctx.play.name,
+                ctx.play.max_fail_percentage.unwrap_or_default()
             ));
             self.play_ended = true;
             self.playbook_stopped = true;
@@ -178,7 +195,7 @@ impl Engine {
     }
 
     /// A task that sets `any_errors_fatal` itself (or through its block or role) decides for
-    /// the hosts it failed: true ends the play at the next check, false keeps the play's
+    /// the hosts it failed: true fails every host at the next check, false keeps the play's
     /// `any_errors_fatal` from counting them. Every target was active when the task began.
     fn task_fail_limits(&mut self, task: &crate::playbook::Task, targets: &[String]) {
         let Some(fatal) = task.any_errors_fatal else {

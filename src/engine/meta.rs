@@ -128,7 +128,6 @@ impl Engine {
                     if let Some(hs) = self.hosts.get_mut(h) {
                         // A new map, so `hostvars` sees the change (`HostState::facts`).
                         hs.facts = Default::default();
-                        hs.gathered = false;
                     }
                 }
             }
@@ -143,6 +142,8 @@ impl Engine {
                             hs.unreachable = false;
                             hs.ended = true;
                         }
+                        hs.marked_now = false;
+                        hs.fatal_marked = false;
                         hs.cleared = (hs.stats.failed, hs.stats.unreachable);
                     }
                 }

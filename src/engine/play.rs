@@ -136,6 +136,14 @@ impl Engine {
                     break;
                 }
             }
+            // Hosts failed by another's failure under `any_errors_fatal` count as failed once
+            // the play ends, even those a `rescue` took back, as in ansible-core.
+            for h in &batch {
+                let hs = self.host_state(h);
+                if hs.fatal_marked {
+                    hs.failed = true;
+                }
+            }
             // ansible-core stops the playbook when every host of a batch failed in it: later
             // batches and later plays do not run.
             let batch_failed = batch.iter().all(|h| {

@@ -40,6 +40,12 @@ pub(super) struct HostState {
     pub(super) conns: Conns,
     pub(super) failed: bool,
     pub(super) unreachable: bool,
+    /// Failed by another host's failure under `any_errors_fatal`, not by a task of its own:
+    /// it runs the `rescue` and `always` of the blocks it is in as a failed host does, and a
+    /// `rescue` takes it back without counting it rescued (`marked_now`), but ansible-core
+    /// counts it failed when the play ends (`fatal_marked`), so it runs no later play.
+    pub(super) marked_now: bool,
+    pub(super) fatal_marked: bool,
     /// The handlers notified on this host and not run yet (`handlers::handler_key`).
     pub(super) notified: Vec<String>,
     /// Handler notifications left in the host's outbox by earlier runs, not yet delivered.
@@ -48,7 +54,6 @@ pub(super) struct HostState {
     /// The failures and unreachables counted when `meta: clear_host_errors` last ran: only
     /// those after it make the run fail, as in ansible-core (the recap still counts all).
     pub(super) cleared: (u32, u32),
-    pub(super) gathered: bool,
     /// The connection spec of the current play, when it depends on nothing a task changes
     /// (see `connect::conn_spec`).
     pub(super) spec_cache: Mutex<Option<(SpecKey, ConnSpec)>>,
@@ -86,11 +91,12 @@ impl HostState {
         self.ended = false;
         self.failed = false;
         self.unreachable = false;
+        self.marked_now = false;
+        self.fatal_marked = false;
         self.notified.clear();
         self.pending.clear();
         self.stats = Stats::default();
         self.cleared = (0, 0);
-        self.gathered = false;
         self.round_trips_before = self.round_trips.load(Ordering::Relaxed);
         self.forget_spec();
     }
@@ -120,11 +126,12 @@ impl HostState {
             conns: Conns::new(),
             failed: false,
             unreachable: false,
+            marked_now: false,
+            fatal_marked: false,
             notified: Vec::new(),
             pending: Vec::new(),
             stats: Stats::default(),
             cleared: (0, 0),
-            gathered: false,
             spec_cache: Mutex::default(),
             conn_vars_fixed: MapsMemo::default(),
             delegated_facts: Vec::new(),
@@ -140,7 +147,9 @@ impl HostState {
 
     /// Whether the host failed or was unreachable since `meta: clear_host_errors` last ran.
     pub(super) fn failed_run(&self) -> bool {
-        self.stats.failed > self.cleared.0 || self.stats.unreachable > self.cleared.1
+        self.stats.failed > self.cleared.0
+            || self.stats.unreachable > self.cleared.1
+            || self.fatal_marked
     }
 
     pub(super) fn active(&self) -> bool {

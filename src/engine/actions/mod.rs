@@ -106,7 +106,6 @@ impl Shared<'_> {
                     .collect();
                 if !for_other {
                     h.facts = Arc::new(facts_vars(facts));
-                    h.gathered = true;
                 }
                 let mut result = Map::new();
                 result.insert("ansible_facts".into(), Value::Object(returned));
