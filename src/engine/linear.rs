@@ -120,8 +120,9 @@ impl Engine {
         })
     }
 
-    /// `any_errors_fatal` and `max_fail_percentage`: after each step outside a block with a
-    /// rescue (where a failure may still be rescued), end the play when the batch failed enough.
+    /// `any_errors_fatal` and `max_fail_percentage`, after each step: a fatal failure fails
+    /// every other host at once; outside a block with a rescue (where a failure may still be
+    /// rescued), the play ends when the batch failed more than `max_fail_percentage` allows.
     fn check_fail_limits(&mut self, ctx: &PlayCtx<'_>) {
         let fatal_now = std::mem::take(&mut self.fatal_now);
         let failed = ctx
