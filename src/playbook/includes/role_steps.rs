@@ -85,24 +85,35 @@ impl Loader<'_> {
             }
             _ => {}
         }
-        // A role imported or included from another role's tasks gets, as include parameters,
-        // its parent's name and path in front of those the parent got the same way
-        // (`ansible_parent_role_names`, `ansible_parent_role_paths`).
+        // A role imported or included from another role's tasks (ansible-core's dependency
+        // chain) sees that role's defaults and variables below its own (an included role's
+        // are not the play's, so it would not see them otherwise) and its parameters: a role
+        // entry's above the nested include's own `vars:`, an include's below them; and gets,
+        // as include parameters, its parent's name and path in front of those the parent got
+        // the same way (`ansible_parent_role_names`, `ansible_parent_role_paths`).
         let mut vars = vars;
-        // A role imported or included from another role's tasks sees that role's defaults
-        // and variables below its own, as ansible-core's dependency chain gives them (an
-        // included role's are not the play's, so it would not see them otherwise).
         let nested;
         let opts = match (opts.dedupe, &inh.role) {
             (false, Some(parent)) => {
+                for (k, v) in parent.params.iter() {
+                    if parent.entry_params || !vars.params.contains_key(k) {
+                        vars.params.insert(k.clone(), v.clone());
+                    }
+                }
+                for (key, value) in [
+                    ("ansible_parent_role_names", parent.name.clone()),
+                    ("ansible_parent_role_paths", abs_path(&parent.path)),
+                ] {
+                    let mut list = vec![Value::String(value)];
+                    if let Some(Value::Array(outer)) = parent.params.get(key) {
+                        list.extend(outer.iter().cloned());
+                    }
+                    vars.params.insert(key.into(), Value::Array(list));
+                }
                 let mut inherited = (*parent.inherited).clone();
-                inherited.extend(parent.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
-                inherited.extend(
-                    parent
-                        .entry_vars
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone())),
-                );
+                for m in [&parent.vars, &parent.entry_vars] {
+                    inherited.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
                 nested = RoleOpts {
                     from: opts.from.clone(),
                     dedupe: false,
@@ -115,25 +126,6 @@ impl Loader<'_> {
             }
             _ => opts,
         };
-        if let (false, Some(parent)) = (opts.dedupe, &inh.role) {
-            // The parent's parameters reach the roles it imports or includes: a role entry's
-            // above the nested include's own `vars:`, an include's below them.
-            for (k, v) in parent.params.iter() {
-                if parent.entry_params || !vars.params.contains_key(k) {
-                    vars.params.insert(k.clone(), v.clone());
-                }
-            }
-            for (key, value) in [
-                ("ansible_parent_role_names", parent.name.clone()),
-                ("ansible_parent_role_paths", abs_path(&parent.path)),
-            ] {
-                let mut list = vec![Value::String(value)];
-                if let Some(Value::Array(outer)) = parent.params.get(key) {
-                    list.extend(outer.iter().cloned());
-                }
-                vars.params.insert(key.into(), Value::Array(list));
-            }
-        }
         if opts.dedupe && !role.allow_duplicates {
             let key = (role.canon.clone(), vars.clone());
             if self.seen_roles.contains(&key) {
