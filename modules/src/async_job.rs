@@ -221,14 +221,7 @@ fn base(jid: &str, path: &Path, mode: &Mode) -> Map<String, Value> {
 
 /// `failed` in a module's result, as Python reads it (a non-empty, non-zero value).
 fn truthy(v: Option<&Value>) -> bool {
-    match v {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_f64() != Some(0.0),
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Array(a)) => !a.is_empty(),
-        Some(Value::Object(o)) => !o.is_empty(),
-    }
+    v.is_some_and(crate::params::py_truthy)
 }
 
 impl Module for AsyncStatus {

@@ -160,7 +160,11 @@ pub fn convert(stdout: &str, stderr: &str, rc: i32, keep_diff: bool) -> PyResult
     // ansible-core turns a failure's `exception` (a structured summary from 2.19's modules, or
     // a traceback string) into the traceback text, "(traceback unavailable)" without one.
     let exception = data.remove("exception");
-    if failed || exception.as_ref().is_some_and(truthy_value) {
+    if failed
+        || exception
+            .as_ref()
+            .is_some_and(fixpoint_modules::params::py_truthy)
+    {
         let text = match &exception {
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
             Some(Value::Object(o)) => o
@@ -190,18 +194,6 @@ pub fn convert(stdout: &str, stderr: &str, rc: i32, keep_diff: bool) -> PyResult
             msg,
         },
         warnings,
-    }
-}
-
-/// Python's truth of a JSON value.
-fn truthy_value(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
     }
 }
 

@@ -12,6 +12,19 @@ pub fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%") || s.contains("{#")
 }
 
+/// Python's truth of a JSON value: false for null, `false`, `0`, `''` and empty containers.
+pub fn py_truthy(v: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
 /// Deserialize an optional string that YAML may have typed otherwise (`line: 8080`, `owner:
 /// 1000`, a mapping), converting it as Ansible's `type='str'` does (`8080`, `True`, `{'k': 1}`).
 pub fn de_opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {

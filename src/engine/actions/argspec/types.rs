@@ -100,14 +100,7 @@ fn number(v: &Value) -> Option<f64> {
 
 /// Python's truth value of a spec entry (`required: yes`, `apply_defaults: 1`).
 pub(super) fn truthy(v: Option<&Value>) -> bool {
-    match v {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Array(a)) => !a.is_empty(),
-        Some(Value::Object(o)) => !o.is_empty(),
-        Some(n) => number(n).is_some_and(|f| f != 0.0),
-    }
+    v.is_some_and(fixpoint_modules::params::py_truthy)
 }
 
 /// The strings ansible-core's `boolean()` reads as true and as false (after lowercasing and
@@ -227,20 +220,17 @@ fn check_dict(v: &Value) -> Result<Value, String> {
 }
 
 fn check_bool(v: &Value) -> Result<Value, String> {
+    // `boolean()`: strings lowercased and stripped, numbers as they are (1 and 0.0 too).
     let word = match v {
         Value::Bool(_) => return Ok(v.clone()),
-        Value::String(s) => s.trim().to_lowercase(),
-        Value::Number(_) => text(v),
-        other if mark::float_of(other).is_some() => text(v),
+        Value::String(s) => Value::String(s.trim().to_lowercase()),
+        Value::Number(_) => v.clone(),
+        other if mark::float_of(other).is_some() => v.clone(),
         other => return Err(format!("{} cannot be converted to a bool", class_of(other))),
     };
-    let as_value = match v {
-        Value::String(_) => Value::String(word),
-        other => other.clone(),
-    };
-    if is_true_word(&as_value) {
+    if is_true_word(&word) {
         Ok(Value::Bool(true))
-    } else if is_false_word(&as_value) {
+    } else if is_false_word(&word) {
         Ok(Value::Bool(false))
     } else {
         Err(format!(
