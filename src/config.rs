@@ -113,6 +113,31 @@ pub fn roles_path(cli: &[String]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// `ANSIBLE_GATHERING`: whether a play that does not say `gather_facts` gathers facts
+/// (`implicit`, the default, yes; `explicit`, no), as ansible-core reads it.
+pub fn default_gathering() -> Result<bool, Diagnostic> {
+    match std::env::var("ANSIBLE_GATHERING")
+        .unwrap_or_default()
+        .as_str()
+    {
+        "" | "implicit" => Ok(true),
+        "explicit" => Ok(false),
+        other => Err(Diagnostic::new(format!(
+            "ANSIBLE_GATHERING={other} is not supported by fixpoint yet"
+        ))
+        .help("fixpoint reads `implicit` (the default) and `explicit`")),
+    }
+}
+
+/// `ANSIBLE_STRATEGY`: the strategy of a play that does not say `strategy` (`linear` by
+/// default), as ansible-core reads it.
+pub fn default_strategy() -> String {
+    std::env::var("ANSIBLE_STRATEGY")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "linear".into())
+}
+
 impl Config {
     pub fn from_run_args(a: RunArgs, check_cmd: bool) -> Result<Config, Diagnostic> {
         let RunArgs {

@@ -90,6 +90,7 @@ impl Engine {
             drift: self.drift,
             play_ended: false,
             playbook_stopped: false,
+            tag_scope: self.tag_scope.clone(),
             started: self.started,
             rescue_depth: 0,
             failed_before: Vec::new(),

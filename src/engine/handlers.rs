@@ -50,16 +50,10 @@ impl Engine {
             }
         }
         let all = self.handlers.clone();
-        // As in ansible-core, of the handlers loaded with one name (two roles' `restart`),
-        // only the last one loaded runs, whichever of them was notified.
         let handlers: Vec<&Task> = all
             .iter()
             .enumerate()
-            .filter(|(i, h)| {
-                h.name
-                    .as_ref()
-                    .is_none_or(|n| !all[i + 1..].iter().any(|l| l.name.as_ref() == Some(n)))
-            })
+            .filter(|&(i, h)| h.name.is_none() || name_winner(&all, i) == i)
             .map(|(_, h)| h)
             .collect();
         let force = self.cfg.force_handlers || ctx.play.force_handlers;
@@ -373,4 +367,25 @@ pub(super) fn handler_names(handlers: &[Task], notify: &[String]) -> Vec<String>
         .filter(|h| notify.iter().any(|n| h.answers(n)))
         .filter_map(|h| h.name.clone())
         .collect()
+}
+
+/// Of the handlers loaded with the name of `all[i]`, the one that runs, whichever of them was
+/// notified: as ansible-core searches them, the last loaded group (the play's own handlers
+/// come first, then each role's, then those each include brings) that has one, and in that
+/// group the first.
+fn name_winner(all: &[Task], i: usize) -> usize {
+    let name = &all[i].name;
+    let group = |h: &Task| {
+        (
+            h.role.as_ref().map(Arc::as_ptr),
+            h.handler_params.as_ref().map(Arc::as_ptr),
+        )
+    };
+    let last = (0..all.len())
+        .rev()
+        .find(|&j| all[j].name == *name)
+        .unwrap_or(i);
+    (0..=last)
+        .find(|&j| all[j].name == *name && group(&all[j]) == group(&all[last]))
+        .unwrap_or(last)
 }

@@ -5,8 +5,9 @@ use super::state::PlayCtx;
 use super::{display, shown_name, Engine, Shared};
 use crate::playbook::{Include, IncludeSource};
 use crate::report::{Status, TaskEvent};
-use crate::vars::{Layer, VarSrc};
+use crate::vars::{Layer, Scope, VarSrc};
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 
 /// Hosts that include the same file (None: the include's loaded steps) with the same parameters.
 type IncludeGroup = (Option<String>, Map<String, Value>, Vec<String>);
@@ -32,6 +33,8 @@ impl Engine {
         let mut failures: Vec<(String, String)> = Vec::new();
         let mut warnings: Vec<String> = Vec::new();
         let mut reports: Vec<IncludeReport> = Vec::new();
+        // Each host's result, for `register`.
+        let mut registered: Map<String, Value> = Map::new();
         // The include's name, rendered as a task's is: with the first host's variables.
         let mut shown: Option<String> = None;
         for host in targets {
@@ -49,20 +52,34 @@ impl Engine {
             );
             let items: Vec<Option<(usize, Value)>> = match &inc.loop_items {
                 None => vec![None],
-                Some(raw) => match scope
-                    .render(raw)
-                    .and_then(|v| crate::playbook::loops::expand(inc.loop_kind, v, &[]))
-                {
+                Some(raw) => match scope.render_noting_undefined(raw).and_then(|v| {
+                    crate::playbook::loops::expand(inc.loop_kind, v, &[]).map_err(|e| (e, false))
+                }) {
                     Ok(items) => items.into_iter().enumerate().map(Some).collect(),
-                    Err(e) => {
+                    // As for a task: a loop over an undefined variable is an error only if the
+                    // include's `when`, decided without the item, does not skip it first.
+                    Err((_, true)) if when_is_false(&scope, &inc.when) => {
+                        registered
+                            .insert(host.clone(), super::task::skip_result(&inc.when, &scope));
+                        reports.push((host.clone(), vec![(None, Status::Skipped)]));
+                        continue;
+                    }
+                    Err((e, _)) => {
                         failures.push((host.clone(), format!("cannot expand the loop: {e}")));
                         continue;
                     }
                 },
             };
+            // A name the playbook gives is rendered; the one made of the action and the role
+            // (`include_role : {{ r }}`) is shown as written, as ansible-core shows it.
             if shown.is_none() {
-                let named = scope.with(Layer::templates(inc.vars.clone()));
-                shown = Some(shown_name(&named, &inc.shown, &|_| false));
+                shown = Some(match inc.name {
+                    Some(_) => {
+                        let named = scope.with(Layer::templates(inc.vars.clone()));
+                        shown_name(&named, &inc.shown, &|_| false)
+                    }
+                    None => inc.shown.clone(),
+                });
             }
             // The name sees the include's own `vars` (lazily rendered templates, as in Ansible).
             let loop_var = match super::loop_items::loop_var_of(
@@ -75,6 +92,8 @@ impl Engine {
                     continue;
                 }
             };
+            let looped = inc.loop_items.is_some();
+            let mut item_results: Vec<Value> = Vec::new();
             for item in items {
                 let mut params = Map::new();
                 if let Some((i, v)) = &item {
@@ -106,6 +125,9 @@ impl Engine {
                 }
                 let label = item.as_ref().map(|(_, v)| display(v));
                 if !ok {
+                    let mut r = super::task::skip_result(&inc.when, &s);
+                    r.as_object_mut().unwrap().extend(params.clone());
+                    item_results.push(r);
                     report.push((label, Status::Skipped));
                     continue;
                 }
@@ -142,9 +164,19 @@ impl Engine {
                             hosts.push(host.clone())
                         }
                     }
-                    None => groups.push((file, params, vec![host.clone()])),
+                    None => groups.push((file.clone(), params.clone(), vec![host.clone()])),
                 }
+                item_results.push(included_result(inc, file, &s, &params, looped));
                 report.push((label, Status::Ok));
+            }
+            if inc.register.is_some() && !failures.iter().any(|(h, _)| h == host) {
+                let r = if looped {
+                    let statuses: Vec<Status> = report.iter().map(|(_, st)| *st).collect();
+                    Value::Object(super::loop_items::loop_result(&statuses, item_results))
+                } else {
+                    item_results.pop().unwrap_or(Value::Null)
+                };
+                registered.insert(host.clone(), r);
             }
             if !failures.iter().any(|(h, _)| h == host) {
                 reports.push((host.clone(), report));
@@ -187,23 +219,25 @@ impl Engine {
         }
         let uncounted: Vec<&str> = load_failures.iter().map(|(h, _)| h.as_str()).collect();
         self.report_include(inc, &name, &location, reports, &uncounted);
-        for (host, msg) in failures {
-            self.fail_host(
-                &host,
-                &name,
-                inc.action,
-                &location,
-                format!("{msg} (at {location})"),
-            );
+        if let Some(reg) = &inc.register {
+            for (host, r) in registered {
+                self.hosts
+                    .get_mut(&host)
+                    .expect("host state")
+                    .set_var(reg, r);
+            }
         }
-        for (host, e) in load_failures {
-            self.fail_host(
-                &host,
-                &name,
-                inc.action,
-                &location,
-                format!("{e} (included at {location})"),
-            );
+        let failed: Vec<(String, String)> = failures
+            .into_iter()
+            .map(|(h, msg)| (h, format!("{msg} (at {location})")))
+            .chain(
+                load_failures
+                    .into_iter()
+                    .map(|(h, e)| (h, format!("{e} (included at {location})"))),
+            )
+            .collect();
+        for (host, msg) in failed {
+            self.include_failed(inc, &host, &name, &location, msg);
         }
         for (params, hosts, steps) in loaded_groups {
             // Each inclusion (each loop item's) is a role invocation of its own: an `end_role`
@@ -269,6 +303,44 @@ impl Engine {
 }
 
 impl Engine {
+    /// A host whose include failed: its result registered, and the host failed, or with
+    /// `ignore_errors` the failure reported ignored and the host goes on.
+    fn include_failed(
+        &mut self,
+        inc: &Include,
+        host: &str,
+        name: &str,
+        location: &str,
+        msg: String,
+    ) {
+        let hs = self.hosts.get_mut(host).expect("host state");
+        if let Some(reg) = &inc.register {
+            hs.set_var(reg, json!({"changed": false, "failed": true, "msg": msg}));
+        }
+        if !inc.ignore_errors {
+            return self.fail_host(host, name, inc.action, location, msg);
+        }
+        hs.stats.ok += 1;
+        hs.stats.ignored += 1;
+        self.reporter.task_start(name, false);
+        self.reporter.task(&TaskEvent {
+            host,
+            task: name,
+            module: inc.action,
+            location,
+            status: Status::Failed,
+            item: None,
+            diff: None,
+            msg: Some(&msg),
+            result: None,
+            ignored: true,
+            censored: false,
+            note: None,
+            delegated_to: None,
+            python: false,
+        });
+    }
+
     /// The include's own result, as Ansible reports it: ok for each item included, skipped
     /// when `when` is false (or the loop is empty). The recap counts each included item as ok,
     /// or the include once as skipped when it included nothing; hosts in `uncounted` (their
@@ -320,4 +392,45 @@ impl Engine {
             }
         }
     }
+}
+
+/// Whether a condition of `when` is false (one that cannot be decided is not).
+fn when_is_false(scope: &Arc<Scope>, when: &[String]) -> bool {
+    when.iter().any(|c| matches!(scope.eval_bool(c), Ok(false)))
+}
+
+/// The result of an include (or one loop item of it) that included its file or role, as
+/// ansible-core registers it: the file (`include_tasks`) and the arguments besides it, with
+/// the loop's variables for an item (and no `changed` then).
+fn included_result(
+    inc: &Include,
+    file: Option<String>,
+    scope: &Arc<Scope>,
+    params: &Map<String, Value>,
+    looped: bool,
+) -> Value {
+    let target = file.unwrap_or_else(|| {
+        scope
+            .render(&json!(inc.target))
+            .map(|v| display(&v))
+            .unwrap_or_else(|_| inc.target.clone())
+    });
+    let mut r = Map::new();
+    if inc.action == "include_tasks" {
+        r.insert("include".into(), json!(target));
+        r.insert("include_args".into(), json!({}));
+    } else {
+        r.insert("include_args".into(), json!({ "name": target }));
+    }
+    if looped {
+        for k in ["ansible_loop_var", "ansible_index_var"] {
+            if let Some(var) = params.get(k).and_then(Value::as_str) {
+                r.insert(var.into(), params.get(var).cloned().unwrap_or(Value::Null));
+                r.insert(k.into(), json!(var));
+            }
+        }
+    } else {
+        r.insert("changed".into(), json!(false));
+    }
+    Value::Object(r)
 }

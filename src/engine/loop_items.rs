@@ -4,7 +4,6 @@
 
 use super::actions::trust::result_trust;
 use super::all_hold;
-use super::result::Event;
 use crate::playbook::Task;
 use crate::report::Status;
 use crate::vars::{magic, pruned_object, Layer, Scope};
@@ -172,31 +171,39 @@ pub(super) fn query_loop(task: &Task, terms: Value, scope: &Arc<Scope>) -> Resul
         .eval(&format!("query({}, *{LOOP_TERMS})", Value::from(name)))
 }
 
-/// A loop's registered result, with ansible-core's keys: `skipped` when every item was (and
-/// `skipped_reason` for no items at all), `failed` only when an item failed, and the `msg`
-/// that says which.
-pub(super) fn loop_result(events: &[Event], results: Vec<Value>) -> Map<String, Value> {
+/// A loop's registered result, with ansible-core's keys in its order: `skipped` when every
+/// item was (and `skipped_reason` for no items at all), `failed` only when an item failed, and
+/// the `msg` that says which.
+pub(super) fn loop_result(statuses: &[Status], results: Vec<Value>) -> Map<String, Value> {
     let mut r = Map::new();
-    let changed = events.iter().any(|e| e.status == Status::Changed);
-    r.insert("changed".into(), json!(changed));
-    if events.is_empty() {
+    let changed = statuses.contains(&Status::Changed);
+    if statuses.is_empty() {
+        r.insert("changed".into(), json!(false));
         r.insert("skipped".into(), json!(true));
         r.insert("skipped_reason".into(), json!("No items in the list"));
         r.insert("results".into(), Value::Array(results));
         return r;
     }
-    let skipped = events.iter().all(|e| e.status == Status::Skipped);
-    let failed = events.iter().any(|e| e.status == Status::Failed);
+    let skipped = statuses.iter().all(|s| *s == Status::Skipped);
+    let failed = statuses.contains(&Status::Failed);
+    r.insert("results".into(), Value::Array(results));
     r.insert("skipped".into(), json!(skipped));
-    let msg = if failed {
+    if changed {
+        r.insert("changed".into(), json!(true));
+    }
+    if failed {
         r.insert("failed".into(), json!(true));
-        "One or more items failed"
-    } else if skipped {
+    }
+    let msg = if skipped {
         "All items skipped"
+    } else if failed {
+        "One or more items failed"
     } else {
         "All items completed"
     };
     r.insert("msg".into(), json!(msg));
-    r.insert("results".into(), Value::Array(results));
+    if !changed {
+        r.insert("changed".into(), json!(false));
+    }
     r
 }

@@ -144,6 +144,7 @@ impl Engine {
                         }
                         hs.marked_now = false;
                         hs.fatal_marked = false;
+                        hs.fatal_carried = false;
                         hs.cleared = (hs.stats.failed, hs.stats.unreachable);
                     }
                 }

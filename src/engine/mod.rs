@@ -16,6 +16,7 @@ use crate::playbook::{Playbook, Task};
 use crate::report::{Progress, Reporter};
 use crate::template::Templar;
 use crate::vars::{hostvars, precedence, Scope, VarSrc};
+use fixpoint_modules::params::is_template;
 use fixpoint_modules::Diff;
 use serde_json::Value;
 use state::{HostState, PlayCtx};
@@ -115,6 +116,9 @@ pub struct Engine {
     /// A failure limit was hit, or every host of a batch failed: as in ansible-core, no
     /// later play of the playbook runs.
     playbook_stopped: bool,
+    /// The running play's variables known without a host, which its templated tags are
+    /// rendered with.
+    tag_scope: Option<Arc<Scope>>,
     /// False until `--start-at-task`'s task is reached.
     started: bool,
     /// Blocks with a `rescue` being run: failures inside may still be rescued.
@@ -172,6 +176,7 @@ impl Engine {
             drift: false,
             play_ended: false,
             playbook_stopped: false,
+            tag_scope: None,
             started: true,
             rescue_depth: 0,
             failed_before: Vec::new(),
@@ -200,8 +205,15 @@ impl Engine {
         self.hosts.get_mut(name).expect("just inserted")
     }
 
+    /// Whether `--tags`/`--skip-tags` select a step with these tags. Templated tags are
+    /// rendered with the play's variables (`play::tag_scope`), as ansible-core does.
     fn tag_selected(&self, tags: &[String]) -> bool {
-        self.cfg.tag_selected(tags)
+        match &self.tag_scope {
+            Some(scope) if tags.iter().any(|t| is_template(t)) => {
+                rendered_tags(scope, tags).is_ok_and(|t| self.cfg.tag_selected(&t))
+            }
+            _ => self.cfg.tag_selected(tags),
+        }
     }
 }
 
@@ -311,6 +323,22 @@ fn all_hold(scope: &Arc<Scope>, conds: &[String]) -> Result<bool, String> {
         }
     }
     Ok(true)
+}
+
+/// Tags as rendered: a template may give one tag or a list of them, which join the others.
+fn rendered_tags(scope: &Arc<Scope>, tags: &[String]) -> Result<Vec<String>, String> {
+    let mut out = Vec::with_capacity(tags.len());
+    for t in tags {
+        if !is_template(t) {
+            out.push(t.clone());
+            continue;
+        }
+        match scope.render(&Value::String(t.clone()))? {
+            Value::Array(list) => out.extend(list.iter().map(display)),
+            one => out.push(display(&one)),
+        }
+    }
+    Ok(out)
 }
 
 /// A rendered value as text: strings as they are, anything else as JSON.

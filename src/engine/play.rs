@@ -6,6 +6,7 @@ use super::state::{HostState, PlayCtx};
 use super::{display, shown_name, Engine};
 use crate::playbook::{BatchSize, HostOrder, Play, Playbook, Step};
 use crate::vars::{hostvars, Layer, PlayObjects, Scope};
+use fixpoint_modules::params::is_template;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
@@ -53,6 +54,9 @@ impl Engine {
             ));
             return;
         }
+        for hs in self.hosts.values_mut() {
+            hs.fatal_carried |= hs.fatal_marked;
+        }
         // The `group_vars/`/`host_vars/` beside this play's own playbook file apply now.
         if self.inventory.play_dir_changes(&play.dir) {
             Arc::make_mut(&mut self.inventory).set_play_dir(&play.dir);
@@ -66,16 +70,15 @@ impl Engine {
         }
         let files_vars = match self.templated_vars_files(play) {
             Ok(v) => v,
-            Err(e) => {
-                self.reporter.warn(&format!("play \"{}\": {e}", play.name));
-                for h in &selected {
-                    let hs = self.host_state(h);
-                    hs.failed = true;
-                    hs.stats.failed += 1;
-                }
-                return;
-            }
+            Err(e) => return self.fail_play(play, &selected, &e),
         };
+        // Templated tags are rendered with the play's variables before it runs, as
+        // ansible-core does; one that cannot be rendered stops the run there.
+        self.tag_scope = Some(self.tag_scope(play, &files_vars));
+        if let Err(e) = self.check_tags(play) {
+            self.playbook_stopped = true;
+            return self.fail_play(play, &selected, &e);
+        }
         self.play_ended = false;
         for h in &selected {
             self.host_state(h).ended = false;
@@ -267,6 +270,51 @@ impl Engine {
                 Layer::shared(self.cfg.extra_vars.clone(), true),
             ],
         )
+    }
+
+    /// A play that cannot start (a `vars_files` path or a tag that does not render): said,
+    /// and every host of it failed.
+    fn fail_play(&mut self, play: &Play, selected: &[String], e: &str) {
+        self.reporter.warn(&format!("play \"{}\": {e}", play.name));
+        for h in selected {
+            let hs = self.host_state(h);
+            hs.failed = true;
+            hs.stats.failed += 1;
+        }
+    }
+
+    /// The variables a play's templated tags see: those ansible-core knows for the play
+    /// without a host (its roles' defaults, `vars`, `vars_files`, `-e`).
+    fn tag_scope(&self, play: &Play, files_vars: &Map<String, Value>) -> Arc<Scope> {
+        Scope::new(
+            self.templar.clone(),
+            vec![
+                Layer::shared(play.role_defaults.clone(), true),
+                Layer::shared(play.vars.clone(), true),
+                Layer::shared(play.vars_from_files.clone(), true),
+                Layer::shared(Arc::new(files_vars.clone()), true),
+                Layer::shared(self.cfg.extra_vars.clone(), true),
+            ],
+        )
+    }
+
+    /// Every templated tag of the play's tasks renders (an undefined variable is an error
+    /// before the play runs in ansible-core, whatever `--tags` says).
+    fn check_tags(&self, play: &Play) -> Result<(), String> {
+        let Some(scope) = &self.tag_scope else {
+            return Ok(());
+        };
+        let sections = [&play.pre_tasks, &play.roles, &play.tasks, &play.post_tasks];
+        for t in sections
+            .into_iter()
+            .flat_map(|s| crate::playbook::ast::all_tasks(s))
+        {
+            if t.tags.iter().any(|x| is_template(x)) {
+                super::rendered_tags(scope, &t.tags)
+                    .map_err(|e| format!("cannot render the tags of the task at {}: {e}", t.pos))?;
+            }
+        }
+        Ok(())
     }
 
     /// Load the `vars_files` whose paths are templates, rendered with play vars and `-e`.

@@ -46,6 +46,10 @@ pub(super) struct HostState {
     /// counts it failed when the play ends (`fatal_marked`), so it runs no later play.
     pub(super) marked_now: bool,
     pub(super) fatal_marked: bool,
+    /// A later play started after `fatal_marked` was set: ansible-core carries the host into
+    /// that play's result as failed, so the run fails; with no later play, a host a `rescue`
+    /// took back leaves the run's exit alone.
+    pub(super) fatal_carried: bool,
     /// The handlers notified on this host and not run yet (`handlers::handler_key`).
     pub(super) notified: Vec<String>,
     /// Handler notifications left in the host's outbox by earlier runs, not yet delivered.
@@ -93,6 +97,7 @@ impl HostState {
         self.unreachable = false;
         self.marked_now = false;
         self.fatal_marked = false;
+        self.fatal_carried = false;
         self.notified.clear();
         self.pending.clear();
         self.stats = Stats::default();
@@ -128,6 +133,7 @@ impl HostState {
             unreachable: false,
             marked_now: false,
             fatal_marked: false,
+            fatal_carried: false,
             notified: Vec::new(),
             pending: Vec::new(),
             stats: Stats::default(),
@@ -149,7 +155,7 @@ impl HostState {
     pub(super) fn failed_run(&self) -> bool {
         self.stats.failed > self.cleared.0
             || self.stats.unreachable > self.cleared.1
-            || self.fatal_marked
+            || self.fatal_carried
     }
 
     pub(super) fn active(&self) -> bool {

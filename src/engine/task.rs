@@ -234,9 +234,7 @@ impl Shared<'_> {
             match self.when_holds(task, &item_scope) {
                 Ok(true) => {}
                 Ok(false) => {
-                    let mut res = json!({"changed": false, "skipped": true,
-                        "false_condition": false_condition(task, &item_scope),
-                        "skip_reason": "Conditional result was False"});
+                    let mut res = skip_result(&task.when, &item_scope);
                     res.as_object_mut()
                         .expect("an object")
                         .extend(item_vars(task, items, i, &loop_var));
@@ -346,7 +344,10 @@ impl Shared<'_> {
         }
         let result = match &broken {
             Some(msg) => failure_result(msg),
-            None => loop_result(&events, results),
+            None => {
+                let statuses: Vec<Status> = events.iter().map(|e| e.status).collect();
+                loop_result(&statuses, results)
+            }
         };
         h.loop_failure = events
             .iter()
@@ -489,21 +490,27 @@ impl Shared<'_> {
 
     pub(super) fn register_skip(&self, task: &Task, h: &mut HostState, scope: &Arc<Scope>) {
         if let Some(reg) = &task.register {
-            h.set_var(
-                reg,
-                json!({"changed": false, "false_condition": false_condition(task, scope),
-                       "skipped": true, "skip_reason": "Conditional result was False"}),
-            );
+            h.set_var(reg, skip_result(&task.when, scope));
         }
     }
+}
+
+/// The result of a task (or loop item, or include) that its `when` skipped, with ansible-core's
+/// keys in its order.
+pub(super) fn skip_result(when: &[String], scope: &Arc<Scope>) -> Value {
+    json!({
+        "changed": false,
+        "skipped": true,
+        "skip_reason": "Conditional result was False",
+        "false_condition": false_condition(when, scope),
+    })
 }
 
 /// The `when` condition that skipped a task (the first that is false), as ansible-core gives it
 /// in the skipped result: as written, but `when: false` is the boolean and a condition written
 /// as one template (`"{{ x }}"`) its rendered value.
-pub(super) fn false_condition(task: &Task, scope: &Arc<Scope>) -> Value {
-    let Some(cond) = task
-        .when
+pub(super) fn false_condition(when: &[String], scope: &Arc<Scope>) -> Value {
+    let Some(cond) = when
         .iter()
         .find(|c| matches!(scope.eval_bool(c), Ok(false)))
     else {

@@ -78,6 +78,13 @@ pub struct Include {
     /// `include_tasks` or `include_role`, for messages.
     pub action: &'static str,
     pub source: IncludeSource,
+    /// Where the include's own result is kept (`{include, include_args}`, as ansible-core's).
+    pub register: Option<String>,
+    /// The file (`include_tasks`) or role (`include_role`) as written: its result names it.
+    pub target: String,
+    /// `ignore_errors`: a host whose include fails (its `when` or loop cannot be decided, its
+    /// file cannot load) goes on.
+    pub ignore_errors: bool,
     /// The role and block variables around the include, to evaluate its `when` and `loop`.
     pub role: Option<Arc<RoleCtx>>,
     pub inherited_vars: Arc<Map<String, Value>>,

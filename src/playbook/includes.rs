@@ -405,6 +405,7 @@ impl<'a> Loader<'a> {
                     .copied()
                     .chain(loop_keys)
                     .chain(handlers.then_some("listen"))
+                    .chain(["register"])
                     .collect();
                 check_keys(
                     entries,
@@ -414,9 +415,18 @@ impl<'a> Loader<'a> {
                     is_action,
                 )?;
                 let file = file_arg(arg, key)?;
+                let target = file.clone();
                 let search = self.task_search(file_dir, inh);
                 let applied = with_apply(arg, inh)?;
                 let source = if is_template(&file) {
+                    IncludeSource::TasksFile {
+                        file,
+                        search,
+                        inherit: Box::new(applied),
+                    }
+                } else if find_in(&search, &file).is_none() && node.get("when").is_some() {
+                    // A conditional include of a missing file fails only the hosts that reach
+                    // it, as in ansible-core.
                     IncludeSource::TasksFile {
                         file,
                         search,
@@ -448,7 +458,11 @@ impl<'a> Loader<'a> {
                         Err(d) => return Err(d),
                     }
                 };
-                let inc = include_of(node, inh, "include_tasks", source)?;
+                let mut inc = include_of(node, inh, "include_tasks", target, source)?;
+                // Unnamed, it is shown as its action is written (`ansible.builtin.include_tasks`).
+                if inc.name.is_none() {
+                    inc.shown = key.to_string();
+                }
                 if handlers {
                     return Ok(vec![Step::Task(Box::new(handler_include(node, inc)?))]);
                 }
@@ -460,6 +474,7 @@ impl<'a> Loader<'a> {
                     .iter()
                     .copied()
                     .chain(if include { &loop_keys[..] } else { &[] }.iter().copied())
+                    .chain(include.then_some("register"))
                     .collect();
                 check_keys(
                     entries,
@@ -478,12 +493,13 @@ impl<'a> Loader<'a> {
                     "defaults_from",
                     "handlers_from",
                     "rolespec_validate",
+                    "public",
                     "apply",
                 ];
                 check_keys(
                     am,
                     &arg_keys[..arg_keys.len() - usize::from(!include)],
-                    &["apply", "allow_duplicates", "public"],
+                    &["apply", "allow_duplicates"],
                     &format!("`{short}`"),
                     |_| false,
                 )?;
@@ -492,6 +508,26 @@ impl<'a> Loader<'a> {
                     .or_else(|| arg.get("role"))
                     .ok_or_else(|| arg.err(format!("`{short}` needs the role's `name`")))?;
                 let opt = |k: &str| arg.get(k).map(|n| string_of(n, k)).transpose();
+                // `public`: whether the role's defaults and vars are the play's. An imported
+                // role's are unless it says no; an included role's are not unless it says yes,
+                // which would make them the play's from that task on (not supported yet).
+                let public = match am.iter().find(|(k, _, _)| k == "public") {
+                    Some((_, kpos, n)) => {
+                        let public = bool_of(n, "public")?;
+                        if include && public {
+                            return Err(Diagnostic::at(
+                                kpos,
+                                "`public: true` on `include_role` is not supported by fixpoint yet",
+                            )
+                            .help(
+                                "use `import_role` (its role's variables are the play's), or \
+                                 keep this playbook on ansible-playbook until support lands",
+                            ));
+                        }
+                        public
+                    }
+                    None => !include,
+                };
                 let opts = RoleOpts {
                     from: RoleFrom {
                         tasks: opt("tasks_from")?,
@@ -504,7 +540,7 @@ impl<'a> Loader<'a> {
                         },
                     },
                     dedupe: false,
-                    export: !include,
+                    export: public,
                     listed: if include {
                         Listed::Neither
                     } else {
@@ -532,7 +568,8 @@ impl<'a> Loader<'a> {
                 };
                 let templated_name = name.as_str().is_some_and(is_template);
                 // An unnamed include_role is reported as Ansible names it.
-                let shown = format!("include_role : {}", string_of(name, "name")?);
+                let target = string_of(name, "name")?;
+                let shown = format!("{key} : {target}");
                 if include && templated_name {
                     // The role is known only when a host reaches the include (e.g. a loop
                     // over role names): it is loaded then.
@@ -542,7 +579,7 @@ impl<'a> Loader<'a> {
                         params,
                         inherit: Box::new(with_apply(arg, inh)?),
                     };
-                    let mut inc = include_of(node, inh, "include_role", source)?;
+                    let mut inc = include_of(node, inh, "include_role", target, source)?;
                     inc.vars = Map::new();
                     if inc.name.is_none() {
                         inc.shown = shown;
@@ -557,7 +594,7 @@ impl<'a> Loader<'a> {
                         params,
                         inherit: Box::new(with_apply(arg, inh)?),
                     };
-                    let mut inc = include_of(node, inh, "include_role", source)?;
+                    let mut inc = include_of(node, inh, "include_role", target, source)?;
                     inc.vars = Map::new();
                     if inc.name.is_none() {
                         inc.shown = shown;
@@ -569,8 +606,8 @@ impl<'a> Loader<'a> {
                     let outer = self.include_handlers.replace(Vec::new());
                     let steps = self.role(name, vars, &with_apply(arg, inh)?, &opts);
                     let handlers = std::mem::replace(&mut self.include_handlers, outer);
-                    let mut inc =
-                        include_of(node, inh, "include_role", IncludeSource::Loaded(steps?))?;
+                    let source = IncludeSource::Loaded(steps?);
+                    let mut inc = include_of(node, inh, "include_role", target, source)?;
                     inc.handlers = handlers.unwrap_or_default();
                     inc.vars = Map::new();
                     if inc.name.is_none() {

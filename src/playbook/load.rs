@@ -405,7 +405,10 @@ fn load_play(
                 None => Default::default(),
             },
             vars_files,
-            gather_facts: opt_bool("gather_facts")?.unwrap_or(true),
+            gather_facts: match opt_bool("gather_facts")? {
+                Some(b) => b,
+                None => crate::config::default_gathering()?,
+            },
             gather_timeout: gather_keywords_of(node)?,
             gather_when: Vec::new(),
             vars_prompt: match node.get("vars_prompt") {
@@ -462,6 +465,19 @@ fn load_play(
             },
         };
     let mut play = play;
+    if node.get("strategy").is_none() {
+        let s = crate::config::default_strategy();
+        match s.as_str() {
+            "linear" => {}
+            "free" => play.free = true,
+            _ => {
+                return Err(Diagnostic::new(format!(
+                    "ANSIBLE_STRATEGY={s} is not supported by fixpoint yet"
+                ))
+                .help("fixpoint runs `linear` and `free`"))
+            }
+        }
+    }
     if let Some(n) = node.get("strategy") {
         let mut s = string_of(n, "strategy")?;
         if is_template(&s) {

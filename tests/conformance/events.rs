@@ -136,8 +136,9 @@ pub fn strip_role_prefix(o: &mut Outcome) -> bool {
     let mut any = false;
     for t in o.hosts.values_mut().flatten() {
         if let Some((prefix, name)) = t.name.split_once(" : ") {
-            // `include_role : r` is the include's own name (both tools say it), not a role task.
-            if prefix == "include_role" {
+            // `include_role : r` is the include's own name (both tools say it), not a role task;
+            // so is `ansible.builtin.include_role : r`.
+            if prefix.rsplit('.').next() == Some("include_role") {
                 continue;
             }
             t.name = name.to_string();

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::events;
+use crate::script::Inventory;
 use crate::tools::{clean_command, run_limited, Tool, Tools};
 
 /// How long a run may take before it is taken as stuck and killed. ansible-core needs about a
@@ -44,6 +45,13 @@ pub struct Invocation<'a> {
     pub roles_path: String,
     /// Host variables added to `testhost`'s inventory line (`remote_tmp_dir=...`).
     pub host_vars: String,
+    /// Where the hosts come from: the loopback `testhost` (a role target, `[Shared]`), or
+    /// also this machine (a script's run without an inventory, or with its own), as
+    /// ansible-test runs it.
+    pub inventories: &'a [Inventory],
+    /// `ANSIBLE_*` settings both tools read (a script's `ANSIBLE_GATHERING`...), besides
+    /// `roles_path`.
+    pub env: &'a [(String, String)],
 }
 
 impl<'a> Invocation<'a> {
@@ -56,6 +64,8 @@ impl<'a> Invocation<'a> {
             args: &[],
             roles_path: roles_path(dir, targets),
             host_vars: String::new(),
+            inventories: &[Inventory::Shared],
+            env: &[],
         }
     }
 }
@@ -95,13 +105,11 @@ pub fn run(tools: &Tools, tool: Tool, inv: &Invocation, host: &Host) -> Result<M
                 host.ssh_config.display(),
                 inv.host_vars
             );
-            fs::write(&inventory, line).map_err(|e| e.to_string())?;
             let cfg = private.join("ansible.cfg");
             fs::write(&cfg, "").map_err(|e| e.to_string())?;
             let mut c = clean_command(&tools.ansible_bin.join("ansible-playbook"));
-            c.arg("-i")
-                .arg(&inventory)
-                .arg(inv.playbook)
+            inventory_args(&mut c, inv.inventories, &inventory, &line)?;
+            c.arg(inv.playbook)
                 .args(inv.args)
                 .env("ANSIBLE_CONFIG", &cfg)
                 .env("ANSIBLE_HOME", private.join("home"))
@@ -124,10 +132,11 @@ pub fn run(tools: &Tools, tool: Tool, inv: &Invocation, host: &Host) -> Result<M
                 private.join("state").display(),
                 inv.host_vars
             );
-            fs::write(&inventory, line).map_err(|e| e.to_string())?;
             let mut c = clean_command(&tools.fixpoint);
-            c.args(["apply", "--format", "json", "-i"])
-                .arg(&inventory)
+            c.args(["apply", "--format", "json"]);
+            inventory_args(&mut c, inv.inventories, &inventory, &line)?;
+            // On this machine's own hosts the state directory is the user's: this run's instead.
+            c.env("XDG_STATE_HOME", private.join("state"))
                 .arg("--ssh-config")
                 .arg(host.ssh_config)
                 .arg("--roles-path")
@@ -142,6 +151,7 @@ pub fn run(tools: &Tools, tool: Tool, inv: &Invocation, host: &Host) -> Result<M
         }
     };
     cmd.current_dir(inv.cwd);
+    cmd.envs(inv.env.iter().map(|(k, v)| (k, v)));
     // ansible-test exports the output directory as OUTPUT_DIR too, and targets read it with
     // `lookup('env', 'OUTPUT_DIR')`; unset, they write beside `/` and find the last run's files.
     cmd.env("OUTPUT_DIR", dir.join("output"));
@@ -191,20 +201,35 @@ pub fn run(tools: &Tools, tool: Tool, inv: &Invocation, host: &Host) -> Result<M
         Tool::Ansible => events::ansible_exit(out.status.code(), o.recap.is_some()),
         Tool::Fixpoint => out.status.code(),
     };
-    // A script target's playbook may run on the implicit `localhost` instead (`fetch`).
-    let results = o
-        .hosts
-        .remove("testhost")
-        .or_else(|| o.hosts.remove("localhost"))
-        .unwrap_or_default()
+    // On the loopback host: `testhost`'s results (a script target's playbook may run on the
+    // implicit `localhost` instead, `fetch`). On a script's own hosts: every host's, host by
+    // host, each name prefixed with its host when there are several.
+    let hosts: Vec<(String, Vec<events::TaskRecord>)> = match inv.inventories {
+        [Inventory::Shared] => {
+            let one = o
+                .hosts
+                .remove("testhost")
+                .or_else(|| o.hosts.remove("localhost"));
+            vec![(String::new(), one.unwrap_or_default())]
+        }
+        _ if o.hosts.len() == 1 => vec![(String::new(), o.hosts.into_values().next().unwrap())],
+        _ => o
+            .hosts
+            .into_iter()
+            .map(|(h, tasks)| (format!("{h}: "), tasks))
+            .collect(),
+    };
+    let results = hosts
         .into_iter()
-        .map(|t| Result1 {
-            name: t.name,
-            status: if t.ignored {
-                "failed (ignored)".into()
-            } else {
-                t.status
-            },
+        .flat_map(|(prefix, tasks)| {
+            tasks.into_iter().map(move |t| Result1 {
+                name: format!("{prefix}{}", t.name),
+                status: if t.ignored {
+                    "failed (ignored)".into()
+                } else {
+                    t.status
+                },
+            })
         })
         .collect();
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -219,6 +244,28 @@ pub fn run(tools: &Tools, tool: Tool, inv: &Invocation, host: &Host) -> Result<M
         stderr_tail: relative(&first_refusal(&lines)),
         seconds,
     })
+}
+
+/// The `-i`s a run is given: the loopback `testhost` written to `file` as `line`, the
+/// target's own inventories as written; none for the implicit `localhost`.
+fn inventory_args(
+    c: &mut std::process::Command,
+    which: &[Inventory],
+    file: &Path,
+    line: &str,
+) -> Result<(), String> {
+    for i in which {
+        match i {
+            Inventory::Shared => {
+                fs::write(file, line).map_err(|e| e.to_string())?;
+                c.arg("-i").arg(file);
+            }
+            Inventory::Own(own) => {
+                c.args(["-i", own]);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What stderr says first: the first `error:` with the lines after it up to the next problem

@@ -4,8 +4,13 @@
 //! what fixpoint understands is taken; anything else makes the run not comparable, with why.
 //! The script's other commands (greps of the output, `ln`, `pip`, ...) are not repeated.
 
-/// `ANSIBLE_*` settings fixpoint reads as ansible-core does (README: `ANSIBLE_ROLES_PATH`).
-const UNDERSTOOD_ENV: &[&str] = &["ANSIBLE_ROLES_PATH"];
+/// `ANSIBLE_*` settings fixpoint reads as ansible-core does (README: `ANSIBLE_ROLES_PATH`,
+/// `ANSIBLE_GATHERING`, `ANSIBLE_STRATEGY`).
+const UNDERSTOOD_ENV: &[&str] = &[
+    "ANSIBLE_ROLES_PATH",
+    "ANSIBLE_GATHERING",
+    "ANSIBLE_STRATEGY",
+];
 
 /// `ANSIBLE_*` settings that change nothing on the runner's hosts, with why.
 const NEUTRAL_ENV: &[(&str, &str)] = &[(
@@ -15,11 +20,24 @@ const NEUTRAL_ENV: &[(&str, &str)] = &[(
     "never the same user here",
 )];
 
+/// One `-i` of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inventory {
+    /// ansible-test's inventory (`../../inventory`): the runner's loopback `testhost`.
+    Shared,
+    /// The target's own, as written (`-i inventory.handlers`, `-i host1,host2`), relative to
+    /// the target's directory.
+    Own(String),
+}
+
 /// One `ansible-playbook` command of a `runme.sh`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlaybookRun {
     /// The playbook, relative to the target's directory.
     pub playbook: String,
+    /// Its `-i`s, in order; none runs it on the implicit `localhost` (this machine, over the
+    /// local connection).
+    pub inventories: Vec<Inventory>,
     /// `-b`.
     pub become_: bool,
     /// The `-e` values, as written (`k=v`, `@file`, JSON), with `${OUTPUT_DIR}` left to the
@@ -37,6 +55,11 @@ pub struct PlaybookRun {
 }
 
 impl PlaybookRun {
+    /// Whether it runs on the loopback `testhost` alone, as a role target does.
+    pub fn on_testhost_only(&self) -> bool {
+        self.inventories == [Inventory::Shared]
+    }
+
     /// The row's name: the target for its first run, else the target with the playbook (and
     /// `-b` and the shared options), e.g. `fetch (run_fetch_tests.yml -b)`.
     pub fn label(&self, target: &str, first: bool) -> String {
@@ -237,6 +260,7 @@ pub fn parse(text: &str) -> Vec<PlaybookRun> {
 fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
     let mut run = PlaybookRun {
         playbook: String::new(),
+        inventories: Vec::new(),
         become_: false,
         extra_vars: Vec::new(),
         env: Vec::new(),
@@ -245,7 +269,6 @@ fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
         output_checked: false,
     };
     let mut why = Vec::new();
-    let mut inventory = false;
     let mut it = args.iter();
     while let Some(&a) = it.next() {
         match a {
@@ -254,13 +277,19 @@ fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
             "-b" | "--become" => run.become_ = true,
             "-i" | "--inventory" => {
                 let inv = it.next().copied().unwrap_or_default();
-                inventory = true;
-                if !matches!(
-                    inv,
-                    "../../inventory" | "${INVENTORY_PATH}" | "$INVENTORY_PATH"
-                ) {
-                    why.push(format!("it runs with its own inventory `{inv}`"));
-                }
+                run.inventories.push(
+                    if matches!(
+                        inv,
+                        "../../inventory" | "${INVENTORY_PATH}" | "$INVENTORY_PATH"
+                    ) {
+                        Inventory::Shared
+                    } else {
+                        if let Some(var) = unknown_shell_var(inv) {
+                            why.push(format!("its inventory is the script's `{var}`"));
+                        }
+                        Inventory::Own(inv.to_string())
+                    },
+                );
             }
             "-e" | "--extra-vars" => run.extra_vars.extend(it.next().map(|v| v.to_string())),
             a if a.starts_with("--extra-vars=") => {
@@ -289,9 +318,6 @@ fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
             a if run.playbook.is_empty() => run.playbook = a.to_string(),
             a => why.push(format!("a second playbook `{a}`")),
         }
-    }
-    if !inventory {
-        why.push("it runs without an inventory (the implicit localhost only)".into());
     }
     if run.playbook.contains('$') {
         why.push(format!(
@@ -360,6 +386,8 @@ ansible-playbook -i "${INVENTORY_PATH}" cached.yml \
 unset ANSIBLE_CACHE_PLUGIN
 ansible-playbook -i ../../inventory last.yml -e "x=$MYTMPDIR"
 ansible-playbook local.yml
+ansible-playbook role_complete.yml -i ../../inventory -i fake, --tags x
+ansible-playbook -i "$INV" inv.yml
 "#;
     let runs = parse(text);
     let names: Vec<&str> = runs.iter().map(|r| r.playbook.as_str()).collect();
@@ -374,7 +402,9 @@ ansible-playbook local.yml
             "own.yml",
             "cached.yml",
             "last.yml",
-            "local.yml"
+            "local.yml",
+            "role_complete.yml",
+            "inv.yml"
         ]
     );
     let roles = ("ANSIBLE_ROLES_PATH".to_string(), "../".to_string());
@@ -391,11 +421,11 @@ ansible-playbook local.yml
         .contains("ANSIBLE_REMOTE_TMP=./ansible"));
     assert!(!runs[2].output_checked && runs[3].output_checked && runs[4].output_checked);
     assert_eq!(runs[3].not_comparable, None);
-    assert!(runs[5]
-        .not_comparable
-        .as_ref()
-        .unwrap()
-        .contains("inventory.own"));
+    assert_eq!(
+        runs[5].inventories,
+        [Inventory::Own("inventory.own".into())]
+    );
+    assert_eq!(runs[5].not_comparable, None);
     assert_eq!(runs[5].extra_vars, ["@vars.yml"]);
     assert!(runs[6]
         .not_comparable
@@ -408,11 +438,18 @@ ansible-playbook local.yml
         .as_ref()
         .unwrap()
         .contains("MYTMPDIR"));
-    assert!(runs[8]
+    assert_eq!(runs[8].inventories, []);
+    assert_eq!(runs[8].not_comparable, None);
+    assert!(runs[0].on_testhost_only());
+    assert_eq!(
+        runs[9].inventories,
+        [Inventory::Shared, Inventory::Own("fake,".into())]
+    );
+    assert!(runs[10]
         .not_comparable
         .as_ref()
         .unwrap()
-        .contains("without an inventory"));
+        .contains("inventory is the script's `INV`"));
 }
 
 #[test]

@@ -6,7 +6,10 @@
 //! (playbooks name roles as `../unarchive`), the playbook run from the target's directory with
 //! the script's `-e` values, `ANSIBLE_ROLES_PATH`, and `-b` always (ansible-test logs in as root;
 //! the runner logs in as fpsudo, as for role targets). A run the runner cannot repeat (a setting
-//! fixpoint does not read, an inventory of its own) is a row that says so, not run.
+//! fixpoint does not read) is a row that says so, not run. A run without an inventory, or with one
+//! of its own (`-i host1,host2`, `-i inventory.handlers`), runs as ansible-test runs it: on this
+//! machine as root, over the local connection or against the names it gives (the loopback host
+//! is this machine too), each host's results compared.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,7 +17,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::run::{self, Host, Invocation, Measured};
-use crate::script::{self, PlaybookRun};
+use crate::script::{self, Inventory, PlaybookRun};
 use crate::tools::{Tool, Tools, ANSIBLE_VERSION};
 use crate::{cached_ansible, hash_host, prepare, run_on, tree_digest, Outcome, CACHE_FORMAT};
 
@@ -22,15 +25,26 @@ use crate::{cached_ansible, hash_host, prepare, run_on, tree_digest, Outcome, CA
 /// runs take only options both tools share (`blocks`, `check_mode`, `roles`, `roles_arg_spec`,
 /// `tags`).
 pub const SCRIPT_TARGETS: &[&str] = &[
+    "any_errors_fatal",
     "blocks",
     "check_mode",
     "fetch",
+    "handler_race",
+    "handlers",
+    "ignore_errors",
+    "include_import",
+    "loop_control",
+    "order",
     "package_facts",
     "raw",
     "roles",
     "roles_arg_spec",
+    "strategy_linear",
     "tags",
+    "tasks",
+    "throttle",
     "unarchive",
+    "var_templating",
 ];
 
 /// Of those, the ones that change the machine (`package_facts` writes a mock `/usr/bin/apk`,
@@ -95,7 +109,14 @@ pub fn run_script_target(
     let booted = SCRIPT_ON_BOOTED_ROOT.contains(&target);
     let needs = needs(targets, target);
     let mut outcomes = Vec::new();
-    for (i, (label, pb)) in runs(targets, target)?.into_iter().enumerate() {
+    for (i, (label, mut pb)) in runs(targets, target)?.into_iter().enumerate() {
+        if booted && !pb.on_testhost_only() && pb.not_comparable.is_none() {
+            pb.not_comparable = Some(
+                "not comparable: it runs on this machine (no inventory, or one of its own), \
+                 and the target changes the machine it runs on"
+                    .into(),
+            );
+        }
         if let Some(why) = &pb.not_comparable {
             outcomes.push(Outcome {
                 target: label,
@@ -134,7 +155,12 @@ pub fn run_script_target(
             if fixpoint {
                 prepared.guard_file(&cwd.join(&pb.playbook), &roles)?;
             }
-            let mut args = vec!["-b".to_string()];
+            // On the loopback host the runner logs in as fpsudo where ansible-test is root:
+            // `-b` always. On this machine's own hosts it runs as root already, as ansible-test.
+            let mut args = Vec::new();
+            if pb.become_ || pb.inventories.contains(&Inventory::Shared) {
+                args.push("-b".to_string());
+            }
             let output = output_dir.display().to_string();
             for e in &pb.extra_vars {
                 args.push("-e".into());
@@ -145,9 +171,12 @@ pub fn run_script_target(
             }
             args.extend(pb.options.iter().cloned());
             let mut roles_path = run::roles_path(&dir, targets);
+            let mut env = Vec::new();
             for (k, v) in &pb.env {
                 if k == "ANSIBLE_ROLES_PATH" {
                     roles_path = format!("{}:{roles_path}", resolved_path(v, &cwd));
+                } else {
+                    env.push((k.clone(), v.clone()));
                 }
             }
             let inv = Invocation {
@@ -157,6 +186,8 @@ pub fn run_script_target(
                 args: &args,
                 roles_path,
                 host_vars: format!(" remote_tmp_dir={}", dir.join("remote_tmp").display()),
+                inventories: &pb.inventories,
+                env: &env,
             };
             if tool == Tool::Ansible {
                 // The cache key: the run as the script writes it, and what it runs.

@@ -110,6 +110,7 @@ pub(super) fn include_of(
     node: &Node,
     inh: &Inherited,
     action: &'static str,
+    target: String,
     source: IncludeSource,
 ) -> Result<Include, Diagnostic> {
     let lp = loop_of(node, false)?;
@@ -157,6 +158,12 @@ pub(super) fn include_of(
         tags,
         action,
         source,
+        register: node
+            .get("register")
+            .map(|n| string_of(n, "register"))
+            .transpose()?,
+        target,
+        ignore_errors: inh.with_keywords(node)?.ignore_errors.unwrap_or(false),
     })
 }
 
