@@ -3,14 +3,20 @@
 
 use super::state::PlayCtx;
 use super::{display, shown_name, Engine, Shared};
-use crate::playbook::{Include, IncludeSource};
+use crate::playbook::{Include, IncludeSource, RoleFrom};
 use crate::report::{Status, TaskEvent};
 use crate::vars::{Layer, Scope, VarSrc};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
 /// Hosts that include the same file (None: the include's loaded steps) with the same parameters.
-type IncludeGroup = (Option<String>, Map<String, Value>, Vec<String>);
+/// A role's `*_from` as the host rendered them (`None`: not a role named at run time).
+type IncludeGroup = (
+    Option<String>,
+    Option<RoleFrom>,
+    Map<String, Value>,
+    Vec<String>,
+);
 
 /// One loop item (its label) of the include on a host: included (ok) or skipped.
 type ItemReport = (Option<String>, Status);
@@ -139,8 +145,16 @@ impl Engine {
                         continue;
                     }
                 }
-                // The file name sees the include's own `vars`, as its other arguments do.
-                let s = s.with(Layer::data(params.clone()));
+                // The file name sees the include's own `vars`, as its other arguments do (an
+                // include_role's are the role's parameters, templates rendered when read).
+                let mut s = s.with(Layer::data(params.clone()));
+                if let IncludeSource::Role {
+                    params: role_params,
+                    ..
+                } = &inc.source
+                {
+                    s = s.with(Layer::templates(role_params.clone()));
+                }
                 let file = match &inc.source {
                     IncludeSource::TasksFile { file: name, .. }
                     | IncludeSource::Role { name, .. } => match s.render(&json!(name)) {
@@ -155,16 +169,23 @@ impl Engine {
                     },
                     IncludeSource::Loaded(_) => None,
                 };
-                match groups
-                    .iter_mut()
-                    .find(|(f, p, _)| *f == file && *p == params)
-                {
-                    Some((_, _, hosts)) => {
-                        if !hosts.contains(host) {
-                            hosts.push(host.clone())
+                let from = match &inc.source {
+                    IncludeSource::Role { from, .. } => match rendered_from(from, &s) {
+                        Ok(f) => Some(f),
+                        Err(e) => {
+                            failures.push((host.clone(), e));
+                            continue;
                         }
-                    }
-                    None => groups.push((file.clone(), params.clone(), vec![host.clone()])),
+                    },
+                    _ => None,
+                };
+                // A host that includes the same file with the same parameters again (a loop
+                // over `[foo, foo]`) runs it again, as in ansible-core: a group of its own.
+                match groups.iter_mut().find(|(f, r, p, hosts)| {
+                    *f == file && *r == from && *p == params && !hosts.contains(host)
+                }) {
+                    Some((_, _, _, hosts)) => hosts.push(host.clone()),
+                    None => groups.push((file.clone(), from, params.clone(), vec![host.clone()])),
                 }
                 item_results.push(included_result(inc, file, &s, &params, looped));
                 report.push((label, Status::Ok));
@@ -198,13 +219,13 @@ impl Engine {
         // the failure (as Ansible does).
         let mut loaded_groups = Vec::new();
         let mut load_failures: Vec<(String, String)> = Vec::new();
-        for (file, params, hosts) in groups {
+        for (file, from, params, hosts) in groups {
             let steps = match (&inc.source, &file) {
                 (IncludeSource::Loaded(_), _) => {
                     self.add_included_handlers(ctx, inc.handlers.clone(), &params);
                     None
                 }
-                (source, Some(f)) => match self.load_include(ctx, inc, source, f, &params) {
+                (source, Some(f)) => match self.load_include(ctx, inc, source, f, from, &params) {
                     Ok(steps) => Some(steps),
                     Err(e) => {
                         for h in &hosts {
@@ -268,6 +289,7 @@ impl Engine {
         inc: &Include,
         source: &IncludeSource,
         file: &str,
+        from: Option<RoleFrom>,
         params: &Map<String, Value>,
     ) -> Result<Vec<crate::playbook::Step>, String> {
         let mut loader = crate::playbook::Loader::new(&ctx.play.dir, &ctx.book.roles_path);
@@ -288,12 +310,18 @@ impl Engine {
                 )),
             },
             IncludeSource::Role {
-                from,
+                from: written,
                 params,
                 inherit,
                 ..
             } => loader
-                .runtime_role(file, &inc.pos, from, params.clone(), inherit)
+                .runtime_role(
+                    file,
+                    &inc.pos,
+                    from.as_ref().unwrap_or(written),
+                    params.clone(),
+                    inherit,
+                )
                 .map_err(|d| d.to_string()),
             IncludeSource::Loaded(steps) => Ok(steps.clone()),
         }?;
@@ -433,4 +461,23 @@ fn included_result(
         r.insert("changed".into(), json!(false));
     }
     Value::Object(r)
+}
+
+/// A role's `tasks_from`, `vars_from`, `defaults_from` and `handlers_from` rendered for one
+/// host (and item); one that renders to `omit` is left out, as ansible-core leaves it.
+fn rendered_from(from: &RoleFrom, scope: &Arc<Scope>) -> Result<RoleFrom, String> {
+    let render = |v: &Option<String>| -> Result<Option<String>, String> {
+        let Some(text) = v else { return Ok(None) };
+        let r = scope
+            .render(&json!(text))
+            .map_err(|e| format!("cannot render `{text}`: {e}"))?;
+        Ok((!crate::template::is_omit_json(&r)).then(|| display(&r)))
+    };
+    Ok(RoleFrom {
+        tasks: render(&from.tasks)?,
+        vars: render(&from.vars)?,
+        defaults: render(&from.defaults)?,
+        handlers: render(&from.handlers)?,
+        skip_argspec: from.skip_argspec,
+    })
 }

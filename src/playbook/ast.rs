@@ -118,7 +118,7 @@ pub enum IncludeSource {
 /// `tasks_from`, `vars_from`, `defaults_from`, `handlers_from` of `import_role` /
 /// `include_role`: which file of each role directory to read instead of `main`; and
 /// `rolespec_validate: false`, which leaves out the check of the entry point's argument spec.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RoleFrom {
     pub tasks: Option<String>,
     pub vars: Option<String>,

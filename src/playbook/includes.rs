@@ -405,7 +405,7 @@ impl<'a> Loader<'a> {
                     .copied()
                     .chain(loop_keys)
                     .chain(handlers.then_some("listen"))
-                    .chain(["register"])
+                    .chain(["register", "args"])
                     .collect();
                 check_keys(
                     entries,
@@ -414,10 +414,31 @@ impl<'a> Loader<'a> {
                     "an include_tasks",
                     is_action,
                 )?;
-                let file = file_arg(arg, key)?;
+                // `args:` may hold the include's `apply` (and `file`), as it holds a
+                // module's parameters.
+                let args = match node.get("args") {
+                    Some(a) => {
+                        check_keys(
+                            map_of(a, "`args`")?,
+                            &["file", "apply"],
+                            &[],
+                            "`args`",
+                            |_| false,
+                        )?;
+                        Some(a)
+                    }
+                    None => None,
+                };
+                let file = match args.and_then(|a| a.get("file")) {
+                    Some(f) if matches!(arg.kind, Kind::Null) => string_of(f, "file")?,
+                    _ => file_arg(arg, key)?,
+                };
                 let target = file.clone();
                 let search = self.task_search(file_dir, inh);
-                let applied = with_apply(arg, inh)?;
+                let applied = match args {
+                    Some(a) if a.get("apply").is_some() => with_apply(a, inh)?,
+                    _ => with_apply(arg, inh)?,
+                };
                 let source = if is_template(&file) {
                     IncludeSource::TasksFile {
                         file,
@@ -566,13 +587,18 @@ impl<'a> Loader<'a> {
                         params: Map::new(),
                     }
                 };
-                let templated_name = name.as_str().is_some_and(is_template);
+                // A role named by a template, or whose `*_from` are templates, is known only
+                // when a host reaches the include (a loop over role names): it is loaded then.
+                let from = &opts.from;
+                let templated_name = name.as_str().is_some_and(is_template)
+                    || [&from.tasks, &from.vars, &from.defaults, &from.handlers]
+                        .into_iter()
+                        .flatten()
+                        .any(|f| is_template(f));
                 // An unnamed include_role is reported as Ansible names it.
                 let target = string_of(name, "name")?;
                 let shown = format!("{key} : {target}");
                 if include && templated_name {
-                    // The role is known only when a host reaches the include (e.g. a loop
-                    // over role names): it is loaded then.
                     let source = IncludeSource::Role {
                         name: string_of(name, "name")?,
                         from: opts.from,
@@ -617,6 +643,22 @@ impl<'a> Loader<'a> {
                 } else {
                     let mut inner = inh.with_keywords(node)?;
                     inner.vars = inh.vars.clone();
+                    // `import_role` is static: templated `*_from` are rendered with the
+                    // variables known when the playbook loads, as its name is (`role`).
+                    let mut opts = opts;
+                    for f in [
+                        &mut opts.from.tasks,
+                        &mut opts.from.vars,
+                        &mut opts.from.defaults,
+                        &mut opts.from.handlers,
+                    ]
+                    .into_iter()
+                    .flatten()
+                    {
+                        *f = self
+                            .static_name(f, &inner)
+                            .map_err(|why| static_role_err(name, &why))?;
+                    }
                     self.role(name, vars, &inner, &opts)
                 }
             }
@@ -624,4 +666,15 @@ impl<'a> Loader<'a> {
             _ => unreachable!("matched above"),
         }
     }
+}
+
+/// A templated role name (or `*_from`) of `roles:`, `import_role` or a dependency that does
+/// not render with what is known when the playbook loads.
+pub(super) fn static_role_err(at: &Node, why: &str) -> Diagnostic {
+    at.err(format!(
+        "a role named here is found when the playbook loads: its name can use only the \
+         variables known then (play, role and block variables, `role_path`, `playbook_dir`): \
+         {why}"
+    ))
+    .help("use `include_role` to choose the role at run time")
 }

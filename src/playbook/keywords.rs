@@ -408,8 +408,12 @@ pub(crate) fn check_keys(
     what: &str,
     extra_ok: impl Fn(&str) -> bool,
 ) -> Result<(), Diagnostic> {
-    for (k, kpos, _) in entries {
+    for (k, kpos, v) in entries {
         if known.contains(&k.as_str()) || extra_ok(k) {
+            continue;
+        }
+        // `debugger: never` (or null) asks for no debugger: nothing to do.
+        if k == "debugger" && (matches!(v.kind, Kind::Null) || v.as_str() == Some("never")) {
             continue;
         }
         if not_yet.contains(&k.as_str()) {

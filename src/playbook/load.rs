@@ -46,6 +46,7 @@ pub fn load_playbook_all(
     let imports = Imports {
         roles_path,
         extra_vars,
+        import_vars: Map::new(),
     };
     let plays = match load_plays(path, &imports, &mut stack, &mut errors) {
         Ok(plays) => plays,
@@ -67,6 +68,9 @@ pub fn load_playbook_all(
 struct Imports<'a> {
     roles_path: &'a [PathBuf],
     extra_vars: &'a Map<String, Value>,
+    /// The `vars` of the `import_playbook`s around the file being loaded (an outer one's
+    /// over an inner one's): its plays' variables at load time too (`import_role` names).
+    import_vars: Map<String, Value>,
 }
 
 /// The plays of one playbook file, with those of its `import_playbook`s in place. `stack`:
@@ -104,7 +108,7 @@ fn load_plays(
         });
         let Some((key, _, target)) = import else {
             let mut loader = Loader::new(&dir, roles_path).collecting();
-            let play = load_play(item, &dir, &mut loader, imports.extra_vars);
+            let play = load_play(item, &dir, &mut loader, imports);
             errors.extend(loader.take_collected());
             match play {
                 Ok(p) => {
@@ -147,7 +151,13 @@ fn load_plays(
                 .help("remove one of these imports: a playbook cannot import itself"));
         }
         stack.push(canon);
-        let imported = load_plays(&file_path, imports, stack, errors);
+        let mut import_vars = around.vars.clone();
+        import_vars.extend(imports.import_vars.clone());
+        let inner = Imports {
+            import_vars,
+            ..*imports
+        };
+        let imported = load_plays(&file_path, &inner, stack, errors);
         stack.pop();
         for mut play in imported? {
             // The import's vars win over the play's own (ansible-core merges them over), an
@@ -271,8 +281,9 @@ fn load_play(
     node: &Node,
     dir: &Path,
     loader: &mut Loader,
-    extra_vars: &Map<String, Value>,
+    imports: &Imports,
 ) -> Result<Play, Diagnostic> {
+    let extra_vars = imports.extra_vars;
     let entries = map_of(node, "a play")?;
     check_keys(entries, PLAY_KEYS, PLAY_KEYS_NOT_YET, "a play", |_| false)?;
     let hosts = match node.get("hosts") {
@@ -309,6 +320,12 @@ fn load_play(
         Some(v) => vars_of(v, "`vars`")?,
         None => Map::new(),
     };
+    loader.play_vars.extend(
+        imports
+            .import_vars
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
     if let Some(n) = node.get("ignore_unreachable") {
         base.ignore_unreachable = Some(bool_of(n, "ignore_unreachable")?);
     }

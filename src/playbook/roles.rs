@@ -12,7 +12,6 @@ use super::keywords::{
 };
 use crate::diag::Diagnostic;
 use crate::yaml::{self, Kind, Node};
-use fixpoint_modules::params::is_template;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -176,9 +175,6 @@ pub(crate) fn find_role(
     loading: &[PathBuf],
 ) -> Result<Role, Diagnostic> {
     let name = string_of(name_node, "role")?;
-    if is_template(&name) {
-        return Err(name_node.err("role names with variables are not supported by fixpoint yet"));
-    }
     let path = dirs
         .iter()
         .map(|d| joined(d, &name))

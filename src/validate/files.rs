@@ -245,6 +245,22 @@ impl Validator<'_> {
             }
         }
         found.sort();
+        // A conditional include of a missing file is left to run time (`playbook::includes`).
+        if found.is_empty() && !fixpoint_modules::params::is_template(file) {
+            self.warnings.push(Diagnostic::at(
+                at,
+                format!(
+                    "task file `{file}` not found; looked in {} (an error only if a host \
+                     reaches this conditional include)",
+                    search
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+            return;
+        }
         // Whatever these files hold is found here but only warned about (module comment).
         let first_new = self.out.len();
         let first_pending = self.pending.len();

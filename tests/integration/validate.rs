@@ -365,6 +365,38 @@ fn a_conditional_include_of_a_bad_file_is_a_warning_until_a_host_includes_it() {
     assert!(plain.stderr.contains("error: `pkgng`"), "{}", plain.stderr);
 }
 
+/// A conditional `include_tasks` of a file that does not exist is the same: a warning, and a
+/// failure only on the hosts that reach it (ansible-core looks for the file then); without
+/// `when` the run is refused.
+#[test]
+fn a_conditional_include_of_a_missing_file_is_a_warning_until_a_host_includes_it() {
+    let fx = crate::fx::Fx::new();
+    let play = |when: &str| {
+        format!(
+            "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - include_tasks: nope.yml\n{when}    - debug: {{msg: after}}\n"
+        )
+    };
+    fx.write("site.yml", &play("      when: os == 'FreeBSD'\n"));
+    let validate = fx.run(&["validate", "site.yml"]);
+    assert_eq!(validate.code, 0, "{}", validate.stderr);
+    assert!(
+        validate
+            .stderr
+            .contains("warning: task file `nope.yml` not found")
+            && validate.stderr.contains("site.yml:4:"),
+        "{}",
+        validate.stderr
+    );
+    let skipped = fx.run(&["apply", "-e", "os=Debian", "site.yml"]);
+    assert_eq!(skipped.code, 0, "{}{}", skipped.stdout, skipped.stderr);
+    let reached = fx.run(&["apply", "-e", "os=FreeBSD", "site.yml"]);
+    assert_eq!(reached.code, 1, "{}{}", reached.stdout, reached.stderr);
+    assert!(reached.stdout.contains("nope.yml"), "{}", reached.stdout);
+    fx.write("site.yml", &play(""));
+    let plain = fx.run(&["validate", "site.yml"]);
+    assert_eq!(plain.code, 2, "{}", plain.stderr);
+}
+
 #[test]
 fn an_unknown_parameter_on_a_conditional_task_is_a_warning_and_fails_only_where_it_runs() {
     let fx = Fx::new();

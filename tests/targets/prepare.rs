@@ -74,6 +74,21 @@ impl Prepared {
             .extend(problems.into_iter().map(|p| format!("{rel} {p}")));
         Ok(())
     }
+
+    /// Guards every YAML file under a script target's directory that is a list (a playbook
+    /// or a task file its playbooks include by path, `grandchild/block_include_tasks.yml`);
+    /// maps (variables, inventories) are data and left alone.
+    pub fn guard_lists_under(&mut self, dir: &Path, roles: &Path) -> Result<(), String> {
+        for f in yaml_files(dir) {
+            let text = fs::read_to_string(&f).unwrap_or_default();
+            let is_list = YamlLoader::load_from_str(&text)
+                .is_ok_and(|docs| docs.first().is_some_and(|d| matches!(d, Yaml::Array(_))));
+            if is_list {
+                self.guard_file(&f, roles)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How to run the target: the same playbook for both tools.

@@ -154,6 +154,7 @@ pub fn run_script_target(
             let cwd: PathBuf = roles.join(target);
             if fixpoint {
                 prepared.guard_file(&cwd.join(&pb.playbook), &roles)?;
+                prepared.guard_lists_under(&cwd, &roles)?;
             }
             // On the loopback host the runner logs in as fpsudo where ansible-test is root:
             // `-b` always. On this machine's own hosts it runs as root already, as ansible-test.

@@ -76,6 +76,19 @@ impl Loader<'_> {
         // include itself (another of its task files: a recursion through the same file is
         // refused by `task_file`, or left to run time for `include_role`), as in ansible-core.
         let loading: &[PathBuf] = if opts.dedupe { &self.stack } else { &[] };
+        // A templated name is rendered now, with the variables known when the playbook loads,
+        // as ansible-core does for `roles:` and `import_role`.
+        let rendered;
+        let name_node = match name_node.as_str() {
+            Some(n) if is_template(n) => {
+                let r = self
+                    .static_name(n, inh)
+                    .map_err(|why| super::static_role_err(name_node, &why))?;
+                rendered = yaml::json_to_node(&Value::String(r), &name_node.pos);
+                &rendered
+            }
+            _ => name_node,
+        };
         let role = roles::find_role(name_node, &dirs, self.play_dir, loading)?;
         // Listed before de-duplication: ansible-core lists a role each time the play names it.
         match opts.listed {
