@@ -39,7 +39,14 @@ impl Engine {
         // `pause` and `add_host` run once for all hosts too (ansible-core's BYPASS_HOST_LOOP),
         // but their result stays with the host that ran them, as in ansible-core.
         let all_targets = targets;
-        let targets = if task.run_once || bypasses_host_loop(task.module) {
+        // A templated `run_once` is decided with the first host's variables, as ansible-core's
+        // linear strategy decides it (one that cannot be rendered is false).
+        let run_once = task.run_once
+            || task
+                .templated
+                .get("run_once")
+                .is_some_and(|t| matches!(name_scope.eval_bool(t), Ok(true)));
+        let targets = if run_once || bypasses_host_loop(task.module) {
             &targets[..targets.len().min(1)]
         } else {
             targets
@@ -129,7 +136,7 @@ impl Engine {
                 unknown,
             );
         }
-        if task.run_once && all_targets.len() > 1 {
+        if run_once && all_targets.len() > 1 {
             for h in &all_targets[1..] {
                 self.progress.finished(h);
             }

@@ -91,6 +91,7 @@ impl Engine {
             play_ended: false,
             playbook_stopped: false,
             tag_scope: self.tag_scope.clone(),
+            public_roles: self.public_roles.clone(),
             started: self.started,
             rescue_depth: 0,
             failed_before: Vec::new(),

@@ -100,6 +100,7 @@ impl Engine {
             };
             let looped = inc.loop_items.is_some();
             let mut item_results: Vec<Value> = Vec::new();
+            let all_items: Vec<Value> = items.iter().flatten().map(|(_, v)| v.clone()).collect();
             for item in items {
                 let mut params = Map::new();
                 if let Some((i, v)) = &item {
@@ -108,6 +109,13 @@ impl Engine {
                     if let Some(iv) = &inc.index_var {
                         params.insert(iv.clone(), json!(i));
                         params.insert("ansible_index_var".into(), json!(iv));
+                    }
+                    if let Some(allitems) = inc.loop_extended {
+                        let mut ext = crate::vars::magic::extended_loop(&all_items, *i);
+                        if let (false, Value::Object(m)) = (allitems, &mut ext) {
+                            m.shift_remove("allitems");
+                        }
+                        params.insert("ansible_loop".into(), ext);
                     }
                 }
                 let s = scope.with(Layer::data(params.clone()));
@@ -236,6 +244,16 @@ impl Engine {
                 },
                 (_, None) => continue,
             };
+            if inc.public {
+                let loaded = match (&inc.source, &steps) {
+                    (IncludeSource::Loaded(s), _) | (_, Some(s)) => s.as_slice(),
+                    _ => &[],
+                };
+                // The included role's own steps come last (its dependencies' first).
+                if let Some(role) = loaded.iter().rev().find_map(crate::playbook::Step::role) {
+                    self.publish_role(role);
+                }
+            }
             loaded_groups.push((params, hosts, steps));
         }
         let uncounted: Vec<&str> = load_failures.iter().map(|(h, _)| h.as_str()).collect();
@@ -293,6 +311,7 @@ impl Engine {
         params: &Map<String, Value>,
     ) -> Result<Vec<crate::playbook::Step>, String> {
         let mut loader = crate::playbook::Loader::new(&ctx.play.dir, &ctx.book.roles_path);
+        loader.extra_vars = (*self.cfg.extra_vars).clone();
         let steps = match source {
             IncludeSource::TasksFile {
                 search, inherit, ..
@@ -331,6 +350,18 @@ impl Engine {
 }
 
 impl Engine {
+    /// An `include_role` with `public: true` was included: its role's defaults and vars are
+    /// the play's from now on, for every host.
+    fn publish_role(&mut self, role: &crate::playbook::RoleCtx) {
+        let public = Arc::make_mut(&mut self.public_roles);
+        for (from, to) in [
+            (&role.defaults, &mut public.defaults),
+            (&role.vars, &mut public.vars),
+        ] {
+            Arc::make_mut(to).extend(from.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+
     /// A host whose include failed: its result registered, and the host failed, or with
     /// `ignore_errors` the failure reported ignored and the host goes on.
     fn include_failed(

@@ -119,6 +119,8 @@ pub struct Engine {
     /// The running play's variables known without a host, which its templated tags are
     /// rendered with.
     tag_scope: Option<Arc<Scope>>,
+    /// What `include_role` with `public: true` made the running play's (`vars::PublicRoles`).
+    public_roles: Arc<crate::vars::PublicRoles>,
     /// False until `--start-at-task`'s task is reached.
     started: bool,
     /// Blocks with a `rescue` being run: failures inside may still be rescued.
@@ -177,6 +179,7 @@ impl Engine {
             play_ended: false,
             playbook_stopped: false,
             tag_scope: None,
+            public_roles: Arc::default(),
             started: true,
             rescue_depth: 0,
             failed_before: Vec::new(),

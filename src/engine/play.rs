@@ -23,7 +23,10 @@ impl Engine {
         // Ansible skips such a play with a warning; the warning says where it is and what to do.
         let pattern_hint = selected.is_empty().then(|| {
             let hint = if self.cfg.inventory.is_empty() {
-                "without -i the only host is `localhost`: give the inventory with -i".into()
+                "without -i the only host is the implicit `localhost`, which `all` does not \
+                 match (as in ansible-core): write `hosts: localhost`, or give the inventory \
+                 with -i"
+                    .into()
             } else {
                 self.inventory.unmatched_pattern_hint(&play.hosts)
             };
@@ -75,6 +78,7 @@ impl Engine {
         // Templated tags are rendered with the play's variables before it runs, as
         // ansible-core does; one that cannot be rendered stops the run there.
         self.tag_scope = Some(self.tag_scope(play, &files_vars));
+        self.public_roles = Arc::default();
         if let Err(e) = self.check_tags(play) {
             self.playbook_stopped = true;
             return self.fail_play(play, &selected, &e);
@@ -255,6 +259,7 @@ impl Engine {
             handlers: self.handlers.clone(),
             objects,
             live_hosts,
+            public_roles: self.public_roles.clone(),
             ..ctx.with_params(Map::new())
         }
     }

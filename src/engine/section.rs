@@ -167,7 +167,7 @@ pub(super) fn section<'a>(
 /// How `task` takes part in a section, and what it reads.
 fn analyse(task: &Task, play: &Play, templar: &Templar) -> (Fit, Reads) {
     let reads = reads_of(task, play, templar);
-    let fit = if task.run_once {
+    let fit = if task.run_once || task.templated.contains_key("run_once") {
         Fit::Barrier("run_once")
     } else if task.delegate_to.is_some() {
         Fit::Barrier("delegate_to")

@@ -210,6 +210,8 @@ pub(super) struct PlayCtx<'a> {
     pub(super) include_params: Arc<Map<String, Value>>,
     /// The handlers known so far (see `Engine::handlers`).
     pub(super) handlers: Arc<Vec<Task>>,
+    /// What `include_role` with `public: true` made the play's so far (`Engine::public_roles`).
+    pub(super) public_roles: Arc<crate::vars::PublicRoles>,
 }
 
 impl<'a> PlayCtx<'a> {
@@ -235,6 +237,7 @@ impl<'a> PlayCtx<'a> {
             files_vars,
             include_params: Arc::default(),
             handlers,
+            public_roles: Arc::default(),
         }
     }
 }
@@ -271,6 +274,7 @@ impl PlayCtx<'_> {
             files_vars: self.files_vars.clone(),
             include_params,
             handlers: self.handlers.clone(),
+            public_roles: self.public_roles.clone(),
         }
     }
 
@@ -281,6 +285,7 @@ impl PlayCtx<'_> {
             objects: &self.objects,
             files_vars: &self.files_vars,
             include_params: &self.include_params,
+            public_roles: &self.public_roles,
         }
     }
 }

@@ -151,12 +151,12 @@ impl Inventory {
         inv
     }
 
-    /// The inventory used when none is given: `localhost` on the local connection.
+    /// The inventory used when none is given: no host, so `localhost` is the implicit local
+    /// host (the local connection, in no group: `hosts: all` does not match it, as in
+    /// ansible-core).
     pub fn implicit_localhost() -> Inventory {
         let mut inv = Inventory::empty(Path::new("localhost"));
-        inv.add_host("localhost");
-        inv.set_host_var("localhost", "ansible_connection", Value::from("local"));
-        // Cannot fail: one host, no children links of its own.
+        // Cannot fail: no host, no children links of its own.
         let _ = inv.finalize();
         inv
     }
@@ -737,8 +737,9 @@ mod tests {
     #[test]
     fn implicit_localhost_inventory() {
         let inv = Inventory::implicit_localhost();
-        assert_eq!(inv.groups_map()["all"], strs(&["localhost"]));
-        assert_eq!(inv.groups_map()["ungrouped"], strs(&["localhost"]));
+        assert_eq!(inv.groups_map()["all"], strs(&[]));
+        assert_eq!(inv.groups_map()["ungrouped"], strs(&[]));
+        assert!(inv.is_implicit_localhost("localhost"));
         assert_eq!(
             inv.host_vars("localhost")["ansible_connection"],
             Value::from("local")

@@ -72,6 +72,8 @@ pub struct Include {
     pub loop_kind: LoopKind,
     pub loop_var: String,
     pub index_var: Option<String>,
+    /// `loop_control.extended`: `ansible_loop` for each item, with `allitems` when true.
+    pub loop_extended: Option<bool>,
     pub vars: Map<String, Value>,
     /// The include's own tags: they select the include, not the tasks it brings (as in Ansible).
     pub tags: Vec<String>,
@@ -82,6 +84,9 @@ pub struct Include {
     pub register: Option<String>,
     /// The file (`include_tasks`) or role (`include_role`) as written: its result names it.
     pub target: String,
+    /// `include_role`'s `public: true`: once included, its role's defaults and vars are the
+    /// play's (`vars::PublicRoles`).
+    pub public: bool,
     /// `ignore_errors`: a host whose include fails (its `when` or loop cannot be decided, its
     /// file cannot load) goes on.
     pub ignore_errors: bool,

@@ -33,9 +33,10 @@ pub struct Loader<'a> {
     roles_path: &'a [PathBuf],
     /// Task files and roles being loaded, to refuse cycles.
     stack: Vec<PathBuf>,
-    /// Roles expanded from `roles:` and dependencies, with their parameters: such a role runs
-    /// once per play unless its parameters differ or it sets `allow_duplicates`.
-    seen_roles: Vec<(PathBuf, RoleVars)>,
+    /// Roles loaded with the play, with their parameters and whether an import loaded them:
+    /// a `roles:` entry or dependency runs once per play unless its parameters differ or it
+    /// sets `allow_duplicates`, an import once if it says `allow_duplicates: false`.
+    seen_roles: Vec<(PathBuf, RoleVars, bool)>,
     /// Role handlers files already added to the play, with the role parameters they got.
     handler_files: Vec<(PathBuf, RoleVars)>,
     /// The handlers of the roles, added to the play's.
@@ -56,6 +57,8 @@ pub struct Loader<'a> {
     /// The play's `vars:`: with the role's and block's variables, what a static import's
     /// templated file name may use (`static_name`).
     pub(crate) play_vars: Map<String, Value>,
+    /// `-e`: known when the playbook loads too, above everything else.
+    pub(crate) extra_vars: Map<String, Value>,
 }
 
 impl<'a> Loader<'a> {
@@ -74,6 +77,7 @@ impl<'a> Loader<'a> {
             dependent_role_names: Vec::new(),
             collected: None,
             play_vars: Map::new(),
+            extra_vars: Map::new(),
         }
     }
 
@@ -138,6 +142,17 @@ impl<'a> Loader<'a> {
         referenced_at: &Pos,
         inh: &Inherited,
     ) -> Result<Vec<Step>, Diagnostic> {
+        self.task_file_as(path, referenced_at, inh, false)
+    }
+
+    /// [`Self::task_file`], read as handlers when `handlers` (an `import_tasks` in handlers).
+    fn task_file_as(
+        &mut self,
+        path: &Path,
+        referenced_at: &Pos,
+        inh: &Inherited,
+        handlers: bool,
+    ) -> Result<Vec<Step>, Diagnostic> {
         let canon = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
         if self.stack.contains(&canon) {
             return Err(Diagnostic::at(
@@ -147,7 +162,8 @@ impl<'a> Loader<'a> {
         }
         let node = yaml::load_file(path)?;
         self.stack.push(canon);
-        let r = self.steps_of(&node, "a task file", false, inh, &dir_of(path));
+        let what = if handlers { "handlers" } else { "a task file" };
+        let r = self.steps_of(&node, what, handlers, inh, &dir_of(path));
         self.stack.pop();
         r
     }
@@ -157,6 +173,14 @@ impl<'a> Loader<'a> {
     /// vars and the role's parameters (in that precedence), `role_path`, `role_name` and
     /// `playbook_dir`. A value that is itself a template is rendered in turn.
     fn static_name(&self, file: &str, inh: &Inherited) -> Result<String, String> {
+        match self.static_value(file, inh)? {
+            Value::String(s) => Ok(s),
+            other => Err(format!("it renders to {other}, not a file name")),
+        }
+    }
+
+    /// [`Self::static_name`] for any value (a boolean argument written as a template).
+    fn static_value(&self, file: &str, inh: &Inherited) -> Result<Value, String> {
         let mut vars = Map::new();
         if let Some(r) = &inh.role {
             vars.extend((*r.defaults).clone());
@@ -182,6 +206,7 @@ impl<'a> Loader<'a> {
             );
         }
         vars.insert("playbook_dir".into(), Value::String(abs(self.play_dir)));
+        vars.extend(self.extra_vars.iter().map(|(k, v)| (k.clone(), v.clone())));
         let templar = crate::template::Templar::new();
         let ctx = crate::template::json_to_value(&Value::Object(vars));
         let mut name = file.to_string();
@@ -189,14 +214,37 @@ impl<'a> Loader<'a> {
         // pass each; a value that keeps naming itself stops here.
         for _ in 0..8 {
             if !is_template(&name) {
-                return Ok(name);
+                return Ok(Value::String(name));
             }
             name = match templar.render_str(&name, &ctx).map_err(|e| e.to_string())? {
                 Value::String(s) => s,
-                other => return Err(format!("it renders to {other}, not a file name")),
+                other => return Ok(other),
             };
         }
-        Err(format!("`{file}` does not settle to a file name"))
+        Err(format!("`{file}` does not settle to a value"))
+    }
+
+    /// A boolean argument of `include_role`/`import_role` (`public`, `allow_duplicates`,
+    /// `rolespec_validate`): a value, or a template of what is known when the playbook loads
+    /// (`"{{ False | bool }}"`), rendered then.
+    fn static_bool(&self, n: &Node, key: &str, inh: &Inherited) -> Result<bool, Diagnostic> {
+        let Some(text) = n.as_str().filter(|s| is_template(s)) else {
+            return bool_of(n, key);
+        };
+        let not_known = |why: String| {
+            n.err(format!(
+                "`{key}` is decided when the playbook loads, with the play, role and block \
+                 variables: {why}"
+            ))
+        };
+        match self.static_value(text, inh).map_err(not_known)? {
+            Value::Bool(b) => Ok(b),
+            Value::String(s) => {
+                let node = yaml::json_to_node(&Value::String(s), &n.pos);
+                bool_of(&node, key)
+            }
+            other => Err(not_known(format!("it renders to {other}, not a boolean"))),
+        }
     }
 
     /// Whether the role `name_node` names is being loaded (an include of itself).
@@ -210,8 +258,11 @@ impl<'a> Loader<'a> {
     /// role's `tasks/`, beside the playbook.
     fn task_search(&self, file_dir: &Path, inh: &Inherited) -> Vec<PathBuf> {
         let mut dirs = vec![file_dir.to_path_buf()];
+        // A role's: its `tasks/`, then the role itself (a handler's `tasks/handlers.yml`), as
+        // ansible-core's search goes.
         if let Some(r) = &inh.role {
             dirs.push(r.path.join("tasks"));
+            dirs.push(r.path.clone());
         }
         dirs.push(self.play_dir.to_path_buf());
         dirs.dedup();
@@ -277,7 +328,7 @@ impl<'a> Loader<'a> {
             let task = load_task(node, handlers, inh, self.play_dir, run_time_module)?;
             return Ok(vec![Step::Task(Box::new(task))]);
         };
-        if handlers && short_name(key) != "include_tasks" {
+        if handlers && !matches!(short_name(key), "include_tasks" | "import_tasks") {
             return Err(Diagnostic::at(
                 kpos,
                 format!("`{key}` in handlers is not supported by fixpoint yet"),
@@ -383,12 +434,14 @@ impl<'a> Loader<'a> {
                     is_action,
                 )?;
                 let mut file = file_arg(arg, key)?;
+                // The import's own `vars` are known when it loads, as the block's are.
+                let inner = inh.with_keywords(node)?;
                 if is_template(&file) {
-                    file = self.static_name(&file, inh).map_err(|why| {
+                    file = self.static_name(&file, &inner).map_err(|why| {
                         arg.err(format!(
                             "`import_tasks` is static: its file name can use only the variables \
                              known when the playbook loads (play, role and block variables, \
-                             `role_path`, `playbook_dir`): {why}"
+                             its own `vars`, `-e`, `role_path`, `playbook_dir`): {why}"
                         ))
                         .help("use `include_tasks` to choose the file at run time")
                     })?;
@@ -396,8 +449,8 @@ impl<'a> Loader<'a> {
                 let path = find_in(&self.task_search(file_dir, inh), &file).ok_or_else(|| {
                     not_found(arg, "task file", &file, &self.task_search(file_dir, inh))
                 })?;
-                let inner = inh.with_keywords(node)?;
-                self.task_file(&path, &arg.pos, &inner)
+                // In handlers, the file's tasks are handlers (answering to their own names).
+                self.task_file_as(&path, &arg.pos, &inner, handlers)
             }
             "include_tasks" => {
                 let keys: Vec<&str> = INHERITED_KEYS
@@ -515,12 +568,13 @@ impl<'a> Loader<'a> {
                     "handlers_from",
                     "rolespec_validate",
                     "public",
+                    "allow_duplicates",
                     "apply",
                 ];
                 check_keys(
                     am,
                     &arg_keys[..arg_keys.len() - usize::from(!include)],
-                    &["apply", "allow_duplicates"],
+                    &["apply"],
                     &format!("`{short}`"),
                     |_| false,
                 )?;
@@ -530,24 +584,26 @@ impl<'a> Loader<'a> {
                     .ok_or_else(|| arg.err(format!("`{short}` needs the role's `name`")))?;
                 let opt = |k: &str| arg.get(k).map(|n| string_of(n, k)).transpose();
                 // `public`: whether the role's defaults and vars are the play's. An imported
-                // role's are unless it says no; an included role's are not unless it says yes,
-                // which would make them the play's from that task on (not supported yet).
-                let public = match am.iter().find(|(k, _, _)| k == "public") {
-                    Some((_, kpos, n)) => {
-                        let public = bool_of(n, "public")?;
-                        if include && public {
-                            return Err(Diagnostic::at(
-                                kpos,
-                                "`public: true` on `include_role` is not supported by fixpoint yet",
-                            )
-                            .help(
-                                "use `import_role` (its role's variables are the play's), or \
-                                 keep this playbook on ansible-playbook until support lands",
-                            ));
-                        }
-                        public
-                    }
+                // role's are unless it says no (from the start); an included role's are not
+                // unless it says yes (from when a host includes it, `Include::public`).
+                let public = match arg.get("public") {
+                    Some(n) => self.static_bool(n, "public", inh)?,
                     None => !include,
+                };
+                // `allow_duplicates: false`: not again on a host that ran the role already. An
+                // import is decided when the playbook loads, against the roles loaded before it;
+                // an include would be decided per host at run time (not supported yet).
+                let allow_duplicates = match arg.get("allow_duplicates") {
+                    Some(n) => {
+                        let allow = self.static_bool(n, "allow_duplicates", inh)?;
+                        if include && !allow {
+                            return Err(n
+                                .err("`allow_duplicates: false` on `include_role` is not supported by fixpoint yet")
+                                .help("use `import_role`, whose duplicates fixpoint finds when the playbook loads"));
+                        }
+                        Some(allow)
+                    }
+                    None => None,
                 };
                 let opts = RoleOpts {
                     from: RoleFrom {
@@ -556,12 +612,13 @@ impl<'a> Loader<'a> {
                         defaults: opt("defaults_from")?,
                         handlers: opt("handlers_from")?,
                         skip_argspec: match arg.get("rolespec_validate") {
-                            Some(n) => !bool_of(n, "rolespec_validate")?,
+                            Some(n) => !self.static_bool(n, "rolespec_validate", inh)?,
                             None => false,
                         },
                     },
                     dedupe: false,
-                    export: public,
+                    allow_duplicates,
+                    export: public && !include,
                     listed: if include {
                         Listed::Neither
                     } else {
@@ -606,6 +663,7 @@ impl<'a> Loader<'a> {
                         inherit: Box::new(with_apply(arg, inh)?),
                     };
                     let mut inc = include_of(node, inh, "include_role", target, source)?;
+                    inc.public = public;
                     inc.vars = Map::new();
                     if inc.name.is_none() {
                         inc.shown = shown;
@@ -621,6 +679,7 @@ impl<'a> Loader<'a> {
                         inherit: Box::new(with_apply(arg, inh)?),
                     };
                     let mut inc = include_of(node, inh, "include_role", target, source)?;
+                    inc.public = public;
                     inc.vars = Map::new();
                     if inc.name.is_none() {
                         inc.shown = shown;
@@ -634,6 +693,7 @@ impl<'a> Loader<'a> {
                     let handlers = std::mem::replace(&mut self.include_handlers, outer);
                     let source = IncludeSource::Loaded(steps?);
                     let mut inc = include_of(node, inh, "include_role", target, source)?;
+                    inc.public = public;
                     inc.handlers = handlers.unwrap_or_default();
                     inc.vars = Map::new();
                     if inc.name.is_none() {
@@ -644,7 +704,9 @@ impl<'a> Loader<'a> {
                     let mut inner = inh.with_keywords(node)?;
                     inner.vars = inh.vars.clone();
                     // `import_role` is static: templated `*_from` are rendered with the
-                    // variables known when the playbook loads, as its name is (`role`).
+                    // variables known when the playbook loads (its own `vars` too), as its
+                    // name is (`role`).
+                    let known = inh.with_keywords(node)?;
                     let mut opts = opts;
                     for f in [
                         &mut opts.from.tasks,
@@ -656,7 +718,7 @@ impl<'a> Loader<'a> {
                     .flatten()
                     {
                         *f = self
-                            .static_name(f, &inner)
+                            .static_name(f, &known)
                             .map_err(|why| static_role_err(name, &why))?;
                     }
                     self.role(name, vars, &inner, &opts)
@@ -673,7 +735,7 @@ impl<'a> Loader<'a> {
 pub(super) fn static_role_err(at: &Node, why: &str) -> Diagnostic {
     at.err(format!(
         "a role named here is found when the playbook loads: its name can use only the \
-         variables known then (play, role and block variables, `role_path`, `playbook_dir`): \
+         variables known then (play, role and block variables, `-e`, `role_path`, `playbook_dir`): \
          {why}"
     ))
     .help("use `include_role` to choose the role at run time")

@@ -609,6 +609,9 @@ pub(crate) struct LoopSpec {
     pub lookup: Option<String>,
     pub var: String,
     pub index_var: Option<String>,
+    /// An include's `loop_control.extended` (and `extended_allitems`, true unless said):
+    /// `ansible_loop` for each item. A task reads these itself.
+    pub extended: Option<bool>,
 }
 
 pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
@@ -627,15 +630,31 @@ pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
     }
     let mut var = "item".to_string();
     let mut index_var = None;
+    let mut extended = None;
     if let Some(lc) = opt("loop_control") {
-        let task_only = ["pause", "extended", "extended_allitems", "break_when"];
+        let task_only = ["pause", "break_when"];
         check_keys(
             map_of(lc, "`loop_control`")?,
-            &["loop_var", "index_var", "label"],
+            &[
+                "loop_var",
+                "index_var",
+                "label",
+                "extended",
+                "extended_allitems",
+            ],
             if task { &[] } else { &task_only },
             "`loop_control`",
             |k| task && task_only.contains(&k),
         )?;
+        if !task {
+            if let Some(v) = lc.get("extended") {
+                let allitems = match lc.get("extended_allitems") {
+                    Some(a) => bool_of(a, "extended_allitems")?,
+                    None => true,
+                };
+                extended = bool_of(v, "extended")?.then_some(allitems);
+            }
+        }
         if let Some(v) = lc.get("loop_var") {
             var = string_of(v, "loop_var")?;
             // A templated name (`"{{ loop_var_name }}"`) is rendered, and checked, on each host.
@@ -653,6 +672,7 @@ pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
         lookup: first.and_then(|(k, _, _)| LoopKind::lookup_of_key(k).map(str::to_string)),
         var,
         index_var,
+        extended,
     })
 }
 

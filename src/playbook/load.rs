@@ -284,6 +284,7 @@ fn load_play(
     imports: &Imports,
 ) -> Result<Play, Diagnostic> {
     let extra_vars = imports.extra_vars;
+    loader.extra_vars = extra_vars.clone();
     let entries = map_of(node, "a play")?;
     check_keys(entries, PLAY_KEYS, PLAY_KEYS_NOT_YET, "a play", |_| false)?;
     let hosts = match node.get("hosts") {
@@ -538,7 +539,11 @@ fn load_play(
                 "`any_errors_fatal` with `strategy: free` is not supported by fixpoint yet",
             ));
         }
-        if let Some(t) = play.all_tasks().into_iter().find(|t| t.run_once) {
+        if let Some(t) = play
+            .all_tasks()
+            .into_iter()
+            .find(|t| t.run_once || t.templated.contains_key("run_once"))
+        {
             return Err(Diagnostic::at(
                 &t.pos,
                 "`run_once` with `strategy: free` is not supported by fixpoint yet",

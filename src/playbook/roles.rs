@@ -22,6 +22,9 @@ pub(crate) struct RoleOpts {
     pub from: RoleFrom,
     /// Entry of `roles:` or a dependency: de-duplicated as Ansible does.
     pub dedupe: bool,
+    /// `import_role`'s `allow_duplicates`, over the role's own (`meta/main.yml`): `false`
+    /// de-duplicates the import as a `roles:` entry is.
+    pub allow_duplicates: Option<bool>,
     /// `roles:`, dependencies and `import_role`: the role's defaults and vars are visible to
     /// the whole play (Ansible's roles are not private); `include_role`'s are its own.
     pub export: bool,

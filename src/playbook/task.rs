@@ -368,6 +368,8 @@ pub(crate) fn load_task(
     let own_check_mode = opt_flag("check_mode")?;
     let own_diff = opt_flag("diff")?;
     let own_become = opt_flag("become")?;
+    // `run_once: "{{ x }}"`: decided when the task runs, with the first host's variables.
+    let own_run_once = opt_flag("run_once")?;
     let register = opt_string("register")?;
     if let (Some(r), Some(n)) = (&register, opt("register")) {
         check_var_name(r, &n.pos)?;
@@ -479,7 +481,7 @@ pub(crate) fn load_task(
         any_errors_fatal: opt_bool("any_errors_fatal")?,
         ignore_unreachable: opt_bool("ignore_unreachable")?,
         delegate_facts: opt_bool("delegate_facts")?.unwrap_or(false),
-        run_once: opt_bool("run_once")?.unwrap_or(false),
+        run_once: own_run_once.unwrap_or(false),
         until: opt("until")
             .map(|n| conditions_of(n, "until"))
             .transpose()?,
@@ -561,7 +563,7 @@ pub(crate) fn load_task(
     for (key, own, field) in [
         ("ignore_errors", own_ignore_errors, &mut task.ignore_errors),
         ("no_log", own_no_log, &mut task.no_log),
-        ("run_once", opt_bool("run_once")?, &mut task.run_once),
+        ("run_once", own_run_once, &mut task.run_once),
     ] {
         if let Some(v) = own {
             *field = v;

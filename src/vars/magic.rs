@@ -475,6 +475,7 @@ mod tests {
             objects,
             files_vars: &empty,
             include_params: &empty,
+            public_roles: &Default::default(),
         };
         let src = VarSrc {
             role,

@@ -34,6 +34,15 @@ pub struct HostVars<'a> {
     pub included_vars: &'a Arc<Map<String, Value>>,
 }
 
+/// The defaults and variables of the roles an `include_role` with `public: true` brought in:
+/// from then on the play's, for every host, as its `roles:` are (ansible-core adds the role to
+/// the play).
+#[derive(Default, Clone)]
+pub struct PublicRoles {
+    pub defaults: Arc<Map<String, Value>>,
+    pub vars: Arc<Map<String, Value>>,
+}
+
 /// What a host's scope takes from the play being run.
 #[derive(Clone, Copy)]
 pub struct PlayVars<'a> {
@@ -44,6 +53,7 @@ pub struct PlayVars<'a> {
     pub files_vars: &'a Arc<Map<String, Value>>,
     /// Parameters of the `include_tasks` / `include_role` being run (and its loop item).
     pub include_params: &'a Arc<Map<String, Value>>,
+    pub public_roles: &'a PublicRoles,
 }
 
 /// Where a scope's role and task variables come from (a task, or an include).

@@ -124,6 +124,7 @@ impl<'a> VarMaps<'a> {
         let play = ctx.play;
         let mut maps = Vec::with_capacity(16);
         maps.push((&play.role_defaults, true));
+        maps.push((&ctx.public_roles.defaults, true));
         // A task's own role comes on top of the play's roles at each role level.
         if let Some(r) = src.role {
             maps.push((&r.defaults, true));
@@ -135,6 +136,7 @@ impl<'a> VarMaps<'a> {
             (&play.vars_from_files, true),
             (ctx.files_vars, true),
             (&play.role_vars, true),
+            (&ctx.public_roles.vars, true),
         ]);
         if let Some(r) = src.role {
             maps.push((&r.inherited, true));
@@ -283,6 +285,7 @@ mod tests {
             objects: &objects,
             files_vars: &files,
             include_params: &include,
+            public_roles: &Default::default(),
         };
         let role = RoleCtx {
             name: "r".into(),

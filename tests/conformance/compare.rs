@@ -191,6 +191,7 @@ fn a_changed_status_is_a_difference_in_tasks_only() {
             debug: None,
         }]),
         debug: None,
+        include_role: false,
     };
     let mut a = Outcome::default();
     a.hosts.insert("h".into(), vec![task("changed")]);

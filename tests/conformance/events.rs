@@ -29,6 +29,8 @@ pub struct TaskRecord {
     pub items: Option<Vec<ItemRecord>>,
     /// What a `debug` task printed (`msg`, or the variable of `var`), when it ran.
     pub debug: Option<Value>,
+    /// The task is an `include_role` itself (its name `include_role : r` is no role prefix).
+    pub include_role: bool,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -135,10 +137,10 @@ pub fn parse(tool: Tool, stdout: &str) -> Result<Outcome, String> {
 pub fn strip_role_prefix(o: &mut Outcome) -> bool {
     let mut any = false;
     for t in o.hosts.values_mut().flatten() {
-        if let Some((prefix, name)) = t.name.split_once(" : ") {
-            // `include_role : r` is the include's own name (both tools say it), not a role task;
-            // so is `ansible.builtin.include_role : r`.
-            if prefix.rsplit('.').next() == Some("include_role") {
+        if let Some((_, name)) = t.name.split_once(" : ") {
+            // `include_role : r` is the include's own name (both tools say it), not a role
+            // task (a role may be named `include_role` too).
+            if t.include_role {
                 continue;
             }
             t.name = name.to_string();
@@ -176,6 +178,7 @@ fn task_record(ev: &Value) -> TaskRecord {
         status,
         ignored: ev["ignored"].as_bool().unwrap_or(false),
         items: None,
+        include_role: short_module(ev) == "include_role",
     }
 }
 

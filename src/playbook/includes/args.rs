@@ -151,6 +151,7 @@ pub(super) fn include_of(
         loop_kind: lp.kind,
         loop_var: lp.var,
         index_var: lp.index_var,
+        loop_extended: lp.extended,
         vars: match node.get("vars") {
             Some(v) => vars_of(v, "`vars`")?,
             None => Map::new(),
@@ -163,6 +164,7 @@ pub(super) fn include_of(
             .map(|n| string_of(n, "register"))
             .transpose()?,
         target,
+        public: false,
         ignore_errors: inh.with_keywords(node)?.ignore_errors.unwrap_or(false),
     })
 }

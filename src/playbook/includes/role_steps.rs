@@ -19,6 +19,7 @@ impl Loader<'_> {
         let opts = RoleOpts {
             from: from.clone(),
             dedupe: false,
+            allow_duplicates: None,
             export: false,
             listed: Listed::Neither,
             inherited: Arc::default(),
@@ -51,6 +52,7 @@ impl Loader<'_> {
         let e = roles::read_entry(entry, base)?;
         let opts = RoleOpts {
             dedupe: true,
+            allow_duplicates: None,
             export: true,
             listed,
             inherited,
@@ -130,6 +132,7 @@ impl Loader<'_> {
                 nested = RoleOpts {
                     from: opts.from.clone(),
                     dedupe: false,
+                    allow_duplicates: opts.allow_duplicates,
                     export: opts.export,
                     listed: opts.listed,
                     inherited: Arc::new(inherited),
@@ -139,11 +142,19 @@ impl Loader<'_> {
             }
             _ => opts,
         };
-        if opts.dedupe && !role.allow_duplicates {
-            let key = (role.canon.clone(), vars.clone());
-            if self.seen_roles.contains(&key) {
-                return Ok(Vec::new());
-            }
+        // Every role loaded with the play is remembered; `roles:` entries and dependencies
+        // (unless the role allows duplicates) and imports that say `allow_duplicates: false`
+        // are left out when the same role with the same variables was loaded before (ansible-
+        // core skips a role a host completed; a role loaded here runs unless skipped).
+        let allow = opts.allow_duplicates.unwrap_or(role.allow_duplicates);
+        // ansible-core keeps a play's `roles:` (and dependencies) apart from the roles its
+        // imports and includes load: the same role with the same variables is one of each.
+        let key = (role.canon.clone(), vars.clone(), !opts.dedupe);
+        let seen = self.seen_roles.contains(&key);
+        if seen && !allow && (opts.dedupe || opts.allow_duplicates.is_some()) {
+            return Ok(Vec::new());
+        }
+        if !seen {
             self.seen_roles.push(key);
         }
         self.stack.push(role.canon.clone());
