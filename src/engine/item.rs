@@ -93,18 +93,29 @@ impl Shared<'_> {
                  (a value from a host could add any argument); prefer writing them out",
                 task.module, splat.template
             ));
+            // `args: '{{ omit }}'` gives no arguments; anything else but a mapping fails, in
+            // ansible-core's words (the module named as it names it).
+            let layer = match crate::template::is_omit_json(&layer) {
+                true => Value::Object(Map::new()),
+                false => layer,
+            };
             let Value::Object(layer) = layer else {
+                let fqcn = match task.module.contains('.') {
+                    true => task.module.to_string(),
+                    false => format!("ansible.builtin.{}", task.module),
+                };
                 return Err((
                     false,
                     format!(
-                        "the task's arguments `{}` must render to a mapping, not {}",
-                        splat.template,
+                        "Task failed: Finalization of task args for '{fqcn}' failed: Task args \
+                         must resolve to a 'dict' not '{}'.",
                         match &layer {
-                            Value::Array(_) => "a list",
-                            Value::String(_) => "a string",
-                            Value::Null => "null",
-                            Value::Bool(_) => "a boolean",
-                            _ => "a number",
+                            Value::Array(_) => "list",
+                            Value::String(_) => "str",
+                            Value::Null => "NoneType",
+                            Value::Bool(_) => "bool",
+                            Value::Number(n) if n.is_f64() => "float",
+                            _ => "int",
                         }
                     ),
                 ));

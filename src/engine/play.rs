@@ -12,7 +12,20 @@ use std::sync::Arc;
 
 impl Engine {
     pub(super) async fn run_play(&mut self, book: &Playbook, play: &Play, pass: u8) {
-        let mut selected = match self.inventory.select(&play.hosts) {
+        // A templated pattern (`hosts: "{{ target }}"`) is rendered with the play's variables
+        // and `-e` before any host is known, as ansible-core does; a list it gives is a list of
+        // patterns.
+        let pattern = match self.play_pattern(play) {
+            Ok(p) => p,
+            Err(e) => {
+                self.reporter.warn(&format!(
+                    "play \"{}\": cannot render `hosts`: {e}",
+                    play.name
+                ));
+                return;
+            }
+        };
+        let mut selected = match self.inventory.select(&pattern) {
             Ok(h) => h,
             Err(e) => {
                 self.reporter
@@ -28,7 +41,7 @@ impl Engine {
                  with -i"
                     .into()
             } else {
-                self.inventory.unmatched_pattern_hint(&play.hosts)
+                self.inventory.unmatched_pattern_hint(&pattern)
             };
             format!(" (written at {}); {hint}", play.pos)
         });
@@ -52,7 +65,7 @@ impl Engine {
             self.reporter.warn(&format!(
                 "play \"{}\": no hosts matched `{}`{shard}{}",
                 play.name,
-                play.hosts,
+                pattern,
                 pattern_hint.unwrap_or_default()
             ));
             return;
@@ -213,7 +226,8 @@ impl Engine {
     /// batches are those the play started with. A pattern that no longer selects anything
     /// leaves the lists empty.
     pub(super) fn select_play_hosts_again(&mut self, play: &Play) {
-        let mut hosts = self.inventory.select(&play.hosts).unwrap_or_default();
+        let pattern = self.play_pattern(play).unwrap_or_default();
+        let mut hosts = self.inventory.select(&pattern).unwrap_or_default();
         if self.limit_hosts(&mut hosts).is_err() {
             // The same limit was accepted when the play started.
             return;
@@ -275,6 +289,17 @@ impl Engine {
                 Layer::shared(self.cfg.extra_vars.clone(), true),
             ],
         )
+    }
+
+    /// The play's host pattern, rendered when it is a template.
+    fn play_pattern(&self, play: &Play) -> Result<String, String> {
+        if !is_template(&play.hosts) {
+            return Ok(play.hosts.clone());
+        }
+        Ok(match self.play_scope(play).render(&json!(play.hosts))? {
+            Value::Array(list) => list.iter().map(display).collect::<Vec<_>>().join(","),
+            one => display(&one),
+        })
     }
 
     /// A play that cannot start (a `vars_files` path or a tag that does not render): said,

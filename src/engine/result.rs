@@ -157,10 +157,16 @@ impl Shared<'_> {
             result.insert("msg".into(), json!(m));
         }
         let facts_to = delegated_facts_target(task, h, scope);
-        if let (Some(Value::Object(facts)), Some(to)) = (result.get("ansible_facts"), facts_to) {
+        // `debug: var=ansible_facts` shows facts; it sets none (ansible-core leaves debug's
+        // results out when it collects facts).
+        let facts = match task.module {
+            "debug" => None,
+            _ => result.get("ansible_facts"),
+        };
+        if let (Some(Value::Object(facts)), Some(to)) = (facts, facts_to) {
             h.delegated_facts
                 .push((to, facts.clone(), task.module == "set_fact"));
-        } else if let Some(Value::Object(facts)) = result.get("ansible_facts") {
+        } else if let Some(Value::Object(facts)) = facts {
             if task.module == "set_fact" {
                 for (k, v) in facts {
                     let trust = fact_trust(task, scope, k, v);

@@ -1,5 +1,6 @@
-//! Runs one prepared target under one tool against the loopback sshd host, and reads the task
-//! results it reported for `testhost` (through the conformance harness's event reader).
+//! Runs one prepared target under one tool against the loopback sshd host (or, for a script's
+//! run with no inventory or one of its own, against the hosts it names, on this machine), and
+//! reads the task results it reported (through the conformance harness's event reader).
 
 use std::collections::BTreeSet;
 use std::fs;

@@ -1,5 +1,5 @@
-//! Script targets of modules: a target whose entry is a `runme.sh` running its own playbooks
-//! (`raw`, `unarchive`, `fetch`, `package_facts`). Each `ansible-playbook` command the script
+//! Script targets: a target whose entry is a `runme.sh` running its own playbooks (`raw`,
+//! `unarchive`, `fetch`, `package_facts`, and language targets: `blocks`, `handlers`...). Each `ansible-playbook` command the script
 //! runs (`script.rs` reads them) is one row of the table: the target's name for the first, the
 //! target with the playbook for the others (`unarchive (test_relative_tmp_dir.yml)`). Each run is
 //! laid out as ansible-test would: the target and the targets it needs copied side by side
@@ -22,28 +22,36 @@ use crate::tools::{Tool, Tools, ANSIBLE_VERSION};
 use crate::{cached_ansible, hash_host, prepare, run_on, tree_digest, Outcome, CACHE_FORMAT};
 
 /// The targets that are scripts: of modules fixpoint implements, and of the language whose
-/// runs take only options both tools share (`blocks`, `check_mode`, `roles`, `roles_arg_spec`,
-/// `tags`).
+/// runs the runner can repeat (a run it cannot is a row saying why).
 pub const SCRIPT_TARGETS: &[&str] = &[
     "any_errors_fatal",
     "blocks",
     "check_mode",
+    "debug",
+    "error_from_connection",
     "fetch",
+    "group_by",
     "handler_race",
     "handlers",
+    "hosts_field",
     "ignore_errors",
+    "ignore_unreachable",
     "include_import",
     "loop_control",
     "order",
     "package_facts",
+    "playbook",
     "raw",
     "roles",
     "roles_arg_spec",
+    "set_fact",
     "strategy_linear",
     "tags",
     "tasks",
+    "templating_settings",
     "throttle",
     "unarchive",
+    "var_blending",
     "var_templating",
 ];
 

@@ -235,6 +235,10 @@ fn render_template_file(
     })
 }
 
+/// Names Jinja gives a meaning of its own, which no variable can take (ansible-core's
+/// `JINJA_KEYWORDS`).
+const JINJA_KEYWORDS: &[&str] = &["true", "false", "none", "True", "False", "None", "not"];
+
 /// Turn a rendered task into agent work, or run it here.
 pub fn prepare(
     module: &'static str,
@@ -475,6 +479,21 @@ pub fn prepare(
         "set_fact" => {
             let mut facts = obj.clone();
             facts.remove("cacheable");
+            // A name a template gave is checked now, as ansible-core checks every name: an
+            // identifier that is none of Jinja's own names (`true`, `none`, `not`...).
+            if let Some(bad) = facts
+                .keys()
+                .find(|k| !crate::playbook::is_var_name(k) || JINJA_KEYWORDS.contains(&k.as_str()))
+            {
+                let typed = if bad.parse::<i64>().is_ok() {
+                    " of type 'int'"
+                } else {
+                    ""
+                };
+                return Ok(Prepared::Done(Err(Failure::msg(format!(
+                    "Task failed: Invalid variable name '{bad}'{typed}."
+                )))));
+            }
             Ok(Prepared::Done(Ok(Outcome {
                 changed: false,
                 result: [("ansible_facts".to_string(), Value::Object(facts))]
@@ -510,6 +529,16 @@ fn basename(p: &str) -> String {
 fn debug(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
     if let Some(text) = params.get("var").and_then(mark::literal_of) {
         return Err(untrusted(text));
+    }
+    if let Some(msg) = params
+        .get("var")
+        .and_then(|v| super::argspec::not_a_string("var", v))
+    {
+        return Err(Failure::msg(msg));
+    }
+    // Checked when the playbook loads, and again here for arguments a template gave.
+    if params.get("msg").is_some() && params.get("var").is_some() {
+        return Err(Failure::msg("parameters are mutually exclusive: msg|var"));
     }
     let p: DebugParams = parse(params).map_err(|e| Failure::msg(e.to_string()))?;
     let mut result = Map::new();

@@ -578,6 +578,19 @@ fn rules(
     }
 }
 
+/// An action's argument that must be a string and is not (`debug`'s `var`), refused in
+/// ansible-core's words (its `str` check that converts nothing).
+pub(in crate::engine) fn not_a_string(name: &str, v: &Value) -> Option<String> {
+    (!v.is_string()).then(|| {
+        format!(
+            "argument '{name}' is of type {} and we were unable to convert to \
+             _check_type_str_no_conversion: '{}' is not a string and conversion is not allowed",
+            types::type_name(v),
+            types::text(v)
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
