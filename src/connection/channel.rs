@@ -259,15 +259,27 @@ pub async fn connect(
     conn.count_round_trip(&op);
     let mut early = format!("{} {}\n", bootstrap::EARLY, bytes.len()).into_bytes();
     early.extend(&bytes);
-    bounded(t, "starting the agent", conn.write_raw(&early)).await?;
+    let wrote = bounded(t, "starting the agent", conn.write_raw(&early)).await;
     // The first 8 bytes say whether the cache needs the binary or the agent is already up.
+    // A script that stops at once (`SU_NEEDS_PASSWORD`) may have closed its end before the
+    // early bytes were all written: what it said decides, not the broken pipe.
     let mut magic = [0u8; 8];
-    bounded(
-        t,
-        "waiting for the agent to start",
-        conn.read_exact_or_lost(&mut magic),
-    )
-    .await?;
+    let said = match &wrote {
+        Ok(()) | Err(TransportError::Lost(_)) => {
+            bounded(
+                t,
+                "waiting for the agent to start",
+                conn.read_exact_or_lost(&mut magic),
+            )
+            .await
+        }
+        Err(_) => Ok(()),
+    };
+    match (wrote, said) {
+        (_, Ok(())) if &magic == bootstrap::SU_NEEDS_PASSWORD => {}
+        (Err(e), _) | (Ok(()), Err(e)) => return Err(e),
+        (Ok(()), Ok(())) => {}
+    }
     let mut resend = false;
     let upload = match &magic {
         m if m == bootstrap::NEED_UPLOAD => Some(&bin.gz[..]),

@@ -175,20 +175,25 @@ impl Engine {
         }
     }
 
-    /// Report a failure that happened outside a module run (an include that cannot load).
+    /// Report a failure that happened outside a module run (an include that cannot load);
+    /// `ignored` (`ignore_errors`): the host goes on, and the recap counts it ok and ignored.
     pub(super) fn fail_host(
         &mut self,
         host: &str,
-        task: &str,
-        module: &str,
-        location: &str,
+        (task, module, location): (&str, &str, &str),
         msg: String,
+        ignored: bool,
     ) {
         self.reporter.task_start(task, false);
         let hs = self.hosts.get_mut(host).expect("host state");
-        hs.failed = true;
-        hs.stats.failed += 1;
-        hs.last_failure = Some((json!({"name": task}), json!({"failed": true, "msg": msg})));
+        if ignored {
+            hs.stats.ok += 1;
+            hs.stats.ignored += 1;
+        } else {
+            hs.failed = true;
+            hs.stats.failed += 1;
+            hs.last_failure = Some((json!({"name": task}), json!({"failed": true, "msg": msg})));
+        }
         self.reporter.task(&TaskEvent {
             host,
             task,
@@ -199,7 +204,7 @@ impl Engine {
             diff: None,
             msg: Some(&msg),
             result: None,
-            ignored: false,
+            ignored,
             censored: false,
             note: None,
             delegated_to: None,

@@ -372,32 +372,11 @@ impl Engine {
         location: &str,
         msg: String,
     ) {
-        let hs = self.hosts.get_mut(host).expect("host state");
         if let Some(reg) = &inc.register {
+            let hs = self.hosts.get_mut(host).expect("host state");
             hs.set_var(reg, json!({"changed": false, "failed": true, "msg": msg}));
         }
-        if !inc.ignore_errors {
-            return self.fail_host(host, name, inc.action, location, msg);
-        }
-        hs.stats.ok += 1;
-        hs.stats.ignored += 1;
-        self.reporter.task_start(name, false);
-        self.reporter.task(&TaskEvent {
-            host,
-            task: name,
-            module: inc.action,
-            location,
-            status: Status::Failed,
-            item: None,
-            diff: None,
-            msg: Some(&msg),
-            result: None,
-            ignored: true,
-            censored: false,
-            note: None,
-            delegated_to: None,
-            python: false,
-        });
+        self.fail_host(host, (name, inc.action, location), msg, inc.ignore_errors);
     }
 
     /// The include's own result, as Ansible reports it: ok for each item included, skipped
@@ -479,7 +458,12 @@ fn included_result(
         r.insert("include".into(), json!(target));
         r.insert("include_args".into(), json!({}));
     } else {
-        r.insert("include_args".into(), json!({ "name": target }));
+        let mut args = match scope.render(&Value::Object(inc.role_args.clone())) {
+            Ok(Value::Object(m)) => m,
+            _ => inc.role_args.clone(),
+        };
+        args.insert("name".into(), json!(target));
+        r.insert("include_args".into(), Value::Object(args));
     }
     if looped {
         for k in ["ansible_loop_var", "ansible_index_var"] {

@@ -40,7 +40,7 @@ impl Engine {
                 Err(msg) => {
                     for h in targets {
                         let msg = format!("{msg} (meta at {})", meta.pos);
-                        self.fail_host(h, "meta", "meta", &meta.pos.to_string(), msg);
+                        self.fail_host(h, ("meta", "meta", &meta.pos.to_string()), msg, false);
                     }
                 }
             }
@@ -90,7 +90,7 @@ impl Engine {
             self.reporter.warn(&format!("meta ({}): {w}", meta.pos));
         }
         for (host, msg) in errors {
-            self.fail_host(&host, "meta", "meta", &meta.pos.to_string(), msg);
+            self.fail_host(&host, ("meta", "meta", &meta.pos.to_string()), msg, false);
         }
         // ansible-core reports a meta whose `when` is false as skipped (`noop` has no condition),
         // without counting it in the recap.

@@ -70,6 +70,7 @@ impl Engine {
             ));
             return;
         }
+        // A later play runs: hosts `any_errors_fatal` failed in an earlier one now count.
         for hs in self.hosts.values_mut() {
             hs.fatal_carried |= hs.fatal_marked;
         }

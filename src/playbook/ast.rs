@@ -84,6 +84,9 @@ pub struct Include {
     pub register: Option<String>,
     /// The file (`include_tasks`) or role (`include_role`) as written: its result names it.
     pub target: String,
+    /// An `include_role`'s arguments as written (`name`, `tasks_from`...; not `apply`): its
+    /// result's `include_args`.
+    pub role_args: Map<String, Value>,
     /// `include_role`'s `public: true`: once included, its role's defaults and vars are the
     /// play's (`vars::PublicRoles`).
     pub public: bool,

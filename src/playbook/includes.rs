@@ -492,15 +492,11 @@ impl<'a> Loader<'a> {
                     Some(a) if a.get("apply").is_some() => with_apply(a, inh)?,
                     _ => with_apply(arg, inh)?,
                 };
-                let source = if is_template(&file) {
-                    IncludeSource::TasksFile {
-                        file,
-                        search,
-                        inherit: Box::new(applied),
-                    }
-                } else if find_in(&search, &file).is_none() && node.get("when").is_some() {
-                    // A conditional include of a missing file fails only the hosts that reach
-                    // it, as in ansible-core.
+                // A templated name is known when a host reaches the include; so is whether a
+                // conditional include's file exists (a missing one fails only the hosts that
+                // reach it, as in ansible-core).
+                let missing = || find_in(&search, &file).is_none() && node.get("when").is_some();
+                let source = if is_template(&file) || missing() {
                     IncludeSource::TasksFile {
                         file,
                         search,
@@ -655,6 +651,8 @@ impl<'a> Loader<'a> {
                 // An unnamed include_role is reported as Ansible names it.
                 let target = string_of(name, "name")?;
                 let shown = format!("{key} : {target}");
+                let mut role_args = arg.to_json().as_object().cloned().unwrap_or_default();
+                role_args.remove("apply");
                 if include && templated_name {
                     let source = IncludeSource::Role {
                         name: string_of(name, "name")?,
@@ -664,6 +662,7 @@ impl<'a> Loader<'a> {
                     };
                     let mut inc = include_of(node, inh, "include_role", target, source)?;
                     inc.public = public;
+                    inc.role_args = role_args.clone();
                     inc.vars = Map::new();
                     if inc.name.is_none() {
                         inc.shown = shown;
@@ -680,6 +679,7 @@ impl<'a> Loader<'a> {
                     };
                     let mut inc = include_of(node, inh, "include_role", target, source)?;
                     inc.public = public;
+                    inc.role_args = role_args.clone();
                     inc.vars = Map::new();
                     if inc.name.is_none() {
                         inc.shown = shown;
@@ -694,6 +694,7 @@ impl<'a> Loader<'a> {
                     let source = IncludeSource::Loaded(steps?);
                     let mut inc = include_of(node, inh, "include_role", target, source)?;
                     inc.public = public;
+                    inc.role_args = role_args.clone();
                     inc.handlers = handlers.unwrap_or_default();
                     inc.vars = Map::new();
                     if inc.name.is_none() {

@@ -164,6 +164,7 @@ pub(super) fn include_of(
             .map(|n| string_of(n, "register"))
             .transpose()?,
         target,
+        role_args: Map::new(),
         public: false,
         ignore_errors: inh.with_keywords(node)?.ignore_errors.unwrap_or(false),
     })
