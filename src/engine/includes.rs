@@ -64,7 +64,7 @@ impl Engine {
                     Ok(items) => items.into_iter().enumerate().map(Some).collect(),
                     // As for a task: a loop over an undefined variable is an error only if the
                     // include's `when`, decided without the item, does not skip it first.
-                    Err((_, true)) if when_is_false(&scope, &inc.when) => {
+                    Err((_, true)) if matches!(super::all_hold(&scope, &inc.when), Ok(false)) => {
                         registered
                             .insert(host.clone(), super::task::skip_result(&inc.when, &scope));
                         reports.push((host.clone(), vec![(None, Status::Skipped)]));
@@ -111,10 +111,7 @@ impl Engine {
                         params.insert("ansible_index_var".into(), json!(iv));
                     }
                     if let Some(allitems) = inc.loop_extended {
-                        let mut ext = crate::vars::magic::extended_loop(&all_items, *i);
-                        if let (false, Value::Object(m)) = (allitems, &mut ext) {
-                            m.shift_remove("allitems");
-                        }
+                        let ext = super::loop_items::ansible_loop(&all_items, *i, allitems);
                         params.insert("ansible_loop".into(), ext);
                     }
                 }
@@ -430,11 +427,6 @@ impl Engine {
             }
         }
     }
-}
-
-/// Whether a condition of `when` is false (one that cannot be decided is not).
-fn when_is_false(scope: &Arc<Scope>, when: &[String]) -> bool {
-    when.iter().any(|c| matches!(scope.eval_bool(c), Ok(false)))
 }
 
 /// The result of an include (or one loop item of it) that included its file or role, as

@@ -26,16 +26,19 @@ pub(super) fn item_vars(
         layer.insert("ansible_index_var".into(), json!(iv));
     }
     layer.insert("ansible_loop_var".into(), json!(loop_var));
-    if task.loop_extended {
-        let mut ext = magic::extended_loop(items, i);
-        if !task.loop_extended_allitems {
-            if let Value::Object(m) = &mut ext {
-                m.shift_remove("allitems");
-            }
-        }
-        layer.insert("ansible_loop".into(), ext);
+    if let Some(allitems) = task.loop_extended {
+        layer.insert("ansible_loop".into(), ansible_loop(items, i, allitems));
     }
     layer
+}
+
+/// `ansible_loop` of item `i` (`loop_control.extended`), without `allitems` unless asked.
+pub(super) fn ansible_loop(items: &[Value], i: usize, allitems: bool) -> Value {
+    let mut ext = magic::extended_loop(items, i);
+    if let (false, Value::Object(m)) = (allitems, &mut ext) {
+        m.shift_remove("allitems");
+    }
+    ext
 }
 
 /// [`item_vars`] as a scope layer, with the trust of the literal item it came from.

@@ -570,10 +570,9 @@ pub struct Task {
     pub loop_label: Option<String>,
     /// `loop_control.pause`: the wait between items.
     pub loop_pause: std::time::Duration,
-    /// `loop_control.extended`: `ansible_loop` for each item.
-    pub loop_extended: bool,
-    /// `loop_control.extended_allitems`: whether `ansible_loop` has `allitems` (default yes).
-    pub loop_extended_allitems: bool,
+    /// `loop_control.extended`: `ansible_loop` for each item, with `allitems` when true
+    /// (`extended_allitems`, default yes).
+    pub loop_extended: Option<bool>,
     /// `loop_control.break_when`: after each item, the loop stops when these hold (the item's
     /// result under the `register` name), as in ansible-core 2.18.
     pub loop_break_when: Option<Conditions>,

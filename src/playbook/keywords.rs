@@ -609,8 +609,8 @@ pub(crate) struct LoopSpec {
     pub lookup: Option<String>,
     pub var: String,
     pub index_var: Option<String>,
-    /// An include's `loop_control.extended` (and `extended_allitems`, true unless said):
-    /// `ansible_loop` for each item. A task reads these itself.
+    /// `loop_control.extended` (and `extended_allitems`, true unless said): `ansible_loop`
+    /// for each item, with `allitems` when true.
     pub extended: Option<bool>,
 }
 
@@ -646,14 +646,12 @@ pub(crate) fn loop_of(node: &Node, task: bool) -> Result<LoopSpec, Diagnostic> {
             "`loop_control`",
             |k| task && task_only.contains(&k),
         )?;
-        if !task {
-            if let Some(v) = lc.get("extended") {
-                let allitems = match lc.get("extended_allitems") {
-                    Some(a) => bool_of(a, "extended_allitems")?,
-                    None => true,
-                };
-                extended = bool_of(v, "extended")?.then_some(allitems);
-            }
+        if let Some(v) = lc.get("extended") {
+            let allitems = match lc.get("extended_allitems") {
+                Some(a) => bool_of(a, "extended_allitems")?,
+                None => true,
+            };
+            extended = bool_of(v, "extended")?.then_some(allitems);
         }
         if let Some(v) = lc.get("loop_var") {
             var = string_of(v, "loop_var")?;

@@ -483,40 +483,36 @@ fn load_play(
             },
         };
     let mut play = play;
-    if node.get("strategy").is_none() {
-        let s = crate::config::default_strategy();
-        match s.as_str() {
-            "linear" => {}
-            "free" => play.free = true,
-            _ => {
-                return Err(Diagnostic::new(format!(
-                    "ANSIBLE_STRATEGY={s} is not supported by fixpoint yet"
-                ))
-                .help("fixpoint runs `linear` and `free`"))
+    // The play's `strategy`, else `ANSIBLE_STRATEGY`'s default.
+    let strategy = match node.get("strategy") {
+        Some(n) => {
+            let mut s = string_of(n, "strategy")?;
+            if is_template(&s) {
+                // ansible-core renders it when the play starts, before any host: the play's
+                // `vars` and `-e` are what it can use (`strategy: "{{ s | default('linear') }}"`).
+                s = match render_before_hosts(&s, &loader.play_vars, extra_vars) {
+                    Ok(Value::String(r)) => r,
+                    Ok(other) => other.to_string(),
+                    Err(e) => return Err(n.err(format!("cannot render the `strategy`: {e}")).help(
+                        "it is rendered once, before any host: it may use the play's `vars` and `-e`",
+                    )),
+                };
             }
+            (s, Some(n))
         }
-    }
-    if let Some(n) = node.get("strategy") {
-        let mut s = string_of(n, "strategy")?;
-        if is_template(&s) {
-            // ansible-core renders it when the play starts, before any host: the play's
-            // `vars` and `-e` are what it can use (`strategy: "{{ s | default('linear') }}"`).
-            s = match render_before_hosts(&s, &loader.play_vars, extra_vars) {
-                Ok(Value::String(r)) => r,
-                Ok(other) => other.to_string(),
-                Err(e) => return Err(n.err(format!("cannot render the `strategy`: {e}")).help(
-                    "it is rendered once, before any host: it may use the play's `vars` and `-e`",
+        None => (crate::config::default_strategy(), None),
+    };
+    match strategy {
+        (s, _) if s == "linear" => {}
+        (s, _) if s == "free" => play.free = true,
+        (s, at) => {
+            let d = match at {
+                Some(n) => n.err(format!("strategy `{s}` is not supported by fixpoint yet")),
+                None => Diagnostic::new(format!(
+                    "ANSIBLE_STRATEGY={s} is not supported by fixpoint yet"
                 )),
             };
-        }
-        match s.as_str() {
-            "linear" => {}
-            "free" => play.free = true,
-            _ => {
-                return Err(n
-                    .err(format!("strategy `{s}` is not supported by fixpoint yet"))
-                    .help("fixpoint runs `linear` and `free`"))
-            }
+            return Err(d.help("fixpoint runs `linear` and `free`"));
         }
     }
     if play.free {

@@ -296,8 +296,6 @@ pub(crate) fn load_task(
     let opt = |key: &str| node.get(key);
     let mut loop_label = None;
     let mut loop_pause = std::time::Duration::ZERO;
-    let mut loop_extended = false;
-    let mut loop_extended_allitems = true;
     let mut loop_break_when = None;
     if let Some(lc) = opt("loop_control") {
         let lce = map_of(lc, "`loop_control`")?;
@@ -332,12 +330,6 @@ pub(crate) fn load_task(
             // `.inf` and 1e300 are floats too, but no wait that long can be counted.
             loop_pause = std::time::Duration::try_from_secs_f64(secs)
                 .map_err(|_| v.err(format!("`pause` of {secs} seconds is too long to wait")))?;
-        }
-        if let Some(v) = lc.get("extended") {
-            loop_extended = bool_of(v, "extended")?;
-        }
-        if let Some(v) = lc.get("extended_allitems") {
-            loop_extended_allitems = bool_of(v, "extended_allitems")?;
         }
         if let Some(v) = lc.get("break_when") {
             loop_break_when = Some(conditions_of(v, "break_when")?);
@@ -407,8 +399,7 @@ pub(crate) fn load_task(
         index_var: lp.index_var,
         loop_label,
         loop_pause,
-        loop_extended,
-        loop_extended_allitems,
+        loop_extended: lp.extended,
         loop_break_when,
         register,
         notify: opt("notify")
