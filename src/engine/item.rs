@@ -184,7 +184,13 @@ impl Shared<'_> {
         if task.module == "debug" {
             let wanted = params.get("verbosity").and_then(Value::as_u64).unwrap_or(0);
             if wanted > u64::from(self.cfg.verbosity) {
-                let mut skipped = ItemResult::ok(Map::new());
+                let mut reason = Map::new();
+                reason.insert("skipped".into(), Value::Bool(true));
+                reason.insert(
+                    "skipped_reason".into(),
+                    Value::from("Verbosity threshold not met."),
+                );
+                let mut skipped = ItemResult::ok(reason);
                 skipped.status = Status::Skipped;
                 return Ok(ItemPlan::Done(Ok(skipped)));
             }

@@ -544,17 +544,26 @@ fn debug(params: &Value, scope: &Arc<Scope>) -> Result<Outcome, Failure> {
     let mut result = Map::new();
     // `verbosity` was applied by the scheduler: a debug below it never gets here.
     let _ = p.verbosity;
-    if let Some(var) = p.var {
-        let var = var_name(var, scope)?;
+    let var = match p.var {
+        Some(var) => var_name(var, scope)?,
+        None => None,
+    };
+    if let Some(var) = var {
         let (v, undefined) = scope.eval_var(&var).map_err(Failure::msg)?;
-        result.insert(var, v);
-        if let Some(message) = undefined {
-            result.insert(
-                "warnings".into(),
-                json!([format!(
-                    "Encountered 1 template error.\nerror 1 - {message}"
-                )]),
-            );
+        let warning = if crate::template::is_omit_json(&v) {
+            // ansible-core shows the value and says it could not leave it out.
+            result.insert(var, json!("<<Omit>>"));
+            Some(
+                "The result of the `var` expression could not be omitted; a placeholder was \
+                 used instead."
+                    .to_string(),
+            )
+        } else {
+            result.insert(var, v);
+            undefined.map(|message| format!("Encountered 1 template error.\nerror 1 - {message}"))
+        };
+        if let Some(warning) = warning {
+            result.insert("warnings".into(), json!([warning]));
         }
     } else {
         // Ansible's default is for a `msg` that is not given; `msg: null` stays null.

@@ -43,13 +43,15 @@ pub(super) fn untrusted(text: &Value) -> Failure {
 /// The expression `debug`'s `var` names. Written as one template (`var: "{{ name }}"`,
 /// `var={{ item }}`), it is rendered first, as ansible-core templates it, and what it renders
 /// to must be a string the playbook wrote (a variable's, a literal loop item's): a computed or
-/// a host's string is untrusted, never evaluated.
-pub(super) fn var_name(var: String, scope: &Arc<Scope>) -> Result<String, Failure> {
+/// a host's string is untrusted, never evaluated. `None`: it rendered to `omit`.
+pub(super) fn var_name(var: String, scope: &Arc<Scope>) -> Result<Option<String>, Failure> {
     let Some(code) = crate::template::Templar::single_expression_code(&var).map(str::trim) else {
-        return Ok(var);
+        return Ok(Some(var));
     };
     match scope.eval(code).map_err(Failure::msg)? {
-        Value::String(s) if scope.trusted_string(code, &s) => Ok(s),
+        // `var: "{{ omit }}"` leaves the argument out, as any parameter rendered to omit.
+        Value::String(s) if s == crate::vars::magic::OMIT => Ok(None),
+        Value::String(s) if scope.trusted_string(code, &s) => Ok(Some(s)),
         Value::String(s) => Err(untrusted(&Value::String(s))),
         other => Err(Failure::msg(format!(
             "`var` `{var}` rendered to {other}, not the name of a variable (a string)"
