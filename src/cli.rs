@@ -151,7 +151,7 @@ pub struct ChangeOptions {
     /// Probe and plan only; change nothing.
     #[arg(short = 'C', long = "check")]
     pub check: bool,
-    /// Run notified handlers even on hosts that failed.
+    /// Run notified handlers even on hosts that failed (also ANSIBLE_FORCE_HANDLERS=true).
     #[arg(long = "force-handlers")]
     pub force_handlers: bool,
 }
@@ -163,8 +163,8 @@ pub struct ControllerOptions {
     /// How many hosts to work on at once.
     #[arg(short = 'f', long = "forks", default_value_t = 50, value_parser = forks)]
     pub forks: usize,
-    /// Seconds to wait for a connection (and for the agent to start).
-    #[arg(long, default_value_t = 30)]
+    /// Seconds to wait for a connection (and for the agent to start); else ANSIBLE_TIMEOUT.
+    #[arg(long, env = "ANSIBLE_TIMEOUT", default_value_t = 30)]
     pub timeout: u64,
     /// SSH handshakes in flight at once (default: 4 per core, at most 10; or FIXPOINT_CONNECT_CONCURRENCY);
     /// the other hosts wait for a slot, in order.

@@ -32,6 +32,9 @@ pub struct Config {
     /// The `-K` answer.
     pub become_password: Option<Secret>,
     pub force_handlers: bool,
+    /// `ANSIBLE_HOST_PATTERN_MISMATCH=error`: a play's pattern term naming no host or group
+    /// stops the run (else a play that matches nothing is skipped with a warning).
+    pub pattern_mismatch_fails: bool,
     /// Seconds to wait for another run's host lock (0: fail at once).
     pub lock_timeout: u64,
     /// Where roles are searched after `roles/` beside the playbook.
@@ -129,6 +132,29 @@ pub fn default_gathering() -> Result<bool, Diagnostic> {
     }
 }
 
+/// `ANSIBLE_HOST_PATTERN_MISMATCH`: `warning` (the default) and `ignore` skip a play whose
+/// pattern matches nothing, `error` stops the run at a pattern term that names no host or group.
+fn pattern_mismatch_fails() -> Result<bool, Diagnostic> {
+    match std::env::var("ANSIBLE_HOST_PATTERN_MISMATCH")
+        .unwrap_or_default()
+        .trim()
+    {
+        "" | "warning" | "ignore" => Ok(false),
+        "error" => Ok(true),
+        other => Err(Diagnostic::new(format!(
+            "ANSIBLE_HOST_PATTERN_MISMATCH={other} is not one of warning, error, ignore"
+        ))
+        .help("unset it, or give one of those three, as ansible-core accepts")),
+    }
+}
+
+/// An `ANSIBLE_*` boolean setting as ansible-core reads one: `yes`, `on`, `1`, `true`, `y`, `t`
+/// (any case) are true, anything else (or nothing) false.
+fn env_bool(name: &str) -> bool {
+    let v = std::env::var(name).unwrap_or_default().to_ascii_lowercase();
+    matches!(v.trim(), "yes" | "on" | "1" | "true" | "y" | "t")
+}
+
 /// `ANSIBLE_STRATEGY`: the strategy of a play that does not say `strategy` (`linear` by
 /// default), as ansible-core reads it.
 pub fn default_strategy() -> String {
@@ -182,7 +208,8 @@ impl Config {
             ssh_config: ctl.ssh_config,
             accept_new_host_keys: ctl.accept_new_host_keys,
             become_password,
-            force_handlers: change.force_handlers,
+            force_handlers: change.force_handlers || env_bool("ANSIBLE_FORCE_HANDLERS"),
+            pattern_mismatch_fails: pattern_mismatch_fails()?,
             lock_timeout: run.lock_timeout,
             roles_path: roles_path(&ctl.roles_path),
             listing: if apply.syntax_check {
@@ -252,6 +279,7 @@ impl Config {
             accept_new_host_keys: a.accept_new_host_keys,
             become_password: None,
             force_handlers: false,
+            pattern_mismatch_fails: false,
             lock_timeout: a.lock_timeout,
             roles_path: Vec::new(),
             listing: None,

@@ -321,6 +321,7 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
         engine::RunOutcome::Success => ExitCode::SUCCESS,
         engine::RunOutcome::Drifted => ExitCode::from(EXIT_DRIFT),
         engine::RunOutcome::Failed => ExitCode::from(EXIT_FAILED),
+        engine::RunOutcome::Stopped => ExitCode::from(EXIT_INVALID),
         engine::RunOutcome::NotConverged => ExitCode::from(EXIT_NOT_CONVERGED),
         engine::RunOutcome::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
     }

@@ -140,7 +140,18 @@ impl Engine {
             for h in &all_targets[1..] {
                 self.progress.finished(h);
             }
-            self.share_run_once(task, &all_targets[0], &all_targets[1..]);
+        }
+        if let (true, Some(first)) = (run_once, all_targets.first()) {
+            // Every host of the play's batch but the unreachable ones gets them, also those
+            // that did not reach the task (an include only the first host ran), as
+            // ansible-core hands them to its play's hosts.
+            let others: Vec<String> = ctx
+                .hosts
+                .iter()
+                .filter(|h| *h != first && self.hosts.get(*h).is_some_and(|hs| !hs.unreachable))
+                .cloned()
+                .collect();
+            self.share_run_once(task, first, &others);
         }
         // Before the next task renders anything: `add_host` / `group_by` changed the inventory.
         self.commit_inventory();
@@ -267,8 +278,14 @@ pub(super) fn report_host(
         }
         reporter.task(&TaskEvent {
             host,
-            task: name,
-            module: task.alias.unwrap_or(task.module),
+            task: match &ev.action {
+                Some(action) if task.name.is_none() => action,
+                _ => name,
+            },
+            module: ev
+                .action
+                .as_deref()
+                .unwrap_or(task.alias.unwrap_or(task.module)),
             location,
             status: ev.status,
             item: ev.item.as_deref(),
@@ -417,5 +434,6 @@ pub(super) fn interrupted_event() -> Event {
         note: None,
         delegated_to: None,
         notified: None,
+        action: None,
     }
 }

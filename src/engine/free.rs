@@ -90,6 +90,7 @@ impl Engine {
             drift: self.drift,
             play_ended: false,
             playbook_stopped: false,
+            run_stopped: false,
             tag_scope: self.tag_scope.clone(),
             public_roles: self.public_roles.clone(),
             started: self.started,

@@ -32,6 +32,12 @@ impl Engine {
         inc: &Include,
         targets: &[String],
     ) {
+        let all_targets = targets;
+        let targets = if inc.run_once {
+            &targets[..targets.len().min(1)]
+        } else {
+            targets
+        };
         let snap = self.snapshot(ctx);
         let shared = shared!(self);
         // (file, parameters) → hosts, in order of first appearance.
@@ -256,6 +262,12 @@ impl Engine {
         let uncounted: Vec<&str> = load_failures.iter().map(|(h, _)| h.as_str()).collect();
         self.report_include(inc, &name, &location, reports, &uncounted);
         if let Some(reg) = &inc.register {
+            // `run_once`: the first host's result is every host's.
+            if let (true, Some(r)) = (inc.run_once, registered.values().next().cloned()) {
+                for h in &all_targets[1..] {
+                    registered.insert(h.clone(), r.clone());
+                }
+            }
             for (host, r) in registered {
                 self.hosts
                     .get_mut(&host)

@@ -125,6 +125,10 @@ impl Engine {
     /// rescued), the play ends when the batch failed more than `max_fail_percentage` allows.
     fn check_fail_limits(&mut self, ctx: &PlayCtx<'_>) {
         let fatal_now = std::mem::take(&mut self.fatal_now);
+        // A free play's hosts do not wait for each other: ansible-core ignores both there.
+        if ctx.play.free {
+            return;
+        }
         let failed = ctx
             .hosts
             .iter()

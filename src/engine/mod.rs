@@ -66,6 +66,9 @@ mod task;
 pub enum RunOutcome {
     Success,
     Failed,
+    /// An error in the playbook stopped the run where ansible-core stops it (exit 2, as
+    /// ansible-core's error exit): `ANSIBLE_HOST_PATTERN_MISMATCH=error`.
+    Stopped,
     NotConverged,
     /// Stopped by SIGINT (exit 130).
     Interrupted,
@@ -116,6 +119,9 @@ pub struct Engine {
     /// A failure limit was hit, or every host of a batch failed: as in ansible-core, no
     /// later play of the playbook runs.
     playbook_stopped: bool,
+    /// An error stopped the whole run, as ansible-core's `AnsibleError` between plays does:
+    /// no later playbook runs and the run fails.
+    run_stopped: bool,
     /// The running play's variables known without a host, which its templated tags are
     /// rendered with.
     tag_scope: Option<Arc<Scope>>,
@@ -178,6 +184,7 @@ impl Engine {
             drift: false,
             play_ended: false,
             playbook_stopped: false,
+            run_stopped: false,
             tag_scope: None,
             public_roles: Arc::default(),
             started: true,

@@ -25,6 +25,18 @@ impl Engine {
                 return;
             }
         };
+        // `ANSIBLE_HOST_PATTERN_MISMATCH=error`: a term naming nothing stops the run.
+        if self.cfg.pattern_mismatch_fails {
+            if let Ok(Some(term)) = self.inventory.mismatched_term(&pattern) {
+                self.reporter.error(&format!(
+                    "play \"{}\" (at {}): could not match supplied host pattern `{term}`, and \
+                     ANSIBLE_HOST_PATTERN_MISMATCH=error stops the run",
+                    play.name, play.pos
+                ));
+                self.run_stopped = true;
+                return;
+            }
+        }
         let mut selected = match self.inventory.select(&pattern) {
             Ok(h) => h,
             Err(e) => {

@@ -100,6 +100,9 @@ pub(super) struct Event {
     /// The item's `notify` names rendered with its variables, when the task's are templates
     /// (`notify: "restart {{ svc }}"`); otherwise they are the task's own.
     pub(super) notified: Option<Vec<String>>,
+    /// The module a templated `action` named on this host, as written: the event's module,
+    /// and the task's name when it has none, as ansible-core names each host's copy of it.
+    pub(super) action: Option<String>,
 }
 
 impl Shared<'_> {
@@ -143,6 +146,7 @@ impl Shared<'_> {
                     note: None,
                     delegated_to: None,
                     notified: None,
+                    action: None,
                 };
             }
         };
@@ -316,6 +320,7 @@ impl Shared<'_> {
             note: r.note,
             delegated_to: r.delegated_to,
             notified,
+            action: None,
         }
     }
 }
@@ -331,6 +336,7 @@ pub(super) fn skip_event(item: Option<String>) -> Event {
         note: None,
         delegated_to: None,
         notified: None,
+        action: None,
     }
 }
 

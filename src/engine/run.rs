@@ -31,10 +31,18 @@ impl Engine {
                         break 'books;
                     }
                     self.run_play(book, play, pass).await;
+                    if self.run_stopped {
+                        break 'books;
+                    }
                     if self.playbook_stopped {
                         break;
                     }
                 }
+            }
+            // An error stops the run without a recap, as ansible-core's does.
+            if self.run_stopped {
+                outcome = RunOutcome::Stopped;
+                break;
             }
             let stats: BTreeMap<String, Stats> = self
                 .hosts

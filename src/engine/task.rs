@@ -61,7 +61,12 @@ impl Shared<'_> {
         };
         let warnings = scope.take_warnings();
         let scope = self.scope(ctx, Some(&resolved), h);
-        let events = self.task_events(ctx, &resolved, h, &scope).await;
+        let mut events = self.task_events(ctx, &resolved, h, &scope).await;
+        if task.templated.contains_key("action") {
+            for ev in &mut events {
+                ev.action = Some(resolved.module_written.clone());
+            }
+        }
         let mut all = warnings;
         all.extend(scope.take_warnings());
         (events, all, resolved.no_log)
@@ -541,6 +546,7 @@ fn failed_event(task: &Task, msg: String) -> Event {
         note: None,
         delegated_to: None,
         notified: None,
+        action: None,
     }
 }
 
@@ -591,6 +597,7 @@ fn resolve_module(t: &mut Task, name: &Value, play_dir: &Path) -> Result<(), Str
     };
     let (module, python) = crate::playbook::task::module_at_run_time(name.trim(), play_dir)?;
     t.module = module;
+    t.module_written = name.trim().to_string();
     t.python = python;
     let pos = t.pos.clone();
     crate::playbook::validate::check_guard(t, &pos).map_err(|d| d.msg)

@@ -152,6 +152,33 @@ impl Inventory {
             return Ok(Vec::new());
         }
         let (expr, subscript) = split_subscript(term);
+        let (list, _) = self.match_expr(term, expr)?;
+        Ok(match subscript {
+            None => list,
+            Some(s) => s.apply(list),
+        })
+    }
+
+    /// The first term of `pattern` that names no group and matches no host (`all` aside), as
+    /// ansible-core's `HOST_PATTERN_MISMATCH` judges a term: an empty group is no mismatch.
+    pub fn mismatched_term(&self, pattern: &str) -> Result<Option<String>, InventoryError> {
+        for term in split_pattern(pattern) {
+            let term = term.trim_start_matches(['&', '!']).trim();
+            let expr = split_subscript(term).0;
+            if term.is_empty() || expr == ALL {
+                continue;
+            }
+            let (list, group_matched) = self.match_expr(term, expr)?;
+            if list.is_empty() && !group_matched {
+                return Ok(Some(expr.to_string()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The hosts a term's expression (its subscript removed) matches, and whether a group
+    /// matched it.
+    fn match_expr(&self, term: &str, expr: &str) -> Result<(Vec<String>, bool), InventoryError> {
         let matcher = Matcher::new(expr).map_err(|m| {
             InventoryError::new(
                 &self.source,
@@ -186,10 +213,7 @@ impl Inventory {
         if list.is_empty() && LOCALHOST_NAMES.contains(&expr) {
             list.push(expr.to_string());
         }
-        Ok(match subscript {
-            None => list,
-            Some(s) => s.apply(list),
-        })
+        Ok((list, group_matched))
     }
 }
 
@@ -399,6 +423,27 @@ mod tests {
         assert_eq!(sel(&["localhost"]), strs(&["localhost"]));
         assert_eq!(sel(&["nope"]), strs(&[]));
         assert_eq!(inv.select("db,web").unwrap(), strs(&["d1", "w1", "w2"]));
+    }
+
+    #[test]
+    fn a_mismatched_term_names_no_group_and_matches_no_host() {
+        let (_d, mut inv) = pattern_fixture();
+        inv.declare_group("empty");
+        let term = |p: &str| inv.mismatched_term(p).unwrap();
+        // An empty group, `all`, the implicit localhost, a glob that matches: no mismatch.
+        for p in [
+            "empty",
+            "all",
+            "localhost",
+            "web*:&prod",
+            "web[5]",
+            "all:!db",
+        ] {
+            assert_eq!(term(p), None, "{p}");
+        }
+        assert_eq!(term("web:nosuch"), Some("nosuch".into()));
+        assert_eq!(term("all:!gone[0]"), Some("gone".into()));
+        assert_eq!(term("~^zz"), Some("~^zz".into()));
     }
 
     #[test]

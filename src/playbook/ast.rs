@@ -93,6 +93,9 @@ pub struct Include {
     /// `ignore_errors`: a host whose include fails (its `when` or loop cannot be decided, its
     /// file cannot load) goes on.
     pub ignore_errors: bool,
+    /// `run_once` (the include's, or its block's): only the first host includes, and its
+    /// registered result is every host's, as in ansible-core.
+    pub run_once: bool,
     /// The role and block variables around the include, to evaluate its `when` and `loop`.
     pub role: Option<Arc<RoleCtx>>,
     pub inherited_vars: Arc<Map<String, Value>>,

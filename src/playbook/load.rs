@@ -504,7 +504,9 @@ fn load_play(
     };
     match strategy {
         (s, _) if s == "linear" => {}
-        (s, _) if s == "free" => play.free = true,
+        // fixpoint's free lanes already keep a host on its fork until it is through the
+        // section, which is what `host_pinned` adds to ansible-core's `free`.
+        (s, _) if s == "free" || s == "host_pinned" => play.free = true,
         (s, at) => {
             let d = match at {
                 Some(n) => n.err(format!("strategy `{s}` is not supported by fixpoint yet")),
@@ -512,29 +514,13 @@ fn load_play(
                     "ANSIBLE_STRATEGY={s} is not supported by fixpoint yet"
                 )),
             };
-            return Err(d.help("fixpoint runs `linear` and `free`"));
+            return Err(d.help("fixpoint runs `linear`, `free` and `host_pinned`"));
         }
     }
     if play.free {
-        // These keywords coordinate hosts, which a free play does not do.
-        for key in ["any_errors_fatal", "max_fail_percentage"] {
-            if let Some((_, kpos, _)) = entries.iter().find(|(k, _, _)| k == key) {
-                return Err(Diagnostic::at(
-                    kpos,
-                    format!("`{key}` with `strategy: free` is not supported by fixpoint yet"),
-                ));
-            }
-        }
-        if let Some(t) = play
-            .all_tasks()
-            .into_iter()
-            .find(|t| t.any_errors_fatal == Some(true))
-        {
-            return Err(Diagnostic::at(
-                &t.pos,
-                "`any_errors_fatal` with `strategy: free` is not supported by fixpoint yet",
-            ));
-        }
+        // `any_errors_fatal` and `max_fail_percentage` coordinate hosts, which a free play
+        // does not do: ignored with a warning (`validate`), as ansible-core's free strategy
+        // ignores them.
         if let Some(t) = play
             .all_tasks()
             .into_iter()

@@ -321,6 +321,7 @@ fn run_books(
     match runtime.block_on(engine.run(&loaded)) {
         engine::RunOutcome::Success => ("ok", 0),
         engine::RunOutcome::Failed => ("failed", EXIT_FAILED),
+        engine::RunOutcome::Stopped => ("error", crate::EXIT_INVALID),
         engine::RunOutcome::NotConverged => ("not_converged", crate::EXIT_NOT_CONVERGED),
         engine::RunOutcome::Interrupted => ("interrupted", crate::EXIT_INTERRUPTED),
         // Only `fixpoint drift` runs end so; a pull never asks for it.

@@ -13,6 +13,10 @@ pub(super) fn warning(msg: &str) -> Value {
     json!({"event": "warning", "msg": msg})
 }
 
+pub(super) fn error(msg: &str) -> Value {
+    json!({"event": "error", "msg": msg})
+}
+
 pub(super) fn note(host: &str, msg: &str) -> Value {
     json!({"event": "note", "host": host, "msg": msg})
 }

@@ -220,6 +220,17 @@ impl Reporter {
         }
     }
 
+    /// An error that stops the run (not a host's failure).
+    pub fn error(&mut self, msg: &str) {
+        if self.wants_json() {
+            self.emit(json::error(msg));
+        }
+        if !self.json {
+            let e = self.paint("31", &format!("[ERROR]: {msg}"));
+            self.line(&e);
+        }
+    }
+
     pub fn note(&mut self, host: &str, msg: &str) {
         if self.wants_json() {
             self.emit(json::note(host, msg));

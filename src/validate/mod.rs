@@ -117,6 +117,7 @@ impl Validator<'_> {
     fn play(&mut self, play: &Play) {
         self.dirs = vec![play.dir.clone()];
         self.fleet_play(play);
+        self.free_play(play);
         for (k, val) in play.vars.iter() {
             self.value(val, &play.pos, &format!("play variable `{k}`"));
         }
@@ -125,6 +126,38 @@ impl Validator<'_> {
         }
         for h in &play.handlers {
             self.task(h, play);
+        }
+    }
+
+    /// A free play's `any_errors_fatal` and `max_fail_percentage` are ignored, as
+    /// ansible-core's free strategy ignores them (with a warning).
+    fn free_play(&mut self, play: &Play) {
+        if !play.free {
+            return;
+        }
+        let task_fatal = play
+            .all_tasks()
+            .into_iter()
+            .find(|t| t.any_errors_fatal == Some(true))
+            .map(|t| &t.pos);
+        let fatal = task_fatal.or(play.any_errors_fatal.then_some(&play.pos));
+        let percentage = play.max_fail_percentage.is_some().then_some(&play.pos);
+        for (key, at) in [
+            ("any_errors_fatal", fatal),
+            ("max_fail_percentage", percentage),
+        ] {
+            if let Some(at) = at {
+                self.warnings.push(
+                    Diagnostic::at(
+                        at,
+                        format!(
+                            "`{key}` is ignored under `strategy: free`, as in ansible-core: \
+                             each host runs its tasks without waiting for the others"
+                        ),
+                    )
+                    .help("use the linear strategy for failures that stop every host"),
+                );
+            }
         }
     }
 

@@ -66,6 +66,10 @@ pub fn key(case: &Case) -> String {
     for a in &case.args {
         part(a);
     }
+    for (k, v) in &case.env {
+        part(k);
+        part(v);
+    }
     hex::encode(h.finalize())
 }
 

@@ -14,6 +14,8 @@
 //!   group_vars/all.yml: |
 //!     ...
 //! args: [--check]       # optional: flags both tools share
+//! env:                  # optional: ansible-core settings both tools read (UNDERSTOOD_ENV)
+//!   ANSIBLE_FORCE_HANDLERS: "true"
 //! expect_exit: 0        # optional: ansible-core's exit, in fixpoint's terms (0, 1 or 2)
 //! ```
 //!
@@ -59,6 +61,17 @@ const SHARED_FLAGS: &[(&str, bool)] = &[
     ("--vault-id", true),
 ];
 
+/// The `ANSIBLE_*` settings a case may give both tools: the ones fixpoint reads (README,
+/// "ansible-core's settings"). The harness's own (`ANSIBLE_CONFIG`, the callback, ...) are
+/// not among them.
+const UNDERSTOOD_ENV: &[&str] = &[
+    "ANSIBLE_GATHERING",
+    "ANSIBLE_STRATEGY",
+    "ANSIBLE_TIMEOUT",
+    "ANSIBLE_FORCE_HANDLERS",
+    "ANSIBLE_HOST_PATTERN_MISMATCH",
+];
+
 #[derive(Debug, Clone)]
 pub struct Case {
     /// The file stem; unique over `cases/` and `cases/pending/`.
@@ -72,6 +85,8 @@ pub struct Case {
     pub inventory: String,
     pub files: BTreeMap<String, String>,
     pub args: Vec<String>,
+    /// `ANSIBLE_*` settings given to both tools.
+    pub env: BTreeMap<String, String>,
     pub expect_exit: i32,
 }
 
@@ -139,6 +154,7 @@ pub fn parse(path: &Path, text: &str, pending: bool) -> Result<Case, String> {
         inventory: String::new(),
         files: BTreeMap::new(),
         args: Vec::new(),
+        env: BTreeMap::new(),
         expect_exit: 0,
     };
     for (k, v) in map {
@@ -162,6 +178,19 @@ pub fn parse(path: &Path, text: &str, pending: bool) -> Result<Case, String> {
                     });
                 }
                 check_args(&case.args)?;
+            }
+            "env" => {
+                for (ek, ev) in v.as_hash().ok_or("`env` must map settings to values")? {
+                    let name = ek.as_str().ok_or("`env` keys must be strings")?;
+                    if !UNDERSTOOD_ENV.contains(&name) {
+                        return Err(format!(
+                            "`env` may give {}, not `{name}`",
+                            UNDERSTOOD_ENV.join(", ")
+                        ));
+                    }
+                    let value = ev.as_str().ok_or("`env` values must be strings")?;
+                    case.env.insert(name.to_string(), value.to_string());
+                }
             }
             "expect_exit" => {
                 case.expect_exit = match v.as_i64() {

@@ -212,6 +212,7 @@ pub fn run(tools: &Tools, case: &Case, tool: Tool, scratch: &Path) -> Result<Run
             c
         }
     };
+    cmd.envs(&case.env);
     cmd.current_dir(&root);
     let (out, killed) = run_limited(&mut cmd, tool, RUN_LIMIT)?;
     let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -397,9 +397,9 @@ fn table() -> Vec<Bad> {
         ),
         bad(
             "a strategy fixpoint does not run",
-            "- hosts: localhost\n  strategy: host_pinned\n  tasks: []\n".into(),
+            "- hosts: localhost\n  strategy: debug\n  tasks: []\n".into(),
             "site.yml:2:",
-            "fixpoint runs `linear` and `free`",
+            "fixpoint runs `linear`, `free` and `host_pinned`",
         ),
         bad(
             "an imported playbook that is missing",

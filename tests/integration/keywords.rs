@@ -387,7 +387,7 @@ fn strategy_free_refuses_what_coordinates_hosts_and_others_are_refused() {
     hosts_play(
         &fx,
         &["a"],
-        "  strategy: host_pinned\n",
+        "  strategy: debug\n",
         "    - debug:\n        msg: x\n",
     );
     let out = run(&fx, &[]);

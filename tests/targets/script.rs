@@ -5,11 +5,15 @@
 //! The script's other commands (greps of the output, `ln`, `pip`, ...) are not repeated.
 
 /// `ANSIBLE_*` settings fixpoint reads as ansible-core does (README: `ANSIBLE_ROLES_PATH`,
-/// `ANSIBLE_GATHERING`, `ANSIBLE_STRATEGY`).
+/// `ANSIBLE_GATHERING`, `ANSIBLE_STRATEGY`, `ANSIBLE_TIMEOUT`, `ANSIBLE_FORCE_HANDLERS`,
+/// `ANSIBLE_HOST_PATTERN_MISMATCH`).
 const UNDERSTOOD_ENV: &[&str] = &[
     "ANSIBLE_ROLES_PATH",
     "ANSIBLE_GATHERING",
     "ANSIBLE_STRATEGY",
+    "ANSIBLE_TIMEOUT",
+    "ANSIBLE_FORCE_HANDLERS",
+    "ANSIBLE_HOST_PATTERN_MISMATCH",
 ];
 
 /// `ANSIBLE_*` settings that change nothing on the runner's hosts, with why.

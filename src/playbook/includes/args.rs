@@ -128,6 +128,7 @@ pub(super) fn include_of(
     );
     let name = node.get("name").map(|n| string_of(n, "name")).transpose()?;
     let shown = name.clone().unwrap_or_else(|| action.to_string());
+    let own = inh.with_keywords(node)?;
     Ok(Include {
         role: inh.role.clone(),
         inherited_vars: Arc::new(inh.vars.clone()),
@@ -166,7 +167,8 @@ pub(super) fn include_of(
         target,
         role_args: Map::new(),
         public: false,
-        ignore_errors: inh.with_keywords(node)?.ignore_errors.unwrap_or(false),
+        ignore_errors: own.ignore_errors.unwrap_or(false),
+        run_once: own.run_once.unwrap_or(false),
     })
 }
 
