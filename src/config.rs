@@ -148,6 +148,48 @@ fn pattern_mismatch_fails() -> Result<bool, Diagnostic> {
     }
 }
 
+/// `ANSIBLE_PRIVATE_ROLE_VARS`, when it is set: whether roles keep their defaults and vars to
+/// themselves. Unset, an imported role's are the play's and an included one's are not; set
+/// (even to nothing, which is false), it decides for both (a role's own `public` still wins),
+/// as ansible-core reads it.
+pub fn private_role_vars() -> Option<bool> {
+    std::env::var_os("ANSIBLE_PRIVATE_ROLE_VARS").map(|_| env_bool("ANSIBLE_PRIVATE_ROLE_VARS"))
+}
+
+/// `ANSIBLE_INJECT_FACT_VARS`: whether facts are variables of their own (`ansible_os_family`)
+/// besides `ansible_facts.os_family`; true unless it says false, as ansible-core reads it.
+pub fn inject_fact_vars() -> bool {
+    std::env::var_os("ANSIBLE_INJECT_FACT_VARS").is_none() || env_bool("ANSIBLE_INJECT_FACT_VARS")
+}
+
+/// The ansible-core settings fixpoint reads, by ansible-core's names (`lookup('config', …)`).
+pub const ANSIBLE_SETTINGS: &[&str] = &[
+    "DEFAULT_FORCE_HANDLERS",
+    "DEFAULT_GATHERING",
+    "DEFAULT_PRIVATE_ROLE_VARS",
+    "DEFAULT_STRATEGY",
+    "HOST_PATTERN_MISMATCH",
+    "INJECT_FACTS_AS_VARS",
+];
+
+/// One of `ANSIBLE_SETTINGS` as ansible-core gives it to `lookup('config', …)`: its
+/// environment variable as fixpoint reads it, else ansible-core's default.
+pub fn ansible_setting(name: &str) -> Option<Value> {
+    let text = |var: &str, default: &str| {
+        let v = std::env::var(var).unwrap_or_default();
+        Value::String(if v.is_empty() { default.to_string() } else { v })
+    };
+    Some(match name {
+        "DEFAULT_FORCE_HANDLERS" => Value::Bool(env_bool("ANSIBLE_FORCE_HANDLERS")),
+        "DEFAULT_GATHERING" => text("ANSIBLE_GATHERING", "implicit"),
+        "DEFAULT_PRIVATE_ROLE_VARS" => Value::Bool(private_role_vars().unwrap_or(false)),
+        "DEFAULT_STRATEGY" => Value::String(default_strategy()),
+        "HOST_PATTERN_MISMATCH" => text("ANSIBLE_HOST_PATTERN_MISMATCH", "warning"),
+        "INJECT_FACTS_AS_VARS" => Value::Bool(inject_fact_vars()),
+        _ => return None,
+    })
+}
+
 /// An `ANSIBLE_*` boolean setting as ansible-core reads one: `yes`, `on`, `1`, `true`, `y`, `t`
 /// (any case) are true, anything else (or nothing) false.
 fn env_bool(name: &str) -> bool {

@@ -151,28 +151,40 @@ impl Engine {
     }
 }
 
-/// Facts as variables: `ansible_<name>` and `ansible_facts`.
+/// Facts as variables: `ansible_<name>` (unless ANSIBLE_INJECT_FACT_VARS is false) and
+/// `ansible_facts`.
 pub(super) fn facts_vars(facts: Map<String, Value>) -> Map<String, Value> {
     let mut all = Map::new();
-    for (k, v) in &facts {
-        all.insert(format!("ansible_{k}"), v.clone());
+    if crate::config::inject_fact_vars() {
+        for (k, v) in &facts {
+            all.insert(format!("ansible_{k}"), v.clone());
+        }
     }
     all.insert("ansible_facts".into(), Value::Object(facts));
     all
 }
 
 /// Facts a module returned (`service_facts`, `getent`'s `getent_passwd`), added to the host's
-/// as ansible-core does: under their own name (no `ansible_` added) and in `ansible_facts`
-/// without an `ansible_` prefix.
+/// as ansible-core does: under their own name (no `ansible_` added; unless
+/// ANSIBLE_INJECT_FACT_VARS is false) and in `ansible_facts` without an `ansible_` prefix.
 pub(super) fn merge_facts(host: &mut Map<String, Value>, new: &Map<String, Value>) {
+    if crate::config::inject_fact_vars() {
+        host.extend(new.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    add_to_ansible_facts(host, new);
+}
+
+/// Facts added to the host's `ansible_facts` alone, without an `ansible_` prefix: a
+/// `set_fact` with `cacheable: true`, whose values are variables already.
+pub(super) fn add_to_ansible_facts(host: &mut Map<String, Value>, new: &Map<String, Value>) {
+    let Value::Object(all) = host
+        .entry("ansible_facts")
+        .or_insert_with(|| Value::Object(Map::new()))
+    else {
+        return;
+    };
     for (k, v) in new {
-        host.insert(k.clone(), v.clone());
         let short = k.strip_prefix("ansible_").unwrap_or(k);
-        if let Value::Object(all) = host
-            .entry("ansible_facts")
-            .or_insert_with(|| Value::Object(Map::new()))
-        {
-            all.insert(short.to_string(), v.clone());
-        }
+        all.insert(short.to_string(), v.clone());
     }
 }

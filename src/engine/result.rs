@@ -160,6 +160,8 @@ impl Shared<'_> {
         if let Some(m) = &r.msg {
             result.insert("msg".into(), json!(m));
         }
+        let cacheable =
+            result.remove(super::actions::prepare::CACHEABLE) == Some(Value::Bool(true));
         let facts_to = delegated_facts_target(task, h, scope);
         // `debug: var=ansible_facts` shows facts; it sets none (ansible-core leaves debug's
         // results out when it collects facts).
@@ -175,6 +177,12 @@ impl Shared<'_> {
                 for (k, v) in facts {
                     let trust = fact_trust(task, scope, k, v);
                     h.set_vouched_var(k, v.clone(), trust);
+                }
+                if cacheable {
+                    super::facts::add_to_ansible_facts(
+                        std::sync::Arc::make_mut(&mut h.facts),
+                        facts,
+                    );
                 }
             } else {
                 // Any other module's facts (`service_facts`, `package_facts`, a Python

@@ -112,6 +112,9 @@ pub struct Inventory {
     pub(super) host_vars: HashMap<String, Vars>,
     /// Groups each host is a direct member of (`all` excluded), so lookups need no scan.
     pub(super) member_of: HashMap<String, Vec<String>>,
+    /// Hosts named in `all` itself: adding one again needs no scan of `all`'s hosts (an
+    /// `[all]` section of thousands of hosts was quadratic).
+    pub(super) in_all: HashSet<String>,
     pub(super) groups: BTreeMap<String, Group>,
     /// Group names in order of first appearance: the order parentless groups join `all` in
     /// and groups match a pattern in, as ansible-core's dict of groups keeps them.
@@ -137,6 +140,7 @@ impl Inventory {
             host_index: HashMap::new(),
             host_vars: HashMap::new(),
             member_of: HashMap::new(),
+            in_all: HashSet::new(),
             groups: BTreeMap::new(),
             group_order: Vec::new(),
             host_sources: HashMap::new(),
@@ -190,9 +194,8 @@ impl Inventory {
         // A host named in `all` itself (YAML `all: hosts:`, `add_host`) is one of its own
         // hosts, listed before its children's; it is in no group for `member_of`.
         if group == ALL {
-            let all = self.group_mut(ALL);
-            if !all.hosts.iter().any(|h| h == host) {
-                all.hosts.push(host.to_string());
+            if self.in_all.insert(host.to_string()) {
+                self.group_mut(ALL).hosts.push(host.to_string());
             }
             return;
         }

@@ -581,10 +581,11 @@ impl<'a> Loader<'a> {
                 let opt = |k: &str| arg.get(k).map(|n| string_of(n, k)).transpose();
                 // `public`: whether the role's defaults and vars are the play's. An imported
                 // role's are unless it says no (from the start); an included role's are not
-                // unless it says yes (from when a host includes it, `Include::public`).
+                // unless it says yes (from when a host includes it, `Include::public`); when
+                // ANSIBLE_PRIVATE_ROLE_VARS is set, it decides for both.
                 let public = match arg.get("public") {
                     Some(n) => self.static_bool(n, "public", inh)?,
-                    None => !include,
+                    None => crate::config::private_role_vars().map_or(!include, |private| !private),
                 };
                 // `allow_duplicates: false`: not again on a host that ran the role already. An
                 // import is decided when the playbook loads, against the roles loaded before it;

@@ -70,7 +70,7 @@ pub use foreign::{
     Kind as PluginKind,
 };
 use inline::Inline;
-pub use lookups::{fileglob, first_found_file, listing, CONFIG_REFUSED};
+pub use lookups::{config_refused, fileglob, first_found_file, listing};
 pub use now::python_local_time;
 pub use omit::{is_omit, is_omit_json, omit, OMIT};
 use pyrepr::py_str;

@@ -203,14 +203,24 @@ impl Templar {
                     line,
                     col,
                     msg: format!("unknown lookup plugin `{plugin}`"),
-                    help: if plugin == "config" {
-                        format!("{}; a run would fail here", lookups::CONFIG_REFUSED)
-                    } else {
-                        format!(
-                            "fixpoint's lookups are {}; a run would fail here",
-                            lookups::NAMES.join(", ")
-                        )
-                    },
+                    help: format!(
+                        "fixpoint's lookups are {}; a run would fail here",
+                        lookups::NAMES.join(", ")
+                    ),
+                });
+            } else if let Some(name) = caps
+                .get(3)
+                .filter(|n| {
+                    plugin == "config" && !fixpoint_modules::params::is_template(n.as_str())
+                })
+                .map(|n| n.as_str())
+                .filter(|n| crate::config::ansible_setting(n).is_none())
+            {
+                scan.problems.push(Problem {
+                    line,
+                    col,
+                    msg: format!("`lookup('config', '{name}')`: a setting fixpoint does not read"),
+                    help: format!("{}; a run would fail here", lookups::config_refused(name)),
                 });
             } else if plugin == "template" {
                 if let Some(file) = caps.get(3) {

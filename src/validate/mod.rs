@@ -232,12 +232,10 @@ impl Validator<'_> {
                         at,
                         format!("unknown lookup plugin `{name}`, in `with_{name}`"),
                     )
-                    .help(if name == "config" {
-                        crate::template::CONFIG_REFUSED
-                    } else {
+                    .help(
                         "fixpoint runs its own lookups (README, \"Templating\") and the \
-                             playbook's `lookup_plugins/`; fix the name"
-                    }),
+                         playbook's `lookup_plugins/`; fix the name",
+                    ),
                 );
             }
         }

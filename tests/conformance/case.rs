@@ -70,6 +70,8 @@ const UNDERSTOOD_ENV: &[&str] = &[
     "ANSIBLE_TIMEOUT",
     "ANSIBLE_FORCE_HANDLERS",
     "ANSIBLE_HOST_PATTERN_MISMATCH",
+    "ANSIBLE_PRIVATE_ROLE_VARS",
+    "ANSIBLE_INJECT_FACT_VARS",
 ];
 
 #[derive(Debug, Clone)]
@@ -237,6 +239,17 @@ impl Case {
             h = (h ^ b as u32).wrapping_mul(0x0100_0193);
         }
         Some(20000 + (h % 20000) as u16)
+    }
+
+    /// Whether the case becomes one of `.ci/run`'s unprivileged test users (`fpuser`,
+    /// `fppass`): fixpoint keeps such a user's journal in that user's own state directory,
+    /// shared by every case, whose run lock admits one run at a time (the others would fail
+    /// "locked by run ..."), so the harness runs them one at a time.
+    pub fn becomes_test_user(&self) -> bool {
+        [&self.playbook, &self.inventory]
+            .into_iter()
+            .chain(&self.args)
+            .any(|text| text.contains("fpuser") || text.contains("fppass"))
     }
 
     /// Whether the playbook has a `user` or `group` task: such a case changes the machine's

@@ -126,12 +126,18 @@ fn corpus_agrees_with_ansible_core() {
 /// Held by a case that changes real accounts while it runs (`Case::touches_accounts`).
 static ACCOUNTS: Mutex<()> = Mutex::new(());
 
+/// Held by a case that becomes a test user (`Case::becomes_test_user`).
+static TEST_USERS: Mutex<()> = Mutex::new(());
+
 /// Runs one case under both tools and decides.
 fn judge(tools: &Tools, case: &Case, devs: &[Deviation]) -> Verdict {
     // A case that failed while holding it poisons nothing the next one needs.
     let _accounts = case
         .touches_accounts()
         .then(|| ACCOUNTS.lock().unwrap_or_else(|e| e.into_inner()));
+    let _test_users = case
+        .becomes_test_user()
+        .then(|| TEST_USERS.lock().unwrap_or_else(|e| e.into_inner()));
     let scratch = match tempfile::Builder::new().prefix("fp-conformance-").tempdir() {
         Ok(d) => d,
         Err(e) => return Verdict::Fails(format!("temp dir: {e}")),

@@ -353,6 +353,12 @@ fn table() -> Vec<Bad> {
             "use true or false",
         ),
         bad(
+            "a config lookup of a setting fixpoint does not read",
+            tasks("    - name: t\n      debug:\n        msg: \"{{ lookup('config', 'DEFAULT_TIMEOUT') }}\"\n"),
+            "site.yml:4:7",
+            "the ansible-core settings fixpoint reads",
+        ),
+        bad(
             "an invalid register name",
             tasks("    - name: t\n      debug: {msg: x}\n      register: 1x\n"),
             "site.yml:6:17",

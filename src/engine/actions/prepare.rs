@@ -19,6 +19,9 @@ use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The mark of a `set_fact` with `cacheable: true` in its result, taken out by the engine.
+pub const CACHEABLE: &str = "_ansible_facts_cacheable";
+
 /// Parameters that must not be templated before the action sees them (bare expressions).
 pub fn raw_param_keys(module: &str) -> &'static [&'static str] {
     match module {
@@ -478,7 +481,20 @@ pub fn prepare(
         }
         "set_fact" => {
             let mut facts = obj.clone();
-            facts.remove("cacheable");
+            // `cacheable: true` makes the facts the host's facts too (`ansible_facts`), as
+            // ansible-core's fact cache holds them; the engine reads the mark and drops it.
+            let cacheable = match facts.remove("cacheable") {
+                None => false,
+                Some(v) => match serde_json::from_value::<Bool>(v.clone()) {
+                    Ok(b) => b.0,
+                    Err(_) => {
+                        return Ok(Prepared::Done(Err(Failure::msg(format!(
+                            "`cacheable` is {}, not a valid boolean",
+                            display_value(&v)
+                        )))))
+                    }
+                },
+            };
             // A name a template gave is checked now, as ansible-core checks every name: an
             // identifier that is none of Jinja's own names (`true`, `none`, `not`...).
             if let Some(bad) = facts
@@ -494,11 +510,16 @@ pub fn prepare(
                     "Task failed: Invalid variable name '{bad}'{typed}."
                 )))));
             }
+            let mut result: Map<String, Value> =
+                [("ansible_facts".to_string(), Value::Object(facts))]
+                    .into_iter()
+                    .collect();
+            if cacheable {
+                result.insert(CACHEABLE.into(), Value::Bool(true));
+            }
             Ok(Prepared::Done(Ok(Outcome {
                 changed: false,
-                result: [("ansible_facts".to_string(), Value::Object(facts))]
-                    .into_iter()
-                    .collect(),
+                result,
                 ..Outcome::default()
             })))
         }

@@ -53,7 +53,8 @@ impl Loader<'_> {
         let opts = RoleOpts {
             dedupe: true,
             allow_duplicates: None,
-            export: true,
+            // Public unless ANSIBLE_PRIVATE_ROLE_VARS says otherwise.
+            export: !crate::config::private_role_vars().unwrap_or(false),
             listed,
             inherited,
             ..RoleOpts::default()

@@ -1,6 +1,7 @@
 //! The `lookup()`/`query()` plugins that run on the controller: `env`, `file`, `unvault`,
 //! `template`, `vars`, `varnames`, `first_found`, `fileglob`, `lines`, `pipe`, `password`,
-//! `url`, `ini` (`ini.rs`), `csvfile` (`csvfile.rs`), `inventory_hostnames` (`hosts.rs`), and
+//! `url`, `ini` (`ini.rs`), `csvfile` (`csvfile.rs`), `inventory_hostnames` (`hosts.rs`), `config`
+//! (the ansible-core settings fixpoint reads), and
 //! the list makers shared with the `with_*` loops (`listing.rs`): `dict`, `subelements`,
 //! `sequence`, `indexed_items`, `items`, `nested`, `together`, `random_choice`.
 //!
@@ -60,15 +61,50 @@ pub(crate) const NAMES: &[&str] = &[
     "ini",
     "csvfile",
     "unvault",
+    "config",
 ];
 
-/// Why fixpoint has no `config` lookup, for `validate`'s help: its values are ansible-core's
-/// configuration (ansible.cfg, `ANSIBLE_*` variables), which fixpoint neither reads nor obeys, and
-/// its `on_missing` needs the list of ansible-core's settings to tell a missing name from one
-/// fixpoint lacks.
-pub const CONFIG_REFUSED: &str = "ansible-core's `config` lookup reports its own \
-    configuration (ansible.cfg, ANSIBLE_* variables), which fixpoint does not read: its settings \
-    are its command-line flags; write the value the playbook needs as a variable";
+/// What fixpoint's `config` lookup gives, for `validate`'s help and its run-time error: the
+/// ansible-core settings fixpoint reads. Any other name fails (also under `on_missing: skip`,
+/// since fixpoint cannot tell a setting it does not read from one that does not exist).
+pub fn config_refused(name: &str) -> String {
+    format!(
+        "fixpoint's `config` lookup gives the ansible-core settings fixpoint reads ({}), not \
+         `{name}`: it reads no ansible.cfg, and its other settings are its command-line flags; \
+         write the value the playbook needs as a variable",
+        crate::config::ANSIBLE_SETTINGS.join(", ")
+    )
+}
+
+/// `lookup('config', NAME...)`: each setting's value (`config_refused` for names it lacks);
+/// a plugin's settings (`plugin_type`, `plugin_name`) are not among them.
+fn config(terms: &[Value], kwargs: &Kwargs) -> Result<Vec<Value>, Error> {
+    let _ = kwargs.get::<Option<String>>("on_missing")?;
+    for k in ["plugin_type", "plugin_name"] {
+        if kwargs
+            .get::<Option<Value>>(k)?
+            .is_some_and(|v| !v.is_none())
+        {
+            return Err(op_err(format!(
+                "lookup('config'): `{k}` asks for a plugin's setting, which fixpoint does not have"
+            )));
+        }
+    }
+    kwargs.assert_all_used()?;
+    terms
+        .iter()
+        .map(|t| {
+            let name = t.as_str().ok_or_else(|| {
+                op_err(format!(
+                    "Invalid setting identifier, \"{t}\" is not a string"
+                ))
+            })?;
+            crate::config::ansible_setting(name)
+                .map(|v| Value::from_serialize(&v))
+                .ok_or_else(|| op_err(config_refused(name)))
+        })
+        .collect()
+}
 
 /// The lookups that need nothing but the controller: `env`, `file` (searched like templates,
 /// then relative to the working directory) and `vars`. Returns the values and `wantlist`.
@@ -191,6 +227,7 @@ fn run_lookup_strict(
         "ini" => Some(ini::lookup(terms, &kwargs, &find_file)?),
         "csvfile" => Some(csvfile::lookup(terms, &kwargs, &find_file)?),
         "inventory_hostnames" => Some(hosts::inventory_hostnames(state, terms)?),
+        "config" => Some(config(terms, &kwargs)?),
         _ => None,
     };
     if let Some(out) = out {
