@@ -148,6 +148,19 @@ fn pattern_mismatch_fails() -> Result<bool, Diagnostic> {
     }
 }
 
+/// The `ANSIBLE_*` settings fixpoint reads as ansible-core does (README, "ansible-core's
+/// settings"), besides where collections and vault secrets are found.
+pub const ANSIBLE_ENV: &[&str] = &[
+    "ANSIBLE_ROLES_PATH",
+    "ANSIBLE_GATHERING",
+    "ANSIBLE_STRATEGY",
+    "ANSIBLE_TIMEOUT",
+    "ANSIBLE_FORCE_HANDLERS",
+    "ANSIBLE_HOST_PATTERN_MISMATCH",
+    "ANSIBLE_PRIVATE_ROLE_VARS",
+    "ANSIBLE_INJECT_FACT_VARS",
+];
+
 /// `ANSIBLE_PRIVATE_ROLE_VARS`, when it is set: whether roles keep their defaults and vars to
 /// themselves. Unset, an imported role's are the play's and an included one's are not; set
 /// (even to nothing, which is false), it decides for both (a role's own `public` still wins),

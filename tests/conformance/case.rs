@@ -14,7 +14,7 @@
 //!   group_vars/all.yml: |
 //!     ...
 //! args: [--check]       # optional: flags both tools share
-//! env:                  # optional: ansible-core settings both tools read (UNDERSTOOD_ENV)
+//! env:                  # optional: ansible-core settings both tools read (`config::ANSIBLE_ENV`)
 //!   ANSIBLE_FORCE_HANDLERS: "true"
 //! expect_exit: 0        # optional: ansible-core's exit, in fixpoint's terms (0, 1 or 2)
 //! ```
@@ -29,6 +29,10 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 use yaml_rust2::{Yaml, YamlLoader};
+
+// The `ANSIBLE_*` settings a case may give both tools: the ones fixpoint reads. The harness's
+// own (`ANSIBLE_CONFIG`, the callback, ...) are not among them.
+use fixpoint::config::ANSIBLE_ENV as UNDERSTOOD_ENV;
 
 /// The inventory a case runs against when it gives none.
 pub const DEFAULT_INVENTORY: &str = "localhost ansible_connection=local\n";
@@ -59,19 +63,6 @@ const SHARED_FLAGS: &[(&str, bool)] = &[
     // A file of the case's own (`files:`), relative to the run directory both tools run in.
     ("--vault-password-file", true),
     ("--vault-id", true),
-];
-
-/// The `ANSIBLE_*` settings a case may give both tools: the ones fixpoint reads (README,
-/// "ansible-core's settings"). The harness's own (`ANSIBLE_CONFIG`, the callback, ...) are
-/// not among them.
-const UNDERSTOOD_ENV: &[&str] = &[
-    "ANSIBLE_GATHERING",
-    "ANSIBLE_STRATEGY",
-    "ANSIBLE_TIMEOUT",
-    "ANSIBLE_FORCE_HANDLERS",
-    "ANSIBLE_HOST_PATTERN_MISMATCH",
-    "ANSIBLE_PRIVATE_ROLE_VARS",
-    "ANSIBLE_INJECT_FACT_VARS",
 ];
 
 #[derive(Debug, Clone)]

@@ -4,19 +4,8 @@
 //! what fixpoint understands is taken; anything else makes the run not comparable, with why.
 //! The script's other commands (greps of the output, `ln`, `pip`, ...) are not repeated.
 
-/// `ANSIBLE_*` settings fixpoint reads as ansible-core does (README: `ANSIBLE_ROLES_PATH`,
-/// `ANSIBLE_GATHERING`, `ANSIBLE_STRATEGY`, `ANSIBLE_TIMEOUT`, `ANSIBLE_FORCE_HANDLERS`,
-/// `ANSIBLE_HOST_PATTERN_MISMATCH`, `ANSIBLE_PRIVATE_ROLE_VARS`, `ANSIBLE_INJECT_FACT_VARS`).
-const UNDERSTOOD_ENV: &[&str] = &[
-    "ANSIBLE_ROLES_PATH",
-    "ANSIBLE_GATHERING",
-    "ANSIBLE_STRATEGY",
-    "ANSIBLE_TIMEOUT",
-    "ANSIBLE_FORCE_HANDLERS",
-    "ANSIBLE_HOST_PATTERN_MISMATCH",
-    "ANSIBLE_PRIVATE_ROLE_VARS",
-    "ANSIBLE_INJECT_FACT_VARS",
-];
+// `ANSIBLE_*` settings fixpoint reads as ansible-core does (README, "ansible-core's settings").
+use fixpoint::config::ANSIBLE_ENV as UNDERSTOOD_ENV;
 
 /// `ANSIBLE_*` settings that change nothing on the runner's hosts, with why.
 const NEUTRAL_ENV: &[(&str, &str)] = &[(
