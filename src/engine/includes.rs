@@ -32,7 +32,6 @@ impl Engine {
         inc: &Include,
         targets: &[String],
     ) {
-        let all_targets = targets;
         let targets = if inc.run_once {
             &targets[..targets.len().min(1)]
         } else {
@@ -262,10 +261,13 @@ impl Engine {
         let uncounted: Vec<&str> = load_failures.iter().map(|(h, _)| h.as_str()).collect();
         self.report_include(inc, &name, &location, reports, &uncounted);
         if let Some(reg) = &inc.register {
-            // `run_once`: the first host's result is every host's.
+            // `run_once`: the first host's result is every reachable host's of the batch, as a
+            // `run_once` task's is (`fanout::run_task`).
             if let (true, Some(r)) = (inc.run_once, registered.values().next().cloned()) {
-                for h in &all_targets[1..] {
-                    registered.insert(h.clone(), r.clone());
+                for h in &ctx.hosts {
+                    if self.hosts.get(h).is_some_and(|hs| !hs.unreachable) {
+                        registered.entry(h.clone()).or_insert_with(|| r.clone());
+                    }
                 }
             }
             for (host, r) in registered {
