@@ -175,32 +175,47 @@ pub fn inject_fact_vars() -> bool {
     std::env::var_os("ANSIBLE_INJECT_FACT_VARS").is_none() || env_bool("ANSIBLE_INJECT_FACT_VARS")
 }
 
-/// The ansible-core settings fixpoint reads, by ansible-core's names (`lookup('config', …)`).
-pub const ANSIBLE_SETTINGS: &[&str] = &[
-    "DEFAULT_FORCE_HANDLERS",
-    "DEFAULT_GATHERING",
-    "DEFAULT_PRIVATE_ROLE_VARS",
-    "DEFAULT_STRATEGY",
-    "HOST_PATTERN_MISMATCH",
-    "INJECT_FACTS_AS_VARS",
+/// How a setting's value is read (`ANSIBLE_SETTINGS`).
+type SettingValue = fn() -> Value;
+
+/// The ansible-core settings fixpoint reads, by ansible-core's names, each with its value as
+/// ansible-core gives it to `lookup('config', …)`: its environment variable as fixpoint reads
+/// it, else ansible-core's default.
+const ANSIBLE_SETTINGS: &[(&str, SettingValue)] = &[
+    ("DEFAULT_FORCE_HANDLERS", || {
+        Value::Bool(env_bool("ANSIBLE_FORCE_HANDLERS"))
+    }),
+    ("DEFAULT_GATHERING", || {
+        env_text("ANSIBLE_GATHERING", "implicit")
+    }),
+    ("DEFAULT_PRIVATE_ROLE_VARS", || {
+        Value::Bool(private_role_vars().unwrap_or(false))
+    }),
+    ("DEFAULT_STRATEGY", || Value::String(default_strategy())),
+    ("HOST_PATTERN_MISMATCH", || {
+        env_text("ANSIBLE_HOST_PATTERN_MISMATCH", "warning")
+    }),
+    ("INJECT_FACTS_AS_VARS", || Value::Bool(inject_fact_vars())),
 ];
 
-/// One of `ANSIBLE_SETTINGS` as ansible-core gives it to `lookup('config', …)`: its
-/// environment variable as fixpoint reads it, else ansible-core's default.
+/// The names `ansible_setting` knows.
+pub fn ansible_setting_names() -> impl Iterator<Item = &'static str> {
+    ANSIBLE_SETTINGS.iter().map(|(name, _)| *name)
+}
+
+/// One of ansible-core's settings fixpoint reads, by ansible-core's name, as ansible-core gives
+/// it; `None` for any other name.
 pub fn ansible_setting(name: &str) -> Option<Value> {
-    let text = |var: &str, default: &str| {
-        let v = std::env::var(var).unwrap_or_default();
-        Value::String(if v.is_empty() { default.to_string() } else { v })
-    };
-    Some(match name {
-        "DEFAULT_FORCE_HANDLERS" => Value::Bool(env_bool("ANSIBLE_FORCE_HANDLERS")),
-        "DEFAULT_GATHERING" => text("ANSIBLE_GATHERING", "implicit"),
-        "DEFAULT_PRIVATE_ROLE_VARS" => Value::Bool(private_role_vars().unwrap_or(false)),
-        "DEFAULT_STRATEGY" => Value::String(default_strategy()),
-        "HOST_PATTERN_MISMATCH" => text("ANSIBLE_HOST_PATTERN_MISMATCH", "warning"),
-        "INJECT_FACTS_AS_VARS" => Value::Bool(inject_fact_vars()),
-        _ => return None,
-    })
+    ANSIBLE_SETTINGS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, value)| value())
+}
+
+/// An `ANSIBLE_*` text setting, or its default when unset or empty.
+fn env_text(var: &str, default: &str) -> Value {
+    let v = std::env::var(var).unwrap_or_default();
+    Value::String(if v.is_empty() { default.to_string() } else { v })
 }
 
 /// An `ANSIBLE_*` boolean setting as ansible-core reads one: `yes`, `on`, `1`, `true`, `y`, `t`

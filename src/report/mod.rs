@@ -211,23 +211,22 @@ impl Reporter {
     }
 
     pub fn warn(&mut self, msg: &str) {
-        if self.wants_json() {
-            self.emit(json::warning(msg));
-        }
-        if !self.json {
-            let w = self.paint("35", &format!("[WARNING]: {msg}"));
-            self.line(&w);
-        }
+        self.notice(json::warning(msg), "35", &format!("[WARNING]: {msg}"));
     }
 
     /// An error that stops the run (not a host's failure).
     pub fn error(&mut self, msg: &str) {
+        self.notice(json::error(msg), "31", &format!("[ERROR]: {msg}"));
+    }
+
+    /// A run-wide message: its JSON event, and its line in `colour` as text.
+    fn notice(&mut self, event: Value, colour: &str, text: &str) {
         if self.wants_json() {
-            self.emit(json::error(msg));
+            self.emit(event);
         }
         if !self.json {
-            let e = self.paint("31", &format!("[ERROR]: {msg}"));
-            self.line(&e);
+            let line = self.paint(colour, text);
+            self.line(&line);
         }
     }
 

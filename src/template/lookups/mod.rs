@@ -72,7 +72,9 @@ pub fn config_refused(name: &str) -> String {
         "fixpoint's `config` lookup gives the ansible-core settings fixpoint reads ({}), not \
          `{name}`: it reads no ansible.cfg, and its other settings are its command-line flags; \
          write the value the playbook needs as a variable",
-        crate::config::ANSIBLE_SETTINGS.join(", ")
+        crate::config::ansible_setting_names()
+            .collect::<Vec<_>>()
+            .join(", ")
     )
 }
 
