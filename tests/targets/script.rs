@@ -40,8 +40,8 @@ pub struct PlaybookRun {
     pub extra_vars: Vec<String>,
     /// The `ANSIBLE_*` settings fixpoint reads, in order.
     pub env: Vec<(String, String)>,
-    /// Options both tools take, as written: `--tags`/`--skip-tags`/`--limit` with their
-    /// values, `--check`, `--diff`, `--force-handlers`.
+    /// Options both tools take, as written: `--tags`/`--skip-tags`/`--limit`/`--forks` with
+    /// their values, `--check`, `--diff`, `--force-handlers`.
     pub options: Vec<String>,
     /// Why the run cannot be compared, when it cannot.
     pub not_comparable: Option<String>,
@@ -154,11 +154,55 @@ fn assignment(w: &str) -> Option<(&str, &str)> {
     ok.then_some((k, v))
 }
 
-/// The `ansible-playbook` runs of a `runme.sh`, in order. Function bodies (a `cleanup` run from
-/// a `trap`) and here-documents are not read: they are not the target's runs in order.
-pub fn parse(text: &str) -> Vec<PlaybookRun> {
+/// A run of a `runme.sh` and the values of the shell `for` loops around it.
+#[derive(Debug)]
+pub struct ScriptRun {
+    pub run: PlaybookRun,
+    /// `(variable, value, its place in the list from 1)` of each enclosing `for` loop,
+    /// outermost first.
+    pub bindings: Vec<(String, String, usize)>,
+}
+
+impl ScriptRun {
+    /// The row's name: the target for its first run outside loops, else the target with the
+    /// playbook (and `-b`, the shared options and the loop values), e.g.
+    /// `fetch (run_fetch_tests.yml -b)`, `meta_tasks (test_end_host.yml, test_strategy=free)`.
+    pub fn label(&self, target: &str, first: bool) -> String {
+        if first && self.bindings.is_empty() {
+            return self.run.label(target, true);
+        }
+        let plain = self.run.label(target, false);
+        if self.bindings.is_empty() {
+            return plain;
+        }
+        // A long value (a JSON `-e`) is named by its place in the loop's list.
+        let values: Vec<String> = self
+            .bindings
+            .iter()
+            .map(
+                |(k, v, n)| match v.len() <= 24 && !v.contains(char::is_whitespace) {
+                    true => format!("{k}={v}"),
+                    false => format!("{k} #{n}"),
+                },
+            )
+            .collect();
+        format!("{}, {})", plain.trim_end_matches(')'), values.join(", "))
+    }
+}
+
+/// The `ansible-playbook` runs of a `runme.sh`, in order, with the bodies of `for` loops over
+/// literal words repeated for each word (a loop over `$(seq ...)` is read once, its variable
+/// unknown). Function bodies (a `cleanup` run from a `trap`) and here-documents are not read:
+/// they are not the target's runs in order.
+pub fn parse(text: &str) -> Vec<ScriptRun> {
     let mut runs = Vec::new();
-    let mut exported: Vec<(String, String)> = Vec::new();
+    walk(&logical_lines(text), &[], &mut Shell::default(), &mut runs);
+    runs
+}
+
+/// The script's lines with continuations joined, without functions' bodies and here-documents.
+fn logical_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
     let mut depth = 0usize;
     let mut heredoc: Option<String> = None;
     let mut logical = String::new();
@@ -178,8 +222,11 @@ pub fn parse(text: &str) -> Vec<PlaybookRun> {
         let line = std::mem::take(&mut logical);
         let trimmed = line.trim();
         if let Some(i) = trimmed.find("<<") {
-            let tag = trimmed[i + 2..].trim().trim_start_matches('-');
-            heredoc = Some(tag.trim_matches(|c| c == '\'' || c == '"').to_string());
+            // `<<<` is a here-string, on its line.
+            if !trimmed[i..].starts_with("<<<") {
+                let tag = trimmed[i + 2..].trim().trim_start_matches('-');
+                heredoc = Some(tag.trim_matches(|c| c == '\'' || c == '"').to_string());
+            }
         }
         // A function's body runs when it is called (fetch's `cleanup`, from `trap ... EXIT`).
         if trimmed.ends_with('{') && (trimmed.starts_with("function ") || trimmed.contains("()")) {
@@ -190,65 +237,321 @@ pub fn parse(text: &str) -> Vec<PlaybookRun> {
             depth -= usize::from(trimmed == "}");
             continue;
         }
-        let ws = words(trimmed);
-        let mut segments: Vec<&[Word]> = ws.split(|w| w.op).collect();
-        // Whether each segment is followed by an operator that reads its output.
-        let piped: Vec<bool> = {
-            let ops: Vec<&str> = ws
-                .iter()
-                .filter(|w| w.op)
-                .map(|w| w.text.as_str())
-                .collect();
-            (0..segments.len())
-                .map(|i| {
-                    ops.get(i)
-                        .is_some_and(|o| *o == "|" || o.starts_with('>') || o.starts_with("&>"))
-                })
-                .collect()
-        };
-        let in_condition = matches!(ws.first(), Some(w) if w.text == "if" || w.text == "!");
-        for (i, seg) in segments.drain(..).enumerate() {
-            let mut rest: &[Word] = seg;
-            while let Some(w) = rest.first() {
-                if matches!(
-                    w.text.as_str(),
-                    "if" | "then" | "!" | "elif" | "else" | "do"
-                ) {
-                    rest = &rest[1..];
+        out.push(trimmed.to_string());
+    }
+    out
+}
+
+/// A `for NAME in WORDS` line: the name and the words when they are all literal.
+fn for_loop(line: &str) -> Option<(String, Option<Vec<String>>)> {
+    let ws = words(line);
+    if ws.first()?.text != "for" || ws.get(2)?.text != "in" {
+        return None;
+    }
+    let list: Vec<&Word> = ws[3..]
+        .iter()
+        .take_while(|w| !w.op && w.text != "do")
+        .collect();
+    let literal = list
+        .iter()
+        .all(|w| !w.text.contains(['$', '`']) && !w.text.contains(".."));
+    let values = literal.then(|| list.iter().map(|w| w.text.clone()).collect());
+    Some((ws[1].text.clone(), values))
+}
+
+/// `$name` and `${name}` in `line` replaced by `value`, quoted so that it stays one word as
+/// written (escaped inside double quotes, single-quoted outside any).
+fn substitute(line: &str, name: &str, value: &str) -> String {
+    let (mut out, mut single, mut double) = (String::new(), false, false);
+    let mut rest = line;
+    while let Some(c) = rest.chars().next() {
+        let reference = [format!("${{{name}}}"), format!("${name}")]
+            .into_iter()
+            .find(|r| {
+                rest.starts_with(r.as_str())
+                    && (r.ends_with('}')
+                        || !rest[r.len()..]
+                            .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+            });
+        match reference {
+            Some(r) if !single => {
+                if double {
+                    for c in value.chars() {
+                        if matches!(c, '"' | '\\' | '$' | '`') {
+                            out.push('\\');
+                        }
+                        out.push(c);
+                    }
                 } else {
+                    out.push('\'');
+                    out.push_str(&value.replace('\'', "'\\''"));
+                    out.push('\'');
+                }
+                rest = &rest[r.len()..];
+                continue;
+            }
+            _ => {}
+        }
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '\\' if !single => {
+                out.push(c);
+                rest = &rest[1..];
+                if let Some(n) = rest.chars().next() {
+                    out.push(n);
+                    rest = &rest[n.len_utf8()..];
+                }
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// Reads `lines` in order, repeating the bodies of literal `for` loops.
+fn walk(
+    lines: &[String],
+    bindings: &[(String, String, usize)],
+    shell: &mut Shell,
+    runs: &mut Vec<ScriptRun>,
+) {
+    let mut i = 0;
+    while i < lines.len() {
+        let Some((name, values)) = for_loop(&lines[i]) else {
+            command_line(&shell.expand(&lines[i]), bindings, shell, runs);
+            i += 1;
+            continue;
+        };
+        // A loop on one line (`for i in 1 2; do cmd; done`): its body is the text between.
+        if let (Some(d), Some(e)) = (lines[i].find("; do "), lines[i].rfind("done")) {
+            let body = [lines[i][d + 5..e].trim().trim_end_matches(';').to_string()];
+            repeat(&body, &name, values, bindings, shell, runs);
+            i += 1;
+            continue;
+        }
+        // The body: up to the `done` that closes this loop (`do` may be on the next line).
+        let mut depth = 1;
+        let mut end = i + 1;
+        while end < lines.len() {
+            let first = lines[end].split([' ', ';']).next().unwrap_or("");
+            if matches!(first, "for" | "while" | "until") {
+                depth += 1;
+            } else if first == "done" {
+                depth -= 1;
+                if depth == 0 {
                     break;
                 }
             }
-            if rest.first().is_some_and(|w| w.text == "export") {
-                for w in &rest[1..] {
-                    if let Some((k, v)) = assignment(&w.text) {
-                        exported.retain(|(n, _)| n != k);
-                        exported.push((k.to_string(), v.to_string()));
-                    }
-                }
-                continue;
+            end += 1;
+        }
+        let body: Vec<String> = lines[i + 1..end.min(lines.len())]
+            .iter()
+            .filter(|l| l.as_str() != "do")
+            .cloned()
+            .collect();
+        repeat(&body, &name, values, bindings, shell, runs);
+        i = end + 1;
+    }
+}
+
+/// A loop's body read once per value of `name`, or once as written when its values are not
+/// literal.
+fn repeat(
+    body: &[String],
+    name: &str,
+    values: Option<Vec<String>>,
+    bindings: &[(String, String, usize)],
+    shell: &mut Shell,
+    runs: &mut Vec<ScriptRun>,
+) {
+    let Some(values) = values else {
+        return walk(body, bindings, shell, runs);
+    };
+    for (n, v) in values.into_iter().enumerate() {
+        let lines: Vec<String> = body.iter().map(|l| substitute(l, name, &v)).collect();
+        let mut inner = bindings.to_vec();
+        inner.push((name.to_string(), v, n + 1));
+        walk(&lines, &inner, shell, runs);
+    }
+}
+
+/// What the script has set so far.
+#[derive(Default)]
+struct Shell {
+    /// Exported variables with their values, in order.
+    exported: Vec<(String, String)>,
+    /// Names exported before they have a value (`export SELECTED_STRATEGY`).
+    exported_names: Vec<String>,
+    /// The script's own variables with a literal value (`output_dir=/tmp`).
+    vars: Vec<(String, String)>,
+}
+
+impl Shell {
+    fn export(&mut self, k: &str, v: &str) {
+        self.exported.retain(|(n, _)| n != k);
+        self.exported.push((k.to_string(), v.to_string()));
+    }
+
+    fn export_name(&mut self, k: &str) {
+        match self.vars.iter().position(|(n, _)| n == k) {
+            Some(i) => {
+                let (k, v) = self.vars.remove(i);
+                self.export(&k, &v);
             }
-            if rest.first().is_some_and(|w| w.text == "unset") {
-                for w in &rest[1..] {
-                    exported.retain(|(n, _)| *n != w.text);
-                }
-                continue;
-            }
-            let mut env = exported.clone();
-            while let Some((k, v)) = rest.first().and_then(|w| assignment(&w.text)) {
-                env.retain(|(n, _)| n != k);
-                env.push((k.to_string(), v.to_string()));
-                rest = &rest[1..];
-            }
-            if rest.first().is_some_and(|w| w.text == "ansible-playbook") {
-                let args: Vec<&str> = rest[1..].iter().map(|w| w.text.as_str()).collect();
-                let mut run = playbook_run(&args, &env);
-                run.output_checked = piped[i] || in_condition;
-                runs.push(run);
-            }
+            None => self.exported_names.push(k.to_string()),
         }
     }
-    runs
+
+    fn unset(&mut self, k: &str) {
+        self.exported.retain(|(n, _)| n != k);
+        self.vars.retain(|(n, _)| n != k);
+    }
+
+    fn assign(&mut self, k: &str, v: &str) {
+        if self.exported_names.iter().any(|n| n == k) || self.exported.iter().any(|(n, _)| n == k) {
+            return self.export(k, v);
+        }
+        self.vars.retain(|(n, _)| n != k);
+        // A value made at run time (`$(mktemp -d)`, `$?`, an array) stays unknown.
+        if !v.contains(['$', '`', '(']) {
+            self.vars.push((k.to_string(), v.to_string()));
+        }
+    }
+
+    /// `line` with the script's own variables replaced by their values.
+    fn expand(&self, line: &str) -> String {
+        self.vars
+            .iter()
+            .fold(line.to_string(), |l, (k, v)| substitute(&l, k, v))
+    }
+}
+
+/// The text inside each `$( ... )` of `line` (quotes inside it nest anew, as in bash).
+fn substitutions(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let b = line.as_bytes();
+    let mut i = 0;
+    while let Some(at) = line[i..].find("$(") {
+        let start = i + at + 2;
+        let (mut depth, mut single, mut double) = (1, false, false);
+        let mut j = start;
+        while j < b.len() {
+            match b[j] {
+                b'\\' if !single => j += 1,
+                b'\'' if !double => single = !single,
+                b'"' if !single => double = !double,
+                b'(' if !single && !double => depth += 1,
+                b')' if !single && !double => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            j += 1;
+        }
+        out.push(&line[start..j.min(b.len())]);
+        i = (j + 1).min(b.len());
+    }
+    out
+}
+
+/// One logical line: `export`s, `unset`s and `ansible-playbook` commands, also those inside
+/// `$( ... )` (whose output the script reads).
+fn command_line(
+    line: &str,
+    bindings: &[(String, String, usize)],
+    shell: &mut Shell,
+    runs: &mut Vec<ScriptRun>,
+) {
+    let captured: Vec<&str> = substitutions(line)
+        .into_iter()
+        .filter(|s| s.contains("ansible-playbook"))
+        .collect();
+    if !captured.is_empty() {
+        for inner in captured {
+            let before = runs.len();
+            command_line(inner, bindings, shell, runs);
+            for r in &mut runs[before..] {
+                r.run.output_checked = true;
+            }
+        }
+        return;
+    }
+    let ws = words(line);
+    let mut segments: Vec<&[Word]> = ws.split(|w| w.op).collect();
+    // Whether each segment is followed by an operator that reads its output.
+    let piped: Vec<bool> = {
+        let ops: Vec<&str> = ws
+            .iter()
+            .filter(|w| w.op)
+            .map(|w| w.text.as_str())
+            .collect();
+        (0..segments.len())
+            .map(|i| {
+                ops.get(i)
+                    .is_some_and(|o| *o == "|" || o.starts_with('>') || o.starts_with("&>"))
+            })
+            .collect()
+    };
+    let in_condition = matches!(ws.first(), Some(w) if w.text == "if" || w.text == "!");
+    for (i, seg) in segments.drain(..).enumerate() {
+        let mut rest: &[Word] = seg;
+        while let Some(w) = rest.first() {
+            if matches!(
+                w.text.as_str(),
+                "if" | "then" | "!" | "elif" | "else" | "do"
+            ) {
+                rest = &rest[1..];
+            } else {
+                break;
+            }
+        }
+        if rest.first().is_some_and(|w| w.text == "export") {
+            for w in &rest[1..] {
+                match assignment(&w.text) {
+                    Some((k, v)) => shell.export(k, v),
+                    None => shell.export_name(&w.text),
+                }
+            }
+            continue;
+        }
+        if rest.first().is_some_and(|w| w.text == "unset") {
+            for w in &rest[1..] {
+                shell.unset(&w.text);
+            }
+            continue;
+        }
+        let mut env = shell.exported.clone();
+        let mut assigned = Vec::new();
+        while let Some((k, v)) = rest.first().and_then(|w| assignment(&w.text)) {
+            env.retain(|(n, _)| n != k);
+            env.push((k.to_string(), v.to_string()));
+            assigned.push((k, v));
+            rest = &rest[1..];
+        }
+        // Assignments alone set the script's variables (exported ones reach later commands).
+        if rest.is_empty() {
+            for (k, v) in assigned {
+                shell.assign(k, v);
+            }
+            continue;
+        }
+        if rest.first().is_some_and(|w| w.text == "ansible-playbook") {
+            let args: Vec<&str> = rest[1..].iter().map(|w| w.text.as_str()).collect();
+            let mut run = playbook_run(&args, &env);
+            run.output_checked = piped[i] || in_condition;
+            runs.push(ScriptRun {
+                run,
+                bindings: bindings.to_vec(),
+            });
+        }
+    }
 }
 
 /// One run from the words after `ansible-playbook` and the environment it runs in.
@@ -300,6 +603,11 @@ fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
                     run.options.extend([flag.to_string(), v.to_string()]);
                 }
             }
+            "-f" | "--forks" => {
+                if let Some(v) = it.next() {
+                    run.options.extend(["--forks".to_string(), v.to_string()]);
+                }
+            }
             "-C" | "--check" | "-D" | "--diff" | "--force-handlers" => {
                 let flag = match a {
                     "-C" => "--check",
@@ -328,8 +636,15 @@ fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
     for (k, v) in env {
         if UNDERSTOOD_ENV.contains(&k.as_str()) {
             run.env.push((k.clone(), v.clone()));
-        } else if k.starts_with("ANSIBLE_") && !NEUTRAL_ENV.iter().any(|(n, _)| n == k) {
-            why.push(format!("`{k}={v}`, a setting fixpoint does not read"));
+        } else if k.starts_with("ANSIBLE_") {
+            if !NEUTRAL_ENV.iter().any(|(n, _)| n == k) {
+                why.push(format!("`{k}={v}`, a setting fixpoint does not read"));
+            }
+        } else if !k.starts_with("LC_") && k != "LANG" {
+            // The script's own variables, which playbooks read with `lookup('env')`
+            // (`SELECTED_STRATEGY`); the locale is the test machine's (`en_US.UTF-8` is not
+            // installed here).
+            run.env.push((k.clone(), v.clone()));
         }
     }
     if !why.is_empty() {
@@ -384,7 +699,7 @@ ansible-playbook local.yml
 ansible-playbook role_complete.yml -i ../../inventory -i fake, --tags x
 ansible-playbook -i "$INV" inv.yml
 "#;
-    let runs = parse(text);
+    let runs: Vec<PlaybookRun> = parse(text).into_iter().map(|r| r.run).collect();
     let names: Vec<&str> = runs.iter().map(|r| r.playbook.as_str()).collect();
     assert_eq!(
         names,
@@ -449,9 +764,12 @@ ansible-playbook -i "$INV" inv.yml
 
 #[test]
 fn shared_options_are_taken_for_both_tools() {
-    let runs = parse(
+    let runs: Vec<PlaybookRun> = parse(
         "ansible-playbook t.yml -i ../../inventory \"$@\" -t bar --skip-tags x,y -C --diff -l h\n",
-    );
+    )
+    .into_iter()
+    .map(|r| r.run)
+    .collect();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].not_comparable, None);
     assert_eq!(
@@ -467,4 +785,71 @@ fn shared_options_are_taken_for_both_tools() {
             "h"
         ]
     );
+}
+
+#[test]
+fn repeats_the_runs_of_literal_for_loops() {
+    let runs = parse(
+        r#"for s in linear free; do
+  export ANSIBLE_STRATEGY=$s
+  out="$(ansible-playbook a.yml -i inventory.yml -e test_strategy=$s -vv "$@")"
+  [ "$(ANSIBLE_FORCE_HANDLERS=true ansible-playbook b.yml -i inv -v "$@" --tags normal \
+  | grep -E -o CALLED_. | sort | xargs)" = "CALLED_B" ]
+  unset ANSIBLE_STRATEGY
+done
+for seed in x y/z
+do
+	ansible-playbook c.yml -e "seed='${seed}'" "$@"
+done
+for i in $(seq 0 2); do ansible-playbook d.yml -e n=$i; done
+for EXTRA in '{"a": ["x", "y"]}' \
+             '{"b": 1}'
+do
+    ansible-playbook o.yml --forks 1 -i inventory -e "$EXTRA" "$@"
+done
+export PICKED
+output_dir=/tmp
+for s in linear; do
+  PICKED="${s}"
+  ansible-playbook f.yml -e output_dir=$output_dir
+done
+ansible-playbook e.yml
+"#,
+    );
+    let seen: Vec<String> = runs.iter().map(|r| r.label("t", false)).collect();
+    assert_eq!(
+        seen,
+        [
+            "t (a.yml, s=linear)",
+            "t (b.yml --tags normal, s=linear)",
+            "t (a.yml, s=free)",
+            "t (b.yml --tags normal, s=free)",
+            "t (c.yml, seed=x)",
+            "t (c.yml, seed=y/z)",
+            "t (d.yml)",
+            "t (o.yml --forks 1, EXTRA #1)",
+            "t (o.yml --forks 1, EXTRA #2)",
+            "t (f.yml, s=linear)",
+            "t (e.yml)",
+        ]
+    );
+    assert_eq!(runs[2].run.extra_vars, ["test_strategy=free"]);
+    let strategy = ("ANSIBLE_STRATEGY".to_string(), "free".to_string());
+    assert_eq!(runs[2].run.env, [strategy.clone()]);
+    let force = ("ANSIBLE_FORCE_HANDLERS".to_string(), "true".to_string());
+    assert_eq!(runs[3].run.env, [strategy, force]);
+    assert!(runs[..4].iter().all(|r| r.run.output_checked));
+    assert_eq!(runs[3].run.options, ["--tags", "normal"]);
+    assert_eq!(runs[5].run.extra_vars, ["seed='y/z'"]);
+    assert!(!runs[5].run.output_checked);
+    assert!(runs[6].run.not_comparable.as_ref().unwrap().contains("`i`"));
+    assert_eq!(runs[7].run.extra_vars, [r#"{"a": ["x", "y"]}"#]);
+    assert_eq!(runs[8].run.not_comparable, None);
+    let picked = ("PICKED".to_string(), "linear".to_string());
+    assert_eq!(runs[9].run.env, [picked.clone()]);
+    assert_eq!(runs[9].run.extra_vars, ["output_dir=/tmp"]);
+    assert_eq!(runs[9].run.not_comparable, None);
+    assert_eq!(runs[10].run.env, [picked]);
+    assert_eq!(runs[10].label("t", true), "t");
+    assert_eq!(runs[4].label("t", true), "t (c.yml, seed=x)");
 }

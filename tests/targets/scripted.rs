@@ -37,7 +37,9 @@ pub const SCRIPT_TARGETS: &[&str] = &[
     "ignore_errors",
     "ignore_unreachable",
     "include_import",
+    "lookup_fileglob",
     "loop_control",
+    "meta_tasks",
     "order",
     "package_facts",
     "playbook",
@@ -72,6 +74,7 @@ pub fn runs(targets: &Path, target: &str) -> Result<Vec<(String, PlaybookRun)>, 
     let mut out: Vec<(String, PlaybookRun)> = Vec::new();
     for (i, r) in runs.into_iter().enumerate() {
         let label = r.label(target, i == 0);
+        let r = r.run;
         let same = out
             .iter()
             .filter(|(l, _)| *l == label || l.starts_with(&format!("{label} #")))
