@@ -835,7 +835,7 @@ ansible-playbook e.yml
     );
     assert_eq!(runs[2].run.extra_vars, ["test_strategy=free"]);
     let strategy = ("ANSIBLE_STRATEGY".to_string(), "free".to_string());
-    assert_eq!(runs[2].run.env, [strategy.clone()]);
+    assert_eq!(runs[2].run.env, std::slice::from_ref(&strategy));
     let force = ("ANSIBLE_FORCE_HANDLERS".to_string(), "true".to_string());
     assert_eq!(runs[3].run.env, [strategy, force]);
     assert!(runs[..4].iter().all(|r| r.run.output_checked));
@@ -846,7 +846,7 @@ ansible-playbook e.yml
     assert_eq!(runs[7].run.extra_vars, [r#"{"a": ["x", "y"]}"#]);
     assert_eq!(runs[8].run.not_comparable, None);
     let picked = ("PICKED".to_string(), "linear".to_string());
-    assert_eq!(runs[9].run.env, [picked.clone()]);
+    assert_eq!(runs[9].run.env, std::slice::from_ref(&picked));
     assert_eq!(runs[9].run.extra_vars, ["output_dir=/tmp"]);
     assert_eq!(runs[9].run.not_comparable, None);
     assert_eq!(runs[10].run.env, [picked]);
