@@ -100,6 +100,13 @@ fn load_plays(
                 .help("start each play with `- hosts: ...`"))
         }
     };
+    if items.is_empty() {
+        // ansible-core refuses it too ("A playbook must contain at least one play"), also
+        // when imported.
+        return Err(root
+            .err("the playbook is an empty list: it has no play")
+            .help("a playbook is a list of plays: `- hosts: all` followed by `tasks:`"));
+    }
     let mut plays = Vec::new();
     for item in items {
         let import = item.as_map().and_then(|m| {
@@ -302,6 +309,13 @@ fn load_play(
                 .help("add `hosts: localhost` (or a group or pattern from the inventory)"))
         }
     };
+    if hosts.trim().is_empty() {
+        // ansible-core: "Hosts list cannot be empty".
+        let at = node.get("hosts").unwrap_or(node);
+        return Err(at
+            .err("`hosts` is empty: the play names no host")
+            .help("name a host, a group or a pattern of the inventory (`hosts: all`)"));
+    }
     // Play tags, no_log, ignore_errors, check_mode and diff reach every task (handlers and
     // role tasks too), as block keywords do; a task or block may say otherwise.
     let mut base = Inherited {
