@@ -156,7 +156,7 @@ impl Engine {
 impl Engine {
     /// The skipped results of a meta whose `when` is false on `hosts`.
     fn report_meta_skipped(&mut self, meta: &Meta, hosts: &[String]) {
-        let name = meta.name.clone().unwrap_or_else(|| "meta".to_string());
+        let name = meta.name.clone();
         let location = meta.pos.to_string();
         let action = meta.action.as_str();
         self.reporter.task_start(&name, false);

@@ -142,8 +142,9 @@ pub struct RoleFrom {
 #[derive(Debug, Clone)]
 pub struct Meta {
     pub action: MetaAction,
-    /// `name:`, shown on its skipped results (Ansible's default name is `meta`).
-    pub name: Option<String>,
+    /// `name:`, shown on its skipped results; unnamed, its action as written (`meta`,
+    /// `ansible.builtin.meta`), as ansible-core names it.
+    pub name: String,
     pub pos: Pos,
     pub when: Conditions,
     pub tags: Vec<String>,

@@ -412,8 +412,8 @@ impl<'a> Loader<'a> {
                 };
                 let inner = inh.with_keywords(node)?;
                 let name = match node.get("name") {
-                    Some(n) => Some(string_of(n, "name")?),
-                    None => None,
+                    Some(n) => string_of(n, "name")?,
+                    None => key.to_string(),
                 };
                 Ok(vec![Step::Meta(Box::new(Meta {
                     action,
