@@ -111,7 +111,14 @@ impl Engine {
         }
         self.play_ended = false;
         for h in &selected {
-            self.host_state(h).ended = false;
+            let hs = self.host_state(h);
+            hs.ended = false;
+            // A host that failed in an earlier play is out of the run, and so are the handlers
+            // notified on it: ansible-core drops them with the host, even where a later play
+            // forces handlers. (Its outbox keeps them for the next run.)
+            if !hs.active() {
+                hs.notified.clear();
+            }
         }
         let groups = self.inventory.groups_map();
         self.inventory_groups = None;
