@@ -127,8 +127,13 @@ pub enum Request {
         /// controller does not set it and gets none.
         #[serde(default)]
         notices: bool,
+        /// The inventory host the run works on through this agent: its handlers' outbox
+        /// entries are its own (several inventory hosts may be one machine).
+        #[serde(default)]
+        host: String,
     },
-    /// A handler ran: remove its outbox entry (one per handler name and remote user).
+    /// A handler ran: remove its outbox entry (one per handler name, remote user and
+    /// inventory host).
     HandlerDone { handler: String },
     /// Operator access to the journal (`fixpoint journal`).
     Journal { action: JournalOp },

@@ -298,6 +298,8 @@ fn with_note(mut response: Response, add: String) -> Response {
 struct Session {
     state: Option<StateDir>,
     run_id: String,
+    /// The inventory host `Begin` named: the owner of the outbox entries this agent writes.
+    host: String,
     /// Says whether the request in progress was stopped (timeout, hang-up).
     stopped: Option<Arc<Watch>>,
     /// The written-file records a task of this run compared (see `drift`).
@@ -338,7 +340,12 @@ impl Session {
 
 /// Record the handlers `n` names in the outbox of this run, before the change that notifies
 /// them: the names newly recorded, which the controller withdraws when no change came.
-fn record_notified(st: &StateDir, run_id: &str, n: &NotifySpec) -> Result<Vec<String>, String> {
+fn record_notified(
+    st: &StateDir,
+    run_id: &str,
+    host: &str,
+    n: &NotifySpec,
+) -> Result<Vec<String>, String> {
     let mut written = Vec::new();
     for h in &n.handlers {
         let entry = OutboxEntry {
@@ -346,6 +353,7 @@ fn record_notified(st: &StateDir, run_id: &str, n: &NotifySpec) -> Result<Vec<St
             play: n.play.clone(),
             handler: h.clone(),
             user: me(),
+            host: host.to_string(),
             run_id: run_id.to_string(),
             task: n.task.clone(),
             since: journal::now_text(),
@@ -440,7 +448,10 @@ impl Session {
                 lock_timeout_secs,
                 retention_days,
                 notices,
+                host,
             } => {
+                // Nothing is written before `begin` has the lock (a refused one refuses all).
+                self.host = host;
                 let begun = self.begin(
                     run_id,
                     playbook,
@@ -456,7 +467,7 @@ impl Session {
                 begun
             }
             Request::HandlerDone { handler } => match &self.state {
-                Some(st) => match st.outbox_remove(&me(), &handler) {
+                Some(st) => match st.outbox_remove(&self.host, &me(), &handler) {
                     Ok(()) => Response::Ack,
                     Err(e) => failed(e),
                 },
@@ -524,7 +535,7 @@ impl Session {
             Ok(n) => n,
             Err(e) => return failed(e),
         };
-        let pending = match st.outbox_pending(&me()) {
+        let pending = match st.outbox_pending(&self.host, &me()) {
             Ok(p) => p,
             Err(e) => return failed(e),
         };
@@ -571,7 +582,7 @@ impl Session {
         };
         let mut outbox_written = Vec::new();
         let state = self.state.as_ref();
-        let run_id = self.run_id.clone();
+        let (run_id, host) = (self.run_id.clone(), self.host.clone());
         let (gate, watch, refused) = (
             &mut self.gate,
             self.stopped.as_ref(),
@@ -584,7 +595,7 @@ impl Session {
             let (Some(n), Some(st)) = (notify, state) else {
                 return Ok(());
             };
-            outbox_written = record_notified(st, &run_id, n).map_err(ModuleError::failed)?;
+            outbox_written = record_notified(st, &run_id, &host, n).map_err(ModuleError::failed)?;
             Ok(())
         };
         let response = match run_module_hooked(module, params, ctx, &mut before_apply) {
@@ -639,7 +650,7 @@ impl Session {
     fn run_python(&mut self, run: &crate::protocol::PythonRun) -> Response {
         let mut outbox_written = Vec::new();
         if let (Some(n), Some(st), false) = (&run.notify, &self.state, run.check) {
-            match record_notified(st, &self.run_id, n) {
+            match record_notified(st, &self.run_id, &self.host, n) {
                 Ok(names) => outbox_written = names,
                 Err(e) => return failed(e),
             }
@@ -688,7 +699,7 @@ impl Session {
             Some(st),
         ) = (&run, &self.state)
         {
-            match record_notified(st, &self.run_id, n) {
+            match record_notified(st, &self.run_id, &self.host, n) {
                 Ok(names) => outbox_written = names,
                 Err(e) => return failed(e),
             }

@@ -125,6 +125,7 @@ impl Shared<'_> {
                 lock_timeout_secs: self.cfg.lock_timeout,
                 retention_days: journal_retention(ctx.play),
                 notices: self.progress.enabled(),
+                host: h.name.clone(),
             };
             // The agent may wait for another run's lock before it answers. `--lock-timeout`
             // is any number of seconds: one too far to add up means no deadline.

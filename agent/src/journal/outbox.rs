@@ -15,51 +15,70 @@ pub struct OutboxEntry {
     /// The remote user whose handler it is (empty in entries of the first layout).
     #[serde(default)]
     pub user: String,
+    /// The inventory host it was notified for: several inventory hosts may be one machine
+    /// (aliases, `ansible_connection=local`), and a handler notified for one is not the
+    /// others' (empty in entries written before, which any of them delivers).
+    #[serde(default)]
+    pub host: String,
     pub run_id: String,
     pub task: String,
     pub since: String,
 }
 
 impl StateDir {
-    /// A pending notification names one logical operation, the handler, for one remote user on
-    /// this host, whichever playbook (or repository) notified it and whichever delivers it.
-    fn outbox_path(&self, user: &str, handler: &str) -> PathBuf {
-        // "outbox/v2": entries of the first layout hashed the playbook's file name and the play.
-        self.path
-            .join("outbox")
-            .join(format!("{}.json", hash_id(&["outbox/v2", user, handler])))
+    /// A pending notification names one logical operation, the handler, for one remote user
+    /// and one inventory host on this machine, whichever playbook (or repository) notified it
+    /// and whichever delivers it.
+    fn outbox_path(&self, host: &str, user: &str, handler: &str) -> PathBuf {
+        // "outbox/v2": entries of the first layout hashed the playbook's file name and the play;
+        // those of the second have no host, and keep their name.
+        let id = match host {
+            "" => hash_id(&["outbox/v2", user, handler]),
+            _ => hash_id(&["outbox/v3", host, user, handler]),
+        };
+        self.path.join("outbox").join(format!("{id}.json"))
     }
 
     /// Record a pending notification durably (before the change that triggers it). Returns
     /// whether it is new: false when the handler was still pending from earlier (the original
     /// "since" is kept).
     pub fn outbox_add(&self, e: &OutboxEntry) -> Result<bool, String> {
-        let p = self.outbox_path(&e.user, &e.handler);
+        let p = self.outbox_path(&e.host, &e.user, &e.handler);
         if p.exists() {
             return Ok(false);
         }
         write_json(&p, e).map(|()| true)
     }
 
-    /// The handler ran: its notification is delivered.
-    pub fn outbox_remove(&self, user: &str, handler: &str) -> Result<(), String> {
-        let p = self.outbox_path(user, handler);
-        match fs::remove_file(&p) {
-            Ok(()) => fixpoint_modules::fs::fsync_dir(&self.path.join("outbox"))
+    /// The handler ran for `host`: its notification is delivered (and one without a host, which
+    /// was any host's).
+    pub fn outbox_remove(&self, host: &str, user: &str, handler: &str) -> Result<(), String> {
+        let mut removed = false;
+        for p in [
+            self.outbox_path(host, user, handler),
+            self.outbox_path("", user, handler),
+        ] {
+            match fs::remove_file(&p) {
+                Ok(()) => removed = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("{}: {e}", p.display())),
+            }
+        }
+        match removed {
+            true => fixpoint_modules::fs::fsync_dir(&self.path.join("outbox"))
                 .map_err(|e| e.to_string()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(format!("{}: {e}", p.display())),
+            false => Ok(()),
         }
     }
 
-    /// Every pending notification of `user` (the controller delivers those its plays have
-    /// handlers for).
-    pub fn outbox_pending(&self, user: &str) -> Result<Vec<OutboxEntry>, String> {
+    /// Every pending notification of `user` for `host` (the controller delivers those its plays
+    /// have handlers for), with those written without a host.
+    pub fn outbox_pending(&self, host: &str, user: &str) -> Result<Vec<OutboxEntry>, String> {
         let mut out: Vec<OutboxEntry> = self
             .outbox_files()?
             .into_iter()
             .map(|(_, e)| e)
-            .filter(|e| e.user == user)
+            .filter(|e| e.user == user && (e.host == host || e.host.is_empty()))
             .collect();
         out.sort_by(|a, b| a.since.cmp(&b.since));
         Ok(out)
@@ -91,7 +110,7 @@ impl StateDir {
             if old_layout {
                 entry.user = user.to_string();
             }
-            let want = self.outbox_path(&entry.user, &entry.handler);
+            let want = self.outbox_path(&entry.host, &entry.user, &entry.handler);
             if path == want && !old_layout {
                 continue;
             }
@@ -127,6 +146,7 @@ mod tests {
             play: play.into(),
             handler: "h".into(),
             user: "u".into(),
+            host: "web1".into(),
             run_id: "r1".into(),
             task: "t".into(),
             since: since.into(),
@@ -139,10 +159,10 @@ mod tests {
         let s = StateDir::open(Some(d.path().join("st").to_str().unwrap())).unwrap();
         assert!(s.outbox_add(&entry("p", "play", "first")).unwrap());
         assert!(!s.outbox_add(&entry("p", "play", "second")).unwrap());
-        assert_eq!(s.outbox_pending("u").unwrap()[0].since, "first");
-        s.outbox_remove("u", "h").unwrap();
-        s.outbox_remove("u", "h").unwrap();
-        assert!(s.outbox_pending("u").unwrap().is_empty());
+        assert_eq!(s.outbox_pending("web1", "u").unwrap()[0].since, "first");
+        s.outbox_remove("web1", "u", "h").unwrap();
+        s.outbox_remove("web1", "u", "h").unwrap();
+        assert!(s.outbox_pending("web1", "u").unwrap().is_empty());
     }
 
     #[test]
@@ -158,13 +178,39 @@ mod tests {
             ..entry("p", "play", "3")
         })
         .unwrap();
-        let mine = s.outbox_pending("u").unwrap();
+        let mine = s.outbox_pending("web1", "u").unwrap();
         assert_eq!(mine.len(), 1);
         assert_eq!(mine[0].playbook, "/repo-a/site.yml");
         // Delivered from any playbook: the notification is gone for this user only.
-        s.outbox_remove("u", "h").unwrap();
-        assert!(s.outbox_pending("u").unwrap().is_empty());
-        assert_eq!(s.outbox_pending("v").unwrap().len(), 1);
+        s.outbox_remove("web1", "u", "h").unwrap();
+        assert!(s.outbox_pending("web1", "u").unwrap().is_empty());
+        assert_eq!(s.outbox_pending("web1", "v").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn inventory_hosts_of_one_machine_have_their_own_entries() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(Some(d.path().join("st").to_str().unwrap())).unwrap();
+        s.outbox_add(&entry("p", "play", "1")).unwrap();
+        assert!(s.outbox_pending("web2", "u").unwrap().is_empty());
+        assert!(s
+            .outbox_add(&OutboxEntry {
+                host: "web2".into(),
+                ..entry("p", "play", "2")
+            })
+            .unwrap());
+        s.outbox_remove("web2", "u", "h").unwrap();
+        assert_eq!(s.outbox_pending("web1", "u").unwrap().len(), 1);
+        // One written before entries had a host is any host's, delivered once.
+        s.outbox_add(&OutboxEntry {
+            host: String::new(),
+            handler: "old".into(),
+            ..entry("p", "play", "0")
+        })
+        .unwrap();
+        assert_eq!(s.outbox_pending("web2", "u").unwrap()[0].handler, "old");
+        s.outbox_remove("web2", "u", "old").unwrap();
+        assert_eq!(s.outbox_pending("web1", "u").unwrap().len(), 1);
     }
 
     #[test]
@@ -175,6 +221,7 @@ mod tests {
         let old = |playbook: &str, play: &str, since: &str| {
             let e = OutboxEntry {
                 user: String::new(),
+                host: String::new(),
                 ..entry(playbook, play, since)
             };
             let name = format!("{}.json", hash_id(&[playbook, play, "h"]));
@@ -182,9 +229,12 @@ mod tests {
         };
         old("site.yml", "web", "2020-01-02");
         old("deploy.yml", "db", "2020-01-01");
-        assert!(s.outbox_pending("u").unwrap().is_empty(), "not yet filed");
+        assert!(
+            s.outbox_pending("", "u").unwrap().is_empty(),
+            "not yet filed"
+        );
         assert_eq!(s.migrate_outbox("u").unwrap(), 2);
-        let pending = s.outbox_pending("u").unwrap();
+        let pending = s.outbox_pending("", "u").unwrap();
         assert_eq!(pending.len(), 1, "{pending:?}");
         assert_eq!(
             pending[0].since, "2020-01-01",
