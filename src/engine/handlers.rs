@@ -56,7 +56,9 @@ impl Engine {
             .filter(|&(i, h)| h.name.is_none() || name_winner(&all, i) == i)
             .map(|(_, h)| h)
             .collect();
-        let force = self.cfg.force_handlers || ctx.play.force_handlers;
+        // The play's own `force_handlers`, also false, wins over `--force-handlers` (and
+        // `ANSIBLE_FORCE_HANDLERS`), as in ansible-core.
+        let force = ctx.play.force_handlers.unwrap_or(self.cfg.force_handlers);
         let mut i = 0;
         while i < handlers.len() {
             let handler = handlers[i];

@@ -393,7 +393,8 @@ pub struct Play {
     pub check_mode: Option<bool>,
     pub diff: Option<bool>,
     pub environment: Map<String, Value>,
-    pub force_handlers: bool,
+    /// `force_handlers` written on the play: it wins over `--force-handlers`, also when false.
+    pub force_handlers: Option<bool>,
     pub ignore_errors: bool,
     /// `serial`: batch sizes, each a count or a percentage of the play's hosts; the last
     /// repeats. Empty: one batch.
@@ -748,7 +749,7 @@ impl Play {
             check_mode: None,
             diff: None,
             environment: Map::new(),
-            force_handlers: false,
+            force_handlers: None,
             ignore_errors: false,
             serial: Vec::new(),
             free: false,

@@ -470,7 +470,7 @@ fn load_play(
                 Some(v) => env_of(v)?,
                 None => Map::new(),
             },
-            force_handlers: opt_bool("force_handlers")?.unwrap_or(false),
+            force_handlers: opt_bool("force_handlers")?,
             ignore_errors: base.ignore_errors.unwrap_or(false),
             serial: match node.get("serial") {
                 Some(n) => serial_of(n)?,
