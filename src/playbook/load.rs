@@ -239,6 +239,39 @@ fn render_before_hosts(
     crate::template::Templar::new().render_str(text, &ctx)
 }
 
+/// A play's `order`; a template is rendered once, before any host, with the play's `vars` and
+/// `-e`, as ansible-core renders it (`order: "{{ myorder | default('inventory') }}"`).
+fn host_order_of(
+    n: &Node,
+    vars: &Map<String, Value>,
+    extra_vars: &Map<String, Value>,
+) -> Result<HostOrder, Diagnostic> {
+    let mut order = string_of(n, "order")?;
+    if is_template(&order) {
+        order = match render_before_hosts(&order, vars, extra_vars) {
+            Ok(Value::String(r)) => r,
+            Ok(other) => other.to_string(),
+            Err(e) => {
+                return Err(n.err(format!("cannot render the `order`: {e}")).help(
+                    "it is rendered once, before any host: it may use the play's `vars` and `-e`",
+                ))
+            }
+        };
+    }
+    Ok(match order.as_str() {
+        "inventory" => HostOrder::Inventory,
+        "reverse_inventory" => HostOrder::ReverseInventory,
+        "sorted" => HostOrder::Sorted,
+        "reverse_sorted" => HostOrder::ReverseSorted,
+        "shuffle" => HostOrder::Shuffle,
+        other => {
+            return Err(n
+                .err(format!("unknown host order `{other}`"))
+                .help("order: inventory, reverse_inventory, sorted, reverse_sorted or shuffle"))
+        }
+    })
+}
+
 /// Add conditions (first) and tags to every task in these steps, as an enclosing import does.
 fn wrap_steps(steps: &mut [Step], when: &[String], tags: &[String]) {
     if when.is_empty() && tags.is_empty() {
@@ -478,16 +511,7 @@ fn load_play(
             },
             free: false,
             order: match node.get("order") {
-                Some(n) => match string_of(n, "order")?.as_str() {
-                    "inventory" => HostOrder::Inventory,
-                    "reverse_inventory" => HostOrder::ReverseInventory,
-                    "sorted" => HostOrder::Sorted,
-                    "reverse_sorted" => HostOrder::ReverseSorted,
-                    "shuffle" => HostOrder::Shuffle,
-                    other => return Err(n.err(format!("unknown host order `{other}`")).help(
-                        "order: inventory, reverse_inventory, sorted, reverse_sorted or shuffle",
-                    )),
-                },
+                Some(n) => host_order_of(n, &loader.play_vars, extra_vars)?,
                 None => HostOrder::Inventory,
             },
             any_errors_fatal: opt_bool("any_errors_fatal")?.unwrap_or(false),
