@@ -11,6 +11,7 @@ use crate::report::{Reporter, Status, TaskEvent};
 use fixpoint_modules::Diff;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 impl Engine {
     pub(super) async fn run_task(
@@ -51,16 +52,50 @@ impl Engine {
         } else {
             targets
         };
+        // A templated `throttle` is rendered with the first host's variables too; one that
+        // gives no number stops the run, as ansible-core's "Failed to convert the throttle
+        // value to an integer" does.
+        let throttle = match task.templated.get("throttle") {
+            Some(t) => match name_scope
+                .render(&json!(t))
+                .map_err(|e| e.to_string())
+                .and_then(|v| throttle_value(&v).ok_or_else(|| format!("it gave {v}")))
+            {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    self.reporter.error(&format!(
+                        "task \"{name}\" (at {}): failed to convert the throttle value `{t}` \
+                         to an integer: {e}",
+                        task.pos
+                    ));
+                    self.run_stopped = true;
+                    self.play_ended = true;
+                    return;
+                }
+            },
+            None => task.throttle,
+        };
         let ctx = self.snapshot(ctx);
         let ctx = &ctx;
         let shared = shared!(self);
         // `--forks` is any count; a semaphore holds at most MAX_PERMITS (2^61 - 1): more
-        // hosts at once than that is the same as no bound.
-        let sem = tokio::sync::Semaphore::new(
-            task.throttle
-                .map_or(self.cfg.forks, |t| t.min(self.cfg.forks))
-                .min(tokio::sync::Semaphore::MAX_PERMITS),
-        );
+        // hosts at once than that is the same as no bound. `throttle: 0` is no bound.
+        let bound = throttle
+            .filter(|t| *t > 0)
+            .map_or(self.cfg.forks, |t| t.min(self.cfg.forks))
+            .min(tokio::sync::Semaphore::MAX_PERMITS);
+        // In a free play each host's lane runs the task for its host alone: the lanes share
+        // the task's bound, as ansible-core's free strategy counts the task's workers.
+        let sem = match throttle.filter(|t| *t > 0 && ctx.play.free) {
+            Some(_) => self
+                .free_throttles
+                .lock()
+                .expect("throttle table")
+                .entry((task.pos.to_string(), bound))
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(bound)))
+                .clone(),
+            None => Arc::new(tokio::sync::Semaphore::new(bound)),
+        };
         let interrupt = self.interrupt.clone();
         let label = if handler {
             format!("handler {banner}")
@@ -68,16 +103,22 @@ impl Engine {
             banner.clone()
         };
         self.progress.queued(targets, &label);
-        let names: Vec<String> = self
-            .hosts
-            .keys()
-            .filter(|h| targets.contains(h))
-            .cloned()
+        // The hosts in the play's order (`order:`): with fewer forks than hosts, that is the
+        // order they start in, as in ansible-core, and the order their results are reported.
+        let place: std::collections::HashMap<&str, usize> = targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.as_str(), i))
             .collect();
-        let mut running: futures::stream::FuturesUnordered<_> = self
+        let mut states: Vec<&mut HostState> = self
             .hosts
             .values_mut()
-            .filter(|h| targets.contains(&h.name))
+            .filter(|h| place.contains_key(h.name.as_str()))
+            .collect();
+        states.sort_by_key(|h| place[h.name.as_str()]);
+        let names: Vec<String> = states.iter().map(|h| h.name.clone()).collect();
+        let mut running: futures::stream::FuturesUnordered<_> = states
+            .into_iter()
             .enumerate()
             .map(|(i, h)| {
                 let sem = &sem;
@@ -436,4 +477,18 @@ pub(super) fn interrupted_event() -> Event {
         notified: None,
         action: None,
     }
+}
+
+/// A rendered `throttle` as Python's `int()` reads it: a whole number or its text (a negative
+/// one is no bound, as 0).
+fn throttle_value(v: &Value) -> Option<usize> {
+    let n: i64 = match v {
+        Value::Number(n) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f.trunc() as i64))?,
+        Value::String(s) => s.trim().parse().ok()?,
+        Value::Bool(b) => i64::from(*b),
+        _ => return None,
+    };
+    Some(n.max(0) as usize)
 }

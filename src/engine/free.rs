@@ -57,6 +57,7 @@ impl Engine {
             self.started |= lane.started;
             // `meta: end_play` in any lane ends the play (the other lanes finished the section).
             self.play_ended |= lane.play_ended;
+            self.run_stopped |= lane.run_stopped;
             self.add_handlers(lane.handlers.to_vec());
         }
     }
@@ -91,6 +92,7 @@ impl Engine {
             play_ended: false,
             playbook_stopped: false,
             run_stopped: false,
+            free_throttles: self.free_throttles.clone(),
             tag_scope: self.tag_scope.clone(),
             public_roles: self.public_roles.clone(),
             started: self.started,

@@ -20,7 +20,7 @@ use fixpoint_modules::params::is_template;
 use fixpoint_modules::Diff;
 use serde_json::Value;
 use state::{HostState, PlayCtx};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// The read-only half of the engine (`Shared`), borrowed field by field: a `&self` method would
@@ -122,6 +122,9 @@ pub struct Engine {
     /// An error stopped the whole run, as ansible-core's `AnsibleError` between plays does:
     /// no later playbook runs and the run fails.
     run_stopped: bool,
+    /// The `throttle` of a free play's tasks, shared by its hosts' lanes (each runs the task
+    /// for its own host): by task location and bound.
+    free_throttles: Arc<std::sync::Mutex<HashMap<(String, usize), Arc<tokio::sync::Semaphore>>>>,
     /// The running play's variables known without a host, which its templated tags are
     /// rendered with.
     tag_scope: Option<Arc<Scope>>,
@@ -185,6 +188,7 @@ impl Engine {
             play_ended: false,
             playbook_stopped: false,
             run_stopped: false,
+            free_throttles: Arc::default(),
             tag_scope: None,
             public_roles: Arc::default(),
             started: true,

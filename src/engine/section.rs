@@ -171,7 +171,7 @@ fn analyse(task: &Task, play: &Play, templar: &Templar) -> (Fit, Reads) {
         Fit::Barrier("run_once")
     } else if task.delegate_to.is_some() {
         Fit::Barrier("delegate_to")
-    } else if task.throttle.is_some() {
+    } else if task.throttle.is_some() || task.templated.contains_key("throttle") {
         Fit::Barrier("throttle")
     } else if task.any_errors_fatal.is_some() {
         // Whether the play ends for every host is decided once all hosts have run it.

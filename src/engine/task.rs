@@ -562,6 +562,10 @@ fn resolve_flags(task: &Task, scope: &Arc<Scope>, play_dir: &Path) -> Result<Tas
             resolve_module(&mut t, &v, play_dir)?;
             continue;
         }
+        // Decided for the whole task with the first host's variables (`fanout`).
+        if key == "run_once" || key == "throttle" {
+            continue;
+        }
         let b = match &v {
             Value::Bool(b) => Some(*b),
             Value::String(s) if !s.trim().is_empty() => fixpoint_modules::params::parse_bool_str(s),

@@ -273,7 +273,7 @@ pub struct Inherited {
     pub no_log: bool,
     pub check_mode: Option<bool>,
     pub diff: Option<bool>,
-    /// Boolean keywords given as templates (`ignore_errors: "{{ x }}"`), by keyword.
+    /// Keywords given as templates (`ignore_errors: "{{ x }}"`, `throttle`), by keyword.
     pub templated: BTreeMap<&'static str, String>,
     pub environment: Map<String, Value>,
     pub delegate_to: Option<String>,
@@ -281,6 +281,8 @@ pub struct Inherited {
     pub conn: ConnKeywords,
     pub any_errors_fatal: Option<bool>,
     pub ignore_unreachable: Option<bool>,
+    /// `throttle` written as a number (0: no bound); a template is in `templated`.
+    pub throttle: Option<usize>,
     /// `collections`: where a short module name is looked for (the innermost list wins).
     pub collections: Vec<String>,
     /// A block's `notify`: for its tasks that name none of their own (as in Ansible).
@@ -319,6 +321,7 @@ impl Inherited {
                 "check_mode" => t.check_mode.is_some(),
                 "diff" => t.diff.is_some(),
                 "become" => t.become_.is_some(),
+                "throttle" => t.throttle.is_some(),
                 _ => false,
             };
             if !own {
@@ -333,6 +336,9 @@ impl Inherited {
         t.conn = t.conn.or(&self.conn);
         t.any_errors_fatal = t.any_errors_fatal.or(self.any_errors_fatal);
         t.ignore_unreachable = t.ignore_unreachable.or(self.ignore_unreachable);
+        if !t.templated.contains_key("throttle") {
+            t.throttle = t.throttle.or(self.throttle);
+        }
         if t.notify.is_empty() {
             t.notify = self.notify.clone();
         }
@@ -605,7 +611,8 @@ pub struct Task {
     pub environment: Map<String, Value>,
     /// Seconds this task may take on the host before it is failed.
     pub timeout: Option<u64>,
-    /// `throttle`: at most this many hosts run the task at once (below `--forks`).
+    /// `throttle`: at most this many hosts run the task at once (below `--forks`; 0: no
+    /// bound); a template is in `templated`, rendered with the first host's variables.
     pub throttle: Option<usize>,
     /// The role this task comes from: its files, templates and variables.
     pub role: Option<Arc<RoleCtx>>,

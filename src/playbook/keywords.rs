@@ -34,6 +34,7 @@ pub(crate) const INHERITED_KEYS: &[&str] = &[
     "collections",
     "become_exe",
     "become_flags",
+    "throttle",
 ];
 
 /// What a block says besides its inherited keywords.
@@ -54,9 +55,9 @@ pub(crate) const INCLUDE_ACTIONS: &[&str] = &[
 pub(crate) const TEMPLATED_FLAGS: &[&str] =
     &["ignore_errors", "no_log", "check_mode", "diff", "become"];
 
-/// A boolean keyword as written: a value, or a template rendered at run time.
-pub(crate) enum Flag {
-    Lit(bool),
+/// A keyword as written: a value (a boolean unless said), or a template rendered at run time.
+pub(crate) enum Flag<T = bool> {
+    Lit(T),
     Tmpl(String),
 }
 
@@ -65,6 +66,21 @@ pub(crate) fn flag_of(node: &Node, key: &str) -> Result<Flag, Diagnostic> {
     match &node.kind {
         Kind::Str(s) if fixpoint_modules::params::is_template(s) => Ok(Flag::Tmpl(s.clone())),
         _ => bool_of(node, key).map(Flag::Lit),
+    }
+}
+
+/// `throttle` as written (on a play, block, role entry or task): at most this many hosts at
+/// once (0: no bound), or a template rendered when the task runs, as ansible-core renders it.
+pub(crate) fn throttle_of(node: &Node) -> Result<Flag<usize>, Diagnostic> {
+    match &node.kind {
+        Kind::Int(i) if *i >= 0 => Ok(Flag::Lit(*i as usize)),
+        Kind::Str(s) if fixpoint_modules::params::is_template(s) => Ok(Flag::Tmpl(s.clone())),
+        Kind::Str(s) if s.trim().parse::<usize>().is_ok() => {
+            Ok(Flag::Lit(s.trim().parse().expect("checked")))
+        }
+        _ => Err(node
+            .err("`throttle` must be a number of hosts")
+            .help("e.g. `throttle: 1` to run the task on one host at a time (0: no bound)")),
     }
 }
 
@@ -122,6 +138,22 @@ impl Inherited {
 }
 
 impl Inherited {
+    /// `throttle` written on `node` replaces an outer one, a number or a template alike.
+    pub(crate) fn set_throttle(&mut self, node: &Node) -> Result<(), Diagnostic> {
+        match node.get("throttle").map(throttle_of).transpose()? {
+            Some(Flag::Lit(v)) => {
+                self.throttle = Some(v);
+                self.templated.remove("throttle");
+            }
+            Some(Flag::Tmpl(t)) => {
+                self.throttle = None;
+                self.templated.insert("throttle", t);
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
     /// This context plus the keywords written on `node` (a block, role entry or import).
     pub(crate) fn with_keywords(&self, node: &Node) -> Result<Inherited, Diagnostic> {
         let mut out = self.clone();
@@ -165,6 +197,7 @@ impl Inherited {
         if let Some(n) = node.get("collections") {
             out.collections = strings_of(n, "collections")?;
         }
+        out.set_throttle(node)?;
         // Only blocks accept `notify` (their key check says so); an inner one replaces it.
         if let Some(n) = node.get("notify") {
             out.notify = strings_of(n, "notify")?;
@@ -375,6 +408,8 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "collections",
     "become_exe",
     "become_flags",
+    "throttle",
+    "run_once",
 ];
 
 pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &[];

@@ -12,8 +12,8 @@ use super::ast::{
 use super::files::{dir_of, joined, load_vars_file};
 use super::includes::Loader;
 use super::keywords::{
-    become_method_of, bool_of, check_keys, conn_keywords_of, env_of, map_of, percent_of, serial_of,
-    short_name, string_of, strings_of, vars_of, PLAY_KEYS, PLAY_KEYS_NOT_YET,
+    become_method_of, bool_of, check_keys, conn_keywords_of, env_of, flag_of, map_of, percent_of,
+    serial_of, short_name, string_of, strings_of, vars_of, Flag, PLAY_KEYS, PLAY_KEYS_NOT_YET,
 };
 use crate::diag::Diagnostic;
 use crate::yaml::{self, Kind, Node};
@@ -248,15 +248,14 @@ fn host_order_of(
 ) -> Result<HostOrder, Diagnostic> {
     let mut order = string_of(n, "order")?;
     if is_template(&order) {
-        order = match render_before_hosts(&order, vars, extra_vars) {
-            Ok(Value::String(r)) => r,
-            Ok(other) => other.to_string(),
-            Err(e) => {
-                return Err(n.err(format!("cannot render the `order`: {e}")).help(
+        order =
+            match render_before_hosts(&order, vars, extra_vars) {
+                Ok(Value::String(r)) => r,
+                Ok(other) => other.to_string(),
+                Err(e) => return Err(n.err(format!("cannot render the `order`: {e}")).help(
                     "it is rendered once, before any host: it may use the play's `vars` and `-e`",
-                ))
-            }
-        };
+                )),
+            };
     }
     Ok(match order.as_str() {
         "inventory" => HostOrder::Inventory,
@@ -380,6 +379,20 @@ fn load_play(
     if let Some(n) = node.get("collections") {
         base.collections = strings_of(n, "collections")?;
     }
+    base.set_throttle(node)?;
+    // `run_once` on the play reaches every task, as a block's does; a template is decided
+    // per task with its first host's variables.
+    match node
+        .get("run_once")
+        .map(|n| flag_of(n, "run_once"))
+        .transpose()?
+    {
+        Some(Flag::Lit(v)) => base.run_once = Some(v),
+        Some(Flag::Tmpl(t)) => {
+            base.templated.insert("run_once", t);
+        }
+        None => {}
+    }
     let section = |loader: &mut Loader, key: &str, handlers: bool| match node.get(key) {
         Some(list) => loader.steps_of(list, &format!("`{key}`"), handlers, &base, dir),
         None => Ok(Vec::new()),
@@ -458,68 +471,67 @@ fn load_play(
     let opt_string = |key: &str| -> Result<Option<String>, Diagnostic> {
         node.get(key).map(|n| string_of(n, key)).transpose()
     };
-    let play =
-        Play {
-            vars_from_files: vars_from_files.into(),
-            name: opt_string("name")?.unwrap_or_else(|| hosts.clone()),
-            hosts,
-            pos: node.pos.clone(),
-            dir: dir.to_path_buf(),
-            vars: match node.get("vars") {
-                Some(v) => vars_of(v, "`vars`")?.into(),
-                None => Default::default(),
-            },
-            vars_files,
-            gather_facts: match opt_bool("gather_facts")? {
-                Some(b) => b,
-                None => crate::config::default_gathering()?,
-            },
-            gather_timeout: gather_keywords_of(node)?,
-            gather_when: Vec::new(),
-            vars_prompt: match node.get("vars_prompt") {
-                Some(n) => vars_prompt_of(n)?,
-                None => Vec::new(),
-            },
-            tags: base.tags.clone(),
-            pre_tasks,
-            roles,
-            tasks,
-            post_tasks,
-            handlers,
-            role_defaults: Arc::new(role_defaults),
-            role_vars: Arc::new(role_vars),
-            play_role_names: std::mem::take(&mut loader.play_role_names),
-            dependent_role_names: std::mem::take(&mut loader.dependent_role_names),
-            become_: opt_bool("become")?,
-            become_user: opt_string("become_user")?,
-            become_method: node
-                .get("become_method")
-                .map(become_method_of)
-                .transpose()?,
-            conn: conn_keywords_of(node)?,
-            check_mode: base.check_mode,
-            diff: base.diff,
-            environment: match node.get("environment") {
-                Some(v) => env_of(v)?,
-                None => Map::new(),
-            },
-            force_handlers: opt_bool("force_handlers")?,
-            ignore_errors: base.ignore_errors.unwrap_or(false),
-            serial: match node.get("serial") {
-                Some(n) => serial_of(n)?,
-                None => Vec::new(),
-            },
-            free: false,
-            order: match node.get("order") {
-                Some(n) => host_order_of(n, &loader.play_vars, extra_vars)?,
-                None => HostOrder::Inventory,
-            },
-            any_errors_fatal: opt_bool("any_errors_fatal")?.unwrap_or(false),
-            max_fail_percentage: match node.get("max_fail_percentage") {
-                Some(n) => Some(percent_of(n, "max_fail_percentage")?),
-                None => None,
-            },
-        };
+    let play = Play {
+        vars_from_files: vars_from_files.into(),
+        name: opt_string("name")?.unwrap_or_else(|| hosts.clone()),
+        hosts,
+        pos: node.pos.clone(),
+        dir: dir.to_path_buf(),
+        vars: match node.get("vars") {
+            Some(v) => vars_of(v, "`vars`")?.into(),
+            None => Default::default(),
+        },
+        vars_files,
+        gather_facts: match opt_bool("gather_facts")? {
+            Some(b) => b,
+            None => crate::config::default_gathering()?,
+        },
+        gather_timeout: gather_keywords_of(node)?,
+        gather_when: Vec::new(),
+        vars_prompt: match node.get("vars_prompt") {
+            Some(n) => vars_prompt_of(n)?,
+            None => Vec::new(),
+        },
+        tags: base.tags.clone(),
+        pre_tasks,
+        roles,
+        tasks,
+        post_tasks,
+        handlers,
+        role_defaults: Arc::new(role_defaults),
+        role_vars: Arc::new(role_vars),
+        play_role_names: std::mem::take(&mut loader.play_role_names),
+        dependent_role_names: std::mem::take(&mut loader.dependent_role_names),
+        become_: opt_bool("become")?,
+        become_user: opt_string("become_user")?,
+        become_method: node
+            .get("become_method")
+            .map(become_method_of)
+            .transpose()?,
+        conn: conn_keywords_of(node)?,
+        check_mode: base.check_mode,
+        diff: base.diff,
+        environment: match node.get("environment") {
+            Some(v) => env_of(v)?,
+            None => Map::new(),
+        },
+        force_handlers: opt_bool("force_handlers")?,
+        ignore_errors: base.ignore_errors.unwrap_or(false),
+        serial: match node.get("serial") {
+            Some(n) => serial_of(n)?,
+            None => Vec::new(),
+        },
+        free: false,
+        order: match node.get("order") {
+            Some(n) => host_order_of(n, &loader.play_vars, extra_vars)?,
+            None => HostOrder::Inventory,
+        },
+        any_errors_fatal: opt_bool("any_errors_fatal")?.unwrap_or(false),
+        max_fail_percentage: match node.get("max_fail_percentage") {
+            Some(n) => Some(percent_of(n, "max_fail_percentage")?),
+            None => None,
+        },
+    };
     let mut play = play;
     // The play's `strategy`, else `ANSIBLE_STRATEGY`'s default.
     let strategy = match node.get("strategy") {

@@ -85,7 +85,7 @@ pub(crate) struct RoleEntry<'n> {
 /// Keywords ansible-core reads on a role entry (its `Role` attributes) that fixpoint does not
 /// implement there: refused, because taking them as role parameters (the other keys) would
 /// silently change what the role sees (`port: 8080` would override the role's `port` variable).
-const ROLE_KEYS_NOT_YET: &[&str] = &["throttle", "timeout", "debugger", "delegate_facts"];
+const ROLE_KEYS_NOT_YET: &[&str] = &["timeout", "debugger", "delegate_facts"];
 
 /// One entry of `roles:`: a name, or a mapping with `role:`, keywords and `vars:` (the role's
 /// variables); other keys are role parameters, as in Ansible.

@@ -4,8 +4,8 @@
 use super::ast::{Inherited, LoopKind, Task, Templated};
 use super::keywords::{
     become_method_of, bool_of, check_keys, check_var_name, conditions_of, conn_keywords_of, env_of,
-    flag_of, loop_of, map_of, plain_names, short_name, string_of, strings_of, vars_of, Flag,
-    TASK_KEYS, TASK_KEYS_NOT_YET,
+    flag_of, loop_of, map_of, plain_names, short_name, string_of, strings_of, throttle_of, vars_of,
+    Flag, TASK_KEYS, TASK_KEYS_NOT_YET,
 };
 use super::kv::{free_form_command, parse_kv};
 use super::validate::{check_guard, check_module_params, param_pos};
@@ -362,6 +362,15 @@ pub(crate) fn load_task(
     let own_become = opt_flag("become")?;
     // `run_once: "{{ x }}"`: decided when the task runs, with the first host's variables.
     let own_run_once = opt_flag("run_once")?;
+    // `throttle: "{{ n }}"` too.
+    let throttle = match opt("throttle").map(throttle_of).transpose()? {
+        Some(Flag::Lit(v)) => Some(v),
+        Some(Flag::Tmpl(t)) => {
+            templated.insert("throttle", t);
+            None
+        }
+        None => None,
+    };
     let register = opt_string("register")?;
     if let (Some(r), Some(n)) = (&register, opt("register")) {
         check_var_name(r, &n.pos)?;
@@ -456,17 +465,7 @@ pub(crate) fn load_task(
         },
         role: None,
         python,
-        throttle: match opt("throttle") {
-            Some(n) => match n.kind {
-                Kind::Int(i) if i > 0 => Some(i as usize),
-                _ => {
-                    return Err(n
-                        .err("`throttle` must be a positive number of hosts")
-                        .help("e.g. `throttle: 1` to run the task on one host at a time"))
-                }
-            },
-            None => None,
-        },
+        throttle,
         delegate_to: opt_string("delegate_to")?,
         conn: conn_keywords_of(node)?,
         any_errors_fatal: opt_bool("any_errors_fatal")?,

@@ -47,6 +47,8 @@ const SHARED_FLAGS: &[(&str, bool)] = &[
     ("--skip-tags", true),
     ("--limit", true),
     ("--force-handlers", false),
+    ("--forks", true),
+    ("-f", true),
     // Inventory sources besides the case's `inventory` file (a host list: `h1,h2:2222,`).
     ("-i", true),
     ("--inventory", true),
