@@ -23,6 +23,9 @@ use state::{HostState, PlayCtx};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+/// A free play's task bounds shared by its lanes: by task location and bound.
+type FreeThrottles = Arc<std::sync::Mutex<HashMap<(String, usize), Arc<tokio::sync::Semaphore>>>>;
+
 /// The read-only half of the engine (`Shared`), borrowed field by field: a `&self` method would
 /// borrow the whole engine, while host futures need `self.hosts` mutably at the same time.
 macro_rules! shared {
@@ -123,8 +126,8 @@ pub struct Engine {
     /// no later playbook runs and the run fails.
     run_stopped: bool,
     /// The `throttle` of a free play's tasks, shared by its hosts' lanes (each runs the task
-    /// for its own host): by task location and bound.
-    free_throttles: Arc<std::sync::Mutex<HashMap<(String, usize), Arc<tokio::sync::Semaphore>>>>,
+    /// for its own host).
+    free_throttles: FreeThrottles,
     /// The running play's variables known without a host, which its templated tags are
     /// rendered with.
     tag_scope: Option<Arc<Scope>>,
