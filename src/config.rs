@@ -159,6 +159,7 @@ pub const ANSIBLE_ENV: &[&str] = &[
     "ANSIBLE_HOST_PATTERN_MISMATCH",
     "ANSIBLE_PRIVATE_ROLE_VARS",
     "ANSIBLE_INJECT_FACT_VARS",
+    "ANSIBLE_ERROR_ON_MISSING_HANDLER",
 ];
 
 /// `ANSIBLE_PRIVATE_ROLE_VARS`, when it is set: whether roles keep their defaults and vars to
@@ -173,6 +174,14 @@ pub fn private_role_vars() -> Option<bool> {
 /// besides `ansible_facts.os_family`; true unless it says false, as ansible-core reads it.
 pub fn inject_fact_vars() -> bool {
     std::env::var_os("ANSIBLE_INJECT_FACT_VARS").is_none() || env_bool("ANSIBLE_INJECT_FACT_VARS")
+}
+
+/// `ANSIBLE_ERROR_ON_MISSING_HANDLER`: whether a task that notifies a name no handler answers
+/// is an error (the run stops) rather than a warning; true unless it says false, as
+/// ansible-core reads it.
+pub fn error_on_missing_handler() -> bool {
+    std::env::var_os("ANSIBLE_ERROR_ON_MISSING_HANDLER").is_none()
+        || env_bool("ANSIBLE_ERROR_ON_MISSING_HANDLER")
 }
 
 /// How a setting's value is read (`ANSIBLE_SETTINGS`).
@@ -192,6 +201,9 @@ const ANSIBLE_SETTINGS: &[(&str, SettingValue)] = &[
         Value::Bool(private_role_vars().unwrap_or(false))
     }),
     ("DEFAULT_STRATEGY", || Value::String(default_strategy())),
+    ("ERROR_ON_MISSING_HANDLER", || {
+        Value::Bool(error_on_missing_handler())
+    }),
     ("HOST_PATTERN_MISMATCH", || {
         env_text("ANSIBLE_HOST_PATTERN_MISMATCH", "warning")
     }),

@@ -158,6 +158,7 @@ impl Engine {
         let location = task.pos.to_string();
         // How the task's conditions are written is worth saying once, not once per host.
         let mut warned = std::collections::BTreeSet::new();
+        let mut missing_handler = false;
         for (host, events, warnings, no_log) in results {
             let hs = self.hosts.get_mut(&host).expect("host state");
             let unknown = account(hs, task, &name, &location, &events, no_log, &ctx.handlers);
@@ -167,7 +168,7 @@ impl Engine {
                 location: &location,
             };
             let changed_log = self.cfg.twice.then_some(&mut self.changed_log);
-            report_host(
+            missing_handler |= report_host(
                 &mut self.reporter,
                 changed_log,
                 &shown,
@@ -176,6 +177,10 @@ impl Engine {
                 &mut warned,
                 unknown,
             );
+        }
+        if missing_handler {
+            self.run_stopped = true;
+            self.play_ended = true;
         }
         if run_once && all_targets.len() > 1 {
             for h in &all_targets[1..] {
@@ -274,7 +279,9 @@ pub(super) struct Shown<'a> {
 
 /// Print one host's results of a task: the warnings its conditions gave (each once per task,
 /// `warned`), its events, and the notifications that reached no handler (`unknown`, from
-/// `account`). Under `--twice`, the changes go to `changed_log`.
+/// `account`). Under `--twice`, the changes go to `changed_log`. Returns whether such a
+/// notification stops the run (an error unless `ANSIBLE_ERROR_ON_MISSING_HANDLER` says false,
+/// as in ansible-core).
 pub(super) fn report_host(
     reporter: &mut Reporter,
     changed_log: Option<&mut Vec<(String, String, String, Diff)>>,
@@ -283,12 +290,23 @@ pub(super) fn report_host(
     (events, warnings, no_log): (&[Event], Vec<String>, bool),
     warned: &mut BTreeSet<String>,
     unknown: Vec<String>,
-) {
+) -> bool {
     let Shown {
         task,
         name,
         location,
     } = *shown;
+    // ansible-core stops at the result whose notification no handler answers, before it
+    // shows that result.
+    if !unknown.is_empty() && crate::config::error_on_missing_handler() {
+        for n in unknown {
+            reporter.error(&format!(
+                "task \"{name}\" ({location}) on {host} notifies `{n}`, but no handler has \
+                 that name or listens to it"
+            ));
+        }
+        return true;
+    }
     for w in warnings {
         if warned.insert(w.clone()) {
             reporter.warn(&format!("task \"{name}\" ({location}): {w}"));
@@ -345,6 +363,7 @@ pub(super) fn report_host(
             "task \"{name}\" ({location}) notifies `{n}`, but no handler has that name or listens to it"
         ));
     }
+    false
 }
 
 /// A task's results on one host, counted for the recap (once per host, like Ansible, whatever

@@ -64,7 +64,13 @@ impl Engine {
             let items: Vec<Option<(usize, Value)>> = match &inc.loop_items {
                 None => vec![None],
                 Some(raw) => match scope.render_noting_undefined(raw).and_then(|v| {
-                    crate::playbook::loops::expand(inc.loop_kind, v, &[]).map_err(|e| (e, false))
+                    // `with_first_found` searches the include's role, then the play's directory,
+                    // as a task's does.
+                    let mut search: Vec<std::path::PathBuf> =
+                        inc.role.iter().map(|r| r.path.clone()).collect();
+                    search.push(ctx.play.dir.clone());
+                    crate::playbook::loops::expand(inc.loop_kind, v, &search)
+                        .map_err(|e| (e, false))
                 }) {
                     Ok(items) => items.into_iter().enumerate().map(Some).collect(),
                     // As for a task: a loop over an undefined variable is an error only if the

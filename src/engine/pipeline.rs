@@ -174,6 +174,7 @@ impl Engine {
         let mut reached = vec![0usize; hosts.len()];
         let mut done = vec![false; hosts.len()];
         let mut next = 0;
+        let mut missing_handler = false;
         let mut forced = false;
         let mut warned: Vec<BTreeSet<String>> = vec![BTreeSet::new(); n];
         let mut started = vec![false; n];
@@ -198,7 +199,9 @@ impl Engine {
             }
             while next < n && (0..hosts.len()).all(|i| done[i] || reached[i] > next) {
                 let changed_log = self.cfg.twice.then_some(&mut self.changed_log);
-                print_task(
+                // A notification no handler answers stops the run once the section is
+                // through (a task whose `notify` is a template runs alone, so stops right away).
+                missing_handler |= print_task(
                     &mut self.reporter,
                     changed_log,
                     sec,
@@ -241,7 +244,9 @@ impl Engine {
         }
         while next < n {
             let changed_log = self.cfg.twice.then_some(&mut self.changed_log);
-            print_task(
+            // A notification no handler answers stops the run once the section is
+            // through (a task whose `notify` is a template runs alone, so stops right away).
+            missing_handler |= print_task(
                 &mut self.reporter,
                 changed_log,
                 sec,
@@ -253,6 +258,10 @@ impl Engine {
             );
             next += 1;
             bannered = false;
+        }
+        if missing_handler {
+            self.run_stopped = true;
+            self.play_ended = true;
         }
     }
 }
@@ -270,9 +279,9 @@ fn print_task(
     hosts: &[String],
     results: BTreeMap<usize, (HostRun, Vec<String>)>,
     warned: &mut BTreeSet<String>,
-) {
+) -> bool {
     if results.is_empty() {
-        return;
+        return false;
     }
     if !bannered {
         reporter.task_start(&labels.banners[k], sec.handlers);
@@ -282,8 +291,9 @@ fn print_task(
         name: &labels.names[k],
         location: &labels.locations[k],
     };
+    let mut stop = false;
     for (i, ((events, warnings, no_log), unknown)) in results {
-        report_host(
+        stop |= report_host(
             reporter,
             changed_log.as_deref_mut(),
             &shown,
@@ -293,6 +303,7 @@ fn print_task(
             unknown,
         );
     }
+    stop
 }
 
 /// One host going through a section.

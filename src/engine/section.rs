@@ -181,6 +181,10 @@ fn analyse(task: &Task, play: &Play, templar: &Templar) -> (Fit, Reads) {
         Fit::Barrier("ignore_unreachable")
     } else if PLAY_WIDE.contains(&task.module) {
         Fit::Barrier("an action for the whole play")
+    } else if task.notify.iter().any(|n| Templar::is_template(n)) {
+        // Whether a handler answers is known when it runs: one that none answers stops the
+        // run right there, before any host goes on.
+        Fit::Barrier("a templated notify")
     } else if matches!(&reads, Reads::Names(n) if FLEET_NAMES.iter().any(|f| n.contains(*f))) {
         Fit::Barrier("reads other hosts' state")
     } else if task.python.is_some() {

@@ -345,10 +345,13 @@ impl<'a> Loader<'a> {
             None => arg,
         };
         let is_action = |k: &str| k == key;
-        // An include loops over what its loop gives, decided from data alone; the `with_*`
-        // lookups that search the controller's files or run commands are for tasks.
+        // An include loops over what its loop gives, decided from data alone or the first of
+        // a list of files (`with_first_found`, the usual way to include a platform's tasks);
+        // the other `with_*` lookups that search the controller's files or run commands are
+        // for tasks.
         let loop_keys = [
             "loop",
+            "with_first_found",
             "with_items",
             "with_list",
             "with_sequence",

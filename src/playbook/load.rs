@@ -119,7 +119,11 @@ fn load_plays(
             errors.extend(loader.take_collected());
             match play {
                 Ok(p) => {
-                    errors.extend(super::validate::unanswered_notifications(&p));
+                    // `ANSIBLE_ERROR_ON_MISSING_HANDLER=false` makes it a warning where the
+                    // task changes something, as in ansible-core.
+                    if crate::config::error_on_missing_handler() {
+                        errors.extend(super::validate::unanswered_notifications(&p));
+                    }
                     plays.push(p)
                 }
                 Err(d) => errors.push(d),

@@ -40,8 +40,8 @@ pub struct PlaybookRun {
     pub extra_vars: Vec<String>,
     /// The `ANSIBLE_*` settings fixpoint reads, in order.
     pub env: Vec<(String, String)>,
-    /// Options both tools take, as written: `--tags`/`--skip-tags`/`--limit`/`--forks` with
-    /// their values, `--check`, `--diff`, `--force-handlers`.
+    /// Options both tools take, as written: `--tags`/`--skip-tags`/`--limit`/`--forks`/
+    /// `--vault-password-file` with their values, `--check`, `--diff`, `--force-handlers`.
     pub options: Vec<String>,
     /// Why the run cannot be compared, when it cannot.
     pub not_comparable: Option<String>,
@@ -603,9 +603,10 @@ fn playbook_run(args: &[&str], env: &[(String, String)]) -> PlaybookRun {
                     run.options.extend([flag.to_string(), v.to_string()]);
                 }
             }
-            "-f" | "--forks" => {
+            "-f" | "--forks" | "--vault-password-file" => {
+                let flag = if a == "-f" { "--forks" } else { a };
                 if let Some(v) = it.next() {
-                    run.options.extend(["--forks".to_string(), v.to_string()]);
+                    run.options.extend([flag.to_string(), v.to_string()]);
                 }
             }
             "-C" | "--check" | "-D" | "--diff" | "--force-handlers" => {
