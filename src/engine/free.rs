@@ -93,6 +93,7 @@ impl Engine {
             playbook_stopped: false,
             run_stopped: false,
             free_throttles: self.free_throttles.clone(),
+            forcing_handlers: false,
             tag_scope: self.tag_scope.clone(),
             public_roles: self.public_roles.clone(),
             started: self.started,

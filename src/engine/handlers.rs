@@ -128,7 +128,12 @@ impl Engine {
                     sec.handlers = true;
                     self.run_section(hctx, &sec, &targets).await;
                 }
-                (None, Some(inc)) => self.run_include(hctx, inc, &targets).await,
+                (None, Some(inc)) => {
+                    // Forced, the included tasks run on the failed hosts it targets too.
+                    self.forcing_handlers = force;
+                    self.run_include(hctx, inc, &targets).await;
+                    self.forcing_handlers = false;
+                }
                 (None, None) => self.run_task(hctx, handler, &targets, true).await,
             }
             // Delivered: remove the outbox entry on every agent of the hosts where it succeeded.

@@ -22,7 +22,10 @@ impl Engine {
                 at += 1;
                 let targets: Vec<String> = allowed
                     .iter()
-                    .filter(|h| self.hosts[*h].active())
+                    .filter(|h| {
+                        let hs = &self.hosts[*h];
+                        hs.active() || (self.forcing_handlers && hs.failed && !hs.unreachable)
+                    })
                     .cloned()
                     .collect();
                 if targets.is_empty() || self.play_ended {
@@ -102,7 +105,8 @@ impl Engine {
         steps: &'s [Step],
     ) -> Option<section::Section<'s>> {
         let fail_limits = ctx.play.any_errors_fatal || ctx.play.max_fail_percentage.is_some();
-        // A section could run on past the end of a role a host ended: step by step then.
+        // A section could run on past the end of a role a host ended, and its hosts stop at a
+        // failure where a forced handler's include goes on: step by step then.
         let role_ended = ctx
             .hosts
             .iter()
@@ -111,6 +115,7 @@ impl Engine {
             || !self.started
             || fail_limits
             || role_ended
+            || self.forcing_handlers
             || self.interrupt.requested()
         {
             return None;

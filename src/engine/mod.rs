@@ -128,6 +128,9 @@ pub struct Engine {
     /// The `throttle` of a free play's tasks, shared by its hosts' lanes (each runs the task
     /// for its own host).
     free_throttles: FreeThrottles,
+    /// A handler's include runs forced (`force_handlers`): its tasks run on the failed hosts
+    /// that reached it, as the handler itself does.
+    forcing_handlers: bool,
     /// The running play's variables known without a host, which its templated tags are
     /// rendered with.
     tag_scope: Option<Arc<Scope>>,
@@ -192,6 +195,7 @@ impl Engine {
             playbook_stopped: false,
             run_stopped: false,
             free_throttles: Arc::default(),
+            forcing_handlers: false,
             tag_scope: None,
             public_roles: Arc::default(),
             started: true,
