@@ -410,6 +410,7 @@ pub(crate) const PLAY_KEYS: &[&str] = &[
     "become_flags",
     "throttle",
     "run_once",
+    "user",
 ];
 
 pub(crate) const PLAY_KEYS_NOT_YET: &[&str] = &[];

@@ -243,6 +243,21 @@ fn render_before_hosts(
     crate::template::Templar::new().render_str(text, &ctx)
 }
 
+/// A play's connection keywords; `user` is the old name of its `remote_user` (ansible-core
+/// still reads it, and refuses both at once).
+fn play_conn_keywords(node: &Node) -> Result<super::ast::ConnKeywords, Diagnostic> {
+    let mut conn = conn_keywords_of(node)?;
+    if let Some(u) = node.get("user") {
+        if conn.remote_user.is_some() {
+            return Err(u
+                .err("both `user` and `remote_user` are set for this play")
+                .help("`user` is the old name of `remote_user`: keep `remote_user` only"));
+        }
+        conn.remote_user = Some(string_of(u, "user")?);
+    }
+    Ok(conn)
+}
+
 /// A play's `order`; a template is rendered once, before any host, with the play's `vars` and
 /// `-e`, as ansible-core renders it (`order: "{{ myorder | default('inventory') }}"`).
 fn host_order_of(
@@ -512,7 +527,7 @@ fn load_play(
             .get("become_method")
             .map(become_method_of)
             .transpose()?,
-        conn: conn_keywords_of(node)?,
+        conn: play_conn_keywords(node)?,
         check_mode: base.check_mode,
         diff: base.diff,
         environment: match node.get("environment") {
