@@ -8,12 +8,19 @@
 use fixpoint::config::ANSIBLE_ENV as UNDERSTOOD_ENV;
 
 /// `ANSIBLE_*` settings that change nothing on the runner's hosts, with why.
-const NEUTRAL_ENV: &[(&str, &str)] = &[(
-    "ANSIBLE_BECOME_ALLOW_SAME_USER",
-    // It lets ansible-core become the user it logged in as (ansible-test logs in as root and
-    // becomes root); the runner logs in as fpsudo and becomes root, never the same user.
-    "never the same user here",
-)];
+const NEUTRAL_ENV: &[(&str, &str)] = &[
+    (
+        "ANSIBLE_BECOME_ALLOW_SAME_USER",
+        // It lets ansible-core become the user it logged in as (ansible-test logs in as root
+        // and becomes root); the runner logs in as fpsudo and becomes root, never the same user.
+        "never the same user here",
+    ),
+    (
+        "ANSIBLE_DEBUG",
+        // ansible-core's own debug lines, which the script greps; nothing a play does changes.
+        "debug output only",
+    ),
+];
 
 /// One `-i` of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
