@@ -243,6 +243,27 @@ fn render_before_hosts(
     crate::template::Templar::new().render_str(text, &ctx)
 }
 
+/// A play keyword's text (`strategy`, `order`); a template is rendered once, when the play
+/// starts and before any host, with the play's `vars` and `-e`, as ansible-core renders it.
+fn play_keyword_text(
+    n: &Node,
+    key: &str,
+    vars: &Map<String, Value>,
+    extra_vars: &Map<String, Value>,
+) -> Result<String, Diagnostic> {
+    let text = string_of(n, key)?;
+    if !is_template(&text) {
+        return Ok(text);
+    }
+    match render_before_hosts(&text, vars, extra_vars) {
+        Ok(Value::String(r)) => Ok(r),
+        Ok(other) => Ok(other.to_string()),
+        Err(e) => Err(n
+            .err(format!("cannot render the `{key}`: {e}"))
+            .help("it is rendered once, before any host: it may use the play's `vars` and `-e`")),
+    }
+}
+
 /// A play's connection keywords; `user` is the old name of its `remote_user` (ansible-core
 /// still reads it, and refuses both at once).
 fn play_conn_keywords(node: &Node) -> Result<super::ast::ConnKeywords, Diagnostic> {
@@ -258,24 +279,14 @@ fn play_conn_keywords(node: &Node) -> Result<super::ast::ConnKeywords, Diagnosti
     Ok(conn)
 }
 
-/// A play's `order`; a template is rendered once, before any host, with the play's `vars` and
-/// `-e`, as ansible-core renders it (`order: "{{ myorder | default('inventory') }}"`).
+/// A play's `order`; a template is rendered as `play_keyword_text` says, as ansible-core renders
+/// it (`order: "{{ myorder | default('inventory') }}"`).
 fn host_order_of(
     n: &Node,
     vars: &Map<String, Value>,
     extra_vars: &Map<String, Value>,
 ) -> Result<HostOrder, Diagnostic> {
-    let mut order = string_of(n, "order")?;
-    if is_template(&order) {
-        order =
-            match render_before_hosts(&order, vars, extra_vars) {
-                Ok(Value::String(r)) => r,
-                Ok(other) => other.to_string(),
-                Err(e) => return Err(n.err(format!("cannot render the `order`: {e}")).help(
-                    "it is rendered once, before any host: it may use the play's `vars` and `-e`",
-                )),
-            };
-    }
+    let order = play_keyword_text(n, "order", vars, extra_vars)?;
     Ok(match order.as_str() {
         "inventory" => HostOrder::Inventory,
         "reverse_inventory" => HostOrder::ReverseInventory,
@@ -554,21 +565,11 @@ fn load_play(
     let mut play = play;
     // The play's `strategy`, else `ANSIBLE_STRATEGY`'s default.
     let strategy = match node.get("strategy") {
-        Some(n) => {
-            let mut s = string_of(n, "strategy")?;
-            if is_template(&s) {
-                // ansible-core renders it when the play starts, before any host: the play's
-                // `vars` and `-e` are what it can use (`strategy: "{{ s | default('linear') }}"`).
-                s = match render_before_hosts(&s, &loader.play_vars, extra_vars) {
-                    Ok(Value::String(r)) => r,
-                    Ok(other) => other.to_string(),
-                    Err(e) => return Err(n.err(format!("cannot render the `strategy`: {e}")).help(
-                        "it is rendered once, before any host: it may use the play's `vars` and `-e`",
-                    )),
-                };
-            }
-            (s, Some(n))
-        }
+        // `strategy: "{{ s | default('linear') }}"`.
+        Some(n) => (
+            play_keyword_text(n, "strategy", &loader.play_vars, extra_vars)?,
+            Some(n),
+        ),
         None => (crate::config::default_strategy(), None),
     };
     match strategy {
