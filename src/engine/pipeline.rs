@@ -200,7 +200,7 @@ impl Engine {
             while next < n && (0..hosts.len()).all(|i| done[i] || reached[i] > next) {
                 let changed_log = self.cfg.twice.then_some(&mut self.changed_log);
                 // A notification no handler answers stops the run once the section is
-                // through (a task whose `notify` is a template runs alone, so stops right away).
+                // through (a task whose `notify` is a template is a barrier: it stops there).
                 missing_handler |= print_task(
                     &mut self.reporter,
                     changed_log,
@@ -244,8 +244,6 @@ impl Engine {
         }
         while next < n {
             let changed_log = self.cfg.twice.then_some(&mut self.changed_log);
-            // A notification no handler answers stops the run once the section is
-            // through (a task whose `notify` is a template runs alone, so stops right away).
             missing_handler |= print_task(
                 &mut self.reporter,
                 changed_log,

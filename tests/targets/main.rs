@@ -31,6 +31,7 @@ mod prepare;
 mod run;
 mod script;
 mod scripted;
+mod shell;
 #[path = "../support/mod.rs"]
 mod support;
 mod table;
@@ -384,8 +385,8 @@ fn measure(o: &Outcome, accepted: &[accepted::Accepted]) -> (Row, BTreeSet<usize
         return (row, BTreeSet::new());
     }
     let (a, f) = (
-        &without_run_dirs(&o.ansible.results),
-        &without_run_dirs(&o.fixpoint.results),
+        &run::without_run_dirs(&o.ansible.results),
+        &run::without_run_dirs(&o.fixpoint.results),
     );
     let agreement = accepted::agreement(&o.target, accepted, &pairs(a), &pairs(f));
     let agree = agreement.agree;
@@ -452,56 +453,6 @@ fn measure(o: &Outcome, accepted: &[accepted::Accepted]) -> (Row, BTreeSet<usize
 }
 
 /// Task results as `(name, status)`.
-/// Results whose task names had a path under the run's own directory (`{{ throttledir }}`
-/// in a name), with that directory left out: each tool runs in its own one
-/// (`<scratch>/<target>/2-ansible/`), and a kept ansible-core result in an older scratch.
-fn without_run_dirs(r: &[run::Result1]) -> Vec<run::Result1> {
-    r.iter()
-        .map(|x| run::Result1 {
-            name: run_dirs_left_out(&x.name),
-            status: x.status.clone(),
-        })
-        .collect()
-}
-
-/// `text` with each path up to a run's directory (`/.../<n>-ansible/`, `/.../<n>-fixpoint/`)
-/// left out.
-fn run_dirs_left_out(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(end) = ["-ansible/", "-fixpoint/"]
-        .iter()
-        .filter_map(|m| rest.find(m).map(|i| (i, i + m.len())))
-        .min()
-    {
-        let (at, after) = end;
-        let digits = rest[..at].len()
-            - rest[..at]
-                .trim_end_matches(|c: char| c.is_ascii_digit())
-                .len();
-        let start = rest[..at]
-            .rfind(|c: char| c.is_whitespace() || c == '\'' || c == '"')
-            .map_or(0, |i| i + 1);
-        if digits == 0 || !rest[start..].starts_with('/') {
-            out.push_str(&rest[..after]);
-        } else {
-            out.push_str(&rest[..start]);
-        }
-        rest = &rest[after..];
-    }
-    out.push_str(rest);
-    out
-}
-
-#[test]
-fn run_directories_are_left_out_of_names() {
-    assert_eq!(
-        run_dirs_left_out("Clean '/var/tmp/x/throttle/2-ansible/output/t.dir' and-ansible/"),
-        "Clean 'output/t.dir' and-ansible/"
-    );
-    assert_eq!(run_dirs_left_out("/a/5-fixpoint/o"), "o");
-}
-
 fn pairs(r: &[run::Result1]) -> Vec<(&str, &str)> {
     r.iter()
         .map(|x| (x.name.as_str(), x.status.as_str()))

@@ -311,3 +311,53 @@ fn accounts() -> (BTreeSet<String>, BTreeSet<String>) {
     };
     (names("/etc/passwd"), names("/etc/group"))
 }
+
+/// Results whose task names had a path under the run's own directory (`{{ throttledir }}`
+/// in a name), with that directory left out: each tool runs in its own one
+/// (`<scratch>/<target>/2-ansible/`), and a kept ansible-core result in an older scratch.
+pub fn without_run_dirs(r: &[Result1]) -> Vec<Result1> {
+    r.iter()
+        .map(|x| Result1 {
+            name: run_dirs_left_out(&x.name),
+            status: x.status.clone(),
+        })
+        .collect()
+}
+
+/// `text` with each path up to a run's directory (`/.../<n>-ansible/`, `/.../<n>-fixpoint/`)
+/// left out.
+fn run_dirs_left_out(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(end) = ["-ansible/", "-fixpoint/"]
+        .iter()
+        .filter_map(|m| rest.find(m).map(|i| (i, i + m.len())))
+        .min()
+    {
+        let (at, after) = end;
+        let digits = rest[..at].len()
+            - rest[..at]
+                .trim_end_matches(|c: char| c.is_ascii_digit())
+                .len();
+        let start = rest[..at]
+            .rfind(|c: char| c.is_whitespace() || c == '\'' || c == '"')
+            .map_or(0, |i| i + 1);
+        if digits == 0 || !rest[start..].starts_with('/') {
+            out.push_str(&rest[..after]);
+        } else {
+            out.push_str(&rest[..start]);
+        }
+        rest = &rest[after..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn run_directories_are_left_out_of_names() {
+    assert_eq!(
+        run_dirs_left_out("Clean '/var/tmp/x/throttle/2-ansible/output/t.dir' and-ansible/"),
+        "Clean 'output/t.dir' and-ansible/"
+    );
+    assert_eq!(run_dirs_left_out("/a/5-fixpoint/o"), "o");
+}
