@@ -442,6 +442,8 @@ fn measure(o: &Outcome, accepted: &[accepted::Accepted]) -> (Row, BTreeSet<usize
             o.fixpoint.exit, o.ansible.exit
         ),
     };
+    // A table cell keeps no trailing blank (a stop without a message ends in `: `).
+    let divergence = divergence.trim_end().to_string();
     let row = Row {
         target: o.target.clone(),
         ansible,
