@@ -66,9 +66,8 @@ impl Engine {
                 Some(raw) => match scope.render_noting_undefined(raw).and_then(|v| {
                     // `with_first_found` searches the include's role, then the play's directory,
                     // as a task's does.
-                    let mut search: Vec<std::path::PathBuf> =
-                        inc.role.iter().map(|r| r.path.clone()).collect();
-                    search.push(ctx.play.dir.clone());
+                    let search =
+                        crate::playbook::files::search_dirs(inc.role.as_deref(), &ctx.play.dir);
                     crate::playbook::loops::expand(inc.loop_kind, v, &search)
                         .map_err(|e| (e, false))
                 }) {

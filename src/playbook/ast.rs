@@ -706,12 +706,7 @@ impl Task {
 
     /// Where `copy`/`template` sources and relative files are searched: the role first.
     pub fn search_dirs(&self, play_dir: &Path) -> Vec<PathBuf> {
-        let mut dirs = Vec::new();
-        if let Some(r) = &self.role {
-            dirs.push(r.path.clone());
-        }
-        dirs.push(play_dir.to_path_buf());
-        dirs
+        super::files::search_dirs(self.role.as_deref(), play_dir)
     }
 
     /// `changed_when: false` declares a command read-only.

@@ -7,6 +7,15 @@ use crate::yaml;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
+/// Where a step's relative files (a `with_first_found` list, `copy` sources) are searched: its
+/// role's directory first, then the play's.
+pub fn search_dirs(role: Option<&super::ast::RoleCtx>, play_dir: &Path) -> Vec<PathBuf> {
+    role.map(|r| r.path.clone())
+        .into_iter()
+        .chain([play_dir.to_path_buf()])
+        .collect()
+}
+
 /// The directory of a file, `.` for a bare file name.
 pub(crate) fn dir_of(path: &Path) -> PathBuf {
     path.parent()
