@@ -397,6 +397,16 @@ pub(super) fn account(
     }
     let ignored = events.iter().any(|e| e.ignored) || unreachable_ignored;
     let looped = hs.loop_failure.take();
+    // A task that was not skipped and reached the host: its role ran here (`RoleDedup`).
+    let all_skipped = events.iter().all(|e| e.status == Status::Skipped);
+    if let (Some(dedup), false, false) = (
+        task.role.as_ref().and_then(|r| r.dedup),
+        all_skipped,
+        unreachable || unreachable_ignored,
+    ) {
+        let id = hs.role_identity(&dedup);
+        hs.roles_ran.insert(id);
+    }
     if unreachable {
         hs.unreachable = true;
         hs.stats.unreachable += 1;

@@ -3,7 +3,7 @@
 
 use super::state::PlayCtx;
 use super::{display, shown_name, Engine, Shared};
-use crate::playbook::{Include, IncludeSource, RoleFrom};
+use crate::playbook::{Include, IncludeSource, RoleFrom, Step};
 use crate::report::{Status, TaskEvent};
 use crate::vars::{Layer, Scope, VarSrc};
 use serde_json::{json, Map, Value};
@@ -296,9 +296,29 @@ impl Engine {
         }
         for (params, hosts, steps) in loaded_groups {
             // Each inclusion (each loop item's) is a role invocation of its own: an `end_role`
-            // in an earlier one does not end it.
+            // in an earlier one does not end it, and whether a host passes a role by because
+            // it completed it (`RoleDedup`) is decided again, a loop item's variables being
+            // part of the role's identity.
+            let expansions = match (&inc.source, &steps) {
+                (IncludeSource::Loaded(steps), _) | (_, Some(steps)) => role_expansions(steps),
+                _ => Vec::new(),
+            };
+            let item = inc.loop_items.is_some().then(|| {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                Value::Object(params.clone()).to_string().hash(&mut h);
+                h.finish()
+            });
             for h in &hosts {
-                self.hosts.get_mut(h).expect("host state").ended_role = None;
+                let hs = self.hosts.get_mut(h).expect("host state");
+                hs.ended_role = None;
+                for e in &expansions {
+                    hs.role_passed_by.remove(e);
+                    match item {
+                        Some(i) => hs.role_item.insert(*e, i),
+                        None => hs.role_item.remove(e),
+                    };
+                }
             }
             let sub = ctx.with_params(params);
             match (&inc.source, steps) {
@@ -506,4 +526,21 @@ fn rendered_from(from: &RoleFrom, scope: &Arc<Scope>) -> Result<RoleFrom, String
         handlers: render(&from.handlers)?,
         skip_argspec: from.skip_argspec,
     })
+}
+
+/// The role expansions (`RoleDedup::expansion`) whose steps are among `steps`.
+fn role_expansions(steps: &[Step]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for s in steps {
+        match s {
+            Step::Block(b) => {
+                for list in [&b.block, &b.rescue, &b.always] {
+                    out.extend(role_expansions(list));
+                }
+            }
+            _ => out.extend(s.role().and_then(|r| r.dedup).map(|d| d.expansion)),
+        }
+    }
+    out.dedup();
+    out
 }

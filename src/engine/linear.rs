@@ -32,6 +32,7 @@ impl Engine {
                     return;
                 }
                 let targets = self.outside_ended_role(step, targets);
+                let targets = self.outside_completed_role(step, targets);
                 if targets.is_empty() {
                     continue;
                 }
@@ -93,6 +94,28 @@ impl Engine {
                     }
                     None => true,
                 }
+            })
+            .collect()
+    }
+
+    /// `targets` without the hosts that pass `step` by because they completed its role in this
+    /// play (`RoleDedup`), as ansible-core passes by, unreported, the tasks of a role that does
+    /// not allow duplicates. A block is left to its steps: a block's steps may belong to
+    /// different roles.
+    fn outside_completed_role(&mut self, step: &Step, targets: Vec<String>) -> Vec<String> {
+        let Some(dedup) = (match step {
+            Step::Block(_) => None,
+            _ => step.role().and_then(|r| r.dedup),
+        })
+        .filter(|d| d.may_pass_by()) else {
+            return targets;
+        };
+        targets
+            .into_iter()
+            .filter(|h| {
+                let hs = self.hosts.get_mut(h).expect("host state");
+                let ran = hs.roles_ran.contains(&hs.role_identity(&dedup));
+                !*hs.role_passed_by.entry(dedup.expansion).or_insert(ran)
             })
             .collect()
     }

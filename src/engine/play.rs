@@ -113,6 +113,10 @@ impl Engine {
         for h in &selected {
             let hs = self.host_state(h);
             hs.ended = false;
+            // ansible-core remembers the roles a host completed per play.
+            hs.roles_ran.clear();
+            hs.role_passed_by.clear();
+            hs.role_item.clear();
             // A host that failed in an earlier play is out of the run, and so are the handlers
             // notified on it: ansible-core drops them with the host, even where a later play
             // forces handlers. (Its outbox keeps them for the next run.)

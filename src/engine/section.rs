@@ -113,8 +113,22 @@ pub(super) fn section<'a>(
     let mut fits = Vec::new();
     let mut reads = Vec::new();
     let mut used = 0;
+    // Hosts that completed a role pass by a repeated expansion of it (`RoleDedup`): such an
+    // expansion is a section of its own, run with the hosts that do not.
+    let repeat = |t: &Task| {
+        t.role
+            .as_ref()
+            .and_then(|r| r.dedup)
+            .filter(|d| d.may_pass_by())
+            .map(|d| d.expansion)
+    };
     for step in steps {
         let Step::Task(task) = step else { break };
+        if let Step::Task(first) = &steps[0] {
+            if repeat(first) != repeat(task) {
+                break;
+            }
+        }
         if !selected(task) {
             used += 1;
             continue;

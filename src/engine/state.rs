@@ -9,6 +9,7 @@ use crate::vars::precedence::MapsMemo;
 use crate::vars::{HostVars, PlayObjects, PlayVars};
 use fixpoint_agent::journal::OutboxEntry;
 use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -36,6 +37,14 @@ pub(super) struct HostState {
     /// `meta: end_role` ended this role invocation for the host: its later steps pass the host
     /// by (`Engine::outside_ended_role`) until the host reaches a step of another invocation.
     pub(super) ended_role: Option<Arc<crate::playbook::RoleCtx>>,
+    /// This play's roles (`RoleDedup::id`) of which a task ran here.
+    pub(super) roles_ran: HashSet<u64>,
+    /// Per expansion of a role that hosts may pass by (`RoleDedup::expansion`): whether this
+    /// host does, decided at the first of its steps the host reached.
+    pub(super) role_passed_by: HashMap<u64, bool>,
+    /// Per expansion of a role an `include_role` loop includes: its loop item's variables
+    /// (hashed), which make another role of each item's in ansible-core's eyes.
+    pub(super) role_item: HashMap<u64, u64>,
     /// Agents by (delegated host, become user): `None` is the host itself.
     pub(super) conns: Conns,
     pub(super) failed: bool,
@@ -106,6 +115,14 @@ impl HostState {
         self.forget_spec();
     }
 
+    /// The identity of the role `dedup` is an expansion of, as this host runs it now.
+    pub(super) fn role_identity(&self, dedup: &crate::playbook::roles::RoleDedup) -> u64 {
+        match self.role_item.get(&dedup.expansion) {
+            Some(item) => dedup.id.rotate_left(1) ^ item,
+            None => dedup.id,
+        }
+    }
+
     /// Take every agent connection of this host, to be closed (`pool::close_all`).
     pub(super) fn take_conns(&mut self) -> Vec<crate::connection::AgentConn> {
         self.conns.drain().map(|(_, c)| c).collect()
@@ -128,6 +145,9 @@ impl HostState {
             loop_failure: None,
             ended: false,
             ended_role: None,
+            roles_ran: HashSet::new(),
+            role_passed_by: HashMap::new(),
+            role_item: HashMap::new(),
             conns: Conns::new(),
             failed: false,
             unreachable: false,

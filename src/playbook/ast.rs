@@ -210,6 +210,8 @@ pub struct RoleCtx {
     /// includes see them above their own include `vars:` (ansible-core's role params of the
     /// dependency chain), where an include's `vars:` are below the nested include's.
     pub entry_params: bool,
+    /// Whether a host that completed this role passes its steps by (`roles::RoleDedup`).
+    pub dedup: Option<super::roles::RoleDedup>,
 }
 
 /// The connection keywords of a play, block, role entry or task (`remote_user`, `port`,

@@ -14,7 +14,7 @@ use super::keywords::{
     bool_of, check_keys, conditions_of, loop_of, map_of, short_name, string_of, strings_of,
     vars_of, BLOCK_KEYS, INCLUDE_ACTIONS, INHERITED_KEYS, TASK_KEYS_NOT_YET,
 };
-use super::roles::{self, Listed, Role, RoleOpts, RoleVars};
+use super::roles::{self, Listed, Role, RoleDedup, RoleOpts, RoleVars};
 use super::task::{action_keyword, load_task};
 use crate::diag::{Diagnostic, Pos};
 use crate::yaml::{self, Kind, Node};
@@ -33,10 +33,9 @@ pub struct Loader<'a> {
     roles_path: &'a [PathBuf],
     /// Task files and roles being loaded, to refuse cycles.
     stack: Vec<PathBuf>,
-    /// Roles loaded with the play, with their parameters and whether an import loaded them:
-    /// a `roles:` entry or dependency runs once per play unless its parameters differ or it
-    /// sets `allow_duplicates`, an import once if it says `allow_duplicates: false`.
-    seen_roles: Vec<(PathBuf, RoleVars, bool)>,
+    /// The identities (`RoleDedup::id`) of the roles loaded with the play: a later expansion
+    /// of one is a repeat.
+    seen_roles: Vec<u64>,
     /// Role handlers files already added to the play, with the role parameters they got.
     handler_files: Vec<(PathBuf, RoleVars)>,
     /// The handlers of the roles, added to the play's.
@@ -590,19 +589,10 @@ impl<'a> Loader<'a> {
                     Some(n) => self.static_bool(n, "public", inh)?,
                     None => crate::config::private_role_vars().map_or(!include, |private| !private),
                 };
-                // `allow_duplicates: false`: not again on a host that ran the role already. An
-                // import is decided when the playbook loads, against the roles loaded before it;
-                // an include would be decided per host at run time (not supported yet).
+                // `allow_duplicates: false`: not again on a host that ran the role already
+                // (`RoleDedup`, decided per host when it reaches the role's first step).
                 let allow_duplicates = match arg.get("allow_duplicates") {
-                    Some(n) => {
-                        let allow = self.static_bool(n, "allow_duplicates", inh)?;
-                        if include && !allow {
-                            return Err(n
-                                .err("`allow_duplicates: false` on `include_role` is not supported by fixpoint yet")
-                                .help("use `import_role`, whose duplicates fixpoint finds when the playbook loads"));
-                        }
-                        Some(allow)
-                    }
+                    Some(n) => Some(self.static_bool(n, "allow_duplicates", inh)?),
                     None => None,
                 };
                 let opts = RoleOpts {
@@ -626,6 +616,7 @@ impl<'a> Loader<'a> {
                     },
                     inherited: Arc::default(),
                     inherited_defaults: Arc::default(),
+                    entry_keys: Value::Null,
                 };
                 let params = match node.get("vars") {
                     Some(v) => vars_of(v, "`vars`")?,

@@ -35,6 +35,80 @@ pub(crate) struct RoleOpts {
     /// A role imported or included from another role's tasks: that role's defaults, below its
     /// own (ansible-core's dependency chain).
     pub inherited_defaults: Arc<Map<String, Value>>,
+    /// A `roles:` entry's (or dependency's) `when` and `tags` as written: part of the role's
+    /// identity (`RoleDedup::id`), as in ansible-core.
+    pub entry_keys: Value,
+}
+
+/// ansible-core's role deduplication, decided per host at run time: a host passes by, unreported,
+/// every step of a role that does not allow duplicates once it completed the same role in the
+/// play, where completed means that a task of the role ran there (ok, changed or failed; not
+/// skipped, not unreachable). An entry whose tasks were all skipped by its `when` runs again at
+/// the next entry; a role that allows duplicates still counts as run for a later one that does
+/// not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleDedup {
+    /// The role's identity: its path, parameters, variables and the entry's `when` and
+    /// `tags`, hashed (the same in every loader, so a role a run-time include brings in is
+    /// known as the one the play ran).
+    pub id: u64,
+    /// This expansion of the role (unique in the process): a host decides once, at its first
+    /// step, whether it passes the whole expansion by.
+    pub expansion: u64,
+    /// The role does not allow duplicates: hosts that completed it pass it by.
+    pub once: bool,
+    /// An earlier expansion in the same load had the same identity, or the role was loaded
+    /// at run time: hosts may pass it by (when `once`), so a pipelined section does not run
+    /// across its edges (`engine::section`), and each host decides at its first step.
+    pub repeat: bool,
+}
+
+impl RoleDedup {
+    /// Hosts may pass this expansion by.
+    pub fn may_pass_by(&self) -> bool {
+        self.once && self.repeat
+    }
+}
+
+/// `RoleDedup::id` of a role: its directory, its variables, whether `roles:` (or a dependency)
+/// loaded it, and `keys` (see `Loader::role`); mappings hashed whatever their key order, as
+/// ansible-core compares them.
+pub(crate) fn identity_hash(canon: &Path, vars: &RoleVars, entry: bool, keys: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    fn feed(v: &Value, h: &mut std::collections::hash_map::DefaultHasher) {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<_> = m.keys().collect();
+                keys.sort();
+                "{".hash(h);
+                for k in keys {
+                    k.hash(h);
+                    feed(&m[k], h);
+                }
+                "}".hash(h);
+            }
+            Value::Array(a) => {
+                "[".hash(h);
+                a.iter().for_each(|x| feed(x, h));
+                "]".hash(h);
+            }
+            other => other.to_string().hash(h),
+        }
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    canon.hash(&mut h);
+    entry.hash(&mut h);
+    for m in [&vars.entry, &vars.params] {
+        feed(&Value::Object(m.clone()), &mut h);
+    }
+    feed(keys, &mut h);
+    h.finish()
+}
+
+/// A new `RoleDedup::expansion`.
+pub(crate) fn next_expansion() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The play's role-name lists (`ansible_play_role_names`, `ansible_dependent_role_names`): a
@@ -370,6 +444,7 @@ impl Role {
             entry_vars: Arc::new(vars.entry),
             params: Arc::new(vars.params),
             entry_params: opts.dedupe,
+            dedup: None,
         })
     }
 }

@@ -521,6 +521,7 @@ mod tests {
             entry_vars: Arc::default(),
             params: Arc::default(),
             entry_params: false,
+            dedup: None,
         };
         assert_eq!(
             magic_of(&cfg, &play, &o, Some(&role), "a", "role_name"),

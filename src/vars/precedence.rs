@@ -296,6 +296,7 @@ mod tests {
             entry_vars: map(json!({"ev": 2, "ansible_user": "entry"})),
             params: map(json!({"ansible_become_user": "param"})),
             entry_params: false,
+            dedup: None,
         };
         let task_vars = map(json!({"ansible_user": "task"}));
         let src = VarSrc {

@@ -24,6 +24,7 @@ impl Loader<'_> {
             listed: Listed::Neither,
             inherited: Arc::default(),
             inherited_defaults: Arc::default(),
+            entry_keys: Value::Null,
         };
         let vars = RoleVars {
             entry: Map::new(),
@@ -50,9 +51,15 @@ impl Loader<'_> {
         inherited: Arc<Map<String, Value>>,
     ) -> Result<Vec<Step>, Diagnostic> {
         let e = roles::read_entry(entry, base)?;
+        // `when` and `tags` of the entry make another role in ansible-core's eyes.
+        let entry_keys = serde_json::json!([
+            entry.get("when").map(Node::to_json),
+            entry.get("tags").map(Node::to_json),
+        ]);
         let opts = RoleOpts {
             dedupe: true,
             allow_duplicates: None,
+            entry_keys,
             // Public unless ANSIBLE_PRIVATE_ROLE_VARS says otherwise.
             export: !crate::config::private_role_vars().unwrap_or(false),
             listed,
@@ -138,28 +145,42 @@ impl Loader<'_> {
                     listed: opts.listed,
                     inherited: Arc::new(inherited),
                     inherited_defaults: parent.defaults.clone(),
+                    entry_keys: Value::Null,
                 };
                 &nested
             }
             _ => opts,
         };
-        // Every role loaded with the play is remembered; `roles:` entries and dependencies
-        // (unless the role allows duplicates) and imports that say `allow_duplicates: false`
-        // are left out when the same role with the same variables was loaded before (ansible-
-        // core skips a role a host completed; a role loaded here runs unless skipped).
-        let allow = opts.allow_duplicates.unwrap_or(role.allow_duplicates);
-        // ansible-core keeps a play's `roles:` (and dependencies) apart from the roles its
-        // imports and includes load: the same role with the same variables is one of each.
-        let key = (role.canon.clone(), vars.clone(), !opts.dedupe);
-        let seen = self.seen_roles.contains(&key);
-        if seen && !allow && (opts.dedupe || opts.allow_duplicates.is_some()) {
-            return Ok(Vec::new());
-        }
+        // Roles are deduplicated per host at run time (`RoleDedup`): a host that completed
+        // the same role passes by another expansion of it, unless it allows duplicates. The
+        // same role: its path and variables, and a `roles:` entry's `when` and `tags` or an
+        // import's or include's `*_from` files. ansible-core keeps a play's `roles:` (and
+        // dependencies) apart from the roles its imports and includes load: the same role is
+        // one of each. Imports and includes allow duplicates unless they say otherwise.
+        let (keys, allow) = if opts.dedupe {
+            (opts.entry_keys.clone(), role.allow_duplicates)
+        } else {
+            let f = &opts.from;
+            let keys = serde_json::json!([f.tasks, f.vars, f.defaults, f.handlers]);
+            (keys, true)
+        };
+        let id = roles::identity_hash(&role.canon, &vars, opts.dedupe, &keys);
+        // Each inclusion is decided anew; a loader at run time (an include) cannot know what
+        // the play ran before.
+        let included = !opts.dedupe && opts.listed == Listed::Neither;
+        let seen = self.seen_roles.contains(&id);
         if !seen {
-            self.seen_roles.push(key);
+            self.seen_roles.push(id);
         }
+        let repeat = seen || included || self.collected.is_none();
+        let dedup = RoleDedup {
+            id,
+            expansion: roles::next_expansion(),
+            once: !opts.allow_duplicates.unwrap_or(allow),
+            repeat,
+        };
         self.stack.push(role.canon.clone());
-        let r = self.role_body(&role, name_node, vars, inh, opts);
+        let r = self.role_body(&role, name_node, vars, inh, opts, Some(dedup));
         self.stack.pop();
         r
     }
@@ -171,9 +192,13 @@ impl Loader<'_> {
         vars: RoleVars,
         inh: &Inherited,
         opts: &RoleOpts,
+        dedup: Option<RoleDedup>,
     ) -> Result<Vec<Step>, Diagnostic> {
         let mut steps = Vec::new();
-        let ctx = Arc::new(role.context(name_node, vars.clone(), opts)?);
+        let ctx = Arc::new(RoleCtx {
+            dedup,
+            ..role.context(name_node, vars.clone(), opts)?
+        });
         let deps = role.dependencies()?;
         if !deps.is_empty() {
             // A dependency inherits the conditions and tags of the role that needs it, and
