@@ -90,7 +90,12 @@ fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<String>) {
         match s {
             Step::Task(t) => {
                 if cfg.tag_selected(&t.tags) {
-                    out.push(format!("{}\tTAGS: [{}]", listed_name(t), t.tags.join(", ")));
+                    // ansible-core lists an unnamed task by its action alone, in a role too.
+                    let name = match t.name {
+                        Some(_) => listed_name(t),
+                        None => t.display_name(),
+                    };
+                    out.push(format!("{name}\tTAGS: [{}]", t.tags.join(", ")));
                 }
             }
             Step::Block(b) => {

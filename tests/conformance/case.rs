@@ -65,6 +65,10 @@ const SHARED_FLAGS: &[(&str, bool)] = &[
     // A file of the case's own (`files:`), relative to the run directory both tools run in.
     ("--vault-password-file", true),
     ("--vault-id", true),
+    // Listings: what both tools print is compared as text (`Case::lists`).
+    ("--list-tasks", false),
+    ("--list-tags", false),
+    ("--list-hosts", false),
 ];
 
 #[derive(Debug, Clone)]
@@ -243,6 +247,11 @@ impl Case {
             .into_iter()
             .chain(&self.args)
             .any(|text| text.contains("fpuser") || text.contains("fppass"))
+    }
+
+    /// A listing (`--list-tasks`, `--list-tags`, `--list-hosts`): its text is compared.
+    pub fn lists(&self) -> bool {
+        self.args.iter().any(|a| a.starts_with("--list-"))
     }
 
     /// Whether the playbook has a `user` or `group` task: such a case changes the machine's

@@ -148,6 +148,9 @@ fn judge(tools: &Tools, case: &Case, devs: &[Deviation]) -> Verdict {
         Err(e) => return Verdict::Fails(e),
     };
     let run = |tool| tools::run(tools, case, tool, scratch.path());
+    if case.lists() {
+        return listing_verdict(case, run(Tool::Ansible), run(Tool::Fixpoint));
+    }
     let outcome = |tool, run: &Run, tree: Vec<String>| -> Result<events::Outcome, String> {
         let mut o = events::parse(tool, &run.stdout)?;
         o.exit = match tool {
@@ -257,6 +260,37 @@ fn judge(tools: &Tools, case: &Case, devs: &[Deviation]) -> Verdict {
         ),
         (false, false) => Verdict::Fails(describe(&unexplained, (&a_run, &a), (&f_run, &f))),
     }
+}
+
+/// A listing case (`--list-tasks`...): both tools print the same text (neither run
+/// touches a host; ansible-core lists in well under a second, so its run is not cached).
+fn listing_verdict(case: &Case, a: Result<Run, String>, f: Result<Run, String>) -> Verdict {
+    let (a, f) = match (a, f) {
+        (Ok(a), Ok(f)) => (a, f),
+        (Err(e), _) | (_, Err(e)) => return Verdict::Fails(e),
+    };
+    if a.exit != Some(case.expect_exit) {
+        return Verdict::Fails(format!(
+            "ansible-core exited {:?} where the case expects {}: the case is wrong\n{}",
+            a.exit,
+            case.expect_exit,
+            tail("ansible-core stderr", &a.stderr)
+        ));
+    }
+    let text = |r: &Run| r.stdout.trim().to_string();
+    if f.exit == a.exit && text(&a) == text(&f) {
+        return Verdict::Agrees;
+    }
+    let diff = similar::TextDiff::from_lines(&text(&a), &text(&f))
+        .unified_diff()
+        .header("ansible-core", "fixpoint")
+        .to_string();
+    Verdict::Fails(format!(
+        "listing differs (exit {:?} and {:?}):\n{diff}{}",
+        a.exit,
+        f.exit,
+        tail("fixpoint stderr", &f.stderr)
+    ))
 }
 
 /// ansible-core's run of `case` and the tree it left, from the cache (`cache.rs`) when it has
