@@ -4,7 +4,7 @@
 use super::state::{HostState, PlayCtx};
 use super::{display, Engine, Shared};
 use crate::connection::pool::ConnKey;
-use crate::playbook::{Play, Step, Task};
+use crate::playbook::{MetaAction, Play, Step, Task};
 use crate::report::Status;
 use crate::vars::{Layer, Scope};
 use fixpoint_agent::journal::OutboxEntry;
@@ -78,7 +78,7 @@ impl Engine {
             let mut group = vec![handler];
             let mut next = i;
             let alone = |h: &Task| {
-                h.handler_include.is_some() || !h.notify.is_empty() || h.handler_params.is_some()
+                h.handler_step.is_some() || !h.notify.is_empty() || h.handler_params.is_some()
             };
             if !force && !alone(handler) {
                 while next < handlers.len() {
@@ -123,18 +123,37 @@ impl Engine {
                 }
                 None => ctx,
             };
-            match (sec, &handler.handler_include) {
+            match (sec, handler.handler_step.as_deref()) {
                 (Some(mut sec), _) => {
                     sec.handlers = true;
                     self.run_section(hctx, &sec, &targets).await;
                 }
-                (None, Some(inc)) => {
+                (None, Some(Step::Include(inc))) => {
                     // Forced, the included tasks run on the failed hosts it targets too.
                     self.forcing_handlers = force;
                     self.run_include(hctx, inc, &targets).await;
                     self.forcing_handlers = false;
                 }
-                (None, None) => self.run_task(hctx, handler, &targets, true).await,
+                (None, Some(Step::Meta(m))) if m.action == MetaAction::FlushHandlers => {
+                    // ansible-core stops the run when it reaches such a handler.
+                    self.reporter.error(&format!(
+                        "flush_handlers cannot be used as a handler (handler \"{}\" at {})",
+                        m.name, m.pos
+                    ));
+                    self.run_stopped = true;
+                    self.play_ended = true;
+                    return;
+                }
+                (None, Some(Step::Meta(m))) => {
+                    let banner = match &handler.role {
+                        Some(r) => format!("{} : {}", r.name, handler.display_name()),
+                        None => handler.display_name(),
+                    };
+                    self.reporter.task_start(&banner, true);
+                    // Boxed: `run_meta` flushes handlers (never from here: refused above).
+                    Box::pin(self.run_meta(hctx, m, &targets)).await;
+                }
+                (None, _) => self.run_task(hctx, handler, &targets, true).await,
             }
             // Delivered: remove the outbox entry on every agent of the hosts where it succeeded.
             // Not waited for: a run that ends before the agent removes it runs the handler

@@ -219,7 +219,7 @@ fn analyse(task: &Task, play: &Play, templar: &Templar) -> (Fit, Reads) {
     } else if !task.templated.is_empty() {
         Fit::Alone("keywords given as templates")
     } else if GATE_ACTIONS.contains(&task.module)
-        && task.handler_include.is_none()
+        && task.handler_step.is_none()
         && reads != Reads::Any
         && task
             .params
@@ -227,7 +227,7 @@ fn analyse(task: &Task, play: &Play, templar: &Templar) -> (Fit, Reads) {
             .is_some_and(|m| m.keys().all(|k| !Templar::is_template(k)))
     {
         Fit::Gate
-    } else if CONTROLLER_ACTIONS.contains(&task.module) || task.handler_include.is_some() {
+    } else if CONTROLLER_ACTIONS.contains(&task.module) || task.handler_step.is_some() {
         Fit::Alone("runs on the controller")
     } else if reads == Reads::Any {
         // `lookup('vars', …)` may name another host's variables too: no batch, and no
@@ -258,7 +258,7 @@ pub(super) fn loop_batchable(task: &Task, play: &Play, templar: &Templar) -> boo
         && task.loop_break_when.is_none()
         && task.python.is_none()
         && task.delegate_to.is_none()
-        && task.handler_include.is_none()
+        && task.handler_step.is_none()
         // A module named by a template is known per host only when the task runs.
         && !task.templated.contains_key("action")
         && !CONTROLLER_ACTIONS.contains(&task.module)

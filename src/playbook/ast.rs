@@ -655,9 +655,9 @@ pub struct Task {
     /// `async: N` with `poll: 0`: the module runs as a background job on the host, stopped
     /// after N seconds, and the task registers the job's id (see `engine::item`, agent `job.rs`).
     pub async_job: Option<u64>,
-    /// A handler that is an `include_tasks` (module `include_tasks`): notified, it includes
-    /// its file, whose tasks run then (ansible-core lets a handler include tasks).
-    pub handler_include: Option<Box<Include>>,
+    /// A handler that is an `include_tasks` or a `meta` (`Step::Include`, `Step::Meta`):
+    /// notified, it runs that step (its file's tasks, or the meta action), as in ansible-core.
+    pub handler_step: Option<Box<Step>>,
     /// A handler an `include_role` brought: that include's parameters (its loop item...),
     /// which the handler sees as the included role's tasks do, as in ansible-core.
     pub handler_params: Option<Arc<Map<String, Value>>>,

@@ -327,7 +327,7 @@ impl<'a> Loader<'a> {
             let task = load_task(node, handlers, inh, self.play_dir, run_time_module)?;
             return Ok(vec![Step::Task(Box::new(task))]);
         };
-        if handlers && !matches!(short_name(key), "include_tasks" | "import_tasks") {
+        if handlers && !matches!(short_name(key), "include_tasks" | "import_tasks" | "meta") {
             return Err(Diagnostic::at(
                 kpos,
                 format!("`{key}` in handlers is not supported by fixpoint yet"),
@@ -374,13 +374,12 @@ impl<'a> Loader<'a> {
             .collect();
         match short_name(key) {
             "meta" => {
-                check_keys(
-                    entries,
-                    &["name", "when", "tags"],
-                    &[],
-                    "a meta task",
-                    is_action,
-                )?;
+                let keys: &[&str] = if handlers {
+                    &["name", "when", "tags", "listen"]
+                } else {
+                    &["name", "when", "tags"]
+                };
+                check_keys(entries, keys, &[], "a meta task", is_action)?;
                 let a = string_of(arg, "meta")?;
                 let action = match a.as_str() {
                     "flush_handlers" => MetaAction::FlushHandlers,
@@ -417,7 +416,7 @@ impl<'a> Loader<'a> {
                     Some(n) => string_of(n, "name")?,
                     None => key.to_string(),
                 };
-                Ok(vec![Step::Meta(Box::new(Meta {
+                let meta = Step::Meta(Box::new(Meta {
                     action,
                     name,
                     pos: node.pos.clone(),
@@ -425,7 +424,11 @@ impl<'a> Loader<'a> {
                     tags: inner.tags,
                     role: inner.role,
                     vars: inner.vars.into(),
-                }))])
+                }));
+                if handlers {
+                    return Ok(vec![Step::Task(Box::new(handler_step(node, meta)?))]);
+                }
+                Ok(vec![meta])
             }
             "import_tasks" => {
                 check_keys(
@@ -536,7 +539,8 @@ impl<'a> Loader<'a> {
                     inc.shown = key.to_string();
                 }
                 if handlers {
-                    return Ok(vec![Step::Task(Box::new(handler_include(node, inc)?))]);
+                    let step = Step::Include(Box::new(inc));
+                    return Ok(vec![Step::Task(Box::new(handler_step(node, step)?))]);
                 }
                 Ok(vec![Step::Include(Box::new(inc))])
             }

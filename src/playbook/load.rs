@@ -338,10 +338,17 @@ fn wrap_steps(steps: &mut [Step], when: &[String], tags: &[String]) {
 fn wrap_task(t: &mut Task, when: &[String], tags: &[String]) {
     prepend_conditions(&mut t.when, when);
     add_tags(&mut t.tags, tags);
-    // A handler that includes tasks runs as its include: the conditions go there.
-    if let Some(inc) = t.handler_include.as_mut() {
-        prepend_conditions(&mut inc.when, when);
-        add_tags(&mut inc.tags, tags);
+    // A handler that includes tasks or is a meta runs as that step: the conditions go there.
+    match t.handler_step.as_deref_mut() {
+        Some(Step::Include(inc)) => {
+            prepend_conditions(&mut inc.when, when);
+            add_tags(&mut inc.tags, tags);
+        }
+        Some(Step::Meta(m)) => {
+            prepend_conditions(&mut m.when, when);
+            add_tags(&mut m.tags, tags);
+        }
+        _ => {}
     }
 }
 

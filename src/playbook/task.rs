@@ -505,7 +505,7 @@ pub(crate) fn load_task(
         unknown_param: None,
         async_refused: None,
         async_job: None,
-        handler_include: None,
+        handler_step: None,
         handler_params: None,
         module_defaults: backend_defaults,
         alias,

@@ -23,25 +23,41 @@ pub(super) fn file_arg(arg: &Node, key: &str) -> Result<String, Diagnostic> {
     }
 }
 
-/// A handler that includes tasks: a task named (and listening) as the include is, which
-/// runs the include when notified. Its `when` and loop stay the include's.
-pub(super) fn handler_include(node: &Node, inc: Include) -> Result<Task, Diagnostic> {
+/// A handler that includes tasks or is a `meta`: a task named (and listening) as written,
+/// which runs the step when notified. Its `when` (and an include's loop) stay the step's.
+pub(super) fn handler_step(node: &Node, step: Step) -> Result<Task, Diagnostic> {
+    let listen = node
+        .get("listen")
+        .map(|n| strings_of(n, "listen"))
+        .transpose()?
+        .unwrap_or_default();
+    let task = match &step {
+        Step::Include(inc) => Task {
+            name: inc.name.clone(),
+            module: "include_tasks",
+            pos: inc.pos.clone(),
+            loop_var: inc.loop_var.clone(),
+            tags: inc.tags.clone(),
+            role: inc.role.clone(),
+            vars: inc.inherited_vars.clone(),
+            ..Task::default()
+        },
+        Step::Meta(m) => Task {
+            name: node.get("name").map(|_| m.name.clone()),
+            module: "meta",
+            pos: m.pos.clone(),
+            tags: m.tags.clone(),
+            role: m.role.clone(),
+            vars: m.vars.clone(),
+            ..Task::default()
+        },
+        _ => unreachable!("a handler step is an include or a meta"),
+    };
     Ok(Task {
-        name: inc.name.clone(),
-        module: "include_tasks",
         params: Value::Null,
-        pos: inc.pos.clone(),
-        loop_var: inc.loop_var.clone(),
-        listen: node
-            .get("listen")
-            .map(|n| strings_of(n, "listen"))
-            .transpose()?
-            .unwrap_or_default(),
-        tags: inc.tags.clone(),
-        role: inc.role.clone(),
-        vars: inc.inherited_vars.clone(),
-        handler_include: Some(Box::new(inc)),
-        ..Task::default()
+        listen,
+        handler_step: Some(Box::new(step)),
+        ..task
     })
 }
 
