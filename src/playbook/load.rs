@@ -595,18 +595,28 @@ fn load_play(
         }
     }
     if play.free {
-        // `any_errors_fatal` and `max_fail_percentage` coordinate hosts, which a free play
-        // does not do: ignored with a warning (`validate`), as ansible-core's free strategy
-        // ignores them.
-        if let Some(t) = play
-            .all_tasks()
-            .into_iter()
-            .find(|t| t.run_once || t.templated.contains_key("run_once"))
-        {
+        // `any_errors_fatal`, `max_fail_percentage` and `run_once` coordinate hosts, which a
+        // free play does not do: ignored with a warning (`validate`), as ansible-core's free
+        // strategy ignores them (each host runs in a lane of its own, `engine::free`, where
+        // the first host of a `run_once` task is that host). Except a `run_once` task whose
+        // result other tasks read: ansible-core gives every host's result (and facts) to all
+        // the hosts, in whatever order they finish.
+        if let Some(t) = play.all_tasks().into_iter().find(|t| {
+            (t.run_once || t.templated.contains_key("run_once"))
+                && (t.register.is_some()
+                    || matches!(t.module, "set_fact" | "include_vars" | "setup" | "getent")
+                    || t.module.ends_with("_facts"))
+        }) {
             return Err(Diagnostic::at(
                 &t.pos,
-                "`run_once` with `strategy: free` is not supported by fixpoint yet",
-            ));
+                format!(
+                    "`run_once` on a task that {} is refused in a `strategy: free` play: \
+                     ansible-core runs it on every host and gives each host's result to all \
+                     of them, the last one to finish winning",
+                    if t.register.is_some() { "registers its result" } else { "sets facts" }
+                ),
+            )
+            .help("use the linear strategy, or drop `run_once` (the task runs on every host either way)"));
         }
         // ansible-core stops the run on them there: they run once for all hosts, which a
         // free play's hosts do not wait for.

@@ -129,7 +129,7 @@ impl Validator<'_> {
         }
     }
 
-    /// A free play's `any_errors_fatal` and `max_fail_percentage` are ignored, as
+    /// A free play's `any_errors_fatal`, `max_fail_percentage` and `run_once` are ignored, as
     /// ansible-core's free strategy ignores them (with a warning).
     fn free_play(&mut self, play: &Play) {
         if !play.free {
@@ -142,9 +142,20 @@ impl Validator<'_> {
             .map(|t| &t.pos);
         let fatal = task_fatal.or(play.any_errors_fatal.then_some(&play.pos));
         let percentage = play.max_fail_percentage.is_some().then_some(&play.pos);
-        for (key, at) in [
-            ("any_errors_fatal", fatal),
-            ("max_fail_percentage", percentage),
+        let once = play
+            .all_tasks()
+            .into_iter()
+            .find(|t| t.run_once || t.templated.contains_key("run_once"))
+            .map(|t| &t.pos);
+        let stop = "use the linear strategy for failures that stop every host";
+        for (key, at, help) in [
+            ("any_errors_fatal", fatal, stop),
+            ("max_fail_percentage", percentage, stop),
+            (
+                "run_once",
+                once,
+                "the task runs on every host; use the linear strategy to run it once for all",
+            ),
         ] {
             if let Some(at) = at {
                 self.warnings.push(
@@ -155,7 +166,7 @@ impl Validator<'_> {
                              each host runs its tasks without waiting for the others"
                         ),
                     )
-                    .help("use the linear strategy for failures that stop every host"),
+                    .help(help),
                 );
             }
         }

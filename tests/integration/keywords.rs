@@ -375,12 +375,14 @@ fn strategy_free_refuses_what_coordinates_hosts_and_others_are_refused() {
         &fx,
         &["a"],
         "  strategy: free\n",
-        "    - debug:\n        msg: x\n      run_once: true\n",
+        "    - debug:\n        msg: x\n      run_once: true\n      register: r\n",
     );
     let out = run(&fx, &[]);
     out.expect(2);
     assert!(
-        out.stderr.contains("`run_once` with `strategy: free`"),
+        out.stderr.contains(
+            "`run_once` on a task that registers its result is refused in a `strategy: free` play"
+        ),
         "{}",
         out.stderr
     );
