@@ -17,7 +17,11 @@
 //!   cannot hide behind an unchanged ctime ("racily clean", as git calls it);
 //! - dropped whole when the tool may answer differently: another `file` version or binary,
 //!   another magic database (the files `file --version` names, and their `.mgc`), another user
-//!   (what it may read), or `MAGIC` / `POSIXLY_CORRECT` in the environment.
+//!   (what it may read), or `MAGIC` / `POSIXLY_CORRECT` in the environment. What `file
+//!   --version` said is kept too, and asked again only when the `file` binary changed: a run
+//!   whose answers all come from the cache starts no process.
+//!
+//! A link whose target exists needs no `file` at all: its answer is fixed (see [`of`]).
 //!
 //! The cache is never needed for correctness: a missing, unreadable or foreign file is an empty
 //! cache, and it is written without fsync (a crash loses answers, which are asked again).
@@ -64,6 +68,10 @@ struct Entry {
 struct Stored {
     /// What answered: see [`tool_identity`].
     tool: String,
+    /// The stamp of the `file` binary (see [`stamp`]) and what its `--version` said: asked
+    /// again only when the binary changed, which saves a process on every run.
+    #[serde(default)]
+    version: Option<(String, String)>,
     /// `"dev:ino"` → answer.
     entries: HashMap<String, Entry>,
 }
@@ -127,6 +135,13 @@ pub fn of(path: &Path) -> (String, String) {
     let Some(file) = find_file() else {
         return unknown();
     };
+    // A link whose target exists is `inode/symlink; charset=binary` to `file`, whatever its
+    // magic database, unless POSIXLY_CORRECT makes it follow links: said without a process.
+    // (A dangling link's answer has no charset: `file` is asked.)
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link && path.exists() && std::env::var_os("POSIXLY_CORRECT").is_none() {
+        return ("inode/symlink".into(), "binary".into());
+    }
     let key = std::fs::symlink_metadata(path)
         .ok()
         .filter(|m| cacheable(path, m))
@@ -136,7 +151,13 @@ pub fn of(path: &Path) -> (String, String) {
         drop(guard);
         return run_file(&file, path).unwrap_or_else(unknown);
     };
-    let stored = cache.loaded.get_or_insert_with(|| load(&cache.file, &file));
+    if cache.loaded.is_none() {
+        let (stored, asked) = load(&cache.file, &file);
+        cache.loaded = Some(stored);
+        // A version asked anew is kept for the next run even when no answer is added.
+        cache.dirty |= asked;
+    }
+    let stored = cache.loaded.as_mut().expect("loaded above");
     if let Some(e) = stored.entries.get(&key).filter(|e| e.is_of(&before)) {
         cache.used.insert(key);
         return (e.mime.clone(), e.charset.clone());
@@ -227,29 +248,58 @@ fn settled(m: &Metadata, asked: SystemTime) -> bool {
     asked - ctime > grain_ns
 }
 
-/// The stored cache when it was made by the same tool, else an empty one for this tool.
-fn load(cache_file: &Path, file: &Path) -> Stored {
-    let tool = tool_identity(file);
-    std::fs::read(cache_file)
+/// The stored cache when it was made by the same tool, else an empty one for this tool; and
+/// whether `file --version` had to be asked.
+fn load(cache_file: &Path, file: &Path) -> (Stored, bool) {
+    let stored = std::fs::read(cache_file)
         .ok()
-        .and_then(|b| serde_json::from_slice::<Stored>(&b).ok())
-        .filter(|s| s.tool == tool)
-        .unwrap_or(Stored {
-            tool,
-            entries: HashMap::new(),
-        })
+        .and_then(|b| serde_json::from_slice::<Stored>(&b).ok());
+    let binary = stamp(file);
+    let known = stored
+        .as_ref()
+        .and_then(|s| s.version.clone())
+        .filter(|(b, _)| *b == binary);
+    let asked = known.is_none();
+    let version = known.map_or_else(|| file_version(file), |(_, v)| v);
+    let tool = tool_identity(file, &version);
+    let mut stored = stored.filter(|s| s.tool == tool).unwrap_or(Stored {
+        tool,
+        version: None,
+        entries: HashMap::new(),
+    });
+    stored.version = Some((binary, version));
+    (stored, asked)
 }
 
-/// Everything `file`'s answer depends on besides the file: its version and binary, the magic
-/// database it reads, the user it runs as, and the environment variables it reads.
-fn tool_identity(file: &Path) -> String {
-    let version = Command::new(file)
+/// What `file --version` prints: its version and the magic database it reads.
+fn file_version(file: &Path) -> String {
+    Command::new(file)
         .arg("--version")
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// A file's device, inode, size and times (`None` when missing): what changes when it is
+/// replaced or written.
+fn stamp(f: &Path) -> String {
+    let stamp = std::fs::metadata(f).ok().map(|m| {
+        (
+            m.dev(),
+            m.ino(),
+            m.size(),
+            (m.mtime(), m.mtime_nsec()),
+            (m.ctime(), m.ctime_nsec()),
+        )
+    });
+    format!("{} {stamp:?}", f.display())
+}
+
+/// Everything `file`'s answer depends on besides the file: its version and binary, the magic
+/// database it reads, the user it runs as, and the environment variables it reads.
+fn tool_identity(file: &Path, version: &str) -> String {
     // "magic file from /etc/magic:/usr/share/misc/magic": each, and its compiled `.mgc`.
     let magic = version
         .lines()
@@ -265,16 +315,8 @@ fn tool_identity(file: &Path) -> String {
             .flat_map(|m| [PathBuf::from(m), PathBuf::from(format!("{m}.mgc"))]),
     );
     for f in files {
-        let stamp = std::fs::metadata(&f).ok().map(|m| {
-            (
-                m.dev(),
-                m.ino(),
-                m.size(),
-                (m.mtime(), m.mtime_nsec()),
-                (m.ctime(), m.ctime_nsec()),
-            )
-        });
-        id.push_str(&format!("{} {stamp:?}\n", f.display()));
+        id.push_str(&stamp(&f));
+        id.push('\n');
     }
     id
 }
@@ -343,6 +385,30 @@ mod tests {
     }
 
     #[test]
+    fn file_version_is_asked_again_only_when_the_binary_changed() {
+        let Some(file) = find_file() else {
+            panic!("these tests need the `file` command: apt-get install file");
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("mime-cache.json");
+        let (first, asked) = load(&cache, &file);
+        assert!(asked, "no cache yet");
+        let (_, version) = first.version.clone().unwrap();
+        assert!(version.contains("magic file from"), "{version}");
+        std::fs::write(&cache, serde_json::to_vec(&first).unwrap()).unwrap();
+        let (again, asked) = load(&cache, &file);
+        assert!(!asked, "the same binary: its stored version is reused");
+        assert_eq!(again.tool, first.tool);
+        // A stored answer for another binary (its stamp differs) is not trusted.
+        let mut other = first;
+        other.version = Some(("/usr/bin/file None".into(), "file-0.0\n".into()));
+        std::fs::write(&cache, serde_json::to_vec(&other).unwrap()).unwrap();
+        let (fresh, asked) = load(&cache, &file);
+        assert!(asked);
+        assert_eq!(fresh.version.unwrap().1, version);
+    }
+
+    #[test]
     fn an_answer_is_kept_only_when_the_file_changed_before_the_current_tick() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("f");
@@ -353,6 +419,20 @@ mod tests {
         let ms = std::time::Duration::from_millis;
         assert!(!settled(&m, changed + ms(10)));
         assert!(settled(&m, changed + ms(60)));
+    }
+
+    #[test]
+    fn a_link_is_answered_as_file_answers_it() {
+        let Some(file) = find_file() else {
+            panic!("these tests need the `file` command: apt-get install file");
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("t");
+        std::fs::write(&target, "text\n").unwrap();
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert_eq!(of(&link), run_file(&file, &link).unwrap());
+        assert_eq!(of(&link), ("inode/symlink".into(), "binary".into()));
     }
 
     #[test]
