@@ -186,7 +186,20 @@ fn serve_one(
     }
 }
 
-/// A `Batch`: each step as a `Run` of its own, answered as soon as it is done; the batch
+/// Modules whose step reads and writes a few files: their answers may wait for the next ones.
+const QUICK: &[&str] = &[
+    "file",
+    "copy",
+    "template",
+    "lineinfile",
+    "blockinfile",
+    "replace",
+    "stat",
+    "ini_file",
+];
+
+/// A `Batch`: each step as a `Run` of its own, answered as soon as it is done (held for the
+/// next answers while they come quickly, see `Watch::answer`); the batch
 /// stops after a failure that is not ignored, a `NeedContent` (the controller sends the
 /// content and goes on itself), or once the controller cancels it or hangs up. Returns the
 /// `BatchEnd` to send; an error is the protocol's stdout failing.
@@ -200,6 +213,13 @@ fn batch(
     for (index, step) in steps.into_iter().enumerate() {
         if watch.batch_stopped(id) {
             break;
+        }
+        // The answers held so far go out before a step that may take long (a command, a
+        // package, a download...): only steps that read and write files answer in bulk.
+        let quick =
+            matches!(&step.run, Request::Run { module, .. } if QUICK.contains(&module.as_str()));
+        if !quick {
+            watch.flush()?;
         }
         session.gate = step.gate.map(|g| (id, g));
         session.gate_refused = false;

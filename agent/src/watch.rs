@@ -13,8 +13,11 @@
 use crate::protocol::{encode, Response, ResponseFrame};
 use serde_json::{json, Map};
 use std::io::Write;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
+
+/// How long a batch step's answer may wait in the buffer for the next ones (`Watch::answer`).
+const HOLD: Duration = Duration::from_millis(20);
 
 /// How long a stopped module has to return before the agent gives up on it and exits.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -46,6 +49,8 @@ pub struct Watch {
     changed: Condvar,
     /// The protocol's stdout, shared so that the watchdog can answer for a stuck module.
     out: Mutex<Box<dyn Write + Send>>,
+    /// When the oldest answer still in `out`'s buffer was written (taken under `out`'s lock).
+    held_since: Mutex<Option<Instant>>,
 }
 
 impl Watch {
@@ -54,6 +59,7 @@ impl Watch {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             out: Mutex::new(out),
+            held_since: Mutex::new(None),
         });
         let dog = w.clone();
         std::thread::spawn(move || dog.watchdog());
@@ -73,7 +79,34 @@ impl Watch {
             .out
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A batch step's answer waits in the buffer for the next flush (the batch's end, a
+        // step that may take long, a gate, `HOLD` passed): a converged batch goes back in a
+        // few writes instead of one per step, which costs sshd, ssh and the controller a
+        // wake-up each.
+        let held = matches!(resp, Response::Step { .. });
         out.write_all(&encode(&ResponseFrame { id, resp }))?;
+        let mut since = self
+            .held_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match (held, *since) {
+            (true, None) => *since = Some(Instant::now()),
+            (true, Some(t)) if t.elapsed() < HOLD => {}
+            _ => {
+                *since = None;
+                return out.flush();
+            }
+        }
+        Ok(())
+    }
+
+    /// Send the answers held in the buffer (`answer`).
+    pub fn flush(&self) -> std::io::Result<()> {
+        let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+        *self
+            .held_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
         out.flush()
     }
 
@@ -106,6 +139,10 @@ impl Watch {
     /// no longer wait for it: the batch was cancelled (the controller's step did not pass, or
     /// Ctrl-C), the controller hung up, or the step's own timeout passed.
     pub fn wait_gate(&self, id: u64, gate: u32) -> bool {
+        // The controller decides the gate from the answers before it: they must reach it.
+        if self.flush().is_err() {
+            return false;
+        }
         let mut s = self.lock();
         loop {
             if s.open_gate.is_some_and(|(b, g)| b == id && g >= gate) {
