@@ -303,12 +303,10 @@ impl Engine {
                 (IncludeSource::Loaded(steps), _) | (_, Some(steps)) => role_expansions(steps),
                 _ => Vec::new(),
             };
-            let item = inc.loop_items.is_some().then(|| {
-                use std::hash::{Hash, Hasher};
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                Value::Object(params.clone()).to_string().hash(&mut h);
-                h.finish()
-            });
+            let item = inc
+                .loop_items
+                .is_some()
+                .then(|| crate::playbook::roles::value_hash(&Value::Object(params.clone())));
             for h in &hosts {
                 let hs = self.hosts.get_mut(h).expect("host state");
                 hs.ended_role = None;

@@ -74,6 +74,18 @@ impl RoleDedup {
 /// loaded it, and `keys` (see `Loader::role`); mappings hashed whatever their key order, as
 /// ansible-core compares them.
 pub(crate) fn identity_hash(canon: &Path, vars: &RoleVars, entry: bool, keys: &Value) -> u64 {
+    let parts = serde_json::json!([
+        canon,
+        entry,
+        Value::Object(vars.entry.clone()),
+        Value::Object(vars.params.clone()),
+        keys
+    ]);
+    value_hash(&parts)
+}
+
+/// A hash of `v` in which a mapping's key order does not count.
+pub(crate) fn value_hash(v: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     fn feed(v: &Value, h: &mut std::collections::hash_map::DefaultHasher) {
         match v {
@@ -96,12 +108,7 @@ pub(crate) fn identity_hash(canon: &Path, vars: &RoleVars, entry: bool, keys: &V
         }
     }
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    canon.hash(&mut h);
-    entry.hash(&mut h);
-    for m in [&vars.entry, &vars.params] {
-        feed(&Value::Object(m.clone()), &mut h);
-    }
-    feed(keys, &mut h);
+    feed(v, &mut h);
     h.finish()
 }
 

@@ -325,6 +325,10 @@ fn tool_identity(file: &Path, version: &str) -> String {
 mod tests {
     use super::*;
 
+    fn need_file() -> PathBuf {
+        find_file().expect("these tests need the `file` command: apt-get install file")
+    }
+
     /// Serialises the tests that use the process-wide cache.
     static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -338,9 +342,7 @@ mod tests {
     #[test]
     fn answers_are_reused_only_while_the_file_is_unchanged_and_settled() {
         let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        if find_file().is_none() {
-            panic!("these tests need the `file` command: apt-get install file");
-        }
+        need_file();
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("mime-cache.json");
         let f = dir.path().join("a.txt");
@@ -386,9 +388,7 @@ mod tests {
 
     #[test]
     fn file_version_is_asked_again_only_when_the_binary_changed() {
-        let Some(file) = find_file() else {
-            panic!("these tests need the `file` command: apt-get install file");
-        };
+        let file = need_file();
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("mime-cache.json");
         let (first, asked) = load(&cache, &file);
@@ -423,9 +423,7 @@ mod tests {
 
     #[test]
     fn a_link_is_answered_as_file_answers_it() {
-        let Some(file) = find_file() else {
-            panic!("these tests need the `file` command: apt-get install file");
-        };
+        let file = need_file();
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("t");
         std::fs::write(&target, "text\n").unwrap();

@@ -180,7 +180,7 @@ impl Loader<'_> {
             repeat,
         };
         self.stack.push(role.canon.clone());
-        let r = self.role_body(&role, name_node, vars, inh, opts, Some(dedup));
+        let r = self.role_body(&role, name_node, vars, inh, opts, dedup);
         self.stack.pop();
         r
     }
@@ -192,11 +192,11 @@ impl Loader<'_> {
         vars: RoleVars,
         inh: &Inherited,
         opts: &RoleOpts,
-        dedup: Option<RoleDedup>,
+        dedup: RoleDedup,
     ) -> Result<Vec<Step>, Diagnostic> {
         let mut steps = Vec::new();
         let ctx = Arc::new(RoleCtx {
-            dedup,
+            dedup: Some(dedup),
             ..role.context(name_node, vars.clone(), opts)?
         });
         let deps = role.dependencies()?;
