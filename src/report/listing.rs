@@ -77,11 +77,29 @@ pub fn print(
     Ok(())
 }
 
-/// Ansible's listing name: `role : task` inside a role.
+/// ansible-core's `Task.get_name`, which `--start-at-task` matches: `role : task` (or `role :
+/// action`) inside a role.
 pub fn listed_name(t: &Task) -> String {
     match &t.role {
         Some(r) => format!("{} : {}", r.name, t.display_name()),
         None => t.display_name(),
+    }
+}
+
+/// One line of `--list-tasks`: the name, and the tags sorted as ansible-core sorts them.
+fn task_line(name: String, tags: &[String]) -> String {
+    let tags: BTreeSet<&String> = tags.iter().collect();
+    let tags: Vec<&str> = tags.into_iter().map(String::as_str).collect();
+    format!("{name}\tTAGS: [{}]", tags.join(", "))
+}
+
+/// A listed step's name as ansible-core lists it: `role : name` when named (in a role), the
+/// action as written when not.
+fn step_name(named: Option<&str>, role: Option<&crate::playbook::RoleCtx>, action: &str) -> String {
+    match (named, role) {
+        (Some(n), Some(r)) => format!("{} : {n}", r.name),
+        (Some(n), None) => n.to_string(),
+        (None, _) => action.to_string(),
     }
 }
 
@@ -90,12 +108,8 @@ fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<String>) {
         match s {
             Step::Task(t) => {
                 if cfg.tag_selected(&t.tags) {
-                    // ansible-core lists an unnamed task by its action alone, in a role too.
-                    let name = match t.name {
-                        Some(_) => listed_name(t),
-                        None => t.display_name(),
-                    };
-                    out.push(format!("{name}\tTAGS: [{}]", t.tags.join(", ")));
+                    let name = step_name(t.name.as_deref(), t.role.as_deref(), &t.display_name());
+                    out.push(task_line(name, &t.tags));
                 }
             }
             Step::Block(b) => {
@@ -103,24 +117,23 @@ fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<String>) {
                 list_tasks(&b.rescue, cfg, out);
                 list_tasks(&b.always, cfg, out);
             }
+            // An include is decided when a host reaches it: listed as itself, as ansible-core
+            // lists it, whether or not fixpoint loaded its tasks ahead.
             Step::Include(i) => {
-                if !cfg.tag_selected(&i.tags) {
-                    continue;
-                }
-                match &i.source {
-                    IncludeSource::Loaded(steps) => list_tasks(steps, cfg, out),
-                    // Chosen at run time: listed as the include itself.
-                    IncludeSource::TasksFile { file, .. } => out.push(format!(
-                        "include_tasks: {file}\tTAGS: [{}]",
-                        i.tags.join(", ")
-                    )),
-                    IncludeSource::Role { name, .. } => out.push(format!(
-                        "include_role: {name}\tTAGS: [{}]",
-                        i.tags.join(", ")
-                    )),
+                if cfg.tag_selected(&i.tags) {
+                    let action = i.shown.split(" : ").next().unwrap_or(i.action);
+                    let name = step_name(i.name.as_deref(), i.role.as_deref(), action);
+                    out.push(task_line(name, &i.tags));
                 }
             }
-            Step::Meta(_) => {}
+            Step::Meta(m) => {
+                if cfg.tag_selected(&m.tags) {
+                    // Unnamed, a meta is named by its action as written (`Meta::name`).
+                    let named = !matches!(m.name.as_str(), "meta" | "ansible.builtin.meta");
+                    let name = step_name(named.then_some(&*m.name), m.role.as_deref(), &m.name);
+                    out.push(task_line(name, &m.tags));
+                }
+            }
         }
     }
 }
