@@ -94,6 +94,7 @@ impl Engine {
             run_stopped: false,
             free_throttles: self.free_throttles.clone(),
             forcing_handlers: false,
+            including_handler: false,
             tag_scope: self.tag_scope.clone(),
             public_roles: self.public_roles.clone(),
             started: self.started,

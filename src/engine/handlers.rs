@@ -131,7 +131,9 @@ impl Engine {
                 (None, Some(Step::Include(inc))) => {
                     // Forced, the included tasks run on the failed hosts it targets too.
                     self.forcing_handlers = force;
+                    self.including_handler = true;
                     self.run_include(hctx, inc, &targets).await;
+                    self.including_handler = false;
                     self.forcing_handlers = false;
                 }
                 (None, Some(Step::Meta(m))) if m.action == MetaAction::FlushHandlers => {

@@ -265,6 +265,27 @@ impl Engine {
         }
         let uncounted: Vec<&str> = load_failures.iter().map(|(h, _)| h.as_str()).collect();
         self.report_include(inc, &name, &location, reports, &uncounted);
+        // A handler's include loads its file as handlers: a block there is one handler, a
+        // block inside it is refused, and ansible-core stops the run right there, once the
+        // include is reported.
+        if self.including_handler {
+            let nested = loaded_groups.iter().find_map(|(_, _, steps)| {
+                let steps = match (&inc.source, steps) {
+                    (IncludeSource::Loaded(s), _) | (_, Some(s)) => s.as_slice(),
+                    _ => &[],
+                };
+                nested_block(steps)
+            });
+            if let Some(at) = nested {
+                self.reporter.error(&format!(
+                    "Using a block as a handler is not supported (the block at {at}, in the \
+                     file the handler at {location} includes)"
+                ));
+                self.run_stopped = true;
+                self.play_ended = true;
+                return;
+            }
+        }
         if let Some(reg) = &inc.register {
             // `run_once`: the first host's result is every reachable host's of the batch, as a
             // `run_once` task's is (`fanout::run_task`).
@@ -541,4 +562,19 @@ fn role_expansions(steps: &[Step]) -> Vec<u64> {
     }
     out.dedup();
     out
+}
+
+/// Where a block inside a block of `steps` is (loaded as handlers, the outer block is one
+/// handler and the inner one is refused).
+fn nested_block(steps: &[Step]) -> Option<String> {
+    steps.iter().find_map(|s| match s {
+        Step::Block(b) => [&b.block, &b.rescue, &b.always]
+            .into_iter()
+            .flatten()
+            .find_map(|inner| match inner {
+                Step::Block(n) => Some(n.pos.to_string()),
+                _ => None,
+            }),
+        _ => None,
+    })
 }

@@ -131,6 +131,9 @@ pub struct Engine {
     /// A handler's include runs forced (`force_handlers`): its tasks run on the failed hosts
     /// that reached it, as the handler itself does.
     forcing_handlers: bool,
+    /// A handler's `include_tasks` is running: its file is loaded as handlers, where a block
+    /// inside a block is refused (`Engine::run_include`).
+    including_handler: bool,
     /// The running play's variables known without a host, which its templated tags are
     /// rendered with.
     tag_scope: Option<Arc<Scope>>,
@@ -196,6 +199,7 @@ impl Engine {
             run_stopped: false,
             free_throttles: Arc::default(),
             forcing_handlers: false,
+            including_handler: false,
             tag_scope: None,
             public_roles: Arc::default(),
             started: true,
