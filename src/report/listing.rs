@@ -3,7 +3,7 @@
 use crate::config::{Config, Listing};
 use crate::diag::Diagnostic;
 use crate::inventory::Inventory;
-use crate::playbook::{Include, IncludeSource, Playbook, Step, Task};
+use crate::playbook::{Playbook, Step, Task};
 use std::collections::BTreeSet;
 
 /// Print the listing for every play of every playbook.
@@ -45,26 +45,26 @@ pub fn print(
                 }
                 Listing::Tasks => {
                     println!("    tasks:");
-                    let mut lines = Vec::new();
-                    for section in [&play.pre_tasks, &play.roles, &play.tasks, &play.post_tasks] {
-                        list_tasks(section, cfg, &mut lines);
-                    }
-                    for l in lines {
-                        println!("      {l}");
+                    for (name, tags) in listed(play, cfg) {
+                        println!("      {}", task_line(name, &tags));
                     }
                 }
+                // The tags of the tasks `--list-tasks` shows, as ansible-core gathers them: an
+                // include's own, not those of the tasks it brings; without `--tags` or
+                // `--skip-tags`, those of every task (`never` ones too).
                 Listing::Tags => {
-                    let mut tags = BTreeSet::new();
-                    for t in play.all_tasks() {
-                        tags.extend(t.tags.iter().cloned());
-                    }
-                    let mut incs = Vec::new();
-                    for section in [&play.pre_tasks, &play.roles, &play.tasks, &play.post_tasks] {
-                        includes(section, &mut incs);
-                    }
-                    for i in incs {
-                        tags.extend(i.tags.iter().cloned());
-                    }
+                    let unfiltered;
+                    let cfg = if cfg.tags.is_empty() && cfg.skip_tags.is_empty() {
+                        unfiltered = Config {
+                            tags: vec!["all".into(), "never".into()],
+                            ..cfg.clone()
+                        };
+                        &unfiltered
+                    } else {
+                        cfg
+                    };
+                    let tags: BTreeSet<String> =
+                        listed(play, cfg).into_iter().flat_map(|(_, t)| t).collect();
                     println!(
                         "      TASK TAGS: [{}]",
                         tags.into_iter().collect::<Vec<_>>().join(", ")
@@ -86,6 +86,15 @@ pub fn listed_name(t: &Task) -> String {
     }
 }
 
+/// What `--list-tasks` shows of a play, in run order: each task's name and tags.
+fn listed(play: &crate::playbook::Play, cfg: &Config) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for section in [&play.pre_tasks, &play.roles, &play.tasks, &play.post_tasks] {
+        list_tasks(section, cfg, &mut out);
+    }
+    out
+}
+
 /// One line of `--list-tasks`: the name, and the tags sorted as ansible-core sorts them.
 fn task_line(name: String, tags: &[String]) -> String {
     let tags: BTreeSet<&String> = tags.iter().collect();
@@ -103,13 +112,13 @@ fn step_name(named: Option<&str>, role: Option<&crate::playbook::RoleCtx>, actio
     }
 }
 
-fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<String>) {
+fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<(String, Vec<String>)>) {
     for s in steps {
         match s {
             Step::Task(t) => {
                 if cfg.tag_selected(&t.tags) {
                     let name = step_name(t.name.as_deref(), t.role.as_deref(), &t.display_name());
-                    out.push(task_line(name, &t.tags));
+                    out.push((name, t.tags.clone()));
                 }
             }
             Step::Block(b) => {
@@ -123,7 +132,7 @@ fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<String>) {
                 if cfg.tag_selected(&i.tags) {
                     let action = i.shown.split(" : ").next().unwrap_or(i.action);
                     let name = step_name(i.name.as_deref(), i.role.as_deref(), action);
-                    out.push(task_line(name, &i.tags));
+                    out.push((name, i.tags.clone()));
                 }
             }
             Step::Meta(m) => {
@@ -131,28 +140,9 @@ fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<String>) {
                     // Unnamed, a meta is named by its action as written (`Meta::name`).
                     let named = !matches!(m.name.as_str(), "meta" | "ansible.builtin.meta");
                     let name = step_name(named.then_some(&*m.name), m.role.as_deref(), &m.name);
-                    out.push(task_line(name, &m.tags));
+                    out.push((name, m.tags.clone()));
                 }
             }
-        }
-    }
-}
-
-fn includes<'a>(steps: &'a [Step], out: &mut Vec<&'a Include>) {
-    for s in steps {
-        match s {
-            Step::Block(b) => {
-                includes(&b.block, out);
-                includes(&b.rescue, out);
-                includes(&b.always, out);
-            }
-            Step::Include(i) => {
-                out.push(i);
-                if let IncludeSource::Loaded(steps) = &i.source {
-                    includes(steps, out);
-                }
-            }
-            _ => {}
         }
     }
 }
