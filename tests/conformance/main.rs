@@ -17,6 +17,7 @@ mod case;
 mod compare;
 mod deviations;
 mod events;
+mod public_roles;
 mod tools;
 mod tree;
 mod www;
