@@ -294,7 +294,6 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
         return invalid(&d);
     }
     match cfg.listing {
-        Some(config::Listing::SyntaxCheck) => return validated(&books),
         Some(what) => {
             return match report::listing::print(&books, &inv, &cfg, what) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -424,7 +423,7 @@ fn validate_cmd(args: cli::ValidateArgs) -> ExitCode {
     }
 }
 
-/// The summary of playbooks `load_all` found nothing wrong with (`validate`, `--syntax-check`).
+/// The summary of playbooks `load_all` found nothing wrong with (`validate`).
 fn validated(books: &[playbook::Playbook]) -> ExitCode {
     let plays: usize = books.iter().map(|b| b.plays.len()).sum();
     let tasks: usize = books

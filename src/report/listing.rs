@@ -15,6 +15,11 @@ pub fn print(
 ) -> Result<(), Diagnostic> {
     for book in books {
         println!("\nplaybook: {}", book.path.display());
+        // `--syntax-check` found nothing wrong (what `validate` checks): it names each
+        // playbook, and nothing more, as ansible-playbook does.
+        if what == Listing::SyntaxCheck {
+            continue;
+        }
         for (i, play) in book.plays.iter().enumerate() {
             println!(
                 "\n  play #{} ({}): {}\tTAGS: [{}]",

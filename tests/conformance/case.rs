@@ -69,6 +69,7 @@ const SHARED_FLAGS: &[(&str, bool)] = &[
     ("--list-tasks", false),
     ("--list-tags", false),
     ("--list-hosts", false),
+    ("--syntax-check", false),
 ];
 
 #[derive(Debug, Clone)]
@@ -249,9 +250,12 @@ impl Case {
             .any(|text| text.contains("fpuser") || text.contains("fppass"))
     }
 
-    /// A listing (`--list-tasks`, `--list-tags`, `--list-hosts`): its text is compared.
+    /// A listing (`--list-tasks`, `--list-tags`, `--list-hosts`, `--syntax-check`): its text
+    /// is compared.
     pub fn lists(&self) -> bool {
-        self.args.iter().any(|a| a.starts_with("--list-"))
+        self.args
+            .iter()
+            .any(|a| a.starts_with("--list-") || a == "--syntax-check")
     }
 
     /// Whether the playbook has a `user` or `group` task: such a case changes the machine's

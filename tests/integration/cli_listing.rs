@@ -106,12 +106,9 @@ fn syntax_check_is_validate() {
     setup(&fx);
     let out = fx.run(&["apply", "-i", "inventory.ini", "--syntax-check", "site.yml"]);
     out.expect(0);
-    assert!(
-        out.stdout
-            .contains("ok: 1 playbook(s), 1 play(s), 4 task(s) valid"),
-        "{}",
-        out.stdout
-    );
+    // As ansible-playbook: the playbook's name, nothing more (the conformance case
+    // `syntax_check` compares the text).
+    assert_eq!(out.stdout.trim(), "playbook: site.yml", "{}", out.stdout);
     fx.write(
         "roles/base/tasks/main.yml",
         "- name: bad\n  debug:\n    msg: \"{{ oops(\"\n",
