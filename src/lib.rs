@@ -293,14 +293,11 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
     if let Err(d) = check_limit(&cfg, &inv) {
         return invalid(&d);
     }
-    match cfg.listing {
-        Some(what) => {
-            return match report::listing::print(&books, &inv, &cfg, what) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(d) => invalid(&d),
-            }
-        }
-        None => {}
+    if let Some(what) = cfg.listing {
+        return match report::listing::print(&books, &inv, &cfg, what) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(d) => invalid(&d),
+        };
     }
     if let Err(d) = fit_open_files(run_hosts(&books, &inv, &cfg), &cfg) {
         return invalid(&d);
