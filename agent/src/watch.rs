@@ -47,10 +47,9 @@ struct State {
 pub struct Watch {
     state: Mutex<State>,
     changed: Condvar,
-    /// The protocol's stdout, shared so that the watchdog can answer for a stuck module.
-    out: Mutex<Box<dyn Write + Send>>,
-    /// When the oldest answer still in `out`'s buffer was written (taken under `out`'s lock).
-    held_since: Mutex<Option<Instant>>,
+    /// The protocol's stdout, shared so that the watchdog can answer for a stuck module, and
+    /// when the oldest answer still in its buffer was written (`answer`).
+    out: Mutex<(Box<dyn Write + Send>, Option<Instant>)>,
 }
 
 impl Watch {
@@ -58,8 +57,7 @@ impl Watch {
         let w = Arc::new(Watch {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
-            out: Mutex::new(out),
-            held_since: Mutex::new(None),
+            out: Mutex::new((out, None)),
         });
         let dog = w.clone();
         std::thread::spawn(move || dog.watchdog());
@@ -75,26 +73,20 @@ impl Watch {
 
     /// Write one answer (the serve loop, or the watchdog for a stuck module).
     pub fn answer(&self, id: u64, resp: Response) -> std::io::Result<()> {
-        let mut out = self
-            .out
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+        let (w, since) = &mut *out;
         // A batch step's answer waits in the buffer for the next flush (the batch's end, a
         // step that may take long, a gate, `HOLD` passed): a converged batch goes back in a
         // few writes instead of one per step, which costs sshd, ssh and the controller a
         // wake-up each.
         let held = matches!(resp, Response::Step { .. });
-        out.write_all(&encode(&ResponseFrame { id, resp }))?;
-        let mut since = self
-            .held_since
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        w.write_all(&encode(&ResponseFrame { id, resp }))?;
         match (held, *since) {
             (true, None) => *since = Some(Instant::now()),
             (true, Some(t)) if t.elapsed() < HOLD => {}
             _ => {
                 *since = None;
-                return out.flush();
+                return w.flush();
             }
         }
         Ok(())
@@ -103,11 +95,8 @@ impl Watch {
     /// Send the answers held in the buffer (`answer`).
     pub fn flush(&self) -> std::io::Result<()> {
         let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
-        *self
-            .held_since
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
-        out.flush()
+        out.1 = None;
+        out.0.flush()
     }
 
     /// Say something about the request in progress before its answer (`Response::Notice`).
@@ -332,6 +321,48 @@ mod tests {
         w.open_gate(7, 2);
         assert!(waiter.join().unwrap());
         assert!(w.wait_gate(7, 1), "a gate below the one opened is open");
+    }
+
+    /// What reached the "pipe" under the agent's buffer.
+    #[derive(Clone, Default)]
+    struct Pipe(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Pipe {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn step_answers_wait_in_the_buffer_until_a_flush_a_gate_or_the_batch_end() {
+        let pipe = Pipe::default();
+        let w = Watch::new(Box::new(std::io::BufWriter::new(pipe.clone())));
+        let step = |index| Response::Step {
+            index,
+            resp: Box::new(Response::Ack),
+        };
+        let sent = || pipe.0.lock().unwrap().len();
+        w.answer(1, step(0)).unwrap();
+        w.answer(1, step(1)).unwrap();
+        assert_eq!(sent(), 0, "held");
+        w.flush().unwrap();
+        let two = sent();
+        assert!(two > 0);
+        // A step that waits at a gate sends what is held first: the controller decides the
+        // gate from it.
+        w.answer(1, step(2)).unwrap();
+        w.open_gate(1, 1);
+        assert!(w.wait_gate(1, 1));
+        let three = sent();
+        assert!(three > two);
+        // Any other answer (the batch's end) sends at once, with what was held.
+        w.answer(1, step(3)).unwrap();
+        w.answer(1, Response::BatchEnd { ran: 4 }).unwrap();
+        assert!(sent() > three);
     }
 
     #[test]

@@ -130,11 +130,9 @@ impl Engine {
                 }
                 (None, Some(Step::Include(inc))) => {
                     // Forced, the included tasks run on the failed hosts it targets too.
-                    self.forcing_handlers = force;
-                    self.including_handler = true;
+                    self.handler_include = Some(force);
                     self.run_include(hctx, inc, &targets).await;
-                    self.including_handler = false;
-                    self.forcing_handlers = false;
+                    self.handler_include = None;
                 }
                 (None, Some(Step::Meta(m))) if m.action == MetaAction::FlushHandlers => {
                     // ansible-core stops the run when it reaches such a handler.

@@ -268,7 +268,7 @@ impl Engine {
         // A handler's include loads its file as handlers: a block there is one handler, a
         // block inside it is refused, and ansible-core stops the run right there, once the
         // include is reported.
-        if self.including_handler {
+        if self.handler_include.is_some() {
             let nested = loaded_groups.iter().find_map(|(_, _, steps)| {
                 let steps = match (&inc.source, steps) {
                     (IncludeSource::Loaded(s), _) | (_, Some(s)) => s.as_slice(),

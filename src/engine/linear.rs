@@ -24,7 +24,8 @@ impl Engine {
                     .iter()
                     .filter(|h| {
                         let hs = &self.hosts[*h];
-                        hs.active() || (self.forcing_handlers && hs.failed && !hs.unreachable)
+                        let forced = self.handler_include == Some(true);
+                        hs.active() || (forced && hs.failed && !hs.unreachable)
                     })
                     .cloned()
                     .collect();
@@ -138,7 +139,7 @@ impl Engine {
             || !self.started
             || fail_limits
             || role_ended
-            || self.forcing_handlers
+            || self.handler_include == Some(true)
             || self.interrupt.requested()
         {
             return None;

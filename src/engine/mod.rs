@@ -128,12 +128,11 @@ pub struct Engine {
     /// The `throttle` of a free play's tasks, shared by its hosts' lanes (each runs the task
     /// for its own host).
     free_throttles: FreeThrottles,
-    /// A handler's include runs forced (`force_handlers`): its tasks run on the failed hosts
-    /// that reached it, as the handler itself does.
-    forcing_handlers: bool,
-    /// A handler's `include_tasks` is running: its file is loaded as handlers, where a block
-    /// inside a block is refused (`Engine::run_include`).
-    including_handler: bool,
+    /// A handler's `include_tasks` is running, and whether it runs forced (`force_handlers`):
+    /// its file is loaded as handlers, where a block inside a block is refused
+    /// (`Engine::run_include`), and, forced, its tasks run on the failed hosts that reached it,
+    /// as the handler itself does.
+    handler_include: Option<bool>,
     /// The running play's variables known without a host, which its templated tags are
     /// rendered with.
     tag_scope: Option<Arc<Scope>>,
@@ -198,8 +197,7 @@ impl Engine {
             playbook_stopped: false,
             run_stopped: false,
             free_throttles: Arc::default(),
-            forcing_handlers: false,
-            including_handler: false,
+            handler_include: None,
             tag_scope: None,
             public_roles: Arc::default(),
             started: true,

@@ -122,12 +122,14 @@ pub(super) fn section<'a>(
             .filter(|d| d.may_pass_by())
             .map(|d| d.expansion)
     };
+    let first = match steps.first() {
+        Some(Step::Task(t)) => repeat(t),
+        _ => None,
+    };
     for step in steps {
         let Step::Task(task) = step else { break };
-        if let Step::Task(first) = &steps[0] {
-            if repeat(first) != repeat(task) {
-                break;
-            }
+        if repeat(task) != first {
+            break;
         }
         if !selected(task) {
             used += 1;

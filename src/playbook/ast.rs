@@ -145,6 +145,8 @@ pub struct Meta {
     /// `name:`, shown on its skipped results; unnamed, its action as written (`meta`,
     /// `ansible.builtin.meta`), as ansible-core names it.
     pub name: String,
+    /// `name:` was written (listings name an unnamed meta by its action alone).
+    pub named: bool,
     pub pos: Pos,
     pub when: Conditions,
     pub tags: Vec<String>,

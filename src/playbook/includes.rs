@@ -419,6 +419,7 @@ impl<'a> Loader<'a> {
                 let meta = Step::Meta(Box::new(Meta {
                     action,
                     name,
+                    named: node.get("name").is_some(),
                     pos: node.pos.clone(),
                     when: inner.when,
                     tags: inner.tags,

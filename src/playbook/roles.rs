@@ -74,8 +74,10 @@ impl RoleDedup {
 /// loaded it, and `keys` (see `Loader::role`); mappings hashed whatever their key order, as
 /// ansible-core compares them.
 pub(crate) fn identity_hash(canon: &Path, vars: &RoleVars, entry: bool, keys: &Value) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    // The path as bytes: a directory name need not be UTF-8.
     let parts = serde_json::json!([
-        canon,
+        canon.as_os_str().as_bytes(),
         entry,
         Value::Object(vars.entry.clone()),
         Value::Object(vars.params.clone()),

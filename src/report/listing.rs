@@ -135,6 +135,7 @@ fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<(String, Vec<String>)>
             // lists it, whether or not fixpoint loaded its tasks ahead.
             Step::Include(i) => {
                 if cfg.tag_selected(&i.tags) {
+                    // Unnamed, `shown` is the action as written, then ` : <role>` for a role.
                     let action = i.shown.split(" : ").next().unwrap_or(i.action);
                     let name = step_name(i.name.as_deref(), i.role.as_deref(), action);
                     out.push((name, i.tags.clone()));
@@ -142,9 +143,9 @@ fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<(String, Vec<String>)>
             }
             Step::Meta(m) => {
                 if cfg.tag_selected(&m.tags) {
-                    // Unnamed, a meta is named by its action as written (`Meta::name`).
-                    let named = !matches!(m.name.as_str(), "meta" | "ansible.builtin.meta");
-                    let name = step_name(named.then_some(&*m.name), m.role.as_deref(), &m.name);
+                    // Unnamed, `Meta::name` is its action as written.
+                    let named = m.named.then_some(m.name.as_str());
+                    let name = step_name(named, m.role.as_deref(), &m.name);
                     out.push((name, m.tags.clone()));
                 }
             }

@@ -43,7 +43,7 @@ pub(super) fn handler_step(node: &Node, step: Step) -> Result<Task, Diagnostic> 
             ..Task::default()
         },
         Step::Meta(m) => Task {
-            name: node.get("name").map(|_| m.name.clone()),
+            name: m.named.then(|| m.name.clone()),
             module: "meta",
             pos: m.pos.clone(),
             tags: m.tags.clone(),
