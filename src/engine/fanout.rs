@@ -387,15 +387,19 @@ pub(super) fn account(
         match ev.status {
             Status::Changed => any_changed = true,
             Status::Failed if !ev.ignored => failed = true,
-            // `ignore_unreachable`: reported, counted ok and ignored, host kept.
-            Status::Unreachable if task.ignore_unreachable == Some(true) => {
+            // `ignore_unreachable`: reported, counted ok and ignored, host kept; a loop's
+            // only when each unreachable item ignored it (`finish_item`).
+            Status::Unreachable if ev.ignored || task.ignore_unreachable == Some(true) => {
                 unreachable_ignored = true
             }
             Status::Unreachable => unreachable = true,
             _ => {}
         }
     }
-    let ignored = events.iter().any(|e| e.ignored) || unreachable_ignored;
+    // As ansible-core counts a loop: ignored only when no item's failure (or unreachable
+    // host) stands.
+    let ignored =
+        !failed && !unreachable && (events.iter().any(|e| e.ignored) || unreachable_ignored);
     let looped = hs.loop_failure.take();
     // A task that was not skipped and reached the host: its role ran here (`RoleDedup`).
     let all_skipped = events.iter().all(|e| e.status == Status::Skipped);

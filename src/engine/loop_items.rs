@@ -197,6 +197,9 @@ pub(super) fn loop_result(statuses: &[Status], results: Vec<Value>) -> Map<Strin
     if failed {
         r.insert("failed".into(), json!(true));
     }
+    if statuses.contains(&Status::Unreachable) {
+        r.insert("unreachable".into(), json!(true));
+    }
     let msg = if skipped {
         "All items skipped"
     } else if failed {

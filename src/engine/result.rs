@@ -142,7 +142,12 @@ impl Shared<'_> {
                     diff: Diff::default(),
                     msg: Some(msg),
                     result,
-                    ignored: ignore && status == Status::Failed,
+                    // Each item's own: a loop is unreachable as a whole unless every
+                    // unreachable item ignored it (`account`).
+                    ignored: match status {
+                        Status::Failed => ignore,
+                        _ => task.ignore_unreachable == Some(true),
+                    },
                     note: None,
                     delegated_to: None,
                     notified: None,

@@ -192,7 +192,8 @@ fn analyse(task: &Task, play: &Play, templar: &Templar) -> (Fit, Reads) {
     } else if task.any_errors_fatal.is_some() {
         // Whether the play ends for every host is decided once all hosts have run it.
         Fit::Barrier("any_errors_fatal")
-    } else if task.ignore_unreachable.is_some() {
+    } else if task.ignore_unreachable.is_some() || task.templated.contains_key("ignore_unreachable")
+    {
         // A host it cannot reach stays in the play: decided as a single task is.
         Fit::Barrier("ignore_unreachable")
     } else if PLAY_WIDE.contains(&task.module) {
@@ -261,8 +262,8 @@ pub(super) fn loop_batchable(task: &Task, play: &Play, templar: &Templar) -> boo
         && task.python.is_none()
         && task.delegate_to.is_none()
         && task.handler_step.is_none()
-        // A module named by a template is known per host only when the task runs.
-        && !task.templated.contains_key("action")
+        // Keywords given as templates are known per host, some per item, only when it runs.
+        && task.templated.is_empty()
         && !CONTROLLER_ACTIONS.contains(&task.module)
         && !PLAY_WIDE.contains(&task.module)
         && !FACT_SETTERS.contains(&task.module)

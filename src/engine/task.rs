@@ -36,8 +36,9 @@ impl Shared<'_> {
             let events = self.task_events(ctx, task, h, &scope).await;
             return (events, scope.take_warnings(), task.no_log);
         }
-        // Keywords given as templates take their values on this host, as in ansible-core.
-        let resolved = match resolve_flags(task, &scope, &ctx.play.dir) {
+        // Keywords given as templates take their values on this host, as in ansible-core; a
+        // loop's `PER_ITEM` ones on each item (`loop_events`).
+        let resolved = match resolve_flags(task, &scope, &ctx.play.dir, task.loop_items.is_some()) {
             Ok(t) => t,
             Err(msg) => {
                 if task.templated.contains_key("action") {
@@ -198,7 +199,9 @@ impl Shared<'_> {
         // With pipelining, items that depend on nothing an earlier item leaves go to the agent
         // in one batch; each is still finished below, in order.
         let mut own = match (&sent, self.cfg.pipelining) {
-            (None, true) => self.loop_batch(ctx, task, h, scope, items, &loop_var).await,
+            (None, true) if task.templated.is_empty() => {
+                self.loop_batch(ctx, task, h, scope, items, &loop_var).await
+            }
             _ => None,
         };
         let mut piped = sent.or(own.as_mut());
@@ -236,8 +239,18 @@ impl Shared<'_> {
                         .map_err(|e| format!("Failed to template loop_control.label: {e}")),
                 )
             };
-            match self.when_holds(task, &item_scope) {
-                Ok(true) => {}
+            // The item runs with its own values of the keywords a template gives (`PER_ITEM`),
+            // rendered once its `when` holds, as ansible-core renders them.
+            let per_item: Task;
+            let ready = match self.when_holds(task, &item_scope) {
+                Ok(true) if task.templated.is_empty() => Ok(task),
+                Ok(true) => match resolve_flags(task, &item_scope, &ctx.play.dir, false) {
+                    Ok(t) => {
+                        per_item = t;
+                        Ok(&per_item)
+                    }
+                    Err(e) => Err(e),
+                },
                 Ok(false) => {
                     let mut res = skip_result(&task.when, &item_scope);
                     res.as_object_mut()
@@ -266,9 +279,16 @@ impl Shared<'_> {
                     }
                     continue;
                 }
+                Err(e) => Err(e),
+            };
+            let task = match ready {
+                Ok(t) => t,
                 // The item fails, and the loop goes on to the next, as in ansible-core.
                 Err(e) => {
                     let mut ev = fail(e);
+                    // A keyword that cannot be rendered counts as written: a template is a
+                    // non-empty string, so `ignore_errors` holds (as for a task, above).
+                    ev.ignored |= task.templated.contains_key("ignore_errors");
                     ev.item = Some(label);
                     let mut res = failure_result(ev.msg.as_deref().unwrap_or_default());
                     res.extend(item_vars(task, items, i, &loop_var));
@@ -284,7 +304,7 @@ impl Shared<'_> {
                     }
                     continue;
                 }
-            }
+            };
             let from_batch = match piped.as_deref_mut() {
                 Some(b) => {
                     self.loop_item(ctx, task, h, &item_scope, b, i, Some(label.clone()))
@@ -321,15 +341,12 @@ impl Shared<'_> {
             let result = Some(&ev.result);
             trusts.push(item_trust(task, &item_scope, (item, &loop_var), result));
             // A failed item does not stop the loop: ansible-core runs every item and fails the
-            // task after them ("One or more items failed"). An unreachable host stops it.
-            let stop = ev.status == Status::Unreachable;
+            // task after them ("One or more items failed"). Nor does an unreachable one: each
+            // item tries to reach the host again.
             if ev.status == Status::Failed {
                 ev.result.insert("item".into(), item.clone());
             }
             events.push(ev);
-            if stop {
-                break;
-            }
             if break_after(task, &item_scope, results.last(), &mut broken) {
                 break;
             }
@@ -550,11 +567,27 @@ fn failed_event(task: &Task, msg: String) -> Event {
     }
 }
 
+/// The templated keywords a loop renders for each item, with its variables: ansible-core
+/// renders every keyword on each item's copy of the task, and these decide the item's result
+/// alone. The others (`become`, `no_log`, `action`...) are rendered once per host here: they
+/// decide the connection and the task's output as a whole.
+const PER_ITEM: [&str; 4] = ["ignore_errors", "ignore_unreachable", "check_mode", "diff"];
+
 /// `task` with its templated boolean keywords rendered in `scope` (Ansible's strict boolean:
-/// true/false, yes/no, on/off, 1/0, y/n, t/f).
-fn resolve_flags(task: &Task, scope: &Arc<Scope>, play_dir: &Path) -> Result<Task, String> {
+/// true/false, yes/no, on/off, 1/0, y/n, t/f); with `leave_per_item`, a loop task's
+/// `PER_ITEM` keywords are left for its items.
+pub(super) fn resolve_flags(
+    task: &Task,
+    scope: &Arc<Scope>,
+    play_dir: &Path,
+    leave_per_item: bool,
+) -> Result<Task, String> {
     let mut t = task.clone();
     for (key, tmpl) in std::mem::take(&mut t.templated) {
+        if leave_per_item && PER_ITEM.contains(&key) {
+            t.templated.insert(key, tmpl);
+            continue;
+        }
         let v = scope
             .render(&json!(tmpl))
             .map_err(|e| format!("cannot render `{key}`: {e}"))?;
@@ -581,6 +614,7 @@ fn resolve_flags(task: &Task, scope: &Arc<Scope>, play_dir: &Path) -> Result<Tas
         })?;
         match key {
             "ignore_errors" => t.ignore_errors = b,
+            "ignore_unreachable" => t.ignore_unreachable = Some(b),
             "no_log" => t.no_log = b,
             "check_mode" => t.check_mode = Some(b),
             "diff" => t.diff = Some(b),

@@ -339,7 +339,9 @@ impl Inherited {
         t.delegate_to = t.delegate_to.take().or_else(|| self.delegate_to.clone());
         t.conn = t.conn.or(&self.conn);
         t.any_errors_fatal = t.any_errors_fatal.or(self.any_errors_fatal);
-        t.ignore_unreachable = t.ignore_unreachable.or(self.ignore_unreachable);
+        if !t.templated.contains_key("ignore_unreachable") {
+            t.ignore_unreachable = t.ignore_unreachable.or(self.ignore_unreachable);
+        }
         if !t.templated.contains_key("throttle") {
             t.throttle = t.throttle.or(self.throttle);
         }

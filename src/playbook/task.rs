@@ -360,6 +360,7 @@ pub(crate) fn load_task(
     let own_check_mode = opt_flag("check_mode")?;
     let own_diff = opt_flag("diff")?;
     let own_become = opt_flag("become")?;
+    let own_ignore_unreachable = opt_flag("ignore_unreachable")?;
     // `run_once: "{{ x }}"`: decided when the task runs, with the first host's variables.
     let own_run_once = opt_flag("run_once")?;
     // `throttle: "{{ n }}"` too.
@@ -469,7 +470,7 @@ pub(crate) fn load_task(
         delegate_to: opt_string("delegate_to")?,
         conn: conn_keywords_of(node)?,
         any_errors_fatal: opt_bool("any_errors_fatal")?,
-        ignore_unreachable: opt_bool("ignore_unreachable")?,
+        ignore_unreachable: own_ignore_unreachable,
         delegate_facts: opt_bool("delegate_facts")?.unwrap_or(false),
         run_once: own_run_once.unwrap_or(false),
         until: opt("until")

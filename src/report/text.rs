@@ -70,10 +70,12 @@ impl Reporter {
                     task_at(ev.location)
                 )
             }
+            // ansible-core's `...ignoring` too when `ignore_unreachable` keeps the host.
             Status::Unreachable => format!(
-                "fatal: [{host}]: UNREACHABLE! => {}{}",
+                "fatal: [{host}]: UNREACHABLE!{item} => {}{}{}",
                 json!({"msg": msg.unwrap_or("unreachable")}),
-                task_at(ev.location)
+                task_at(ev.location),
+                if ev.ignored { "\n...ignoring" } else { "" }
             ),
             s => {
                 let mut t = format!("{}: [{host}]{item}{note}", s.word());

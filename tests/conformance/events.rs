@@ -120,7 +120,8 @@ pub fn parse(tool: Tool, stdout: &str) -> Result<Outcome, String> {
         }
     }
     // Ansible's callback hears of an ignored failure on the task only, never on an item, so
-    // an item's flag (already summed up into its task's) is not compared.
+    // an item's flag (already summed up into its task's) is not compared; and it hears of an
+    // unreachable item as of a failed one.
     for i in out
         .hosts
         .values_mut()
@@ -128,6 +129,9 @@ pub fn parse(tool: Tool, stdout: &str) -> Result<Outcome, String> {
         .flat_map(|t| t.items.iter_mut().flatten())
     {
         i.ignored = false;
+        if i.status == "unreachable" {
+            i.status = "failed".into();
+        }
     }
     Ok(out)
 }
@@ -167,7 +171,10 @@ fn summarise_loop(rec: &mut TaskRecord) {
         "ok"
     }
     .to_string();
-    rec.ignored = items.iter().any(|i| i.ignored && i.status == "failed");
+    // Ignored only when every failed item ignored its failure (each item has its own
+    // `ignore_errors` when a template of the item gives it).
+    let mut failed = items.iter().filter(|i| i.status == "failed").peekable();
+    rec.ignored = failed.peek().is_some() && failed.all(|i| i.ignored);
 }
 
 fn task_record(ev: &Value) -> TaskRecord {
@@ -175,8 +182,10 @@ fn task_record(ev: &Value) -> TaskRecord {
     TaskRecord {
         name: text(&ev["task"]),
         debug: debug_output(ev, &status),
+        // ansible-core's callback hears whether a failure was ignored, not an unreachable
+        // host (it prints `...ignoring` for both).
+        ignored: status == "failed" && ev["ignored"].as_bool().unwrap_or(false),
         status,
-        ignored: ev["ignored"].as_bool().unwrap_or(false),
         items: None,
         include_role: short_module(ev) == "include_role",
     }
