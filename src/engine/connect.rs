@@ -8,9 +8,9 @@ use crate::connection::spec;
 use crate::connection::{AgentConn, ConnSpec};
 use crate::playbook::{Play, Task};
 use crate::vars::precedence::VarMaps;
-use crate::vars::Scope;
+use crate::vars::{Layer, Scope};
 use fixpoint_agent::protocol::Request;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -155,6 +155,89 @@ impl Shared<'_> {
         .await?;
         conn.count_into(&h.round_trips);
         Ok(conn)
+    }
+}
+
+impl Shared<'_> {
+    /// `scope` with ansible-core's `ansible_delegated_vars` when `task` is delegated: the
+    /// delegated host's variables as `hostvars` has them (a host the inventory lacks: the
+    /// variables it gets from there) under its name, with `inventory_hostname` the task's own
+    /// host, as `when` and the task's arguments see them.
+    pub(super) fn with_delegated_vars(
+        &self,
+        play: &Play,
+        task: &Task,
+        scope: &Arc<Scope>,
+    ) -> Arc<Scope> {
+        let Some(raw) = &task.delegate_to else {
+            return scope.clone();
+        };
+        // A `delegate_to` that does not render fails the task where its connection is
+        // worked out (`task_conn_spec`).
+        let Ok(target) = scope.render(&json!(raw)).map(|v| display(&v)) else {
+            return scope.clone();
+        };
+        let ctx = scope.ctx();
+        let known = ctx
+            .get_attr("hostvars")
+            .and_then(|hv| hv.get_item(&minijinja::Value::from(target.as_str())))
+            .ok()
+            .filter(|v| !v.is_undefined())
+            .and_then(|v| serde_json::to_value(v).ok());
+        let mut vars = match known {
+            Some(Value::Object(m)) => m,
+            _ => {
+                let raw = Value::Object(self.inventory.delegated_host_vars(&target));
+                match scope.render(&raw) {
+                    Ok(Value::Object(m)) => m,
+                    _ => raw.as_object().cloned().unwrap_or_default(),
+                }
+            }
+        };
+        let own = ctx.get_attr("inventory_hostname").ok();
+        let own = own.and_then(|v| serde_json::to_value(v).ok());
+        vars.insert("inventory_hostname".into(), own.unwrap_or_default());
+        // As ansible-core fills them in when it works out the delegated connection: its
+        // address is its name, its port the default, its user the `remote_user` keyword's,
+        // unless its variables say otherwise.
+        let transport = match vars.get("ansible_connection") {
+            Some(Value::String(c)) => c.clone(),
+            _ => "ssh".into(),
+        };
+        let fill = |vars: &mut Map<String, Value>, names: [&str; 3], value: Value| {
+            if !names.iter().any(|n| vars.contains_key(*n)) {
+                vars.insert(names[2].into(), value);
+            }
+        };
+        let via = |what: &str| format!("ansible_{transport}_{what}");
+        let (host, port, user) = (via("host"), via("port"), via("user"));
+        fill(
+            &mut vars,
+            [&host, "ansible_ssh_host", "ansible_host"],
+            json!(target),
+        );
+        fill(
+            &mut vars,
+            [&port, "ansible_ssh_port", "ansible_port"],
+            Value::Null,
+        );
+        let keyword = task
+            .conn
+            .remote_user
+            .as_ref()
+            .or(play.conn.remote_user.as_ref());
+        let keyword = keyword.and_then(|u| scope.render(&json!(u)).ok());
+        fill(
+            &mut vars,
+            [&user, "ansible_ssh_user", "ansible_user"],
+            keyword.unwrap_or_default(),
+        );
+        let mut layer = Map::new();
+        layer.insert(
+            "ansible_delegated_vars".into(),
+            Value::Object(Map::from_iter([(target, Value::Object(vars))])),
+        );
+        scope.with(Layer::data(layer))
     }
 }
 

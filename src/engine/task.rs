@@ -121,6 +121,7 @@ impl Shared<'_> {
     ) -> Vec<Event> {
         let fail = |msg: String| failed_event(task, msg);
         let Some(items_raw) = &task.loop_items else {
+            let scope = &self.with_delegated_vars(ctx.play, task, scope);
             match self.when_holds(task, scope) {
                 Ok(true) => {}
                 Ok(false) => {
@@ -214,6 +215,7 @@ impl Shared<'_> {
             } else {
                 scope.with(Layer::data(carried.clone())).with(layer)
             };
+            let item_scope = self.with_delegated_vars(ctx.play, task, &item_scope);
             let label = match &task.loop_label {
                 Some(l) => item_scope
                     .render(&json!(l))
