@@ -324,9 +324,14 @@ fn shown_name(scope: &Arc<Scope>, raw: &str, may_be_set: &dyn Fn(&str) -> bool) 
         {
             raw.to_string()
         }
-        Err(_) => templar
-            .render_name(raw, &ctx)
-            .unwrap_or_else(|| raw.to_string()),
+        Err(_) => {
+            // The variables it reads render in the name's mode too (`Scope::marking`).
+            let markers = Arc::new(crate::template::Markers::default());
+            let marking = scope.marking(markers.clone());
+            templar
+                .render_marked(raw, &marking.ctx(), &markers)
+                .map_or_else(|| raw.to_string(), |(s, _)| s.trim().to_string())
+        }
     }
 }
 

@@ -7,23 +7,65 @@
 //! zero) prints its marker, then `<< error N+1 - template potentially truncated >>`, and nothing
 //! after it. fixpoint's undefined values are strict, so which of the two an undefined error is
 //! is read from the expression: undefined through operators is raised, as in Jinja.
+//!
+//! A variable the name reads whose own template fails is rendered the same way, its markers
+//! numbered in the same count (ansible-core renders variables lazily, in the name's mode): so
+//! `'{{ dir }}'` with `dir: "/srv/{{ id }}"` shows `'/srv/<< error 1 - 'id' is undefined >>'`.
 
 use super::error::split_path_tail;
 use super::rewrite::{block_end, mask_strings};
 use super::{Templar, TemplateError};
 use minijinja::Value;
 use serde_json::Value as Json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// The markers of a name being shown, shared with the variables it reads (`Scope::marking`).
+#[derive(Debug, Default)]
+pub struct Markers {
+    /// How many so far: the next marker's number is one more.
+    count: AtomicUsize,
+    /// The text of a variable whose rendering was cut short, for the template reading it.
+    cut: Mutex<Option<String>>,
+}
+
+impl Markers {
+    /// Keep the text of a variable that was cut short (the first: the reading stops there).
+    pub fn set_cut(&self, text: String) {
+        self.cut.lock().expect("markers").get_or_insert(text);
+    }
+
+    fn take_cut(&self) -> Option<String> {
+        self.cut.lock().expect("markers").take()
+    }
+}
 
 impl Templar {
     /// `text` rendered as ansible-core renders a task name, with markers for the expressions
     /// that fail; None when it holds statements or comments (`{% %}`, `{# #}`), whose partial
     /// output is not known here: the caller shows the name as written.
+    #[cfg(test)]
     pub fn render_name(&self, text: &str, ctx: &Value) -> Option<String> {
+        let markers = Markers::default();
+        self.render_marked(text, ctx, &markers)
+            .map(|(s, _)| s.trim().to_string())
+    }
+
+    /// `text` rendered with markers, numbered on in `markers` (shared with the variables a
+    /// name reads, which a scope in marking mode renders so: `Scope::marking`); whether it
+    /// was cut short after an error that ends the rendering.
+    pub fn render_marked(
+        &self,
+        text: &str,
+        ctx: &Value,
+        markers: &Markers,
+    ) -> Option<(String, bool)> {
+        let errors = &markers.count;
         if text.contains("{%") || text.contains("{#") {
             return None;
         }
         let b = text.as_bytes();
-        let (mut out, mut errors, mut at) = (String::new(), 0, 0);
+        let (mut out, mut at) = (String::new(), 0);
         while let Some(off) = text[at..].find("{{") {
             let start = at + off;
             let end = block_end(b, start + 2, b'}')?;
@@ -31,24 +73,31 @@ impl Templar {
             let region = &text[start..end + 2];
             match self.render_as_text(region, ctx) {
                 Ok(s) => out.push_str(&s),
+                // A variable it read was cut short: so is this text, after that variable's.
+                Err(_)
+                    if markers.take_cut().is_some_and(|cut| {
+                        out.push_str(&cut);
+                        true
+                    }) =>
+                {
+                    return Some((out, true));
+                }
                 Err(e) => {
-                    errors += 1;
+                    let n = errors.fetch_add(1, Ordering::Relaxed) + 1;
                     let code = &text[start + 2..end];
                     let (why, go_on) = self.marker(&e, code, ctx);
-                    out.push_str(&format!("<< error {errors} - {why} >>"));
+                    out.push_str(&format!("<< error {n} - {why} >>"));
                     if !go_on {
-                        out.push_str(&format!(
-                            "<< error {} - template potentially truncated >>",
-                            errors + 1
-                        ));
-                        return Some(out.trim().to_string());
+                        let n = errors.fetch_add(1, Ordering::Relaxed) + 1;
+                        out.push_str(&format!("<< error {n} - template potentially truncated >>"));
+                        return Some((out, true));
                     }
                 }
             }
             at = end + 2;
         }
         out.push_str(&text[at..]);
-        Some(out.trim().to_string())
+        Some((out, false))
     }
 
     /// What the marker of a failed expression says, and whether the rest of the name renders.
@@ -72,7 +121,7 @@ impl Templar {
                         }
                     }
                 };
-                (why, !has_operator(code))
+                (why, !undefined_raises(code, name))
             }
             TemplateError::Raised { message, .. } => {
                 (format!("Error rendering template: {message}"), false)
@@ -98,6 +147,55 @@ fn python_type(v: &Json) -> &'static str {
         Json::Number(_) => "int",
         Json::Null => "NoneType",
     }
+}
+
+/// Whether the undefined value `name` raises in `code`: an operator applies to it. In a
+/// conditional expression (`a if c else b`) only the part that holds it counts: a branch's
+/// value passes through, while the condition is tested (as in Jinja, where a test of an
+/// undefined value raises under ansible-core).
+fn undefined_raises(code: &str, name: &str) -> bool {
+    let masked = mask_strings(code);
+    let Some((branch, cond, other)) = conditional_parts(&masked) else {
+        return has_operator(code);
+    };
+    let root = name.split(['.', '[']).next().unwrap_or(name);
+    let holds = |part: &str| {
+        part.match_indices(root).any(|(at, _)| {
+            let word = |c: char| c.is_alphanumeric() || c == '_';
+            !part[..at].ends_with(word) && !part[at + root.len()..].starts_with(word)
+        })
+    };
+    if holds(cond) {
+        return true;
+    }
+    has_operator(if holds(branch) { branch } else { other })
+}
+
+/// `a if c else b` (or `a if c`) split at its own ` if ` and ` else ` (outside brackets),
+/// from code whose strings are masked.
+fn conditional_parts(masked: &str) -> Option<(&str, &str, &str)> {
+    let mut depth = 0i32;
+    let (mut at_if, mut at_else) = (None, None);
+    for (i, c) in masked.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            ' ' if depth == 0 => {
+                let rest = &masked[i..];
+                if at_if.is_none() && rest.starts_with(" if ") {
+                    at_if = Some(i);
+                } else if at_if.is_some() && at_else.is_none() && rest.starts_with(" else ") {
+                    at_else = Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    let i = at_if?;
+    Some(match at_else {
+        Some(e) => (&masked[..i], &masked[i + 4..e], &masked[e + 6..]),
+        None => (&masked[..i], &masked[i + 4..], ""),
+    })
 }
 
 /// Whether an expression applies an operator (outside its string constants): undefined through

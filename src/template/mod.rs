@@ -71,6 +71,7 @@ pub use foreign::{
 };
 use inline::Inline;
 pub use lookups::{config_refused, fileglob, first_found_file, listing};
+pub use marked::Markers;
 pub use now::python_local_time;
 pub use omit::{is_omit, is_omit_json, omit, OMIT};
 use pyrepr::py_str;

@@ -12,7 +12,7 @@
 
 mod trust;
 
-use crate::template::{Templar, TemplateError, TRUST_ORACLE, VARIABLE_ORDER};
+use crate::template::{Markers, Templar, TemplateError, TRUST_ORACLE, VARIABLE_ORDER};
 use crate::yaml::mark;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use serde_json::{Map, Value};
@@ -121,6 +121,8 @@ pub struct Scope {
     /// A condition written as a template of a boolean was evaluated (shared like `warnings`),
     /// for the result's `deprecations` (`take_deprecated`).
     deprecated: Arc<AtomicBool>,
+    /// Marking mode (`marking`): the count of error markers so far of the name being shown.
+    markers: Option<Arc<Markers>>,
 }
 
 impl std::fmt::Debug for Scope {
@@ -150,7 +152,23 @@ impl Scope {
             error: Mutex::new(None),
             warnings,
             deprecated,
+            markers: None,
         })
+    }
+
+    /// This scope in marking mode, for showing a task name that fails as ansible-core shows
+    /// it (`Templar::render_name`): a variable whose template fails gives its text with
+    /// markers in place of what failed, counted in `markers` (ansible-core renders variables
+    /// lazily, in the mode of the template that reads them).
+    pub fn marking(&self, markers: Arc<Markers>) -> Arc<Scope> {
+        let mut s = Scope::build(
+            self.templar.clone(),
+            self.layers.clone(),
+            self.warnings.clone(),
+            self.deprecated.clone(),
+        );
+        Arc::get_mut(&mut s).expect("a new scope").markers = Some(markers);
+        s
     }
 
     /// A new scope with one more layer on top (sharing this scope's warnings).
@@ -256,7 +274,23 @@ impl Scope {
                 }
                 r.push(key.to_string());
             }
-            let rendered = self.templar.render_value(raw, &self.ctx());
+            let marked = match (&self.markers, raw) {
+                (Some(m), Value::String(text)) => {
+                    match self.templar.render_marked(text, &self.ctx(), m) {
+                        Some((s, false)) => Some(Ok(Value::String(s))),
+                        // An error that ends the rendering ends the reading template's too,
+                        // after this text (`Templar::render_marked`).
+                        Some((s, true)) => {
+                            m.set_cut(s);
+                            self.resolving.lock().expect("scope resolving").pop();
+                            return None;
+                        }
+                        None => None,
+                    }
+                }
+                _ => None,
+            };
+            let rendered = marked.unwrap_or_else(|| self.templar.render_value(raw, &self.ctx()));
             self.resolving.lock().expect("scope resolving").pop();
             match rendered {
                 // `v: "{{ omit }}"` is `omit` again where it is used (`v | type_debug`).
@@ -270,6 +304,10 @@ impl Scope {
         } else {
             crate::template::json_to_value(raw)
         };
+        // In marking mode each reading renders again: each gets markers of its own.
+        if self.markers.is_some() {
+            return Some(value);
+        }
         self.cache
             .lock()
             .expect("scope cache")
