@@ -277,7 +277,7 @@ pub struct ApplyOptions {
     /// Check the playbooks as `fixpoint validate` does, and exit.
     #[arg(long = "syntax-check")]
     pub syntax_check: bool,
-    /// Skip the tasks before the first one with this name (or `role : name`).
+    /// Skip the tasks before the first one with this name (or `role : name`; or matching it as a glob).
     #[arg(long = "start-at-task", value_name = "NAME")]
     pub start_at_task: Option<String>,
     /// Run only this shard's hosts, one of COUNT controllers splitting the inventory (the

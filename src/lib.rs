@@ -293,6 +293,9 @@ fn run_cmd(args: cli::RunArgs, check_cmd: bool, drift: bool) -> ExitCode {
     if let Err(d) = check_limit(&cfg, &inv) {
         return invalid(&d);
     }
+    if let Err(d) = engine::check_start_at(cfg.start_at_task.as_deref(), &books) {
+        return invalid(&d);
+    }
     if let Some(what) = cfg.listing {
         return match report::listing::print(&books, &inv, &cfg, what) {
             Ok(()) => ExitCode::SUCCESS,

@@ -43,18 +43,18 @@ impl Engine {
                     self.check_fail_limits(ctx);
                     continue;
                 }
+                // --start-at-task: every step before it is passed by (an include too, whose
+                // file is not looked into), a block's are looked at one by one.
+                if let (false, Some(want)) = (self.started, &self.cfg.start_at_task) {
+                    if !matches!(step, Step::Block(_)) {
+                        if !super::start_at::is_start(step, want) {
+                            continue;
+                        }
+                        self.started = true;
+                    }
+                }
                 match step {
                     Step::Task(task) => {
-                        if !self.started {
-                            // --start-at-task: skip until the named task.
-                            let want = self.cfg.start_at_task.as_deref().unwrap_or_default();
-                            if task.display_name() != want
-                                && crate::report::listing::listed_name(task) != want
-                            {
-                                continue;
-                            }
-                            self.started = true;
-                        }
                         if self.tag_selected(&task.tags) {
                             self.run_task(ctx, task, &targets, false).await;
                             self.task_fail_limits(task, &targets);

@@ -61,6 +61,8 @@ pub(crate) mod python;
 mod result;
 mod run;
 mod section;
+mod start_at;
+pub use start_at::check_start_at;
 mod state;
 mod task;
 

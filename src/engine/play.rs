@@ -82,6 +82,13 @@ impl Engine {
             ));
             return;
         }
+        // --start-at-task: a play before the one that holds it runs nothing, not even its
+        // facts, as in ansible-core.
+        if let (false, Some(want)) = (self.started, &self.cfg.start_at_task) {
+            if !super::start_at::play_holds_start(play, want) {
+                return;
+            }
+        }
         // A later play runs: hosts `any_errors_fatal` failed in an earlier one now count.
         for hs in self.hosts.values_mut() {
             hs.fatal_carried |= hs.fatal_marked;

@@ -35,6 +35,7 @@ pub fn is_host_list(source: &std::path::Path) -> bool {
     host_list::as_host_list(source).is_some()
 }
 pub use model::{GroupHosts, Inventory, InventoryError, Vars};
+pub use pattern::fnmatch;
 /// The `literal_eval` reader of INI values, public for the fuzz targets (`fuzz/`).
 pub use pyliteral::{parse_inline_value, parse_value};
 pub use shard::Shard;

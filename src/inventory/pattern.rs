@@ -328,6 +328,28 @@ fn split_subscript(term: &str) -> (&str, Option<Subscript>) {
     (term, None)
 }
 
+/// A shell glob with Python's `fnmatch` semantics (`*`, `?`, `[..]`, `[!..]`) over names.
+fn fnmatch_pattern(expr: &str) -> Result<glob::Pattern, glob::PatternError> {
+    // Names are no paths: `**` means what `*` does in `fnmatch`, while the glob crate only
+    // accepts it as a whole path component.
+    let mut collapsed = String::with_capacity(expr.len());
+    for c in expr.chars() {
+        if !(c == '*' && collapsed.ends_with('*')) {
+            collapsed.push(c);
+        }
+    }
+    glob::Pattern::new(&collapsed)
+}
+
+/// Python's `fnmatch.fnmatch(name, pattern)` (on POSIX: case matters); a pattern that is no
+/// glob (an unclosed `[`) matches only itself.
+pub fn fnmatch(pattern: &str, name: &str) -> bool {
+    match fnmatch_pattern(pattern) {
+        Ok(p) => p.matches(name),
+        Err(_) => pattern == name,
+    }
+}
+
 /// How one pattern term compares against group and host names.
 enum Matcher {
     Exact(String),
@@ -352,15 +374,7 @@ impl Matcher {
         if !expr.contains(['*', '?', '[']) {
             return Ok(Matcher::Exact(expr.to_string()));
         }
-        // Host names are no paths: `**` means what `*` does in `fnmatch`, while the glob crate
-        // only accepts it as a whole path component.
-        let mut collapsed = String::with_capacity(expr.len());
-        for c in expr.chars() {
-            if !(c == '*' && collapsed.ends_with('*')) {
-                collapsed.push(c);
-            }
-        }
-        glob::Pattern::new(&collapsed)
+        fnmatch_pattern(expr)
             .map(Matcher::Glob)
             .map_err(|e| format!("cannot use it as a glob: {e}"))
     }

@@ -3,7 +3,7 @@
 use crate::config::{Config, Listing};
 use crate::diag::Diagnostic;
 use crate::inventory::Inventory;
-use crate::playbook::{Playbook, Step, Task};
+use crate::playbook::{Playbook, Step};
 use std::collections::BTreeSet;
 
 /// Print the listing for every play of every playbook.
@@ -82,12 +82,30 @@ pub fn print(
     Ok(())
 }
 
-/// ansible-core's `Task.get_name`, which `--start-at-task` matches: `role : task` (or `role :
-/// action`) inside a role.
-pub fn listed_name(t: &Task) -> String {
-    match &t.role {
-        Some(r) => format!("{} : {}", r.name, t.display_name()),
-        None => t.display_name(),
+/// A step's name as written and as ansible-core's `Task.get_name` gives it (`role : name`
+/// when named in a role, the action as written when unnamed): what `--list-tasks` shows and
+/// `--start-at-task` matches. None for a block, which has no name of its own here.
+pub fn step_names(s: &Step) -> Option<(Option<&str>, String)> {
+    match s {
+        Step::Task(t) => {
+            let named = t.name.as_deref();
+            Some((
+                named,
+                step_name(named, t.role.as_deref(), &t.display_name()),
+            ))
+        }
+        Step::Include(i) => {
+            // Unnamed, `shown` is the action as written, then ` : <role>` for a role.
+            let action = i.shown.split(" : ").next().unwrap_or(i.action);
+            let named = i.name.as_deref();
+            Some((named, step_name(named, i.role.as_deref(), action)))
+        }
+        Step::Meta(m) => {
+            // Unnamed, `Meta::name` is its action as written.
+            let named = m.named.then_some(m.name.as_str());
+            Some((named, step_name(named, m.role.as_deref(), &m.name)))
+        }
+        Step::Block(_) => None,
     }
 }
 
@@ -120,12 +138,6 @@ fn step_name(named: Option<&str>, role: Option<&crate::playbook::RoleCtx>, actio
 fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<(String, Vec<String>)>) {
     for s in steps {
         match s {
-            Step::Task(t) => {
-                if cfg.tag_selected(&t.tags) {
-                    let name = step_name(t.name.as_deref(), t.role.as_deref(), &t.display_name());
-                    out.push((name, t.tags.clone()));
-                }
-            }
             Step::Block(b) => {
                 list_tasks(&b.block, cfg, out);
                 list_tasks(&b.rescue, cfg, out);
@@ -133,20 +145,15 @@ fn list_tasks(steps: &[Step], cfg: &Config, out: &mut Vec<(String, Vec<String>)>
             }
             // An include is decided when a host reaches it: listed as itself, as ansible-core
             // lists it, whether or not fixpoint loaded its tasks ahead.
-            Step::Include(i) => {
-                if cfg.tag_selected(&i.tags) {
-                    // Unnamed, `shown` is the action as written, then ` : <role>` for a role.
-                    let action = i.shown.split(" : ").next().unwrap_or(i.action);
-                    let name = step_name(i.name.as_deref(), i.role.as_deref(), action);
-                    out.push((name, i.tags.clone()));
-                }
-            }
-            Step::Meta(m) => {
-                if cfg.tag_selected(&m.tags) {
-                    // Unnamed, `Meta::name` is its action as written.
-                    let named = m.named.then_some(m.name.as_str());
-                    let name = step_name(named, m.role.as_deref(), &m.name);
-                    out.push((name, m.tags.clone()));
+            Step::Task(_) | Step::Include(_) | Step::Meta(_) => {
+                let tags = match s {
+                    Step::Task(t) => &t.tags,
+                    Step::Include(i) => &i.tags,
+                    Step::Meta(m) => &m.tags,
+                    Step::Block(_) => continue,
+                };
+                if let (true, Some((_, name))) = (cfg.tag_selected(tags), step_names(s)) {
+                    out.push((name, tags.clone()));
                 }
             }
         }

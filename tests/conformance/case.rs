@@ -49,6 +49,7 @@ const SHARED_FLAGS: &[(&str, bool)] = &[
     ("--force-handlers", false),
     ("--forks", true),
     ("-f", true),
+    ("--start-at-task", true),
     // Inventory sources besides the case's `inventory` file (a host list: `h1,h2:2222,`).
     ("-i", true),
     ("--inventory", true),

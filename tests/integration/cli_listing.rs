@@ -165,11 +165,13 @@ fn start_at_task_skips_the_tasks_before_it() {
         "nope",
         "site.yml",
     ]);
-    out.expect(1);
+    // Named by no task: refused before any host is touched.
+    out.expect(2);
     assert!(
-        out.stdout.contains("no task named \"nope\""),
+        out.stderr.contains("--start-at-task `nope`: no task of the playbooks"),
         "{}{}",
         out.stdout,
         out.stderr
     );
+    assert!(!fx.state_dir().exists());
 }
