@@ -322,7 +322,7 @@ pub(super) fn report_host(
         if let Some(log) = changed_log.as_deref_mut() {
             if ev.status == Status::Changed && !matches!(task.module, "add_host" | "group_by") {
                 // The --twice verdict shows diffs: never a no_log task's.
-                let diff = if no_log {
+                let diff = if no_log || ev.hidden {
                     Diff::default()
                 } else {
                     ev.diff.clone()
@@ -352,7 +352,7 @@ pub(super) fn report_host(
             msg: ev.msg.as_deref(),
             result: Some(&ev.result),
             ignored: ev.ignored,
-            censored: no_log,
+            censored: no_log || ev.hidden,
             note: ev.note.as_deref(),
             delegated_to: ev.delegated_to.as_deref(),
             python: task.python.is_some(),
@@ -400,6 +400,8 @@ pub(super) fn account(
     // host) stands.
     let ignored =
         !failed && !unreachable && (events.iter().any(|e| e.ignored) || unreachable_ignored);
+    // A loop with an item whose output is hidden hides the loop's result, as ansible-core.
+    let no_log = no_log || events.iter().any(|e| e.hidden);
     let looped = hs.loop_failure.take();
     // A task that was not skipped and reached the host: its role ran here (`RoleDedup`).
     let all_skipped = events.iter().all(|e| e.status == Status::Skipped);
@@ -509,6 +511,7 @@ pub(super) fn interrupted_event() -> Event {
         delegated_to: None,
         notified: None,
         action: None,
+        hidden: false,
     }
 }
 

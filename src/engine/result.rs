@@ -103,6 +103,9 @@ pub(super) struct Event {
     /// The module a templated `action` named on this host, as written: the event's module,
     /// and the task's name when it has none, as ansible-core names each host's copy of it.
     pub(super) action: Option<String>,
+    /// This item's output is hidden: `no_log` given by a template of the loop item held for
+    /// it (the task's own `no_log` hides all of them: `HostRun`).
+    pub(super) hidden: bool,
 }
 
 impl Shared<'_> {
@@ -152,6 +155,7 @@ impl Shared<'_> {
                     delegated_to: None,
                     notified: None,
                     action: None,
+                    hidden: false,
                 };
             }
         };
@@ -334,6 +338,7 @@ impl Shared<'_> {
             delegated_to: r.delegated_to,
             notified,
             action: None,
+            hidden: false,
         }
     }
 }
@@ -350,6 +355,7 @@ pub(super) fn skip_event(item: Option<String>) -> Event {
         delegated_to: None,
         notified: None,
         action: None,
+        hidden: false,
     }
 }
 

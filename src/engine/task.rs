@@ -318,6 +318,7 @@ impl Shared<'_> {
                 Some(ev) => ev,
                 None => self.run_until(ctx, task, h, &item_scope, Some(label)).await,
             };
+            ev.hidden = task.no_log;
             let mut res = ev.result.clone();
             res.extend(item_vars(task, items, i, &loop_var));
             match final_label(&ev.result) {
@@ -566,14 +567,21 @@ fn failed_event(task: &Task, msg: String) -> Event {
         delegated_to: None,
         notified: None,
         action: None,
+        hidden: false,
     }
 }
 
 /// The templated keywords a loop renders for each item, with its variables: ansible-core
 /// renders every keyword on each item's copy of the task, and these decide the item's result
-/// alone. The others (`become`, `no_log`, `action`...) are rendered once per host here: they
-/// decide the connection and the task's output as a whole.
-const PER_ITEM: [&str; 4] = ["ignore_errors", "ignore_unreachable", "check_mode", "diff"];
+/// (or whether its output is hidden) alone. The others (`become`, `action`...) are rendered
+/// once per host here: they decide the task's connection and module as a whole.
+const PER_ITEM: [&str; 5] = [
+    "ignore_errors",
+    "ignore_unreachable",
+    "check_mode",
+    "diff",
+    "no_log",
+];
 
 /// `task` with its templated boolean keywords rendered in `scope` (Ansible's strict boolean:
 /// true/false, yes/no, on/off, 1/0, y/n, t/f); with `leave_per_item`, a loop task's

@@ -168,7 +168,8 @@ fn start_at_task_skips_the_tasks_before_it() {
     // Named by no task: refused before any host is touched.
     out.expect(2);
     assert!(
-        out.stderr.contains("--start-at-task `nope`: no task of the playbooks"),
+        out.stderr
+            .contains("--start-at-task `nope`: no task of the playbooks"),
         "{}{}",
         out.stdout,
         out.stderr
