@@ -12,7 +12,7 @@ use super::state::{HostState, PlayCtx};
 use super::{display, playbook_scope, Shared};
 use crate::connection::pool::ConnKey;
 use crate::connection::{ConnSpec, TransportError};
-use crate::playbook::Task;
+use crate::playbook::{EnvPart, Task};
 use crate::report::Status;
 use crate::vars::Scope;
 use fixpoint_agent::protocol::{OnceSpec, Request, Response};
@@ -195,13 +195,8 @@ impl Shared<'_> {
                 return Ok(ItemPlan::Done(Ok(skipped)));
             }
         }
-        let mut environment = ctx.play.environment.clone();
-        environment.extend(task.environment.clone());
-        let environment = match scope.render(&Value::Object(environment)) {
-            Ok(Value::Object(m)) => m,
-            Ok(_) => Map::new(),
-            Err(e) => return Err((false, format!("cannot render `environment`: {e}"))),
-        };
+        let levels = ctx.play.environment.iter().chain(&task.environment);
+        let environment = render_environment(scope, levels).map_err(|e| (false, e))?;
         // The rarer, larger steps are boxed: unboxed, their state would make every task's
         // future (copied into place once per task and host) as large as theirs (issue 13).
         if let Some(py) = &task.python {
@@ -539,4 +534,29 @@ fn undecryptable(v: &Value) -> Option<String> {
         Value::Object(m) => m.values().find_map(undecryptable),
         _ => None,
     }
+}
+
+/// The task's `environment`, each level rendered and merged in order (outermost first, inner
+/// names winning), as ansible-core does.
+fn render_environment<'e>(
+    scope: &Arc<Scope>,
+    levels: impl Iterator<Item = &'e EnvPart>,
+) -> Result<Map<String, Value>, String> {
+    let mut env = Map::new();
+    for level in levels {
+        let raw = match level {
+            EnvPart::Map(m) => Value::Object(m.clone()),
+            EnvPart::Template(t) => Value::String(t.clone()),
+        };
+        match scope.render(&raw) {
+            Ok(Value::Object(m)) => env.extend(m),
+            // As ansible-core: a level that gives no mapping is left out, with a warning.
+            Ok(other) => scope.warn(format!(
+                "could not parse environment value, skipping: `environment` gave {}",
+                display(&other)
+            )),
+            Err(e) => return Err(format!("cannot render `environment`: {e}")),
+        }
+    }
+    Ok(env)
 }

@@ -20,7 +20,7 @@
 //! leaves, `until`, Python modules, keywords given as templates) runs on its own, still without
 //! a barrier.
 
-use crate::playbook::{Play, Step, Task};
+use crate::playbook::{EnvPart, Play, Step, Task};
 use crate::template::{ScanAs, Templar, FLEET_NAMES};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
@@ -329,9 +329,10 @@ fn reads_of(task: &Task, play: &Play, templar: &Templar) -> Reads {
     if let Some(items) = &task.loop_items {
         strings(items, &mut texts);
     }
-    for m in [&task.environment, &play.environment] {
-        for v in m.values() {
-            strings(v, &mut texts);
+    for level in task.environment.iter().chain(&play.environment) {
+        match level {
+            EnvPart::Map(m) => m.values().for_each(|v| strings(v, &mut texts)),
+            EnvPart::Template(t) => texts.push(t),
         }
     }
     texts.extend(

@@ -609,6 +609,21 @@ pub(super) fn resolve_flags(
         if key == "run_once" || key == "throttle" {
             continue;
         }
+        if key == "timeout" {
+            let secs = match &v {
+                Value::Number(n) => n.as_i64(),
+                Value::String(s) => s.trim().parse().ok(),
+                _ => None,
+            }
+            .ok_or_else(|| {
+                format!(
+                    "`timeout: {tmpl}` gave {}, not a number of seconds",
+                    display(&v)
+                )
+            })?;
+            t.timeout = crate::playbook::task::timeout_of(secs)?;
+            continue;
+        }
         let b = match &v {
             Value::Bool(b) => Some(*b),
             Value::String(s) if !s.trim().is_empty() => fixpoint_modules::params::parse_bool_str(s),

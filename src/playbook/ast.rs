@@ -216,6 +216,18 @@ pub struct RoleCtx {
     pub dedup: Option<super::roles::RoleDedup>,
 }
 
+/// `environment` as the levels that give it (play, block, role entry, task), outermost first:
+/// ansible-core renders each when the task runs and merges them in order, inner names winning.
+pub type Environment = Vec<EnvPart>;
+
+/// One level's `environment`: a mapping as written (its values may be templates), or a
+/// template that gives the whole mapping (`environment: "{{ proxy_env }}"`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum EnvPart {
+    Map(Map<String, Value>),
+    Template(String),
+}
+
 /// The connection keywords of a play, block, role entry or task (`remote_user`, `port`,
 /// `connection`), as written: each may be a template, rendered on the host when the task runs.
 /// The host's connection variables (`ansible_user`, `ansible_port`, `ansible_connection`) win
@@ -279,7 +291,7 @@ pub struct Inherited {
     pub diff: Option<bool>,
     /// Keywords given as templates (`ignore_errors: "{{ x }}"`, `throttle`), by keyword.
     pub templated: BTreeMap<&'static str, String>,
-    pub environment: Map<String, Value>,
+    pub environment: Environment,
     pub delegate_to: Option<String>,
     pub run_once: Option<bool>,
     pub conn: ConnKeywords,
@@ -404,7 +416,7 @@ pub struct Play {
     pub conn: ConnKeywords,
     pub check_mode: Option<bool>,
     pub diff: Option<bool>,
-    pub environment: Map<String, Value>,
+    pub environment: Environment,
     /// `force_handlers` written on the play: it wins over `--force-handlers`, also when false.
     pub force_handlers: Option<bool>,
     pub ignore_errors: bool,
@@ -614,7 +626,7 @@ pub struct Task {
     /// Boolean keywords given as templates, rendered on each host when the task runs; each
     /// replaces the keyword's value (`ignore_errors`, `no_log`, `check_mode`, `diff`, `become`).
     pub templated: BTreeMap<&'static str, String>,
-    pub environment: Map<String, Value>,
+    pub environment: Environment,
     /// Seconds this task may take on the host before it is failed.
     pub timeout: Option<u64>,
     /// `throttle`: at most this many hosts run the task at once (below `--forks`; 0: no
@@ -756,7 +768,7 @@ impl Play {
             conn: ConnKeywords::default(),
             check_mode: None,
             diff: None,
-            environment: Map::new(),
+            environment: Vec::new(),
             force_handlers: None,
             ignore_errors: false,
             serial: Vec::new(),

@@ -3,9 +3,10 @@
 //! Each reader turns one YAML node into a typed value or a diagnostic at that node: the parser
 //! files share them so a keyword reads the same everywhere. Values only: no files are read here.
 
-use super::ast::{add_tags, BatchSize, Conditions, Inherited, LoopKind};
+use super::ast::{add_tags, BatchSize, Conditions, EnvPart, Environment, Inherited, LoopKind};
 use crate::connection::BecomeMethod;
 use crate::diag::{suggest, Diagnostic, Pos};
+use crate::template::Templar;
 use crate::yaml::{Kind, Node};
 use serde_json::{Map, Value};
 
@@ -579,14 +580,23 @@ pub fn check_var_name(name: &str, pos: &Pos) -> Result<(), Diagnostic> {
     }
 }
 
-/// `environment:` as a mapping (a templated whole environment is not supported).
-pub(crate) fn env_of(node: &Node) -> Result<Map<String, Value>, Diagnostic> {
+/// `environment:` as ansible-core takes it: a mapping, a template that gives one when the task
+/// runs, or a list of those (merged in order).
+pub(crate) fn env_of(node: &Node) -> Result<Environment, Diagnostic> {
+    let part = |n: &Node| {
+        match &n.kind {
+        Kind::Map(_) => Ok(EnvPart::Map(
+            n.to_json().as_object().cloned().unwrap_or_default(),
+        )),
+        Kind::Str(s) if Templar::is_template(s) => Ok(EnvPart::Template(s.clone())),
+        _ => Err(n
+            .err("`environment` must be a mapping of variable names to values")
+            .help("e.g. `environment: {HTTP_PROXY: \"http://proxy:3128\"}`, or a template giving one: `environment: \"{{ proxy_env }}\"`")),
+    }
+    };
     match &node.kind {
-        Kind::Map(_) => Ok(node.to_json().as_object().cloned().unwrap_or_default()),
-        Kind::Str(_) => Err(node
-            .err("`environment` given as a variable is not supported yet")
-            .help("write the environment variables as a mapping")),
-        _ => Err(node.err("`environment` must be a mapping of variable names to values")),
+        Kind::Seq(items) => items.iter().map(part).collect(),
+        _ => Ok(vec![part(node)?]),
     }
 }
 

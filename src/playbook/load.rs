@@ -550,7 +550,7 @@ fn load_play(
         diff: base.diff,
         environment: match node.get("environment") {
             Some(v) => env_of(v)?,
-            None => Map::new(),
+            None => Vec::new(),
         },
         force_handlers: opt_bool("force_handlers")?,
         ignore_errors: base.ignore_errors.unwrap_or(false),

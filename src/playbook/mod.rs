@@ -24,9 +24,9 @@ pub mod task;
 pub mod validate;
 
 pub use ast::{
-    all_tasks, BatchSize, Block, Conditions, ConnKeywords, HostOrder, Include, IncludeSource,
-    Inherited, LoopKind, Meta, MetaAction, Play, Playbook, RoleCtx, RoleFrom, Step, Task,
-    VarPrompt,
+    all_tasks, BatchSize, Block, Conditions, ConnKeywords, EnvPart, Environment, HostOrder,
+    Include, IncludeSource, Inherited, LoopKind, Meta, MetaAction, Play, Playbook, RoleCtx,
+    RoleFrom, Step, Task, VarPrompt,
 };
 pub use files::{find_in, load_vars_file, looked_in};
 pub use includes::Loader;

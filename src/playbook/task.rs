@@ -23,6 +23,20 @@ pub(crate) const COPY_INTERNAL: &[&str] = &["_original_basename", "_diff_peek"];
 /// The longest task `timeout` ansible-core takes, in seconds (about three years).
 const MAX_TIMEOUT: i64 = 100_000_000;
 
+/// A task's `timeout` in seconds, as ansible-core takes it: 0 is no limit (its default).
+pub(crate) fn timeout_of(secs: i64) -> Result<Option<u64>, String> {
+    match secs {
+        0 => Ok(None),
+        1..=MAX_TIMEOUT => Ok(Some(secs as u64)),
+        _ if secs > MAX_TIMEOUT => Err(format!(
+            "`timeout` of {secs} seconds is too long: ansible-core takes at most {MAX_TIMEOUT}"
+        )),
+        _ => Err(format!(
+            "`timeout` of {secs} seconds: it must be 0 (no limit) or more"
+        )),
+    }
+}
+
 /// Actions fixpoint runs itself on the controller (or through the agent's facts) rather than
 /// as a module.
 pub(crate) const CONTROLLER_ACTIONS: &[&str] = &["include_vars", "setup"];
@@ -372,6 +386,25 @@ pub(crate) fn load_task(
         }
         None => None,
     };
+    // `timeout: "{{ t }}"` is rendered on each host when the task runs (`engine::task`).
+    let timeout = match opt("timeout") {
+        Some(n) => match &n.kind {
+            Kind::Str(s) if s.contains("{{") => {
+                templated.insert("timeout", s.clone());
+                None
+            }
+            Kind::Int(i) => timeout_of(*i).map_err(|e| n.err(e))?,
+            Kind::Str(s) if s.trim().parse::<i64>().is_ok() => {
+                timeout_of(s.trim().parse().unwrap_or_default()).map_err(|e| n.err(e))?
+            }
+            _ => {
+                return Err(n
+                    .err("`timeout` must be a number of seconds")
+                    .help("e.g. `timeout: 300`"))
+            }
+        },
+        None => None,
+    };
     let register = opt_string("register")?;
     if let (Some(r), Some(n)) = (&register, opt("register")) {
         check_var_name(r, &n.pos)?;
@@ -446,24 +479,9 @@ pub(crate) fn load_task(
         templated,
         environment: match opt("environment") {
             Some(v) => env_of(v)?,
-            None => Map::new(),
+            None => Vec::new(),
         },
-        timeout: match opt("timeout") {
-            Some(n) => match n.kind {
-                Kind::Int(i) if i > 0 && i <= MAX_TIMEOUT => Some(i as u64),
-                Kind::Int(i) if i > MAX_TIMEOUT => {
-                    return Err(n.err(format!(
-                        "`timeout` of {i} seconds is too long: ansible-core takes at most {MAX_TIMEOUT}"
-                    )))
-                }
-                _ => {
-                    return Err(n
-                        .err("`timeout` must be a positive number of seconds")
-                        .help("e.g. `timeout: 300`"))
-                }
-            },
-            None => None,
-        },
+        timeout,
         role: None,
         python,
         throttle,

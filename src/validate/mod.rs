@@ -25,7 +25,7 @@ pub use fleet::Sharding;
 
 use crate::diag::{Diagnostic, Pos};
 use crate::playbook::validate as guard;
-use crate::playbook::{IncludeSource, Play, Playbook, Step, Task};
+use crate::playbook::{EnvPart, IncludeSource, Play, Playbook, Step, Task};
 use crate::template::{ScanAs, Templar};
 use crate::yaml::mark;
 use serde_json::Value;
@@ -253,8 +253,15 @@ impl Validator<'_> {
         for (k, val) in t.vars.iter() {
             self.value(val, at, &format!("variable `{k}`"));
         }
-        for (k, val) in &t.environment {
-            self.value(val, at, &format!("environment `{k}`"));
+        for level in &t.environment {
+            match level {
+                EnvPart::Map(m) => {
+                    for (k, val) in m {
+                        self.value(val, at, &format!("environment `{k}`"));
+                    }
+                }
+                EnvPart::Template(tmpl) => self.text(tmpl, at, "environment"),
+            }
         }
         for (k, tmpl) in &t.templated {
             self.text(tmpl, at, k);
