@@ -575,12 +575,13 @@ fn failed_event(task: &Task, msg: String) -> Event {
 /// renders every keyword on each item's copy of the task, and these decide the item's result
 /// (or whether its output is hidden) alone. The others (`become`, `action`...) are rendered
 /// once per host here: they decide the task's connection and module as a whole.
-const PER_ITEM: [&str; 5] = [
+const PER_ITEM: [&str; 6] = [
     "ignore_errors",
     "ignore_unreachable",
     "check_mode",
     "diff",
     "no_log",
+    "delegate_facts",
 ];
 
 /// `task` with its templated boolean keywords rendered in `scope` (Ansible's strict boolean:
@@ -607,6 +608,23 @@ pub(super) fn resolve_flags(
         }
         // Decided for the whole task with the first host's variables (`fanout`).
         if key == "run_once" || key == "throttle" {
+            continue;
+        }
+        if key == "pause" {
+            let secs = match &v {
+                Value::Number(n) => n.as_f64(),
+                Value::String(s) => s.trim().parse().ok(),
+                _ => None,
+            }
+            .filter(|s: &f64| *s >= 0.0)
+            .ok_or_else(|| {
+                format!(
+                    "`pause: {tmpl}` gave {}, not a number of seconds",
+                    display(&v)
+                )
+            })?;
+            t.loop_pause = Duration::try_from_secs_f64(secs)
+                .map_err(|_| format!("`pause` of {secs} seconds is too long to wait"))?;
             continue;
         }
         if key == "timeout" {
@@ -640,6 +658,7 @@ pub(super) fn resolve_flags(
         match key {
             "ignore_errors" => t.ignore_errors = b,
             "ignore_unreachable" => t.ignore_unreachable = Some(b),
+            "delegate_facts" => t.delegate_facts = b,
             "no_log" => t.no_log = b,
             "check_mode" => t.check_mode = Some(b),
             "diff" => t.diff = Some(b),

@@ -475,8 +475,17 @@ pub(crate) fn bool_of(node: &Node, key: &str) -> Result<bool, Diagnostic> {
     match &node.kind {
         Kind::Bool(b) => Ok(*b),
         Kind::Str(s) => fixpoint_modules::params::parse_bool_str(s).ok_or_else(|| {
-            node.err(format!("`{key}` must be a boolean, found \"{s}\""))
-                .help("use true or false")
+            let e = node.err(format!("`{key}` must be a boolean, found \"{s}\""));
+            match (key, Templar::is_template(s)) {
+                // ansible-core reads it as written: a template is a non-empty string, so true
+                // whatever it would give; refused rather than taken either way.
+                ("any_errors_fatal", true) => e.help(
+                    "ansible-core does not render `any_errors_fatal`: a template there is taken \
+                     as true whatever it gives; write true or false",
+                ),
+                (_, true) => e.help("this keyword is not rendered: write true or false"),
+                _ => e.help("use true or false"),
+            }
         }),
         _ => Err(node.err(format!(
             "`{key}` must be a boolean, found {}",

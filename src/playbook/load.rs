@@ -264,6 +264,42 @@ fn play_keyword_text(
     }
 }
 
+/// A play keyword written as a template (`serial: "{{ batch }}"`, `gather_facts`), rendered
+/// as `play_keyword_text` says, as a node at the keyword's place for its parser; one written
+/// plainly as it is.
+fn play_keyword_node(
+    n: &Node,
+    key: &str,
+    vars: &Map<String, Value>,
+    extra_vars: &Map<String, Value>,
+) -> Result<Node, Diagnostic> {
+    let Some(text) = n.scalar_text().filter(|t| is_template(t)) else {
+        return Ok(n.clone());
+    };
+    let value = render_before_hosts(&text, vars, extra_vars).map_err(|e| {
+        n.err(format!("cannot render the `{key}`: {e}"))
+            .help("it is rendered once, before any host: it may use the play's `vars` and `-e`")
+    })?;
+    fn node_of(v: &Value, pos: &crate::diag::Pos) -> Node {
+        let kind = match v {
+            Value::Bool(b) => Kind::Bool(*b),
+            Value::Number(n) => match n.as_i64() {
+                Some(i) => Kind::Int(i),
+                None => Kind::Float(n.as_f64().unwrap_or_default()),
+            },
+            Value::String(s) => Kind::Str(s.clone()),
+            Value::Array(items) => Kind::Seq(items.iter().map(|i| node_of(i, pos)).collect()),
+            Value::Null => Kind::Null,
+            other => Kind::Str(other.to_string()),
+        };
+        Node {
+            kind,
+            pos: pos.clone(),
+        }
+    }
+    Ok(node_of(&value, &n.pos))
+}
+
 /// A play's connection keywords; `user` is the old name of its `remote_user` (ansible-core
 /// still reads it, and refuses both at once).
 fn play_conn_keywords(node: &Node) -> Result<super::ast::ConnKeywords, Diagnostic> {
@@ -508,6 +544,8 @@ fn load_play(
     let opt_string = |key: &str| -> Result<Option<String>, Diagnostic> {
         node.get(key).map(|n| string_of(n, key)).transpose()
     };
+    // `serial: "{{ batch }}"`, `gather_facts: "{{ x | default(true) }}"`: rendered as `order`.
+    let rendered = |n: &Node, key: &str| play_keyword_node(n, key, &loader.play_vars, extra_vars);
     let play = Play {
         vars_from_files: vars_from_files.into(),
         name: opt_string("name")?.unwrap_or_else(|| hosts.clone()),
@@ -519,8 +557,8 @@ fn load_play(
             None => Default::default(),
         },
         vars_files,
-        gather_facts: match opt_bool("gather_facts")? {
-            Some(b) => b,
+        gather_facts: match node.get("gather_facts") {
+            Some(n) => bool_of(&rendered(n, "gather_facts")?, "gather_facts")?,
             None => crate::config::default_gathering()?,
         },
         gather_timeout: gather_keywords_of(node)?,
@@ -555,7 +593,7 @@ fn load_play(
         force_handlers: opt_bool("force_handlers")?,
         ignore_errors: base.ignore_errors.unwrap_or(false),
         serial: match node.get("serial") {
-            Some(n) => serial_of(n)?,
+            Some(n) => serial_of(&rendered(n, "serial")?)?,
             None => Vec::new(),
         },
         free: false,
@@ -565,7 +603,10 @@ fn load_play(
         },
         any_errors_fatal: opt_bool("any_errors_fatal")?.unwrap_or(false),
         max_fail_percentage: match node.get("max_fail_percentage") {
-            Some(n) => Some(percent_of(n, "max_fail_percentage")?),
+            Some(n) => Some(percent_of(
+                &rendered(n, "max_fail_percentage")?,
+                "max_fail_percentage",
+            )?),
             None => None,
         },
     };

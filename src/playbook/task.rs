@@ -310,6 +310,7 @@ pub(crate) fn load_task(
     let opt = |key: &str| node.get(key);
     let mut loop_label = None;
     let mut loop_pause = std::time::Duration::ZERO;
+    let mut pause_template = None;
     let mut loop_break_when = None;
     if let Some(lc) = opt("loop_control") {
         let lce = map_of(lc, "`loop_control`")?;
@@ -332,9 +333,14 @@ pub(crate) fn load_task(
             loop_label = Some(string_of(v, "label")?);
         }
         if let Some(v) = lc.get("pause") {
-            let secs = match v.kind {
-                Kind::Int(i) if i >= 0 => i as f64,
-                Kind::Float(f) if f >= 0.0 => f,
+            let secs = match &v.kind {
+                Kind::Int(i) if *i >= 0 => *i as f64,
+                Kind::Float(f) if *f >= 0.0 => *f,
+                // Rendered on the host when the loop runs (`engine::task`).
+                Kind::Str(s) if s.contains("{{") => {
+                    pause_template = Some(s.clone());
+                    0.0
+                }
                 _ => {
                     return Err(v
                         .err("`pause` must be a number of seconds")
@@ -375,6 +381,7 @@ pub(crate) fn load_task(
     let own_diff = opt_flag("diff")?;
     let own_become = opt_flag("become")?;
     let own_ignore_unreachable = opt_flag("ignore_unreachable")?;
+    let own_delegate_facts = opt_flag("delegate_facts")?;
     // `run_once: "{{ x }}"`: decided when the task runs, with the first host's variables.
     let own_run_once = opt_flag("run_once")?;
     // `throttle: "{{ n }}"` too.
@@ -386,6 +393,9 @@ pub(crate) fn load_task(
         }
         None => None,
     };
+    if let Some(t) = pause_template {
+        templated.insert("pause", t);
+    }
     // `timeout: "{{ t }}"` is rendered on each host when the task runs (`engine::task`).
     let timeout = match opt("timeout") {
         Some(n) => match &n.kind {
@@ -489,7 +499,7 @@ pub(crate) fn load_task(
         conn: conn_keywords_of(node)?,
         any_errors_fatal: opt_bool("any_errors_fatal")?,
         ignore_unreachable: own_ignore_unreachable,
-        delegate_facts: opt_bool("delegate_facts")?.unwrap_or(false),
+        delegate_facts: own_delegate_facts.unwrap_or(false),
         run_once: own_run_once.unwrap_or(false),
         until: opt("until")
             .map(|n| conditions_of(n, "until"))
