@@ -132,6 +132,8 @@ impl Inherited {
             "no_log" => self.no_log |= v,
             "check_mode" => self.check_mode = Some(v),
             "diff" => self.diff = Some(v),
+            "run_once" => self.run_once = Some(v),
+            "ignore_unreachable" => self.ignore_unreachable = Some(v),
             _ => self.become_ = Some(v),
         }
         Ok(())
@@ -179,9 +181,9 @@ impl Inherited {
         if let Some(n) = node.get("environment") {
             out.environment.extend(env_of(n)?);
         }
-        if let Some(n) = node.get("run_once") {
-            out.run_once = Some(bool_of(n, "run_once")?);
-        }
+        // Templates too: each task renders them as it renders its own.
+        out.set_flag(node, "run_once")?;
+        out.set_flag(node, "ignore_unreachable")?;
         if let Some(n) = node.get("delegate_to") {
             out.delegate_to = Some(string_of(n, "delegate_to")?);
         }
@@ -191,9 +193,6 @@ impl Inherited {
         out.conn = conn_keywords_of(node)?.or(&out.conn);
         if let Some(n) = node.get("any_errors_fatal") {
             out.any_errors_fatal = Some(bool_of(n, "any_errors_fatal")?);
-        }
-        if let Some(n) = node.get("ignore_unreachable") {
-            out.ignore_unreachable = Some(bool_of(n, "ignore_unreachable")?);
         }
         if let Some(n) = node.get("collections") {
             out.collections = strings_of(n, "collections")?;

@@ -14,6 +14,7 @@ pub mod ast;
 pub mod defaults;
 pub mod files;
 pub mod includes;
+pub mod inherited;
 pub mod keywords;
 pub mod kv;
 pub mod load;
