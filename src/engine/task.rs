@@ -456,8 +456,10 @@ impl Shared<'_> {
                         continue;
                     }
                     // ansible-core marks the result failed, but a `failed_when` it evaluated
-                    // decides whether the task failed (its `failed_when_result` wins).
-                    if task.failed_when.is_some() {
+                    // decides whether the task failed (its `failed_when_result` wins); retried
+                    // until it succeeds (`retries` alone), its last failure stands.
+                    let succeeded = [crate::playbook::ast::UNTIL_SUCCEEDED];
+                    if task.failed_when.is_some() || until.iter().eq(succeeded) {
                         ev.result.insert("attempts".into(), json!(retries));
                         ev.result.insert("failed".into(), json!(true));
                         ev.result

@@ -502,7 +502,8 @@ pub struct Task {
     /// `delegate_facts` (with `delegate_to`): the facts the task sets go to the delegated host.
     pub delegate_facts: bool,
     pub run_once: bool,
-    /// `until`: retry the task until these hold, `retries` times, `delay` seconds apart.
+    /// `until`: retry the task until these hold, `retries` times, `delay` seconds apart;
+    /// [`UNTIL_SUCCEEDED`] when `retries` is given alone.
     pub until: Option<Conditions>,
     pub retries: Templated<u64>,
     /// Seconds; a fraction is allowed (`delay: 0.01`), as in Ansible.
@@ -543,6 +544,10 @@ pub struct Task {
 
 /// Arguments given as one template: ansible-core renders it to a mapping that sits over the
 /// `module_defaults` and under the arguments the task writes out.
+/// The `until` of a task given `retries` without one: ansible-core retries it until it
+/// succeeds (its result, seen as plain names by `until`, is not failed).
+pub const UNTIL_SUCCEEDED: &str = "not (failed | default(false))";
+
 #[derive(Debug, Clone)]
 pub struct ArgsSplat {
     pub template: String,

@@ -501,9 +501,11 @@ pub(crate) fn load_task(
         ignore_unreachable: own_ignore_unreachable,
         delegate_facts: own_delegate_facts.unwrap_or(false),
         run_once: own_run_once.unwrap_or(false),
-        until: opt("until")
-            .map(|n| conditions_of(n, "until"))
-            .transpose()?,
+        // `retries` without `until`: retried until it succeeds, as ansible-core does.
+        until: match opt("until") {
+            Some(n) => Some(conditions_of(n, "until")?),
+            None => opt("retries").map(|_| vec![super::ast::UNTIL_SUCCEEDED.to_string()]),
+        },
         retries: match opt("retries") {
             Some(n) => match &n.kind {
                 Kind::Int(i) if *i >= 0 => Templated::Fixed(*i as u64),
