@@ -65,9 +65,18 @@ pub fn facts() -> Map<String, Value> {
         json!(fixpoint_modules::pkg_mgr::pkg_mgr(os_family)),
     );
     put("distribution", json!(distribution));
+    let debian_version = std::fs::read_to_string("/etc/debian_version").unwrap_or_default();
+    let os_release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+    for (k, v) in debian_file_facts(&os_release, &debian_version) {
+        put(k, v);
+    }
     put(
         "distribution_version",
-        json!(os.get("VERSION_ID").cloned().unwrap_or_default()),
+        json!(best_version(
+            &id,
+            os.get("VERSION_ID").map(String::as_str).unwrap_or_default(),
+            &debian_version
+        )),
     );
     put(
         "distribution_major_version",
@@ -125,6 +134,58 @@ pub fn facts() -> Map<String, Value> {
         mounts(&std::fs::read_to_string("/proc/mounts").unwrap_or_default()),
     );
     facts
+}
+
+/// The facts ansible-core takes from the distribution file it parsed, on a host of the Debian
+/// family (its `/etc/os-release` names Debian or Ubuntu): that file, its variety, and on
+/// Debian the minor version `/etc/debian_version` gives (`12.11` → `11`).
+fn debian_file_facts(os_release: &str, debian_version: &str) -> Vec<(&'static str, Value)> {
+    let debian = os_release.contains("Debian") || os_release.contains("Raspbian");
+    if !debian && !os_release.contains("Ubuntu") {
+        return Vec::new();
+    }
+    let mut facts = vec![
+        ("distribution_file_path", json!("/etc/os-release")),
+        ("distribution_file_variety", json!("Debian")),
+        ("distribution_file_parsed", json!(true)),
+    ];
+    // The last line with a `<digits>.<digits>`, as ansible-core's loop leaves it.
+    let minor = debian_version.lines().rev().find_map(minor_of);
+    if let (true, Some(m)) = (debian, minor) {
+        facts.push(("distribution_minor_version", json!(m)));
+    }
+    facts
+}
+
+/// The digits after the first `.` that has a digit on each side (`12.11` → `11`).
+fn minor_of(line: &str) -> Option<String> {
+    let b = line.as_bytes();
+    (1..b.len()).find_map(|i| {
+        if b[i] != b'.' || !b[i - 1].is_ascii_digit() {
+            return None;
+        }
+        // `.` is one byte: the text after it starts on a character.
+        let minor: String = line[i + 1..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        (!minor.is_empty()).then_some(minor)
+    })
+}
+
+/// `ansible_distribution_version`: os-release's `VERSION_ID`, but on Debian the more precise
+/// `/etc/debian_version` when it is a version (`12.11` where os-release says `12`), as
+/// ansible-core asks the `distro` library for Debian's best version.
+fn best_version(id: &str, version_id: &str, debian_version: &str) -> String {
+    let precise = debian_version.trim();
+    let is_version = !precise.is_empty()
+        && precise
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    if id == "debian" && is_version && precise.split('.').count() > version_id.split('.').count() {
+        return precise.to_string();
+    }
+    version_id.to_string()
 }
 
 /// `ansible_systemd` on a host systemd manages: `systemctl --version`'s version number (its first
@@ -273,6 +334,24 @@ fn default_ipv4() -> Value {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn debian_versions_as_ansible_core_reads_them() {
+        assert_eq!(super::best_version("debian", "12", "12.11\n"), "12.11");
+        assert_eq!(super::best_version("debian", "12", "trixie/sid\n"), "12");
+        assert_eq!(
+            super::best_version("ubuntu", "22.04", "bookworm/sid\n"),
+            "22.04"
+        );
+        assert_eq!(super::minor_of("12.11"), Some("11".into()));
+        assert_eq!(super::minor_of("é1x.2 3.45"), Some("45".into()));
+        assert_eq!(super::minor_of("trixie/sid"), None);
+        let facts = super::debian_file_facts("NAME=\"Debian GNU/Linux\"\n", "12.11\n");
+        assert!(facts.contains(&("distribution_minor_version", serde_json::json!("11"))));
+        let ubuntu = super::debian_file_facts("NAME=\"Ubuntu\"\n", "bookworm/sid\n");
+        assert_eq!(ubuntu.len(), 3, "{ubuntu:?}");
+        assert!(super::debian_file_facts("NAME=Fedora\n", "").is_empty());
+    }
+
     #[test]
     fn mounts_keep_path_devices_and_unescape() {
         let m = super::mounts(

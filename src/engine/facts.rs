@@ -87,7 +87,7 @@ impl Engine {
                         };
                         match res {
                             Ok(Response::Facts { facts }) => {
-                                h.facts = Arc::new(facts_vars(facts));
+                                h.facts = Arc::new(add_gathered(&h.facts, facts));
                                 (h.name.clone(), Ok(()))
                             }
                             Ok(other) => (
@@ -162,6 +162,44 @@ pub(super) fn facts_vars(facts: Map<String, Value>) -> Map<String, Value> {
     }
     all.insert("ansible_facts".into(), Value::Object(facts));
     all
+}
+
+/// Gathered facts (`Response::Facts`: names without `ansible_`) added to the host's, as
+/// ansible-core adds them: what a module or a cacheable `set_fact` added before stays.
+pub(super) fn add_gathered(
+    host: &Map<String, Value>,
+    facts: Map<String, Value>,
+) -> Map<String, Value> {
+    let mut all = host.clone();
+    for (k, v) in facts_vars(facts) {
+        match (k.as_str(), v) {
+            ("ansible_facts", Value::Object(f)) => add_to_ansible_facts(&mut all, &f),
+            (_, v) => {
+                all.insert(k, v);
+            }
+        }
+    }
+    all
+}
+
+/// `setup`'s `filter`: the facts whose `ansible_` name matches one of the shell patterns (a
+/// pattern that does not start with `ansible_`, `facter` or `ohai` is tried with `ansible_`
+/// before it too; an empty one matches all), as ansible-core filters them.
+pub(super) fn filtered(facts: Map<String, Value>, patterns: &[String]) -> Map<String, Value> {
+    let matches = |name: &str| {
+        patterns.iter().any(|p| {
+            p.is_empty()
+                || crate::inventory::fnmatch(p, name)
+                || !["ansible_", "facter", "ohai"]
+                    .iter()
+                    .any(|s| p.starts_with(s))
+                    && crate::inventory::fnmatch(&format!("ansible_{p}"), name)
+        })
+    };
+    facts
+        .into_iter()
+        .filter(|(k, _)| matches(&format!("ansible_{k}")))
+        .collect()
 }
 
 /// Facts a module returned (`service_facts`, `getent`'s `getent_passwd`), added to the host's

@@ -82,8 +82,8 @@ pub struct IncludeVarsParams {
     pub hash_behaviour: Option<String>,
 }
 
-/// `setup`: the facts fixpoint gathers are a fixed set, so the subsets are accepted as given
-/// (`filter`, which would change what is returned, is refused as an unknown parameter).
+/// `setup`: the facts fixpoint gathers are a fixed set, so the subsets are accepted as given;
+/// `filter` (fnmatch patterns) keeps only the facts it names (`engine::facts::filtered`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SetupParams {
@@ -91,6 +91,8 @@ struct SetupParams {
     gather_subset: Option<Value>,
     #[allow(dead_code)]
     gather_timeout: Option<Value>,
+    #[allow(dead_code)]
+    filter: Option<Value>,
 }
 
 /// `assert`: conditions (bare expressions) and the messages for each outcome.
@@ -136,6 +138,8 @@ struct GatherFactsParams {
     gather_subset: Option<Value>,
     #[allow(dead_code)]
     gather_timeout: Option<Value>,
+    #[allow(dead_code)]
+    filter: Option<Value>,
 }
 
 /// `pause`: a time (`seconds` or `minutes`), or a prompt answered on the terminal.

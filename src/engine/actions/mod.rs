@@ -12,7 +12,6 @@ pub mod tree;
 pub mod trust;
 pub mod upload;
 
-use super::facts::facts_vars;
 use super::result::ItemResult;
 use super::state::{HostState, PlayCtx};
 use super::Shared;
@@ -100,12 +99,22 @@ impl Shared<'_> {
             .await
         {
             Ok(Response::Facts { facts }) => {
+                // `filter: ansible_distribution*` (a pattern or a list; `*` or none: all).
+                let patterns: Vec<String> = match params.get("filter") {
+                    Some(Value::String(p)) if p != "*" => vec![p.clone()],
+                    Some(Value::Array(ps)) => ps.iter().map(super::display).collect(),
+                    _ => Vec::new(),
+                };
+                let facts = match patterns.is_empty() {
+                    true => facts,
+                    false => super::facts::filtered(facts, &patterns),
+                };
                 let returned: Map<String, Value> = facts
                     .iter()
                     .map(|(k, v)| (format!("ansible_{k}"), v.clone()))
                     .collect();
                 if !for_other {
-                    h.facts = Arc::new(facts_vars(facts));
+                    h.facts = Arc::new(super::facts::add_gathered(&h.facts, facts));
                 }
                 let mut result = Map::new();
                 result.insert("ansible_facts".into(), Value::Object(returned));
