@@ -58,7 +58,7 @@ pub fn facts() -> Map<String, Value> {
         json!(node.split('.').next().unwrap_or_default()),
     );
     put("nodename", json!(node));
-    put("fqdn", json!(node));
+    put("fqdn", json!(fqdn(&node)));
     put("os_family", json!(os_family));
     put(
         "pkg_mgr",
@@ -186,6 +186,57 @@ fn best_version(id: &str, version_id: &str, debian_version: &str) -> String {
         return precise.to_string();
     }
     version_id.to_string()
+}
+
+/// `ansible_fqdn`: Python's `socket.getfqdn()`, which ansible-core calls: the host name
+/// resolved to an address, and that address back to its name (`/etc/hosts`, DNS); the host
+/// name itself when either fails.
+fn fqdn(node: &str) -> String {
+    use std::net::ToSocketAddrs;
+    let addr = (node, 0).to_socket_addrs().ok().and_then(|mut a| a.next());
+    addr.and_then(|a| name_of(&a))
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| node.to_string())
+}
+
+/// The name an address resolves back to (`getnameinfo`), if it has one.
+fn name_of(addr: &std::net::SocketAddr) -> Option<String> {
+    // SAFETY: zeroed sockaddr structs are valid; each is filled for its family and passed
+    // with its own size; `getnameinfo` writes a NUL-terminated name into `host` (its size
+    // given) and reads nothing else.
+    unsafe {
+        let mut v4: libc::sockaddr_in = std::mem::zeroed();
+        let mut v6: libc::sockaddr_in6 = std::mem::zeroed();
+        let (sa, len) = match addr {
+            std::net::SocketAddr::V4(a) => {
+                v4.sin_family = libc::AF_INET as libc::sa_family_t;
+                v4.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+                let len = std::mem::size_of::<libc::sockaddr_in>();
+                (std::ptr::from_ref(&v4).cast::<libc::sockaddr>(), len)
+            }
+            std::net::SocketAddr::V6(a) => {
+                v6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                v6.sin6_addr.s6_addr = a.ip().octets();
+                let len = std::mem::size_of::<libc::sockaddr_in6>();
+                (std::ptr::from_ref(&v6).cast::<libc::sockaddr>(), len)
+            }
+        };
+        let mut host = [0 as libc::c_char; 1025];
+        let rc = libc::getnameinfo(
+            sa,
+            len as libc::socklen_t,
+            host.as_mut_ptr(),
+            host.len() as libc::socklen_t,
+            std::ptr::null_mut(),
+            0,
+            libc::NI_NAMEREQD,
+        );
+        (rc == 0).then(|| {
+            std::ffi::CStr::from_ptr(host.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        })
+    }
 }
 
 /// `ansible_systemd` on a host systemd manages: `systemctl --version`'s version number (its first
