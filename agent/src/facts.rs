@@ -36,8 +36,8 @@ pub fn facts() -> Map<String, Value> {
             )
         })
         .collect();
-    let memtotal_mb = std::fs::read_to_string("/proc/meminfo")
-        .ok()
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let memtotal_mb = Some(meminfo.as_str())
         .and_then(|t| {
             t.lines()
                 .find(|l| l.starts_with("MemTotal:"))
@@ -58,7 +58,9 @@ pub fn facts() -> Map<String, Value> {
         json!(node.split('.').next().unwrap_or_default()),
     );
     put("nodename", json!(node));
-    put("fqdn", json!(fqdn(&node)));
+    let fqdn = fqdn(&node);
+    put("fqdn", json!(fqdn));
+
     put("os_family", json!(os_family));
     put(
         "pkg_mgr",
@@ -124,8 +126,41 @@ pub fn facts() -> Map<String, Value> {
         put(&k, v);
     }
     if let Some(p) = crate::python::python_fact() {
+        let v = &p["version"];
+        if let (Some(a), Some(b), Some(c)) = (
+            v["major"].as_u64(),
+            v["minor"].as_u64(),
+            v["micro"].as_u64(),
+        ) {
+            put("python_version", json!(format!("{a}.{b}.{c}")));
+        }
         put("python", p);
     }
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let more = [
+        crate::facts_more::processors(&cpuinfo, nproc),
+        crate::facts_more::memory(&meminfo),
+        crate::facts_more::user(),
+        crate::facts_more::network(),
+    ];
+    for (k, v) in more.into_iter().flatten() {
+        put(k, v);
+    }
+    put("date_time", crate::facts_more::date_time());
+    if let Some(lsb) = crate::facts_more::lsb(&os) {
+        put("lsb", lsb);
+    }
+    let machine_id = ["/etc/machine-id", "/var/lib/dbus/machine-id"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok());
+    if let Some(id) = machine_id {
+        put("machine_id", json!(id.trim()));
+    }
+    put(
+        "domain",
+        json!(fqdn.split_once('.').map(|(_, d)| d).unwrap_or_default()),
+    );
     if let Some(s) = systemd() {
         put("systemd", s);
     }

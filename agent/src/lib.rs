@@ -9,6 +9,7 @@
 
 pub mod drift;
 pub mod facts;
+pub mod facts_more;
 pub mod job;
 pub mod journal;
 pub mod protocol;

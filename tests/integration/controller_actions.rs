@@ -147,7 +147,7 @@ fn bad_parameters_are_refused_at_load_with_their_place() {
         "    - pause: {seconds: 1, minutes: 1}\n",
         "    - group_by: {parents: [a]}\n",
         "    - add_host: {groups: [a]}\n",
-        "    - gather_facts: {filter: 'ansible_*'}\n",
+        "    - gather_facts: {fliter: 'ansible_*'}\n",
         "    - ping: {dat: x}\n",
         "    - pause: {seconds: \"1.5\"}\n",
     ));
@@ -157,7 +157,7 @@ fn bad_parameters_are_refused_at_load_with_their_place() {
         (7, "mutually exclusive"),
         (8, "key"),
         (9, "`name`, `host` or `hostname`"),
-        (10, "filter"),
+        (10, "fliter"),
         (11, "dat"),
         (12, "1.5"),
     ] {
