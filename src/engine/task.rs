@@ -589,7 +589,7 @@ const PER_ITEM: [&str; 6] = [
 /// `task` with its templated boolean keywords rendered in `scope` (Ansible's strict boolean:
 /// true/false, yes/no, on/off, 1/0, y/n, t/f); with `leave_per_item`, a loop task's
 /// `PER_ITEM` keywords are left for its items.
-pub(super) fn resolve_flags(
+fn resolve_flags(
     task: &Task,
     scope: &Arc<Scope>,
     play_dir: &Path,
@@ -613,34 +613,13 @@ pub(super) fn resolve_flags(
             continue;
         }
         if key == "pause" {
-            let secs = match &v {
-                Value::Number(n) => n.as_f64(),
-                Value::String(s) => s.trim().parse().ok(),
-                _ => None,
-            }
-            .filter(|s: &f64| *s >= 0.0)
-            .ok_or_else(|| {
-                format!(
-                    "`pause: {tmpl}` gave {}, not a number of seconds",
-                    display(&v)
-                )
-            })?;
+            let secs = seconds_of(key, &tmpl, &v, serde_json::Number::as_f64)?;
             t.loop_pause = Duration::try_from_secs_f64(secs)
-                .map_err(|_| format!("`pause` of {secs} seconds is too long to wait"))?;
+                .map_err(|_| format!("`pause` of {secs} seconds cannot be waited"))?;
             continue;
         }
         if key == "timeout" {
-            let secs = match &v {
-                Value::Number(n) => n.as_i64(),
-                Value::String(s) => s.trim().parse().ok(),
-                _ => None,
-            }
-            .ok_or_else(|| {
-                format!(
-                    "`timeout: {tmpl}` gave {}, not a number of seconds",
-                    display(&v)
-                )
-            })?;
+            let secs = seconds_of(key, &tmpl, &v, serde_json::Number::as_i64)?;
             t.timeout = crate::playbook::task::timeout_of(secs)?;
             continue;
         }
@@ -668,6 +647,26 @@ pub(super) fn resolve_flags(
         }
     }
     Ok(t)
+}
+
+/// A templated keyword's number of seconds: a number, or a string holding one.
+fn seconds_of<T: std::str::FromStr>(
+    key: &str,
+    tmpl: &str,
+    v: &Value,
+    number: fn(&serde_json::Number) -> Option<T>,
+) -> Result<T, String> {
+    match v {
+        Value::Number(n) => number(n),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        format!(
+            "`{key}: {tmpl}` gave {}, not a number of seconds",
+            display(v)
+        )
+    })
 }
 
 /// The module an `action` template named, on this host (`playbook::load_task`): the task

@@ -591,16 +591,17 @@ pub fn check_var_name(name: &str, pos: &Pos) -> Result<(), Diagnostic> {
 /// `environment:` as ansible-core takes it: a mapping, a template that gives one when the task
 /// runs, or a list of those (merged in order).
 pub(crate) fn env_of(node: &Node) -> Result<Environment, Diagnostic> {
-    let part = |n: &Node| {
-        match &n.kind {
+    let part = |n: &Node| match &n.kind {
         Kind::Map(_) => Ok(EnvPart::Map(
             n.to_json().as_object().cloned().unwrap_or_default(),
         )),
         Kind::Str(s) if Templar::is_template(s) => Ok(EnvPart::Template(s.clone())),
         _ => Err(n
             .err("`environment` must be a mapping of variable names to values")
-            .help("e.g. `environment: {HTTP_PROXY: \"http://proxy:3128\"}`, or a template giving one: `environment: \"{{ proxy_env }}\"`")),
-    }
+            .help(
+                "e.g. `environment: {HTTP_PROXY: \"http://proxy:3128\"}`, or a template \
+                 giving one: `environment: \"{{ proxy_env }}\"`",
+            )),
     };
     match &node.kind {
         Kind::Seq(items) => items.iter().map(part).collect(),

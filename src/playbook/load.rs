@@ -243,6 +243,12 @@ fn render_before_hosts(
     crate::template::Templar::new().render_str(text, &ctx)
 }
 
+/// A play keyword's template that does not render, said where it is written.
+fn unrenderable(n: &Node, key: &str, e: crate::template::TemplateError) -> Diagnostic {
+    n.err(format!("cannot render the `{key}`: {e}"))
+        .help("it is rendered once, before any host: it may use the play's `vars` and `-e`")
+}
+
 /// A play keyword's text (`strategy`, `order`); a template is rendered once, when the play
 /// starts and before any host, with the play's `vars` and `-e`, as ansible-core renders it.
 fn play_keyword_text(
@@ -258,9 +264,7 @@ fn play_keyword_text(
     match render_before_hosts(&text, vars, extra_vars) {
         Ok(Value::String(r)) => Ok(r),
         Ok(other) => Ok(other.to_string()),
-        Err(e) => Err(n
-            .err(format!("cannot render the `{key}`: {e}"))
-            .help("it is rendered once, before any host: it may use the play's `vars` and `-e`")),
+        Err(e) => Err(unrenderable(n, key, e)),
     }
 }
 
@@ -276,10 +280,8 @@ fn play_keyword_node(
     let Some(text) = n.scalar_text().filter(|t| is_template(t)) else {
         return Ok(n.clone());
     };
-    let value = render_before_hosts(&text, vars, extra_vars).map_err(|e| {
-        n.err(format!("cannot render the `{key}`: {e}"))
-            .help("it is rendered once, before any host: it may use the play's `vars` and `-e`")
-    })?;
+    let value =
+        render_before_hosts(&text, vars, extra_vars).map_err(|e| unrenderable(n, key, e))?;
     fn node_of(v: &Value, pos: &crate::diag::Pos) -> Node {
         let kind = match v {
             Value::Bool(b) => Kind::Bool(*b),
